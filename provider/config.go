@@ -1,0 +1,97 @@
+package provider
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MissingCredentialError says a credential the provider needs is empty.
+// The command line adds which environment variable should have filled it.
+type MissingCredentialError struct {
+	Provider string
+	// Key is the credentials key, e.g. "access-token".
+	Key string
+}
+
+func (e *MissingCredentialError) Error() string {
+	return fmt.Sprintf("%s: provider.credentials.%s is not set", e.Provider, e.Key)
+}
+
+// Credential returns the credential stored under any of keys (the
+// specification spells some with dashes, some with underscores), trimmed.
+func (c Config) Credential(keys ...string) string {
+	return lookupString(c.Credentials, keys...)
+}
+
+// Option returns the string option stored under any of keys.
+func (c Config) Option(keys ...string) string {
+	return lookupString(c.Options, keys...)
+}
+
+func lookupString(m map[string]any, keys ...string) string {
+	for _, k := range keys {
+		for _, variant := range []string{k, strings.ReplaceAll(k, "-", "_"), strings.ReplaceAll(k, "_", "-")} {
+			if v, ok := m[variant]; ok && v != nil {
+				if s := strings.TrimSpace(fmt.Sprint(v)); s != "" {
+					return s
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// Require returns the credential under key, or a MissingCredentialError.
+func (c Config) Require(key string) (string, error) {
+	if v := c.Credential(key); v != "" {
+		return v, nil
+	}
+	return "", &MissingCredentialError{Provider: c.ID, Key: key}
+}
+
+// Body starts a request body from the cartridge's settings: a deep copy in
+// which null values are left out (a null setting means "not set"), so
+// settings reach the API verbatim and a new API parameter needs no release.
+func (c Config) Body() map[string]any {
+	return dropNulls(c.Settings)
+}
+
+func dropNulls(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if v == nil {
+			continue
+		}
+		out[k] = deepCopy(v)
+	}
+	return out
+}
+
+func deepCopy(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		return dropNulls(t)
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = deepCopy(x)
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+// JoinURL joins an address and an API path, tolerating a trailing slash
+// and an address that already ends with the path's first segment
+// (http://host/v1 + /v1/chat/completions).
+func JoinURL(address, path string) string {
+	address = strings.TrimRight(address, "/")
+	if i := strings.Index(path[1:], "/"); i > 0 {
+		first := path[:i+1]
+		if strings.HasSuffix(address, first) {
+			address = strings.TrimSuffix(address, first)
+		}
+	}
+	return address + path
+}

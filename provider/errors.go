@@ -1,0 +1,161 @@
+package provider
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Error is a failure reported by a provider's API, or met while talking to it.
+type Error struct {
+	// Provider is the provider id.
+	Provider string
+	// Status is the HTTP status; 0 when no response arrived.
+	Status int
+	// Message is the provider's own error text.
+	Message string
+	// Code is the provider's error code or type, when it gives one.
+	Code string
+	// Retryable says whether trying again may succeed (429, 5xx, network).
+	Retryable bool
+	// RetryAfter is the delay the provider asked for, zero when none.
+	RetryAfter time.Duration
+	// Hint tells the user what to check (the credential key on 401/403).
+	Hint string
+	// Streamed is true when part of the answer had already been delivered.
+	Streamed bool
+	// Err is the underlying error for network failures.
+	Err error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Provider)
+	if e.Status != 0 {
+		fmt.Fprintf(&b, ": HTTP %d", e.Status)
+		if t := http.StatusText(e.Status); t != "" {
+			b.WriteString(" " + t)
+		}
+	}
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	if e.Hint != "" {
+		b.WriteString(" (" + e.Hint + ")")
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// IsRetryable reports whether err is worth another attempt: a provider
+// error marked retryable, reached before any data was delivered.
+func IsRetryable(err error) bool {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.Retryable && !pe.Streamed
+	}
+	return false
+}
+
+// CredentialHints maps a provider id to the cartridge key a user should
+// check when the provider answers 401 or 403.
+var CredentialHints = map[string]string{}
+
+// ErrorFromResponse reads an error response (status >= 400) and turns it
+// into an *Error with the provider's own message. It closes the body.
+func ErrorFromResponse(providerID string, resp *http.Response) *Error {
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	msg, code := ParseErrorBody(body)
+	if msg == "" {
+		msg = strings.TrimSpace(string(body))
+		if len(msg) > 500 {
+			msg = msg[:500] + "..."
+		}
+	}
+	if msg == "" {
+		msg = "no error message in the response"
+	}
+	e := &Error{Provider: providerID, Status: resp.StatusCode, Message: msg, Code: code}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
+		e.Retryable = true
+	case resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusForbidden:
+		if key := CredentialHints[providerID]; key != "" {
+			e.Hint = "check " + key
+		}
+	}
+	e.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	return e
+}
+
+// ParseErrorBody extracts a message and code from the error body shapes
+// providers use: {"error": {"message", "code"|"type"}}, {"error": "text"},
+// {"message": "text"} and {"detail": ...}. Empty strings when none matched.
+func ParseErrorBody(body []byte) (message, code string) {
+	var v map[string]any
+	if json.Unmarshal(body, &v) != nil {
+		// Some providers answer with a JSON array of one error object.
+		var arr []map[string]any
+		if json.Unmarshal(body, &arr) != nil || len(arr) == 0 {
+			return "", ""
+		}
+		v = arr[0]
+	}
+	str := func(x any) string {
+		switch t := x.(type) {
+		case string:
+			return t
+		case float64:
+			return strconv.FormatFloat(t, 'f', -1, 64)
+		case nil:
+			return ""
+		default:
+			b, _ := json.Marshal(t)
+			return string(b)
+		}
+	}
+	switch e := v["error"].(type) {
+	case string:
+		return e, ""
+	case map[string]any:
+		message = str(e["message"])
+		code = str(e["code"])
+		if code == "" {
+			code = str(e["type"])
+		}
+		if code == "" {
+			code = str(e["status"])
+		}
+		return message, code
+	}
+	if m := str(v["message"]); m != "" {
+		return m, str(v["code"])
+	}
+	if d := v["detail"]; d != nil {
+		return str(d), ""
+	}
+	return "", ""
+}
+
+func parseRetryAfter(h string, now time.Time) time.Duration {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(h, 64); err == nil && s >= 0 {
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}

@@ -1,0 +1,218 @@
+// Package ollama speaks Ollama's native chat API (POST /api/chat), streamed
+// as newline-delimited JSON.
+package ollama
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/nbots/nb/provider"
+)
+
+// ID is the cartridge's provider id.
+const ID = "ollama"
+
+// DefaultAddress is Ollama's default listening address.
+const DefaultAddress = "http://localhost:11434"
+
+func init() {
+	provider.Register(ID, New)
+	provider.CredentialHints[ID] = "provider.credentials.access-token"
+}
+
+// Client is an Ollama chat client.
+type Client struct {
+	cfg     provider.Config
+	url     string
+	headers map[string]string
+}
+
+// New builds a client; no credential is required.
+func New(cfg provider.Config) (provider.Provider, error) {
+	address := cfg.Credential("address")
+	if address == "" {
+		address = DefaultAddress
+	}
+	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/api/chat"), headers: map[string]string{}}
+	if token := cfg.Credential("access-token", "api-key"); token != "" {
+		c.headers["Authorization"] = "Bearer " + token
+	}
+	return c, nil
+}
+
+// ID implements provider.Provider.
+func (c *Client) ID() string { return ID }
+
+// Body builds the request body: the cartridge's settings verbatim
+// (model, format, raw, template, options, keep_alive, think ...), then the
+// conversation, tools and stream flag.
+func (c *Client) Body(req provider.Request) map[string]any {
+	body := c.cfg.Body()
+	body["messages"] = Messages(req)
+	body["stream"] = req.Stream
+	if len(req.Tools) > 0 {
+		tools := make([]any, len(req.Tools))
+		for i, t := range req.Tools {
+			fn := map[string]any{"name": t.Name, "parameters": t.Parameters}
+			if t.Description != "" {
+				fn["description"] = t.Description
+			}
+			tools[i] = map[string]any{"type": "function", "function": fn}
+		}
+		body["tools"] = tools
+	}
+	return body
+}
+
+// Messages maps the common conversation to Ollama's messages.
+func Messages(req provider.Request) []any {
+	var out []any
+	if req.System != "" {
+		out = append(out, map[string]any{"role": "system", "content": req.System})
+	}
+	if req.Backdrop != "" {
+		out = append(out, map[string]any{"role": "user", "content": req.Backdrop})
+	}
+	for _, m := range req.Messages {
+		switch m.Role {
+		case provider.RoleAssistant:
+			msg := map[string]any{"role": "assistant", "content": m.Content}
+			if len(m.ToolCalls) > 0 {
+				calls := make([]any, len(m.ToolCalls))
+				for i, tc := range m.ToolCalls {
+					var args any = map[string]any{}
+					if strings.TrimSpace(tc.Arguments) != "" {
+						var v any
+						if json.Unmarshal([]byte(tc.Arguments), &v) == nil && v != nil {
+							args = v
+						}
+					}
+					calls[i] = map[string]any{"function": map[string]any{"name": tc.Name, "arguments": args}}
+				}
+				msg["tool_calls"] = calls
+			}
+			out = append(out, msg)
+		case provider.RoleTool:
+			out = append(out, map[string]any{"role": "tool", "content": m.Content, "tool_name": m.ToolName})
+		default:
+			out = append(out, map[string]any{"role": "user", "content": m.Content})
+		}
+	}
+	return out
+}
+
+type line struct {
+	Message struct {
+		Content   string `json:"content"`
+		Thinking  string `json:"thinking"`
+		ToolCalls []struct {
+			ID       string `json:"id"`
+			Function struct {
+				Name      string          `json:"name"`
+				Arguments json.RawMessage `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	} `json:"message"`
+	Done            bool   `json:"done"`
+	DoneReason      string `json:"done_reason"`
+	PromptEvalCount int    `json:"prompt_eval_count"`
+	EvalCount       int    `json:"eval_count"`
+	Error           string `json:"error"`
+}
+
+// Complete implements provider.Provider. Streamed or not, Ollama answers
+// with NDJSON lines (one line when not streaming).
+func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent func(provider.Event)) (*provider.Response, error) {
+	body, _, err := provider.Post(ctx, c.cfg.HTTPClient, ID, c.url, c.headers, c.Body(req))
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	emit := func(ev provider.Event) {
+		if onEvent != nil && req.Stream {
+			onEvent(ev)
+		}
+	}
+	resp := &provider.Response{}
+	var text, reasoning strings.Builder
+	var think provider.ThinkFilter
+	streamed := false
+	done := false
+	r := provider.NewNDJSONReader(body)
+	for !done {
+		data, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, provider.ReadError(ctx, ID, err, streamed)
+		}
+		var l line
+		if err := json.Unmarshal(data, &l); err != nil {
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream line %q: %v", clip(string(data)), err), Streamed: streamed}
+		}
+		if l.Error != "" {
+			return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + l.Error, Streamed: streamed}
+		}
+		if l.Message.Thinking != "" {
+			reasoning.WriteString(l.Message.Thinking)
+			emit(provider.Event{Kind: provider.ReasoningDelta, Text: l.Message.Thinking})
+		}
+		if l.Message.Content != "" {
+			visible, thought := think.Feed(l.Message.Content)
+			if thought != "" {
+				reasoning.WriteString(thought)
+				emit(provider.Event{Kind: provider.ReasoningDelta, Text: thought})
+			}
+			if visible != "" {
+				text.WriteString(visible)
+				streamed = streamed || req.Stream
+				emit(provider.Event{Kind: provider.TextDelta, Text: visible})
+			}
+		}
+		for _, tc := range l.Message.ToolCalls {
+			args := strings.TrimSpace(string(tc.Function.Arguments))
+			if args == "" || args == "null" {
+				args = "{}"
+			}
+			// Some servers send the arguments as a JSON string.
+			var s string
+			if json.Unmarshal([]byte(args), &s) == nil {
+				args = s
+			}
+			id := tc.ID
+			if id == "" {
+				id = fmt.Sprintf("call_%d", len(resp.ToolCalls))
+			}
+			emit(provider.Event{Kind: provider.ToolCallStarted, Text: tc.Function.Name})
+			resp.ToolCalls = append(resp.ToolCalls, provider.ToolCall{ID: id, Name: tc.Function.Name, Arguments: args})
+		}
+		if l.Done {
+			done = true
+			resp.FinishReason = l.DoneReason
+			resp.Usage = provider.Usage{InputTokens: l.PromptEvalCount, OutputTokens: l.EvalCount}
+		}
+	}
+	if !done {
+		return nil, &provider.Error{Provider: ID, Message: "the stream ended before the answer was complete", Streamed: streamed, Retryable: !streamed}
+	}
+	visible, thought := think.Flush()
+	reasoning.WriteString(thought)
+	if visible != "" {
+		text.WriteString(visible)
+		emit(provider.Event{Kind: provider.TextDelta, Text: visible})
+	}
+	resp.Text = text.String()
+	resp.Reasoning = reasoning.String()
+	return resp, nil
+}
+
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}

@@ -1,0 +1,89 @@
+package ollama_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nbots/nb/provider"
+	_ "github.com/nbots/nb/provider/ollama"
+	"github.com/nbots/nb/provider/ollama/ollamatest"
+	"github.com/nbots/nb/provider/providertest"
+)
+
+func setup(t *testing.T, brain providertest.Brain) (provider.Provider, *ollamatest.Server) {
+	t.Helper()
+	fake := ollamatest.New(brain)
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	p, err := provider.New(provider.Config{ID: "ollama", Credentials: map[string]any{"address": srv.URL},
+		Settings: map[string]any{"model": "llama3", "options": map[string]any{"temperature": 0.8, "num_ctx": 1024}, "format": nil}, HTTPClient: srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, fake
+}
+
+func TestStream(t *testing.T) {
+	p, fake := setup(t, providertest.Echo)
+	var deltas []string
+	resp, err := p.Complete(context.Background(), provider.Request{System: "S", Messages: []provider.Message{{Role: provider.RoleUser, Content: "hi there"}}, Stream: true},
+		func(ev provider.Event) { deltas = append(deltas, ev.Text) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text != "echo: hi there" || strings.Join(deltas, "") != resp.Text || len(deltas) < 3 {
+		t.Fatalf("%q %q", resp.Text, deltas)
+	}
+	if resp.Usage.OutputTokens != 282 || resp.FinishReason != "stop" {
+		t.Errorf("%+v", resp)
+	}
+	want := map[string]any{"model": "llama3", "stream": true, "options": map[string]any{"temperature": 0.8, "num_ctx": 1024.0},
+		"messages": []any{map[string]any{"role": "system", "content": "S"}, map[string]any{"role": "user", "content": "hi there"}}}
+	if diff := cmp.Diff(want, fake.Recorder.Last()); diff != "" {
+		t.Errorf("body (-want +got):\n%s", diff)
+	}
+}
+
+func TestWholeAndTools(t *testing.T) {
+	p, fake := setup(t, providertest.Scripted(providertest.Reply{Calls: []providertest.Call{{Name: "a", Arguments: `{"x":1}`}, {Name: "b", Arguments: `{}`}}}))
+	for _, stream := range []bool{false, true} {
+		if stream {
+			fake.Brain = providertest.Scripted(providertest.Reply{Calls: []providertest.Call{{Name: "a", Arguments: `{"x":1}`}, {Name: "b", Arguments: `{}`}}})
+		}
+		resp, err := p.Complete(context.Background(), provider.Request{Stream: stream, Messages: []provider.Message{{Role: provider.RoleUser, Content: "go"}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []provider.ToolCall{{ID: "call_0", Name: "a", Arguments: `{"x":1}`}, {ID: "call_1", Name: "b", Arguments: `{}`}}
+		if diff := cmp.Diff(want, resp.ToolCalls); diff != "" {
+			t.Errorf("stream=%v (-want +got):\n%s", stream, diff)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	for _, status := range []int{400, 401, 404, 429, 500} {
+		p, _ := setup(t, providertest.Scripted(providertest.Reply{Status: status}))
+		_, err := p.Complete(context.Background(), provider.Request{Stream: true}, nil)
+		var pe *provider.Error
+		if !errors.As(err, &pe) || pe.Status != status {
+			t.Fatalf("%d: %v", status, err)
+		}
+		msg, _ := provider.ParseErrorBody([]byte(ollamatest.ErrorBodies[status]))
+		if !strings.Contains(err.Error(), msg) {
+			t.Errorf("%d: %q lacks %q", status, err, msg)
+		}
+	}
+	p, _ := setup(t, providertest.Scripted(providertest.Reply{Chunks: []string{"a"}, StreamError: "model runner crashed"}))
+	if _, err := p.Complete(context.Background(), provider.Request{Stream: true}, nil); err == nil || !strings.Contains(err.Error(), "model runner crashed") {
+		t.Fatalf("mid-stream: %v", err)
+	}
+	p, _ = setup(t, providertest.Scripted(providertest.Reply{Chunks: []string{"a", "b"}, CutAfter: 1}))
+	if _, err := p.Complete(context.Background(), provider.Request{Stream: true}, nil); err == nil {
+		t.Fatal("dropped stream not reported")
+	}
+}

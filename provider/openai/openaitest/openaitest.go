@@ -1,0 +1,234 @@
+// Package openaitest is an in-process fake of the OpenAI Chat Completions
+// API: it decodes requests into a providertest.Turn and answers in the
+// documented wire format (chat.completion and chat.completion.chunk objects
+// over SSE, keep-alive comments, [DONE], error objects), writing streams in
+// small pieces so frames arrive split across reads.
+package openaitest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nbots/nb/provider/providertest"
+)
+
+// Server is the fake's HTTP handler.
+type Server struct {
+	Brain    providertest.Brain
+	Recorder *providertest.Recorder
+	// SplitBytes is the size of the pieces streams are written in (default 7).
+	SplitBytes int
+}
+
+// New returns a fake answering with brain.
+func New(brain providertest.Brain) *Server {
+	return &Server{Brain: brain, Recorder: &providertest.Recorder{}}
+}
+
+// ErrorBodies are error objects as the API documents them, by status.
+var ErrorBodies = map[int]string{
+	400: `{"error":{"message":"Invalid value for 'temperature': expected a number.","type":"invalid_request_error","param":"temperature","code":null}}`,
+	401: `{"error":{"message":"Incorrect API key provided: sk-test. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
+	429: `{"error":{"message":"Rate limit reached for gpt-4o in organization org-test on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 20s.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
+	500: `{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`,
+}
+
+// ServeHTTP implements http.Handler for POST /v1/chat/completions.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, `{"error":{"message":"Invalid URL (%s %s)","type":"invalid_request_error","param":null,"code":null}}`, r.Method, r.URL.Path)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	if s.Recorder != nil {
+		s.Recorder.Record(body)
+	}
+	turn, err := Decode(body)
+	if err != nil {
+		writeError(w, 400, fmt.Sprintf(`{"error":{"message":"We could not parse the JSON body of your request. (%s)","type":"invalid_request_error","param":null,"code":null}}`, jsonEscape(err.Error())), "")
+		return
+	}
+	reply := s.Brain(turn)
+	if reply.Status != 0 && reply.Status != 200 {
+		b := reply.ErrorBody
+		if b == "" {
+			b = ErrorBodies[reply.Status]
+		}
+		writeError(w, reply.Status, b, reply.RetryAfter)
+		return
+	}
+	if turn.Stream {
+		s.stream(w, turn, reply)
+		return
+	}
+	s.whole(w, turn, reply)
+}
+
+func writeError(w http.ResponseWriter, status int, body, retryAfter string) {
+	w.Header().Set("Content-Type", "application/json")
+	if retryAfter != "" {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	w.WriteHeader(status)
+	io.WriteString(w, body) //nolint:errcheck // client may have gone
+}
+
+const head = `"id":"chatcmpl-fake","object":"chat.completion.chunk","created":1700000000,"model":%q,"system_fingerprint":"fp_fake"`
+
+func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(200)
+	n := s.SplitBytes
+	if n <= 0 {
+		n = 7
+	}
+	send := func(delta string, finish string) {
+		fin := "null"
+		if finish != "" {
+			fin = fmt.Sprintf("%q", finish)
+		}
+		frame := fmt.Sprintf("data: {"+head+`,"choices":[{"index":0,"delta":%s,"logprobs":null,"finish_reason":%s}]}`+"\n\n", t.Model, delta, fin)
+		providertest.WriteSplit(w, frame, n)
+	}
+	providertest.Flush(w, ": keep-alive\n\n")
+	send(`{"role":"assistant","content":"","refusal":null}`, "")
+	if reply.Reasoning != "" {
+		for _, p := range providertest.Split(reply.Reasoning, 5) {
+			send(fmt.Sprintf(`{"reasoning_content":%s}`, jsonString(p)), "")
+		}
+	}
+	for i, c := range reply.Chunks {
+		if reply.CutAfter > 0 && i >= reply.CutAfter {
+			providertest.Hijack(w)
+			return
+		}
+		if reply.Delay > 0 {
+			time.Sleep(reply.Delay)
+		}
+		send(fmt.Sprintf(`{"content":%s}`, jsonString(c)), "")
+		if i == 0 {
+			providertest.Flush(w, ": OPENROUTER PROCESSING\n\n")
+		}
+	}
+	if reply.StreamError != "" {
+		providertest.WriteSplit(w, fmt.Sprintf(`data: {"error":{"message":%s,"type":"server_error","param":null,"code":null}}`+"\n\n", jsonString(reply.StreamError)), n)
+		return
+	}
+	for i, c := range reply.Calls {
+		id := c.ID
+		if id == "" {
+			id = fmt.Sprintf("call_%d", i)
+		}
+		send(fmt.Sprintf(`{"tool_calls":[{"index":%d,"id":%q,"type":"function","function":{"name":%q,"arguments":""}}]}`, i, id, c.Name), "")
+		for _, frag := range providertest.Split(c.Arguments, 4) {
+			send(fmt.Sprintf(`{"tool_calls":[{"index":%d,"function":{"arguments":%s}}]}`, i, jsonString(frag)), "")
+		}
+	}
+	finish := "stop"
+	if len(reply.Calls) > 0 {
+		finish = "tool_calls"
+	}
+	send(`{}`, finish)
+	providertest.WriteSplit(w, "data: {"+fmt.Sprintf(head, t.Model)+`,"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12,"total_tokens":21}}`+"\n\n", n)
+	providertest.WriteSplit(w, "data: [DONE]\n\n", n)
+}
+
+func (s *Server) whole(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply) {
+	msg := map[string]any{"role": "assistant", "content": reply.Text(), "refusal": nil}
+	finish := "stop"
+	if len(reply.Calls) > 0 {
+		finish = "tool_calls"
+		calls := make([]any, len(reply.Calls))
+		for i, c := range reply.Calls {
+			id := c.ID
+			if id == "" {
+				id = fmt.Sprintf("call_%d", i)
+			}
+			calls[i] = map[string]any{"id": id, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}}
+		}
+		msg["tool_calls"] = calls
+		if reply.Text() == "" {
+			msg["content"] = nil
+		}
+	}
+	if reply.Reasoning != "" {
+		msg["reasoning_content"] = reply.Reasoning
+	}
+	out := map[string]any{
+		"id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000, "model": t.Model,
+		"system_fingerprint": "fp_fake",
+		"choices":            []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
+		"usage":              map[string]any{"prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21},
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out) //nolint:errcheck // client may have gone
+}
+
+// Decode reads a Chat Completions request body into a Turn.
+func Decode(body []byte) (providertest.Turn, error) {
+	var req struct {
+		Model    string `json:"model"`
+		Stream   bool   `json:"stream"`
+		Messages []struct {
+			Role       string          `json:"role"`
+			Content    json.RawMessage `json:"content"`
+			ToolCallID string          `json:"tool_call_id"`
+			Name       string          `json:"name"`
+			ToolCalls  []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+		Tools []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return providertest.Turn{}, err
+	}
+	t := providertest.Turn{Model: req.Model, Stream: req.Stream}
+	names := map[string]string{}
+	for _, m := range req.Messages {
+		msg := providertest.Msg{Role: m.Role, ToolCallID: m.ToolCallID}
+		var s string
+		if json.Unmarshal(m.Content, &s) == nil {
+			msg.Content = s
+		}
+		for _, c := range m.ToolCalls {
+			names[c.ID] = c.Function.Name
+			msg.ToolCalls = append(msg.ToolCalls, c.Function.Name+"("+c.Function.Arguments+")")
+		}
+		if m.Role == "tool" {
+			msg.ToolName = names[m.ToolCallID]
+		}
+		if m.Role == "system" && t.System == "" {
+			t.System = s
+		}
+		t.Messages = append(t.Messages, msg)
+	}
+	for _, tl := range req.Tools {
+		t.Tools = append(t.Tools, tl.Function.Name)
+	}
+	return t, nil
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func jsonEscape(s string) string {
+	b := jsonString(s)
+	return b[1 : len(b)-1]
+}

@@ -1,0 +1,162 @@
+package provider
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+)
+
+// SSEEvent is one server-sent event.
+type SSEEvent struct {
+	// Event is the event: field; empty for the default "message" type.
+	Event string
+	// Data is the data: lines joined with "\n".
+	Data []byte
+	// ID is the last id: field seen.
+	ID string
+}
+
+// SSEReader reads server-sent events as the WHATWG EventSource rules say:
+// fields per line, events separated by a blank line, ":" comments (used as
+// keep-alives) ignored, multi-line data joined with "\n", CRLF, CR or LF
+// line endings, and frames split anywhere across reads.
+type SSEReader struct {
+	r       *bufio.Reader
+	lastID  string
+	event   string
+	data    bytes.Buffer
+	hasData bool
+	line    []byte
+}
+
+// MaxLine bounds one line of a streamed response (16 MiB).
+const MaxLine = 16 << 20
+
+// NewSSEReader returns a reader of the events in r.
+func NewSSEReader(r io.Reader) *SSEReader {
+	return &SSEReader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Next returns the next event. At the end of the stream it returns io.EOF;
+// an event not terminated by a blank line before the end is still returned
+// first (servers often close without the final blank line).
+func (s *SSEReader) Next() (SSEEvent, error) {
+	for {
+		line, err := s.readLine()
+		if err != nil {
+			if err == io.EOF && (s.hasData || s.event != "") {
+				return s.dispatch(), nil
+			}
+			return SSEEvent{}, err
+		}
+		if len(line) == 0 {
+			if !s.hasData && s.event == "" {
+				continue
+			}
+			return s.dispatch(), nil
+		}
+		if line[0] == ':' {
+			continue // comment, keep-alive
+		}
+		field, value := line, []byte(nil)
+		if i := bytes.IndexByte(line, ':'); i >= 0 {
+			field, value = line[:i], line[i+1:]
+			if len(value) > 0 && value[0] == ' ' {
+				value = value[1:]
+			}
+		}
+		switch string(field) {
+		case "event":
+			s.event = string(value)
+		case "data":
+			if s.hasData {
+				s.data.WriteByte('\n')
+			}
+			s.data.Write(value)
+			s.hasData = true
+		case "id":
+			if bytes.IndexByte(value, 0) < 0 {
+				s.lastID = string(value)
+			}
+		}
+	}
+}
+
+func (s *SSEReader) dispatch() SSEEvent {
+	ev := SSEEvent{Event: s.event, Data: bytes.Clone(s.data.Bytes()), ID: s.lastID}
+	s.event = ""
+	s.data.Reset()
+	s.hasData = false
+	return ev
+}
+
+// readLine returns one line without its terminator (LF, CRLF or CR).
+func (s *SSEReader) readLine() ([]byte, error) {
+	s.line = s.line[:0]
+	for {
+		b, err := s.r.ReadByte()
+		if err != nil {
+			if err == io.EOF && len(s.line) > 0 {
+				return s.line, nil
+			}
+			return nil, err
+		}
+		switch b {
+		case '\n':
+			return s.line, nil
+		case '\r':
+			if next, err := s.r.Peek(1); err == nil && next[0] == '\n' {
+				s.r.ReadByte() //nolint:errcheck // peeked
+			}
+			return s.line, nil
+		}
+		if len(s.line) >= MaxLine {
+			return nil, errLineTooLong
+		}
+		s.line = append(s.line, b)
+	}
+}
+
+type lineTooLongError struct{}
+
+func (lineTooLongError) Error() string { return "a line of the response is longer than 16 MiB" }
+
+var errLineTooLong error = lineTooLongError{}
+
+// NDJSONReader reads newline-delimited JSON values, one per line, skipping
+// blank lines. Lines may arrive split across reads.
+type NDJSONReader struct {
+	r *bufio.Reader
+}
+
+// NewNDJSONReader returns a reader of the lines in r.
+func NewNDJSONReader(r io.Reader) *NDJSONReader {
+	return &NDJSONReader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Next returns the next non-blank line, without its terminator, or io.EOF.
+func (n *NDJSONReader) Next() ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := n.r.ReadSlice('\n')
+		buf = append(buf, chunk...)
+		if err == bufio.ErrBufferFull {
+			if len(buf) > MaxLine {
+				return nil, errLineTooLong
+			}
+			continue
+		}
+		line := bytes.TrimSpace(buf)
+		if err != nil {
+			if err == io.EOF && len(line) > 0 {
+				return line, nil
+			}
+			return nil, err
+		}
+		if len(line) == 0 {
+			buf = buf[:0]
+			continue
+		}
+		return line, nil
+	}
+}

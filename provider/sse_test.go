@@ -1,0 +1,131 @@
+package provider
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func readAllSSE(t *testing.T, r io.Reader) []SSEEvent {
+	t.Helper()
+	s := NewSSEReader(r)
+	var out []SSEEvent
+	for {
+		ev, err := s.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+}
+
+func TestSSEReader(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []SSEEvent
+	}{
+		{"simple", "data: a\n\ndata: b\n\n", []SSEEvent{{Data: []byte("a")}, {Data: []byte("b")}}},
+		{"keep-alive comments", ": ping\n\n: OPENROUTER PROCESSING\n\ndata: x\n\n", []SSEEvent{{Data: []byte("x")}}},
+		{"multi-line data", "data: a\ndata: b\n\n", []SSEEvent{{Data: []byte("a\nb")}}},
+		{"event and id", "event: message_start\nid: 7\ndata: {}\n\n", []SSEEvent{{Event: "message_start", ID: "7", Data: []byte("{}")}}},
+		{"CRLF", "data: a\r\n\r\ndata: b\r\n\r\n", []SSEEvent{{Data: []byte("a")}, {Data: []byte("b")}}},
+		{"CR", "data: a\r\rdata: b\r\r", []SSEEvent{{Data: []byte("a")}, {Data: []byte("b")}}},
+		{"no space after colon", "data:a\n\n", []SSEEvent{{Data: []byte("a")}}},
+		{"unterminated last event", "data: a\n\ndata: b", []SSEEvent{{Data: []byte("a")}, {Data: []byte("b")}}},
+		{"retry ignored", "retry: 100\ndata: a\n\n", []SSEEvent{{Data: []byte("a")}}},
+		{"empty data line", "data\n\n", []SSEEvent{{Data: nil}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := readAllSSE(t, strings.NewReader(tt.in))
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			// The same input delivered one byte per read gives the same events.
+			got = readAllSSE(t, iotest.OneByteReader(strings.NewReader(tt.in)))
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("one byte at a time (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNDJSONReader(t *testing.T) {
+	in := "{\"a\":1}\n\n  {\"b\":2}\r\n{\"c\":3}"
+	r := NewNDJSONReader(iotest.HalfReader(strings.NewReader(in)))
+	var got []string
+	for {
+		l, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(l))
+	}
+	want := []string{`{"a":1}`, `{"b":2}`, `{"c":3}`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
+	}
+}
+
+func TestNDJSONLongLine(t *testing.T) {
+	long := `{"x":"` + strings.Repeat("y", 200<<10) + `"}`
+	r := NewNDJSONReader(strings.NewReader(long + "\n"))
+	l, err := r.Next()
+	if err != nil || string(l) != long {
+		t.Fatalf("long line: err %v, len %d", err, len(l))
+	}
+}
+
+func FuzzSSEReader(f *testing.F) {
+	f.Add("data: a\n\n")
+	f.Add(": c\r\nevent: x\rdata: y\n\n")
+	f.Add("data: [DONE]\n\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		s := NewSSEReader(strings.NewReader(in))
+		for i := 0; i < 10000; i++ {
+			if _, err := s.Next(); err != nil {
+				return
+			}
+		}
+	})
+}
+
+func TestThinkFilter(t *testing.T) {
+	tests := []struct {
+		chunks             []string
+		visible, reasoning string
+	}{
+		{[]string{"Hello"}, "Hello", ""},
+		{[]string{"<think>hmm</think>Hi"}, "Hi", "hmm"},
+		{[]string{"<thi", "nk>a", "b</th", "ink>\n\nHi"}, "Hi", "ab"},
+		{[]string{"\n<think>x</think>", "Hi"}, "Hi", "x"},
+		{[]string{"I <think> not"}, "I <think> not", ""},
+		{[]string{"<", "b>"}, "<b>", ""},
+		{[]string{"<think>unfinished"}, "", "unfinished"},
+	}
+	for _, tt := range tests {
+		var f ThinkFilter
+		var v, r string
+		for _, c := range tt.chunks {
+			a, b := f.Feed(c)
+			v += a
+			r += b
+		}
+		a, b := f.Flush()
+		v += a
+		r += b
+		if v != tt.visible || r != tt.reasoning {
+			t.Errorf("%q: visible %q reasoning %q, want %q %q", tt.chunks, v, r, tt.visible, tt.reasoning)
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package provider
+
+import "strings"
+
+// ThinkFilter separates a leading <think>...</think> block, which some
+// reasoning models put in the answer text, from the visible answer. Feed it
+// the text deltas in order; tags split across deltas are handled.
+type ThinkFilter struct {
+	state   int // 0: before any visible text, 1: inside think, 2: visible, 3: just after </think>
+	pending string
+}
+
+const (
+	thinkOpen  = "<think>"
+	thinkClose = "</think>"
+)
+
+// Feed takes the next delta and returns what is visible and what is reasoning.
+func (f *ThinkFilter) Feed(delta string) (visible, reasoning string) {
+	s := f.pending + delta
+	f.pending = ""
+	for s != "" {
+		switch f.state {
+		case 0:
+			trimmed := strings.TrimLeft(s, " \t\r\n")
+			if trimmed == "" {
+				f.pending = s
+				return visible, reasoning
+			}
+			if strings.HasPrefix(trimmed, thinkOpen) {
+				f.state = 1
+				s = trimmed[len(thinkOpen):]
+				continue
+			}
+			if strings.HasPrefix(thinkOpen, trimmed) {
+				f.pending = s // could still become <think>
+				return visible, reasoning
+			}
+			f.state = 2
+		case 1:
+			if i := strings.Index(s, thinkClose); i >= 0 {
+				reasoning += s[:i]
+				s = s[i+len(thinkClose):]
+				f.state = 3
+				continue
+			}
+			keep := partialSuffix(s, thinkClose)
+			reasoning += s[:len(s)-keep]
+			f.pending = s[len(s)-keep:]
+			return visible, reasoning
+		case 2:
+			return visible + s, reasoning
+		case 3: // the newlines after </think> are not part of the answer
+			s = strings.TrimLeft(s, "\r\n")
+			if s != "" {
+				f.state = 2
+			}
+		}
+	}
+	return visible, reasoning
+}
+
+// Flush returns what is held back at the end of the stream.
+func (f *ThinkFilter) Flush() (visible, reasoning string) {
+	p := f.pending
+	f.pending = ""
+	if f.state == 1 {
+		return "", p
+	}
+	return p, ""
+}
+
+// partialSuffix is the length of the longest suffix of s that is a proper
+// prefix of tag.
+func partialSuffix(s, tag string) int {
+	for n := min(len(tag)-1, len(s)); n > 0; n-- {
+		if strings.HasSuffix(s, tag[:n]) {
+			return n
+		}
+	}
+	return 0
+}
