@@ -1,0 +1,261 @@
+package script
+
+import (
+	"errors"
+	"io"
+	"os"
+
+	"github.com/arnodel/golua/lib"
+	"github.com/arnodel/golua/lib/base"
+	"github.com/arnodel/golua/lib/coroutine"
+	"github.com/arnodel/golua/lib/debuglib"
+	"github.com/arnodel/golua/lib/iolib"
+	"github.com/arnodel/golua/lib/mathlib"
+	"github.com/arnodel/golua/lib/oslib"
+	"github.com/arnodel/golua/lib/packagelib"
+	"github.com/arnodel/golua/lib/stringlib"
+	"github.com/arnodel/golua/lib/tablelib"
+	"github.com/arnodel/golua/lib/utf8lib"
+	rt "github.com/arnodel/golua/runtime"
+)
+
+// allFlags is what a Go function must declare to run in the sandbox.
+const allFlags = rt.ComplyCpuSafe | rt.ComplyMemSafe | rt.ComplyTimeSafe | rt.ComplyIoSafe
+
+// safeBase are the base functions a sandboxed call sees. Not load,
+// dofile, loadfile, require, collectgarbage, print or warn.
+var safeBase = []string{
+	"assert", "error", "getmetatable", "ipairs", "next", "pairs", "pcall",
+	"rawequal", "rawget", "rawlen", "rawset", "select", "setmetatable",
+	"tonumber", "tostring", "type", "xpcall",
+}
+
+// safeLibs are the library tables a sandboxed call gets a fresh copy of,
+// with the entries left out of each.
+var safeLibs = map[string]map[string]bool{
+	"string":    {"dump": true},
+	"table":     nil,
+	"math":      nil,
+	"utf8":      nil,
+	"coroutine": nil,
+}
+
+// entry is one name and value of a library table.
+type entry struct {
+	key, value rt.Value
+}
+
+// state is one golua runtime, used by one call at a time.
+type state struct {
+	rt        *rt.Runtime
+	sandboxed bool
+
+	// Pristine copies of what the libraries installed, copied into a
+	// fresh environment on every call so no call sees another's changes.
+	base       []entry
+	libs       map[string][]entry
+	stringMeta []entry
+
+	// fennel is the `fennel` runtime table, loaded on first Fennel call.
+	fennel []entry
+
+	// coroutines started during the current call; the suspended ones are
+	// closed when the call ends, else their goroutines would live forever.
+	coroutines []*rt.Thread
+}
+
+func newState(sandboxed bool) *state {
+	st := &state{sandboxed: sandboxed, libs: map[string][]entry{}}
+	if sandboxed {
+		st.rt = rt.New(io.Discard)
+		lib.LoadLibs(st.rt, base.LibLoader, packagelib.LibLoader, stringlib.LibLoader,
+			tablelib.LibLoader, mathlib.LibLoader, utf8lib.LibLoader, coroutine.LibLoader)
+	} else {
+		st.rt = rt.New(os.Stdout)
+		// The Lua standard library; not golua's golib (reflection into Go)
+		// nor its runtime library.
+		lib.LoadLibs(st.rt, base.LibLoader, packagelib.LibLoader, coroutine.LibLoader,
+			stringlib.LibLoader, tablelib.LibLoader, mathlib.LibLoader, iolib.LibLoader,
+			utf8lib.LibLoader, oslib.LibLoader, debuglib.LibLoader)
+	}
+	g := st.rt.GlobalEnv()
+	st.replaceCoroutines(g)
+	if sandboxed {
+		for _, name := range safeBase {
+			st.base = append(st.base, entry{rt.StringValue(name), g.Get(rt.StringValue(name))})
+		}
+		for name, drop := range safeLibs {
+			t, _ := g.Get(rt.StringValue(name)).TryTable()
+			st.libs[name] = tableEntries(t, drop)
+		}
+		meta := st.rt.RawMetatable(rt.StringValue(""))
+		st.stringMeta = tableEntries(meta, map[string]bool{"__index": true})
+		return st
+	}
+	st.openUp(g)
+	return st
+}
+
+// openUp lets an unsandboxed call use the whole standard library under
+// the CPU and memory limits: golua refuses a Go function that does not
+// declare it counts its CPU and memory, and a few that do count it have
+// no declaration. os.exit would end nb itself, so it raises an error.
+func (st *state) openUp(g *rt.Table) {
+	declare := func(t *rt.Table, name string) {
+		if f, ok := t.Get(rt.StringValue(name)).TryCallable(); ok {
+			if gf, ok := f.(*rt.GoFunction); ok {
+				gf.SolemnlyDeclareCompliance(rt.ComplyCpuSafe | rt.ComplyMemSafe)
+			}
+		}
+	}
+	declare(g, "require")
+	declare(g, "collectgarbage")
+	if pkg, ok := g.Get(rt.StringValue("package")).TryTable(); ok {
+		declare(pkg, "searchpath")
+	}
+	if osTable, ok := g.Get(rt.StringValue("os")).TryTable(); ok {
+		declare(osTable, "setlocale")
+		exit := rt.NewGoFunction(func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+			return nil, errors.New("os.exit is not allowed in a cartridge function: return a value or raise an error instead")
+		}, "exit", 0, true)
+		exit.SolemnlyDeclareCompliance(allFlags)
+		osTable.Set(rt.StringValue("exit"), rt.FunctionValue(exit))
+	}
+}
+
+func tableEntries(t *rt.Table, drop map[string]bool) []entry {
+	var out []entry
+	if t == nil {
+		return nil
+	}
+	k, v, ok := t.Next(rt.NilValue)
+	for ok && !k.IsNil() {
+		if s, isString := k.TryString(); !isString || !drop[s] {
+			out = append(out, entry{k, v})
+		}
+		k, v, ok = t.Next(k)
+	}
+	return out
+}
+
+func fill(t *rt.Table, entries []entry) *rt.Table {
+	for _, e := range entries {
+		t.Set(e.key, e.value)
+	}
+	return t
+}
+
+// newEnv builds the global environment of one call.
+func (st *state) newEnv(r *Runtime, lang Lang) (rt.Value, error) {
+	env := rt.NewTable()
+	if lang == Fennel {
+		if err := st.loadFennel(r); err != nil {
+			return rt.NilValue, err
+		}
+	}
+	if !st.sandboxed {
+		// Globals a call sets stay in its own table; the libraries are
+		// read through to the runtime's global table.
+		meta := rt.NewTable()
+		meta.Set(rt.StringValue("__index"), rt.TableValue(st.rt.GlobalEnv()))
+		env.SetMetatable(meta)
+		if lang == Fennel {
+			env.Set(rt.StringValue("fennel"), rt.TableValue(fill(rt.NewTable(), st.fennel)))
+		}
+		return rt.TableValue(env), nil
+	}
+	fill(env, st.base)
+	for name, entries := range st.libs {
+		env.Set(rt.StringValue(name), rt.TableValue(fill(rt.NewTable(), entries)))
+	}
+	tbl := env.Get(rt.StringValue("table")).AsTable()
+	env.Set(rt.StringValue("unpack"), tbl.Get(rt.StringValue("unpack")))
+	env.Set(rt.StringValue("_G"), rt.TableValue(env))
+	env.Set(rt.StringValue("_VERSION"), rt.StringValue("Lua 5.4"))
+	if lang == Fennel {
+		env.Set(rt.StringValue("fennel"), rt.TableValue(fill(rt.NewTable(), st.fennel)))
+	}
+	// Strings index this call's own string table, so a change made
+	// through getmetatable("").__index dies with the call.
+	meta := fill(rt.NewTable(), st.stringMeta)
+	meta.Set(rt.StringValue("__index"), env.Get(rt.StringValue("string")))
+	st.rt.SetStringMeta(meta)
+	return rt.TableValue(env), nil
+}
+
+// replaceCoroutines swaps coroutine.create and coroutine.wrap for
+// versions that remember the threads they start.
+func (st *state) replaceCoroutines(g *rt.Table) {
+	co, ok := g.Get(rt.StringValue("coroutine")).TryTable()
+	if !ok {
+		return
+	}
+	start := func(t *rt.Thread, c *rt.GoCont) (*rt.Thread, error) {
+		if err := c.Check1Arg(); err != nil {
+			return nil, err
+		}
+		f, err := c.CallableArg(0)
+		if err != nil {
+			return nil, err
+		}
+		th := rt.NewThread(t.Runtime)
+		th.Start(f)
+		st.coroutines = append(st.coroutines, th)
+		return th, nil
+	}
+	create := rt.NewGoFunction(func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+		th, err := start(t, c)
+		if err != nil {
+			return nil, err
+		}
+		return c.PushingNext1(t.Runtime, rt.ThreadValue(th)), nil
+	}, "create", 1, false)
+	wrap := rt.NewGoFunction(func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+		th, err := start(t, c)
+		if err != nil {
+			return nil, err
+		}
+		w := rt.NewGoFunction(func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+			res, err := th.Resume(t, c.Etc())
+			if err != nil {
+				return nil, err
+			}
+			return c.PushingNext(t.Runtime, res...), nil
+		}, "wrap", 0, true)
+		w.SolemnlyDeclareCompliance(allFlags)
+		return c.PushingNext1(t.Runtime, rt.FunctionValue(w)), nil
+	}, "wrap", 1, false)
+	create.SolemnlyDeclareCompliance(allFlags)
+	wrap.SolemnlyDeclareCompliance(allFlags)
+	co.Set(rt.StringValue("create"), rt.FunctionValue(create))
+	co.Set(rt.StringValue("wrap"), rt.FunctionValue(wrap))
+}
+
+// closeCoroutines ends the goroutines of the call's suspended coroutines.
+// Closing runs their pending <close> handlers, so it runs under a small
+// CPU and time limit of its own; it reports false when those were
+// exceeded. No memory limit: a closing thread gives back the memory it
+// took in the call's context, and golua panics when a context gives back
+// more than it took.
+func (st *state) closeCoroutines() (ok bool) {
+	if len(st.coroutines) == 0 {
+		return true
+	}
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+		st.coroutines = st.coroutines[:0]
+	}()
+	main := st.rt.MainThread()
+	def := rt.RuntimeContextDef{HardLimits: rt.RuntimeResources{Cpu: 1_000_000, Millis: 100}}
+	ctx, _ := main.CallContext(def, func() error {
+		for _, th := range st.coroutines {
+			if th.Status() == rt.ThreadSuspended {
+				_, _ = th.Close(main)
+			}
+		}
+		return nil
+	})
+	return ctx == nil || ctx.Status() != rt.StatusKilled
+}
