@@ -1,0 +1,115 @@
+package robopage
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// ensureImage makes the container's image available, once per executor:
+// a pulled image is pulled only when `<engine> images -q` does not list it
+// (an existing image is never updated); a built image is built with
+// `<engine> build -f <path> -t <name> --quiet <folder of path>`. Unlike the
+// reference no shell is involved.
+func (e *Executor) ensureImage(ctx context.Context, engine string, c *Container) error {
+	key := engine + "\x00" + c.ImageName()
+	if c.Build != nil {
+		key += "\x00" + c.Build.Path
+	}
+	e.imgMu.Lock()
+	defer e.imgMu.Unlock()
+	if e.images[key] {
+		return nil
+	}
+	if c.Build != nil {
+		st, err := os.Stat(c.Build.Path)
+		if err != nil {
+			return fmt.Errorf("dockerfile '%s' does not exist", c.Build.Path)
+		}
+		if st.IsDir() {
+			return fmt.Errorf("path '%s' is not a dockerfile", c.Build.Path)
+		}
+		if err := e.engineCmd(ctx, engine, "build", "-f", c.Build.Path, "-t", c.Build.Name, "--quiet", filepath.Dir(c.Build.Path)); err != nil {
+			return err
+		}
+	} else {
+		out, err := e.engineOutput(ctx, engine, "images", "-q", c.Image)
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(out) == "" {
+			args := []string{"pull"}
+			if c.Platform != "" {
+				args = append(args, "--platform", c.Platform)
+			}
+			if err := e.engineCmd(ctx, engine, append(args, c.Image)...); err != nil {
+				return err
+			}
+		}
+	}
+	e.images[key] = true
+	return nil
+}
+
+func (e *Executor) engineCmd(ctx context.Context, engine string, args ...string) error {
+	_, err := e.engineOutput(ctx, engine, args...)
+	return err
+}
+
+// engineOutput runs the container engine and returns its stdout; a
+// failure is the reference's "command failed with status: ..." followed
+// by the command and the last line the engine printed on stderr.
+func (e *Executor) engineOutput(ctx context.Context, engine string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, engine, args...)
+	cmd.Env = e.env
+	cmd.Dir = e.Dir
+	var stdout bytes.Buffer
+	stderr := &capped{max: 64 << 10}
+	cmd.Stdout, cmd.Stderr = &stdout, stderr
+	setProcessGroup(cmd)
+	if err := cmd.Run(); err != nil {
+		if cmd.ProcessState == nil {
+			return "", spawnError(err)
+		}
+		msg := strings.TrimSpace(stderr.String())
+		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+			msg = msg[i+1:]
+		}
+		detail := filepath.Base(engine) + " " + strings.Join(args, " ")
+		if msg != "" {
+			detail += ": " + msg
+		}
+		return "", fmt.Errorf("command failed with status: %s (%s)", exitText(cmd.ProcessState), detail)
+	}
+	return stdout.String(), nil
+}
+
+// Prefetch pulls or builds the image of every function of lib that has a
+// container, as the reference's `serve` does without --lazy. Unlike the
+// reference a failure does not stop the others: it is returned as a
+// warning and the function still fails on each call until its image can
+// be made.
+func (e *Executor) Prefetch(ctx context.Context, lib *Library) []Problem {
+	var ps []Problem
+	var engine string
+	for _, f := range lib.Functions() {
+		if f.Container == nil {
+			continue
+		}
+		if engine == "" {
+			eng, err := e.engine()
+			if err != nil {
+				return []Problem{{File: lib.Root, Severity: Warning, Message: err.Error()}}
+			}
+			engine = eng
+		}
+		if err := e.ensureImage(ctx, engine, f.Container); err != nil {
+			ps = append(ps, Problem{File: f.Page.Path, Line: f.Line, Function: f.Name, Severity: Warning, Message: err.Error()})
+		}
+	}
+	return ps
+}

@@ -1,0 +1,372 @@
+// Package server serves a robopage library over the HTTP API of the
+// robopages function-calling server: GET / and GET /{filter} list the
+// tools in the openai, rigging or nerve flavor, POST /process runs a batch
+// of calls. Handlers stay thin; robopage does the work.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nbots/nb/robopage"
+)
+
+// MaxBody is the largest POST /process body accepted, as the reference.
+const MaxBody = 2 << 20
+
+// Server is the HTTP API over a library.
+type Server struct {
+	// Library holds the pages served.
+	Library *robopage.Library
+	// Executor runs the calls; nil is a new Executor with default limits.
+	Executor *robopage.Executor
+	// Token, when not empty, is required as "Authorization: Bearer <token>"
+	// on every request.
+	Token string
+	// Log receives one line per call; nil is slog.Default().
+	Log *slog.Logger
+
+	once sync.Once
+}
+
+func (s *Server) init() {
+	s.once.Do(func() {
+		if s.Executor == nil {
+			s.Executor = &robopage.Executor{}
+		}
+		if s.Log == nil {
+			s.Log = slog.Default()
+		}
+	})
+}
+
+// ServeHTTP routes a request as the reference does.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.init()
+	// The reference allows no CORS origin: browsers are refused.
+	if r.Header.Get("Origin") != "" {
+		plain(w, http.StatusBadRequest, "Origin is not allowed to make this request")
+		return
+	}
+	if s.Token != "" && !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="robopages"`)
+		plain(w, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token>")
+		return
+	}
+	switch {
+	case r.URL.Path == "/process" && r.Method == http.MethodPost:
+		s.process(w, r)
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/"):
+		s.list(w, r, strings.TrimPrefix(r.URL.Path, "/"))
+	case strings.HasPrefix(r.URL.Path, "/"):
+		w.Header().Set("Allow", "GET")
+		if r.URL.Path == "/process" {
+			w.Header().Set("Allow", "GET, POST")
+		}
+		w.WriteHeader(http.StatusMethodNotAllowed)
+	default:
+		plain(w, http.StatusNotFound, "nope")
+	}
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.Token)) == 1
+}
+
+// list serves GET / and GET /{filter}. Unlike the reference, a filter may
+// have several segments (/cybersecurity/reverse-engineering), as nerve's
+// documentation uses it.
+func (s *Server) list(w http.ResponseWriter, r *http.Request, filter string) {
+	flavor := robopage.OpenAI
+	if v, ok := r.URL.Query()["flavor"]; ok {
+		f, err := robopage.ParseFlavor(v[0])
+		if err != nil {
+			plain(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		flavor = f
+	}
+	writeJSON(w, http.StatusOK, s.Library.List(flavor, filter))
+}
+
+// Call is one element of a POST /process request.
+type Call struct {
+	// ID is echoed back as call_id; nil when absent or null.
+	ID *string
+	// Type is "function" when absent; not checked.
+	Type string
+	// Name is the function called.
+	Name string
+	// Arguments are the arguments as text.
+	Arguments map[string]string
+}
+
+// Result is one element of a POST /process answer.
+type Result struct {
+	Role    string  `json:"role"`
+	CallID  *string `json:"call_id"`
+	Content string  `json:"content"`
+}
+
+// DecodeCalls reads a POST /process body: a JSON array of
+// {id, type, function: {name, arguments}}. Beyond the reference,
+// arguments may be OpenAI's JSON text, and numbers and booleans are
+// accepted as their text.
+func DecodeCalls(body []byte) ([]Call, error) {
+	var raw []struct {
+		ID       json.RawMessage `json:"id"`
+		Type     *string         `json:"type"`
+		Function *struct {
+			Name      *string         `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, fmt.Errorf("Json deserialize error: %s", jsonMessage(err))
+	}
+	calls := make([]Call, 0, len(raw))
+	for i, rc := range raw {
+		c := Call{Type: "function"}
+		at := fmt.Sprintf("call %d", i+1)
+		if rc.Type != nil {
+			c.Type = *rc.Type
+		}
+		if id, ok, err := idText(rc.ID); err != nil {
+			return nil, fmt.Errorf("Json deserialize error: %s: id must be text or null", at)
+		} else if ok {
+			c.ID = &id
+		}
+		if rc.Function == nil {
+			return nil, fmt.Errorf("Json deserialize error: %s: missing field `function`", at)
+		}
+		if rc.Function.Name == nil {
+			return nil, fmt.Errorf("Json deserialize error: %s: missing field `name`", at)
+		}
+		c.Name = *rc.Function.Name
+		args, err := decodeArguments(rc.Function.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("Json deserialize error: %s: %v", at, err)
+		}
+		c.Arguments = args
+		calls = append(calls, c)
+	}
+	return calls, nil
+}
+
+func idText(raw json.RawMessage) (string, bool, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", false, nil
+	}
+	var v any
+	d := json.NewDecoder(strings.NewReader(string(raw)))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		return "", false, err
+	}
+	switch v := v.(type) {
+	case string:
+		return v, true, nil
+	case json.Number:
+		return v.String(), true, nil
+	}
+	return "", false, errors.New("not text")
+}
+
+func decodeArguments(raw json.RawMessage) (map[string]string, error) {
+	if len(raw) == 0 {
+		return nil, errors.New("missing field `arguments`")
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		// OpenAI sends the arguments as JSON text.
+		if strings.TrimSpace(text) == "" {
+			text = "{}"
+		}
+		raw = json.RawMessage(text)
+	}
+	var obj map[string]any
+	d := json.NewDecoder(strings.NewReader(string(raw)))
+	d.UseNumber()
+	if err := d.Decode(&obj); err != nil || obj == nil {
+		return nil, errors.New("arguments must be a JSON object of argument name to value")
+	}
+	return robopage.StringArgs(obj)
+}
+
+func jsonMessage(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return fmt.Sprintf("%s must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		return fmt.Sprintf("the body must be a JSON array of calls, not %s", te.Value)
+	}
+	return err.Error()
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "slice":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	case "ptr":
+		return "text"
+	}
+	return k
+}
+
+// process serves POST /process: every call is checked before any runs
+// (the reference runs the others even when one is bad), then all run
+// concurrently within the executor's bound and the answers come back in
+// request order. Any failure makes the whole answer a 400 with the first
+// failure in request order, as the reference.
+func (s *Server) process(w http.ResponseWriter, r *http.Request) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		plain(w, http.StatusBadRequest, "Content type error: send the calls with Content-Type: application/json")
+		return
+	}
+	if r.ContentLength > MaxBody {
+		plain(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("JSON payload (%d bytes) is larger than allowed (limit: %d bytes).", r.ContentLength, MaxBody))
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	if err != nil {
+		plain(w, http.StatusBadRequest, "cannot read the request: "+err.Error())
+		return
+	}
+	if len(body) > MaxBody {
+		plain(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("JSON payload is larger than allowed (limit: %d bytes).", MaxBody))
+		return
+	}
+	calls, err := DecodeCalls(body)
+	if err != nil {
+		plain(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	results, err := s.Run(r.Context(), calls)
+	if err != nil {
+		plain(w, http.StatusBadRequest, "error executing call: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, results)
+}
+
+// Run checks and runs a batch of calls and returns their results in order;
+// the error is the first failing call's, in order.
+func (s *Server) Run(ctx context.Context, calls []Call) ([]Result, error) {
+	s.init()
+	plans := make([]*robopage.Plan, len(calls))
+	for i, c := range calls {
+		f, ok := s.Library.Function(c.Name)
+		if !ok {
+			return nil, fmt.Errorf("function %s not found", c.Name)
+		}
+		p, err := s.Executor.Prepare(f, c.Arguments)
+		if err != nil {
+			return nil, err
+		}
+		plans[i] = p
+	}
+	results := make([]Result, len(calls))
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			out, err := s.Executor.Run(ctx, plans[i])
+			s.Log.Info("robopage call", "function", calls[i].Name, "container", plans[i].Container, "duration", time.Since(start).Round(time.Millisecond), "bytes", len(out), "error", err)
+			results[i] = Result{Role: "tool", CallID: calls[i].ID, Content: out}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+func plain(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(msg)))
+	w.WriteHeader(code)
+	io.WriteString(w, msg)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		plain(w, http.StatusInternalServerError, "cannot encode the answer: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(code)
+	w.Write(b)
+}
+
+// CheckAddress refuses an address that other machines can reach unless
+// allowRemote is set and a token protects the server: the API runs
+// programs on this machine.
+func CheckAddress(addr string, allowRemote bool, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %s: %v; write host:port, for example 127.0.0.1:8000", addr, err)
+	}
+	if isLoopback(host) {
+		return nil
+	}
+	if !allowRemote {
+		return fmt.Errorf("refusing to listen on %s: other machines could run programs here; use a loopback address (127.0.0.1:8000), or pass --allow-remote with --token", addr)
+	}
+	if token == "" {
+		return fmt.Errorf("--allow-remote needs --token (or ROBOPAGES_TOKEN): without one anybody who reaches %s can run programs here", addr)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// Serve answers requests on ln until ctx is done, then shuts down,
+// letting calls in progress finish for up to 5 seconds.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			srv.Close()
+		}
+		<-errc
+		return nil
+	}
+}
