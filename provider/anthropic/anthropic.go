@@ -1,0 +1,464 @@
+// Package anthropic speaks Anthropic's Messages API (POST /v1/messages),
+// streamed over server-sent events, with tool use and extended thinking.
+// API documentation: https://docs.anthropic.com/en/api/messages and
+// https://docs.anthropic.com/en/docs/build-with-claude/streaming.
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/nbots/nb/provider"
+)
+
+// ID is the cartridge's provider id.
+const ID = "anthropic"
+
+// DefaultAddress is used when the cartridge gives no credentials.address.
+const DefaultAddress = "https://api.anthropic.com"
+
+// DefaultVersion is sent as anthropic-version when the cartridge has no
+// credentials.anthropic-version.
+const DefaultVersion = "2023-06-01"
+
+// DefaultMaxTokens is sent when the settings have no max_tokens: the API
+// requires the field.
+const DefaultMaxTokens = 4096
+
+// BackdropAnswer is the assistant turn that follows the backdrop, as the
+// reference places it, so that user and assistant turns alternate.
+const BackdropAnswer = "Ok."
+
+func init() {
+	provider.Register(ID, New)
+	provider.CredentialHints[ID] = "provider.credentials.api-key"
+}
+
+// Client is a Messages API client.
+type Client struct {
+	cfg     provider.Config
+	url     string
+	headers map[string]string
+}
+
+// New builds a client. The api-key is required for the official address;
+// a gateway given in credentials.address may authenticate otherwise.
+// options.beta (a string or a list) becomes the anthropic-beta header.
+func New(cfg provider.Config) (provider.Provider, error) {
+	address := cfg.Credential("address")
+	key := cfg.Credential("api-key")
+	if address == "" {
+		address = DefaultAddress
+		if key == "" {
+			return nil, &provider.MissingCredentialError{Provider: ID, Key: "api-key"}
+		}
+	}
+	version := cfg.Credential("anthropic-version")
+	if version == "" {
+		version = DefaultVersion
+	}
+	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/messages"), headers: map[string]string{"anthropic-version": version}}
+	if key != "" {
+		c.headers["x-api-key"] = key
+	}
+	switch b := cfg.Options["beta"].(type) {
+	case string:
+		c.headers["anthropic-beta"] = b
+	case []any:
+		var names []string
+		for _, x := range b {
+			names = append(names, fmt.Sprint(x))
+		}
+		c.headers["anthropic-beta"] = strings.Join(names, ",")
+	}
+	return c, nil
+}
+
+// ID implements provider.Provider.
+func (c *Client) ID() string { return ID }
+
+// Body builds the request body: the cartridge's settings verbatim, then
+// system, messages, tools and the stream flag. max_tokens defaults to
+// DefaultMaxTokens; metadata.user_id to Config.User when the settings have
+// no metadata; a string tool_choice (auto, any, none, required) becomes
+// the API's {type: ...} object.
+func (c *Client) Body(req provider.Request) map[string]any {
+	body := c.cfg.Body()
+	if _, ok := body["max_tokens"]; !ok {
+		body["max_tokens"] = DefaultMaxTokens
+	}
+	if req.System != "" {
+		body["system"] = req.System
+	}
+	body["messages"] = Messages(req)
+	body["stream"] = req.Stream
+	if _, ok := body["metadata"]; !ok && c.cfg.User != "" {
+		body["metadata"] = map[string]any{"user_id": c.cfg.User}
+	}
+	if len(req.Tools) > 0 {
+		tools := make([]any, len(req.Tools))
+		for i, t := range req.Tools {
+			def := map[string]any{"name": t.Name, "input_schema": t.Parameters}
+			if t.Description != "" {
+				def["description"] = t.Description
+			}
+			tools[i] = def
+		}
+		body["tools"] = tools
+		if s, ok := body["tool_choice"].(string); ok {
+			if s == "required" {
+				s = "any"
+			}
+			body["tool_choice"] = map[string]any{"type": s}
+		}
+	} else {
+		delete(body, "tool_choice")
+	}
+	return body
+}
+
+// Messages maps the common conversation to Messages API turns: the
+// backdrop as a user turn answered by BackdropAnswer, then the history.
+// Tool results become tool_result blocks in a user turn, assistant tool
+// calls tool_use blocks, and the thinking blocks kept in
+// Message.Extra["anthropic"] go back first in their assistant turn, byte
+// for byte. Consecutive turns of the same role are merged, since the API
+// wants user and assistant to alternate. A turn whose only block is text
+// is sent with string content.
+func Messages(req provider.Request) []any {
+	type turn struct {
+		role   string
+		blocks []any
+	}
+	var turns []turn
+	add := func(role string, blocks ...any) {
+		if len(blocks) == 0 {
+			return
+		}
+		if n := len(turns); n > 0 && turns[n-1].role == role {
+			turns[n-1].blocks = append(turns[n-1].blocks, blocks...)
+			return
+		}
+		turns = append(turns, turn{role: role, blocks: blocks})
+	}
+	text := func(s string) []any {
+		if s == "" {
+			return nil // the API rejects empty text blocks
+		}
+		return []any{map[string]any{"type": "text", "text": s}}
+	}
+	if req.Backdrop != "" {
+		add("user", text(req.Backdrop)...)
+		add("assistant", text(BackdropAnswer)...)
+	}
+	for _, m := range req.Messages {
+		switch m.Role {
+		case provider.RoleAssistant:
+			blocks := ThinkingBlocks(m)
+			blocks = append(blocks, text(m.Content)...)
+			for _, tc := range m.ToolCalls {
+				blocks = append(blocks, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": arguments(tc.Arguments)})
+			}
+			add("assistant", blocks...)
+		case provider.RoleTool:
+			add("user", map[string]any{"type": "tool_result", "tool_use_id": m.ToolCallID, "content": m.Content})
+		default:
+			add("user", text(m.Content)...)
+		}
+	}
+	out := make([]any, len(turns))
+	for i, t := range turns {
+		var content any = t.blocks
+		if len(t.blocks) == 1 {
+			if b := t.blocks[0].(map[string]any); b["type"] == "text" {
+				content = b["text"]
+			}
+		}
+		out[i] = map[string]any{"role": t.role, "content": content}
+	}
+	return out
+}
+
+// arguments parses a call's JSON arguments into the object tool_use wants.
+func arguments(s string) any {
+	var v map[string]any
+	if json.Unmarshal([]byte(s), &v) == nil && v != nil {
+		return v
+	}
+	return map[string]any{}
+}
+
+// ThinkingBlocks returns the thinking and redacted_thinking blocks an
+// assistant message keeps in Extra["anthropic"]["thinking"].
+func ThinkingBlocks(m provider.Message) []any {
+	ex, _ := m.Extra[ID].(map[string]any)
+	blocks, _ := ex["thinking"].([]any)
+	return append([]any(nil), blocks...)
+}
+
+// Complete implements provider.Provider.
+func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent func(provider.Event)) (*provider.Response, error) {
+	body, _, err := provider.Post(ctx, c.cfg.HTTPClient, ID, c.url, c.headers, c.Body(req))
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	if !req.Stream {
+		return decodeWhole(ctx, body)
+	}
+	return decodeStream(ctx, body, onEvent)
+}
+
+type block struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	Thinking  string          `json:"thinking"`
+	Signature string          `json:"signature"`
+	Data      string          `json:"data"`
+}
+
+type usage struct {
+	InputTokens              int `json:"input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+}
+
+func (u usage) input() int {
+	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+}
+
+type event struct {
+	Type    string `json:"type"`
+	Index   int    `json:"index"`
+	Message *struct {
+		Usage usage `json:"usage"`
+	} `json:"message"`
+	ContentBlock *block `json:"content_block"`
+	Delta        struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+		Thinking    string `json:"thinking"`
+		Signature   string `json:"signature"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage *usage `json:"usage"`
+	Error *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// open is a content block being streamed.
+type open struct {
+	block
+	args strings.Builder
+}
+
+func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Event)) (*provider.Response, error) {
+	emit := func(ev provider.Event) {
+		if onEvent != nil {
+			onEvent(ev)
+		}
+	}
+	resp := &provider.Response{}
+	var text, reasoning strings.Builder
+	blocks := map[int]*open{}
+	streamed, done := false, false
+	sse := provider.NewSSEReader(body)
+	for !done {
+		ev, err := sse.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, provider.ReadError(ctx, ID, err, streamed)
+		}
+		if len(strings.TrimSpace(string(ev.Data))) == 0 {
+			continue
+		}
+		var e event
+		if err := json.Unmarshal(ev.Data, &e); err != nil {
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", clip(string(ev.Data)), err), Streamed: streamed}
+		}
+		if e.Type == "" {
+			e.Type = ev.Event
+		}
+		switch e.Type {
+		case "message_start":
+			if e.Message != nil {
+				resp.Usage.InputTokens = e.Message.Usage.input()
+				resp.Usage.OutputTokens = e.Message.Usage.OutputTokens
+			}
+		case "content_block_start":
+			if e.ContentBlock == nil {
+				continue
+			}
+			b := &open{block: *e.ContentBlock}
+			blocks[e.Index] = b
+			switch b.Type {
+			case "text":
+				if b.Text != "" {
+					text.WriteString(b.Text)
+					streamed = true
+					emit(provider.Event{Kind: provider.TextDelta, Text: b.Text})
+				}
+			case "thinking":
+				if b.Thinking != "" {
+					reasoning.WriteString(b.Thinking)
+					emit(provider.Event{Kind: provider.ReasoningDelta, Text: b.Thinking})
+				}
+			case "tool_use":
+				if in := strings.TrimSpace(string(b.Input)); in != "" && in != "{}" && in != "null" {
+					b.args.WriteString(in)
+				}
+				emit(provider.Event{Kind: provider.ToolCallStarted, Text: b.Name})
+			}
+		case "content_block_delta":
+			b := blocks[e.Index]
+			if b == nil {
+				b = &open{block: block{Type: "text"}}
+				blocks[e.Index] = b
+			}
+			switch e.Delta.Type {
+			case "text_delta":
+				if e.Delta.Text != "" {
+					b.Text += e.Delta.Text
+					text.WriteString(e.Delta.Text)
+					streamed = true
+					emit(provider.Event{Kind: provider.TextDelta, Text: e.Delta.Text})
+				}
+			case "input_json_delta":
+				b.args.WriteString(e.Delta.PartialJSON)
+			case "thinking_delta":
+				b.Thinking += e.Delta.Thinking
+				reasoning.WriteString(e.Delta.Thinking)
+				emit(provider.Event{Kind: provider.ReasoningDelta, Text: e.Delta.Thinking})
+			case "signature_delta":
+				b.Signature += e.Delta.Signature
+			}
+		case "message_delta":
+			if e.Delta.StopReason != "" {
+				resp.FinishReason = e.Delta.StopReason
+			}
+			if e.Usage != nil {
+				resp.Usage.OutputTokens = e.Usage.OutputTokens
+				if in := e.Usage.input(); in > 0 {
+					resp.Usage.InputTokens = in
+				}
+			}
+		case "message_stop":
+			done = true
+		case "error":
+			return nil, streamError(e, streamed)
+		}
+		// ping, content_block_stop and event types added later need nothing.
+	}
+	if !done {
+		return nil, &provider.Error{Provider: ID, Message: "the stream ended before the answer was complete", Streamed: streamed, Retryable: !streamed}
+	}
+	idx := make([]int, 0, len(blocks))
+	for i := range blocks {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	var content []block
+	for _, i := range idx {
+		b := blocks[i]
+		if b.Type == "tool_use" {
+			b.Input = json.RawMessage(b.args.String())
+		}
+		content = append(content, b.block)
+	}
+	finish(resp, content)
+	resp.Text = text.String()
+	resp.Reasoning = reasoning.String()
+	return resp, nil
+}
+
+func streamError(e event, streamed bool) error {
+	pe := &provider.Error{Provider: ID, Message: "error in the stream", Streamed: streamed}
+	if e.Error != nil {
+		pe.Message += ": " + e.Error.Message
+		pe.Code = e.Error.Type
+		switch e.Error.Type {
+		case "overloaded_error", "api_error", "rate_limit_error":
+			pe.Retryable = !streamed
+		}
+	}
+	return pe
+}
+
+// finish fills the tool calls and the thinking blocks to keep from the
+// answer's content blocks.
+func finish(resp *provider.Response, content []block) {
+	var thinking []any
+	for _, b := range content {
+		switch b.Type {
+		case "tool_use":
+			args := strings.TrimSpace(string(b.Input))
+			if args == "" || args == "null" {
+				args = "{}"
+			}
+			resp.ToolCalls = append(resp.ToolCalls, provider.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
+		case "thinking":
+			thinking = append(thinking, map[string]any{"type": "thinking", "thinking": b.Thinking, "signature": b.Signature})
+		case "redacted_thinking":
+			thinking = append(thinking, map[string]any{"type": "redacted_thinking", "data": b.Data})
+		}
+	}
+	if len(thinking) > 0 {
+		resp.Extra = map[string]any{ID: map[string]any{"thinking": thinking}}
+	}
+}
+
+type whole struct {
+	Type       string  `json:"type"`
+	Content    []block `json:"content"`
+	StopReason string  `json:"stop_reason"`
+	Usage      usage   `json:"usage"`
+}
+
+func decodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error) {
+	data, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	if err != nil {
+		return nil, provider.ReadError(ctx, ID, err, false)
+	}
+	var w whole
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable response %q: %v", clip(string(data)), err)}
+	}
+	if w.Type == "error" {
+		msg, code := provider.ParseErrorBody(data)
+		return nil, &provider.Error{Provider: ID, Message: msg, Code: code}
+	}
+	resp := &provider.Response{FinishReason: w.StopReason, Usage: provider.Usage{InputTokens: w.Usage.input(), OutputTokens: w.Usage.OutputTokens}}
+	var text, reasoning strings.Builder
+	for _, b := range w.Content {
+		switch b.Type {
+		case "text":
+			text.WriteString(b.Text)
+		case "thinking":
+			reasoning.WriteString(b.Thinking)
+		}
+	}
+	finish(resp, w.Content)
+	resp.Text = text.String()
+	resp.Reasoning = reasoning.String()
+	return resp, nil
+}
+
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
