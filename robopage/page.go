@@ -52,6 +52,19 @@ type Function struct {
 	Page *Page
 	// Line is the line of the function's key in the page file.
 	Line int
+
+	// lineOf finds the line of a key below the function (validation).
+	lineOf func(path ...string) int
+}
+
+// line is the line of the key at path below the function, or Line.
+func (f *Function) line(path ...string) int {
+	if f.lineOf != nil {
+		if l := f.lineOf(path...); l > 0 {
+			return l
+		}
+	}
+	return f.Line
 }
 
 // Parameter is one argument of a function.

@@ -113,7 +113,7 @@ func (p *pageParser) function(name string, v any) *Function {
 		p.add(Error, at(), name, "a function is a mapping with `description`, `parameters` and `cmdline`, not %s", kind(v))
 		return nil
 	}
-	fn := &Function{Name: name, Key: name, Line: at()}
+	fn := &Function{Name: name, Key: name, Line: at(), lineOf: at}
 	if d, ok := m["description"]; !ok || d == nil {
 		p.add(Error, at(), name, "missing `description`: say what the function does")
 	} else {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -60,11 +61,14 @@ func (l *Library) fileOf(page *Page) string {
 
 func validateFunction(ctx context.Context, f *Function, ex *Executor, opts ValidateOptions) []Problem {
 	var ps []Problem
+	line := 0 // the line of the next problem; 0 is the function's
 	bad := func(format string, args ...any) {
-		ps = append(ps, Problem{Severity: Error, Message: fmt.Sprintf(format, args...)})
+		ps = append(ps, Problem{Line: line, Severity: Error, Message: fmt.Sprintf(format, args...)})
+		line = 0
 	}
 	warn := func(format string, args ...any) {
-		ps = append(ps, Problem{Severity: Warning, Message: fmt.Sprintf(format, args...)})
+		ps = append(ps, Problem{Line: line, Severity: Warning, Message: fmt.Sprintf(format, args...)})
+		line = 0
 	}
 	if strings.TrimSpace(f.Description) == "" {
 		bad("the description is empty: say what the function does, the model reads it")
@@ -80,8 +84,9 @@ func validateFunction(ctx context.Context, f *Function, ex *Executor, opts Valid
 	// Placeholders must name a parameter, unless they have a default.
 	used := map[string]bool{}
 	var undeclared []string
+	where := map[string]int{}
 	for _, lines := range allCommandLines(f) {
-		for _, elem := range lines {
+		for i, elem := range lines {
 			for _, m := range placeholder.FindAllStringSubmatch(elem, -1) {
 				name, hasDef := m[1], m[3] != ""
 				if strings.HasPrefix(name, "env.") || strings.HasPrefix(name, "ENV.") {
@@ -89,6 +94,9 @@ func validateFunction(ctx context.Context, f *Function, ex *Executor, opts Valid
 				}
 				if f.Parameter(name) == nil && !hasDef && !used[name] {
 					undeclared = append(undeclared, name)
+					if f.Cmdline != nil {
+						where[name] = f.line("cmdline", strconv.Itoa(i))
+					}
 				}
 				used[name] = true
 			}
@@ -96,6 +104,7 @@ func validateFunction(ctx context.Context, f *Function, ex *Executor, opts Valid
 	}
 	sort.Strings(undeclared)
 	for _, name := range undeclared {
+		line = where[name]
 		bad("${%s} names no parameter, so every call fails with \"argument %s not provided\": declare %s under `parameters` or fix the placeholder", name, name, name)
 	}
 	inVolumes := map[string]bool{}
@@ -110,6 +119,7 @@ func validateFunction(ctx context.Context, f *Function, ex *Executor, opts Valid
 		if used[p.Name] {
 			continue
 		}
+		line = f.line("parameters", p.Name)
 		if inVolumes[p.Name] {
 			warn("parameter %s is used only in `volumes`, which are not interpolated: its value is ignored", p.Name)
 		} else {
@@ -117,26 +127,33 @@ func validateFunction(ctx context.Context, f *Function, ex *Executor, opts Valid
 		}
 	}
 	if c := f.Container; c != nil {
-		for _, v := range c.Volumes {
+		for i, v := range c.Volumes {
 			host, _, _ := strings.Cut(v, ":")
+			line = f.line("container", "volumes", strconv.Itoa(i))
 			switch {
 			case strings.Contains(v, "$"):
 				warn("volume %s: volumes are not interpolated, docker receives the text as is; only ${cwd} is replaced", v)
 			case strings.HasPrefix(host, "."):
 				warn("volume %s: docker rejects a relative host path; start it with ${cwd}/ for the page's folder", v)
+			default:
+				line = 0
 			}
 		}
-		for _, a := range c.Args {
+		for i, a := range c.Args {
 			if len(Placeholders(a)) > 0 {
+				line = f.line("container", "args", strconv.Itoa(i))
 				warn("container argument %s: `args` are not interpolated, docker receives the text as is", a)
 			}
 		}
 		if first := firstProgram(cmdline); first != "" && !c.PreserveApp {
+			line = f.line("cmdline")
 			switch {
 			case strings.HasPrefix(first, "-"):
 				warn("the first cmdline item %s is dropped when the function runs in its container (the program is replaced by the image's entrypoint): put the program first, or set preserve_app", first)
 			case len(Placeholders(first)) > 0:
 				warn("the first cmdline item %s is dropped when the function runs in its container (the program is replaced by the image's entrypoint): put the program first, or set preserve_app", first)
+			default:
+				line = 0
 			}
 		}
 	}
