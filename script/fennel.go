@@ -3,7 +3,6 @@ package script
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	rt "github.com/arnodel/golua/runtime"
 )
@@ -11,7 +10,11 @@ import (
 // fennelCompiler is the link to script/fennel; nil until that package
 // provides Compile (see fennel_link.go).
 type fennelCompiler interface {
-	compile(src string, file string, line int, sandboxed bool, cacheDir string) (string, error)
+	// compile returns a Lua chunk that returns the function
+	// (fn [names] <src.Code>); errors are *CompileError naming the
+	// cartridge line.
+	compile(src Source, names []string, sandboxed bool, cacheDir string) (string, error)
+	// runtimeLua is a Lua chunk returning the `fennel` table.
 	runtimeLua() string
 }
 
@@ -26,36 +29,7 @@ func (r *Runtime) compileFennel(src Source, names []string) (string, error) {
 	if fennelImpl == nil {
 		return "", errNoFennel
 	}
-	file := src.File
-	if file == "" {
-		file = "fennel"
-	}
-	// The header sits on a line of its own, the line before the code, so
-	// the compiler's line numbers are the cartridge's.
-	wrapped := "(fn [" + strings.Join(names, " ") + "]\n" + src.Code + "\n)"
-	line := src.Line - 1
-	if line < 1 {
-		line = 1
-		wrapped = "(fn [" + strings.Join(names, " ") + "] " + src.Code + "\n)"
-	}
-	lua, err := fennelImpl.compile(wrapped, file, line, r.opts.Sandboxed, r.opts.FennelCacheDir)
-	if err != nil {
-		return "", &CompileError{Lang: Fennel, File: file, Line: fennelErrorLine(err.Error(), file), Message: err.Error()}
-	}
-	return lua, nil
-}
-
-// fennelErrorLine finds "file:LINE:" in a Fennel compiler message.
-func fennelErrorLine(msg, file string) int {
-	i := strings.Index(msg, file+":")
-	if i < 0 {
-		return 0
-	}
-	var line int
-	if _, err := fmt.Sscanf(msg[i+len(file)+1:], "%d", &line); err != nil {
-		return 0
-	}
-	return line
+	return fennelImpl.compile(src, names, r.opts.Sandboxed, r.opts.FennelCacheDir)
 }
 
 // loadFennel runs the Fennel runtime chunk once per state and keeps the

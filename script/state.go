@@ -50,11 +50,18 @@ type state struct {
 	rt        *rt.Runtime
 	sandboxed bool
 
-	// Pristine copies of what the libraries installed, copied into a
-	// fresh environment on every call so no call sees another's changes.
-	base       []entry
-	libs       map[string][]entry
-	stringMeta []entry
+	// Pristine copies of what the libraries installed. A sandboxed call's
+	// environment starts empty and its __index (shared, protected) hands
+	// out a base function, or a fresh copy of a library table on first
+	// use, so no call sees another's changes and a call pays only for
+	// the libraries it touches.
+	base    map[string]rt.Value
+	libs    map[string][]entry
+	envMeta *rt.Table
+
+	// env and lang are the current call's environment and language.
+	env  *rt.Table
+	lang Lang
 
 	// fennel is the `fennel` runtime table, loaded on first Fennel call.
 	fennel []entry
@@ -65,7 +72,7 @@ type state struct {
 }
 
 func newState(sandboxed bool) *state {
-	st := &state{sandboxed: sandboxed, libs: map[string][]entry{}}
+	st := &state{sandboxed: sandboxed, base: map[string]rt.Value{}, libs: map[string][]entry{}}
 	if sandboxed {
 		st.rt = rt.New(io.Discard)
 		lib.LoadLibs(st.rt, base.LibLoader, packagelib.LibLoader, stringlib.LibLoader,
@@ -82,14 +89,14 @@ func newState(sandboxed bool) *state {
 	st.replaceCoroutines(g)
 	if sandboxed {
 		for _, name := range safeBase {
-			st.base = append(st.base, entry{rt.StringValue(name), g.Get(rt.StringValue(name))})
+			st.base[name] = g.Get(rt.StringValue(name))
 		}
 		for name, drop := range safeLibs {
 			t, _ := g.Get(rt.StringValue(name)).TryTable()
 			st.libs[name] = tableEntries(t, drop)
 		}
-		meta := st.rt.RawMetatable(rt.StringValue(""))
-		st.stringMeta = tableEntries(meta, map[string]bool{"__index": true})
+		st.base["unpack"] = g.Get(rt.StringValue("table")).AsTable().Get(rt.StringValue("unpack"))
+		st.protect()
 		return st
 	}
 	st.openUp(g)
@@ -164,23 +171,88 @@ func (st *state) newEnv(r *Runtime, lang Lang) (rt.Value, error) {
 		}
 		return rt.TableValue(env), nil
 	}
-	fill(env, st.base)
-	for name, entries := range st.libs {
-		env.Set(rt.StringValue(name), rt.TableValue(fill(rt.NewTable(), entries)))
-	}
-	tbl := env.Get(rt.StringValue("table")).AsTable()
-	env.Set(rt.StringValue("unpack"), tbl.Get(rt.StringValue("unpack")))
-	env.Set(rt.StringValue("_G"), rt.TableValue(env))
-	env.Set(rt.StringValue("_VERSION"), rt.StringValue("Lua 5.4"))
-	if lang == Fennel {
-		env.Set(rt.StringValue("fennel"), rt.TableValue(fill(rt.NewTable(), st.fennel)))
-	}
-	// Strings index this call's own string table, so a change made
-	// through getmetatable("").__index dies with the call.
-	meta := fill(rt.NewTable(), st.stringMeta)
-	meta.Set(rt.StringValue("__index"), env.Get(rt.StringValue("string")))
-	st.rt.SetStringMeta(meta)
+	env.SetMetatable(st.envMeta)
+	st.env, st.lang = env, lang
 	return rt.TableValue(env), nil
+}
+
+// global returns the value of a global a sandboxed call has not set:
+// a base function, or a fresh copy of a library, stored in env so the
+// call sees the same table again.
+func (st *state) global(env *rt.Table, name string) rt.Value {
+	var v rt.Value
+	switch name {
+	case "_G":
+		v = rt.TableValue(env)
+	case "_VERSION":
+		v = rt.StringValue("Lua 5.4")
+	case "fennel":
+		if st.lang != Fennel || st.fennel == nil {
+			return rt.NilValue
+		}
+		v = rt.TableValue(fill(rt.NewTable(), st.fennel))
+	default:
+		if f, ok := st.base[name]; ok {
+			return f
+		}
+		entries, ok := st.libs[name]
+		if !ok {
+			return rt.NilValue
+		}
+		v = rt.TableValue(fill(rt.NewTable(), entries))
+	}
+	env.Set(rt.StringValue(name), v)
+	return v
+}
+
+// protect installs the shared metatables of a sandboxed state: the
+// environments' (which resolves globals through st.global) and the
+// strings' (whose methods are the current call's string table). Both
+// hide behind __metatable, so scripts can neither read nor change them.
+func (st *state) protect() {
+	envIndex := rt.NewGoFunction(func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+		if err := c.CheckNArgs(2); err != nil {
+			return nil, err
+		}
+		env, err := c.TableArg(0)
+		if err != nil {
+			return nil, err
+		}
+		name, ok := c.Arg(1).TryString()
+		if !ok {
+			return c.PushingNext1(t.Runtime, rt.NilValue), nil
+		}
+		return c.PushingNext1(t.Runtime, st.global(env, name)), nil
+	}, "__index", 2, false)
+	envIndex.SolemnlyDeclareCompliance(allFlags)
+	st.envMeta = rt.NewTable()
+	st.envMeta.Set(rt.StringValue("__index"), rt.FunctionValue(envIndex))
+	st.envMeta.Set(rt.StringValue("__metatable"), rt.BoolValue(false))
+
+	stringIndex := rt.NewGoFunction(func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+		if err := c.CheckNArgs(2); err != nil {
+			return nil, err
+		}
+		if st.env == nil {
+			return c.PushingNext1(t.Runtime, rt.NilValue), nil
+		}
+		lib := st.env.Get(rt.StringValue("string"))
+		if lib.IsNil() {
+			lib = st.global(st.env, "string")
+		}
+		tbl, ok := lib.TryTable()
+		if !ok {
+			// The call replaced `string` with something else; methods
+			// still come from a string library.
+			tbl = fill(rt.NewTable(), st.libs["string"])
+		}
+		return c.PushingNext1(t.Runtime, tbl.Get(c.Arg(1))), nil
+	}, "__index", 2, false)
+	stringIndex.SolemnlyDeclareCompliance(allFlags)
+	meta := fill(rt.NewTable(), tableEntries(st.rt.RawMetatable(rt.StringValue("")), map[string]bool{"__index": true}))
+	meta.Set(rt.StringValue("__index"), rt.FunctionValue(stringIndex))
+	meta.Set(rt.StringValue("__metatable"), rt.BoolValue(false))
+	st.rt.SetStringMeta(meta)
 }
 
 // replaceCoroutines swaps coroutine.create and coroutine.wrap for
