@@ -1,0 +1,435 @@
+package robopage
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// parseFunctions parses one page and returns its library.
+func parseLibrary(t testing.TB, dir, src string) *Library {
+	t.Helper()
+	p, ps := Parse([]byte(src), "test.yml", dir)
+	if p == nil {
+		t.Fatalf("parse: %v", ps)
+	}
+	p.Name, p.Path = "test", filepath.Join(dir, "test.yml")
+	return NewLibrary(dir, p)
+}
+
+func call(t testing.TB, ex *Executor, lib *Library, name string, args map[string]string) (string, error) {
+	t.Helper()
+	f, ok := lib.Function(name)
+	if !ok {
+		t.Fatalf("no function %s", name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return ex.Call(ctx, f, args)
+}
+
+const hostPage = `description: host programs
+functions:
+  echo:
+    description: echo
+    parameters:
+      message: {type: string, description: m}
+    cmdline: [echo, "${message}"]
+  echo_n:
+    description: echo without newline
+    parameters: {}
+    cmdline: [echo, -n, "Hello, World!"]
+  printf:
+    description: printf
+    parameters:
+      a: {type: string, description: a}
+      b: {type: string, description: b, required: false}
+    cmdline: [printf, "%s|%s|", "${a}", "${b or B default}"]
+  fail:
+    description: false
+    parameters: {}
+    cmdline: ["false"]
+  ls:
+    description: ls
+    parameters: {}
+    cmdline: [ls, nonexistent_file_for_nb_tests]
+  both:
+    description: stdout and stderr
+    parameters:
+      code: {type: string, description: exit code}
+    cmdline: [sh, -c, "echo Hello && echo Error >&2 && exit ${code}", sh]
+  script:
+    description: a shell script
+    parameters:
+      script: {type: string, description: the script}
+    cmdline: [sh, -c, "${script}"]
+  secret:
+    description: reads a variable
+    parameters: {}
+    cmdline: [sh, -c, "echo \"[$NB_TEST_SECRET][$NB_TEST_OTHER]\"", "${env.NB_TEST_SECRET}"]
+  missing:
+    description: missing program
+    parameters: {}
+    cmdline: [nb-no-such-program]
+  sudo:
+    description: sudo on the host
+    parameters: {}
+    cmdline: [sudo, echo, hi]
+  symbols:
+    description: platforms
+    parameters: {}
+    platforms:
+      linux: [echo, linux]
+      macos: [echo, macos]
+`
+
+func TestRunHost(t *testing.T) {
+	lib := parseLibrary(t, t.TempDir(), hostPage)
+	ex := &Executor{}
+	tests := []struct {
+		name string
+		args map[string]string
+		want string
+	}{
+		{"echo", map[string]string{"message": "test"}, "test\n"},
+		{"echo", map[string]string{"message": "a b  'c' $(id)"}, "a b  'c' $(id)\n"},
+		{"echo_n", nil, "Hello, World!"},
+		{"printf", map[string]string{"a": "x y"}, "x y|B default|"},
+		{"printf", map[string]string{"a": "1", "b": "2"}, "1|2|"},
+		{"fail", nil, "EXIT CODE: exit status: 1"},
+		{"both", map[string]string{"code": "0"}, "Hello\n\nError\n"},
+		{"both", map[string]string{"code": "3"}, "EXIT CODE: exit status: 3\nHello\n\nERROR: Error\n"},
+		{"script", map[string]string{"script": "kill -9 $$"}, "EXIT CODE: signal: 9 (SIGKILL)"},
+		{"script", map[string]string{"script": "printf '\\377ok'"}, "\uFFFDok"},
+		{"script", map[string]string{"script": "true"}, ""},
+	}
+	for _, tt := range tests {
+		got, err := call(t, ex, lib, tt.name, tt.args)
+		if err != nil {
+			t.Errorf("%s %v: %v", tt.name, tt.args, err)
+			continue
+		}
+		if got != tt.want {
+			t.Errorf("%s %v = %q, want %q", tt.name, tt.args, got, tt.want)
+		}
+	}
+	got, err := call(t, ex, lib, "ls", nil)
+	if err != nil || !strings.HasPrefix(got, "EXIT CODE: exit status: ") || !strings.Contains(got, "\nERROR: ") {
+		t.Errorf("ls nonexistent = %q, %v", got, err)
+	}
+	got, err = call(t, ex, lib, "symbols", nil)
+	if err != nil || got != "linux\n" {
+		t.Errorf("platforms = %q, %v", got, err)
+	}
+}
+
+func TestPrepareErrors(t *testing.T) {
+	lib := parseLibrary(t, t.TempDir(), hostPage)
+	ex := &Executor{Env: []string{"PATH=" + os.Getenv("PATH")}, Engine: "nb-no-such-engine"}
+	tests := []struct {
+		name string
+		args map[string]string
+		goos string
+		want string
+	}{
+		{"echo", nil, "", "missing required argument message for function echo"},
+		{"echo", map[string]string{"message": "x", "extra": "y", "bad": "z"}, "", "unknown argument bad for function echo"},
+		{"missing", nil, "", "container required for function missing"},
+		{"sudo", nil, "", "container required for function sudo"},
+		{"symbols", nil, "plan9", "no command line for platform plan9"},
+		{"secret", nil, "", "environment variable NB_TEST_SECRET not set"},
+	}
+	for _, tt := range tests {
+		ex := &Executor{Env: ex.Env, GOOS: tt.goos, LookupEnv: fakeEnv(nil)}
+		f, _ := lib.Function(tt.name)
+		_, err := ex.Prepare(f, tt.args)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	empty := parseLibrary(t, t.TempDir(), "functions:\n  e:\n    description: d\n    parameters: {p: {type: string, description: d, required: false}}\n    cmdline: [sudo, '${p}']\n")
+	f, _ := empty.Function("e")
+	if _, err := ex.Prepare(f, nil); err == nil || err.Error() != "argument p not provided" {
+		t.Errorf("empty: %v", err)
+	}
+	if _, err := ex.Prepare(f, map[string]string{"p": ""}); err == nil || err.Error() != "empty command line" {
+		t.Errorf("empty: %v", err)
+	}
+}
+
+// Children get a clean environment: the server's secrets reach a program
+// only when its page asks for them with ${env.NAME}.
+func TestRunEnvironment(t *testing.T) {
+	t.Setenv("NB_TEST_SECRET", "s3cret")
+	t.Setenv("NB_TEST_OTHER", "other")
+	lib := parseLibrary(t, t.TempDir(), hostPage)
+	got, err := call(t, &Executor{}, lib, "secret", nil)
+	if err != nil || got != "[s3cret][]\n" {
+		t.Errorf("secret = %q, %v; want [s3cret][]", got, err)
+	}
+	got, err = call(t, &Executor{}, lib, "script", map[string]string{"script": "env"})
+	if err != nil || strings.Contains(got, "NB_TEST") || !strings.Contains(got, "PATH=") {
+		t.Errorf("env = %q, %v", got, err)
+	}
+}
+
+func TestRunTimeoutKillsGroup(t *testing.T) {
+	dir := t.TempDir()
+	lib := parseLibrary(t, dir, hostPage)
+	pidFile := filepath.Join(dir, "pid")
+	ex := &Executor{Timeout: 300 * time.Millisecond, KillGrace: 300 * time.Millisecond}
+	start := time.Now()
+	// The grandchild ignores SIGTERM: only the group's SIGKILL ends it.
+	got, err := call(t, ex, lib, "script", map[string]string{"script": "sh -c 'trap \"\" TERM; echo $$ > " + pidFile + "; sleep 30' & echo started; wait"})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took > 5*time.Second {
+		t.Errorf("took %v", took)
+	}
+	if !strings.HasPrefix(got, "EXIT CODE: signal: 15 (SIGTERM)\nstarted\n") || !strings.HasSuffix(got, "\nnb: timed out after 300ms: the process group was killed") {
+		t.Errorf("content %q", got)
+	}
+	b, _ := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid == 0 {
+		t.Fatal("no pid written")
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("grandchild %d still alive", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRunOutputCap(t *testing.T) {
+	lib := parseLibrary(t, t.TempDir(), hostPage)
+	ex := &Executor{MaxOutput: 1 << 20}
+	got, err := call(t, ex, lib, "script", map[string]string{"script": "head -c 10485760 /dev/zero | tr '\\0' a; echo done >&2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Repeat("a", 1<<20) + "\ndone\n\nnb: stdout cut to its first 1048576 bytes of 10485760"
+	if got != want {
+		t.Errorf("content is %d bytes, ends %q", len(got), got[max(0, len(got)-80):])
+	}
+	// A multi-byte character cut by the cap is dropped, not mangled.
+	ex = &Executor{MaxOutput: 4}
+	got, _ = call(t, ex, lib, "script", map[string]string{"script": "printf 'abcé'"})
+	if got != "abc\nnb: stdout cut to its first 4 bytes of 5" {
+		t.Errorf("cut rune: %q", got)
+	}
+}
+
+func TestRunWorkersBound(t *testing.T) {
+	lib := parseLibrary(t, t.TempDir(), hostPage)
+	ex := &Executor{Workers: 2}
+	start := time.Now()
+	done := make(chan string, 4)
+	for i := 0; i < 4; i++ {
+		go func() {
+			out, _ := call(t, ex, lib, "script", map[string]string{"script": "sleep 0.3; echo ok"})
+			done <- out
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		if out := <-done; out != "ok\n" {
+			t.Errorf("out %q", out)
+		}
+	}
+	if took := time.Since(start); took < 550*time.Millisecond {
+		t.Errorf("4 runs of 300ms with 2 workers took %v", took)
+	}
+}
+
+const fakeDocker = `#!/bin/sh
+dir=$(dirname "$0")
+{ printf '%s' "$(basename "$0")"; for a in "$@"; do printf ' [%s]' "$a"; done; printf '\n'; } >> "$dir/calls.log"
+case "$1" in
+images) [ -f "$dir/have-image" ] && echo sha256:0123 ;;
+run)
+  for a in "$@"; do case "$a" in --env-file=*) f="${a#--env-file=}"; echo "$f" > "$dir/envfile"; cat "$f";; esac; done
+  echo ran ;;
+build) echo sha256:4567 ;;
+esac
+exit 0
+`
+
+// fakeEngine puts a fake container engine named name in a new folder and
+// returns the folder and an executor whose PATH holds only it and the
+// system's folders.
+func fakeEngine(t *testing.T, name string) (string, *Executor) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(fakeDocker), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, &Executor{Env: []string{"PATH=" + dir + ":/usr/bin:/bin"}, LookupEnv: fakeEnv(map[string]string{"API_KEY": "k3y"})}
+}
+
+func readCalls(t *testing.T, dir string) []string {
+	t.Helper()
+	b, _ := os.ReadFile(filepath.Join(dir, "calls.log"))
+	os.Remove(filepath.Join(dir, "calls.log"))
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+const containerPage = `description: containers
+functions:
+  http_get:
+    description: curl in a container when missing
+    parameters:
+      url: {type: string, description: u}
+    container:
+      image: alpine/curl
+      platform: linux/amd64
+      args: [--net=host]
+      volumes: ["${cwd}:/data", "$HOME:/home"]
+    cmdline: [nb-no-curl-here, -s, -L, "${url}"]
+  forced:
+    description: echo forced into a container
+    parameters: {}
+    container: {image: alpine, force: true}
+    cmdline: [echo, hi]
+  python_exec:
+    description: preserve_app
+    parameters:
+      code: {type: string, description: c}
+    container:
+      force: true
+      preserve_app: true
+      image: python:3.7-alpine
+      args: [--net=host]
+    cmdline: [python, -c, "${code}"]
+  nmap:
+    description: a built image and sudo
+    parameters:
+      target: {type: string, description: t}
+    container:
+      build: {path: "${cwd}/nmap.Dockerfile", name: nmap_local}
+      args: [--net=host, --cap-add=NET_RAW]
+    cmdline: [sudo, echo, -sS, "${target}"]
+  with_env:
+    description: env file
+    parameters: {}
+    container: {image: ffufai, force: true}
+    cmdline: [ffufai, --openai-key, "${env.API_KEY}"]
+  no_dockerfile:
+    description: missing Dockerfile
+    parameters: {}
+    container:
+      build: {path: "${cwd}/missing.Dockerfile", name: x}
+    cmdline: [nb-missing]
+`
+
+// The docker command lines, recorded by a fake docker.
+func TestRunContainer(t *testing.T) {
+	pages := t.TempDir()
+	os.WriteFile(filepath.Join(pages, "nmap.Dockerfile"), []byte("FROM alpine\n"), 0o644)
+	lib := parseLibrary(t, pages, containerPage)
+	dir, ex := fakeEngine(t, "docker")
+	docker := filepath.Join(dir, "docker")
+	_ = docker
+
+	got, err := call(t, ex, lib, "http_get", map[string]string{"url": "https://example.com/a b"})
+	if err != nil || got != "ran\n" {
+		t.Fatalf("http_get = %q, %v", got, err)
+	}
+	want := []string{
+		"docker [images] [-q] [alpine/curl]",
+		"docker [pull] [--platform] [linux/amd64] [alpine/curl]",
+		"docker [run] [--rm] [-v" + pages + ":/data] [-v$HOME:/home] [--net=host] [alpine/curl] [-s] [-L] [https://example.com/a b]",
+	}
+	if d := cmp.Diff(want, readCalls(t, dir)); d != "" {
+		t.Errorf("http_get (-want +got):\n%s", d)
+	}
+	// The image is made once per executor.
+	call(t, ex, lib, "http_get", map[string]string{"url": "u"})
+	if d := cmp.Diff([]string{"docker [run] [--rm] [-v" + pages + ":/data] [-v$HOME:/home] [--net=host] [alpine/curl] [-s] [-L] [u]"}, readCalls(t, dir)); d != "" {
+		t.Errorf("second http_get (-want +got):\n%s", d)
+	}
+
+	// An image already present is not pulled; force runs the container
+	// although echo is on the host; the program is dropped.
+	os.WriteFile(filepath.Join(dir, "have-image"), nil, 0o644)
+	call(t, ex, lib, "forced", nil)
+	want = []string{"docker [images] [-q] [alpine]", "docker [run] [--rm] [alpine] [hi]"}
+	if d := cmp.Diff(want, readCalls(t, dir)); d != "" {
+		t.Errorf("forced (-want +got):\n%s", d)
+	}
+
+	call(t, ex, lib, "python_exec", map[string]string{"code": "print('hi')"})
+	want = []string{"docker [images] [-q] [python:3.7-alpine]", "docker [run] [--rm] [--net=host] [python:3.7-alpine] [python] [-c] [print('hi')]"}
+	if d := cmp.Diff(want, readCalls(t, dir)); d != "" {
+		t.Errorf("preserve_app (-want +got):\n%s", d)
+	}
+
+	// sudo is removed and sends the command to the container.
+	call(t, ex, lib, "nmap", map[string]string{"target": "scanme.nmap.org"})
+	want = []string{
+		"docker [build] [-f] [" + pages + "/nmap.Dockerfile] [-t] [nmap_local] [--quiet] [" + pages + "]",
+		"docker [run] [--rm] [--net=host] [--cap-add=NET_RAW] [nmap_local] [-sS] [scanme.nmap.org]",
+	}
+	if d := cmp.Diff(want, readCalls(t, dir)); d != "" {
+		t.Errorf("build (-want +got):\n%s", d)
+	}
+
+	// ${env.NAME} reaches the container through a temporary env file.
+	got, _ = call(t, ex, lib, "with_env", nil)
+	calls := readCalls(t, dir)
+	envFile, _ := os.ReadFile(filepath.Join(dir, "envfile"))
+	envPath := strings.TrimSpace(string(envFile))
+	want = []string{"docker [images] [-q] [ffufai]", "docker [run] [--rm] [--env-file=" + envPath + "] [ffufai] [--openai-key] [k3y]"}
+	if d := cmp.Diff(want, calls); d != "" {
+		t.Errorf("env (-want +got):\n%s", d)
+	}
+	if got != "API_KEY=k3y\nran\n" {
+		t.Errorf("env file content %q", got)
+	}
+	if _, err := os.Stat(envPath); !os.IsNotExist(err) {
+		t.Errorf("env file %s left behind", envPath)
+	}
+
+	if _, err := call(t, ex, lib, "no_dockerfile", nil); err == nil || err.Error() != "dockerfile '"+pages+"/missing.Dockerfile' does not exist" {
+		t.Errorf("missing Dockerfile: %v", err)
+	}
+	os.Mkdir(filepath.Join(pages, "missing.Dockerfile"), 0o755)
+	if _, err := call(t, ex, lib, "no_dockerfile", nil); err == nil || err.Error() != "path '"+pages+"/missing.Dockerfile' is not a dockerfile" {
+		t.Errorf("Dockerfile is a folder: %v", err)
+	}
+}
+
+func TestRunContainerEngines(t *testing.T) {
+	lib := parseLibrary(t, t.TempDir(), containerPage)
+	dir, ex := fakeEngine(t, "podman")
+	os.WriteFile(filepath.Join(dir, "have-image"), nil, 0o644)
+	if _, err := call(t, ex, lib, "forced", nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"podman [images] [-q] [alpine]", "podman [run] [--rm] [alpine] [hi]"}, readCalls(t, dir)); d != "" {
+		t.Errorf("podman (-want +got):\n%s", d)
+	}
+	ex = &Executor{Env: []string{"PATH=" + t.TempDir()}}
+	_, err := call(t, ex, lib, "forced", nil)
+	if err == nil || err.Error() != "docker executable not found: docker or podman not on PATH; install docker or podman to run this function in a container" {
+		t.Errorf("no engine: %v", err)
+	}
+	// A failing pull is the reference's error, with the engine's words.
+	fail := t.TempDir()
+	os.WriteFile(filepath.Join(fail, "docker"), []byte("#!/bin/sh\n[ \"$1\" = pull ] && { echo 'pull access denied for squealer' >&2; exit 1; }\nexit 0\n"), 0o755)
+	ex = &Executor{Env: []string{"PATH=" + fail + ":/usr/bin:/bin"}}
+	_, err = call(t, ex, lib, "forced", nil)
+	if err == nil || err.Error() != "command failed with status: exit status: 1 (docker pull alpine: pull access denied for squealer)" {
+		t.Errorf("failed pull: %v", err)
+	}
+}
