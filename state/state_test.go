@@ -1,0 +1,157 @@
+package state
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+func TestSlugVectors(t *testing.T) {
+	for in, want := range map[string]string{
+		"None": "none", "Unknown": "unknown", "0-0-0": "0-0-0", "1-0-0": "1-0-0", "Nano Bot Name": "nano-bot-name",
+		"ChatGPT 4o": "chatgpt-4o", "Spells and Potions": "spells-and-potions", "Pokédex": "pokedex", "Ice Baker": "ice-baker",
+		" A--B  c ": "a-b-c", "snake_case": "snake_case", "What Time Is It": "what-time-is-it", "get_current_weather": "get_current_weather",
+		"Straße Æon": "strasse-aeon", "Ünïcödé Ñame": "unicode-name", "🤖 Bot": "bot", "a.b": "ab", "x/y": "xy", "semi;colon": "semicolon",
+		"tab\there": "tabhere", "日本語 ボット": "日本語-ボット", "Привет мир": "привет-мир",
+	} {
+		if got := Slug(in); got != want {
+			t.Errorf("Slug(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestCryptoVectors(t *testing.T) {
+	for _, v := range []struct{ password, plain, soft string }{
+		{"", "your-name", "_O7OjYUESagb46YSeUeSfSMzoO1Yg0BZqpsAkPg4j62SeNYlgwq3kn51Ob2wmIehoA=="},
+		{"UNSAFE", "custom-user-a", "_O7OjYUESagb46YSeUeSfSMzoO1Yg0BZJgIXHCBHyADW-rn4IQr-s2RvP7vym8u5tnzYMIs="},
+		{"UNSAFE", "custom-user-b", "_O7OjYUESagb46YSeUeSfSMzoO1Yg0BZkjUwCcsh9sVppKvYMhd2qGRvP7vym8u5tnzYMIg="},
+		{"UNSAFE", "unknown", "_O7OjYUESagb46YSeUeSfSMzoO1Yg0BZrHx90k5x3_d3pvhFLz-DhnJ0J6HygYg="},
+		{"UNSAFE", "E15D", "_O7OjYUESagb46YSeUeSfSMzoO1Yg0BZTu5BsFvd1pEbPF-yuD-c4kIreYs="},
+		{"UNSAFE", "ABC", "_O7OjYUESagb46YSeUeSfSMzoO1Yg0BZcG0Vgg4wy9jmO2H03iOQqUZYDw=="},
+		{"UNSAFE", `{"key":"ABC","history":[]}`, "_O7OjYUESagb46YSeUeSfSMzoO1Yg0BZXXkZ40Qf1CkAQZMdBwj9Hnw4J6rk1NzuhFvpP8Z3_UXzUr9DYnA7MBrR"},
+		{"my-password", "ABC", "b6IojDYb7M4-MLpMQb59i6AeNYBWb3rMhJgsOoH54FkLipo_gsWyMsfPCQ=="},
+		{"my-password", "unknown", "b6IojDYb7M4-MLpMQb59i6AeNYBWb3rMgp9JmFA43GZRzNCYHGatm_PjIRJb58g="},
+	} {
+		c := NewCipher(v.password)
+		if got := c.Soft(v.plain); got != v.soft {
+			t.Errorf("Soft(%q, %q) = %q, want %q", v.password, v.plain, got, v.soft)
+		}
+		back, err := c.Decrypt(v.soft)
+		if err != nil || string(back) != v.plain {
+			t.Errorf("Decrypt: %q %v", back, err)
+		}
+	}
+	c := NewCipher("")
+	for enc, want := range map[string]string{"o27D6j9wNnJuvJuy1Qva-nLbwj6p4Y6_5Shw-jt0Zq7K6TDVMtGLYyTI53U=": "SAFE", "j6zQewMGA_dSGLDdk5fyl5iyUdmcGSj1c7Bg4iSUQSAC5EBlBY928w==": ""} {
+		got, err := c.Decrypt(enc)
+		if err != nil || string(got) != want {
+			t.Errorf("Decrypt(%q) = %q, %v", enc, got, err)
+		}
+	}
+	if !c.Check() {
+		t.Error("Check failed")
+	}
+	if _, err := NewCipher("other").Decrypt("o27D6j9wNnJuvJuy1Qva-nLbwj6p4Y6_5Shw-jt0Zq7K6TDVMtGLYyTI53U="); err == nil {
+		t.Error("decrypted with the wrong password")
+	}
+}
+
+func TestPaths(t *testing.T) {
+	env := Env{Home: "/home/user"}
+	if got := RootFrom("", "", env); got != "/home/user/.local/state/nano-bots" {
+		t.Errorf("default root %q", got)
+	}
+	env.StateHome = "/xdg/state"
+	if got := RootFrom("", "", env); got != "/xdg/state/nano-bots" {
+		t.Errorf("XDG root %q", got)
+	}
+	env.StatePath = "/env/path/"
+	if got := RootFrom("", "", env); got != "/env/path" {
+		t.Errorf("env root %q", got)
+	}
+	if got := RootFrom("~/cart", "", env); got != "/home/user/cart" {
+		t.Errorf("cartridge root %q", got)
+	}
+	p := Paths{Root: "/home/user/.local/state/nano-bots"}
+	st, err := p.Open(Bot{Author: "Author Name", Name: "Nano Bot Name", Version: "0.0.1"}, "end-user-name", "E15D")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "/home/user/.local/state/nano-bots/go-nano-bots/author-name/nano-bot-name/0-0-1/end-user-name/E15D/state.json"; st.File() != want {
+		t.Errorf("plain path\n got %s\nwant %s", st.File(), want)
+	}
+	p.Cipher = NewCipher("")
+	st, _ = p.Open(Bot{Author: "None", Name: "Unknown", Version: "0.0.0"}, "unknown", "E15D")
+	if want := "/home/user/.local/state/nano-bots/go-nano-bots/none/unknown/0-0-0/_O7OjYUESagb46YSeUeSfSMzoO1Yg0BZrHx90k5x3_d3pvhFLz-DhnJ0J6HygYg=/_O7OjYUESagb46YSeUeSfSMzoO1Yg0BZTu5BsFvd1pEbPF-yuD-c4kIreYs=/state.json"; st.File() != want {
+		t.Errorf("encrypted path\n got %s\nwant %s", st.File(), want)
+	}
+	if _, err := p.Open(Bot{Name: "x"}, "u", "k"); err == nil {
+		t.Error("no author accepted")
+	}
+	for _, key := range []string{"../../etc", ".", "..", "a/b", "ünï"} {
+		c := Paths{}.Component(key)
+		if c == "." || c == ".." || filepath.Base(c) != c {
+			t.Errorf("unsafe component %q for %q", c, key)
+		}
+		if back, _ := (Paths{}).Uncomponent(c); back != key {
+			t.Errorf("round trip %q -> %q -> %q", key, c, back)
+		}
+	}
+}
+
+func TestAppendConcurrent(t *testing.T) {
+	for _, cipher := range []*Cipher{nil, NewCipher("pw")} {
+		p := Paths{Root: t.TempDir(), Cipher: cipher}
+		bot := Bot{Author: "a", Name: "b", Version: "1"}
+		var wg sync.WaitGroup
+		for i := 0; i < 20; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, _ := p.Open(bot, "u", "K")
+				if err := st.Append(Event{Who: "user", Message: fmt.Sprint(i)}, Event{Who: "AI", Message: fmt.Sprint(i)}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		st, _ := p.Open(bot, "u", "K")
+		doc, err := st.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(doc.History) != 40 {
+			t.Fatalf("%d events, want 40", len(doc.History))
+		}
+		data, _ := os.ReadFile(st.File())
+		if (cipher != nil) == (data[0] == '{') {
+			t.Errorf("encryption %v but file starts %q", cipher != nil, data[:1])
+		}
+		keys, err := p.List(bot)
+		if err != nil || len(keys) != 1 || keys[0].Key != "K" || keys[0].EndUser != "u" || keys[0].Events != 40 {
+			t.Fatalf("list %+v %v", keys, err)
+		}
+		if err := st.Delete(); err != nil {
+			t.Fatal(err)
+		}
+		if keys, _ := p.List(bot); len(keys) != 0 {
+			t.Fatalf("after delete: %+v", keys)
+		}
+	}
+}
+
+func TestEncryptedNeedsPassword(t *testing.T) {
+	p := Paths{Root: t.TempDir(), Cipher: NewCipher("pw")}
+	st, _ := p.Open(Bot{Author: "a", Name: "b"}, "u", "K")
+	st.Append(Event{Who: "user", Message: "x"})
+	plain := &Store{Dir: st.Dir, Key: "K"}
+	if _, err := plain.Load(); err == nil {
+		t.Fatal("read an encrypted state without a password")
+	}
+	wrong := &Store{Dir: st.Dir, Key: "K", Cipher: NewCipher("nope")}
+	if _, err := wrong.Load(); err == nil {
+		t.Fatal("read with the wrong password")
+	}
+}
