@@ -1,0 +1,256 @@
+// Package mistraltest is an in-process fake of Mistral AI's chat
+// completion API (https://docs.mistral.ai/api/): it checks the bearer key
+// and the rules the API enforces on tool call ids (nine letters or
+// digits), decodes requests into a providertest.Turn and answers in the
+// documented wire format: chat.completion objects, or chat.completion.chunk
+// events over SSE ending with data: [DONE], with usage on the last chunk,
+// thinking chunks for reasoning, and error objects, written in small pieces.
+package mistraltest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nbots/nb/provider/mistral"
+	"github.com/nbots/nb/provider/providertest"
+)
+
+// Server is the fake's HTTP handler.
+type Server struct {
+	Brain    providertest.Brain
+	Recorder *providertest.Recorder
+	// SplitBytes is the size of the pieces streams are written in (default 7).
+	SplitBytes int
+}
+
+// New returns a fake answering with brain.
+func New(brain providertest.Brain) *Server {
+	return &Server{Brain: brain, Recorder: &providertest.Recorder{}}
+}
+
+// ErrorBodies are error objects as the API returns them, by status.
+var ErrorBodies = map[int]string{
+	400: `{"object":"error","message":"Tool call id was call_1 but must be a-z, A-Z, 0-9, with a length of 9.","type":"invalid_request_error","param":null,"code":null}`,
+	401: `{"message":"Unauthorized","request_id":"6b1e4f6b0a9c4c1f8e0d2a3b4c5d6e7f"}`,
+	422: `{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","user"],"msg":"Extra inputs are not permitted","input":"soft-user"}]},"type":"invalid_request_error","param":null,"code":null}`,
+	429: `{"message":"Requests rate limit exceeded","request_id":"6b1e4f6b0a9c4c1f8e0d2a3b4c5d6e80"}`,
+	500: `{"object":"error","message":"Service unavailable.","type":"internal_server_error","param":null,"code":"1000"}`,
+}
+
+func invalid(msg string) string {
+	return fmt.Sprintf(`{"object":"error","message":%s,"type":"invalid_request_error","param":null,"code":null}`, jsonString(msg))
+}
+
+// ServeHTTP implements http.Handler for POST /v1/chat/completions.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/v1/chat/completions") {
+		writeError(w, 404, `{"detail":"Not Found"}`, "")
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	if s.Recorder != nil {
+		s.Recorder.Record(body)
+	}
+	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+		writeError(w, 401, ErrorBodies[401], "")
+		return
+	}
+	turn, err := Decode(body)
+	if err != nil {
+		writeError(w, 400, invalid(err.Error()), "")
+		return
+	}
+	reply := s.Brain(turn)
+	if reply.Status != 0 && reply.Status != 200 {
+		b := reply.ErrorBody
+		if b == "" {
+			b = ErrorBodies[reply.Status]
+		}
+		writeError(w, reply.Status, b, reply.RetryAfter)
+		return
+	}
+	if turn.Stream {
+		s.stream(w, turn, reply)
+		return
+	}
+	whole(w, turn, reply)
+}
+
+func writeError(w http.ResponseWriter, status int, body, retryAfter string) {
+	w.Header().Set("Content-Type", "application/json")
+	if retryAfter != "" {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	w.WriteHeader(status)
+	io.WriteString(w, body) //nolint:errcheck // client may have gone
+}
+
+const head = `"id":"5c3a1e0f2b7d4e8a9c6b0d1f2e3a4b5c","object":"chat.completion.chunk","created":1700000000,"model":%s`
+
+func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(200)
+	n := s.SplitBytes
+	if n <= 0 {
+		n = 7
+	}
+	model := jsonString(t.Model)
+	send := func(delta, finish, extra string) {
+		fin := "null"
+		if finish != "" {
+			fin = fmt.Sprintf("%q", finish)
+		}
+		providertest.WriteSplit(w, fmt.Sprintf("data: {"+head+`,"choices":[{"index":0,"delta":%s,"finish_reason":%s}]%s}`+"\n\n", model, delta, fin, extra), n)
+	}
+	send(`{"role":"assistant","content":""}`, "", "")
+	providertest.Flush(w, ": keep-alive\n\n")
+	if reply.Reasoning != "" {
+		for _, p := range providertest.Split(reply.Reasoning, 5) {
+			send(fmt.Sprintf(`{"content":[{"type":"thinking","thinking":[{"type":"text","text":%s}]}]}`, jsonString(p)), "", "")
+		}
+	}
+	for i, c := range reply.Chunks {
+		if reply.CutAfter > 0 && i >= reply.CutAfter {
+			providertest.Hijack(w)
+			return
+		}
+		if reply.Delay > 0 {
+			time.Sleep(reply.Delay)
+		}
+		send(fmt.Sprintf(`{"content":%s}`, jsonString(c)), "", "")
+	}
+	if reply.StreamError != "" {
+		providertest.WriteSplit(w, fmt.Sprintf(`data: {"object":"error","message":%s,"type":"internal_server_error","param":null,"code":"1000"}`+"\n\n", jsonString(reply.StreamError)), n)
+		return
+	}
+	for i, c := range reply.Calls {
+		frags := providertest.Split(c.Arguments, 4)
+		if len(frags) == 0 {
+			frags = []string{""}
+		}
+		send(fmt.Sprintf(`{"tool_calls":[{"id":%q,"function":{"name":%s,"arguments":%s},"index":%d}]}`, callID(c, i), jsonString(c.Name), jsonString(frags[0]), i), "", "")
+		for _, f := range frags[1:] {
+			send(fmt.Sprintf(`{"tool_calls":[{"id":"null","function":{"name":"","arguments":%s},"index":%d}]}`, jsonString(f), i), "", "")
+		}
+	}
+	finish := "stop"
+	if len(reply.Calls) > 0 {
+		finish = "tool_calls"
+	}
+	send(`{"content":""}`, finish, `,"usage":{"prompt_tokens":9,"total_tokens":21,"completion_tokens":12}`)
+	providertest.WriteSplit(w, "data: [DONE]\n\n", n)
+}
+
+func callID(c providertest.Call, i int) string {
+	if c.ID == "" {
+		return mistral.CallID(fmt.Sprint("call_", i))
+	}
+	return mistral.CallID(c.ID)
+}
+
+func whole(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply) {
+	var content any = reply.Text()
+	if reply.Reasoning != "" {
+		content = []any{
+			map[string]any{"type": "thinking", "thinking": []any{map[string]any{"type": "text", "text": reply.Reasoning}}},
+			map[string]any{"type": "text", "text": reply.Text()},
+		}
+	}
+	msg := map[string]any{"role": "assistant", "content": content, "tool_calls": nil, "prefix": false}
+	finish := "stop"
+	if len(reply.Calls) > 0 {
+		finish = "tool_calls"
+		calls := make([]any, len(reply.Calls))
+		for i, c := range reply.Calls {
+			calls[i] = map[string]any{"id": callID(c, i), "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}, "index": i}
+		}
+		msg["tool_calls"] = calls
+	}
+	out := map[string]any{
+		"id": "5c3a1e0f2b7d4e8a9c6b0d1f2e3a4b5c", "object": "chat.completion", "created": 1700000000, "model": t.Model,
+		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
+		"usage":   map[string]any{"prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21},
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out) //nolint:errcheck // client may have gone
+}
+
+// Decode reads a chat completion request body into a Turn, and enforces
+// what the API does: known roles, tool call ids of nine letters or digits,
+// and each tool message answering an earlier call.
+func Decode(body []byte) (providertest.Turn, error) {
+	var req struct {
+		Model    string `json:"model"`
+		Stream   bool   `json:"stream"`
+		Messages []struct {
+			Role       string          `json:"role"`
+			Content    json.RawMessage `json:"content"`
+			ToolCallID string          `json:"tool_call_id"`
+			Name       string          `json:"name"`
+			ToolCalls  []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+		Tools []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return providertest.Turn{}, err
+	}
+	t := providertest.Turn{Model: req.Model, Stream: req.Stream}
+	names := map[string]string{}
+	for _, m := range req.Messages {
+		msg := providertest.Msg{Role: m.Role, ToolCallID: m.ToolCallID}
+		var s string
+		if json.Unmarshal(m.Content, &s) == nil {
+			msg.Content = s
+		}
+		switch m.Role {
+		case "system", "user", "assistant":
+		case "tool":
+			if !validID(m.ToolCallID) {
+				return t, fmt.Errorf("Tool call id was %s but must be a-z, A-Z, 0-9, with a length of 9.", m.ToolCallID)
+			}
+			name, ok := names[m.ToolCallID]
+			if !ok {
+				return t, fmt.Errorf("Unexpected tool call id %s in tool results", m.ToolCallID)
+			}
+			msg.ToolName = name
+		default:
+			return t, fmt.Errorf("Unexpected role %q", m.Role)
+		}
+		for _, c := range m.ToolCalls {
+			if !validID(c.ID) {
+				return t, fmt.Errorf("Tool call id was %s but must be a-z, A-Z, 0-9, with a length of 9.", c.ID)
+			}
+			names[c.ID] = c.Function.Name
+			msg.ToolCalls = append(msg.ToolCalls, c.Function.Name+"("+c.Function.Arguments+")")
+		}
+		if m.Role == "system" && t.System == "" {
+			t.System = s
+		}
+		t.Messages = append(t.Messages, msg)
+	}
+	for _, tl := range req.Tools {
+		t.Tools = append(t.Tools, tl.Function.Name)
+	}
+	return t, nil
+}
+
+func validID(id string) bool { return mistral.CallID(id) == id }
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
