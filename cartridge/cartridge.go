@@ -420,7 +420,7 @@ func (c *Cartridge) Behavior(kind string) Behavior {
 
 // Provider is the cartridge's provider section, after ENV substitution.
 type Provider struct {
-	ID                            string
+	ID                             string
 	Credentials, Options, Settings map[string]any
 }
 
