@@ -1,0 +1,329 @@
+package google
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/tool"
+)
+
+// Backdrop placement follows the reference: the backdrop as a user turn,
+// then a model turn acknowledging it, before the history.
+const backdropAnswer = "Understood."
+
+// DummySignature is the value Google documents for function calls whose
+// thought signature is unknown (a conversation started with another
+// provider): Gemini 3 refuses a function call without a signature.
+// https://ai.google.dev/gemini-api/docs/thought-signatures
+const DummySignature = "skip_thought_signature_validator"
+
+// Body builds the request body: the cartridge's settings verbatim (nulls
+// dropped; model and stream removed, as they are nb's options, not API
+// fields), then contents, systemInstruction and tools.
+func (c *Client) Body(req provider.Request) map[string]any {
+	body := c.cfg.Body()
+	delete(body, "model")
+	delete(body, "stream")
+	body["contents"] = Contents(req)
+	if req.System != "" {
+		body["systemInstruction"] = map[string]any{"parts": []any{map[string]any{"text": req.System}}}
+	}
+	if len(req.Tools) > 0 {
+		// Tools the settings already hold (googleSearch, codeExecution)
+		// are kept; the cartridge's functions are added after them.
+		var tools []any
+		if t, ok := body["tools"].([]any); ok {
+			tools = t
+		}
+		body["tools"] = append(tools, map[string]any{"functionDeclarations": FunctionDeclarations(req.Tools)})
+	} else if _, ok := body["tools"]; !ok {
+		delete(body, "toolConfig")
+	}
+	return body
+}
+
+// Contents maps the conversation to Gemini contents. Roles are user and
+// model; tool calls become functionCall parts of a model content and tool
+// results functionResponse parts ({name, response: {output}}) of a user
+// content; consecutive contents of one role are merged, since Gemini wants
+// them to alternate, so the results of one round travel together in call
+// order. Thought signatures kept in Message.Extra["google"] go back on the
+// parts they came with.
+func Contents(req provider.Request) []any {
+	var out []any
+	var lastRole string
+	add := func(role string, parts ...any) {
+		if len(parts) == 0 {
+			return
+		}
+		if role == lastRole {
+			c := out[len(out)-1].(map[string]any)
+			c["parts"] = append(c["parts"].([]any), parts...)
+			return
+		}
+		out = append(out, map[string]any{"role": role, "parts": parts})
+		lastRole = role
+	}
+	if req.Backdrop != "" {
+		add("user", map[string]any{"text": req.Backdrop})
+		add("model", map[string]any{"text": backdropAnswer})
+	}
+	// Ids Gemini itself gave go back in functionCall.id and
+	// functionResponse.id; synthetic and foreign ids are not sent.
+	googleIDs := map[string]bool{}
+	names := map[string]string{}
+	for _, m := range req.Messages {
+		for _, id := range extraOf(m).CallIDs {
+			googleIDs[id] = true
+		}
+		for _, tc := range m.ToolCalls {
+			names[tc.ID] = tc.Name
+		}
+	}
+	for _, m := range req.Messages {
+		switch m.Role {
+		case provider.RoleAssistant:
+			x := extraOf(m)
+			var parts []any
+			if m.Content != "" {
+				p := map[string]any{"text": m.Content}
+				if x.TextSignature != "" {
+					p["thoughtSignature"] = x.TextSignature
+				}
+				parts = append(parts, p)
+			}
+			for i, tc := range m.ToolCalls {
+				fc := map[string]any{"name": tc.Name, "args": arguments(tc.Arguments)}
+				if googleIDs[tc.ID] {
+					fc["id"] = tc.ID
+				}
+				p := map[string]any{"functionCall": fc}
+				switch sig := x.Signatures[tc.ID]; {
+				case sig != "":
+					p["thoughtSignature"] = sig
+				case i == 0 && !x.present:
+					p["thoughtSignature"] = DummySignature
+				}
+				parts = append(parts, p)
+			}
+			add("model", parts...)
+		case provider.RoleTool:
+			name := m.ToolName
+			if name == "" {
+				name = names[m.ToolCallID]
+			}
+			fr := map[string]any{"name": name, "response": map[string]any{"output": m.Content}}
+			if googleIDs[m.ToolCallID] {
+				fr["id"] = m.ToolCallID
+			}
+			add("user", map[string]any{"functionResponse": fr})
+		default:
+			add("user", map[string]any{"text": m.Content})
+		}
+	}
+	return out
+}
+
+// arguments parses a call's JSON arguments into the object Gemini wants.
+func arguments(s string) map[string]any {
+	var v any
+	if s == "" || json.Unmarshal([]byte(s), &v) != nil {
+		if s == "" {
+			return map[string]any{}
+		}
+		return map[string]any{"arguments": s}
+	}
+	if m, ok := v.(map[string]any); ok {
+		return m
+	}
+	return map[string]any{"arguments": v}
+}
+
+// Extra is what a Gemini answer keeps in Message.Extra["google"] so the
+// next request can send it back.
+type Extra struct {
+	// Signatures are the thoughtSignature of each functionCall part, by call id.
+	Signatures map[string]string `json:"thoughtSignatures,omitempty"`
+	// TextSignature is the signature that came on a text part.
+	TextSignature string `json:"textSignature,omitempty"`
+	// CallIDs are the call ids Gemini gave itself (newer models send them).
+	CallIDs []string `json:"callIds,omitempty"`
+	// present is true when the message came from Gemini at all.
+	present bool
+}
+
+// Map is the form stored in Message.Extra (plain JSON values, as a state
+// file gives them back).
+func (x Extra) Map() map[string]any {
+	m := map[string]any{}
+	if len(x.Signatures) > 0 {
+		s := map[string]any{}
+		for k, v := range x.Signatures {
+			s[k] = v
+		}
+		m["thoughtSignatures"] = s
+	}
+	if x.TextSignature != "" {
+		m["textSignature"] = x.TextSignature
+	}
+	if len(x.CallIDs) > 0 {
+		ids := make([]any, len(x.CallIDs))
+		for i, id := range x.CallIDs {
+			ids[i] = id
+		}
+		m["callIds"] = ids
+	}
+	return m
+}
+
+func extraOf(m provider.Message) Extra {
+	raw, ok := m.Extra[ID]
+	if !ok || raw == nil {
+		return Extra{}
+	}
+	var x Extra
+	if b, err := json.Marshal(raw); err == nil {
+		json.Unmarshal(b, &x) //nolint:errcheck // a malformed entry is treated as empty
+	}
+	x.present = true
+	return x
+}
+
+// FunctionDeclarations maps tool specs to Gemini function declarations.
+// Parameters go through Schema; an object without properties is left out,
+// since Gemini refuses an OBJECT schema with no properties.
+func FunctionDeclarations(tools []tool.Spec) []any {
+	out := make([]any, len(tools))
+	for i, t := range tools {
+		fd := map[string]any{"name": t.Name}
+		if t.Description != "" {
+			fd["description"] = t.Description
+		}
+		if p := Schema(plain(t.Parameters)); p != nil {
+			if props, ok := p["properties"].(map[string]any); !ok || len(props) > 0 || p["type"] != "object" {
+				fd["parameters"] = p
+			}
+		}
+		out[i] = fd
+	}
+	return out
+}
+
+// schemaKeys are the fields of Gemini's Schema object (an OpenAPI 3.0
+// subset); other JSON-Schema keywords ($schema, additionalProperties,
+// $ref, ...) are refused by the API and left out.
+var schemaKeys = map[string]bool{
+	"type": true, "format": true, "title": true, "description": true, "nullable": true,
+	"enum": true, "maxItems": true, "minItems": true, "properties": true, "required": true,
+	"minProperties": true, "maxProperties": true, "minLength": true, "maxLength": true,
+	"pattern": true, "example": true, "anyOf": true, "propertyOrdering": true, "default": true,
+	"items": true, "minimum": true, "maximum": true,
+}
+
+// Schema reduces a JSON Schema to what Gemini's Schema accepts: unknown
+// keywords dropped, a type list with "null" turned into nullable, const
+// into a one-value enum, oneOf into anyOf, and required limited to the
+// properties that exist.
+func Schema(s map[string]any) map[string]any {
+	if s == nil {
+		return nil
+	}
+	out := map[string]any{}
+	for k, v := range s {
+		switch k {
+		case "type":
+			if list, ok := v.([]any); ok {
+				var types []any
+				for _, t := range list {
+					if t == "null" {
+						out["nullable"] = true
+					} else {
+						types = append(types, t)
+					}
+				}
+				if len(types) == 1 {
+					out["type"] = types[0]
+				} else if len(types) > 1 {
+					alts := make([]any, 0, len(types))
+					for _, t := range types {
+						alts = append(alts, map[string]any{"type": t})
+					}
+					out["anyOf"] = alts
+				}
+				continue
+			}
+			out[k] = v
+		case "const":
+			out["enum"] = []any{fmt.Sprint(v)}
+		case "enum":
+			if list, ok := v.([]any); ok {
+				strs := make([]any, 0, len(list))
+				for _, e := range list {
+					if e != nil {
+						strs = append(strs, fmt.Sprint(e))
+					}
+				}
+				out[k] = strs
+			}
+		case "properties":
+			if props, ok := v.(map[string]any); ok {
+				p := make(map[string]any, len(props))
+				for name, sub := range props {
+					if m, ok := sub.(map[string]any); ok {
+						p[name] = Schema(m)
+					}
+				}
+				out[k] = p
+			}
+		case "items":
+			if m, ok := v.(map[string]any); ok {
+				out[k] = Schema(m)
+			}
+		case "anyOf", "oneOf":
+			if list, ok := v.([]any); ok {
+				subs := make([]any, 0, len(list))
+				for _, sub := range list {
+					if m, ok := sub.(map[string]any); ok {
+						subs = append(subs, Schema(m))
+					}
+				}
+				out["anyOf"] = subs
+			}
+		default:
+			if schemaKeys[k] {
+				out[k] = v
+			}
+		}
+	}
+	if req, ok := out["required"].([]any); ok {
+		props, _ := out["properties"].(map[string]any)
+		kept := make([]any, 0, len(req))
+		for _, r := range req {
+			if name, ok := r.(string); ok {
+				if _, exists := props[name]; exists {
+					kept = append(kept, name)
+				}
+			}
+		}
+		if len(kept) > 0 {
+			out["required"] = kept
+		} else {
+			delete(out, "required")
+		}
+	}
+	return out
+}
+
+// plain gives a schema built in Go ([]string, typed maps) the shape JSON
+// decoding gives, which Schema walks.
+func plain(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	var out map[string]any
+	if b, err := json.Marshal(m); err == nil {
+		json.Unmarshal(b, &out) //nolint:errcheck // it was just encoded
+	}
+	return out
+}
