@@ -328,6 +328,10 @@ func TestUnsandboxedHasTheStandardLibrary(t *testing.T) {
 	if err != nil || got != "hello\n" {
 		t.Errorf("io.open: %v, %v", got, err)
 	}
+	got, err = call(t, r, `return type(require("string").upper) .. " " .. type(collectgarbage("count"))`)
+	if err != nil || got != "function number" {
+		t.Errorf("require, collectgarbage: %v, %v", got, err)
+	}
 	_, err = call(t, r, `os.exit(1)`)
 	if err == nil || !strings.Contains(err.Error(), "os.exit is not allowed") {
 		t.Errorf("os.exit: %v", err)
