@@ -1,0 +1,484 @@
+// Package maritaca speaks Maritaca AI's API for the Sabiá models. By
+// default it uses the current chat completions API
+// (POST https://chat.maritaca.ai/api/chat/completions, OpenAI-compatible,
+// streamed over server-sent events, with function calling; documentation:
+// https://docs.maritaca.ai/api/pt/completion). options.api: inference, or
+// an address ending in /api/chat/inference, selects the legacy API the
+// reference used (chat_mode, a streamed text field, an answer field; no
+// tools and no system role).
+package maritaca
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/nbots/nb/provider"
+)
+
+// ID is the cartridge's provider id.
+const ID = "maritaca"
+
+// DefaultAddress is used when the cartridge gives no credentials.address.
+const DefaultAddress = "https://chat.maritaca.ai"
+
+// The APIs options.api selects.
+const (
+	APIChatCompletions = "chat-completions"
+	APIInference       = "inference"
+)
+
+func init() {
+	provider.Register(ID, New)
+	provider.CredentialHints[ID] = "provider.credentials.api-key"
+}
+
+// Client is a Maritaca client.
+type Client struct {
+	cfg     provider.Config
+	api     string
+	url     string
+	headers map[string]string
+}
+
+// New builds a client. The api-key is required for the official address.
+// The current API takes it as a bearer token, the legacy one as
+// "Authorization: Key <api-key>".
+func New(cfg provider.Config) (provider.Provider, error) {
+	address := cfg.Credential("address")
+	key := cfg.Credential("api-key")
+	if address == "" {
+		address = DefaultAddress
+		if key == "" {
+			return nil, &provider.MissingCredentialError{Provider: ID, Key: "api-key"}
+		}
+	}
+	c := &Client{cfg: cfg, headers: map[string]string{}}
+	// The address may be the host, the host with /api (as OpenAI clients
+	// are configured), or a whole endpoint.
+	base := strings.TrimRight(address, "/")
+	legacyPath := strings.HasSuffix(base, "/chat/inference")
+	base = strings.TrimSuffix(strings.TrimSuffix(base, "/chat/completions"), "/chat/inference")
+	base = strings.TrimSuffix(base, "/api")
+	switch api := strings.ToLower(cfg.Option("api")); {
+	case api == APIInference || api == "legacy" || (api == "" && legacyPath):
+		c.api, c.url = APIInference, base+"/api/chat/inference"
+	case api == "" || api == APIChatCompletions || api == "openai":
+		c.api, c.url = APIChatCompletions, base+"/api/chat/completions"
+	default:
+		return nil, fmt.Errorf("%s: provider.options.api is %q; use %q (the default) or %q", ID, api, APIChatCompletions, APIInference)
+	}
+	if key != "" {
+		scheme := "Bearer "
+		if c.api == APIInference {
+			scheme = "Key "
+		}
+		c.headers["Authorization"] = scheme + key
+	}
+	return c, nil
+}
+
+// ID implements provider.Provider.
+func (c *Client) ID() string { return ID }
+
+// API returns the API the client speaks: APIChatCompletions or APIInference.
+func (c *Client) API() string { return c.api }
+
+// URL returns the endpoint the client posts to.
+func (c *Client) URL() string { return c.url }
+
+// Body builds the request body: the cartridge's settings verbatim, then
+// the conversation, tools and the stream flag; the legacy API also gets
+// chat_mode: true.
+func (c *Client) Body(req provider.Request) map[string]any {
+	body := c.cfg.Body()
+	body["stream"] = req.Stream
+	if c.api == APIInference {
+		body["chat_mode"] = true
+		body["messages"] = LegacyMessages(req)
+		return body
+	}
+	body["messages"] = Messages(req)
+	if len(req.Tools) > 0 {
+		tools := make([]any, len(req.Tools))
+		for i, t := range req.Tools {
+			fn := map[string]any{"name": t.Name, "parameters": t.Parameters}
+			if t.Description != "" {
+				fn["description"] = t.Description
+			}
+			tools[i] = map[string]any{"type": "function", "function": fn}
+		}
+		body["tools"] = tools
+	} else {
+		delete(body, "tool_choice")
+		delete(body, "parallel_tool_calls")
+	}
+	return body
+}
+
+// Messages maps the common conversation to chat completions messages:
+// the system text first, the backdrop as a user message, then the history.
+func Messages(req provider.Request) []any {
+	var out []any
+	if req.System != "" {
+		out = append(out, map[string]any{"role": "system", "content": req.System})
+	}
+	if req.Backdrop != "" {
+		out = append(out, map[string]any{"role": "user", "content": req.Backdrop})
+	}
+	for _, m := range req.Messages {
+		switch m.Role {
+		case provider.RoleAssistant:
+			msg := map[string]any{"role": "assistant", "content": m.Content}
+			if len(m.ToolCalls) > 0 {
+				calls := make([]any, len(m.ToolCalls))
+				for i, tc := range m.ToolCalls {
+					args := tc.Arguments
+					if strings.TrimSpace(args) == "" {
+						args = "{}"
+					}
+					calls[i] = map[string]any{"id": tc.ID, "type": "function", "function": map[string]any{"name": tc.Name, "arguments": args}}
+				}
+				msg["tool_calls"] = calls
+			}
+			out = append(out, msg)
+		case provider.RoleTool:
+			out = append(out, map[string]any{"role": "tool", "tool_call_id": m.ToolCallID, "content": m.Content})
+		default:
+			out = append(out, map[string]any{"role": "user", "content": m.Content})
+		}
+	}
+	return out
+}
+
+// LegacyMessages maps the conversation for the legacy API, which has only
+// user and assistant roles: the system text is a leading user message, the
+// backdrop the next one (as the reference places them), and a tool result
+// a user message that names the tool.
+func LegacyMessages(req provider.Request) []any {
+	var out []any
+	for _, s := range []string{req.System, req.Backdrop} {
+		if s != "" {
+			out = append(out, map[string]any{"role": "user", "content": s})
+		}
+	}
+	for _, m := range req.Messages {
+		switch m.Role {
+		case provider.RoleAssistant:
+			if m.Content != "" {
+				out = append(out, map[string]any{"role": "assistant", "content": m.Content})
+			}
+		case provider.RoleTool:
+			out = append(out, map[string]any{"role": "user", "content": fmt.Sprintf("Result of %s: %s", m.ToolName, m.Content)})
+		default:
+			out = append(out, map[string]any{"role": "user", "content": m.Content})
+		}
+	}
+	return out
+}
+
+// ErrNoTools is returned when tools are offered on the legacy API.
+var ErrNoTools = errors.New("maritaca: the legacy inference API has no tools; remove provider.options.api to use the chat completions API")
+
+// Complete implements provider.Provider.
+func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent func(provider.Event)) (*provider.Response, error) {
+	if c.api == APIInference && len(req.Tools) > 0 {
+		return nil, ErrNoTools
+	}
+	body, _, err := provider.Post(ctx, c.cfg.HTTPClient, ID, c.url, c.headers, c.Body(req))
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	switch {
+	case c.api == APIInference && req.Stream:
+		return decodeLegacyStream(ctx, body, onEvent)
+	case c.api == APIInference:
+		return decodeLegacyWhole(ctx, body)
+	case req.Stream:
+		return decodeStream(ctx, body, onEvent)
+	default:
+		return decodeWhole(ctx, body)
+	}
+}
+
+type toolCall struct {
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+type chunk struct {
+	Choices []struct {
+		Delta struct {
+			Content          *string    `json:"content"`
+			ReasoningContent *string    `json:"reasoning_content"`
+			ToolCalls        []toolCall `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage  *usage          `json:"usage"`
+	Error  json.RawMessage `json:"error"`
+	Detail json.RawMessage `json:"detail"`
+}
+
+func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Event)) (*provider.Response, error) {
+	emit := func(ev provider.Event) {
+		if onEvent != nil {
+			onEvent(ev)
+		}
+	}
+	resp := &provider.Response{}
+	var text, reasoning strings.Builder
+	var think provider.ThinkFilter
+	calls := map[int]*provider.ToolCall{}
+	streamed, done := false, false
+	thought := func(s string) {
+		if s != "" {
+			reasoning.WriteString(s)
+			emit(provider.Event{Kind: provider.ReasoningDelta, Text: s})
+		}
+	}
+	sse := provider.NewSSEReader(body)
+	for !done {
+		ev, err := sse.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, provider.ReadError(ctx, ID, err, streamed)
+		}
+		data := strings.TrimSpace(string(ev.Data))
+		if data == "" {
+			continue
+		}
+		if data == "[DONE]" {
+			done = true
+			break
+		}
+		var ch chunk
+		if err := json.Unmarshal(ev.Data, &ch); err != nil {
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", clip(data), err), Streamed: streamed}
+		}
+		if (len(ch.Error) > 0 && string(ch.Error) != "null") || (len(ch.Detail) > 0 && string(ch.Detail) != "null") {
+			msg, code := provider.ParseErrorBody(ev.Data)
+			return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + msg, Code: code, Streamed: streamed, Retryable: !streamed}
+		}
+		if ch.Usage != nil {
+			resp.Usage = provider.Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
+		}
+		for _, choice := range ch.Choices {
+			d := choice.Delta
+			if d.ReasoningContent != nil {
+				thought(*d.ReasoningContent)
+			}
+			if d.Content != nil && *d.Content != "" {
+				visible, t := think.Feed(*d.Content)
+				thought(t)
+				if visible != "" {
+					text.WriteString(visible)
+					streamed = true
+					emit(provider.Event{Kind: provider.TextDelta, Text: visible})
+				}
+			}
+			for i, tc := range d.ToolCalls {
+				idx := i
+				if tc.Index != nil {
+					idx = *tc.Index
+				}
+				call, ok := calls[idx]
+				if !ok {
+					call = &provider.ToolCall{}
+					calls[idx] = call
+				}
+				if tc.ID != "" {
+					call.ID = tc.ID
+				}
+				if tc.Function.Name != "" && call.Name == "" {
+					emit(provider.Event{Kind: provider.ToolCallStarted, Text: tc.Function.Name})
+				}
+				call.Name += tc.Function.Name
+				call.Arguments += tc.Function.Arguments
+			}
+			if choice.FinishReason != nil && *choice.FinishReason != "" {
+				resp.FinishReason = *choice.FinishReason
+			}
+		}
+	}
+	if !done && resp.FinishReason == "" {
+		return nil, &provider.Error{Provider: ID, Message: "the stream ended before the answer was complete", Streamed: streamed, Retryable: !streamed}
+	}
+	visible, t := think.Flush()
+	reasoning.WriteString(t)
+	if visible != "" {
+		text.WriteString(visible)
+		emit(provider.Event{Kind: provider.TextDelta, Text: visible})
+	}
+	resp.Text = text.String()
+	resp.Reasoning = reasoning.String()
+	resp.ToolCalls = orderedCalls(calls)
+	return resp, nil
+}
+
+func orderedCalls(calls map[int]*provider.ToolCall) []provider.ToolCall {
+	if len(calls) == 0 {
+		return nil
+	}
+	idx := make([]int, 0, len(calls))
+	for i := range calls {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	out := make([]provider.ToolCall, 0, len(idx))
+	for n, i := range idx {
+		c := *calls[i]
+		if c.ID == "" {
+			c.ID = fmt.Sprintf("call_%d", n)
+		}
+		if strings.TrimSpace(c.Arguments) == "" {
+			c.Arguments = "{}"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+type whole struct {
+	Choices []struct {
+		Message struct {
+			Content          *string    `json:"content"`
+			ReasoningContent *string    `json:"reasoning_content"`
+			ToolCalls        []toolCall `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *usage `json:"usage"`
+}
+
+func decodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error) {
+	data, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	if err != nil {
+		return nil, provider.ReadError(ctx, ID, err, false)
+	}
+	var w whole
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable response %q: %v", clip(string(data)), err)}
+	}
+	if len(w.Choices) == 0 {
+		msg, _ := provider.ParseErrorBody(data)
+		if msg == "" {
+			msg = "the response has no choices"
+		}
+		return nil, &provider.Error{Provider: ID, Message: msg}
+	}
+	resp := &provider.Response{FinishReason: w.Choices[0].FinishReason}
+	m := w.Choices[0].Message
+	if m.Content != nil {
+		var think provider.ThinkFilter
+		visible, thought := think.Feed(*m.Content)
+		v2, t2 := think.Flush()
+		resp.Text = visible + v2
+		resp.Reasoning = thought + t2
+	}
+	if m.ReasoningContent != nil {
+		resp.Reasoning = *m.ReasoningContent + resp.Reasoning
+	}
+	calls := map[int]*provider.ToolCall{}
+	for i, tc := range m.ToolCalls {
+		calls[i] = &provider.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
+	}
+	resp.ToolCalls = orderedCalls(calls)
+	if w.Usage != nil {
+		resp.Usage = provider.Usage{InputTokens: w.Usage.PromptTokens, OutputTokens: w.Usage.CompletionTokens}
+	}
+	return resp, nil
+}
+
+// The legacy API streams events whose data carries a text field and ends
+// when the response does: it has no end event, so a dropped connection
+// can only be told from the end by a read error.
+func decodeLegacyStream(ctx context.Context, body io.Reader, onEvent func(provider.Event)) (*provider.Response, error) {
+	resp := &provider.Response{FinishReason: "stop"}
+	var text strings.Builder
+	streamed := false
+	sse := provider.NewSSEReader(body)
+	for {
+		ev, err := sse.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, provider.ReadError(ctx, ID, err, streamed)
+		}
+		if strings.TrimSpace(string(ev.Data)) == "" {
+			continue
+		}
+		var d struct {
+			Text             *string         `json:"text"`
+			Detail           json.RawMessage `json:"detail"`
+			PromptTokens     int             `json:"prompt_tokens"`
+			CompletionTokens int             `json:"completion_tokens"`
+		}
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", clip(string(ev.Data)), err), Streamed: streamed}
+		}
+		if len(d.Detail) > 0 && string(d.Detail) != "null" {
+			msg, _ := provider.ParseErrorBody(ev.Data)
+			return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + msg, Streamed: streamed, Retryable: !streamed}
+		}
+		if d.CompletionTokens > 0 {
+			resp.Usage = provider.Usage{InputTokens: d.PromptTokens, OutputTokens: d.CompletionTokens}
+		}
+		if d.Text != nil && *d.Text != "" {
+			text.WriteString(*d.Text)
+			streamed = true
+			if onEvent != nil {
+				onEvent(provider.Event{Kind: provider.TextDelta, Text: *d.Text})
+			}
+		}
+	}
+	resp.Text = text.String()
+	return resp, nil
+}
+
+func decodeLegacyWhole(ctx context.Context, body io.Reader) (*provider.Response, error) {
+	data, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	if err != nil {
+		return nil, provider.ReadError(ctx, ID, err, false)
+	}
+	var w struct {
+		Answer *string `json:"answer"`
+		Usage  *usage  `json:"usage"`
+	}
+	if err := json.Unmarshal(data, &w); err != nil || w.Answer == nil {
+		msg, _ := provider.ParseErrorBody(data)
+		if msg == "" {
+			msg = fmt.Sprintf("unreadable response %q", clip(string(data)))
+		}
+		return nil, &provider.Error{Provider: ID, Message: msg}
+	}
+	resp := &provider.Response{Text: *w.Answer, FinishReason: "stop"}
+	if w.Usage != nil {
+		resp.Usage = provider.Usage{InputTokens: w.Usage.PromptTokens, OutputTokens: w.Usage.CompletionTokens}
+	}
+	return resp, nil
+}
+
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
