@@ -17,6 +17,17 @@ const (
 
 // bind destructures the values of val into pat.
 func (c *compiler) bind(pat, val *node, sc *scope, b *block, kind bindKind) {
+	if kind == bSet && pat.kind == kList && len(pat.items) > 0 && pat.items[0].isSym(".") {
+		// (set (. t k ...) v)
+		c.assert(len(pat.items) >= 3, pat, "expected table and key")
+		place := prefixExpr(c.compile1(pat.items[1], sc, b))
+		for _, k := range pat.items[2:] {
+			place += c.index(k, sc, b)
+		}
+		e := c.compile1(val, sc, b)
+		b.emit(place + " = " + e.code)
+		return
+	}
 	if pat.kind == kList {
 		c.bindMulti(pat, val, sc, b, kind)
 		return
@@ -95,6 +106,10 @@ func (c *compiler) setTarget(p *node, sc *scope) string {
 	}
 	if len(parts) == 1 {
 		bd := sc.lookup(name)
+		if bd == nil && !c.opts.Sandboxed {
+			// Like the reference with allowedGlobals false: a global.
+			return mangleGlobal(name)
+		}
 		c.assert(bd != nil, p, "expected local %s", name)
 		c.assert(bd.isVar, p, "expected var %s", name)
 		return bd.lua

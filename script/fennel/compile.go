@@ -538,11 +538,18 @@ func numberCode(n *node) string {
 	case math.IsInf(f, -1):
 		return "(-1/0)"
 	}
-	s := strconv.FormatFloat(f, 'g', -1, 64)
-	if !strings.ContainsAny(s, ".eEn") {
-		s += ".0"
+	// Fennel 1.5 writes numbers as its view does: integral floats below
+	// 1e15 become integers, others keep 14 significant digits.
+	var s string
+	switch {
+	case f == math.Floor(f) && math.Abs(f) < 1e15:
+		s = strconv.FormatInt(int64(f), 10)
+	case f == math.Floor(f):
+		s = strconv.FormatFloat(f, 'e', -1, 64)
+	default:
+		s = strconv.FormatFloat(f, 'g', 14, 64)
 	}
-	if f < 0 || (f == 0 && math.Signbit(f)) {
+	if strings.HasPrefix(s, "-") {
 		s = "(" + s + ")"
 	}
 	return s
@@ -611,7 +618,7 @@ func (c *compiler) symbol(n *node, sc *scope) expr {
 		c.fail(n, "multisym method calls may only be in call position")
 	}
 	parts := []string{name}
-	if name != "." && name != ".." && name != "?." && strings.Contains(name, ".") {
+	if name != "." && name != ".." && name != "?." && name != "$..." && strings.Contains(name, ".") {
 		parts = strings.Split(name, ".")
 		for _, p := range parts {
 			c.assert(p != "", n, "malformed multisym: %s", name)

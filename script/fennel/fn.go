@@ -133,7 +133,7 @@ func hashfnArgs(n *node, max *int, varg *bool) {
 	switch n.kind {
 	case kSym:
 		name := n.s
-		if i := strings.IndexAny(name, ".:"); i > 0 {
+		if i := strings.IndexAny(name, ".:"); i > 0 && name != "$..." {
 			name = name[:i]
 		}
 		switch {

@@ -169,6 +169,7 @@ func spLet(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) {
 
 func spLocal(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) {
 	c.assert(len(n.items) == 3, n, "expected name and value")
+	c.assert(o.tail || o.target != "" || o.nval == 0, n, "can't introduce %s here", n.items[0].s)
 	kind := bLocal
 	if n.items[0].s == "var" {
 		kind = bVar
@@ -461,7 +462,6 @@ func spBnot(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) {
 
 // operand compiles an operator's argument: exactly one value.
 func (c *compiler) operand(x *node, sc *scope, b *block) expr {
-	c.assert(x.kind != kVarg, x, "tried to use vararg with operator")
 	return c.compile1(x, sc, b)
 }
 
@@ -515,11 +515,7 @@ func spCompare(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool
 	name := n.items[0].s
 	op := compareOps[name]
 	args := n.items[1:]
-	c.assert(len(args) >= 1, n, "expected at least one argument")
-	if len(args) == 1 {
-		c.operand(args[0], sc, b)
-		return []expr{{"true", ekLit}}, false
-	}
+	c.assert(len(args) >= 2, n, "expected at least two arguments")
 	es := make([]expr, len(args))
 	for i, a := range args {
 		es[i] = c.operand(a, sc, b)
