@@ -1,0 +1,3 @@
+FROM alpine:latest
+RUN apk add --no-cache nmap nmap-scripts
+ENTRYPOINT ["nmap"]
