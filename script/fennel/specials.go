@@ -225,25 +225,28 @@ func spWhen(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) {
 
 // ifChain emits if/elseif/else. o is tail, target or statement.
 func (c *compiler) ifChain(items []*node, sc *scope, b *block, o copts) {
+	cond := c.compile1(items[0], sc, b)
+	c.ifRest(cond, items[1:], sc, b, o)
+}
+
+// ifRest emits the if for an already compiled condition; items are its
+// body then the remaining clauses.
+func (c *compiler) ifRest(cond expr, items []*node, sc *scope, b *block, o copts) {
 	branch := func(x *node) *block {
 		bb := &block{}
 		c.compile(x, newScope(sc, false), bb, o)
 		return bb
 	}
-	cond := c.compile1(items[0], sc, b)
 	b.emit("if " + cond.code + " then")
-	b.nest(branch(items[1]))
-	rest := items[2:]
+	b.nest(branch(items[0]))
+	rest := items[1:]
 	for len(rest) >= 2 {
 		cb := &block{}
 		cond := c.compile1(rest[0], sc, cb)
 		if len(cb.lines) > 0 {
-			eb := &block{}
-			eb.lines = cb.lines
-			eb.emit("if " + cond.code + " then")
-			eb.nest(branch(rest[1]))
-			c.elseBranch(rest[2:], eb, o, branch)
-			eb.emit("end")
+			// The condition needs statements: they go in the else branch.
+			eb := &block{lines: cb.lines}
+			c.ifRest(cond, rest[1:], sc, eb, o)
 			b.emit("else")
 			b.nest(eb)
 			b.emit("end")
