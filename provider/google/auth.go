@@ -195,6 +195,16 @@ func (a *auth) tokenError(ctx context.Context, err error) error {
 	e := &provider.Error{Provider: ID, Hint: "check " + a.origin, Err: err}
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
+		if re.ErrorCode == "" {
+			// The JWT flow leaves the RFC 6749 fields in the body.
+			var oe struct {
+				Code        string `json:"error"`
+				Description string `json:"error_description"`
+			}
+			if json.Unmarshal(re.Body, &oe) == nil {
+				re.ErrorCode, re.ErrorDescription = oe.Code, oe.Description
+			}
+		}
 		msg := re.ErrorDescription
 		if re.ErrorCode != "" {
 			if msg != "" {

@@ -237,15 +237,15 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 		return nil, c.explain(err, captured)
 	}
 	defer body.Close()
-	d := newDecoder(onEvent)
 	if !req.Stream {
+		d := newDecoder(nil)
 		data, err := io.ReadAll(io.LimitReader(body, 64<<20))
 		if err != nil {
 			return nil, provider.ReadError(ctx, ID, err, false)
 		}
 		return d.whole(data)
 	}
-	return d.stream(ctx, body)
+	return newDecoder(onEvent).stream(ctx, body)
 }
 
 // explain adds what to check to an error answer: Google reports an
@@ -254,6 +254,15 @@ func (c *Client) explain(err error, body []byte) error {
 	var pe *provider.Error
 	if !errors.As(err, &pe) {
 		return err
+	}
+	// Google's code is the numeric status; its status name says more.
+	var v struct {
+		Error struct {
+			Status string `json:"status"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &v) == nil && v.Error.Status != "" {
+		pe.Code = v.Error.Status
 	}
 	switch {
 	case pe.Status == http.StatusUnauthorized, pe.Status == http.StatusForbidden:

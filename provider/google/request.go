@@ -288,7 +288,26 @@ func Schema(s map[string]any) map[string]any {
 						subs = append(subs, Schema(m))
 					}
 				}
-				out["anyOf"] = subs
+				// A null alternative is Gemini's nullable; a single
+				// alternative left is the schema itself.
+				kept := subs[:0]
+				for _, sub := range subs {
+					m := sub.(map[string]any)
+					if len(m) == 1 && m["type"] == "null" {
+						out["nullable"] = true
+						continue
+					}
+					kept = append(kept, m)
+				}
+				if len(kept) == 1 {
+					for k, v := range kept[0].(map[string]any) {
+						if _, taken := out[k]; !taken {
+							out[k] = v
+						}
+					}
+				} else if len(kept) > 1 {
+					out["anyOf"] = kept
+				}
 			}
 		default:
 			if schemaKeys[k] {
