@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/arnodel/golua/lib"
 	"github.com/arnodel/golua/lib/base"
@@ -31,13 +32,44 @@ var safeBase = []string{
 }
 
 // safeLibs are the library tables a sandboxed call gets a fresh copy of,
-// with the entries left out of each.
+// with the entries left out of each. Not coroutine: golua v0.1.1 ends a
+// coroutine's goroutine with a data race on the quota counters (Thread.end
+// releases memory after handing control back), which can panic outside
+// any recover.
 var safeLibs = map[string]map[string]bool{
 	"string":    {"dump": true},
 	"table":     nil,
 	"math":      nil,
 	"utf8":      nil,
-	"coroutine": nil,
+}
+
+var (
+	baseOnce    sync.Once
+	baseEntries []entry
+)
+
+// loadBase installs Lua's base functions in r. golua's base.Load writes
+// the flags of two package-level functions (next and the ipairs
+// iterator) every time it runs, a data race with any call running them,
+// so it runs once per process and every runtime shares its functions,
+// which keep no per-runtime state.
+func loadBase(r *rt.Runtime) {
+	baseOnce.Do(func() {
+		tmpl := rt.New(io.Discard)
+		lib.LoadLibs(tmpl, base.LibLoader)
+		g := tmpl.GlobalEnv()
+		// collectgarbage declares no compliance, so a quota would refuse
+		// it; the sandbox leaves it out, unsandboxed calls may use it.
+		if f, ok := g.Get(rt.StringValue("collectgarbage")).TryCallable(); ok {
+			if gf, ok := f.(*rt.GoFunction); ok {
+				gf.SolemnlyDeclareCompliance(rt.ComplyCpuSafe | rt.ComplyMemSafe)
+			}
+		}
+		baseEntries = tableEntries(g, map[string]bool{"_G": true})
+	})
+	g := r.GlobalEnv()
+	fill(g, baseEntries)
+	g.Set(rt.StringValue("_G"), rt.TableValue(g))
 }
 
 // entry is one name and value of a library table.
@@ -75,13 +107,15 @@ func newState(sandboxed bool) *state {
 	st := &state{sandboxed: sandboxed, base: map[string]rt.Value{}, libs: map[string][]entry{}}
 	if sandboxed {
 		st.rt = rt.New(io.Discard)
-		lib.LoadLibs(st.rt, base.LibLoader, packagelib.LibLoader, stringlib.LibLoader,
-			tablelib.LibLoader, mathlib.LibLoader, utf8lib.LibLoader, coroutine.LibLoader)
+		loadBase(st.rt)
+		lib.LoadLibs(st.rt, packagelib.LibLoader, stringlib.LibLoader,
+			tablelib.LibLoader, mathlib.LibLoader, utf8lib.LibLoader)
 	} else {
 		st.rt = rt.New(os.Stdout)
 		// The Lua standard library; not golua's golib (reflection into Go)
 		// nor its runtime library.
-		lib.LoadLibs(st.rt, base.LibLoader, packagelib.LibLoader, coroutine.LibLoader,
+		loadBase(st.rt)
+		lib.LoadLibs(st.rt, packagelib.LibLoader, coroutine.LibLoader,
 			stringlib.LibLoader, tablelib.LibLoader, mathlib.LibLoader, iolib.LibLoader,
 			utf8lib.LibLoader, oslib.LibLoader, debuglib.LibLoader)
 	}
@@ -116,7 +150,6 @@ func (st *state) openUp(g *rt.Table) {
 		}
 	}
 	declare(g, "require")
-	declare(g, "collectgarbage")
 	if pkg, ok := g.Get(rt.StringValue("package")).TryTable(); ok {
 		declare(pkg, "searchpath")
 	}
