@@ -15,6 +15,7 @@ import (
 	"github.com/arnodel/golua/lib/base"
 	"github.com/arnodel/golua/lib/coroutine"
 	"github.com/arnodel/golua/lib/mathlib"
+	"github.com/arnodel/golua/lib/oslib"
 	"github.com/arnodel/golua/lib/packagelib"
 	"github.com/arnodel/golua/lib/stringlib"
 	"github.com/arnodel/golua/lib/tablelib"
@@ -113,7 +114,7 @@ func newLuaState(t testing.TB, stdout *bytes.Buffer) *rt.Runtime {
 	t.Helper()
 	r := rt.New(stdout)
 	lib.LoadLibs(r, packagelib.LibLoader, base.LibLoader, stringlib.LibLoader, tablelib.LibLoader, mathlib.LibLoader,
-		utf8lib.LibLoader, coroutine.LibLoader)
+		utf8lib.LibLoader, coroutine.LibLoader, oslib.LibLoader)
 	fnl, err := r.CompileAndLoadLuaChunk("fennel-runtime", []byte(RuntimeLua()), rt.TableValue(r.GlobalEnv()))
 	if err != nil {
 		t.Fatalf("runtime Lua does not load: %v", err)
