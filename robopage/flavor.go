@@ -17,6 +17,7 @@ const (
 	Nerve
 )
 
+// String is the flavor's name in ?flavor=.
 func (f Flavor) String() string {
 	switch f {
 	case Rigging:

@@ -69,12 +69,16 @@ func (f *Function) line(path ...string) int {
 
 // Parameter is one argument of a function.
 type Parameter struct {
-	Name        string
-	Type        string
+	// Name is the argument's name in calls and placeholders.
+	Name string
+	// Type is free text shown to the model ("string", "integer"); never checked.
+	Type string
+	// Description tells the model what to pass.
 	Description string
 	// Required is true unless the page says `required: false` or gives a
 	// `default:`.
 	Required bool
+	// Examples are example values, shown by the rigging flavor.
 	Examples []string
 	// Default is the page's `default:` value (an extension: the reference
 	// ignores the key); nil when absent.

@@ -16,6 +16,7 @@ const (
 	Error
 )
 
+// String is "error" or "warning".
 func (s Severity) String() string {
 	if s == Error {
 		return "error"

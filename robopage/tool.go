@@ -14,7 +14,9 @@ import (
 // the function with the library's executor and returns its content as
 // text, the same text POST /process answers.
 type Tool struct {
+	// Function is the page function the tool runs.
 	Function *Function
+	// Executor runs it, with its limits.
 	Executor *Executor
 }
 

@@ -116,9 +116,12 @@ type Call struct {
 
 // Result is one element of a POST /process answer.
 type Result struct {
-	Role    string  `json:"role"`
-	CallID  *string `json:"call_id"`
-	Content string  `json:"content"`
+	// Role is always "tool".
+	Role string `json:"role"`
+	// CallID echoes the call's id; null when it had none.
+	CallID *string `json:"call_id"`
+	// Content is the command's result text.
+	Content string `json:"content"`
 }
 
 // DecodeCalls reads a POST /process body: a JSON array of
