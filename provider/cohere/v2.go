@@ -1,0 +1,304 @@
+package cohere
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/nbots/nb/provider"
+)
+
+func (c *Client) bodyV2(req provider.Request) map[string]any {
+	body := c.cfg.Body()
+	body["messages"] = MessagesV2(req)
+	body["stream"] = req.Stream
+	if len(req.Tools) > 0 {
+		tools := make([]any, len(req.Tools))
+		for i, t := range req.Tools {
+			fn := map[string]any{"name": t.Name, "parameters": t.Parameters}
+			if t.Description != "" {
+				fn["description"] = t.Description
+			}
+			tools[i] = map[string]any{"type": "function", "function": fn}
+		}
+		body["tools"] = tools
+	} else {
+		delete(body, "tool_choice")
+		delete(body, "strict_tools")
+	}
+	return body
+}
+
+// MessagesV2 maps the common conversation to v2 messages: the system text
+// first, the backdrop as a user message, then the history. An assistant
+// message sends back its tool plan (kept in Extra["cohere"]["tool_plan"])
+// with its tool calls.
+func MessagesV2(req provider.Request) []any {
+	var out []any
+	if req.System != "" {
+		out = append(out, map[string]any{"role": "system", "content": req.System})
+	}
+	if req.Backdrop != "" {
+		out = append(out, map[string]any{"role": "user", "content": req.Backdrop})
+	}
+	for _, m := range req.Messages {
+		switch m.Role {
+		case provider.RoleAssistant:
+			msg := map[string]any{"role": "assistant"}
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				msg["content"] = m.Content
+			}
+			if len(m.ToolCalls) > 0 {
+				if plan := ToolPlan(m); plan != "" {
+					msg["tool_plan"] = plan
+				}
+				calls := make([]any, len(m.ToolCalls))
+				for i, tc := range m.ToolCalls {
+					args := tc.Arguments
+					if strings.TrimSpace(args) == "" {
+						args = "{}"
+					}
+					calls[i] = map[string]any{"id": tc.ID, "type": "function", "function": map[string]any{"name": tc.Name, "arguments": args}}
+				}
+				msg["tool_calls"] = calls
+			}
+			out = append(out, msg)
+		case provider.RoleTool:
+			out = append(out, map[string]any{"role": "tool", "tool_call_id": m.ToolCallID, "content": m.Content})
+		default:
+			out = append(out, map[string]any{"role": "user", "content": m.Content})
+		}
+	}
+	return out
+}
+
+// ToolPlan returns the tool plan an assistant message keeps in
+// Extra["cohere"]["tool_plan"].
+func ToolPlan(m provider.Message) string {
+	ex, _ := m.Extra[ID].(map[string]any)
+	s, _ := ex["tool_plan"].(string)
+	return s
+}
+
+type contentV2 struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Thinking string `json:"thinking"`
+}
+
+type callDeltaV2 struct {
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// object decodes raw into v when raw is a JSON object.
+func object(raw json.RawMessage, v any) bool {
+	s := strings.TrimSpace(string(raw))
+	return strings.HasPrefix(s, "{") && json.Unmarshal(raw, v) == nil
+}
+
+type eventV2 struct {
+	Type  string `json:"type"`
+	Index int    `json:"index"`
+	Delta struct {
+		Message struct {
+			// Content and ToolCalls are objects in content and tool-call
+			// events, empty lists in message-start.
+			Content   json.RawMessage `json:"content"`
+			ToolPlan  string          `json:"tool_plan"`
+			ToolCalls json.RawMessage `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string          `json:"finish_reason"`
+		Error        json.RawMessage `json:"error"`
+		Usage        *usage          `json:"usage"`
+	} `json:"delta"`
+	Message string `json:"message"`
+}
+
+func decodeStreamV2(ctx context.Context, body io.Reader, emit func(provider.Event)) (*provider.Response, error) {
+	resp := &provider.Response{}
+	var text, reasoning, plan strings.Builder
+	var think provider.ThinkFilter
+	var calls []*provider.ToolCall
+	byIndex := map[int]*provider.ToolCall{}
+	streamed, done := false, false
+	thought := func(s string) {
+		if s != "" {
+			reasoning.WriteString(s)
+			emit(provider.Event{Kind: provider.ReasoningDelta, Text: s})
+		}
+	}
+	sse := provider.NewSSEReader(body)
+	for !done {
+		ev, err := sse.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, provider.ReadError(ctx, ID, err, streamed)
+		}
+		data := strings.TrimSpace(string(ev.Data))
+		if data == "" || data == "[DONE]" {
+			continue
+		}
+		var e eventV2
+		if err := json.Unmarshal(ev.Data, &e); err != nil {
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", clip(data), err), Streamed: streamed}
+		}
+		if e.Type == "" {
+			e.Type = ev.Event
+		}
+		m := e.Delta.Message
+		switch e.Type {
+		case "content-start", "content-delta":
+			var content contentV2
+			if !object(m.Content, &content) {
+				continue
+			}
+			thought(content.Thinking)
+			if content.Text != "" {
+				visible, t := think.Feed(content.Text)
+				thought(t)
+				if visible != "" {
+					text.WriteString(visible)
+					streamed = true
+					emit(provider.Event{Kind: provider.TextDelta, Text: visible})
+				}
+			}
+		case "tool-plan-delta":
+			plan.WriteString(m.ToolPlan)
+			thought(m.ToolPlan)
+		case "tool-call-start", "tool-call-delta":
+			var d callDeltaV2
+			if !object(m.ToolCalls, &d) {
+				continue
+			}
+			call, ok := byIndex[e.Index]
+			if !ok || e.Type == "tool-call-start" && call.ID != "" && d.ID != "" && call.ID != d.ID {
+				call = &provider.ToolCall{}
+				byIndex[e.Index] = call
+				calls = append(calls, call)
+			}
+			if d.ID != "" {
+				call.ID = d.ID
+			}
+			if n := d.Function.Name; n != "" && call.Name == "" {
+				call.Name = n
+				emit(provider.Event{Kind: provider.ToolCallStarted, Text: n})
+			}
+			call.Arguments += d.Function.Arguments
+		case "message-end":
+			done = true
+			resp.FinishReason = e.Delta.FinishReason
+			resp.Usage = e.Delta.Usage.common()
+			if msg := errorText(e.Delta.Error); msg != "" || e.Delta.FinishReason == "ERROR" {
+				if msg == "" {
+					msg = "the model stopped with finish_reason ERROR"
+				}
+				return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + msg, Streamed: streamed, Retryable: !streamed}
+			}
+		default:
+			// message-start, content-end, tool-call-end, citation events
+			// and later additions need nothing; an error object without a
+			// type is reported.
+			if e.Type == "" && e.Message != "" {
+				return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + e.Message, Streamed: streamed, Retryable: !streamed}
+			}
+		}
+	}
+	if !done {
+		return nil, &provider.Error{Provider: ID, Message: "the stream ended before the answer was complete", Streamed: streamed, Retryable: !streamed}
+	}
+	visible, t := think.Flush()
+	reasoning.WriteString(t)
+	if visible != "" {
+		text.WriteString(visible)
+		emit(provider.Event{Kind: provider.TextDelta, Text: visible})
+	}
+	resp.Text = text.String()
+	resp.Reasoning = reasoning.String()
+	for i, c := range calls {
+		tc := *c
+		if tc.ID == "" {
+			tc.ID = fmt.Sprintf("call_%d", i)
+		}
+		if strings.TrimSpace(tc.Arguments) == "" {
+			tc.Arguments = "{}"
+		}
+		resp.ToolCalls = append(resp.ToolCalls, tc)
+	}
+	if plan.Len() > 0 {
+		resp.Extra = map[string]any{ID: map[string]any{"tool_plan": plan.String()}}
+	}
+	return resp, nil
+}
+
+type wholeV2 struct {
+	FinishReason string `json:"finish_reason"`
+	Message      *struct {
+		Content []struct {
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			Thinking string `json:"thinking"`
+		} `json:"content"`
+		ToolPlan  string `json:"tool_plan"`
+		ToolCalls []struct {
+			ID       string `json:"id"`
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	} `json:"message"`
+	Usage *usage `json:"usage"`
+}
+
+func decodeWholeV2(ctx context.Context, body io.Reader) (*provider.Response, error) {
+	data, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	if err != nil {
+		return nil, provider.ReadError(ctx, ID, err, false)
+	}
+	var w wholeV2
+	if err := json.Unmarshal(data, &w); err != nil || w.Message == nil {
+		msg, _ := provider.ParseErrorBody(data)
+		if msg == "" {
+			msg = fmt.Sprintf("unreadable response %q", clip(string(data)))
+		}
+		return nil, &provider.Error{Provider: ID, Message: msg}
+	}
+	resp := &provider.Response{FinishReason: w.FinishReason, Usage: w.Usage.common()}
+	var text, reasoning strings.Builder
+	for _, c := range w.Message.Content {
+		switch c.Type {
+		case "text":
+			text.WriteString(c.Text)
+		case "thinking":
+			reasoning.WriteString(c.Thinking)
+		}
+	}
+	var think provider.ThinkFilter
+	visible, thought := think.Feed(text.String())
+	v2, t2 := think.Flush()
+	resp.Text = visible + v2
+	resp.Reasoning = reasoning.String() + thought + t2
+	if w.Message.ToolPlan != "" {
+		resp.Reasoning += w.Message.ToolPlan
+		resp.Extra = map[string]any{ID: map[string]any{"tool_plan": w.Message.ToolPlan}}
+	}
+	for i, tc := range w.Message.ToolCalls {
+		call := provider.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
+		if call.ID == "" {
+			call.ID = fmt.Sprintf("call_%d", i)
+		}
+		if strings.TrimSpace(call.Arguments) == "" {
+			call.Arguments = "{}"
+		}
+		resp.ToolCalls = append(resp.ToolCalls, call)
+	}
+	return resp, nil
+}
