@@ -430,7 +430,7 @@ func mangleGlobal(name string) string {
 		if isAlnum(ch) {
 			sb.WriteByte(ch)
 		} else {
-			fmt.Fprintf(&sb, "_%02X", ch)
+			fmt.Fprintf(&sb, "_%02x", ch)
 		}
 	}
 	return sb.String()

@@ -1,0 +1,81 @@
+package fennel
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	rt "github.com/arnodel/golua/runtime"
+)
+
+// fuzzSeeds adds every differential program as a seed.
+func fuzzSeeds(f *testing.F) {
+	files, _ := filepath.Glob("testdata/programs/*.fnl")
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, part := range strings.Split(string(data), "\n;;;; ") {
+			f.Add(part)
+		}
+	}
+	for _, s := range []string{"", "(", ")", "#", "#(", "\"\\", ":", "a:b.c", "[& x]", "{:a}", "(fn [...] ...)", "'x", "`(,x)"} {
+		f.Add(s)
+	}
+}
+
+// FuzzRead checks that the reader never panics.
+func FuzzRead(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, src string) {
+		readForFuzz(src)
+	})
+}
+
+func readForFuzz(src string) (forms []*node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(*Error)
+			if !ok {
+				panic(r)
+			}
+			err = e
+		}
+	}()
+	return newReader(src, Options{Filename: "fuzz.fnl"}).readAll(), nil
+}
+
+// FuzzCompile checks that compiling never panics and that whatever
+// compiles is Lua that golua's parser accepts.
+func FuzzCompile(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, src string) {
+		lua, err := Compile(src, Options{Filename: "fuzz.fnl"})
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.fnl:") {
+				t.Fatalf("error without position: %v", err)
+			}
+			return
+		}
+		if _, err := parseLua(lua); err != nil {
+			t.Fatalf("compiled Lua does not parse: %v\n--- fennel\n%s\n--- lua\n%s", err, src, lua)
+		}
+	})
+}
+
+var (
+	luaCheckMu sync.Mutex
+	luaCheck   = rt.New(io.Discard)
+)
+
+// parseLua compiles Lua source with golua's compiler, which also rejects
+// what Lua rejects beyond syntax (such as ... outside a vararg function).
+func parseLua(src string) (*rt.Closure, error) {
+	luaCheckMu.Lock()
+	defer luaCheckMu.Unlock()
+	return luaCheck.CompileAndLoadLuaChunk("fuzz.lua", []byte(src), rt.NilValue)
+}
