@@ -74,6 +74,9 @@ type Client struct {
 // file-contents, region) and reads a service-account key, but fetches no
 // token until the first call.
 func New(cfg provider.Config) (provider.Provider, error) {
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = provider.DefaultHTTPClient()
+	}
 	model := cfg.Option("model")
 	if model == "" {
 		// Accepted from settings too, where other providers keep it.
@@ -283,9 +286,6 @@ type errorBodyKey struct{}
 type errorTransport struct{ base http.RoundTripper }
 
 func wrapClient(c *http.Client) *http.Client {
-	if c == nil {
-		c = provider.DefaultHTTPClient()
-	}
 	base := c.Transport
 	if base == nil {
 		base = http.DefaultTransport
