@@ -46,13 +46,21 @@ func (st *state) loadFennel(r *Runtime) error {
 		st.fennel = []entry{}
 		return nil
 	}
+	// The runtime chunk sees the safe globals only (all of them
+	// unsandboxed), never a call's environment.
 	env := rt.NewTable()
-	g := st.rt.GlobalEnv()
-	// The runtime chunk builds its table from the standard library; it
-	// sees the pristine globals, never a call's environment.
-	meta := rt.NewTable()
-	meta.Set(rt.StringValue("__index"), rt.TableValue(g))
-	env.SetMetatable(meta)
+	if st.sandboxed {
+		for name, f := range st.base {
+			env.Set(rt.StringValue(name), f)
+		}
+		for name, entries := range st.libs {
+			env.Set(rt.StringValue(name), rt.TableValue(fill(rt.NewTable(), entries)))
+		}
+	} else {
+		meta := rt.NewTable()
+		meta.Set(rt.StringValue("__index"), rt.TableValue(st.rt.GlobalEnv()))
+		env.SetMetatable(meta)
+	}
 	clos, err := st.rt.CompileAndLoadLuaChunk("fennel-runtime", []byte(src), rt.TableValue(env))
 	if err != nil {
 		return fmt.Errorf("load the Fennel runtime: %w", err)

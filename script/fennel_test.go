@@ -22,6 +22,7 @@ func TestFennel(t *testing.T) {
 		{`(.. id " | " name " | " parameters-as-json)`, []Param{{"id", "c1"}, {"name", "n"}, {"parameters-as-json", "{}"}}, "c1 | n | {}"},
 		{`(// 7 2)`, nil, int64(3)},
 		{`[1 2 3]`, nil, []any{int64(1), int64(2), int64(3)}},
+		{`(fennel.view parameters)`, []Param{{"parameters", map[string]any{"a": 1.0}}}, `{:a 1}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.code, func(t *testing.T) {

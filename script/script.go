@@ -90,7 +90,9 @@ type Options struct {
 	Sandboxed bool
 	// Limits apply to every call; zero fields take DefaultLimits.
 	Limits Limits
-	// FennelCacheDir, when set, keeps compiled Fennel across runs.
+	// FennelCacheDir is meant to keep compiled Fennel across runs
+	// (script/fennel's Cache); not used yet: compiled code is cached in
+	// memory for the life of the Runtime.
 	FennelCacheDir string
 }
 

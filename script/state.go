@@ -37,10 +37,10 @@ var safeBase = []string{
 // releases memory after handing control back), which can panic outside
 // any recover.
 var safeLibs = map[string]map[string]bool{
-	"string":    {"dump": true},
-	"table":     nil,
-	"math":      nil,
-	"utf8":      nil,
+	"string": {"dump": true},
+	"table":  nil,
+	"math":   nil,
+	"utf8":   nil,
 }
 
 var (
