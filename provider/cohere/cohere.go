@@ -88,7 +88,7 @@ func New(cfg provider.Config) (provider.Provider, error) {
 	default:
 		api = Detect(cfg.Settings)
 	}
-	c := &Client{cfg: cfg, api: api, url: base + "/" + api + "/chat", headers: map[string]string{"Accept": "application/json"}}
+	c := &Client{cfg: cfg, api: api, url: base + "/" + api + "/chat", headers: map[string]string{}}
 	if key != "" {
 		c.headers["Authorization"] = "Bearer " + key
 	}

@@ -236,12 +236,14 @@ func TestErrors(t *testing.T) {
 }
 
 func TestDroppedStream(t *testing.T) {
-	p, _ := setup(t, providertest.Scripted(providertest.Reply{Chunks: []string{"a", "b", "c"}, CutAfter: 2}), nil, nil)
-	var got string
-	_, err := p.Complete(context.Background(), provider.Request{Messages: []provider.Message{user("x")}, Stream: true}, func(ev provider.Event) { got += ev.Text })
-	var pe *provider.Error
-	if !errors.As(err, &pe) || !pe.Streamed || provider.IsRetryable(err) || got != "ab" {
-		t.Fatalf("err %v streamed text %q", err, got)
+	for _, options := range []map[string]any{nil, {"api": "inference"}} {
+		p, _ := setup(t, providertest.Scripted(providertest.Reply{Chunks: []string{"a", "b", "c"}, CutAfter: 2}), nil, options)
+		var got string
+		_, err := p.Complete(context.Background(), provider.Request{Messages: []provider.Message{user("x")}, Stream: true}, func(ev provider.Event) { got += ev.Text })
+		var pe *provider.Error
+		if !errors.As(err, &pe) || !pe.Streamed || provider.IsRetryable(err) || got != "ab" {
+			t.Fatalf("%v: err %v streamed text %q", options, err, got)
+		}
 	}
 }
 
