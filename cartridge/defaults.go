@@ -291,3 +291,30 @@ func (c *Cartridge) Tools() []ToolDef {
 }
 
 func matchKey(name string) string { return tool.MatchName(name) }
+
+// RobopageRef is one entry of the cartridge's robopages key: a page file
+// or a folder of pages, and an optional filter on the pages' paths.
+type RobopageRef struct {
+	Path, Filter string
+	Line         int
+}
+
+// Robopages returns the cartridge's robopages entries.
+func (c *Cartridge) Robopages() []RobopageRef {
+	list, _ := c.Data["robopages"].([]any)
+	var out []RobopageRef
+	for i, item := range list {
+		var ref RobopageRef
+		switch t := item.(type) {
+		case string:
+			ref.Path = t
+		case map[string]any:
+			ref.Path, ref.Filter = text(t["path"]), text(t["filter"])
+		}
+		ref.Line = c.lineOf("robopages[" + strconv.Itoa(i) + "]")
+		if ref.Path != "" {
+			out = append(out, ref)
+		}
+	}
+	return out
+}

@@ -254,6 +254,26 @@ func (c *Cartridge) validate() error {
 		}
 	}
 
+	if robo, ok := d["robopages"]; ok && robo != nil {
+		list, isList := robo.([]any)
+		if !isList {
+			k.fail("robopages", "must be a list of {path, filter} entries, not %s", kind(robo))
+		}
+		for i, item := range list {
+			path := fmt.Sprintf("robopages[%d]", i)
+			switch t := item.(type) {
+			case string:
+			case map[string]any:
+				if p, _ := t["path"].(string); strings.TrimSpace(p) == "" {
+					k.fail(path, "needs a path: a robopage file or a folder of pages")
+				}
+				k.scalar(t, path, "filter")
+			default:
+				k.fail(path, "must be a path or {path, filter}, not %s", kind(item))
+			}
+		}
+	}
+
 	if k.err != nil {
 		return k.err
 	}

@@ -150,13 +150,19 @@ func Scripted(replies ...Reply) Brain {
 	}
 }
 
-// FromEnv returns the brain a command-line test asks for: when the file
-// named by NB_FAKE_SCRIPT exists, its JSON array of replies is played in
-// order (one reply consumed per request, tracked in <file>.pos so separate
-// processes share the script); otherwise Echo.
+// FromEnv returns FromFile of the file named by NB_FAKE_SCRIPT.
 func FromEnv() Brain {
 	return func(t Turn) Reply {
-		path := os.Getenv("NB_FAKE_SCRIPT")
+		return FromFile(os.Getenv("NB_FAKE_SCRIPT"))(t)
+	}
+}
+
+// FromFile returns the brain a command-line test asks for: when the file
+// at path exists, its JSON array of replies is played in order (one reply
+// consumed per request, tracked in <path>.pos so that separate processes
+// share the script); otherwise, or once the replies are used up, Echo.
+func FromFile(path string) Brain {
+	return func(t Turn) Reply {
 		if path == "" {
 			return Echo(t)
 		}

@@ -1,0 +1,60 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+
+	"github.com/nbots/nb/tool"
+)
+
+// loopDetector notices a model that keeps making the same calls: a
+// pattern of one, two or three calls repeating over the last window
+// calls. It tests periodicity (s[i] == s[i-k] across the window), so a
+// 3-cycle is found in a window of 10, which the tiling test of the
+// attractor agent-loop specification misses; after firing it waits a
+// whole window before firing again.
+type loopDetector struct {
+	window    int
+	sigs      []string
+	lastFired int
+}
+
+func newLoopDetector(window int) *loopDetector {
+	return &loopDetector{window: window, lastFired: -1 << 30}
+}
+
+// signature is the call's name plus a hash of its canonical arguments
+// (encoding/json sorts map keys, so key order does not matter).
+func signature(c tool.Call) string {
+	b, _ := json.Marshal(c.Arguments)
+	sum := sha256.Sum256(b)
+	return tool.MatchName(c.Name) + ":" + fmt.Sprintf("%x", sum[:8])
+}
+
+// add records a round's calls and returns the repeating pattern's length
+// (1, 2 or 3) when the last window calls loop, else 0.
+func (d *loopDetector) add(calls []tool.Call) int {
+	for _, c := range calls {
+		d.sigs = append(d.sigs, signature(c))
+	}
+	n := len(d.sigs)
+	if n < d.window || n-d.lastFired < d.window {
+		return 0
+	}
+	s := d.sigs[n-d.window:]
+	for k := 1; k <= 3; k++ {
+		loop := true
+		for i := k; i < len(s); i++ {
+			if s[i] != s[i-k] {
+				loop = false
+				break
+			}
+		}
+		if loop {
+			d.lastFired = n
+			return k
+		}
+	}
+	return 0
+}

@@ -1,0 +1,315 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/script"
+	"github.com/nbots/nb/state"
+	"github.com/nbots/nb/tool"
+)
+
+// job is one tool call of a round.
+type job struct {
+	call tool.Call
+	tool tool.Tool
+	// result is set before running when the call cannot run (unknown
+	// tool, invalid arguments, denied).
+	result any
+	done   bool
+	err    error
+}
+
+// runTools handles a round of tool calls: store the calls, check and
+// confirm each (one by one), run the allowed ones in parallel, show the
+// feedback, store the results in call order.
+func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector *loopDetector) error {
+	empty := a.Cartridge.Affix(a.Mode, "output", "prefix") + a.Cartridge.Affix(a.Mode, "output", "suffix")
+	var message any
+	if resp.Text != "" {
+		message = resp.Text
+	}
+	if err := a.record(state.Event{At: state.Now(), Who: "AI", Mode: string(a.Mode), Message: message, Meta: responseMeta(resp), Output: &empty}); err != nil {
+		return err
+	}
+	jobs := make([]*job, len(resp.ToolCalls))
+	for i, pc := range resp.ToolCalls {
+		j := &job{call: tool.Call{ID: pc.ID, Name: pc.Name, Arguments: map[string]any{}}}
+		jobs[i] = j
+		if strings.TrimSpace(pc.Arguments) != "" {
+			dec := json.NewDecoder(strings.NewReader(pc.Arguments))
+			dec.UseNumber()
+			var args map[string]any
+			if err := dec.Decode(&args); err != nil {
+				j.result, j.done = fmt.Sprintf("Invalid arguments for tool %s: the arguments are not a JSON object (%v).", pc.Name, err), true
+				continue
+			}
+			if args != nil {
+				j.call.Arguments = normalizeNumbers(args).(map[string]any)
+			}
+		}
+		t, ok := a.Tools.Lookup(pc.Name)
+		if !ok {
+			j.result, j.done = fmt.Sprintf("Unknown tool: %s. The available tools are: %s.", pc.Name, toolNames(a.Tools)), true
+			continue
+		}
+		j.tool = t
+		if msg := validateArguments(t.Spec(), j.call.Arguments); msg != "" {
+			j.result, j.done = msg, true
+		}
+	}
+
+	if a.Cartridge.Confirmable() {
+		for _, j := range jobs {
+			if j.done {
+				continue
+			}
+			if !a.confirm(ctx, j) {
+				j.result, j.done = DenialText, true
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		if j.done {
+			continue
+		}
+		a.feedback(ctx, cartridge.Executing, j.call, nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := j.tool.Run(ctx, j.call)
+			if err != nil {
+				j.err = err
+				out = toolErrorText(err)
+			}
+			j.result, j.done = out, true
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+
+	events := make([]state.Event, 0, len(jobs))
+	for _, j := range jobs {
+		if j.tool != nil && j.result != DenialText {
+			a.feedback(ctx, cartridge.Responding, j.call, j.result)
+		}
+		events = append(events, state.Event{At: state.Now(), Who: "tool", Mode: string(a.Mode), Message: j.result,
+			Meta: map[string]any{"id": j.call.ID, "name": j.call.Name}})
+	}
+	if err := a.record(events...); err != nil {
+		return err
+	}
+	calls := make([]tool.Call, len(jobs))
+	for i, j := range jobs {
+		calls[i] = j.call
+	}
+	if k := detector.add(calls); k > 0 {
+		return &LimitError{Msg: fmt.Sprintf("stopped: the model keeps repeating the same %s (%s); the conversation so far is kept", plural(k, "tool call", "tool calls"), repeatedNames(calls, k))}
+	}
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+func repeatedNames(calls []tool.Call, k int) string {
+	var names []string
+	for i := max(0, len(calls)-k); i < len(calls); i++ {
+		names = append(names, calls[i].Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func toolNames(s *tool.Set) string {
+	var names []string
+	for _, sp := range s.Specs() {
+		names = append(names, sp.Name)
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// toolErrorText is what the model receives when a tool fails: the error
+// itself, as the reference returns a Lua error's message.
+func toolErrorText(err error) string {
+	var le *script.LimitError
+	if errors.As(err, &le) {
+		return le.Error()
+	}
+	return err.Error()
+}
+
+// confirm asks the user about one call; true allows it.
+func (a *Agent) confirm(ctx context.Context, j *job) bool {
+	text := a.feedbackText(ctx, cartridge.Confirming, j.call, nil)
+	if a.Confirmer == nil {
+		return false
+	}
+	answer, ok := a.Confirmer.Confirm(ctx, j.call, text)
+	if !ok {
+		return false
+	}
+	answer = strings.ToLower(strings.TrimSpace(answer))
+	if answer == "" {
+		answer = strings.ToLower(strings.TrimSpace(a.Cartridge.ToolSetting(a.Mode, cartridge.Confirming, "default")))
+	}
+	for _, y := range a.Cartridge.Yeses(a.Mode) {
+		if answer == y {
+			return true
+		}
+	}
+	return false
+}
+
+// feedback emits executing or responding feedback when the cartridge
+// shows it.
+func (a *Agent) feedback(ctx context.Context, action cartridge.ToolAction, call tool.Call, output any) {
+	if !a.Cartridge.Feedback(a.Mode, action) {
+		return
+	}
+	c := call
+	a.emit(Event{Kind: Feedback, Action: action, Call: &c, Text: a.feedbackText(ctx, action, call, output)})
+}
+
+// feedbackText is the adapter's result, or the reference's default text:
+// "<name> <arguments as JSON>", plus "\n<output>" when responding.
+func (a *Agent) feedbackText(ctx context.Context, action cartridge.ToolAction, call tool.Call, output any) string {
+	name := call.Name
+	if a.Tools != nil {
+		if t, ok := a.Tools.Lookup(call.Name); ok {
+			name = t.Spec().Name
+		}
+	}
+	src, err := a.Cartridge.FeedbackAdapter(a.Mode, action)
+	if err == nil && src != nil {
+		var idValue any
+		if call.ID != "" {
+			idValue = call.ID
+		}
+		text, err := a.runAdapter(ctx, src,
+			script.Param{Name: "id", Value: idValue},
+			script.Param{Name: "name", Value: name},
+			script.Param{Name: "parameters", Value: call.Arguments},
+			script.Param{Name: "parameters-as-json", Value: call.ArgumentsJSON()},
+			script.Param{Name: "output", Value: output})
+		if err == nil {
+			return text
+		}
+		return err.Error()
+	}
+	if err != nil {
+		return err.Error()
+	}
+	text := name + " " + call.ArgumentsJSON()
+	if action == cartridge.Responding {
+		text += "\n" + Text(output)
+	}
+	return text
+}
+
+// validateArguments checks arguments against the tool's schema and
+// returns the message for the model, or "" when they are valid.
+func validateArguments(spec tool.Spec, args map[string]any) string {
+	sch, err := compileSchema(spec)
+	if err != nil || sch == nil {
+		return "" // a schema the validator cannot read is the provider's business
+	}
+	if err := sch.Validate(toSchemaValue(args)); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "validating root: ")
+		msg = strings.TrimPrefix(msg, "validating ")
+		return fmt.Sprintf("Invalid arguments for tool %s: %s. Call it again with arguments that match its parameters.", spec.Name, msg)
+	}
+	return ""
+}
+
+var (
+	schemaMu    sync.Mutex
+	schemaCache = map[string]*jsonschema.Resolved{}
+)
+
+func compileSchema(spec tool.Spec) (*jsonschema.Resolved, error) {
+	key, err := json.Marshal(spec.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	schemaMu.Lock()
+	defer schemaMu.Unlock()
+	if s, ok := schemaCache[string(key)]; ok {
+		return s, nil
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(key, &s); err != nil {
+		schemaCache[string(key)] = nil
+		return nil, err
+	}
+	r, err := s.Resolve(nil)
+	if err != nil {
+		schemaCache[string(key)] = nil
+		return nil, err
+	}
+	schemaCache[string(key)] = r
+	return r, nil
+}
+
+// toSchemaValue re-reads args as plain JSON values (float64 numbers).
+func toSchemaValue(args map[string]any) any {
+	b, _ := json.Marshal(args)
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return args
+	}
+	return v
+}
+
+// normalizeNumbers turns json.Number into int64 when integral, else
+// float64, so Lua sees integers as integers.
+func normalizeNumbers(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			t[k] = normalizeNumbers(x)
+		}
+		return t
+	case []any:
+		for i, x := range t {
+			t[i] = normalizeNumbers(x)
+		}
+		return t
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+		f, _ := t.Float64()
+		return f
+	}
+	return v
+}
+
+func formatFloat(f float64) string {
+	if f == float64(int64(f)) && f < 1e15 && f > -1e15 {
+		return strconv.FormatFloat(f, 'f', 1, 64) // Lua 5.4 prints 5.0
+	}
+	return strconv.FormatFloat(f, 'g', 14, 64)
+}

@@ -1,0 +1,52 @@
+package term
+
+import (
+	"io"
+
+	"github.com/nbots/nb/agent"
+	"github.com/nbots/nb/cartridge"
+)
+
+// Printer renders an agent's events for one mode: streamed chunks as they
+// arrive (each coloured on its own), the whole answer when not streamed,
+// and tool feedback wrapped in its affixes and colour.
+type Printer struct {
+	W         io.Writer
+	Cartridge *cartridge.Cartridge
+	Mode      cartridge.Mode
+	Color     bool
+	// Wrote is set once anything was written by OnEvent.
+	Wrote bool
+}
+
+// Prefix writes the output prefix.
+func (p *Printer) Prefix() { p.write(p.Cartridge.Affix(p.Mode, "output", "prefix")) }
+
+// Suffix writes the output suffix.
+func (p *Printer) Suffix() { p.write(p.Cartridge.Affix(p.Mode, "output", "suffix")) }
+
+func (p *Printer) write(s string) {
+	if s != "" {
+		io.WriteString(p.W, s) //nolint:errcheck // a closed pipe ends the program elsewhere
+	}
+}
+
+// OnEvent renders one agent event.
+func (p *Printer) OnEvent(ev agent.Event) {
+	switch ev.Kind {
+	case agent.TextDelta, agent.Answer:
+		p.Wrote = true
+		p.write(Paint(ev.Text, p.Cartridge.OutputColor(p.Mode), p.Color))
+	case agent.Feedback:
+		p.Wrote = true
+		p.write(p.Feedback(ev.Action, ev.Text))
+	}
+}
+
+// Feedback is the text of tool feedback as shown: prefix, message and
+// suffix, the whole wrapped in the action's colour.
+func (p *Printer) Feedback(action cartridge.ToolAction, text string) string {
+	c := p.Cartridge
+	s := c.ToolSetting(p.Mode, action, "prefix") + text + c.ToolSetting(p.Mode, action, "suffix")
+	return Paint(s, c.ToolSetting(p.Mode, action, "color"), p.Color)
+}

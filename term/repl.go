@@ -1,0 +1,178 @@
+package term
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/ergochat/readline"
+
+	"github.com/nbots/nb/agent"
+)
+
+// REPL is the interactive loop of a cartridge.
+type REPL struct {
+	Agent   *agent.Agent
+	Printer *Printer
+	// Stdin and Stderr; Printer.W is stdout.
+	Stdin  *os.File
+	Stderr io.Writer
+	// HistoryFile keeps the lines typed, per cartridge; "" keeps none.
+	HistoryFile string
+	// Prompt is the rendered prompt.
+	Prompt string
+	// ReportError prints a failed exchange; the loop goes on.
+	ReportError func(error)
+}
+
+// exitWords leave the REPL, as in the reference (quit does not: it is
+// sent to the bot).
+var exitWords = map[string]bool{"exit": true, "exit-all": true, "exit-program": true}
+
+// Run reads lines until end of input or an exit word. With a terminal on
+// stdin it edits lines, keeps history and shows the prompt; Ctrl-C stops
+// the answer being streamed and returns to the prompt. With piped stdin
+// it reads one message a line and prints no prompt.
+func (r *REPL) Run(ctx context.Context) error {
+	interactive := IsTerminal(r.Stdin)
+	var rl *readline.Instance
+	var read func() (string, error)
+	if interactive {
+		if r.HistoryFile != "" {
+			os.MkdirAll(filepath.Dir(r.HistoryFile), 0o700) //nolint:errcheck // history is a convenience
+		}
+		var err error
+		rl, err = readline.NewFromConfig(&readline.Config{
+			Prompt:            r.Prompt,
+			HistoryFile:       r.HistoryFile,
+			HistorySearchFold: true,
+			InterruptPrompt:   "^C",
+			Stdin:             r.Stdin,
+			Stdout:            r.Printer.W,
+			Stderr:            r.Stderr,
+		})
+		if err != nil {
+			return fmt.Errorf("start the REPL: %w", err)
+		}
+		defer rl.Close()
+		r.Printer.W = rl.Stdout()
+		confirmer, _ := r.Agent.Confirmer.(*Confirmer)
+		if confirmer != nil {
+			confirmer.Reader = &readlineReader{rl: rl}
+		}
+		read = func() (string, error) {
+			for {
+				line, err := rl.Readline()
+				if errors.Is(err, readline.ErrInterrupt) {
+					continue // Ctrl-C at the prompt clears the line
+				}
+				return line, err
+			}
+		}
+	} else {
+		sc := bufio.NewScanner(r.Stdin)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		read = func() (string, error) {
+			if !sc.Scan() {
+				if err := sc.Err(); err != nil {
+					return "", err
+				}
+				return "", io.EOF
+			}
+			return strings.TrimRight(sc.Text(), "\r"), nil
+		}
+	}
+
+	if r.Agent.HasBoot() {
+		r.exchange(ctx, interactive, func(ctx context.Context) error {
+			_, err := r.Agent.Boot(ctx)
+			return err
+		})
+	}
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		line, err := read()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				if interactive {
+					io.WriteString(r.Printer.W, "\n") //nolint:errcheck // leave the prompt's line
+				}
+				return nil
+			}
+			return err
+		}
+		if exitWords[strings.TrimSpace(line)] {
+			return nil
+		}
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		r.exchange(ctx, interactive, func(ctx context.Context) error {
+			_, err := r.Agent.Ask(ctx, line)
+			return err
+		})
+	}
+}
+
+// exchange prints the output prefix, runs one exchange, prints the suffix
+// and a newline. In a terminal, Ctrl-C cancels the exchange only.
+func (r *REPL) exchange(ctx context.Context, interactive bool, run func(context.Context) error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if interactive {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGINT)
+		var once sync.Once
+		stop := make(chan struct{})
+		go func() {
+			select {
+			case <-sig:
+				once.Do(cancel)
+			case <-stop:
+			}
+		}()
+		defer func() {
+			close(stop)
+			signal.Stop(sig)
+		}()
+	}
+	r.Printer.Prefix()
+	err := run(ctx)
+	if err != nil && errors.Is(err, context.Canceled) {
+		io.WriteString(r.Printer.W, "\n^C (answer stopped)") //nolint:errcheck // cosmetic
+		err = nil
+	}
+	r.Printer.Suffix()
+	io.WriteString(r.Printer.W, "\n") //nolint:errcheck // cosmetic
+	if err != nil && r.ReportError != nil {
+		r.ReportError(err)
+	}
+}
+
+// readlineReader reads confirmations through the REPL's line editor, so
+// it and the confirmation never compete for the terminal.
+type readlineReader struct {
+	rl *readline.Instance
+}
+
+func (r *readlineReader) ReadLine(ctx context.Context, prompt string) (string, error) {
+	cfg := r.rl.GeneratePasswordConfig() // the instance's terminal, no history
+	cfg.EnableMask = false
+	cfg.Prompt = prompt
+	cfg.DisableAutoSaveHistory = true
+	line, err := r.rl.ReadLineWithConfig(cfg)
+	if err == nil {
+		io.WriteString(r.rl.Stdout(), "\n") //nolint:errcheck // the reference's blank line after the answer
+	}
+	return line, err
+}
