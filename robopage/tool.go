@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strconv"
 
@@ -38,12 +39,15 @@ func (t *Tool) Run(ctx context.Context, call tool.Call) (any, error) {
 	return t.Executor.Call(ctx, t.Function, args)
 }
 
+// DefaultExecutor runs the tools of Library.Tools and LoadTools when no
+// executor is given: one bound on concurrent runs for the whole program.
+var DefaultExecutor = &Executor{}
+
 // Tools returns the functions of the pages whose path contains filter
-// (all when empty) as tools run by ex (a new Executor with the default
-// limits when nil).
+// (all when empty) as tools run by ex (DefaultExecutor when nil).
 func (l *Library) Tools(filter string, ex *Executor) []tool.Tool {
 	if ex == nil {
-		ex = &Executor{}
+		ex = DefaultExecutor
 	}
 	var out []tool.Tool
 	for _, p := range l.Filter(filter) {
@@ -57,10 +61,10 @@ func (l *Library) Tools(filter string, ex *Executor) []tool.Tool {
 // LoadTools loads the pages at path (a page file or a folder; ~ and $VAR
 // are expanded) and returns the functions of those whose path contains
 // filter as tools, with the problems of the pages that were skipped.
-// This is what a cartridge's `robopages:` entry does. The tools share one
-// Executor with the default limits; use Load and Library.Tools to choose
-// others. ctx is reserved for loading that needs it (images are made on
-// first use, not here).
+// This is what a cartridge's `robopages:` entry does (resolve its path
+// with ResolvePath first). The tools run with DefaultExecutor; use Load
+// and Library.Tools to choose other limits. ctx is reserved for loading
+// that needs it (images are made on first use, not here).
 func LoadTools(ctx context.Context, path, filter string) ([]tool.Tool, []Problem, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
@@ -70,6 +74,17 @@ func LoadTools(ctx context.Context, path, filter string) ([]tool.Tool, []Problem
 		return nil, nil, err
 	}
 	return lib.Tools(filter, nil), lib.Problems, nil
+}
+
+// ResolvePath resolves a cartridge's `robopages` path: ~ and $VAR are
+// expanded, and a relative path is taken relative to baseDir (the folder
+// of the cartridge file).
+func ResolvePath(path, baseDir string) string {
+	p := ExpandPath(path)
+	if !filepath.IsAbs(p) && baseDir != "" {
+		p = filepath.Join(baseDir, p)
+	}
+	return p
 }
 
 // StringArgs converts decoded JSON arguments to the text values a page
