@@ -95,6 +95,8 @@ func TestCompileErrors(t *testing.T) {
 		{"set-global-sandboxed", "(set x 1)", Options{Filename: "f", Sandboxed: true}, "f:1:6: Compile error: expected local x"},
 		{"macro", "(macro m [x] x)", Options{Filename: "f"}, "f:1:1: Compile error: macro is not supported by nb's Fennel compiler"},
 		{"import-macros", "(import-macros {: m} :mod)", Options{Filename: "f"}, "f:1:1: Compile error: import-macros is not supported"},
+		{"macros", "(macros {:m (fn [x] x)})", Options{Filename: "f"}, "f:1:1: Compile error: macros is not supported"},
+		{"eval-compiler", "(eval-compiler (print 1))", Options{Filename: "f"}, "f:1:1: Compile error: eval-compiler is not supported"},
 		{"quote", "'x", Options{Filename: "f"}, "f:1:1: Compile error: quote is only meaningful inside macros"},
 		{"too-deep", strings.Repeat("(", 300), Options{Filename: "f"}, "f:1:201: Compile error: too deeply nested"},
 		{"tilde", "(print ~x)", Options{Filename: "f"}, "f:1:8: Compile error: invalid character: ~"},
