@@ -9,6 +9,11 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/nbots/nb/provider/anthropic/anthropictest"
+	"github.com/nbots/nb/provider/cohere/coheretest"
+	"github.com/nbots/nb/provider/google/googletest"
+	"github.com/nbots/nb/provider/maritaca/maritacatest"
+	"github.com/nbots/nb/provider/mistral/mistraltest"
 	"github.com/nbots/nb/provider/ollama/ollamatest"
 	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
@@ -20,8 +25,8 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// fakes are the in-process provider fakes every script can reach; each
-// maps to the environment variable that holds its address.
+// fakes are the in-process provider fakes every script can reach, by the
+// environment variable that holds each one's address.
 var fakes = map[string]func(providertest.Brain, *providertest.Recorder) http.Handler{
 	"OPENAI_API_ADDRESS": func(b providertest.Brain, r *providertest.Recorder) http.Handler {
 		s := openaitest.New(b)
@@ -30,6 +35,31 @@ var fakes = map[string]func(providertest.Brain, *providertest.Recorder) http.Han
 	},
 	"OLLAMA_API_ADDRESS": func(b providertest.Brain, r *providertest.Recorder) http.Handler {
 		s := ollamatest.New(b)
+		s.Recorder = r
+		return s
+	},
+	"ANTHROPIC_API_ADDRESS": func(b providertest.Brain, r *providertest.Recorder) http.Handler {
+		s := anthropictest.New(b)
+		s.Recorder = r
+		return s
+	},
+	"COHERE_API_ADDRESS": func(b providertest.Brain, r *providertest.Recorder) http.Handler {
+		s := coheretest.New(b)
+		s.Recorder = r
+		return s
+	},
+	"GOOGLE_API_ADDRESS": func(b providertest.Brain, r *providertest.Recorder) http.Handler {
+		s := googletest.New(b)
+		s.Recorder = r
+		return s
+	},
+	"MARITACA_API_ADDRESS": func(b providertest.Brain, r *providertest.Recorder) http.Handler {
+		s := maritacatest.New(b)
+		s.Recorder = r
+		return s
+	},
+	"MISTRAL_API_ADDRESS": func(b providertest.Brain, r *providertest.Recorder) http.Handler {
+		s := mistraltest.New(b)
 		s.Recorder = r
 		return s
 	},
@@ -52,7 +82,9 @@ func TestScripts(t *testing.T) {
 			}
 			home := filepath.Join(env.WorkDir, "home")
 			env.Setenv("HOME", home)
-			env.Setenv("OPENAI_API_KEY", "sk-test")
+			for _, key := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "COHERE_API_KEY", "GOOGLE_API_KEY", "MARITACA_API_KEY", "MISTRAL_API_KEY"} {
+				env.Setenv(key, "test-key")
+			}
 			env.Setenv("TERM", "dumb")
 			return os.MkdirAll(home, 0o755)
 		},
