@@ -116,7 +116,10 @@ const (
 func FormatOf(path string) (Format, error) {
 	ext := strings.ToLower(filepath.Ext(path))
 	switch ext {
-	case ".yml", ".yaml":
+	case ".yml", ".yaml", "":
+		// The reference refused a file without an extension ("Unknown
+		// cartridge format: ''"); nb reads it as YAML, which is what such
+		// a file found by its exact path is meant to be.
 		return FormatYAML, nil
 	case ".md", ".markdown", ".mdown", ".mkdn":
 		return FormatMarkdown, nil

@@ -334,7 +334,7 @@ func (k *checker) interfaceScope(scope map[string]any, path string) {
 func (c *Cartridge) RequireProvider() error {
 	if c.String("provider", "id") == "" {
 		line := c.lineOf("provider")
-		return &Error{File: c.Path, Line: line, Key: "provider.id", Msg: "is missing: the cartridge does not say which provider to use (one of " + strings.Join(ProviderIDs, ", ") + ")"}
+		return &Error{File: c.Path, Line: line, Msg: "provider.id is missing: the cartridge does not say which provider to use (one of " + strings.Join(ProviderIDs, ", ") + ")"}
 	}
 	return nil
 }

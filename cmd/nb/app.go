@@ -315,8 +315,12 @@ func credentialError(cart *cartridge.Cartridge, err error) error {
 	if line > 0 {
 		loc = fmt.Sprintf("%s:%d", loc, line)
 	}
+	raw := cart.RawString("provider", "credentials", me.Key)
 	if v, ok := cart.MissingFor(key); ok {
-		return fmt.Errorf("%s: %s is %s, but the environment variable %s is not set: export it, or put it in a .env file", loc, key, cart.RawString("provider", "credentials", me.Key), v)
+		return fmt.Errorf("%s: %s is %s, but the environment variable %s is not set: export it, or put it in a .env file", loc, key, raw, v)
+	}
+	if v, ok := cartridge.EnvVar(raw); ok {
+		return fmt.Errorf("%s: %s is %s, but the environment variable %s is empty: export it, or put it in a .env file", loc, key, raw, v)
 	}
 	return fmt.Errorf("%s: %s is needed by the %s provider but is not set in the cartridge", loc, key, me.Provider)
 }

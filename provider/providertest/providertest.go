@@ -6,6 +6,7 @@
 package providertest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -234,8 +235,13 @@ func compact(b []byte) []byte {
 	if json.Unmarshal(b, &m) != nil {
 		return b
 	}
-	out, _ := json.Marshal(m)
-	return out
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(m) != nil {
+		return b
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
 // Flush writes s and flushes it to the client, so each piece is a separate read.
