@@ -211,11 +211,14 @@ func Text(v any) string {
 	case float64:
 		return formatFloat(t)
 	default:
-		b, err := json.Marshal(t)
-		if err != nil {
+		// Like the reference's to_json: no HTML escaping of < > &.
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(t); err != nil {
 			return fmt.Sprint(t)
 		}
-		return string(b)
+		return strings.TrimSuffix(b.String(), "\n")
 	}
 }
 

@@ -17,11 +17,17 @@ import (
 type loopDetector struct {
 	window    int
 	sigs      []string
+	names     []string
 	lastFired int
 }
 
 func newLoopDetector(window int) *loopDetector {
 	return &loopDetector{window: window, lastFired: -1 << 30}
+}
+
+// pattern names the calls of a repeating pattern of length k: the last k.
+func (d *loopDetector) pattern(k int) []string {
+	return d.names[len(d.names)-k:]
 }
 
 // signature is the call's name plus a hash of its canonical arguments
@@ -37,6 +43,7 @@ func signature(c tool.Call) string {
 func (d *loopDetector) add(calls []tool.Call) int {
 	for _, c := range calls {
 		d.sigs = append(d.sigs, signature(c))
+		d.names = append(d.names, c.Name)
 	}
 	n := len(d.sigs)
 	if n < d.window || n-d.lastFired < d.window {

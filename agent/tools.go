@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,10 +23,14 @@ import (
 type job struct {
 	call tool.Call
 	tool tool.Tool
+	// args is the arguments' JSON text as the model sent them, compact:
+	// the feedback shows them in the model's key order, as the reference.
+	args string
 	// result is set before running when the call cannot run (unknown
 	// tool, invalid arguments, denied).
 	result any
 	done   bool
+	denied bool
 	err    error
 }
 
@@ -43,7 +48,7 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector 
 	}
 	jobs := make([]*job, len(resp.ToolCalls))
 	for i, pc := range resp.ToolCalls {
-		j := &job{call: tool.Call{ID: pc.ID, Name: pc.Name, Arguments: map[string]any{}}}
+		j := &job{call: tool.Call{ID: pc.ID, Name: pc.Name, Arguments: map[string]any{}}, args: "{}"}
 		jobs[i] = j
 		if strings.TrimSpace(pc.Arguments) != "" {
 			dec := json.NewDecoder(strings.NewReader(pc.Arguments))
@@ -55,6 +60,7 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector 
 			}
 			if args != nil {
 				j.call.Arguments = normalizeNumbers(args).(map[string]any)
+				j.args = compactJSON(pc.Arguments)
 			}
 		}
 		t, ok := a.Tools.Lookup(pc.Name)
@@ -74,7 +80,7 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector 
 				continue
 			}
 			if !a.confirm(ctx, j) {
-				j.result, j.done = DenialText, true
+				j.result, j.done, j.denied = DenialText, true, true
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -87,10 +93,18 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector 
 		if j.done {
 			continue
 		}
-		a.feedback(ctx, cartridge.Executing, j.call, nil)
+		a.feedback(ctx, cartridge.Executing, j, nil)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				// A broken tool must not take the conversation down: its
+				// panic is its result, as an error would be.
+				if p := recover(); p != nil {
+					j.err = fmt.Errorf("the tool %s failed: %v", j.call.Name, p)
+					j.result, j.done = j.err.Error(), true
+				}
+			}()
 			out, err := j.tool.Run(ctx, j.call)
 			if err != nil {
 				j.err = err
@@ -106,8 +120,8 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector 
 
 	events := make([]state.Event, 0, len(jobs))
 	for _, j := range jobs {
-		if j.tool != nil && j.result != DenialText {
-			a.feedback(ctx, cartridge.Responding, j.call, j.result)
+		if j.tool != nil && !j.denied {
+			a.feedback(ctx, cartridge.Responding, j, j.result)
 		}
 		events = append(events, state.Event{At: state.Now(), Who: "tool", Mode: string(a.Mode), Message: j.result,
 			Meta: map[string]any{"id": j.call.ID, "name": j.call.Name}})
@@ -120,7 +134,7 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector 
 		calls[i] = j.call
 	}
 	if k := detector.add(calls); k > 0 {
-		return &LimitError{Msg: fmt.Sprintf("stopped: the model keeps repeating the same %s (%s); the conversation so far is kept", plural(k, "tool call", "tool calls"), repeatedNames(calls, k))}
+		return &LimitError{Msg: fmt.Sprintf("stopped: the model keeps repeating the same %s (%s); the conversation so far is kept", plural(k, "tool call", "tool calls"), strings.Join(detector.pattern(k), ", "))}
 	}
 	return nil
 }
@@ -130,14 +144,6 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return strconv.Itoa(n) + " " + many
-}
-
-func repeatedNames(calls []tool.Call, k int) string {
-	var names []string
-	for i := max(0, len(calls)-k); i < len(calls); i++ {
-		names = append(names, calls[i].Name)
-	}
-	return strings.Join(names, ", ")
 }
 
 func toolNames(s *tool.Set) string {
@@ -163,7 +169,7 @@ func toolErrorText(err error) string {
 
 // confirm asks the user about one call; true allows it.
 func (a *Agent) confirm(ctx context.Context, j *job) bool {
-	text := a.feedbackText(ctx, cartridge.Confirming, j.call, nil)
+	text := a.feedbackText(ctx, cartridge.Confirming, j, nil)
 	if a.Confirmer == nil {
 		return false
 	}
@@ -185,17 +191,18 @@ func (a *Agent) confirm(ctx context.Context, j *job) bool {
 
 // feedback emits executing or responding feedback when the cartridge
 // shows it.
-func (a *Agent) feedback(ctx context.Context, action cartridge.ToolAction, call tool.Call, output any) {
+func (a *Agent) feedback(ctx context.Context, action cartridge.ToolAction, j *job, output any) {
 	if !a.Cartridge.Feedback(a.Mode, action) {
 		return
 	}
-	c := call
-	a.emit(Event{Kind: Feedback, Action: action, Call: &c, Text: a.feedbackText(ctx, action, call, output)})
+	c := j.call
+	a.emit(Event{Kind: Feedback, Action: action, Call: &c, Text: a.feedbackText(ctx, action, j, output)})
 }
 
 // feedbackText is the adapter's result, or the reference's default text:
 // "<name> <arguments as JSON>", plus "\n<output>" when responding.
-func (a *Agent) feedbackText(ctx context.Context, action cartridge.ToolAction, call tool.Call, output any) string {
+func (a *Agent) feedbackText(ctx context.Context, action cartridge.ToolAction, j *job, output any) string {
+	call := j.call
 	name := call.Name
 	if a.Tools != nil {
 		if t, ok := a.Tools.Lookup(call.Name); ok {
@@ -212,7 +219,7 @@ func (a *Agent) feedbackText(ctx context.Context, action cartridge.ToolAction, c
 			script.Param{Name: "id", Value: idValue},
 			script.Param{Name: "name", Value: name},
 			script.Param{Name: "parameters", Value: call.Arguments},
-			script.Param{Name: "parameters-as-json", Value: call.ArgumentsJSON()},
+			script.Param{Name: "parameters-as-json", Value: j.args},
 			script.Param{Name: "output", Value: output})
 		if err == nil {
 			return text
@@ -222,7 +229,7 @@ func (a *Agent) feedbackText(ctx context.Context, action cartridge.ToolAction, c
 	if err != nil {
 		return err.Error()
 	}
-	text := name + " " + call.ArgumentsJSON()
+	text := name + " " + j.args
 	if action == cartridge.Responding {
 		text += "\n" + Text(output)
 	}
@@ -271,6 +278,16 @@ func compileSchema(spec tool.Spec) (*jsonschema.Resolved, error) {
 	}
 	schemaCache[string(key)] = r
 	return r, nil
+}
+
+// compactJSON is raw JSON text without insignificant spaces, in its own
+// key order and with its own escapes ("<" stays "<").
+func compactJSON(raw string) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(strings.TrimSpace(raw))); err != nil {
+		return raw
+	}
+	return b.String()
 }
 
 // toSchemaValue re-reads args as plain JSON values (float64 numbers).

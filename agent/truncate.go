@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Truncation bounds the tool output sent to the model: characters first,
@@ -15,13 +16,16 @@ type Truncation struct {
 // DefaultTruncation keeps 30,000 characters and 500 lines.
 func DefaultTruncation() Truncation { return Truncation{MaxChars: 30_000, MaxLines: 500} }
 
-// Apply truncates s. Zero limits keep everything.
+// Apply truncates s. Zero limits keep everything. Limits and counts are
+// in characters (runes), never cutting inside one.
 func (t Truncation) Apply(s string) string {
-	if t.MaxChars > 0 && len(s) > t.MaxChars {
-		half := t.MaxChars / 2
-		head, tail := s[:cutBack(s, half)], s[cutForward(s, len(s)-half):]
-		removed := len(s) - len(head) - len(tail)
-		s = head + fmt.Sprintf("\n\n[WARNING: Tool output was truncated. %d characters were removed from the middle. If you need to see specific parts, call the tool with more targeted parameters.]\n\n", removed) + tail
+	if t.MaxChars > 0 && len(s) > t.MaxChars { // bytes >= runes: a cheap first test
+		if n := utf8.RuneCountInString(s); n > t.MaxChars {
+			half := t.MaxChars / 2
+			head, tail := s[:runeOffset(s, half)], s[runeOffset(s, n-half):]
+			removed := n - 2*half
+			s = head + fmt.Sprintf("\n\n[WARNING: Tool output was truncated. %d characters were removed from the middle. If you need to see specific parts, call the tool with more targeted parameters.]\n\n", removed) + tail
+		}
 	}
 	if t.MaxLines > 0 {
 		lines := strings.Split(s, "\n")
@@ -35,17 +39,13 @@ func (t Truncation) Apply(s string) string {
 	return s
 }
 
-// cutBack moves i back to a UTF-8 boundary; cutForward moves it forward.
-func cutBack(s string, i int) int {
-	for i > 0 && i < len(s) && s[i]&0xC0 == 0x80 {
-		i--
+// runeOffset is the byte offset of the n-th rune of s.
+func runeOffset(s string, n int) int {
+	for i := range s {
+		if n == 0 {
+			return i
+		}
+		n--
 	}
-	return i
-}
-
-func cutForward(s string, i int) int {
-	for i < len(s) && s[i]&0xC0 == 0x80 {
-		i++
-	}
-	return i
+	return len(s)
 }

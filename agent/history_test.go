@@ -1,0 +1,293 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/script"
+	"github.com/nbots/nb/state"
+)
+
+func TestTruncationCharactersHeadAndTail(t *testing.T) {
+	tr := Truncation{MaxChars: 10}
+	if got := tr.Apply("0123456789"); got != "0123456789" {
+		t.Errorf("at the limit: %q", got)
+	}
+	want := "01234\n\n[WARNING: Tool output was truncated. 6 characters were removed from the middle. " +
+		"If you need to see specific parts, call the tool with more targeted parameters.]\n\nBCDEF"
+	if got := tr.Apply("0123456789ABCDEF"); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	// Characters, not bytes: a multi-byte text is cut on characters.
+	got := tr.Apply("ééééééééééééééé") // 15 characters, 30 bytes
+	if !strings.HasPrefix(got, "ééééé\n\n[WARNING") || !strings.HasSuffix(got, "]\n\nééééé") || !strings.Contains(got, " 5 characters were removed") {
+		t.Errorf("multi-byte: %q", got)
+	}
+}
+
+func TestTruncationLines(t *testing.T) {
+	tr := Truncation{MaxLines: 4}
+	if got := tr.Apply("1\n2\n3\n4"); got != "1\n2\n3\n4" {
+		t.Errorf("at the limit: %q", got)
+	}
+	if got, want := tr.Apply("1\n2\n3\n4\n5\n6\n7"), "1\n2\n[... 3 lines omitted ...]\n6\n7"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	tr = Truncation{MaxLines: 5}
+	if got, want := tr.Apply("1\n2\n3\n4\n5\n6\n7"), "1\n2\n[... 2 lines omitted ...]\n5\n6\n7"; got != want {
+		t.Errorf("odd limit: got %q, want %q", got, want)
+	}
+}
+
+// Characters are cut first, always, then lines: a long single line is cut
+// by characters even when the line limit alone would let it through, and
+// the line limit then applies to what is left.
+func TestTruncationCharactersThenLines(t *testing.T) {
+	tr := Truncation{MaxChars: 100, MaxLines: 6}
+	line := strings.Repeat("x", 1000)
+	got := tr.Apply(line)
+	if len(got) > 400 || !strings.Contains(got, "900 characters were removed") {
+		t.Errorf("a long line: %q", got)
+	}
+	many := strings.Repeat("ab\n", 200) // 600 characters, 201 lines
+	got = tr.Apply(many)
+	// The characters' note sits in the middle, so the line cut drops it
+	// (the agent-loop specification's order, kept as written).
+	if want := "ab\nab\nab\n[... 32 lines omitted ...]\nab\nab\n"; got != want {
+		t.Errorf("characters, then lines: got %q, want %q", got, want)
+	}
+	if n := strings.Count(got, "\n") + 1; n != 7 {
+		t.Errorf("lines after both cuts = %d, want 7 (6 kept and the note): %q", n, got)
+	}
+}
+
+// The model receives the truncated output; the state and the feedback
+// keep all of it.
+func TestTruncatedOutputStaysWholeInStateAndFeedback(t *testing.T) {
+	big := strings.Repeat("0123456789", 4000) // 40,000 characters
+	w := newTool("big", nil, sleeper(0, big))
+	p := &scripted{steps: []step{{calls: []provider.ToolCall{call("1", "big", "{}")}}}}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, w)
+	ask(t, h, "go")
+	sent := toolMessages(p.request(1))
+	if len(sent) != 1 || len(sent[0]) > 31_000 || !strings.Contains(sent[0], "10000 characters were removed from the middle") {
+		t.Errorf("sent %d bytes: %.200q", len(sent[0]), sent)
+	}
+	var stored string
+	for _, ev := range h.agent.History {
+		if ev.Who == "tool" {
+			stored = Text(ev.Message)
+		}
+	}
+	if stored != big {
+		t.Errorf("the state keeps %d characters, want %d", len(stored), len(big))
+	}
+	fb := h.feedback()
+	if len(fb) != 1 || !strings.HasSuffix(fb[0], "\n"+big) {
+		t.Errorf("feedback does not hold the whole output")
+	}
+}
+
+// The §3.6 table: which feedback is shown for each cartridge and mode.
+func TestFeedbackCascade(t *testing.T) {
+	const row4 = "interfaces:\n  tools:\n    executing:\n      feedback: false\n    responding:\n      feedback: true\n"
+	row5 := func(mode string) string {
+		return row4 + "  " + mode + ":\n    tools:\n      executing:\n        feedback: true\n      responding:\n        feedback: false\n"
+	}
+	cases := []struct {
+		name                           string
+		cart                           string
+		replExec, evalExec, replR, evR bool
+	}{
+		{"{}", "", false, false, true, true},
+		{"feedback false", "interfaces:\n  tools:\n    feedback: false\n", false, false, false, false},
+		{"feedback true", "interfaces:\n  tools:\n    feedback: true\n", true, true, true, true},
+		{"per action", row4, false, false, true, true},
+		{"repl override", row5("repl"), true, false, false, true},
+		{"eval override", row5("eval"), false, true, true, false},
+	}
+	for _, tc := range cases {
+		for _, mode := range []cartridge.Mode{cartridge.REPL, cartridge.Eval} {
+			t.Run(tc.name+"/"+string(mode), func(t *testing.T) {
+				p := &scripted{steps: []step{{calls: []provider.ToolCall{call("1", "f", `{"a":1}`)}}}}
+				h := newHarness(t, unconfirmed+tc.cart, mode, p, nil, newTool("f", nil, sleeper(0, "out")))
+				ask(t, h, "go")
+				var want []string
+				exec, resp := tc.evalExec, tc.evR
+				if mode == cartridge.REPL {
+					exec, resp = tc.replExec, tc.replR
+				}
+				if exec {
+					want = append(want, `executing: f {"a":1}`)
+				}
+				if resp {
+					want = append(want, "responding: f {\"a\":1}\nout")
+				}
+				equal(t, "feedback", h.feedback(), want)
+			})
+		}
+	}
+}
+
+// Feedback adapters get id, name, parameters, parameters_as_json and
+// output; their result is the feedback text.
+func TestFeedbackAdapters(t *testing.T) {
+	cart := unconfirmed + `interfaces:
+  tools:
+    confirming:
+      adapter:
+        lua: return "may I run " .. name .. " " .. parameters_as_json .. "?"
+    executing:
+      feedback: true
+      adapter:
+        lua: return "running " .. id .. " " .. name .. " with from=" .. parameters.from
+    responding:
+      adapter:
+        fennel: (.. name " said " output)
+`
+	p := &scripted{steps: []step{{calls: []provider.ToolCall{call("call_1", "random_number", `{"from":15,"to":25}`)}}}}
+	h := newHarness(t, cart, cartridge.Eval, p, nil, newTool("random-number", nil, sleeper(0, "21")))
+	h.agent.Scripts = script.New(script.Options{Sandboxed: true})
+	ask(t, h, "go")
+	equal(t, "feedback", h.feedback(), []string{
+		"executing: running call_1 random-number with from=15",
+		"responding: random-number said 21",
+	})
+	// Confirming goes through the adapter too.
+	cart = strings.Replace(cart, "confirmable: false", "confirmable: true", 1)
+	p = &scripted{steps: []step{{calls: []provider.ToolCall{call("call_1", "random_number", `{"from":15,"to":25}`)}}}}
+	confirm := &answers{replies: []string{"n"}}
+	h = newHarness(t, cart, cartridge.Eval, p, confirm, newTool("random-number", nil, nil))
+	h.agent.Scripts = script.New(script.Options{Sandboxed: true})
+	ask(t, h, "go")
+	equal(t, "asked", confirm.asked, []string{`may I run random-number {"from":15,"to":25}?`})
+}
+
+// The default feedback text shows the arguments as the model sent them:
+// its key order, no HTML escaping.
+func TestFeedbackArgumentsAsSent(t *testing.T) {
+	p := &scripted{steps: []step{{calls: []provider.ToolCall{call("1", "f", `{ "to": 25, "from": 15, "q": "a<b & c>d" }`)}}}}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, newTool("f", nil, sleeper(0, "ok")))
+	ask(t, h, "go")
+	equal(t, "feedback", h.feedback(), []string{"responding: f {\"to\":25,\"from\":15,\"q\":\"a<b & c>d\"}\nok"})
+}
+
+func msg(role provider.Role, content string) provider.Message {
+	return provider.Message{Role: role, Content: content}
+}
+
+func roles(msgs []provider.Message) string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, string(m.Role)[:1]+":"+m.Content)
+	}
+	return strings.Join(out, " ")
+}
+
+// Fit drops whole turns from the oldest, never separating a tool call from
+// its result, and always keeps the last turn.
+func TestFit(t *testing.T) {
+	long := strings.Repeat("x", 400) // 100 tokens
+	calls := provider.Message{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{call("1", "f", "{}")}, Content: "c"}
+	msgs := []provider.Message{
+		msg(provider.RoleUser, "u1"), calls, {Role: provider.RoleTool, Content: long, ToolCallID: "1"}, msg(provider.RoleAssistant, "a1"),
+		msg(provider.RoleUser, "u2"), msg(provider.RoleAssistant, "a2"),
+		msg(provider.RoleUser, "u3"), calls, {Role: provider.RoleTool, Content: "r", ToolCallID: "1"}, msg(provider.RoleAssistant, "a3"),
+	}
+	cases := []struct {
+		budget int
+		want   string
+	}{
+		{0, roles(msgs)},
+		{10_000, roles(msgs)},
+		{60, "u:u2 a:a2 u:u3 a:c t:r a:a3"},
+		{30, "u:u3 a:c t:r a:a3"},
+		{1, "u:u3 a:c t:r a:a3"}, // the last turn stays whatever its size
+	}
+	for _, tc := range cases {
+		if got := roles(Fit(msgs, tc.budget)); got != tc.want {
+			t.Errorf("budget %d:\ngot  %s\nwant %s", tc.budget, got, tc.want)
+		}
+	}
+	// A last turn that is one long tool loop is kept whole.
+	loop := []provider.Message{msg(provider.RoleUser, "u"), calls, {Role: provider.RoleTool, Content: long}, calls, {Role: provider.RoleTool, Content: long}}
+	if got := Fit(loop, 10); len(got) != len(loop) {
+		t.Errorf("kept %d of the last turn's %d messages", len(got), len(loop))
+	}
+}
+
+// The agent sends what fits its budget.
+func TestRequestFitsTheBudget(t *testing.T) {
+	p := &scripted{}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil)
+	for i := range 5 {
+		ask(t, h, fmt.Sprintf("message %d %s", i, strings.Repeat("y", 400)))
+	}
+	h.agent.Budget = 300
+	ask(t, h, "last")
+	got := p.request(5).Messages
+	if len(got) == 0 || got[len(got)-1].Content != "last" || len(got) >= 11 {
+		t.Fatalf("sent %d messages: %s", len(got), roles(got))
+	}
+	if got[0].Role != provider.RoleUser {
+		t.Errorf("the first message sent is not a user message: %s", roles(got))
+	}
+}
+
+// An answer cut short is kept with partial: true and never sent back.
+func TestPartialAnswerStoredNotSent(t *testing.T) {
+	cut := errors.New("the stream was cut")
+	p := &scripted{steps: []step{{chunks: []string{"Hel", "lo"}, err: cut}}}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil)
+	var streamed strings.Builder
+	h.agent.OnEvent = func(ev Event) {
+		if ev.Kind == TextDelta {
+			streamed.WriteString(ev.Text)
+		}
+	}
+	if _, err := h.agent.Ask(context.Background(), "first"); !errors.Is(err, cut) {
+		t.Fatalf("err = %v, want the provider's", err)
+	}
+	if streamed.String() != "Hello" {
+		t.Errorf("streamed %q", streamed.String())
+	}
+	last := h.agent.History[len(h.agent.History)-1]
+	if last.Who != "AI" || !last.Partial || Text(last.Message) != "Hello" {
+		t.Errorf("last event = %+v, want a partial AI answer", last)
+	}
+	ask(t, h, "second")
+	if got := roles(p.request(1).Messages); got != "u:first u:second" {
+		t.Errorf("second request = %s, want the partial answer left out", got)
+	}
+}
+
+// Streamed answers arrive as deltas; the history holds the whole text once.
+func TestStreamedAnswerStoredOnce(t *testing.T) {
+	p := &scripted{steps: []step{{chunks: []string{"Hel", "lo"}}}}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil)
+	res := ask(t, h, "hi")
+	if !res.Streamed || res.Text != "Hello" {
+		t.Errorf("result = %+v", res)
+	}
+	var deltas []string
+	for _, ev := range h.events {
+		if ev.Kind == TextDelta {
+			deltas = append(deltas, ev.Text)
+		}
+	}
+	equal(t, "deltas", deltas, []string{"Hel", "lo"})
+	var ais []state.Event
+	for _, ev := range h.agent.History {
+		if ev.Who == "AI" {
+			ais = append(ais, ev)
+		}
+	}
+	if len(ais) != 1 || Text(ais[0].Message) != "Hello" || ais[0].Output == nil || *ais[0].Output != "Hello\n" {
+		t.Errorf("stored answers = %+v", ais)
+	}
+}
