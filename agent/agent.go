@@ -242,7 +242,7 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 			return nil, &LimitError{Msg: fmt.Sprintf("stopped after %d rounds of tool calls without an answer (infinite loop prevention); the conversation so far is kept", a.MaxRounds)}
 		}
 		req := a.request(b, stream)
-		var partial strings.Builder
+		var partial provider.TextBuffer
 		resp, err := a.Provider.Complete(ctx, req, func(ev provider.Event) {
 			switch ev.Kind {
 			case provider.TextDelta:

@@ -10,7 +10,8 @@ import (
 type SSEEvent struct {
 	// Event is the event: field; empty for the default "message" type.
 	Event string
-	// Data is the data: lines joined with "\n".
+	// Data is the data: lines joined with "\n". It is valid until the
+	// next call to Next.
 	Data []byte
 	// ID is the last id: field seen.
 	ID string
@@ -83,7 +84,7 @@ func (s *SSEReader) Next() (SSEEvent, error) {
 }
 
 func (s *SSEReader) dispatch() SSEEvent {
-	ev := SSEEvent{Event: s.event, Data: bytes.Clone(s.data.Bytes()), ID: s.lastID}
+	ev := SSEEvent{Event: s.event, Data: s.data.Bytes(), ID: s.lastID}
 	s.event = ""
 	s.data.Reset()
 	s.hasData = false
@@ -91,8 +92,33 @@ func (s *SSEReader) dispatch() SSEEvent {
 }
 
 // readLine returns one line without its terminator (LF, CRLF or CR).
+// The slice is valid until the next call.
 func (s *SSEReader) readLine() ([]byte, error) {
 	s.line = s.line[:0]
+	// Fast path: a line ending in LF with no CR inside, in the buffer.
+	if chunk, err := s.r.ReadSlice('\n'); err == nil {
+		body := chunk[:len(chunk)-1]
+		if bytes.IndexByte(body, '\r') < 0 {
+			return body, nil
+		}
+		if i := bytes.IndexByte(body, '\r'); i == len(body)-1 {
+			return body[:i], nil // CRLF
+		}
+		// A lone CR ends a line: hand the rest back to the slow path.
+		s.line = append(s.line, chunk...)
+		return s.splitCR()
+	} else if err != bufio.ErrBufferFull {
+		if len(chunk) == 0 {
+			return nil, err
+		}
+		s.line = append(s.line, chunk...)
+		if bytes.IndexByte(s.line, '\r') >= 0 {
+			return s.splitCR()
+		}
+		return s.line, nil // the last line, without a terminator
+	} else {
+		s.line = append(s.line, chunk...)
+	}
 	for {
 		b, err := s.r.ReadByte()
 		if err != nil {
@@ -115,6 +141,20 @@ func (s *SSEReader) readLine() ([]byte, error) {
 		}
 		s.line = append(s.line, b)
 	}
+}
+
+// splitCR handles a line that holds lone CRs: the first CR ends it and
+// the rest is read again as following lines.
+func (s *SSEReader) splitCR() ([]byte, error) {
+	i := bytes.IndexByte(s.line, '\r')
+	rest := s.line[i+1:]
+	if len(rest) > 0 && rest[0] == '\n' {
+		rest = rest[1:]
+	}
+	if len(rest) > 0 {
+		s.r = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(rest)), s.r), 64<<10)
+	}
+	return s.line[:i], nil
 }
 
 type lineTooLongError struct{}

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bytes"
 	"io"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ func readAllSSE(t *testing.T, r io.Reader) []SSEEvent {
 		if err != nil {
 			t.Fatal(err)
 		}
+		ev.Data = bytes.Clone(ev.Data) // valid until the next call only
 		out = append(out, ev)
 	}
 }

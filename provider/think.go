@@ -80,3 +80,36 @@ func partialSuffix(s, tag string) int {
 	}
 	return 0
 }
+
+// TextBuffer accumulates streamed text. It keeps the pieces and joins
+// them once at the end, which costs one copy of a long answer instead of
+// the repeated growth of a strings.Builder.
+type TextBuffer struct {
+	pieces []string
+	n      int
+}
+
+// WriteString adds a piece.
+func (b *TextBuffer) WriteString(s string) {
+	if s != "" {
+		b.pieces = append(b.pieces, s)
+		b.n += len(s)
+	}
+}
+
+// Len is the length of the text so far.
+func (b *TextBuffer) Len() int { return b.n }
+
+// String returns the whole text.
+func (b *TextBuffer) String() string {
+	if len(b.pieces) == 1 {
+		return b.pieces[0]
+	}
+	var sb strings.Builder
+	sb.Grow(b.n)
+	for _, p := range b.pieces {
+		sb.WriteString(p)
+	}
+	b.pieces = append(b.pieces[:0], sb.String())
+	return b.pieces[0]
+}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/color"
 )
 
 // Printer renders an agent's events for one mode: streamed chunks as they
@@ -17,6 +18,9 @@ type Printer struct {
 	Color     bool
 	// Wrote is set once anything was written by OnEvent.
 	Wrote bool
+
+	sgr     string // the output colour's escape sequence, once known
+	sgrDone bool
 }
 
 // Prefix writes the output prefix.
@@ -36,7 +40,13 @@ func (p *Printer) OnEvent(ev agent.Event) {
 	switch ev.Kind {
 	case agent.TextDelta, agent.Answer:
 		p.Wrote = true
-		p.write(Paint(ev.Text, p.Cartridge.OutputColor(p.Mode), p.Color))
+		if !p.sgrDone {
+			p.sgrDone = true
+			if p.Color {
+				p.sgr, _ = color.SGR(p.Cartridge.OutputColor(p.Mode))
+			}
+		}
+		p.write(color.Wrap(ev.Text, p.sgr))
 	case agent.Feedback:
 		p.Wrote = true
 		p.write(p.Feedback(ev.Action, ev.Text))

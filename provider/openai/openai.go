@@ -5,6 +5,7 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -167,7 +168,8 @@ func (c *Client) decodeStream(ctx context.Context, body io.Reader, onEvent func(
 		}
 	}
 	resp := &provider.Response{}
-	var text, reasoning strings.Builder
+	var text provider.TextBuffer
+	var reasoning strings.Builder
 	var think provider.ThinkFilter
 	calls := map[int]*provider.ToolCall{}
 	streamed := false
@@ -181,17 +183,17 @@ func (c *Client) decodeStream(ctx context.Context, body io.Reader, onEvent func(
 		if err != nil {
 			return nil, provider.ReadError(ctx, ID, err, streamed)
 		}
-		data := strings.TrimSpace(string(ev.Data))
-		if data == "" {
+		data := bytes.TrimSpace(ev.Data)
+		if len(data) == 0 {
 			continue
 		}
-		if data == "[DONE]" {
+		if bytes.Equal(data, []byte("[DONE]")) {
 			done = true
 			break
 		}
 		var ch chunk
-		if err := json.Unmarshal(ev.Data, &ch); err != nil {
-			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", clip(data), err), Streamed: streamed}
+		if err := json.Unmarshal(data, &ch); err != nil {
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", clip(string(data)), err), Streamed: streamed}
 		}
 		if len(ch.Error) > 0 && string(ch.Error) != "null" {
 			msg, code := provider.ParseErrorBody(append(append([]byte(`{"error":`), ch.Error...), '}'))
