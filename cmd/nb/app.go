@@ -257,7 +257,7 @@ func (a *App) newSession(cart *cartridge.Cartridge, key string, mode cartridge.M
 	for _, t := range function.FromCartridge(cart, scripts) {
 		tools.Add(t)
 	}
-	robo, err := robopageTools(context.Background(), cart)
+	robo, err := robopageTools(context.Background(), cart, a.Stderr)
 	if err != nil {
 		return nil, err
 	}

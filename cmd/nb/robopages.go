@@ -3,32 +3,34 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
-	"strings"
 
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/tool"
 )
 
-// robopageTools loads the tools a cartridge's robopages key names.
-// Broken pages are skipped with a warning naming them.
-func robopageTools(ctx context.Context, c *cartridge.Cartridge) ([]tool.Tool, error) {
+// robopageTools loads the tools a cartridge's robopages key names
+// (paths relative to the cartridge's folder; ~ and $VAR expanded).
+// Broken pages are skipped; their problems are reported on stderr.
+func robopageTools(ctx context.Context, c *cartridge.Cartridge, stderr io.Writer) ([]tool.Tool, error) {
 	var out []tool.Tool
+	base := ""
+	if c.Path != "" {
+		base = filepath.Dir(c.Path)
+	}
 	for _, ref := range c.Robopages() {
-		path := ref.Path
-		if strings.HasPrefix(path, "~/") {
-			path = filepath.Join(os.Getenv("HOME"), path[2:])
-		} else if !filepath.IsAbs(path) && c.Path != "" {
-			path = filepath.Join(filepath.Dir(c.Path), path)
-		}
-		tools, problems, err := robopage.LoadTools(ctx, path, ref.Filter)
+		tools, problems, err := robopage.LoadTools(ctx, robopage.ResolvePath(ref.Path, base), ref.Filter)
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: robopages: %w", c.Path, ref.Line, err)
+			return nil, fmt.Errorf("%s:%d: robopages: %w", displayPath(c), ref.Line, err)
 		}
 		for _, p := range problems {
-			fmt.Fprintf(os.Stderr, "nb: warning: robopage skipped: %v\n", p)
+			if p.Severity == robopage.Error {
+				fmt.Fprintf(stderr, "nb: warning: robopage skipped: %v\n", p)
+			} else {
+				fmt.Fprintf(stderr, "nb: warning: robopage: %v\n", p)
+			}
 		}
 		out = append(out, tools...)
 	}

@@ -7,6 +7,7 @@ package providertest
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -177,14 +178,20 @@ func FromFile(path string) Brain {
 		if err := json.Unmarshal(data, &replies); err != nil {
 			return Reply{Status: 500, ErrorBody: "bad NB_FAKE_SCRIPT: " + err.Error()}
 		}
+		// The position is kept with a digest of the script, so a script
+		// replaced by another starts from its first reply.
+		sum := fmt.Sprintf("%x", sha256.Sum256(data))
 		pos := 0
 		if b, err := os.ReadFile(path + ".pos"); err == nil {
-			fmt.Sscan(string(b), &pos)
+			var digest string
+			if _, err := fmt.Sscan(string(b), &digest, &pos); err != nil || digest != sum {
+				pos = 0
+			}
 		}
 		if pos >= len(replies) {
 			return Echo(t)
 		}
-		os.WriteFile(path+".pos", []byte(fmt.Sprint(pos+1)), 0o644) //nolint:errcheck // test helper
+		os.WriteFile(path+".pos", []byte(fmt.Sprintf("%s %d", sum, pos+1)), 0o644) //nolint:errcheck // test helper
 		return replies[pos]
 	}
 }
