@@ -149,7 +149,7 @@ func (r *REPL) exchange(ctx context.Context, interactive bool, run func(context.
 	r.Printer.Prefix()
 	err := run(ctx)
 	if err != nil && errors.Is(err, context.Canceled) {
-		io.WriteString(r.Printer.W, "\n^C (answer stopped)") //nolint:errcheck // cosmetic
+		io.WriteString(r.Printer.W, "\n(answer stopped)") //nolint:errcheck // cosmetic
 		err = nil
 	}
 	r.Printer.Suffix()

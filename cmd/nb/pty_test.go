@@ -1,0 +1,399 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/nbots/nb/provider/openai/openaitest"
+	"github.com/nbots/nb/provider/providertest"
+)
+
+// The tests in this file run nb under a pseudo-terminal, as a user would:
+// confirmations answered on the terminal, the REPL's line editor, Ctrl-C.
+// nb is this test binary started as "nb" (testscript's TestMain runs Main
+// for that name). Every wait is bounded; a stuck nb is killed.
+
+const ptyTimeout = 15 * time.Second
+
+// slowWord makes the fake answer slowly, so Ctrl-C lands mid-stream.
+const slowWord = "slow"
+
+// ptyBrain echoes, answers "slow" with a long slow stream, and calls tools
+// as providertest.Echo does.
+func ptyBrain(t providertest.Turn) providertest.Reply {
+	if t.Last().Role == "user" && t.LastUser() == slowWord {
+		chunks := []string{"first chunk "}
+		for range 80 {
+			chunks = append(chunks, "more ")
+		}
+		return providertest.Reply{Chunks: chunks, Delay: 50 * time.Millisecond}
+	}
+	return providertest.Echo(t)
+}
+
+// fakeOpenAI starts the fake and returns its URL and request recorder.
+func fakeOpenAI(t *testing.T) (string, *providertest.Recorder) {
+	t.Helper()
+	s := openaitest.New(ptyBrain)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return srv.URL, s.Recorder
+}
+
+// ptyCartridge writes a cartridge using the fake, with a confirmable Lua tool.
+func ptyCartridge(t *testing.T, dir, url, extra string) string {
+	t.Helper()
+	src := fmt.Sprintf(`meta:
+  author: Tests
+  name: PTY
+provider:
+  id: openai
+  credentials:
+    address: %s
+    access-token: test-key
+  settings:
+    model: gpt-4o-mini
+tools:
+  - name: random-number
+    lua: return 21
+%s`, url, extra)
+	path := filepath.Join(dir, "bot.yml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// console is nb running on a pty.
+type console struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	tty  *os.File // the master side
+	mu   sync.Mutex
+	out  bytes.Buffer
+	mark int // expect searches after this offset
+	done chan struct{}
+	err  error
+}
+
+// startNB runs nb with args in dir under a new pty. When stdin is not nil
+// it is nb's standard input (a pipe or file) and the pty is only its
+// controlling terminal, stdout and stderr.
+func startNB(t *testing.T, dir string, stdin io.Reader, args ...string) *console {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := &exec.Cmd{Path: exe, Args: append([]string{"nb"}, args...), Dir: dir}
+	home := filepath.Join(dir, "home")
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, ".local/share"),
+		"XDG_STATE_HOME="+filepath.Join(home, ".local/state"), "XDG_CACHE_HOME="+filepath.Join(home, ".cache"),
+		"TERM=xterm", "NO_COLOR=1", "NANO_BOTS_STATE_PATH="+filepath.Join(dir, "state"))
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	if err := pty.Setsize(master, &pty.Winsize{Rows: 40, Cols: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if stdin != nil {
+		cmd.Stdin = stdin
+	} else {
+		cmd.Stdin = slave
+	}
+	cmd.Stdout, cmd.Stderr = slave, slave
+	// A new session whose controlling terminal is the pty (fd 1 in the child).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 1}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	c := &console{t: t, cmd: cmd, tty: master, done: make(chan struct{})}
+	go func() {
+		buf := make([]byte, 4096)
+		answered := 0
+		for {
+			n, err := master.Read(buf)
+			c.mu.Lock()
+			c.out.Write(buf[:n])
+			// Answer the line editor's cursor position queries, as a
+			// terminal does.
+			queries := strings.Count(c.out.String(), cursorQuery)
+			c.mu.Unlock()
+			for ; answered < queries; answered++ {
+				io.WriteString(master, "\x1b[1;1R") //nolint:errcheck // nb may have ended
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-c.done:
+		default:
+			cmd.Process.Kill() //nolint:errcheck // it may have just ended
+			<-c.done
+		}
+		master.Close()
+		if t.Failed() {
+			t.Logf("terminal output:\n%s", c.output())
+		}
+	})
+	return c
+}
+
+func (c *console) output() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.String()
+}
+
+// expect waits until s appears after the last match and moves past it.
+func (c *console) expect(s string) {
+	c.t.Helper()
+	deadline := time.Now().Add(ptyTimeout)
+	for {
+		c.mu.Lock()
+		out := c.out.String()
+		mark := c.mark
+		if i := strings.Index(out[mark:], s); i >= 0 {
+			c.mark = mark + i + len(s)
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting for %q; after the last match the terminal shows:\n%q", s, out[mark:])
+		}
+		select {
+		case <-c.done:
+			// Let the reader drain what is left, then look once more.
+			time.Sleep(100 * time.Millisecond)
+			c.mu.Lock()
+			out = c.out.String()
+			c.mu.Unlock()
+			if !strings.Contains(out[mark:], s) {
+				c.t.Fatalf("nb ended (%v) without printing %q; after the last match the terminal shows:\n%q", c.err, s, out[mark:])
+			}
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// since returns what was printed after the last match.
+func (c *console) since() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.String()[c.mark:]
+}
+
+func (c *console) send(s string) {
+	c.t.Helper()
+	if _, err := io.WriteString(c.tty, s); err != nil {
+		c.t.Fatalf("write to the terminal: %v", err)
+	}
+}
+
+// exitCode waits for nb to end and returns its exit code.
+func (c *console) exitCode() int {
+	c.t.Helper()
+	select {
+	case <-c.done:
+	case <-time.After(ptyTimeout):
+		c.t.Fatalf("nb did not end; the terminal shows:\n%q", c.output())
+	}
+	var ee *exec.ExitError
+	if errors.As(c.err, &ee) {
+		return ee.ExitCode()
+	}
+	if c.err != nil {
+		c.t.Fatalf("wait: %v", c.err)
+	}
+	return 0
+}
+
+// cursorQuery is the ANSI device status report asking for the cursor position.
+const cursorQuery = "\x1b[6n"
+
+const denial = "We asked the user you're chatting with for permission, but the user did not allow you to run this tool or function."
+
+// Eval asks on the terminal before a confirmable tool runs: y runs it, n
+// and an empty answer (the default, n) deny it. With the message piped on
+// stdin the answer still comes from the terminal.
+func TestPTYEvalConfirmation(t *testing.T) {
+	const message = `call random-number {"from":15,"to":25}`
+	cases := []struct {
+		answer string
+		want   string
+	}{
+		{"y", "tool random-number said: 21"},
+		{"YES", "tool random-number said: 21"},
+		{"n", "tool random-number said: " + denial},
+		{"", "tool random-number said: " + denial},
+	}
+	for _, piped := range []bool{false, true} {
+		for _, tc := range cases {
+			name := fmt.Sprintf("answer %q", tc.answer)
+			if piped {
+				name += " stdin piped"
+			}
+			t.Run(name, func(t *testing.T) {
+				dir := t.TempDir()
+				url, rec := fakeOpenAI(t)
+				ptyCartridge(t, dir, url, "")
+				var c *console
+				if piped {
+					c = startNB(t, dir, strings.NewReader(message+"\n"), "bot.yml", "-", "eval")
+				} else {
+					c = startNB(t, dir, nil, "bot.yml", "-", "eval", message)
+				}
+				c.expect(`random-number {"from":15,"to":25} [yN] `)
+				c.send(tc.answer + "\r")
+				c.expect(tc.want)
+				if code := c.exitCode(); code != 0 {
+					t.Errorf("exit code %d, want 0", code)
+				}
+				bodies := rec.Bodies()
+				if len(bodies) != 2 {
+					t.Fatalf("%d requests, want 2", len(bodies))
+				}
+				if want := strings.TrimPrefix(tc.want, "tool random-number said: "); !bytes.Contains(bodies[1], []byte(`"content":"`+want+`"`)) {
+					t.Errorf("the second request does not carry %q: %s", want, bodies[1])
+				}
+			})
+		}
+	}
+}
+
+// The transcript of §2.9: the confirming line, the answer typed, a blank
+// line, the responding feedback, the answer.
+func TestPTYEvalConfirmationTranscript(t *testing.T) {
+	dir := t.TempDir()
+	url, _ := fakeOpenAI(t)
+	ptyCartridge(t, dir, url, "")
+	c := startNB(t, dir, nil, "bot.yml", "-", "eval", `call random-number {"from":15,"to":25}`)
+	c.expect("[yN] ")
+	c.send("y\r")
+	c.expect("tool random-number said: 21")
+	c.exitCode()
+	want := "random-number {\"from\":15,\"to\":25} [yN] y\r\n\r\nrandom-number {\"from\":15,\"to\":25}\r\n21\r\n\r\ntool random-number said: 21\r\n"
+	if got := c.output(); got != want {
+		t.Errorf("terminal shows\n%q\nwant\n%q", got, want)
+	}
+}
+
+// Ctrl-C during a streamed eval answer stops nb with exit code 130.
+func TestPTYEvalInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	url, _ := fakeOpenAI(t)
+	ptyCartridge(t, dir, url, "")
+	c := startNB(t, dir, nil, "bot.yml", "-", "eval", slowWord)
+	c.expect("first chunk")
+	c.send("\x03")
+	if code := c.exitCode(); code != 130 {
+		t.Errorf("exit code %d, want 130", code)
+	}
+}
+
+// Ctrl-C while eval asks about a tool stops nb with 130; the tool never runs.
+func TestPTYEvalInterruptAtConfirmation(t *testing.T) {
+	dir := t.TempDir()
+	url, rec := fakeOpenAI(t)
+	ptyCartridge(t, dir, url, "")
+	c := startNB(t, dir, nil, "bot.yml", "-", "eval", `call random-number {"from":15,"to":25}`)
+	c.expect("[yN] ")
+	c.send("\x03")
+	if code := c.exitCode(); code != 130 {
+		t.Errorf("exit code %d, want 130", code)
+	}
+	if n := len(rec.Bodies()); n != 1 {
+		t.Errorf("%d requests, want 1 (nothing sent after Ctrl-C)", n)
+	}
+}
+
+// The REPL: the prompt, a line answered, Ctrl-C during a slow answer
+// returns to the prompt and the REPL goes on, a tool confirmed through
+// the line editor (Ctrl-C there denies it), exit leaves with 0.
+func TestPTYREPL(t *testing.T) {
+	dir := t.TempDir()
+	url, rec := fakeOpenAI(t)
+	ptyCartridge(t, dir, url, "")
+	c := startNB(t, dir, nil, "bot.yml", "-", "repl")
+	c.expect("🤖> ")
+	c.send("hello\r")
+	c.expect("echo: hello")
+	c.expect("🤖> ")
+
+	c.send(slowWord + "\r")
+	c.expect("first chunk")
+	c.send("\x03")
+	c.expect("(answer stopped)")
+	c.expect("🤖> ")
+	c.send("still here\r")
+	c.expect("echo: still here")
+	c.expect("🤖> ")
+	if got := c.since(); strings.Contains(got, "more") {
+		t.Errorf("the stopped answer went on after Ctrl-C: %q", got)
+	}
+
+	c.send(`call random-number {"from":15,"to":25}` + "\r")
+	c.expect(`random-number {"from":15,"to":25} [yN] `)
+	c.send("y\r")
+	c.expect("tool random-number said: 21")
+	c.expect("🤖> ")
+
+	// Ctrl-C at the question denies the call; the REPL goes on.
+	c.send(`call random-number {"from":1,"to":2}` + "\r")
+	c.expect(`random-number {"from":1,"to":2} [yN] `)
+	c.send("\x03")
+	c.expect("tool random-number said: " + denial)
+	c.expect("🤖> ")
+
+	c.send("exit\r")
+	if code := c.exitCode(); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	// hello, slow, still here, two calls and their results: 7 requests.
+	if n := len(rec.Bodies()); n != 7 {
+		t.Errorf("%d requests, want 7", n)
+	}
+	// The stopped answer is not sent back as complete.
+	if last := rec.Bodies()[4]; bytes.Contains(last, []byte("first chunk")) {
+		t.Errorf("the partial answer was sent back: %s", last)
+	}
+}
+
+// Ctrl-D at the prompt leaves the REPL with exit code 0; Ctrl-C at the
+// prompt does not leave.
+func TestPTYREPLCtrlD(t *testing.T) {
+	dir := t.TempDir()
+	url, _ := fakeOpenAI(t)
+	ptyCartridge(t, dir, url, "")
+	c := startNB(t, dir, nil, "bot.yml", "-", "repl")
+	c.expect("🤖> ")
+	c.send("half a line\x03")
+	c.expect("🤖> ")
+	c.send("\x04")
+	if code := c.exitCode(); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}

@@ -1,0 +1,133 @@
+package term
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nbots/nb/agent"
+	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/tool"
+)
+
+func parse(t *testing.T, src string) *cartridge.Cartridge {
+	t.Helper()
+	c, err := cartridge.Parse([]byte(src), "test.yml", cartridge.FormatYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Feedback is prefix + text + suffix, the whole wrapped in the colour.
+func TestPrinterFeedback(t *testing.T) {
+	c := parse(t, `
+interfaces:
+  tools:
+    color: red
+    executing:
+      prefix: '> '
+      suffix: "\n"
+  repl:
+    tools:
+      executing:
+        prefix: '[repl] '
+`)
+	cases := []struct {
+		mode   cartridge.Mode
+		action cartridge.ToolAction
+		color  bool
+		want   string
+	}{
+		{cartridge.Eval, cartridge.Executing, false, "> f {}\n"},
+		{cartridge.REPL, cartridge.Executing, false, "[repl] f {}\n"},
+		{cartridge.Eval, cartridge.Executing, true, "\x1b[31m> f {}\n\x1b[0m"},
+		{cartridge.Eval, cartridge.Responding, false, "f {}\n\n"},
+		{cartridge.Eval, cartridge.Confirming, false, "f {} [yN] "},
+	}
+	for _, tc := range cases {
+		var out bytes.Buffer
+		p := &Printer{W: &out, Cartridge: c, Mode: tc.mode, Color: tc.color}
+		p.OnEvent(agent.Event{Kind: agent.Feedback, Action: tc.action, Text: "f {}"})
+		if out.String() != tc.want {
+			t.Errorf("%s %s colour %v: got %q, want %q", tc.mode, tc.action, tc.color, out.String(), tc.want)
+		}
+		if !p.Wrote {
+			t.Errorf("Wrote not set")
+		}
+	}
+}
+
+// Streamed chunks are coloured each on its own.
+func TestPrinterChunks(t *testing.T) {
+	c := parse(t, "interfaces:\n  output:\n    color: blue\n")
+	var out bytes.Buffer
+	p := &Printer{W: &out, Cartridge: c, Mode: cartridge.Eval, Color: true}
+	p.OnEvent(agent.Event{Kind: agent.TextDelta, Text: "Hel"})
+	p.OnEvent(agent.Event{Kind: agent.TextDelta, Text: "lo"})
+	if want := "\x1b[34mHel\x1b[0m\x1b[34mlo\x1b[0m"; out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
+	}
+}
+
+type lines struct {
+	line   string
+	err    error
+	prompt string
+}
+
+func (l *lines) ReadLine(_ context.Context, prompt string) (string, error) {
+	l.prompt = prompt
+	return l.line, l.err
+}
+
+// The Confirmer shows the confirming feedback as the prompt and returns
+// the line; a reader that fails (Ctrl-C, end of input) is no answer.
+func TestConfirmerReader(t *testing.T) {
+	c := parse(t, "interfaces:\n  tools:\n    confirming:\n      prefix: '? '\n")
+	p := &Printer{Cartridge: c, Mode: cartridge.REPL}
+	r := &lines{line: " Y "}
+	conf := &Confirmer{Printer: p, Reader: r}
+	answer, ok := conf.Confirm(context.Background(), tool.Call{Name: "f"}, `f {"a":1}`)
+	if !ok || answer != " Y " {
+		t.Errorf("got %q, %v", answer, ok)
+	}
+	if r.prompt != `? f {"a":1} [yN] ` {
+		t.Errorf("prompt %q", r.prompt)
+	}
+	r.err = errors.New("interrupted")
+	if _, ok := conf.Confirm(context.Background(), tool.Call{Name: "f"}, "f {}"); ok {
+		t.Errorf("a failed read is an answer")
+	}
+}
+
+// The colour rule: NO_COLOR wins, CLICOLOR_FORCE forces, else terminals only.
+func TestColorEnabled(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	if ColorEnabled(env("NO_COLOR", "1", "CLICOLOR_FORCE", "1"), nil, nil) {
+		t.Error("NO_COLOR did not win")
+	}
+	if !ColorEnabled(env("CLICOLOR_FORCE", "1"), nil, nil) {
+		t.Error("CLICOLOR_FORCE did not force")
+	}
+	if ColorEnabled(env("CLICOLOR_FORCE", "0"), nil, nil) {
+		t.Error("CLICOLOR_FORCE=0 forced")
+	}
+	if ColorEnabled(env(), nil, nil) {
+		t.Error("colour without a terminal")
+	}
+	if got := Paint("x", "no-such-colour", true); !strings.Contains(got, "x") || got != "x" {
+		t.Errorf("unknown colour: %q", got)
+	}
+}
