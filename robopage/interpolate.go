@@ -5,11 +5,16 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // placeholder is the reference's pattern, (?m)\$\{\s*([\w\.]+)(\s+or\s+([^}]+))?\},
 // with Rust's Unicode \w and \s spelled out for Go's ASCII ones.
-var placeholder = regexp.MustCompile(`\$\{[\t\n\v\f\r\x{85}\p{Z}]*([\p{L}\p{M}\p{Nd}\p{Nl}\p{Pc}\x{200C}\x{200D}\.]+)([\t\n\v\f\r\x{85}\p{Z}]+or[\t\n\v\f\r\x{85}\p{Z}]+([^}]+))?\}`)
+// placeholder is compiled on first use: its Unicode classes cost a
+// noticeable part of nb's start-up, which most runs do not need.
+var placeholder = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\$\{[\t\n\v\f\r\x{85}\p{Z}]*([\p{L}\p{M}\p{Nd}\p{Nl}\p{Pc}\x{200C}\x{200D}\.]+)([\t\n\v\f\r\x{85}\p{Z}]+or[\t\n\v\f\r\x{85}\p{Z}]+([^}]+))?\}`)
+})
 
 // Scope holds what placeholders are replaced with.
 type Scope struct {
@@ -36,7 +41,7 @@ type Scope struct {
 // verbatim and never interpolated again (the reference replaces one
 // placeholder after another, so a value could expand a later one).
 func (s *Scope) Interpolate(elem string) (string, error) {
-	matches := placeholder.FindAllStringSubmatchIndex(elem, -1)
+	matches := placeholder().FindAllStringSubmatchIndex(elem, -1)
 	if matches == nil {
 		return elem, nil
 	}
@@ -106,7 +111,7 @@ func (s *Scope) env(name, def string, hasDef bool) (string, error) {
 // the env. ones.
 func Placeholders(elem string) []string {
 	var out []string
-	for _, m := range placeholder.FindAllStringSubmatch(elem, -1) {
+	for _, m := range placeholder().FindAllStringSubmatch(elem, -1) {
 		if strings.HasPrefix(m[1], "env.") || strings.HasPrefix(m[1], "ENV.") {
 			continue
 		}

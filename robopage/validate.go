@@ -87,7 +87,7 @@ func validateFunction(ctx context.Context, f *Function, ex *Executor, opts Valid
 	where := map[string]int{}
 	for _, lines := range allCommandLines(f) {
 		for i, elem := range lines {
-			for _, m := range placeholder.FindAllStringSubmatch(elem, -1) {
+			for _, m := range placeholder().FindAllStringSubmatch(elem, -1) {
 				name, hasDef := m[1], m[3] != ""
 				if strings.HasPrefix(name, "env.") || strings.HasPrefix(name, "ENV.") {
 					continue
