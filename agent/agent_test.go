@@ -364,3 +364,48 @@ func repeat(n int, rounds ...[]provider.ToolCall) [][]provider.ToolCall {
 	}
 	return out
 }
+
+// Ctrl-C while tools run or while the user is asked: the round's calls
+// still get results in the history, so the next request is one a
+// provider accepts (every call answered).
+func TestInterruptedRoundLeavesNoCallUnanswered(t *testing.T) {
+	t.Run("while running", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		started := make(chan struct{}, 2)
+		block := newTool("block", nil, func(ctx context.Context, _ tool.Call) (any, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, errors.New("canceled")
+		})
+		p := &scripted{steps: []step{{calls: []provider.ToolCall{call("1", "block", "{}"), call("2", "block", `{"x":1}`)}}}}
+		h := newHarness(t, unconfirmed, cartridge.REPL, p, nil, block)
+		go func() {
+			<-started
+			<-started
+			cancel()
+		}()
+		if _, err := h.agent.Ask(ctx, "go"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want canceled", err)
+		}
+		ask(t, h, "again")
+		equal(t, "results sent next time", toolMessages(p.request(1)), []string{"1 block: canceled", "2 block: canceled"})
+	})
+	t.Run("while asking", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		p := &scripted{steps: []step{{calls: []provider.ToolCall{call("1", "r", "{}"), call("2", "r", `{"x":1}`)}}}}
+		r := newTool("r", nil, nil)
+		h := newHarness(t, confirmed, cartridge.REPL, p, confirmFunc(func() (string, bool) { cancel(); return "", false }), r)
+		if _, err := h.agent.Ask(ctx, "go"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want canceled", err)
+		}
+		if r.runs() != 0 {
+			t.Errorf("a tool ran after Ctrl-C")
+		}
+		ask(t, h, "again")
+		equal(t, "results sent next time", toolMessages(p.request(1)), []string{"1 r: " + DenialText, "2 r: " + InterruptedText})
+	})
+}
+
+type confirmFunc func() (string, bool)
+
+func (f confirmFunc) Confirm(context.Context, tool.Call, string) (string, bool) { return f() }

@@ -43,7 +43,20 @@ func joinNonEmpty(sep string, parts ...string) string {
 // the model (the full output stays in the state).
 func Messages(history []state.Event, limits Truncation) []provider.Message {
 	var out []provider.Message
+	// pending are the calls of the last assistant message still without a
+	// result: a state written by an interrupted run may lack them, and
+	// providers refuse calls left unanswered.
+	var pending []provider.ToolCall
+	answer := func() {
+		for _, c := range pending {
+			out = append(out, provider.Message{Role: provider.RoleTool, Content: InterruptedText, ToolCallID: c.ID, ToolName: c.Name})
+		}
+		pending = nil
+	}
 	for _, ev := range history {
+		if ev.Who != "tool" {
+			answer()
+		}
 		switch ev.Who {
 		case "user":
 			out = append(out, provider.Message{Role: provider.RoleUser, Content: Text(ev.Message)})
@@ -59,6 +72,7 @@ func Messages(history []state.Event, limits Truncation) []provider.Message {
 				}
 				m.ToolCalls = decodeCalls(ev.Meta["tool_calls"])
 			}
+			pending = append([]provider.ToolCall(nil), m.ToolCalls...)
 			out = append(out, m)
 		case "tool":
 			m := provider.Message{Role: provider.RoleTool, Content: limits.Apply(Text(ev.Message))}
@@ -66,9 +80,16 @@ func Messages(history []state.Event, limits Truncation) []provider.Message {
 				m.ToolCallID, _ = ev.Meta["id"].(string)
 				m.ToolName, _ = ev.Meta["name"].(string)
 			}
+			for i, c := range pending {
+				if c.ID == m.ToolCallID {
+					pending = append(pending[:i], pending[i+1:]...)
+					break
+				}
+			}
 			out = append(out, m)
 		}
 	}
+	answer()
 	return out
 }
 

@@ -291,3 +291,30 @@ func TestStreamedAnswerStoredOnce(t *testing.T) {
 		t.Errorf("stored answers = %+v", ais)
 	}
 }
+
+// A stored round whose results are missing (a state written by an
+// interrupted run) still gives every call a result when sent.
+func TestMessagesAnswerEveryCall(t *testing.T) {
+	calls := []any{
+		map[string]any{"id": "1", "name": "a", "arguments": "{}"},
+		map[string]any{"id": "2", "name": "b", "arguments": "{}"},
+	}
+	history := []state.Event{
+		{Who: "user", Message: "go"},
+		{Who: "AI", Meta: map[string]any{"tool_calls": calls}},
+		{Who: "tool", Message: "A", Meta: map[string]any{"id": "1", "name": "a"}},
+		{Who: "user", Message: "again"},
+	}
+	got := Messages(history, Truncation{})
+	if r := roles(got); r != "u:go a: t:A t:"+InterruptedText+" u:again" {
+		t.Fatalf("messages = %s", r)
+	}
+	if got[3].ToolCallID != "2" || got[3].ToolName != "b" {
+		t.Errorf("the synthesized result answers %s %s, want 2 b", got[3].ToolCallID, got[3].ToolName)
+	}
+	// A complete round is left as it is.
+	history = append(history[:3:3], state.Event{Who: "tool", Message: "B", Meta: map[string]any{"id": "2", "name": "b"}}, history[3])
+	if r := roles(Messages(history, Truncation{})); r != "u:go a: t:A t:B u:again" {
+		t.Errorf("messages = %s", r)
+	}
+}

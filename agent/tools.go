@@ -83,7 +83,7 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector 
 				j.result, j.done, j.denied = DenialText, true, true
 			}
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return a.interrupted(ctx, jobs)
 			}
 		}
 	}
@@ -115,7 +115,7 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector 
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return a.interrupted(ctx, jobs)
 	}
 
 	events := make([]state.Event, 0, len(jobs))
@@ -137,6 +137,28 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector 
 		return &LimitError{Msg: fmt.Sprintf("stopped: the model keeps repeating the same %s (%s); the conversation so far is kept", plural(k, "tool call", "tool calls"), strings.Join(detector.pattern(k), ", "))}
 	}
 	return nil
+}
+
+// InterruptedText is the result of a call that never ran because the
+// user stopped the exchange (Ctrl-C) first.
+const InterruptedText = "The user interrupted the conversation before this tool call ran."
+
+// interrupted records a result for every call of a stopped round, so the
+// stored calls are never left without results (providers refuse a
+// conversation where they are), and returns the context's error.
+func (a *Agent) interrupted(ctx context.Context, jobs []*job) error {
+	events := make([]state.Event, 0, len(jobs))
+	for _, j := range jobs {
+		if !j.done {
+			j.result, j.done = InterruptedText, true
+		}
+		events = append(events, state.Event{At: state.Now(), Who: "tool", Mode: string(a.Mode), Message: j.result,
+			Meta: map[string]any{"id": j.call.ID, "name": j.call.Name}})
+	}
+	if err := a.record(events...); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
 
 func plural(n int, one, many string) string {
