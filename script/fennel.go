@@ -3,47 +3,61 @@ package script
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	rt "github.com/arnodel/golua/runtime"
+
+	"github.com/nbots/nb/script/fennel"
 )
 
-// fennelCompiler is the link to script/fennel; nil until that package
-// provides Compile (see fennel_link.go).
-type fennelCompiler interface {
-	// compile returns a Lua chunk that returns the function
-	// (fn [names] <src.Code>); errors are *CompileError naming the
-	// cartridge line.
-	compile(src Source, names []string, sandboxed bool, cacheDir string) (string, error)
-	// runtimeLua is a Lua chunk returning the `fennel` table.
-	runtimeLua() string
+var (
+	cachesMu sync.Mutex
+	caches   = map[string]*fennel.Cache{}
+)
+
+// fennelCache returns the process-wide cache for dir ("" is memory only),
+// so every Runtime of a process shares compiled chunks.
+func fennelCache(dir string) *fennel.Cache {
+	cachesMu.Lock()
+	defer cachesMu.Unlock()
+	c, ok := caches[dir]
+	if !ok {
+		c = fennel.NewCache(dir)
+		caches[dir] = c
+	}
+	return c
 }
 
-var fennelImpl fennelCompiler
-
-// errNoFennel is returned for Fennel sources while the compiler is absent.
-var errNoFennel = errors.New("Fennel support is not available yet: write this function in Lua")
-
 // compileFennel compiles `(fn [names] <code>)` to a Lua chunk returning
-// the function.
+// the function, through the memory and disk cache. Errors are
+// *CompileError naming the cartridge line.
 func (r *Runtime) compileFennel(src Source, names []string) (string, error) {
-	if fennelImpl == nil {
-		return "", errNoFennel
+	file := src.File
+	if file == "" {
+		file = "fennel"
 	}
-	return fennelImpl.compile(src, names, r.opts.Sandboxed, r.opts.FennelCacheDir)
+	params := names
+	if params == nil {
+		params = []string{}
+	}
+	lua, err := fennelCache(r.opts.FennelCacheDir).Compile(src.Code, fennel.Options{
+		Filename: file, Line: max(src.Line, 1), Column: 1, Sandboxed: r.opts.Sandboxed, Params: params,
+	})
+	if err != nil {
+		ce := &CompileError{Lang: Fennel, File: file, Message: err.Error()}
+		var fe *fennel.Error
+		if errors.As(err, &fe) {
+			ce.Line, ce.Message = fe.Line, fe.Msg
+		}
+		return "", ce
+	}
+	return lua, nil
 }
 
 // loadFennel runs the Fennel runtime chunk once per state and keeps the
 // `fennel` table it returns; every Fennel call gets a copy.
 func (st *state) loadFennel(r *Runtime) error {
 	if st.fennel != nil {
-		return nil
-	}
-	if fennelImpl == nil {
-		return errNoFennel
-	}
-	src := fennelImpl.runtimeLua()
-	if src == "" {
-		st.fennel = []entry{}
 		return nil
 	}
 	// The runtime chunk sees the safe globals only (all of them
@@ -61,7 +75,7 @@ func (st *state) loadFennel(r *Runtime) error {
 		meta.Set(rt.StringValue("__index"), rt.TableValue(st.rt.GlobalEnv()))
 		env.SetMetatable(meta)
 	}
-	clos, err := st.rt.CompileAndLoadLuaChunk("fennel-runtime", []byte(src), rt.TableValue(env))
+	clos, err := st.rt.CompileAndLoadLuaChunk("fennel-runtime", []byte(fennel.RuntimeLua()), rt.TableValue(env))
 	if err != nil {
 		return fmt.Errorf("load the Fennel runtime: %w", err)
 	}

@@ -3,14 +3,12 @@ package script
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
 
 func TestFennel(t *testing.T) {
-	if fennelImpl == nil {
-		t.Skip("no Fennel compiler linked")
-	}
 	r := New(Options{Sandboxed: true})
 	tests := []struct {
 		code   string
@@ -59,9 +57,6 @@ func TestFennel(t *testing.T) {
 // BenchmarkFennelAdapter is BenchmarkLuaAdapter in Fennel; compiled once
 // and cached (goal: at most 1.5 times the Lua figure).
 func BenchmarkFennelAdapter(b *testing.B) {
-	if fennelImpl == nil {
-		b.Skip("no Fennel compiler linked")
-	}
 	r := New(Options{Sandboxed: true})
 	src := Source{Lang: Fennel, Code: "(.. \"```\" content \"```\")", File: "bot.yml", Line: 12}
 	ctx := context.Background()
@@ -70,5 +65,23 @@ func BenchmarkFennelAdapter(b *testing.B) {
 		if _, err := r.Call(ctx, src, Param{"content", "Hello! How may I assist you today?"}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestFennelDiskCache: a compiled chunk is kept on disk and reused by a
+// new Runtime (as by the next nb process).
+func TestFennelDiskCache(t *testing.T) {
+	dir := t.TempDir()
+	src := Source{Lang: Fennel, Code: "(.. \"<\" content \">\")", File: "bot.yml", Line: 3}
+	for i := 0; i < 2; i++ {
+		r := New(Options{Sandboxed: true, FennelCacheDir: dir})
+		v, err := r.Call(context.Background(), src, Param{"content", "x"})
+		if err != nil || v != "<x>" {
+			t.Fatalf("run %d: %v %v", i, v, err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("nothing cached in %s: %v", dir, err)
 	}
 }

@@ -90,9 +90,8 @@ type Options struct {
 	Sandboxed bool
 	// Limits apply to every call; zero fields take DefaultLimits.
 	Limits Limits
-	// FennelCacheDir is meant to keep compiled Fennel across runs
-	// (script/fennel's Cache); not used yet: compiled code is cached in
-	// memory for the life of the Runtime.
+	// FennelCacheDir keeps compiled Fennel across runs (script/fennel's
+	// Cache); "" keeps it in memory only, for the life of the process.
 	FennelCacheDir string
 }
 

@@ -515,14 +515,3 @@ func TestBadInput(t *testing.T) {
 		t.Error("wrapper escape compiled and ran")
 	}
 }
-
-func TestFennelWithoutCompiler(t *testing.T) {
-	if fennelImpl != nil {
-		t.Skip("the Fennel compiler is linked")
-	}
-	r := New(Options{Sandboxed: true})
-	_, err := r.Call(context.Background(), Source{Lang: Fennel, Code: `(.. "a" content)`}, Param{"content", "b"})
-	if err == nil || !strings.Contains(err.Error(), "Fennel support is not available yet") {
-		t.Errorf("err = %v", err)
-	}
-}
