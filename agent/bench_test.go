@@ -1,0 +1,67 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/script"
+	"github.com/nbots/nb/tool"
+	"github.com/nbots/nb/tool/function"
+)
+
+const benchCartridge = `
+safety: {tools: {confirmable: false}}
+interfaces: {tools: {feedback: true}}
+tools:
+  - name: add
+    description: Adds two numbers.
+    parameters:
+      type: object
+      properties: {a: {type: integer}, b: {type: integer}}
+      required: [a, b]
+    lua: |
+      return parameters.a + parameters.b
+provider: {id: openai}
+`
+
+// benchAsk runs one exchange whose first answer asks for calls calls.
+func benchAsk(b *testing.B, calls int) {
+	c, err := cartridge.Parse([]byte(benchCartridge), "bench.yml", cartridge.FormatYAML)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt := script.New(script.Options{Sandboxed: true})
+	tools := &tool.Set{}
+	for _, t := range function.FromCartridge(c, rt) {
+		tools.Add(t)
+	}
+	var round []provider.ToolCall
+	for i := 0; i < calls; i++ {
+		round = append(round, provider.ToolCall{ID: fmt.Sprintf("call_%d", i), Name: "add", Arguments: fmt.Sprintf(`{"a":%d,"b":2}`, i)})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		p := &scripted{}
+		if calls > 0 {
+			p.steps = []step{{calls: round}}
+		}
+		a, err := New(c, Options{Mode: cartridge.Eval, Provider: p, Tools: tools, Scripts: rt, OnEvent: func(Event) {}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := a.Ask(context.Background(), "add them"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkExchangeNoTools is the baseline: one exchange answered at once.
+func BenchmarkExchangeNoTools(b *testing.B) { benchAsk(b, 0) }
+
+// BenchmarkToolRound10 is one exchange with a round of ten Lua tool calls
+// (schema validation, parallel runs, feedback, history) before the answer.
+// The goal: at most 2 ms more than BenchmarkExchangeNoTools.
+func BenchmarkToolRound10(b *testing.B) { benchAsk(b, 10) }
