@@ -110,10 +110,10 @@ func TestSchemaViolationNamesTheField(t *testing.T) {
 	cases := []struct {
 		args, field string
 	}{
-		{`{"days":2}`, "location"},
-		{`{"location":5}`, "location"},
-		{`{"location":"Paris","days":0}`, "days"},
-		{`{"location":"Paris","days":"two"}`, "days"},
+		{`{"days":2}`, `missing properties: ["location"]`},
+		{`{"location":5}`, "field location: "},
+		{`{"location":"Paris","days":0}`, "field days: "},
+		{`{"location":"Paris","days":"two"}`, "field days: "},
 	}
 	for _, tc := range cases {
 		t.Run(tc.args, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -268,10 +269,17 @@ func validateArguments(spec tool.Spec, args map[string]any) string {
 	if err := sch.Validate(toSchemaValue(args)); err != nil {
 		msg := strings.TrimPrefix(err.Error(), "validating root: ")
 		msg = strings.TrimPrefix(msg, "validating ")
+		// "/properties/a/properties/b: type: ..." -> "field a.b: type: ..."
+		msg = schemaPath.ReplaceAllStringFunc(msg, func(p string) string {
+			return "field " + strings.ReplaceAll(strings.TrimPrefix(p, "/properties/"), "/properties/", ".")
+		})
 		return fmt.Sprintf("Invalid arguments for tool %s: %s. Call it again with arguments that match its parameters.", spec.Name, msg)
 	}
 	return ""
 }
+
+// schemaPath matches the validator's location of a property.
+var schemaPath = regexp.MustCompile(`^(/properties/[^/:]+)+`)
 
 var (
 	schemaMu    sync.Mutex
