@@ -476,7 +476,27 @@ var TopLevelKeys = []string{"meta", "behaviors", "interfaces", "provider", "tool
 
 // Marshal returns the cartridge as loaded (before ENV substitution) as YAML.
 func (c *Cartridge) Marshal() ([]byte, error) {
-	return yaml.MarshalWithOptions(c.Raw, yaml.UseLiteralStyleIfMultiline(true), yaml.Indent(2), yaml.IndentSequence(true))
+	return yaml.MarshalWithOptions(stringKeys(c.Raw), yaml.UseLiteralStyleIfMultiline(true), yaml.Indent(2), yaml.IndentSequence(true))
+}
+
+// stringKeys copies v with every mapping key as text: the encoder panics
+// on a MapSlice key that is not a string (`0: x`, `true: x`).
+func stringKeys(v any) any {
+	switch t := v.(type) {
+	case yaml.MapSlice:
+		out := make(yaml.MapSlice, len(t))
+		for i, item := range t {
+			out[i] = yaml.MapItem{Key: fmt.Sprint(item.Key), Value: stringKeys(item.Value)}
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = stringKeys(x)
+		}
+		return out
+	}
+	return v
 }
 
 func sortedKeys(m map[string]any) []string {
