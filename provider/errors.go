@@ -159,3 +159,12 @@ func parseRetryAfter(h string, now time.Time) time.Duration {
 	}
 	return 0
 }
+
+// Clip shortens s to its first 200 bytes, for quoting a response in an
+// error message.
+func Clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}

@@ -287,7 +287,7 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 		}
 		var e event
 		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", clip(string(ev.Data)), err), Streamed: streamed}
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(string(ev.Data)), err), Streamed: streamed}
 		}
 		if e.Type == "" {
 			e.Type = ev.Event
@@ -434,7 +434,7 @@ func decodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error
 	}
 	var w whole
 	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable response %q: %v", clip(string(data)), err)}
+		return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable response %q: %v", provider.Clip(string(data)), err)}
 	}
 	if w.Type == "error" {
 		msg, code := provider.ParseErrorBody(data)
@@ -454,11 +454,4 @@ func decodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error
 	resp.Text = text.String()
 	resp.Reasoning = reasoning.String()
 	return resp, nil
-}
-
-func clip(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "..."
-	}
-	return s
 }

@@ -206,10 +206,3 @@ func arguments(s string) map[string]any {
 	}
 	return map[string]any{}
 }
-
-func clip(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "..."
-	}
-	return s
-}

@@ -220,7 +220,7 @@ func decodeStreamV1(ctx context.Context, body io.Reader, emit func(provider.Even
 		}
 		var e eventV1
 		if err := json.Unmarshal(line, &e); err != nil {
-			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream line %q: %v", clip(string(line)), err), Streamed: streamed}
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream line %q: %v", provider.Clip(string(line)), err), Streamed: streamed}
 		}
 		switch e.EventType {
 		case "stream-start":
@@ -321,7 +321,7 @@ func decodeWholeV1(ctx context.Context, body io.Reader) (*provider.Response, err
 	if err := json.Unmarshal(data, &w); err != nil || w.Text == nil {
 		msg, _ := provider.ParseErrorBody(data)
 		if msg == "" {
-			msg = fmt.Sprintf("unreadable response %q", clip(string(data)))
+			msg = fmt.Sprintf("unreadable response %q", provider.Clip(string(data)))
 		}
 		return nil, &provider.Error{Provider: ID, Message: msg}
 	}

@@ -148,7 +148,7 @@ func decodeStreamV2(ctx context.Context, body io.Reader, emit func(provider.Even
 		}
 		var e eventV2
 		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", clip(data), err), Streamed: streamed}
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(data), err), Streamed: streamed}
 		}
 		if e.Type == "" {
 			e.Type = ev.Event
@@ -267,7 +267,7 @@ func decodeWholeV2(ctx context.Context, body io.Reader) (*provider.Response, err
 	if err := json.Unmarshal(data, &w); err != nil || w.Message == nil {
 		msg, _ := provider.ParseErrorBody(data)
 		if msg == "" {
-			msg = fmt.Sprintf("unreadable response %q", clip(string(data)))
+			msg = fmt.Sprintf("unreadable response %q", provider.Clip(string(data)))
 		}
 		return nil, &provider.Error{Provider: ID, Message: msg}
 	}

@@ -294,7 +294,7 @@ func (m *metadataServer) Token() (*oauth2.Token, error) {
 		TokenType   string `json:"token_type"`
 	}
 	if err := json.Unmarshal(data, &t); err != nil || t.AccessToken == "" {
-		return nil, fmt.Errorf("metadata server: unreadable token response %q", clip(string(data)))
+		return nil, fmt.Errorf("metadata server: unreadable token response %q", provider.Clip(string(data)))
 	}
 	tok := &oauth2.Token{AccessToken: t.AccessToken, TokenType: t.TokenType}
 	if t.ExpiresIn > 0 {

@@ -342,10 +342,3 @@ func retryDelay(body []byte) time.Duration {
 	}
 	return 0
 }
-
-func clip(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "..."
-	}
-	return s
-}

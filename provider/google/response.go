@@ -189,7 +189,7 @@ func (d *decoder) stream(ctx context.Context, body io.Reader) (*provider.Respons
 		}
 		var ch chunk
 		if err := json.Unmarshal([]byte(data), &ch); err != nil {
-			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", clip(data), err), Streamed: d.streamed}
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(data), err), Streamed: d.streamed}
 		}
 		if err := d.feed(&ch); err != nil {
 			return nil, err
@@ -205,7 +205,7 @@ func (d *decoder) stream(ctx context.Context, body io.Reader) (*provider.Respons
 func (d *decoder) whole(data []byte) (*provider.Response, error) {
 	var ch chunk
 	if err := json.Unmarshal(data, &ch); err != nil {
-		return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable response %q: %v", clip(string(data)), err)}
+		return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable response %q: %v", provider.Clip(string(data)), err)}
 	}
 	if err := d.feed(&ch); err != nil {
 		return nil, err

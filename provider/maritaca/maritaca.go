@@ -270,7 +270,7 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 		}
 		var ch chunk
 		if err := json.Unmarshal(ev.Data, &ch); err != nil {
-			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", clip(data), err), Streamed: streamed}
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(data), err), Streamed: streamed}
 		}
 		if (len(ch.Error) > 0 && string(ch.Error) != "null") || (len(ch.Detail) > 0 && string(ch.Detail) != "null") {
 			msg, code := provider.ParseErrorBody(ev.Data)
@@ -374,7 +374,7 @@ func decodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error
 	}
 	var w whole
 	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable response %q: %v", clip(string(data)), err)}
+		return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable response %q: %v", provider.Clip(string(data)), err)}
 	}
 	if len(w.Choices) == 0 {
 		msg, _ := provider.ParseErrorBody(data)
@@ -432,7 +432,7 @@ func decodeLegacyStream(ctx context.Context, body io.Reader, onEvent func(provid
 			CompletionTokens int             `json:"completion_tokens"`
 		}
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", clip(string(ev.Data)), err), Streamed: streamed}
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(string(ev.Data)), err), Streamed: streamed}
 		}
 		if len(d.Detail) > 0 && string(d.Detail) != "null" {
 			msg, _ := provider.ParseErrorBody(ev.Data)
@@ -465,7 +465,7 @@ func decodeLegacyWhole(ctx context.Context, body io.Reader) (*provider.Response,
 	if err := json.Unmarshal(data, &w); err != nil || w.Answer == nil {
 		msg, _ := provider.ParseErrorBody(data)
 		if msg == "" {
-			msg = fmt.Sprintf("unreadable response %q", clip(string(data)))
+			msg = fmt.Sprintf("unreadable response %q", provider.Clip(string(data)))
 		}
 		return nil, &provider.Error{Provider: ID, Message: msg}
 	}
@@ -474,11 +474,4 @@ func decodeLegacyWhole(ctx context.Context, body io.Reader) (*provider.Response,
 		resp.Usage = provider.Usage{InputTokens: w.Usage.PromptTokens, OutputTokens: w.Usage.CompletionTokens}
 	}
 	return resp, nil
-}
-
-func clip(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "..."
-	}
-	return s
 }

@@ -292,7 +292,7 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 		}
 		var ch chunk
 		if err := json.Unmarshal(ev.Data, &ch); err != nil {
-			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", clip(data), err), Streamed: streamed}
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(data), err), Streamed: streamed}
 		}
 		if ch.Object == "error" || ev.Event == "error" {
 			msg, code := provider.ParseErrorBody(ev.Data)
@@ -423,7 +423,7 @@ func decodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error
 	}
 	var w whole
 	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable response %q: %v", clip(string(data)), err)}
+		return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable response %q: %v", provider.Clip(string(data)), err)}
 	}
 	if len(w.Choices) == 0 {
 		msg, _ := provider.ParseErrorBody(data)
@@ -448,11 +448,4 @@ func decodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error
 		resp.Usage = provider.Usage{InputTokens: w.Usage.PromptTokens, OutputTokens: w.Usage.CompletionTokens}
 	}
 	return resp, nil
-}
-
-func clip(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "..."
-	}
-	return s
 }

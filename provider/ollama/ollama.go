@@ -152,7 +152,7 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 		}
 		var l line
 		if err := json.Unmarshal(data, &l); err != nil {
-			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream line %q: %v", clip(string(data)), err), Streamed: streamed}
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream line %q: %v", provider.Clip(string(data)), err), Streamed: streamed}
 		}
 		if l.Error != "" {
 			return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + l.Error, Streamed: streamed}
@@ -208,11 +208,4 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 	resp.Text = text.String()
 	resp.Reasoning = reasoning.String()
 	return resp, nil
-}
-
-func clip(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "..."
-	}
-	return s
 }

@@ -193,7 +193,7 @@ func (c *Client) decodeStream(ctx context.Context, body io.Reader, onEvent func(
 		}
 		var ch chunk
 		if err := json.Unmarshal(data, &ch); err != nil {
-			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", clip(string(data)), err), Streamed: streamed}
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(string(data)), err), Streamed: streamed}
 		}
 		if len(ch.Error) > 0 && string(ch.Error) != "null" {
 			msg, code := provider.ParseErrorBody(append(append([]byte(`{"error":`), ch.Error...), '}'))
@@ -315,7 +315,7 @@ func (c *Client) decodeWhole(ctx context.Context, body io.Reader) (*provider.Res
 	}
 	var w whole
 	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable response %q: %v", clip(string(data)), err)}
+		return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable response %q: %v", provider.Clip(string(data)), err)}
 	}
 	if len(w.Choices) == 0 {
 		msg, _ := provider.ParseErrorBody(data)
@@ -347,11 +347,4 @@ func (c *Client) decodeWhole(ctx context.Context, body io.Reader) (*provider.Res
 		resp.Usage = provider.Usage{InputTokens: w.Usage.PromptTokens, OutputTokens: w.Usage.CompletionTokens}
 	}
 	return resp, nil
-}
-
-func clip(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "..."
-	}
-	return s
 }

@@ -58,13 +58,13 @@ var ErrorBodies = map[int]string{
 }
 
 func invalid(msg string) string {
-	return fmt.Sprintf(`{"type":"error","error":{"type":"invalid_request_error","message":%s},"request_id":"req_fake"}`, jsonString(msg))
+	return fmt.Sprintf(`{"type":"error","error":{"type":"invalid_request_error","message":%s},"request_id":"req_fake"}`, providertest.JSONString(msg))
 }
 
 // ServeHTTP implements http.Handler for POST /v1/messages.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/v1/messages") {
-		writeError(w, 404, `{"type":"error","error":{"type":"not_found_error","message":"Not Found"},"request_id":"req_fake"}`, "")
+		providertest.WriteError(w, 404, `{"type":"error","error":{"type":"not_found_error","message":"Not Found"},"request_id":"req_fake"}`, "")
 		return
 	}
 	s.mu.Lock()
@@ -75,25 +75,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.Recorder.Record(body)
 	}
 	if r.Header.Get("x-api-key") == "" {
-		writeError(w, 401, `{"type":"error","error":{"type":"authentication_error","message":"x-api-key header is required"},"request_id":"req_fake"}`, "")
+		providertest.WriteError(w, 401, `{"type":"error","error":{"type":"authentication_error","message":"x-api-key header is required"},"request_id":"req_fake"}`, "")
 		return
 	}
 	if r.Header.Get("anthropic-version") == "" {
-		writeError(w, 400, invalid("anthropic-version: header is required"), "")
+		providertest.WriteError(w, 400, invalid("anthropic-version: header is required"), "")
 		return
 	}
 	turn, err := Decode(body)
 	if err != nil {
-		writeError(w, 400, invalid(err.Error()), "")
+		providertest.WriteError(w, 400, invalid(err.Error()), "")
 		return
 	}
 	reply := s.Brain(turn)
-	if reply.Status != 0 && reply.Status != 200 {
-		b := reply.ErrorBody
-		if b == "" {
-			b = ErrorBodies[reply.Status]
-		}
-		writeError(w, reply.Status, b, reply.RetryAfter)
+	if providertest.WriteReplyError(w, reply, ErrorBodies) {
 		return
 	}
 	if turn.Stream {
@@ -101,15 +96,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	whole(w, turn, reply)
-}
-
-func writeError(w http.ResponseWriter, status int, body, retryAfter string) {
-	w.Header().Set("Content-Type", "application/json")
-	if retryAfter != "" {
-		w.Header().Set("Retry-After", retryAfter)
-	}
-	w.WriteHeader(status)
-	io.WriteString(w, body) //nolint:errcheck // client may have gone
 }
 
 func callID(c providertest.Call, i int) string {
@@ -122,20 +108,17 @@ func callID(c providertest.Call, i int) string {
 func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(200)
-	n := s.SplitBytes
-	if n <= 0 {
-		n = 7
-	}
+	n := providertest.SplitSize(s.SplitBytes)
 	send := func(typ, data string) {
 		providertest.WriteSplit(w, "event: "+typ+"\ndata: "+data+"\n\n", n)
 	}
-	send("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_01fake","type":"message","role":"assistant","content":[],"model":%s,"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":9,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}}`, jsonString(t.Model)))
+	send("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_01fake","type":"message","role":"assistant","content":[],"model":%s,"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":9,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}}`, providertest.JSONString(t.Model)))
 	send("ping", `{"type": "ping"}`)
 	index := 0
 	if reply.Reasoning != "" {
 		send("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"thinking","thinking":"","signature":""}}`, index))
 		for _, p := range providertest.Split(reply.Reasoning, 5) {
-			send("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"thinking_delta","thinking":%s}}`, index, jsonString(p)))
+			send("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"thinking_delta","thinking":%s}}`, index, providertest.JSONString(p)))
 		}
 		half := len(Signature) / 2
 		for _, p := range []string{Signature[:half], Signature[half:]} {
@@ -154,23 +137,23 @@ func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply provid
 			if reply.Delay > 0 {
 				time.Sleep(reply.Delay)
 			}
-			send("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":%s}}`, index, jsonString(c)))
+			send("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":%s}}`, index, providertest.JSONString(c)))
 			if i == 0 {
 				send("ping", `{"type": "ping"}`)
 			}
 		}
 		if reply.StreamError != "" {
-			send("error", fmt.Sprintf(`{"type":"error","error":{"type":"overloaded_error","message":%s}}`, jsonString(reply.StreamError)))
+			send("error", fmt.Sprintf(`{"type":"error","error":{"type":"overloaded_error","message":%s}}`, providertest.JSONString(reply.StreamError)))
 			return
 		}
 		send("content_block_stop", fmt.Sprintf(`{"type":"content_block_stop","index":%d}`, index))
 		index++
 	}
 	for i, c := range reply.Calls {
-		send("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"tool_use","id":%q,"name":%s,"input":{}}}`, index, callID(c, i), jsonString(c.Name)))
+		send("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"tool_use","id":%q,"name":%s,"input":{}}}`, index, callID(c, i), providertest.JSONString(c.Name)))
 		send("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"input_json_delta","partial_json":""}}`, index))
 		for _, frag := range providertest.Split(c.Arguments, 4) {
-			send("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"input_json_delta","partial_json":%s}}`, index, jsonString(frag)))
+			send("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"input_json_delta","partial_json":%s}}`, index, providertest.JSONString(frag)))
 		}
 		send("content_block_stop", fmt.Sprintf(`{"type":"content_block_stop","index":%d}`, index))
 		index++
@@ -330,9 +313,4 @@ func Decode(body []byte) (providertest.Turn, error) {
 		t.Tools = append(t.Tools, tl.Name)
 	}
 	return t, nil
-}
-
-func jsonString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
 }

@@ -55,14 +55,14 @@ var ErrorBodies = map[int]string{
 }
 
 func invalid(msg string) string {
-	return fmt.Sprintf(`{"id":"0b9a2c4e-0000-0000-0000-000000000000","message":%s}`, jsonString("invalid request: "+msg))
+	return fmt.Sprintf(`{"id":"0b9a2c4e-0000-0000-0000-000000000000","message":%s}`, providertest.JSONString("invalid request: "+msg))
 }
 
 // ServeHTTP implements http.Handler for POST /v1/chat and /v2/chat.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v1 := strings.HasSuffix(r.URL.Path, "/v1/chat")
 	if r.Method != http.MethodPost || !(v1 || strings.HasSuffix(r.URL.Path, "/v2/chat")) {
-		writeError(w, 404, `{"message":"404 page not found"}`, "")
+		providertest.WriteError(w, 404, `{"message":"404 page not found"}`, "")
 		return
 	}
 	s.mu.Lock()
@@ -73,7 +73,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.Recorder.Record(body)
 	}
 	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
-		writeError(w, 401, `{"id":"0b9a2c4e-0000-0000-0000-000000000001","message":"no api key supplied"}`, "")
+		providertest.WriteError(w, 401, `{"id":"0b9a2c4e-0000-0000-0000-000000000001","message":"no api key supplied"}`, "")
 		return
 	}
 	decode := DecodeV2
@@ -82,16 +82,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	turn, err := decode(body)
 	if err != nil {
-		writeError(w, 400, invalid(err.Error()), "")
+		providertest.WriteError(w, 400, invalid(err.Error()), "")
 		return
 	}
 	reply := s.Brain(turn)
-	if reply.Status != 0 && reply.Status != 200 {
-		b := reply.ErrorBody
-		if b == "" {
-			b = ErrorBodies[reply.Status]
-		}
-		writeError(w, reply.Status, b, reply.RetryAfter)
+	if providertest.WriteReplyError(w, reply, ErrorBodies) {
 		return
 	}
 	switch {
@@ -104,22 +99,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		wholeV2(w, reply)
 	}
-}
-
-func writeError(w http.ResponseWriter, status int, body, retryAfter string) {
-	w.Header().Set("Content-Type", "application/json")
-	if retryAfter != "" {
-		w.Header().Set("Retry-After", retryAfter)
-	}
-	w.WriteHeader(status)
-	io.WriteString(w, body) //nolint:errcheck // client may have gone
-}
-
-func (s *Server) split() int {
-	if s.SplitBytes > 0 {
-		return s.SplitBytes
-	}
-	return 7
 }
 
 // CallID is the id the fake gives call i when the reply names none.
@@ -135,7 +114,7 @@ const usageJSON = `{"billed_units":{"input_tokens":9,"output_tokens":12},"tokens
 func (s *Server) streamV2(w http.ResponseWriter, reply providertest.Reply) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(200)
-	n := s.split()
+	n := providertest.SplitSize(s.SplitBytes)
 	send := func(typ, data string) {
 		providertest.WriteSplit(w, "event: "+typ+"\ndata: "+data+"\n\n", n)
 	}
@@ -145,7 +124,7 @@ func (s *Server) streamV2(w http.ResponseWriter, reply providertest.Reply) {
 	if reply.Reasoning != "" && len(reply.Calls) == 0 {
 		send("content-start", fmt.Sprintf(`{"type":"content-start","index":%d,"delta":{"message":{"content":{"type":"thinking","thinking":""}}}}`, index))
 		for _, p := range providertest.Split(reply.Reasoning, 5) {
-			send("content-delta", fmt.Sprintf(`{"type":"content-delta","index":%d,"delta":{"message":{"content":{"thinking":%s}}}}`, index, jsonString(p)))
+			send("content-delta", fmt.Sprintf(`{"type":"content-delta","index":%d,"delta":{"message":{"content":{"thinking":%s}}}}`, index, providertest.JSONString(p)))
 		}
 		send("content-end", fmt.Sprintf(`{"type":"content-end","index":%d}`, index))
 		index++
@@ -160,23 +139,23 @@ func (s *Server) streamV2(w http.ResponseWriter, reply providertest.Reply) {
 			if reply.Delay > 0 {
 				time.Sleep(reply.Delay)
 			}
-			send("content-delta", fmt.Sprintf(`{"type":"content-delta","index":%d,"delta":{"message":{"content":{"text":%s}}}}`, index, jsonString(c)))
+			send("content-delta", fmt.Sprintf(`{"type":"content-delta","index":%d,"delta":{"message":{"content":{"text":%s}}}}`, index, providertest.JSONString(c)))
 		}
 		if reply.StreamError != "" {
-			send("message-end", fmt.Sprintf(`{"type":"message-end","delta":{"error":%s,"finish_reason":"ERROR"}}`, jsonString(reply.StreamError)))
+			send("message-end", fmt.Sprintf(`{"type":"message-end","delta":{"error":%s,"finish_reason":"ERROR"}}`, providertest.JSONString(reply.StreamError)))
 			return
 		}
 		send("content-end", fmt.Sprintf(`{"type":"content-end","index":%d}`, index))
 	}
 	if len(reply.Calls) > 0 && reply.Reasoning != "" {
 		for _, p := range providertest.Split(reply.Reasoning, 5) {
-			send("tool-plan-delta", fmt.Sprintf(`{"type":"tool-plan-delta","delta":{"message":{"tool_plan":%s}}}`, jsonString(p)))
+			send("tool-plan-delta", fmt.Sprintf(`{"type":"tool-plan-delta","delta":{"message":{"tool_plan":%s}}}`, providertest.JSONString(p)))
 		}
 	}
 	for i, c := range reply.Calls {
-		send("tool-call-start", fmt.Sprintf(`{"type":"tool-call-start","index":%d,"delta":{"message":{"tool_calls":{"id":%q,"type":"function","function":{"name":%s,"arguments":""}}}}}`, i, CallID(c, i), jsonString(c.Name)))
+		send("tool-call-start", fmt.Sprintf(`{"type":"tool-call-start","index":%d,"delta":{"message":{"tool_calls":{"id":%q,"type":"function","function":{"name":%s,"arguments":""}}}}}`, i, CallID(c, i), providertest.JSONString(c.Name)))
 		for _, f := range providertest.Split(c.Arguments, 4) {
-			send("tool-call-delta", fmt.Sprintf(`{"type":"tool-call-delta","index":%d,"delta":{"message":{"tool_calls":{"function":{"arguments":%s}}}}}`, i, jsonString(f)))
+			send("tool-call-delta", fmt.Sprintf(`{"type":"tool-call-delta","index":%d,"delta":{"message":{"tool_calls":{"function":{"arguments":%s}}}}}`, i, providertest.JSONString(f)))
 		}
 		send("tool-call-end", fmt.Sprintf(`{"type":"tool-call-end","index":%d}`, i))
 	}
@@ -223,7 +202,7 @@ const genID = "5e3c1b2a-gen"
 func (s *Server) streamV1(w http.ResponseWriter, reply providertest.Reply) {
 	w.Header().Set("Content-Type", "application/stream+json")
 	w.WriteHeader(200)
-	n := s.split()
+	n := providertest.SplitSize(s.SplitBytes)
 	send := func(line string) { providertest.WriteSplit(w, line+"\n", n) }
 	send(`{"is_finished":false,"event_type":"stream-start","generation_id":"` + genID + `"}`)
 	providertest.Flush(w, "\n")
@@ -235,31 +214,31 @@ func (s *Server) streamV1(w http.ResponseWriter, reply providertest.Reply) {
 		if reply.Delay > 0 {
 			time.Sleep(reply.Delay)
 		}
-		send(fmt.Sprintf(`{"is_finished":false,"event_type":"text-generation","text":%s}`, jsonString(c)))
+		send(fmt.Sprintf(`{"is_finished":false,"event_type":"text-generation","text":%s}`, providertest.JSONString(c)))
 	}
 	if reply.StreamError != "" {
-		send(fmt.Sprintf(`{"is_finished":true,"event_type":"stream-end","finish_reason":"ERROR","error":%s,"response":{"generation_id":%q,"text":%s,"finish_reason":"ERROR"}}`, jsonString(reply.StreamError), genID, jsonString(reply.Text())))
+		send(fmt.Sprintf(`{"is_finished":true,"event_type":"stream-end","finish_reason":"ERROR","error":%s,"response":{"generation_id":%q,"text":%s,"finish_reason":"ERROR"}}`, providertest.JSONString(reply.StreamError), genID, providertest.JSONString(reply.Text())))
 		return
 	}
 	finish := "COMPLETE"
 	if len(reply.Calls) > 0 {
 		if reply.Reasoning != "" {
 			for _, p := range providertest.Split(reply.Reasoning, 5) {
-				send(fmt.Sprintf(`{"is_finished":false,"event_type":"tool-calls-chunk","text":%s}`, jsonString(p)))
+				send(fmt.Sprintf(`{"is_finished":false,"event_type":"tool-calls-chunk","text":%s}`, providertest.JSONString(p)))
 			}
 		}
 		var whole []string
 		for i, c := range reply.Calls {
-			send(fmt.Sprintf(`{"is_finished":false,"event_type":"tool-calls-chunk","tool_call_delta":{"index":%d,"name":%s}}`, i, jsonString(c.Name)))
+			send(fmt.Sprintf(`{"is_finished":false,"event_type":"tool-calls-chunk","tool_call_delta":{"index":%d,"name":%s}}`, i, providertest.JSONString(c.Name)))
 			for _, f := range providertest.Split(c.Arguments, 4) {
-				send(fmt.Sprintf(`{"is_finished":false,"event_type":"tool-calls-chunk","tool_call_delta":{"index":%d,"parameters":%s}}`, i, jsonString(f)))
+				send(fmt.Sprintf(`{"is_finished":false,"event_type":"tool-calls-chunk","tool_call_delta":{"index":%d,"parameters":%s}}`, i, providertest.JSONString(f)))
 			}
-			whole = append(whole, fmt.Sprintf(`{"name":%s,"parameters":%s}`, jsonString(c.Name), object(c.Arguments)))
+			whole = append(whole, fmt.Sprintf(`{"name":%s,"parameters":%s}`, providertest.JSONString(c.Name), object(c.Arguments)))
 		}
-		send(fmt.Sprintf(`{"is_finished":false,"event_type":"tool-calls-generation","text":%s,"tool_calls":[%s]}`, jsonString(reply.Reasoning), strings.Join(whole, ",")))
+		send(fmt.Sprintf(`{"is_finished":false,"event_type":"tool-calls-generation","text":%s,"tool_calls":[%s]}`, providertest.JSONString(reply.Reasoning), strings.Join(whole, ",")))
 	}
 	send(fmt.Sprintf(`{"is_finished":true,"event_type":"stream-end","finish_reason":%q,"response":{"response_id":"r-fake","text":%s,"generation_id":%q,"chat_history":[],"finish_reason":%q,"meta":{"api_version":{"version":"1"},"billed_units":{"input_tokens":9,"output_tokens":12},"tokens":{"input_tokens":9,"output_tokens":12}}}}`,
-		finish, jsonString(reply.Text()), genID, finish))
+		finish, providertest.JSONString(reply.Text()), genID, finish))
 }
 
 func object(args string) string {
@@ -455,9 +434,4 @@ func DecodeV1(body []byte) (providertest.Turn, error) {
 		t.Tools = append(t.Tools, tl.Name)
 	}
 	return t, nil
-}
-
-func jsonString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
 }

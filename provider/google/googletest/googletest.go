@@ -133,17 +133,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	turn.Model = model
 	turn.Stream = method == "streamGenerateContent"
 	reply := s.Brain(turn)
-	if reply.Status != 0 && reply.Status != 200 {
-		b := reply.ErrorBody
-		if b == "" {
-			b = ErrorBodies[reply.Status]
-		}
-		writeError(w, reply.Status, b, reply.RetryAfter)
+	// Errors and whole answers are JSON with a charset; streams set their own type.
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	if providertest.WriteReplyError(w, reply, ErrorBodies) {
 		return
 	}
 	switch {
 	case !turn.Stream:
-		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 		io.WriteString(w, s.whole(model, reply)) //nolint:errcheck // client may have gone
 	case r.URL.Query().Get("alt") == "sse":
 		s.stream(w, model, reply, true)
@@ -152,13 +148,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// writeError answers as Google's front ends do, with a charset in the
+// Content-Type.
 func writeError(w http.ResponseWriter, status int, body, retryAfter string) {
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	if retryAfter != "" {
-		w.Header().Set("Retry-After", retryAfter)
-	}
-	w.WriteHeader(status)
-	io.WriteString(w, body) //nolint:errcheck // client may have gone
+	providertest.WriteError(w, status, body, retryAfter)
 }
 
 func usage(prompt, candidates int) map[string]any {
@@ -208,10 +202,7 @@ func (s *Server) stream(w http.ResponseWriter, model string, reply providertest.
 		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	}
 	w.WriteHeader(200)
-	n := s.SplitBytes
-	if n <= 0 {
-		n = 7
-	}
+	n := providertest.SplitSize(s.SplitBytes)
 	first := true
 	send := func(obj string) {
 		if sse {
@@ -261,7 +252,7 @@ func (s *Server) stream(w http.ResponseWriter, model string, reply providertest.
 		send(response(model, []any{p}, finish, usage(9, produced)))
 	}
 	if reply.StreamError != "" {
-		send(fmt.Sprintf(`{"error":{"code":500,"message":%s,"status":"INTERNAL"}}`, jsonString(reply.StreamError)))
+		send(fmt.Sprintf(`{"error":{"code":500,"message":%s,"status":"INTERNAL"}}`, providertest.JSONString(reply.StreamError)))
 		end()
 		return
 	}
@@ -385,7 +376,7 @@ func Decode(body []byte) (providertest.Turn, error) {
 // iat/exp current), and answers {access_token, expires_in, token_type}.
 func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	fail := func(desc string) {
-		writeError(w, 400, fmt.Sprintf(`{"error":"invalid_grant","error_description":%s}`, jsonString(desc)), "")
+		writeError(w, 400, fmt.Sprintf(`{"error":"invalid_grant","error_description":%s}`, providertest.JSONString(desc)), "")
 	}
 	if err := r.ParseForm(); err != nil {
 		fail("Bad request.")
@@ -474,12 +465,7 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
-func jsonString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
-
 func jsonEscape(s string) string {
-	b := jsonString(s)
+	b := providertest.JSONString(s)
 	return b[1 : len(b)-1]
 }

@@ -56,7 +56,7 @@ var ErrorBodies = map[int]string{
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	legacy := strings.HasSuffix(r.URL.Path, "/api/chat/inference")
 	if r.Method != http.MethodPost || !(legacy || strings.HasSuffix(r.URL.Path, "/api/chat/completions")) {
-		writeError(w, 404, `{"detail":"Not Found"}`, "")
+		providertest.WriteError(w, 404, `{"detail":"Not Found"}`, "")
 		return
 	}
 	s.mu.Lock()
@@ -68,21 +68,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	auth := r.Header.Get("Authorization")
 	if !(strings.HasPrefix(auth, "Key ") || (!legacy && strings.HasPrefix(auth, "Bearer "))) {
-		writeError(w, 401, `{"detail":"Not authenticated"}`, "")
+		providertest.WriteError(w, 401, `{"detail":"Not authenticated"}`, "")
 		return
 	}
 	turn, err := Decode(body)
 	if err != nil {
-		writeError(w, 422, fmt.Sprintf(`{"detail":%s}`, jsonString(err.Error())), "")
+		providertest.WriteError(w, 422, fmt.Sprintf(`{"detail":%s}`, providertest.JSONString(err.Error())), "")
 		return
 	}
 	reply := s.Brain(turn)
-	if reply.Status != 0 && reply.Status != 200 {
-		b := reply.ErrorBody
-		if b == "" {
-			b = ErrorBodies[reply.Status]
-		}
-		writeError(w, reply.Status, b, reply.RetryAfter)
+	if providertest.WriteReplyError(w, reply, ErrorBodies) {
 		return
 	}
 	switch {
@@ -99,22 +94,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func writeError(w http.ResponseWriter, status int, body, retryAfter string) {
-	w.Header().Set("Content-Type", "application/json")
-	if retryAfter != "" {
-		w.Header().Set("Retry-After", retryAfter)
-	}
-	w.WriteHeader(status)
-	io.WriteString(w, body) //nolint:errcheck // client may have gone
-}
-
-func (s *Server) split() int {
-	if s.SplitBytes > 0 {
-		return s.SplitBytes
-	}
-	return 7
-}
-
 func (s *Server) legacyStream(w http.ResponseWriter, reply providertest.Reply) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(200)
@@ -123,13 +102,13 @@ func (s *Server) legacyStream(w http.ResponseWriter, reply providertest.Reply) {
 			providertest.Hijack(w)
 			return
 		}
-		providertest.WriteSplit(w, fmt.Sprintf("data: {\"text\": %s}\n\n", jsonString(c)), s.split())
+		providertest.WriteSplit(w, fmt.Sprintf("data: {\"text\": %s}\n\n", providertest.JSONString(c)), providertest.SplitSize(s.SplitBytes))
 		if i == 0 {
 			providertest.Flush(w, ": ping\n\n")
 		}
 	}
 	if reply.StreamError != "" {
-		providertest.WriteSplit(w, fmt.Sprintf("data: {\"detail\": %s}\n\n", jsonString(reply.StreamError)), s.split())
+		providertest.WriteSplit(w, fmt.Sprintf("data: {\"detail\": %s}\n\n", providertest.JSONString(reply.StreamError)), providertest.SplitSize(s.SplitBytes))
 	}
 }
 
@@ -138,8 +117,8 @@ const head = `"id":"chatcmpl-fake","object":"chat.completion.chunk","created":17
 func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(200)
-	n := s.split()
-	model := jsonString(t.Model)
+	n := providertest.SplitSize(s.SplitBytes)
+	model := providertest.JSONString(t.Model)
 	send := func(delta, finish, extra string) {
 		fin := "null"
 		if finish != "" {
@@ -151,7 +130,7 @@ func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply provid
 	providertest.Flush(w, ": ping\n\n")
 	if reply.Reasoning != "" {
 		for _, p := range providertest.Split(reply.Reasoning, 5) {
-			send(fmt.Sprintf(`{"reasoning_content":%s}`, jsonString(p)), "", "")
+			send(fmt.Sprintf(`{"reasoning_content":%s}`, providertest.JSONString(p)), "", "")
 		}
 	}
 	for i, c := range reply.Chunks {
@@ -162,16 +141,16 @@ func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply provid
 		if reply.Delay > 0 {
 			time.Sleep(reply.Delay)
 		}
-		send(fmt.Sprintf(`{"content":%s}`, jsonString(c)), "", "")
+		send(fmt.Sprintf(`{"content":%s}`, providertest.JSONString(c)), "", "")
 	}
 	if reply.StreamError != "" {
-		providertest.WriteSplit(w, fmt.Sprintf(`data: {"detail":%s}`+"\n\n", jsonString(reply.StreamError)), n)
+		providertest.WriteSplit(w, fmt.Sprintf(`data: {"detail":%s}`+"\n\n", providertest.JSONString(reply.StreamError)), n)
 		return
 	}
 	for i, c := range reply.Calls {
-		send(fmt.Sprintf(`{"tool_calls":[{"index":%d,"id":%q,"type":"function","function":{"name":%s,"arguments":""}}]}`, i, callID(c, i), jsonString(c.Name)), "", "")
+		send(fmt.Sprintf(`{"tool_calls":[{"index":%d,"id":%q,"type":"function","function":{"name":%s,"arguments":""}}]}`, i, callID(c, i), providertest.JSONString(c.Name)), "", "")
 		for _, f := range providertest.Split(c.Arguments, 4) {
-			send(fmt.Sprintf(`{"tool_calls":[{"index":%d,"function":{"arguments":%s}}]}`, i, jsonString(f)), "", "")
+			send(fmt.Sprintf(`{"tool_calls":[{"index":%d,"function":{"arguments":%s}}]}`, i, providertest.JSONString(f)), "", "")
 		}
 	}
 	finish := "stop"
@@ -273,9 +252,4 @@ func Decode(body []byte) (providertest.Turn, error) {
 		t.Tools = append(t.Tools, tl.Function.Name)
 	}
 	return t, nil
-}
-
-func jsonString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
 }

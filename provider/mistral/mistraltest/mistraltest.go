@@ -42,13 +42,13 @@ var ErrorBodies = map[int]string{
 }
 
 func invalid(msg string) string {
-	return fmt.Sprintf(`{"object":"error","message":%s,"type":"invalid_request_error","param":null,"code":null}`, jsonString(msg))
+	return fmt.Sprintf(`{"object":"error","message":%s,"type":"invalid_request_error","param":null,"code":null}`, providertest.JSONString(msg))
 }
 
 // ServeHTTP implements http.Handler for POST /v1/chat/completions.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/v1/chat/completions") {
-		writeError(w, 404, `{"detail":"Not Found"}`, "")
+		providertest.WriteError(w, 404, `{"detail":"Not Found"}`, "")
 		return
 	}
 	body, _ := io.ReadAll(r.Body)
@@ -56,21 +56,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.Recorder.Record(body)
 	}
 	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
-		writeError(w, 401, ErrorBodies[401], "")
+		providertest.WriteError(w, 401, ErrorBodies[401], "")
 		return
 	}
 	turn, err := Decode(body)
 	if err != nil {
-		writeError(w, 400, invalid(err.Error()), "")
+		providertest.WriteError(w, 400, invalid(err.Error()), "")
 		return
 	}
 	reply := s.Brain(turn)
-	if reply.Status != 0 && reply.Status != 200 {
-		b := reply.ErrorBody
-		if b == "" {
-			b = ErrorBodies[reply.Status]
-		}
-		writeError(w, reply.Status, b, reply.RetryAfter)
+	if providertest.WriteReplyError(w, reply, ErrorBodies) {
 		return
 	}
 	if turn.Stream {
@@ -80,25 +75,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	whole(w, turn, reply)
 }
 
-func writeError(w http.ResponseWriter, status int, body, retryAfter string) {
-	w.Header().Set("Content-Type", "application/json")
-	if retryAfter != "" {
-		w.Header().Set("Retry-After", retryAfter)
-	}
-	w.WriteHeader(status)
-	io.WriteString(w, body) //nolint:errcheck // client may have gone
-}
-
 const head = `"id":"5c3a1e0f2b7d4e8a9c6b0d1f2e3a4b5c","object":"chat.completion.chunk","created":1700000000,"model":%s`
 
 func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(200)
-	n := s.SplitBytes
-	if n <= 0 {
-		n = 7
-	}
-	model := jsonString(t.Model)
+	n := providertest.SplitSize(s.SplitBytes)
+	model := providertest.JSONString(t.Model)
 	send := func(delta, finish, extra string) {
 		fin := "null"
 		if finish != "" {
@@ -110,7 +93,7 @@ func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply provid
 	providertest.Flush(w, ": keep-alive\n\n")
 	if reply.Reasoning != "" {
 		for _, p := range providertest.Split(reply.Reasoning, 5) {
-			send(fmt.Sprintf(`{"content":[{"type":"thinking","thinking":[{"type":"text","text":%s}]}]}`, jsonString(p)), "", "")
+			send(fmt.Sprintf(`{"content":[{"type":"thinking","thinking":[{"type":"text","text":%s}]}]}`, providertest.JSONString(p)), "", "")
 		}
 	}
 	for i, c := range reply.Chunks {
@@ -121,10 +104,10 @@ func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply provid
 		if reply.Delay > 0 {
 			time.Sleep(reply.Delay)
 		}
-		send(fmt.Sprintf(`{"content":%s}`, jsonString(c)), "", "")
+		send(fmt.Sprintf(`{"content":%s}`, providertest.JSONString(c)), "", "")
 	}
 	if reply.StreamError != "" {
-		providertest.WriteSplit(w, fmt.Sprintf(`data: {"object":"error","message":%s,"type":"internal_server_error","param":null,"code":"1000"}`+"\n\n", jsonString(reply.StreamError)), n)
+		providertest.WriteSplit(w, fmt.Sprintf(`data: {"object":"error","message":%s,"type":"internal_server_error","param":null,"code":"1000"}`+"\n\n", providertest.JSONString(reply.StreamError)), n)
 		return
 	}
 	for i, c := range reply.Calls {
@@ -132,9 +115,9 @@ func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply provid
 		if len(frags) == 0 {
 			frags = []string{""}
 		}
-		send(fmt.Sprintf(`{"tool_calls":[{"id":%q,"function":{"name":%s,"arguments":%s},"index":%d}]}`, callID(c, i), jsonString(c.Name), jsonString(frags[0]), i), "", "")
+		send(fmt.Sprintf(`{"tool_calls":[{"id":%q,"function":{"name":%s,"arguments":%s},"index":%d}]}`, callID(c, i), providertest.JSONString(c.Name), providertest.JSONString(frags[0]), i), "", "")
 		for _, f := range frags[1:] {
-			send(fmt.Sprintf(`{"tool_calls":[{"id":"null","function":{"name":"","arguments":%s},"index":%d}]}`, jsonString(f), i), "", "")
+			send(fmt.Sprintf(`{"tool_calls":[{"id":"null","function":{"name":"","arguments":%s},"index":%d}]}`, providertest.JSONString(f), i), "", "")
 		}
 	}
 	finish := "stop"
@@ -249,8 +232,3 @@ func Decode(body []byte) (providertest.Turn, error) {
 }
 
 func validID(id string) bool { return mistral.CallID(id) == id }
-
-func jsonString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}

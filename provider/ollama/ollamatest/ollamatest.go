@@ -53,15 +53,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply := s.Brain(turn)
-	if reply.Status != 0 && reply.Status != 200 {
-		b := reply.ErrorBody
-		if b == "" {
-			b = ErrorBodies[reply.Status]
-		}
-		if reply.RetryAfter != "" {
-			w.Header().Set("Retry-After", reply.RetryAfter)
-		}
-		writeError(w, reply.Status, b)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	if providertest.WriteReplyError(w, reply, ErrorBodies) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -124,10 +117,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	line(map[string]any{"role": "assistant", "content": ""}, true)
 }
 
+// writeError answers as Ollama's server does, with a charset in the
+// Content-Type.
 func writeError(w http.ResponseWriter, status int, body string) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	io.WriteString(w, body) //nolint:errcheck // client may have gone
+	providertest.WriteError(w, status, body, "")
 }
 
 // Decode reads an /api/chat request body into a Turn.

@@ -51,16 +51,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	turn, err := Decode(body)
 	if err != nil {
-		writeError(w, 400, fmt.Sprintf(`{"error":{"message":"We could not parse the JSON body of your request. (%s)","type":"invalid_request_error","param":null,"code":null}}`, jsonEscape(err.Error())), "")
+		providertest.WriteError(w, 400, fmt.Sprintf(`{"error":{"message":"We could not parse the JSON body of your request. (%s)","type":"invalid_request_error","param":null,"code":null}}`, jsonEscape(err.Error())), "")
 		return
 	}
 	reply := s.Brain(turn)
-	if reply.Status != 0 && reply.Status != 200 {
-		b := reply.ErrorBody
-		if b == "" {
-			b = ErrorBodies[reply.Status]
-		}
-		writeError(w, reply.Status, b, reply.RetryAfter)
+	if providertest.WriteReplyError(w, reply, ErrorBodies) {
 		return
 	}
 	if turn.Stream {
@@ -70,24 +65,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.whole(w, turn, reply)
 }
 
-func writeError(w http.ResponseWriter, status int, body, retryAfter string) {
-	w.Header().Set("Content-Type", "application/json")
-	if retryAfter != "" {
-		w.Header().Set("Retry-After", retryAfter)
-	}
-	w.WriteHeader(status)
-	io.WriteString(w, body) //nolint:errcheck // client may have gone
-}
-
 const head = `"id":"chatcmpl-fake","object":"chat.completion.chunk","created":1700000000,"model":%q,"system_fingerprint":"fp_fake"`
 
 func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(200)
-	n := s.SplitBytes
-	if n <= 0 {
-		n = 7
-	}
+	n := providertest.SplitSize(s.SplitBytes)
 	send := func(delta string, finish string) {
 		fin := "null"
 		if finish != "" {
@@ -100,7 +83,7 @@ func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply provid
 	send(`{"role":"assistant","content":"","refusal":null}`, "")
 	if reply.Reasoning != "" {
 		for _, p := range providertest.Split(reply.Reasoning, 5) {
-			send(fmt.Sprintf(`{"reasoning_content":%s}`, jsonString(p)), "")
+			send(fmt.Sprintf(`{"reasoning_content":%s}`, providertest.JSONString(p)), "")
 		}
 	}
 	for i, c := range reply.Chunks {
@@ -111,13 +94,13 @@ func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply provid
 		if reply.Delay > 0 {
 			time.Sleep(reply.Delay)
 		}
-		send(fmt.Sprintf(`{"content":%s}`, jsonString(c)), "")
+		send(fmt.Sprintf(`{"content":%s}`, providertest.JSONString(c)), "")
 		if i == 0 {
 			providertest.Flush(w, ": OPENROUTER PROCESSING\n\n")
 		}
 	}
 	if reply.StreamError != "" {
-		providertest.WriteSplit(w, fmt.Sprintf(`data: {"error":{"message":%s,"type":"server_error","param":null,"code":null}}`+"\n\n", jsonString(reply.StreamError)), n)
+		providertest.WriteSplit(w, fmt.Sprintf(`data: {"error":{"message":%s,"type":"server_error","param":null,"code":null}}`+"\n\n", providertest.JSONString(reply.StreamError)), n)
 		return
 	}
 	for i, c := range reply.Calls {
@@ -127,7 +110,7 @@ func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply provid
 		}
 		send(fmt.Sprintf(`{"tool_calls":[{"index":%d,"id":%q,"type":"function","function":{"name":%q,"arguments":""}}]}`, i, id, c.Name), "")
 		for _, frag := range providertest.Split(c.Arguments, 4) {
-			send(fmt.Sprintf(`{"tool_calls":[{"index":%d,"function":{"arguments":%s}}]}`, i, jsonString(frag)), "")
+			send(fmt.Sprintf(`{"tool_calls":[{"index":%d,"function":{"arguments":%s}}]}`, i, providertest.JSONString(frag)), "")
 		}
 	}
 	finish := "stop"
@@ -223,12 +206,7 @@ func Decode(body []byte) (providertest.Turn, error) {
 	return t, nil
 }
 
-func jsonString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
-
 func jsonEscape(s string) string {
-	b := jsonString(s)
+	b := providertest.JSONString(s)
 	return b[1 : len(b)-1]
 }
