@@ -267,3 +267,10 @@ func TestYesesCaseInsensitive(t *testing.T) {
 		t.Error(diff)
 	}
 }
+
+func TestEmptyToolSource(t *testing.T) {
+	_, err := Parse([]byte("tools:\n  - name: a\n    lua: ''\n"), "test.yml", FormatYAML)
+	if err == nil || !strings.Contains(err.Error(), "missing source code") {
+		t.Fatalf("got %v", err)
+	}
+}

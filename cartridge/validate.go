@@ -241,7 +241,9 @@ func (c *Cartridge) validate() error {
 			for _, lang := range Languages {
 				if v, ok := tm[lang]; ok && v != nil {
 					k.scalar(tm, path, lang)
-					langs = append(langs, lang)
+					if strings.TrimSpace(text(v)) != "" {
+						langs = append(langs, lang)
+					}
 				}
 			}
 			_, hasRobo := tm["robopage"]
