@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/parser"
@@ -34,7 +35,7 @@ import (
 // nb leaves the text of a block as written.
 var fenceAfterText = regexp.MustCompile("```\\w")
 
-var markdown = goldmark.New()
+var markdown = sync.OnceValue(func() goldmark.Markdown { return goldmark.New() })
 
 // blockPosition is a "[line:column]" in a YAML parser message.
 var blockPosition = regexp.MustCompile(`\[\d+:\d+\]`)
@@ -136,7 +137,7 @@ func extractBlocks(src []byte) []mdBlock {
 		return origin[len(origin)-1]
 	}
 
-	doc := markdown.Parser().Parse(mdtext.NewReader(pre))
+	doc := markdown().Parser().Parse(mdtext.NewReader(pre))
 	var blocks []mdBlock
 	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
 		fenced, ok := n.(*ast.FencedCodeBlock)
