@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"context"
 	"fmt"
 	"strings"
@@ -89,7 +90,8 @@ func (t *fakeTool) Run(ctx context.Context, c tool.Call) (any, error) {
 	t.calls = append(t.calls, c)
 	t.mu.Unlock()
 	if t.run == nil {
-		return t.spec.Name + " ran with " + c.ArgumentsJSON(), nil
+		args, _ := json.Marshal(c.Arguments)
+		return t.spec.Name + " ran with " + string(args), nil
 	}
 	return t.run(ctx, c)
 }

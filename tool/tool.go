@@ -6,7 +6,6 @@ package tool
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 )
 
@@ -32,18 +31,6 @@ type Call struct {
 	Arguments map[string]any `json:"arguments"`
 }
 
-// ArgumentsJSON returns the arguments as compact JSON text, as the
-// `parameters-as-json` feedback value and the default feedback show them.
-func (c Call) ArgumentsJSON() string {
-	if len(c.Arguments) == 0 {
-		return "{}"
-	}
-	b, err := json.Marshal(c.Arguments)
-	if err != nil {
-		return "{}"
-	}
-	return string(b)
-}
 
 // Tool is something the agent can run on the model's behalf.
 type Tool interface {

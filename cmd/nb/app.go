@@ -35,11 +35,17 @@ const Specification = "3.2.0"
 
 // Exit codes.
 const (
-	exitOK        = 0
-	exitFailure   = 1
-	exitUsage     = 2
-	exitInterrupt = 130
+	exitOK         = 0
+	exitFailure    = 1
+	exitUsage      = 2
+	exitInterrupt  = 130 // 128 + SIGINT
+	exitTerminated = 143 // 128 + SIGTERM
 )
+
+// signalError ends a run stopped by a signal.
+type signalError struct{ sig os.Signal }
+
+func (e *signalError) Error() string { return "stopped by " + e.sig.String() }
 
 // App is one run of nb.
 type App struct {
@@ -85,6 +91,13 @@ func (a *App) Run() int {
 func (a *App) report(err error) int {
 	if err == nil {
 		return exitOK
+	}
+	var se *signalError
+	if errors.As(err, &se) {
+		if se.sig == syscall.SIGTERM {
+			return exitTerminated
+		}
+		return exitInterrupt
 	}
 	if errors.Is(err, context.Canceled) {
 		return exitInterrupt
@@ -388,16 +401,24 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if sig, ok := <-sigs; ok {
+			cancel(&signalError{sig: sig})
+		}
+	}()
 	s.printer.Prefix()
 	_, err = s.agent.Ask(ctx, input)
 	if err != nil {
 		if s.printer.Wrote {
 			io.WriteString(a.Stdout, "\n") //nolint:errcheck // end the partial line
 		}
-		if ctx.Err() != nil {
-			return context.Canceled
+		if cause := context.Cause(ctx); cause != nil {
+			return cause
 		}
 		return err
 	}
