@@ -8,27 +8,27 @@ import (
 	"strings"
 
 	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/provider/openai"
 )
 
-func (c *Client) bodyV2(req provider.Request) map[string]any {
-	body := c.cfg.Body()
-	body["messages"] = MessagesV2(req)
-	body["stream"] = req.Stream
-	if len(req.Tools) > 0 {
-		tools := make([]any, len(req.Tools))
-		for i, t := range req.Tools {
-			fn := map[string]any{"name": t.Name, "parameters": t.Parameters}
-			if t.Description != "" {
-				fn["description"] = t.Description
-			}
-			tools[i] = map[string]any{"type": "function", "function": fn}
+// dialectV2 is where v2's messages depart from OpenAI's Chat Completions
+// messages (its answers are another format, read below).
+var dialectV2 = openai.Dialect{
+	ID: ID,
+	// An assistant message with tool calls and no text has no content.
+	EmptyContent: openai.ContentOmitted,
+	// A call without arguments is sent as {}.
+	FillArguments: true,
+	// The tool plan goes back with the calls it introduced.
+	Assistant: func(m provider.Message, msg map[string]any) {
+		if plan := ToolPlan(m); plan != "" && len(m.ToolCalls) > 0 {
+			msg["tool_plan"] = plan
 		}
-		body["tools"] = tools
-	} else {
-		delete(body, "tool_choice")
-		delete(body, "strict_tools")
-	}
-	return body
+	},
+}
+
+func (c *Client) bodyV2(req provider.Request) map[string]any {
+	return dialectV2.Body(c.cfg.Body(), req, "tool_choice", "strict_tools")
 }
 
 // MessagesV2 maps the common conversation to v2 messages: the system text
@@ -36,42 +36,7 @@ func (c *Client) bodyV2(req provider.Request) map[string]any {
 // message sends back its tool plan (kept in Extra["cohere"]["tool_plan"])
 // with its tool calls.
 func MessagesV2(req provider.Request) []any {
-	var out []any
-	if req.System != "" {
-		out = append(out, map[string]any{"role": "system", "content": req.System})
-	}
-	if req.Backdrop != "" {
-		out = append(out, map[string]any{"role": "user", "content": req.Backdrop})
-	}
-	for _, m := range req.Messages {
-		switch m.Role {
-		case provider.RoleAssistant:
-			msg := map[string]any{"role": "assistant"}
-			if m.Content != "" || len(m.ToolCalls) == 0 {
-				msg["content"] = m.Content
-			}
-			if len(m.ToolCalls) > 0 {
-				if plan := ToolPlan(m); plan != "" {
-					msg["tool_plan"] = plan
-				}
-				calls := make([]any, len(m.ToolCalls))
-				for i, tc := range m.ToolCalls {
-					args := tc.Arguments
-					if strings.TrimSpace(args) == "" {
-						args = "{}"
-					}
-					calls[i] = map[string]any{"id": tc.ID, "type": "function", "function": map[string]any{"name": tc.Name, "arguments": args}}
-				}
-				msg["tool_calls"] = calls
-			}
-			out = append(out, msg)
-		case provider.RoleTool:
-			out = append(out, map[string]any{"role": "tool", "tool_call_id": m.ToolCallID, "content": m.Content})
-		default:
-			out = append(out, map[string]any{"role": "user", "content": m.Content})
-		}
-	}
-	return out
+	return dialectV2.Messages(req)
 }
 
 // ToolPlan returns the tool plan an assistant message keeps in

@@ -14,10 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
 	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/provider/openai"
 )
 
 // ID is the cartridge's provider id.
@@ -102,57 +102,22 @@ func (c *Client) Body(req provider.Request) map[string]any {
 		body["messages"] = LegacyMessages(req)
 		return body
 	}
-	body["messages"] = Messages(req)
-	if len(req.Tools) > 0 {
-		tools := make([]any, len(req.Tools))
-		for i, t := range req.Tools {
-			fn := map[string]any{"name": t.Name, "parameters": t.Parameters}
-			if t.Description != "" {
-				fn["description"] = t.Description
-			}
-			tools[i] = map[string]any{"type": "function", "function": fn}
-		}
-		body["tools"] = tools
-	} else {
-		delete(body, "tool_choice")
-		delete(body, "parallel_tool_calls")
-	}
-	return body
+	return dialect.Body(body, req, "tool_choice", "parallel_tool_calls")
+}
+
+// dialect is where Maritaca's chat completions API departs from OpenAI's.
+var dialect = openai.Dialect{
+	ID: ID,
+	// Every message needs a string content: "" with tool calls, not null.
+	EmptyContent: openai.ContentEmpty,
+	// A call without arguments is sent as {}.
+	FillArguments: true,
 }
 
 // Messages maps the common conversation to chat completions messages:
 // the system text first, the backdrop as a user message, then the history.
 func Messages(req provider.Request) []any {
-	var out []any
-	if req.System != "" {
-		out = append(out, map[string]any{"role": "system", "content": req.System})
-	}
-	if req.Backdrop != "" {
-		out = append(out, map[string]any{"role": "user", "content": req.Backdrop})
-	}
-	for _, m := range req.Messages {
-		switch m.Role {
-		case provider.RoleAssistant:
-			msg := map[string]any{"role": "assistant", "content": m.Content}
-			if len(m.ToolCalls) > 0 {
-				calls := make([]any, len(m.ToolCalls))
-				for i, tc := range m.ToolCalls {
-					args := tc.Arguments
-					if strings.TrimSpace(args) == "" {
-						args = "{}"
-					}
-					calls[i] = map[string]any{"id": tc.ID, "type": "function", "function": map[string]any{"name": tc.Name, "arguments": args}}
-				}
-				msg["tool_calls"] = calls
-			}
-			out = append(out, msg)
-		case provider.RoleTool:
-			out = append(out, map[string]any{"role": "tool", "tool_call_id": m.ToolCallID, "content": m.Content})
-		default:
-			out = append(out, map[string]any{"role": "user", "content": m.Content})
-		}
-	}
-	return out
+	return dialect.Messages(req)
 }
 
 // LegacyMessages maps the conversation for the legacy API, which has only
@@ -200,210 +165,15 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 	case c.api == APIInference:
 		return decodeLegacyWhole(ctx, body)
 	case req.Stream:
-		return decodeStream(ctx, body, onEvent)
+		return dialect.DecodeStream(ctx, body, onEvent)
 	default:
-		return decodeWhole(ctx, body)
+		return dialect.DecodeWhole(ctx, body)
 	}
-}
-
-type toolCall struct {
-	Index    *int   `json:"index"`
-	ID       string `json:"id"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
 }
 
 type usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
-}
-
-type chunk struct {
-	Choices []struct {
-		Delta struct {
-			Content          *string    `json:"content"`
-			ReasoningContent *string    `json:"reasoning_content"`
-			ToolCalls        []toolCall `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage  *usage          `json:"usage"`
-	Error  json.RawMessage `json:"error"`
-	Detail json.RawMessage `json:"detail"`
-}
-
-func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Event)) (*provider.Response, error) {
-	emit := func(ev provider.Event) {
-		if onEvent != nil {
-			onEvent(ev)
-		}
-	}
-	resp := &provider.Response{}
-	var text, reasoning strings.Builder
-	var think provider.ThinkFilter
-	calls := map[int]*provider.ToolCall{}
-	streamed, done := false, false
-	thought := func(s string) {
-		if s != "" {
-			reasoning.WriteString(s)
-			emit(provider.Event{Kind: provider.ReasoningDelta, Text: s})
-		}
-	}
-	sse := provider.NewSSEReader(body)
-	for !done {
-		ev, err := sse.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, provider.ReadError(ctx, ID, err, streamed)
-		}
-		data := strings.TrimSpace(string(ev.Data))
-		if data == "" {
-			continue
-		}
-		if data == "[DONE]" {
-			done = true
-			break
-		}
-		var ch chunk
-		if err := json.Unmarshal(ev.Data, &ch); err != nil {
-			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(data), err), Streamed: streamed}
-		}
-		if (len(ch.Error) > 0 && string(ch.Error) != "null") || (len(ch.Detail) > 0 && string(ch.Detail) != "null") {
-			msg, code := provider.ParseErrorBody(ev.Data)
-			return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + msg, Code: code, Streamed: streamed, Retryable: !streamed}
-		}
-		if ch.Usage != nil {
-			resp.Usage = provider.Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
-		}
-		for _, choice := range ch.Choices {
-			d := choice.Delta
-			if d.ReasoningContent != nil {
-				thought(*d.ReasoningContent)
-			}
-			if d.Content != nil && *d.Content != "" {
-				visible, t := think.Feed(*d.Content)
-				thought(t)
-				if visible != "" {
-					text.WriteString(visible)
-					streamed = true
-					emit(provider.Event{Kind: provider.TextDelta, Text: visible})
-				}
-			}
-			for i, tc := range d.ToolCalls {
-				idx := i
-				if tc.Index != nil {
-					idx = *tc.Index
-				}
-				call, ok := calls[idx]
-				if !ok {
-					call = &provider.ToolCall{}
-					calls[idx] = call
-				}
-				if tc.ID != "" {
-					call.ID = tc.ID
-				}
-				if tc.Function.Name != "" && call.Name == "" {
-					emit(provider.Event{Kind: provider.ToolCallStarted, Text: tc.Function.Name})
-				}
-				call.Name += tc.Function.Name
-				call.Arguments += tc.Function.Arguments
-			}
-			if choice.FinishReason != nil && *choice.FinishReason != "" {
-				resp.FinishReason = *choice.FinishReason
-			}
-		}
-	}
-	if !done && resp.FinishReason == "" {
-		return nil, &provider.Error{Provider: ID, Message: "the stream ended before the answer was complete", Streamed: streamed, Retryable: !streamed}
-	}
-	visible, t := think.Flush()
-	reasoning.WriteString(t)
-	if visible != "" {
-		text.WriteString(visible)
-		emit(provider.Event{Kind: provider.TextDelta, Text: visible})
-	}
-	resp.Text = text.String()
-	resp.Reasoning = reasoning.String()
-	resp.ToolCalls = orderedCalls(calls)
-	return resp, nil
-}
-
-func orderedCalls(calls map[int]*provider.ToolCall) []provider.ToolCall {
-	if len(calls) == 0 {
-		return nil
-	}
-	idx := make([]int, 0, len(calls))
-	for i := range calls {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
-	out := make([]provider.ToolCall, 0, len(idx))
-	for n, i := range idx {
-		c := *calls[i]
-		if c.ID == "" {
-			c.ID = fmt.Sprintf("call_%d", n)
-		}
-		if strings.TrimSpace(c.Arguments) == "" {
-			c.Arguments = "{}"
-		}
-		out = append(out, c)
-	}
-	return out
-}
-
-type whole struct {
-	Choices []struct {
-		Message struct {
-			Content          *string    `json:"content"`
-			ReasoningContent *string    `json:"reasoning_content"`
-			ToolCalls        []toolCall `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *usage `json:"usage"`
-}
-
-func decodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error) {
-	data, err := io.ReadAll(io.LimitReader(body, 64<<20))
-	if err != nil {
-		return nil, provider.ReadError(ctx, ID, err, false)
-	}
-	var w whole
-	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable response %q: %v", provider.Clip(string(data)), err)}
-	}
-	if len(w.Choices) == 0 {
-		msg, _ := provider.ParseErrorBody(data)
-		if msg == "" {
-			msg = "the response has no choices"
-		}
-		return nil, &provider.Error{Provider: ID, Message: msg}
-	}
-	resp := &provider.Response{FinishReason: w.Choices[0].FinishReason}
-	m := w.Choices[0].Message
-	if m.Content != nil {
-		var think provider.ThinkFilter
-		visible, thought := think.Feed(*m.Content)
-		v2, t2 := think.Flush()
-		resp.Text = visible + v2
-		resp.Reasoning = thought + t2
-	}
-	if m.ReasoningContent != nil {
-		resp.Reasoning = *m.ReasoningContent + resp.Reasoning
-	}
-	calls := map[int]*provider.ToolCall{}
-	for i, tc := range m.ToolCalls {
-		calls[i] = &provider.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
-	}
-	resp.ToolCalls = orderedCalls(calls)
-	if w.Usage != nil {
-		resp.Usage = provider.Usage{InputTokens: w.Usage.PromptTokens, OutputTokens: w.Usage.CompletionTokens}
-	}
-	return resp, nil
 }
 
 // The legacy API streams events whose data carries a text field and ends

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/provider/openai"
 )
 
 // ID is the cartridge's provider id.
@@ -54,15 +55,8 @@ func (c *Client) Body(req provider.Request) map[string]any {
 	body["messages"] = Messages(req)
 	body["stream"] = req.Stream
 	if len(req.Tools) > 0 {
-		tools := make([]any, len(req.Tools))
-		for i, t := range req.Tools {
-			fn := map[string]any{"name": t.Name, "parameters": t.Parameters}
-			if t.Description != "" {
-				fn["description"] = t.Description
-			}
-			tools[i] = map[string]any{"type": "function", "function": fn}
-		}
-		body["tools"] = tools
+		// Ollama takes tools in the Chat Completions shape.
+		body["tools"] = openai.Tools(req.Tools)
 	}
 	return body
 }

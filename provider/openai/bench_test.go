@@ -26,12 +26,11 @@ func streamBody(n, size int) []byte {
 // answer: 10,000 chunks of 1 KiB; the figure is answer text per second.
 func BenchmarkDecodeStream(b *testing.B) {
 	body := streamBody(10000, 1024)
-	c := &Client{}
 	b.SetBytes(10000 * 1024)
 	b.ReportAllocs()
 	for b.Loop() {
 		n := 0
-		_, err := c.decodeStream(context.Background(), bytes.NewReader(body), func(ev provider.Event) { n += len(ev.Text) })
+		_, err := official.DecodeStream(context.Background(), bytes.NewReader(body), func(ev provider.Event) { n += len(ev.Text) })
 		if err != nil || n != 10000*1024 {
 			b.Fatal(err, n)
 		}

@@ -1,0 +1,501 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/tool"
+)
+
+// Dialect says where a Chat Completions server departs from OpenAI's API.
+// The zero value (with ID set) is OpenAI's. Providers whose API is
+// OpenAI-compatible (Mistral, Maritaca, Cohere v2 for messages) build
+// requests and read answers through a Dialect of their own.
+type Dialect struct {
+	// ID is the provider id errors are reported under.
+	ID string
+
+	// EmptyContent is what an assistant message with tool calls and no
+	// text sends as content.
+	EmptyContent EmptyContent
+	// FillArguments sends "{}" for a call stored without arguments, for
+	// APIs that refuse an empty string.
+	FillArguments bool
+	// CallID, when set, maps every tool call id sent (in assistant and tool
+	// messages) and the synthetic ids given to calls that arrive without one.
+	CallID func(string) string
+	// ToolName adds the function's name to tool messages.
+	ToolName bool
+	// Assistant, when set, may add fields to each assistant message built
+	// from m.
+	Assistant func(m provider.Message, msg map[string]any)
+
+	// CallsByID reads streamed tool calls that arrive whole, possibly all
+	// with index 0 and with the placeholder id "null" on continuations: a
+	// fragment with a new id starts a new call, and calls keep their order
+	// of arrival. Otherwise fragments are matched by index alone and calls
+	// ordered by index.
+	CallsByID bool
+}
+
+// EmptyContent is the content an assistant message with tool calls and no
+// text is sent with.
+type EmptyContent int
+
+// The shapes of EmptyContent.
+const (
+	// ContentNull sends "content": null (OpenAI).
+	ContentNull EmptyContent = iota
+	// ContentEmpty sends "content": "".
+	ContentEmpty
+	// ContentOmitted sends no content field.
+	ContentOmitted
+)
+
+// Tools maps tool specs to Chat Completions function tools.
+func Tools(specs []tool.Spec) []any {
+	tools := make([]any, len(specs))
+	for i, t := range specs {
+		fn := map[string]any{"name": t.Name, "parameters": t.Parameters}
+		if t.Description != "" {
+			fn["description"] = t.Description
+		}
+		tools[i] = map[string]any{"type": "function", "function": fn}
+	}
+	return tools
+}
+
+// Body starts a request body: settings (the cartridge's, from
+// provider.Config.Body) with the conversation, the stream flag and the
+// tools. Without tools the settings in toolOnly are left out, since the
+// APIs refuse them then.
+func (d Dialect) Body(settings map[string]any, req provider.Request, toolOnly ...string) map[string]any {
+	settings["messages"] = d.Messages(req)
+	settings["stream"] = req.Stream
+	if len(req.Tools) > 0 {
+		settings["tools"] = Tools(req.Tools)
+	} else {
+		for _, k := range toolOnly {
+			delete(settings, k)
+		}
+	}
+	return settings
+}
+
+// Messages maps the common conversation to Chat Completions messages:
+// the system text first, then the backdrop as a user message, then the history.
+func (d Dialect) Messages(req provider.Request) []any {
+	callID := d.CallID
+	if callID == nil {
+		callID = func(id string) string { return id }
+	}
+	var out []any
+	if req.System != "" {
+		out = append(out, map[string]any{"role": "system", "content": req.System})
+	}
+	if req.Backdrop != "" {
+		out = append(out, map[string]any{"role": "user", "content": req.Backdrop})
+	}
+	for _, m := range req.Messages {
+		switch m.Role {
+		case provider.RoleAssistant:
+			msg := map[string]any{"role": "assistant"}
+			switch {
+			case m.Content != "" || len(m.ToolCalls) == 0 || d.EmptyContent == ContentEmpty:
+				msg["content"] = m.Content
+			case d.EmptyContent == ContentNull:
+				msg["content"] = nil
+			}
+			if d.Assistant != nil {
+				d.Assistant(m, msg)
+			}
+			if len(m.ToolCalls) > 0 {
+				calls := make([]any, len(m.ToolCalls))
+				for i, tc := range m.ToolCalls {
+					args := tc.Arguments
+					if d.FillArguments && strings.TrimSpace(args) == "" {
+						args = "{}"
+					}
+					calls[i] = map[string]any{"id": callID(tc.ID), "type": "function",
+						"function": map[string]any{"name": tc.Name, "arguments": args}}
+				}
+				msg["tool_calls"] = calls
+			}
+			out = append(out, msg)
+		case provider.RoleTool:
+			msg := map[string]any{"role": "tool", "tool_call_id": callID(m.ToolCallID), "content": m.Content}
+			if d.ToolName {
+				msg["name"] = m.ToolName
+			}
+			out = append(out, msg)
+		default:
+			out = append(out, map[string]any{"role": "user", "content": m.Content})
+		}
+	}
+	return out
+}
+
+// text is a JSON string field decoded without the pointer a *string costs.
+// null and a missing field both give "".
+type text string
+
+func (t *text) UnmarshalJSON(b []byte) error {
+	if s, ok := plainString(b); ok {
+		*t = text(s)
+		return nil
+	}
+	var s *string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	if s != nil {
+		*t = text(*s)
+	}
+	return nil
+}
+
+// plainString decodes a JSON string with no escapes and valid UTF-8 with
+// one allocation, the common case of a streamed piece.
+func plainString(b []byte) (string, bool) {
+	if len(b) < 2 || b[0] != '"' {
+		return "", false
+	}
+	inner := b[1 : len(b)-1]
+	if bytes.IndexByte(inner, '\\') >= 0 || !utf8.Valid(inner) {
+		return "", false
+	}
+	return string(inner), true
+}
+
+// content is a message's content: a string, or (Mistral's reasoning
+// models) a list of {type: text, text} and {type: thinking, thinking:
+// [{type: text, text}]} parts.
+type content struct {
+	text, thinking string
+}
+
+func (c *content) UnmarshalJSON(b []byte) error {
+	if s, ok := plainString(b); ok {
+		c.text = s
+		return nil
+	}
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		c.text = s
+		return nil
+	}
+	var parts []struct {
+		Type     string          `json:"type"`
+		Text     string          `json:"text"`
+		Thinking json.RawMessage `json:"thinking"`
+	}
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return nil // null or a shape this client does not know: no text
+	}
+	for _, p := range parts {
+		switch p.Type {
+		case "text":
+			c.text += p.Text
+		case "thinking":
+			var sub []struct {
+				Text string `json:"text"`
+			}
+			if json.Unmarshal(p.Thinking, &sub) == nil {
+				for _, x := range sub {
+					c.thinking += x.Text
+				}
+			} else {
+				var s string
+				json.Unmarshal(p.Thinking, &s) //nolint:errcheck // best effort
+				c.thinking += s
+			}
+		}
+	}
+	return nil
+}
+
+// arguments is a call's arguments as JSON text: OpenAI sends a string,
+// some compatible servers an object.
+type arguments string
+
+func (a *arguments) UnmarshalJSON(b []byte) error {
+	if s, ok := plainString(b); ok {
+		*a = arguments(s)
+		return nil
+	}
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		*a = arguments(s)
+		return nil
+	}
+	if raw := strings.TrimSpace(string(b)); raw != "null" {
+		*a = arguments(raw)
+	}
+	return nil
+}
+
+// isError is true when a chunk's object field is "error" (Mistral's error
+// events); it reads the field without keeping a string.
+type isError bool
+
+func (e *isError) UnmarshalJSON(b []byte) error {
+	*e = string(b) == `"error"`
+	return nil
+}
+
+type toolCall struct {
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string    `json:"name"`
+		Arguments arguments `json:"arguments"`
+	} `json:"function"`
+}
+
+// message is a delta of a chunk or the message of a whole answer.
+type message struct {
+	Content content `json:"content"`
+	// ReasoningContent (DeepSeek, vLLM, Maritaca) and Reasoning
+	// (OpenRouter, Ollama) carry reasoning text.
+	ReasoningContent text       `json:"reasoning_content"`
+	Reasoning        text       `json:"reasoning"`
+	ToolCalls        []toolCall `json:"tool_calls"`
+}
+
+// reasoning is the message's reasoning text outside its visible content.
+func (m *message) reasoning() string {
+	return m.Content.thinking + string(m.ReasoningContent) + string(m.Reasoning)
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+func (u *usage) common() provider.Usage {
+	return provider.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+}
+
+type chunk struct {
+	Choices []struct {
+		Delta        message `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *usage `json:"usage"`
+	// An error arrives as {"error": ...} (OpenAI), {"detail": ...}
+	// (Maritaca) or {"object": "error", "message": ...} (Mistral).
+	Error  json.RawMessage `json:"error"`
+	Detail json.RawMessage `json:"detail"`
+	Object isError         `json:"object"`
+}
+
+func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+
+// DecodeStream reads a streamed answer (chat.completion.chunk events over
+// server-sent events, ending with data: [DONE]), passing each piece to
+// onEvent (which may be nil) as it arrives, and returns the whole answer.
+func (d Dialect) DecodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Event)) (*provider.Response, error) {
+	emit := func(ev provider.Event) {
+		if onEvent != nil {
+			onEvent(ev)
+		}
+	}
+	resp := &provider.Response{}
+	var text provider.TextBuffer
+	var reasoning strings.Builder
+	var think provider.ThinkFilter
+	calls := callList{byID: d.CallsByID}
+	streamed, done := false, false
+	thought := func(s string) {
+		if s != "" {
+			reasoning.WriteString(s)
+			emit(provider.Event{Kind: provider.ReasoningDelta, Text: s})
+		}
+	}
+	sse := provider.NewSSEReader(body)
+	for !done {
+		ev, err := sse.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, provider.ReadError(ctx, d.ID, err, streamed)
+		}
+		data := bytes.TrimSpace(ev.Data)
+		if len(data) == 0 {
+			continue
+		}
+		if bytes.Equal(data, []byte("[DONE]")) {
+			done = true
+			break
+		}
+		var ch chunk
+		if err := json.Unmarshal(data, &ch); err != nil {
+			return nil, &provider.Error{Provider: d.ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(string(data)), err), Streamed: streamed}
+		}
+		if present(ch.Error) || present(ch.Detail) || bool(ch.Object) || ev.Event == "error" {
+			msg, code := provider.ParseErrorBody(data)
+			return nil, &provider.Error{Provider: d.ID, Message: "error in the stream: " + msg, Code: code, Streamed: streamed, Retryable: !streamed}
+		}
+		if ch.Usage != nil {
+			resp.Usage = ch.Usage.common()
+		}
+		for i := range ch.Choices {
+			choice := &ch.Choices[i]
+			delta := &choice.Delta
+			thought(delta.Content.thinking)
+			thought(string(delta.ReasoningContent))
+			thought(string(delta.Reasoning))
+			if delta.Content.text != "" {
+				visible, t := think.Feed(delta.Content.text)
+				thought(t)
+				if visible != "" {
+					text.WriteString(visible)
+					streamed = true
+					emit(provider.Event{Kind: provider.TextDelta, Text: visible})
+				}
+			}
+			for j, tc := range delta.ToolCalls {
+				call := calls.slot(tc, j)
+				if tc.Function.Name != "" && call.Name == "" {
+					emit(provider.Event{Kind: provider.ToolCallStarted, Text: tc.Function.Name})
+				}
+				call.Name += tc.Function.Name
+				call.Arguments += string(tc.Function.Arguments)
+			}
+			if choice.FinishReason != nil && *choice.FinishReason != "" {
+				resp.FinishReason = *choice.FinishReason
+			}
+		}
+	}
+	if !done && resp.FinishReason == "" {
+		return nil, &provider.Error{Provider: d.ID, Message: "the stream ended before the answer was complete", Streamed: streamed, Retryable: !streamed}
+	}
+	visible, t := think.Flush()
+	reasoning.WriteString(t)
+	if visible != "" {
+		text.WriteString(visible)
+		emit(provider.Event{Kind: provider.TextDelta, Text: visible})
+	}
+	resp.Text = text.String()
+	resp.Reasoning = reasoning.String()
+	resp.ToolCalls = d.finish(calls.calls)
+	return resp, nil
+}
+
+// callList gathers streamed tool calls in their order of arrival.
+type callList struct {
+	byID  bool
+	calls []indexedCall
+}
+
+type indexedCall struct {
+	index int
+	*provider.ToolCall
+}
+
+// slot returns the call fragment tc (the pos-th of its delta) belongs to.
+func (l *callList) slot(tc toolCall, pos int) *provider.ToolCall {
+	id := tc.ID
+	idx := pos
+	if l.byID {
+		if id == "null" {
+			id = ""
+		}
+		idx = len(l.calls)
+	}
+	if tc.Index != nil {
+		idx = *tc.Index
+	}
+	// The last call with the index: with byID a later call may reuse it.
+	var call *provider.ToolCall
+	for i := len(l.calls) - 1; i >= 0; i-- {
+		if l.calls[i].index == idx {
+			call = l.calls[i].ToolCall
+			break
+		}
+	}
+	if call == nil || (l.byID && id != "" && call.ID != "" && call.ID != id) {
+		call = &provider.ToolCall{}
+		l.calls = append(l.calls, indexedCall{idx, call})
+		if !l.byID {
+			sort.SliceStable(l.calls, func(i, j int) bool { return l.calls[i].index < l.calls[j].index })
+		}
+	}
+	if id != "" {
+		call.ID = id
+	}
+	return call
+}
+
+// finish gives calls without an id a synthetic one from their position
+// and empty arguments "{}".
+func (d Dialect) finish(calls []indexedCall) []provider.ToolCall {
+	if len(calls) == 0 {
+		return nil
+	}
+	out := make([]provider.ToolCall, len(calls))
+	for n, c := range calls {
+		out[n] = *c.ToolCall
+		if out[n].ID == "" {
+			out[n].ID = fmt.Sprintf("call_%d", n)
+			if d.CallID != nil {
+				out[n].ID = d.CallID(out[n].ID)
+			}
+		}
+		if strings.TrimSpace(out[n].Arguments) == "" {
+			out[n].Arguments = "{}"
+		}
+	}
+	return out
+}
+
+type whole struct {
+	Choices []struct {
+		Message      message `json:"message"`
+		FinishReason string  `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *usage `json:"usage"`
+}
+
+// DecodeWhole reads an answer that was not streamed (a chat.completion object).
+func (d Dialect) DecodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error) {
+	data, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	if err != nil {
+		return nil, provider.ReadError(ctx, d.ID, err, false)
+	}
+	var w whole
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, &provider.Error{Provider: d.ID, Message: fmt.Sprintf("unreadable response %q: %v", provider.Clip(string(data)), err)}
+	}
+	if len(w.Choices) == 0 {
+		msg, _ := provider.ParseErrorBody(data)
+		if msg == "" {
+			msg = "the response has no choices"
+		}
+		return nil, &provider.Error{Provider: d.ID, Message: msg}
+	}
+	resp := &provider.Response{FinishReason: w.Choices[0].FinishReason}
+	m := &w.Choices[0].Message
+	var think provider.ThinkFilter
+	visible, thought := think.Feed(m.Content.text)
+	v2, t2 := think.Flush()
+	resp.Text = visible + v2
+	resp.Reasoning = m.reasoning() + thought + t2
+	calls := make([]indexedCall, len(m.ToolCalls))
+	for i, tc := range m.ToolCalls {
+		calls[i] = indexedCall{i, &provider.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: string(tc.Function.Arguments)}}
+	}
+	resp.ToolCalls = d.finish(calls)
+	if w.Usage != nil {
+		resp.Usage = w.Usage.common()
+	}
+	return resp, nil
+}
