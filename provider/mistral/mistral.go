@@ -137,4 +137,3 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 	}
 	return dialect.DecodeStream(ctx, body, onEvent)
 }
-

@@ -86,4 +86,3 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 	}
 	return official.DecodeStream(ctx, body, onEvent)
 }
-
