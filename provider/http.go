@@ -40,6 +40,8 @@ func DefaultHTTPClient() *http.Client {
 		t.DialContext = (&net.Dialer{Timeout: ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
 		t.TLSHandshakeTimeout = ConnectTimeout
 		t.ResponseHeaderTimeout = IdleTimeout
+		// Streams arrive in many small frames: read them in large gulps.
+		t.ReadBufferSize = 64 << 10
 		defaultClient = &http.Client{Transport: t}
 	})
 	return defaultClient

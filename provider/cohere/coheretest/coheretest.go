@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
 )
 
@@ -270,82 +271,29 @@ func wholeV1(w http.ResponseWriter, reply providertest.Reply) {
 // DecodeV2 reads a v2 chat request into a Turn, and enforces what the API
 // does: known roles, and each tool message answering an earlier call.
 func DecodeV2(body []byte) (providertest.Turn, error) {
-	var req struct {
-		Model    string `json:"model"`
-		Stream   bool   `json:"stream"`
-		Messages []struct {
-			Role       string          `json:"role"`
-			Content    json.RawMessage `json:"content"`
-			ToolCallID string          `json:"tool_call_id"`
-			ToolCalls  []struct {
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"messages"`
-		Tools []struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"tools"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
+	req, err := openaitest.ParseRequest(body)
+	if err != nil {
 		return providertest.Turn{}, err
 	}
 	if req.Model == "" {
 		return providertest.Turn{}, fmt.Errorf("model is required")
 	}
-	t := providertest.Turn{Model: req.Model, Stream: req.Stream}
-	names := map[string]string{}
-	for i, m := range req.Messages {
-		msg := providertest.Msg{Role: m.Role, Content: text(m.Content), ToolCallID: m.ToolCallID}
+	return req.Turn(func(i int, m *openaitest.Message, calls map[string]string) error {
 		switch m.Role {
-		case "system":
-			if t.System == "" {
-				t.System = msg.Content
-			}
-		case "user":
+		case "system", "user":
 		case "assistant":
-			if msg.Content == "" && len(m.ToolCalls) == 0 {
-				return t, fmt.Errorf("messages[%d]: assistant message must have either content or tool_calls", i)
+			if m.Text() == "" && len(m.ToolCalls) == 0 {
+				return fmt.Errorf("messages[%d]: assistant message must have either content or tool_calls", i)
 			}
 		case "tool":
-			name, ok := names[m.ToolCallID]
-			if !ok {
-				return t, fmt.Errorf("messages[%d]: tool_call_id %q does not match any tool call", i, m.ToolCallID)
+			if _, ok := calls[m.ToolCallID]; !ok {
+				return fmt.Errorf("messages[%d]: tool_call_id %q does not match any tool call", i, m.ToolCallID)
 			}
-			msg.ToolName = name
 		default:
-			return t, fmt.Errorf("messages[%d]: role must be one of system, user, assistant, tool", i)
+			return fmt.Errorf("messages[%d]: role must be one of system, user, assistant, tool", i)
 		}
-		for _, c := range m.ToolCalls {
-			names[c.ID] = c.Function.Name
-			msg.ToolCalls = append(msg.ToolCalls, c.Function.Name+"("+c.Function.Arguments+")")
-		}
-		t.Messages = append(t.Messages, msg)
-	}
-	for _, tl := range req.Tools {
-		t.Tools = append(t.Tools, tl.Function.Name)
-	}
-	return t, nil
-}
-
-// text reads content that is a string or a list of {type: text, text}.
-func text(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	json.Unmarshal(raw, &parts) //nolint:errcheck // best effort
-	for _, p := range parts {
-		s += p.Text
-	}
-	return s
+		return nil
+	})
 }
 
 type resultV1 struct {

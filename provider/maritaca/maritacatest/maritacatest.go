@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
 )
 
@@ -193,63 +194,32 @@ func whole(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply)
 
 // Decode reads a request body of either API into a Turn.
 func Decode(body []byte) (providertest.Turn, error) {
-	var req struct {
-		Model    string `json:"model"`
-		Stream   bool   `json:"stream"`
-		Messages []struct {
-			Role       string  `json:"role"`
-			Content    *string `json:"content"`
-			ToolCallID string  `json:"tool_call_id"`
-			ToolCalls  []struct {
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"messages"`
-		Tools []struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"tools"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
+	req, err := openaitest.ParseRequest(body)
+	if err != nil {
 		return providertest.Turn{}, err
 	}
 	if req.Messages == nil {
 		return providertest.Turn{}, fmt.Errorf("messages: field required")
 	}
-	t := providertest.Turn{Model: req.Model, Stream: req.Stream}
-	names := map[string]string{}
-	for i, m := range req.Messages {
-		if m.Content == nil {
-			return t, fmt.Errorf("messages.%d.content: field required", i)
-		}
-		msg := providertest.Msg{Role: m.Role, Content: *m.Content, ToolCallID: m.ToolCallID}
-		for _, c := range m.ToolCalls {
-			names[c.ID] = c.Function.Name
-			msg.ToolCalls = append(msg.ToolCalls, c.Function.Name+"("+c.Function.Arguments+")")
+	return req.Turn(func(i int, m *openaitest.Message, calls map[string]string) error {
+		if !isString(m.Content) {
+			return fmt.Errorf("messages.%d.content: field required", i)
 		}
 		switch m.Role {
-		case "system":
-			if t.System == "" {
-				t.System = *m.Content
-			}
+		case "system", "user", "assistant":
 		case "tool":
-			name, ok := names[m.ToolCallID]
-			if !ok {
-				return t, fmt.Errorf("messages.%d.tool_call_id: no tool call %q", i, m.ToolCallID)
+			if _, ok := calls[m.ToolCallID]; !ok {
+				return fmt.Errorf("messages.%d.tool_call_id: no tool call %q", i, m.ToolCallID)
 			}
-			msg.ToolName = name
-		case "user", "assistant":
 		default:
-			return t, fmt.Errorf("messages.%d.role: unexpected value %q", i, m.Role)
+			return fmt.Errorf("messages.%d.role: unexpected value %q", i, m.Role)
 		}
-		t.Messages = append(t.Messages, msg)
-	}
-	for _, tl := range req.Tools {
-		t.Tools = append(t.Tools, tl.Function.Name)
-	}
-	return t, nil
+		return nil
+	})
+}
+
+// isString reports whether raw is a JSON string: every message needs one.
+func isString(raw json.RawMessage) bool {
+	var s string
+	return json.Unmarshal(raw, &s) == nil && len(raw) > 0 && raw[0] == '"'
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/provider/mistral"
+	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
 )
 
@@ -166,69 +167,30 @@ func whole(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply)
 // what the API does: known roles, tool call ids of nine letters or digits,
 // and each tool message answering an earlier call.
 func Decode(body []byte) (providertest.Turn, error) {
-	var req struct {
-		Model    string `json:"model"`
-		Stream   bool   `json:"stream"`
-		Messages []struct {
-			Role       string          `json:"role"`
-			Content    json.RawMessage `json:"content"`
-			ToolCallID string          `json:"tool_call_id"`
-			Name       string          `json:"name"`
-			ToolCalls  []struct {
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"messages"`
-		Tools []struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"tools"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
+	req, err := openaitest.ParseRequest(body)
+	if err != nil {
 		return providertest.Turn{}, err
 	}
-	t := providertest.Turn{Model: req.Model, Stream: req.Stream}
-	names := map[string]string{}
-	for _, m := range req.Messages {
-		msg := providertest.Msg{Role: m.Role, ToolCallID: m.ToolCallID}
-		var s string
-		if json.Unmarshal(m.Content, &s) == nil {
-			msg.Content = s
-		}
+	return req.Turn(func(_ int, m *openaitest.Message, calls map[string]string) error {
 		switch m.Role {
 		case "system", "user", "assistant":
 		case "tool":
 			if !validID(m.ToolCallID) {
-				return t, fmt.Errorf("Tool call id was %s but must be a-z, A-Z, 0-9, with a length of 9.", m.ToolCallID)
+				return fmt.Errorf("Tool call id was %s but must be a-z, A-Z, 0-9, with a length of 9.", m.ToolCallID)
 			}
-			name, ok := names[m.ToolCallID]
-			if !ok {
-				return t, fmt.Errorf("Unexpected tool call id %s in tool results", m.ToolCallID)
+			if _, ok := calls[m.ToolCallID]; !ok {
+				return fmt.Errorf("Unexpected tool call id %s in tool results", m.ToolCallID)
 			}
-			msg.ToolName = name
 		default:
-			return t, fmt.Errorf("Unexpected role %q", m.Role)
+			return fmt.Errorf("Unexpected role %q", m.Role)
 		}
 		for _, c := range m.ToolCalls {
 			if !validID(c.ID) {
-				return t, fmt.Errorf("Tool call id was %s but must be a-z, A-Z, 0-9, with a length of 9.", c.ID)
+				return fmt.Errorf("Tool call id was %s but must be a-z, A-Z, 0-9, with a length of 9.", c.ID)
 			}
-			names[c.ID] = c.Function.Name
-			msg.ToolCalls = append(msg.ToolCalls, c.Function.Name+"("+c.Function.Arguments+")")
 		}
-		if m.Role == "system" && t.System == "" {
-			t.System = s
-		}
-		t.Messages = append(t.Messages, msg)
-	}
-	for _, tl := range req.Tools {
-		t.Tools = append(t.Tools, tl.Function.Name)
-	}
-	return t, nil
+		return nil
+	})
 }
 
 func validID(id string) bool { return mistral.CallID(id) == id }

@@ -155,55 +155,11 @@ func (s *Server) whole(w http.ResponseWriter, t providertest.Turn, reply provide
 
 // Decode reads a Chat Completions request body into a Turn.
 func Decode(body []byte) (providertest.Turn, error) {
-	var req struct {
-		Model    string `json:"model"`
-		Stream   bool   `json:"stream"`
-		Messages []struct {
-			Role       string          `json:"role"`
-			Content    json.RawMessage `json:"content"`
-			ToolCallID string          `json:"tool_call_id"`
-			Name       string          `json:"name"`
-			ToolCalls  []struct {
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"messages"`
-		Tools []struct {
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		} `json:"tools"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil {
+	req, err := ParseRequest(body)
+	if err != nil {
 		return providertest.Turn{}, err
 	}
-	t := providertest.Turn{Model: req.Model, Stream: req.Stream}
-	names := map[string]string{}
-	for _, m := range req.Messages {
-		msg := providertest.Msg{Role: m.Role, ToolCallID: m.ToolCallID}
-		var s string
-		if json.Unmarshal(m.Content, &s) == nil {
-			msg.Content = s
-		}
-		for _, c := range m.ToolCalls {
-			names[c.ID] = c.Function.Name
-			msg.ToolCalls = append(msg.ToolCalls, c.Function.Name+"("+c.Function.Arguments+")")
-		}
-		if m.Role == "tool" {
-			msg.ToolName = names[m.ToolCallID]
-		}
-		if m.Role == "system" && t.System == "" {
-			t.System = s
-		}
-		t.Messages = append(t.Messages, msg)
-	}
-	for _, tl := range req.Tools {
-		t.Tools = append(t.Tools, tl.Function.Name)
-	}
-	return t, nil
+	return req.Turn(nil)
 }
 
 func jsonEscape(s string) string {
