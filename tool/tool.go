@@ -31,7 +31,6 @@ type Call struct {
 	Arguments map[string]any `json:"arguments"`
 }
 
-
 // Tool is something the agent can run on the model's behalf.
 type Tool interface {
 	// Spec describes the tool to the model.
