@@ -11,7 +11,7 @@ mkdir -p "$out"
 command -v hyperfine >/dev/null || { echo "bench: install hyperfine (apt-get install hyperfine)" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "bench: install GNU time (apt-get install time)" >&2; exit 1; }
 
-go build -trimpath -ldflags "-s -w" -o "$out/nb" ./cmd/nb
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/nb" ./cmd/nb
 go build -o "$out/fakeprovider" ./bench/fakeprovider
 
 start_fake() {
@@ -46,3 +46,14 @@ r = json.load(open(sys.argv[1]))["results"][0]
 mb = 100000 * 1024 / 1e6
 print(f"median {r['median']:.3f} s -> {mb / r['median']:.0f} MB/s of answer text ({mb:.1f} MB in 100,000 chunks)")
 PY
+
+echo "== baseline: a Go hello world on this machine (process start alone)"
+cat >"$out/hello.go" <<'GO'
+package main
+
+import "fmt"
+
+func main() { fmt.Println("hello") }
+GO
+CGO_ENABLED=0 go build -o "$out/hello" "$out/hello.go"
+hyperfine -N --warmup 10 --runs 200 "$out/hello" "$out/nb version"
