@@ -88,10 +88,7 @@ func deepCopy(v any) any {
 func JoinURL(address, path string) string {
 	address = strings.TrimRight(address, "/")
 	if i := strings.Index(path[1:], "/"); i > 0 {
-		first := path[:i+1]
-		if strings.HasSuffix(address, first) {
-			address = strings.TrimSuffix(address, first)
-		}
+		address = strings.TrimSuffix(address, path[:i+1])
 	}
 	return address + path
 }

@@ -101,10 +101,9 @@ type Options struct {
 type Runtime struct {
 	opts Options
 
-	mu     sync.Mutex
-	idle   []*state                // states ready for a call
-	units  map[unitKey]*compiled   // compiled Lua, by source and names
-	fennel map[string]fennelResult // compiled Fennel, by unit key text
+	mu    sync.Mutex
+	idle  []*state              // states ready for a call
+	units map[unitKey]*compiled // compiled Lua, by source and names
 }
 
 type unitKey struct {
@@ -118,11 +117,6 @@ type unitKey struct {
 type compiled struct {
 	unit *code.Unit
 	err  error
-}
-
-type fennelResult struct {
-	lua string
-	err error
 }
 
 // maxIdle caps the pooled states; a round rarely runs more tools at once.
@@ -141,9 +135,8 @@ func New(opts Options) *Runtime {
 		opts.Limits.Timeout = d.Timeout
 	}
 	return &Runtime{
-		opts:   opts,
-		units:  map[unitKey]*compiled{},
-		fennel: map[string]fennelResult{},
+		opts:  opts,
+		units: map[unitKey]*compiled{},
 	}
 }
 
