@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -31,6 +32,13 @@ func TestScripts(t *testing.T) {
 	corpus, _ := filepath.Abs("../../../shared/corpus/robopages")
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
+		Condition: func(cond string) (bool, error) {
+			if cond == "corpus" { // the shared corpus beside the repository, as in CI
+				_, err := os.Stat(corpus)
+				return err == nil, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("CORPUS", corpus)
 			env.Setenv("HOME", env.WorkDir)
