@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	rt "github.com/arnodel/golua/runtime"
 )
 
 // Options for Compile.
@@ -88,6 +90,15 @@ func Compile(src string, opts Options) (lua string, err error) {
 type compiler struct {
 	opts Options
 	gen  int
+	// compileTime is set while compiling macro bodies: quote then builds
+	// syntax values.
+	compileTime bool
+	// hasMacros says a user macro was defined, so calls look for them.
+	hasMacros bool
+	// mr runs compile-time code; nil until the first macro definition.
+	mr *macroRuntime
+	// expansions counts the macro expansions being compiled, nested.
+	expansions int
 }
 
 func (c *compiler) fail(n *node, format string, args ...any) {
@@ -119,6 +130,10 @@ type scope struct {
 	fn     bool // a function boundary
 	vararg bool // for a function boundary: whether ... is bound
 	hashfn bool
+	// macros are the user macros defined in this scope.
+	macros map[string]rt.Value
+	// autogensyms name x# symbols of compile-time code (top scope only).
+	autogensyms map[string]string
 }
 
 func newScope(parent *scope, fn bool) *scope {
@@ -376,7 +391,7 @@ var luaKeywords = map[string]bool{
 var reservedGlobals = map[string]bool{
 	"type": true, "select": true, "table": true, "error": true, "assert": true,
 	"setmetatable": true, "getmetatable": true, "next": true, "tostring": true, "_G": true,
-	"_ENV": true,
+	"_ENV": true, "__nbq": true,
 }
 
 func isIdent(s string) bool {
@@ -440,6 +455,10 @@ func mangleGlobal(name string) string {
 func (c *compiler) declare(sym *node, sc *scope, isVar bool) string {
 	name := sym.s
 	c.checkBindable(sym)
+	if c.hasMacros && !sym.gensym {
+		_, isMacro := sc.macro(name)
+		c.assert(!isMacro, sym, "local %s was overshadowed by a special form or macro", name)
+	}
 	base := mangleLocal(name)
 	if sym.gensym {
 		base = "_" + mangleLocal(strings.ReplaceAll(name, " ", "")) + "_"
@@ -462,6 +481,7 @@ func (c *compiler) checkBindable(sym *node) {
 	}
 	name := sym.s
 	c.assert(sym.kind == kSym, sym, "unable to bind %s", describe(sym))
+	c.assert(!sym.quoted, sym, "macro tried to bind %s without gensym", name)
 	c.assert(!strings.ContainsAny(name, ".:") || name == "...", sym, "unexpected multi symbol %s", name)
 	_, special := specials[name]
 	c.assert(!special, sym, "local %s was overshadowed by a special form or macro", name)
@@ -643,6 +663,10 @@ func (c *compiler) resolve(n *node, name string, sc *scope) expr {
 	if name == "$" && sc.inHashfn() {
 		name = "$1"
 	}
+	if c.hasMacros && !n.gensym {
+		_, isMacro := sc.macro(name)
+		c.assert(!isMacro, n, "tried to reference a macro without calling it")
+	}
 	if b := sc.lookup(name); b != nil {
 		if b.lua == "..." {
 			return expr{"...", ekVarg}
@@ -672,6 +696,11 @@ func (c *compiler) compileList(n *node, sc *scope, b *block, o copts) []expr {
 	c.assert(len(n.items) > 0, n, "expected a function, macro, or special to call")
 	head := n.items[0]
 	if head.kind == kSym && !head.gensym && !head.raw {
+		if c.hasMacros {
+			if m, ok := sc.macro(head.s); ok {
+				return c.compileMacroCall(n, m, sc, b, o)
+			}
+		}
 		if sp, ok := specials[head.s]; ok {
 			es, done := sp(c, n, sc, b, o)
 			if done {

@@ -39,6 +39,9 @@ type node struct {
 	// gensym marks a symbol made by the compiler: it can never be captured
 	// by user code.
 	gensym bool
+	// quoted marks a symbol a macro made by quoting: binding it would
+	// capture user names, so Fennel refuses it (use gensym or x#).
+	quoted bool
 }
 
 func (n *node) isSym(name string) bool {

@@ -81,19 +81,23 @@ func init() {
 		"match-try":   spCaseTry,
 		"with-open":   spWithOpen,
 	}
-	for _, name := range []string{"macro", "macros", "import-macros", "require-macros", "eval-compiler",
-		"macrodebug", "quote", "unquote", "include", "assert-repl", "pick-args"} {
+	for _, name := range []string{"eval-compiler", "macrodebug", "include", "assert-repl", "pick-args"} {
 		specials[name] = spUnsupported
 	}
+	specials["macro"] = spMacro
+	specials["macros"] = spMacros
+	specials["import-macros"] = spMacroModule
+	specials["require-macros"] = spMacroModule
+	specials["quote"] = spQuote
+	specials["unquote"] = spUnquote
 }
 
 func spUnsupported(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) {
 	name := n.items[0].s
-	switch name {
-	case "quote", "unquote":
-		c.fail(n, "%s is only meaningful inside macros, which nb's Fennel compiler does not support", name)
+	if name == "eval-compiler" {
+		c.fail(n, "eval-compiler is not supported by nb's Fennel compiler: define a macro with `macro` instead")
 	}
-	c.fail(n, "%s is not supported by nb's Fennel compiler: macros and compile-time code are not available in cartridges", name)
+	c.fail(n, "%s is not supported by nb's Fennel compiler", name)
 	return nil, true
 }
 
