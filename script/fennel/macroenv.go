@@ -30,9 +30,10 @@ const (
 )
 
 // macroSafeBase are the base functions compile-time code sees: no load,
-// dofile, loadfile, require, print or collectgarbage.
+// dofile, loadfile, require, print or collectgarbage. The prelude then
+// replaces pairs by one in a stable order, as Fennel's compiler does.
 var macroSafeBase = []string{
-	"assert", "error", "getmetatable", "ipairs", "next", "pcall", "rawequal", "rawget",
+	"assert", "error", "getmetatable", "ipairs", "next", "pairs", "pcall", "rawequal", "rawget",
 	"rawlen", "rawset", "select", "setmetatable", "tonumber", "tostring", "type", "xpcall",
 }
 

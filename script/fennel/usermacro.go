@@ -55,9 +55,14 @@ func spMacro(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) 
 	c.assert(len(n.items) >= 3 && n.items[1].kind == kSym, n, "expected symbol for macro name")
 	name := n.items[1]
 	c.assert(!strings.ContainsAny(name.s, ".:"), name, "macro names cannot be multi-symbols: %s", name.s)
-	fnForm := list(n, append([]*node{sym(n, "fn"), name}, n.items[2:]...)...)
+	head := []*node{sym(n, "fn"), name}
+	if _, special := specials[name.s]; special {
+		// A built-in macro's name cannot be a local of the macro body.
+		head = head[:1]
+	}
+	fnForm := list(n, append(head, n.items[2:]...)...)
 	f := c.evalCompileTime(fnForm, n)
-	c.defineMacro(name.s, f, sc, n)
+	c.defineMacro(name.s, f, sc, name)
 	return []expr{nilExpr}, false
 }
 
