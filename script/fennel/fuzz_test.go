@@ -23,7 +23,10 @@ func fuzzSeeds(f *testing.F) {
 			f.Add(part)
 		}
 	}
-	for _, s := range []string{"", "(", ")", "#", "#(", "\"\\", ":", "a:b.c", "[& x]", "{:a}", "(fn [...] ...)", "'x", "`(,x)"} {
+	for _, s := range []string{"", "(", ")", "#", "#(", "\"\\", ":", "a:b.c", "[& x]", "{:a}", "(fn [...] ...)", "'x", "`(,x)",
+		"(macro m [x] `(let [y# ,x] (+ y# y#)))\n(m 2)", "(macros {:m (fn [& xs] `[,(unpack xs)])})\n(m 1 2)",
+		"(macro m [x] (list (sym :print) x (gensym)))\n(m 1)", "(macro m [] (macroexpand `(m)))\n(m)",
+		"(macro m [x] (assert-compile (sym? x) \"want a symbol\" x) x)\n(m 1)", "'[1 ,x {:a 2}]"} {
 		f.Add(s)
 	}
 }
