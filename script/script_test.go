@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -513,5 +514,46 @@ func TestBadInput(t *testing.T) {
 	// Code that closes the wrapper function early still runs sandboxed.
 	if _, err := call(t, r, "return 1 end os.execute('id') local function f()"); err == nil {
 		t.Error("wrapper escape compiled and ran")
+	}
+}
+
+// TestOSExecuteUnsandboxed: golua has no os.execute; nb provides Lua 5.4's
+// for unsandboxed functions, and the sandbox still has no os at all.
+func TestOSExecuteUnsandboxed(t *testing.T) {
+	r := New(Options{Sandboxed: false})
+	for code, want := range map[string]any{
+		`return os.execute()`: true,
+		`local ok, how, n = os.execute("exit 3"); return {tostring(ok), how, n}`: []any{"nil", "exit", int64(3)},
+		`local ok, how, n = os.execute("true"); return {ok, how, n}`:             []any{true, "exit", int64(0)},
+	} {
+		got, err := r.Call(context.Background(), Source{Lang: Lua, Code: code})
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %#v, %v; want %#v", code, got, err, want)
+		}
+	}
+	sandboxed := New(Options{Sandboxed: true})
+	if _, err := sandboxed.Call(context.Background(), Source{Lang: Lua, Code: `return os.execute("true")`}); err == nil {
+		t.Error("os.execute ran sandboxed")
+	}
+}
+
+// TestPopenWithoutSecrets: unsandboxed io.popen reads a command's output,
+// and the child does not see variables named like secrets.
+func TestPopenWithoutSecrets(t *testing.T) {
+	t.Setenv("NB_TEST_API_KEY", "sk-secret")
+	t.Setenv("NB_TEST_PLAIN", "visible")
+	r := New(Options{Sandboxed: false})
+	for code, want := range map[string]any{
+		`local f = io.popen("printf 'a\nb\n'"); local all = f:read("*a"); f:close(); return all`:                "a\nb\n",
+		`local f = io.popen("printf 'x\ny'"); local l1 = f:read("l"); local l2 = f:read("*l"); return {l1, l2}`: []any{"x", "y"},
+		`local out = {}; for l in io.popen("printf '1\n2\n'"):lines() do out[#out+1] = l end; return out`:       []any{"1", "2"},
+		`local f = io.popen("echo \"[$NB_TEST_API_KEY][$NB_TEST_PLAIN]\""); return f:read("l")`:                 "[][visible]",
+		`local f = io.popen("exit 4"); local ok, how, n = f:close(); return {tostring(ok), how, n}`:             []any{"nil", "exit", int64(4)},
+		`local f = io.popen("cat > /dev/null", "w"); f:write("abc"); local ok = f:close(); return ok`:           true,
+	} {
+		got, err := r.Call(context.Background(), Source{Lang: Lua, Code: code})
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %#v, %v; want %#v", code, got, err, want)
+		}
 	}
 }

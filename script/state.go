@@ -1,10 +1,16 @@
 package script
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/arnodel/golua/lib"
 	"github.com/arnodel/golua/lib/base"
@@ -160,6 +166,194 @@ func (st *state) openUp(g *rt.Table) {
 		}, "exit", 0, true)
 		exit.SolemnlyDeclareCompliance(allFlags)
 		osTable.Set(rt.StringValue("exit"), rt.FunctionValue(exit))
+		// golua has no os.execute; Lua 5.4 has, and unsandboxed tools
+		// rely on it.
+		execute := rt.NewGoFunction(osExecute, "execute", 1, false)
+		execute.SolemnlyDeclareCompliance(rt.ComplyCpuSafe | rt.ComplyMemSafe)
+		osTable.Set(rt.StringValue("execute"), rt.FunctionValue(execute))
+	}
+	if ioTable, ok := g.Get(rt.StringValue("io")).TryTable(); ok {
+		// golua's io.popen hands the child nb's whole environment, API
+		// keys included; this one does not.
+		popen := rt.NewGoFunction(ioPopen, "popen", 2, false)
+		popen.SolemnlyDeclareCompliance(rt.ComplyCpuSafe | rt.ComplyMemSafe)
+		ioTable.Set(rt.StringValue("popen"), rt.FunctionValue(popen))
+	}
+}
+
+// ioPopen is io.popen(command [, mode]) for the modes Lua scripts use:
+// "r" (the default) runs the command and returns a file whose read,
+// lines and close give its output and status; "w" collects what is
+// written and runs the command with it as input when the file is closed.
+func ioPopen(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+	command, err := c.StringArg(0)
+	if err != nil {
+		return nil, err
+	}
+	mode := "r"
+	if c.NArgs() > 1 && !c.Arg(1).IsNil() {
+		if mode, err = c.StringArg(1); err != nil {
+			return nil, err
+		}
+	}
+	f := &popenFile{command: command}
+	switch mode {
+	case "r", "rb":
+		f.output, f.status = runShell(command, nil)
+	case "w", "wb":
+		f.writing = true
+	default:
+		return nil, fmt.Errorf("bad argument #2 to 'popen' (invalid mode %q)", mode)
+	}
+	return c.PushingNext1(t.Runtime, rt.TableValue(f.table())), nil
+}
+
+// runShell runs command through /bin/sh without nb's secrets in its
+// environment; stderr goes to nb's stderr.
+func runShell(command string, input []byte) ([]byte, *exec.ExitError) {
+	cmd := exec.Command("/bin/sh", "-c", command)
+	if input != nil {
+		cmd.Stdin = bytes.NewReader(input)
+	}
+	cmd.Stderr = os.Stderr
+	cmd.Env = childEnv(os.Environ())
+	out, err := cmd.Output()
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		return out, exitErr
+	}
+	return out, nil
+}
+
+// popenFile is the file io.popen returns.
+type popenFile struct {
+	command string
+	writing bool
+	input   []byte
+	output  []byte
+	pos     int
+	status  *exec.ExitError
+	closed  bool
+}
+
+func (f *popenFile) table() *rt.Table {
+	tbl := rt.NewTable()
+	set := func(name string, fn func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error)) {
+		g := rt.NewGoFunction(fn, name, 3, true)
+		g.SolemnlyDeclareCompliance(rt.ComplyCpuSafe | rt.ComplyMemSafe)
+		tbl.Set(rt.StringValue(name), rt.FunctionValue(g))
+	}
+	set("read", func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+		format := "l"
+		if c.NArgs() > 1 {
+			if n, ok := c.Arg(1).TryInt(); ok {
+				return c.PushingNext1(t.Runtime, f.readN(int(n))), nil
+			}
+			format, _ = c.Arg(1).TryString()
+		}
+		return c.PushingNext1(t.Runtime, f.read(strings.TrimPrefix(format, "*"))), nil
+	})
+	set("lines", func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+		next := rt.NewGoFunction(func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+			return c.PushingNext1(t.Runtime, f.read("l")), nil
+		}, "lines", 0, false)
+		next.SolemnlyDeclareCompliance(rt.ComplyCpuSafe | rt.ComplyMemSafe)
+		return c.PushingNext1(t.Runtime, rt.FunctionValue(next)), nil
+	})
+	set("write", func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+		for i := 1; i < c.NArgs(); i++ {
+			s, _ := c.Arg(i).ToString()
+			f.input = append(f.input, s...)
+		}
+		return c.PushingNext1(t.Runtime, rt.TableValue(tbl)), nil
+	})
+	set("close", func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+		if !f.closed && f.writing {
+			_, f.status = runShell(f.command, f.input)
+		}
+		f.closed = true
+		if f.status == nil {
+			return c.PushingNext(t.Runtime, rt.BoolValue(true), rt.StringValue("exit"), rt.IntValue(0)), nil
+		}
+		return c.PushingNext(t.Runtime, rt.NilValue, rt.StringValue("exit"), rt.IntValue(int64(f.status.ExitCode()))), nil
+	})
+	return tbl
+}
+
+func (f *popenFile) readN(n int) rt.Value {
+	if f.pos >= len(f.output) {
+		return rt.NilValue
+	}
+	end := min(f.pos+n, len(f.output))
+	s := string(f.output[f.pos:end])
+	f.pos = end
+	return rt.StringValue(s)
+}
+
+func (f *popenFile) read(format string) rt.Value {
+	rest := f.output[f.pos:]
+	switch format {
+	case "a":
+		f.pos = len(f.output)
+		return rt.StringValue(string(rest))
+	case "n":
+		fields := strings.Fields(string(rest))
+		if len(fields) == 0 {
+			return rt.NilValue
+		}
+		f.pos += strings.Index(string(rest), fields[0]) + len(fields[0])
+		if i, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
+			return rt.IntValue(i)
+		}
+		if x, err := strconv.ParseFloat(fields[0], 64); err == nil {
+			return rt.FloatValue(x)
+		}
+		return rt.NilValue
+	default: // "l" and "L"
+		if len(rest) == 0 {
+			return rt.NilValue
+		}
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line = rest[:i+1]
+		}
+		f.pos += len(line)
+		if format != "L" {
+			line = bytes.TrimSuffix(line, []byte("\n"))
+		}
+		return rt.StringValue(string(line))
+	}
+}
+
+// osExecute is Lua 5.4's os.execute: with no command, whether a shell is
+// there; else the command's status as (true|nil, "exit"|"signal", code).
+// The command runs through /bin/sh with no standard input; its output goes
+// to stderr, never into nb's answer on stdout; it does not see variables
+// named like secrets.
+func osExecute(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+	if c.NArgs() == 0 || c.Arg(0).IsNil() {
+		_, err := os.Stat("/bin/sh")
+		return c.PushingNext1(t.Runtime, rt.BoolValue(err == nil)), nil
+	}
+	command, err := c.StringArg(0)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("/bin/sh", "-c", command)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Env = childEnv(os.Environ())
+	err = cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		return c.PushingNext(t.Runtime, rt.BoolValue(true), rt.StringValue("exit"), rt.IntValue(0)), nil
+	case errors.As(err, &exitErr):
+		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return c.PushingNext(t.Runtime, rt.NilValue, rt.StringValue("signal"), rt.IntValue(int64(ws.Signal()))), nil
+		}
+		return c.PushingNext(t.Runtime, rt.NilValue, rt.StringValue("exit"), rt.IntValue(int64(exitErr.ExitCode()))), nil
+	default:
+		return c.PushingNext(t.Runtime, rt.NilValue, rt.StringValue("exit"), rt.IntValue(127)), nil
 	}
 }
 
