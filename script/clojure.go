@@ -121,10 +121,11 @@ func clojureString(s string) string {
 }
 
 // secretSuffixes mark variables a child process must not inherit.
-var secretSuffixes = []string{"_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD"}
+var secretSuffixes = []string{"_KEY", "_TOKEN", "_PASSWORD", "_PASSWD"}
 
-// childEnv drops secrets from env: variables named like *_API_KEY,
-// *_TOKEN, *_SECRET, *_PASSWORD, *_CREDENTIAL*, and the state
+// childEnv drops secrets from env: variables named like *_KEY (API keys),
+// *_TOKEN, *_PASSWORD, *_PASSWD, or containing SECRET or CREDENTIAL (such
+// as AWS_SECRET_ACCESS_KEY, GOOGLE_APPLICATION_CREDENTIALS), and the state
 // encryption password.
 func childEnv(env []string) []string {
 	out := make([]string, 0, len(env))
@@ -140,7 +141,7 @@ func childEnv(env []string) []string {
 
 func isSecretName(name string) bool {
 	up := strings.ToUpper(name)
-	if up == "NANO_BOTS_ENCRYPTION_PASSWORD" || strings.Contains(up, "_CREDENTIAL") || strings.HasPrefix(up, "CREDENTIAL") {
+	if up == "NANO_BOTS_ENCRYPTION_PASSWORD" || strings.Contains(up, "CREDENTIAL") || strings.Contains(up, "SECRET") {
 		return true
 	}
 	for _, s := range secretSuffixes {
