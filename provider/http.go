@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -96,11 +97,22 @@ func networkError(ctx context.Context, providerID, url string, err error, stream
 	if errors.As(err, &ne) && ne.Timeout() {
 		msg = "timed out: " + msg
 	}
+	// A refused connection or an unknown host will not mend in a second:
+	// say so at once instead of retrying (resets and timeouts are retried).
+	retryable := true
+	hint := ""
+	var dnsErr *net.DNSError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		retryable, hint = false, "is the server running? check provider.credentials.address"
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		retryable, hint = false, "check provider.credentials.address"
+	}
 	if url != "" {
 		msg = strings.Replace(msg, fmt.Sprintf("Post %q: ", url), "", 1)
 		msg = "cannot reach " + url + ": " + msg
 	}
-	return &Error{Provider: providerID, Message: msg, Retryable: true, Streamed: streamed, Err: err}
+	return &Error{Provider: providerID, Message: msg, Hint: hint, Retryable: retryable, Streamed: streamed, Err: err}
 }
 
 // ReadError wraps an error met while reading a streamed response body.

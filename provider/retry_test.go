@@ -128,7 +128,7 @@ func TestConnectionRefused(t *testing.T) {
 	url := srv.URL
 	srv.Close()
 	_, _, err := Post(context.Background(), http.DefaultClient, "fake", url+"/v1", nil, map[string]any{})
-	if err == nil || !IsRetryable(err) || !strings.Contains(err.Error(), "cannot reach "+url+"/v1") {
+	if err == nil || IsRetryable(err) || !strings.Contains(err.Error(), "cannot reach "+url+"/v1") || !strings.Contains(err.Error(), "is the server running?") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -324,6 +324,9 @@ func credentialError(cart *cartridge.Cartridge, err error) error {
 	if line == 0 {
 		line = cart.Line("provider")
 	}
+	if cart.Path == "" {
+		line = 0 // a line of the built-in default cartridge means nothing to the user
+	}
 	loc := displayPath(cart)
 	if line > 0 {
 		loc = fmt.Sprintf("%s:%d", loc, line)
