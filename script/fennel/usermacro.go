@@ -147,7 +147,7 @@ func (c *compiler) expand(n *node, m rt.Value, sc *scope) *node {
 	return mr.toNode(v, n, 0)
 }
 
-// expandOnce expands form while its head names a user macro in sc; it is
+// expandAll expands form while its head names a user macro in sc; it is
 // what macroexpand gives macros.
 func (c *compiler) expandAll(form *node, sc *scope) *node {
 	for i := 0; form.kind == kList && len(form.items) > 0 && form.items[0].kind == kSym && !form.items[0].gensym; i++ {
