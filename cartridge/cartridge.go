@@ -209,6 +209,13 @@ func parseYAML(src []byte, path string, lineOffset int) (yaml.MapSlice, map[stri
 		line := body.GetToken().Position.Line + lineOffset
 		return nil, nil, nil, &Error{File: path, Line: line, Msg: fmt.Sprintf("a cartridge must be a YAML mapping of keys (meta:, provider:, ...), but this file holds %s", describeNode(body))}
 	}
+	// Like the reference (Ruby's safe YAML), anchors and aliases are
+	// refused: they are never needed in a cartridge, and nested aliases
+	// can expand a small file into gigabytes.
+	if n := findAlias(body); n != nil {
+		return nil, nil, nil, &Error{File: path, Line: n.GetToken().Position.Line + lineOffset, Col: n.GetToken().Position.Column,
+			Msg: "YAML anchors and aliases (&name, *name) are not allowed in a cartridge: write the values out"}
+	}
 	var raw yaml.MapSlice
 	if err := yaml.NodeToValue(body, &raw, yaml.UseOrderedMap()); err != nil {
 		return nil, nil, nil, yamlError(path, err, lineOffset)
@@ -217,6 +224,32 @@ func parseYAML(src []byte, path string, lineOffset int) (yaml.MapSlice, map[stri
 	offsets := map[string]int{}
 	recordLines(body, "", lines, offsets, lineOffset)
 	return raw, lines, offsets, nil
+}
+
+// findAlias returns the first anchor or alias node below n, or nil.
+func findAlias(n ast.Node) ast.Node {
+	var found ast.Node
+	ast.Walk(visitor(func(n ast.Node) bool {
+		switch n.(type) {
+		case *ast.AnchorNode, *ast.AliasNode:
+			if found == nil {
+				found = n
+			}
+			return false
+		}
+		return found == nil
+	}), n)
+	return found
+}
+
+// visitor adapts a function to ast.Visitor.
+type visitor func(ast.Node) bool
+
+func (v visitor) Visit(n ast.Node) ast.Visitor {
+	if n == nil || !v(n) {
+		return nil
+	}
+	return v
 }
 
 func describeNode(n ast.Node) string {

@@ -284,3 +284,12 @@ func TestEmptyToolSource(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestAliasesRefused(t *testing.T) {
+	for _, src := range []string{"a: &x 1\nb: *x\n", "a: &x [1, 2]\n", "provider:\n  id: openai\n  settings: *s\n"} {
+		_, err := Parse([]byte(src), "test.yml", FormatYAML)
+		if err == nil || !strings.Contains(err.Error(), "anchors and aliases") {
+			t.Errorf("%q: %v", src, err)
+		}
+	}
+}
