@@ -231,8 +231,6 @@ type expr struct {
 	k    ekind
 }
 
-func (e expr) multi() bool { return e.k == ekCall || e.k == ekVarg }
-
 var nilExpr = expr{"nil", ekLit}
 
 // copts says where the values of a form go: returned (tail), assigned to

@@ -48,8 +48,6 @@ func (n *node) isSym(name string) bool {
 	return n != nil && n.kind == kSym && n.s == name
 }
 
-func (n *node) isList() bool { return n != nil && n.kind == kList }
-
 // maxDepth bounds nesting so that hostile input cannot exhaust the stack of
 // the compiler or of the Lua parser that loads its output.
 const maxDepth = 200
