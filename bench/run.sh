@@ -48,12 +48,14 @@ print(f"median {r['median']:.3f} s -> {mb / r['median']:.0f} MB/s of answer text
 PY
 
 echo "== baseline: a Go hello world on this machine (process start alone)"
-cat >"$out/hello.go" <<'GO'
+hello=$(mktemp -d)
+cat >"$hello/hello.go" <<'GO'
 package main
 
 import "fmt"
 
 func main() { fmt.Println("hello") }
 GO
-CGO_ENABLED=0 go build -o "$out/hello" "$out/hello.go"
+(cd "$hello" && CGO_ENABLED=0 GOFLAGS= go build -o hello hello.go)
+mv "$hello/hello" "$out/hello" && rm -rf "$hello"
 hyperfine -N --warmup 10 --runs 200 "$out/hello" "$out/nb version"
