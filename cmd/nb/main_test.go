@@ -26,42 +26,36 @@ func TestMain(m *testing.M) {
 }
 
 // fakes are the in-process provider fakes every script can reach, by the
-// environment variable that holds each one's address.
-var fakes = map[string]func(providertest.Brain, *providertest.Recorder) http.Handler{
-	"OPENAI_API_ADDRESS": func(b providertest.Brain, r *providertest.Recorder) http.Handler {
+// environment variable that holds each one's address. Each returns the
+// fake and where its recorder goes.
+var fakes = map[string]func(providertest.Brain) (http.Handler, **providertest.Recorder){
+	"OPENAI_API_ADDRESS": func(b providertest.Brain) (http.Handler, **providertest.Recorder) {
 		s := openaitest.New(b)
-		s.Recorder = r
-		return s
+		return s, &s.Recorder
 	},
-	"OLLAMA_API_ADDRESS": func(b providertest.Brain, r *providertest.Recorder) http.Handler {
+	"OLLAMA_API_ADDRESS": func(b providertest.Brain) (http.Handler, **providertest.Recorder) {
 		s := ollamatest.New(b)
-		s.Recorder = r
-		return s
+		return s, &s.Recorder
 	},
-	"ANTHROPIC_API_ADDRESS": func(b providertest.Brain, r *providertest.Recorder) http.Handler {
+	"ANTHROPIC_API_ADDRESS": func(b providertest.Brain) (http.Handler, **providertest.Recorder) {
 		s := anthropictest.New(b)
-		s.Recorder = r
-		return s
+		return s, &s.Recorder
 	},
-	"COHERE_API_ADDRESS": func(b providertest.Brain, r *providertest.Recorder) http.Handler {
+	"COHERE_API_ADDRESS": func(b providertest.Brain) (http.Handler, **providertest.Recorder) {
 		s := coheretest.New(b)
-		s.Recorder = r
-		return s
+		return s, &s.Recorder
 	},
-	"GOOGLE_API_ADDRESS": func(b providertest.Brain, r *providertest.Recorder) http.Handler {
+	"GOOGLE_API_ADDRESS": func(b providertest.Brain) (http.Handler, **providertest.Recorder) {
 		s := googletest.New(b)
-		s.Recorder = r
-		return s
+		return s, &s.Recorder
 	},
-	"MARITACA_API_ADDRESS": func(b providertest.Brain, r *providertest.Recorder) http.Handler {
+	"MARITACA_API_ADDRESS": func(b providertest.Brain) (http.Handler, **providertest.Recorder) {
 		s := maritacatest.New(b)
-		s.Recorder = r
-		return s
+		return s, &s.Recorder
 	},
-	"MISTRAL_API_ADDRESS": func(b providertest.Brain, r *providertest.Recorder) http.Handler {
+	"MISTRAL_API_ADDRESS": func(b providertest.Brain) (http.Handler, **providertest.Recorder) {
 		s := mistraltest.New(b)
-		s.Recorder = r
-		return s
+		return s, &s.Recorder
 	},
 }
 
@@ -76,7 +70,9 @@ func TestScripts(t *testing.T) {
 			brain := providertest.FromFile(filepath.Join(env.WorkDir, "replies.json"))
 			rec := &providertest.Recorder{File: filepath.Join(env.WorkDir, "requests.jsonl")}
 			for variable, mk := range fakes {
-				srv := httptest.NewServer(mk(brain, rec))
+				h, recorder := mk(brain)
+				*recorder = rec
+				srv := httptest.NewServer(h)
 				env.Defer(srv.Close)
 				env.Setenv(variable, srv.URL)
 			}
