@@ -192,7 +192,9 @@ func (c *command) serve(args []string) error {
 	fs.StringVar(&addr, "A", "127.0.0.1:8000", "shorthand for --address")
 	fs.StringVar(&addr, "address", "127.0.0.1:8000", "host:port to listen on")
 	fs.BoolVar(&lazy, "lazy", false, "pull or build container images on first use instead of at start")
-	fs.StringVar(&token, "token", os.Getenv("ROBOPAGES_TOKEN"), "require \"Authorization: Bearer <token>\" on every request (default $ROBOPAGES_TOKEN)")
+	// The environment's token is read after parsing: as a flag default it
+	// would be printed in the usage text.
+	fs.StringVar(&token, "token", "", "require \"Authorization: Bearer <token>\" on every request (default $ROBOPAGES_TOKEN)")
 	fs.BoolVar(&allowRemote, "allow-remote", false, "listen on an address other machines can reach (needs --token)")
 	lim := limitFlags(fs, 0)
 	ssh := sshFlags(fs)
@@ -201,6 +203,9 @@ func (c *command) serve(args []string) error {
 	}
 	if *ssh != "" {
 		return errSSH
+	}
+	if token == "" {
+		token = os.Getenv("ROBOPAGES_TOKEN")
 	}
 	if err := server.CheckAddress(addr, allowRemote, token); err != nil {
 		return err
