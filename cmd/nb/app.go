@@ -117,7 +117,15 @@ func (a *App) loadDotEnv() {
 		return
 	}
 	if err := godotenv.Load(".env"); err != nil {
-		fmt.Fprintf(a.Stderr, "nb: .env: %v (ignored)\n", err)
+		// godotenv's parse errors quote the file's text (the rest of the
+		// file, for a bad name), and a .env holds API keys: say only what
+		// is wrong with it.
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			fmt.Fprintf(a.Stderr, "nb: .env: %v (ignored)\n", pe.Err)
+			return
+		}
+		fmt.Fprintln(a.Stderr, "nb: .env: not in NAME=value form (a bad variable name or an unterminated quote); the whole file is ignored")
 	}
 }
 
