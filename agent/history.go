@@ -20,8 +20,13 @@ func (a *Agent) request(b cartridge.Behavior, stream bool) provider.Request {
 	a.mu.Lock()
 	msgs := Messages(a.History, a.Limits)
 	a.mu.Unlock()
-	fixed := estimateTokens(system) + estimateTokens(b.Backdrop)
-	req := provider.Request{System: system, Backdrop: b.Backdrop, Messages: Fit(msgs, a.Budget-fixed), Stream: stream}
+	budget := a.Budget
+	if budget > 0 {
+		// Fit reads a budget of 0 or less as no limit; a system text that
+		// takes the whole budget leaves room for the last turn only.
+		budget = max(budget-estimateTokens(system)-estimateTokens(b.Backdrop), 1)
+	}
+	req := provider.Request{System: system, Backdrop: b.Backdrop, Messages: Fit(msgs, budget), Stream: stream}
 	if a.Tools != nil {
 		req.Tools = a.Tools.Specs()
 	}

@@ -239,6 +239,23 @@ func TestRequestFitsTheBudget(t *testing.T) {
 	}
 }
 
+// A directive larger than the whole budget leaves room for the last turn
+// only; it does not turn the budget off.
+func TestRequestFitsTheBudgetWithALongDirective(t *testing.T) {
+	p := &scripted{}
+	cart := unconfirmed + "behaviors:\n  interaction:\n    directive: " + strings.Repeat("d", 2000) + "\n"
+	h := newHarness(t, cart, cartridge.Eval, p, nil)
+	for i := range 5 {
+		ask(t, h, fmt.Sprintf("message %d %s", i, strings.Repeat("y", 400)))
+	}
+	h.agent.Budget = 300 // the directive alone is 500 tokens
+	ask(t, h, "last")
+	got := p.request(5).Messages
+	if len(got) != 1 || got[0].Content != "last" {
+		t.Errorf("sent %d messages, want the last turn only: %.120s", len(got), roles(got))
+	}
+}
+
 // An answer cut short is kept with partial: true and never sent back.
 func TestPartialAnswerStoredNotSent(t *testing.T) {
 	cut := errors.New("the stream was cut")
