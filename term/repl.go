@@ -47,7 +47,7 @@ func (r *REPL) Run(ctx context.Context) error {
 	var read func() (string, error)
 	if interactive {
 		if r.HistoryFile != "" {
-			os.MkdirAll(filepath.Dir(r.HistoryFile), 0o700) //nolint:errcheck // history is a convenience
+			privateHistory(r.HistoryFile)
 		}
 		var err error
 		rl, err = readline.NewFromConfig(&readline.Config{
@@ -175,4 +175,18 @@ func (r *readlineReader) ReadLine(ctx context.Context, prompt string) (string, e
 		io.WriteString(r.rl.Stdout(), "\n") //nolint:errcheck // the reference's blank line after the answer
 	}
 	return line, err
+}
+
+// privateHistory makes the history file and its folder readable by their
+// owner only before the line editor opens it: it creates the file 0666
+// (0644 under the usual umask) and rewrites it through a .tmp file in the
+// same folder. History is a convenience, so failures are ignored.
+func privateHistory(path string) {
+	dir := filepath.Dir(path)
+	os.MkdirAll(dir, 0o700) //nolint:errcheck // see above
+	os.Chmod(dir, 0o700)    //nolint:errcheck // nb's own folder, perhaps made by an older nb
+	if f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600); err == nil {
+		f.Close()
+	}
+	os.Chmod(path, 0o600) //nolint:errcheck // see above
 }

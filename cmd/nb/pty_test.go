@@ -397,3 +397,40 @@ func TestPTYREPLCtrlD(t *testing.T) {
 		t.Errorf("exit code %d, want 0", code)
 	}
 }
+
+// The REPL's line history holds what the user typed: it is readable by
+// its owner only, like the state.
+func TestPTYREPLHistoryIsPrivate(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	dir := t.TempDir()
+	url, _ := fakeOpenAI(t)
+	ptyCartridge(t, dir, url, "")
+	history := filepath.Join(dir, "state", "go-nano-bots", "repl-history", "tests_pty.history")
+	// A folder left open by an earlier run is closed again.
+	if err := os.MkdirAll(filepath.Dir(history), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := startNB(t, dir, nil, "bot.yml", "-", "repl")
+	c.expect("🤖> ")
+	c.send("my private words\r")
+	c.expect("echo: my private words")
+	c.expect("🤖> ")
+	c.send("exit\r")
+	if code := c.exitCode(); code != 0 {
+		t.Fatalf("exit code %d, want 0", code)
+	}
+	data, err := os.ReadFile(history)
+	if err != nil || !strings.Contains(string(data), "my private words") {
+		t.Fatalf("history %s: %q, %v", history, data, err)
+	}
+	for _, p := range []string{history, filepath.Dir(history)} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			t.Errorf("%s has mode %v: others can read it", p, perm)
+		}
+	}
+}
