@@ -296,7 +296,9 @@ func (r *Runtime) run(src Source, params []Param, deadline time.Time) (value any
 	if callErr != nil {
 		return nil, &RuntimeError{Lang: src.Lang, Message: errorText(callErr)}
 	}
-	return fromLua(result)
+	// Twice the memory limit: the copy of any result the script could
+	// build without sharing tables fits; sharing is what it bounds.
+	return fromLua(result, 2*limits.Memory)
 }
 
 // errorText renders a Lua error value the way a Lua interpreter would.

@@ -77,6 +77,36 @@ func TestCycleIsAnError(t *testing.T) {
 	}
 }
 
+// A result that shares tables is copied once per path when converted to
+// Go: a few shared tables stand for billions of values, which the
+// conversion must refuse instead of filling the memory outside the limits.
+func TestSharedTableBomb(t *testing.T) {
+	r := New(Options{Sandboxed: true, Limits: small})
+	done := make(chan error, 1)
+	go func() {
+		_, err := call(t, r, `local t = {"x"} for i = 1, 60 do t = {t, t} end return t`)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "too large") {
+			t.Fatalf("err = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the conversion of the result did not stop")
+	}
+	// Repeating one big string is a bomb too.
+	_, err := call(t, r, `local s = string.rep("x", 1e6) local t = {} for i = 1, 1000 do t[i] = s end return t`)
+	if err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Fatalf("repeated string: err = %v", err)
+	}
+	// Sharing within the limits is fine.
+	got, err := call(t, r, `local t = {1} for i = 1, 10 do t = {t, t} end return t`)
+	if l, ok := got.([]any); err != nil || !ok || len(l) != 2 {
+		t.Fatalf("got %v, %v", got, err)
+	}
+}
+
 func TestGoToLua(t *testing.T) {
 	r := New(Options{Sandboxed: true})
 	var decoded, numbers any

@@ -154,12 +154,38 @@ func reflectToLua(v reflect.Value, depth int) (rt.Value, error) {
 // []any, any other table (the empty one included) as map[string]any with
 // keys as text (integers as "3", floats as Lua writes them, booleans as
 // "true"); functions, coroutines and userdata as their type name. A
-// table that contains itself is an error.
-func fromLua(v rt.Value) (any, error) {
-	return fromLuaSeen(v, map[*rt.Table]bool{}, 0)
+// table that contains itself is an error, and so is a result whose copy
+// would take more than budget bytes: a table reached by several paths is
+// copied for each, so a few shared tables can stand for billions of
+// values, and the copy runs outside the script's limits.
+func fromLua(v rt.Value, budget uint64) (any, error) {
+	c := &converter{seen: map[*rt.Table]bool{}, budget: budget}
+	return c.fromLua(v, 0)
 }
 
-func fromLuaSeen(v rt.Value, seen map[*rt.Table]bool, depth int) (any, error) {
+type converter struct {
+	seen   map[*rt.Table]bool
+	budget uint64
+}
+
+// valueCost is what one converted value is charged besides its text.
+const valueCost = 16
+
+func (c *converter) spend(n int) error {
+	cost := uint64(valueCost + n)
+	if cost > c.budget {
+		return errTooLarge
+	}
+	c.budget -= cost
+	return nil
+}
+
+var errTooLarge = errors.New("the result is too large (a table reached by several paths is copied for each); return plain data")
+
+func (c *converter) fromLua(v rt.Value, depth int) (any, error) {
+	if err := c.spend(0); err != nil {
+		return nil, err
+	}
 	switch v.Type() {
 	case rt.NilType:
 		return nil, nil
@@ -170,12 +196,17 @@ func fromLuaSeen(v rt.Value, seen map[*rt.Table]bool, depth int) (any, error) {
 	case rt.FloatType:
 		return v.AsFloat(), nil
 	case rt.StringType:
-		return v.AsString(), nil
+		s := v.AsString()
+		if err := c.spend(len(s)); err != nil {
+			return nil, err
+		}
+		return s, nil
 	case rt.TableType:
 	default:
 		return v.TypeName(), nil
 	}
 	t := v.AsTable()
+	seen := c.seen
 	if seen[t] {
 		return nil, errors.New("the result is a table that contains itself; return plain data")
 	}
@@ -204,7 +235,7 @@ func fromLuaSeen(v rt.Value, seen map[*rt.Table]bool, depth int) (any, error) {
 	if ints && len(entries) > 0 && maxInt == int64(len(entries)) {
 		out := make([]any, len(entries))
 		for _, e := range entries {
-			g, err := fromLuaSeen(e.v, seen, depth+1)
+			g, err := c.fromLua(e.v, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -214,11 +245,15 @@ func fromLuaSeen(v rt.Value, seen map[*rt.Table]bool, depth int) (any, error) {
 	}
 	out := make(map[string]any, len(entries))
 	for _, e := range entries {
-		g, err := fromLuaSeen(e.v, seen, depth+1)
+		g, err := c.fromLua(e.v, depth+1)
 		if err != nil {
 			return nil, err
 		}
-		out[keyText(e.k)] = g
+		key := keyText(e.k)
+		if err := c.spend(len(key)); err != nil {
+			return nil, err
+		}
+		out[key] = g
 	}
 	return out, nil
 }
