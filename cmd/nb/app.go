@@ -418,8 +418,11 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	go func() {
-		if sig, ok := <-sigs; ok {
+		// signal.Stop does not close sigs: the end of the eval ends this too.
+		select {
+		case sig := <-sigs:
 			cancel(&signalError{sig: sig})
+		case <-ctx.Done():
 		}
 	}()
 	s.printer.Prefix()
