@@ -28,6 +28,9 @@ type SSEReader struct {
 	data    bytes.Buffer
 	hasData bool
 	line    []byte
+	// skipLF is set after a line ended with CR: an LF right after it
+	// belongs to that CRLF.
+	skipLF bool
 }
 
 // MaxLine bounds one line of a streamed response (16 MiB).
@@ -92,69 +95,55 @@ func (s *SSEReader) dispatch() SSEEvent {
 }
 
 // readLine returns one line without its terminator (LF, CRLF or CR).
-// The slice is valid until the next call.
+// The slice is valid until the next call. A line is returned as soon as
+// its terminator arrives; the LF of a CRLF split across reads is skipped
+// at the next call.
 func (s *SSEReader) readLine() ([]byte, error) {
 	s.line = s.line[:0]
-	// Fast path: a line ending in LF with no CR inside, in the buffer.
-	if chunk, err := s.r.ReadSlice('\n'); err == nil {
-		body := chunk[:len(chunk)-1]
-		if bytes.IndexByte(body, '\r') < 0 {
-			return body, nil
-		}
-		if i := bytes.IndexByte(body, '\r'); i == len(body)-1 {
-			return body[:i], nil // CRLF
-		}
-		// A lone CR ends a line: hand the rest back to the slow path.
-		s.line = append(s.line, chunk...)
-		return s.splitCR()
-	} else if err != bufio.ErrBufferFull {
-		if len(chunk) == 0 {
-			return nil, err
-		}
-		s.line = append(s.line, chunk...)
-		if bytes.IndexByte(s.line, '\r') >= 0 {
-			return s.splitCR()
-		}
-		return s.line, nil // the last line, without a terminator
-	} else {
-		s.line = append(s.line, chunk...)
-	}
 	for {
-		b, err := s.r.ReadByte()
-		if err != nil {
-			if err == io.EOF && len(s.line) > 0 {
-				return s.line, nil
+		n := s.r.Buffered()
+		if n == 0 {
+			if _, err := s.r.Peek(1); err != nil {
+				if err == io.EOF && len(s.line) > 0 {
+					return s.line, nil // the last line, without a terminator
+				}
+				return nil, err
 			}
-			return nil, err
+			n = s.r.Buffered()
 		}
-		switch b {
-		case '\n':
-			return s.line, nil
-		case '\r':
-			if next, err := s.r.Peek(1); err == nil && next[0] == '\n' {
-				s.r.ReadByte() //nolint:errcheck // peeked
+		buf, _ := s.r.Peek(n)
+		if s.skipLF {
+			s.skipLF = false
+			if buf[0] == '\n' {
+				s.r.Discard(1) //nolint:errcheck // buffered
+				continue
 			}
-			return s.line, nil
 		}
-		if len(s.line) >= MaxLine {
-			return nil, errLineTooLong
+		end := bytes.IndexByte(buf, '\n')
+		if end < 0 {
+			end = len(buf)
 		}
-		s.line = append(s.line, b)
+		if i := bytes.IndexByte(buf[:end], '\r'); i >= 0 {
+			end = i
+		}
+		if end == len(buf) {
+			// No terminator buffered yet: keep the piece and read on.
+			if len(s.line)+len(buf) > MaxLine {
+				return nil, errLineTooLong
+			}
+			s.line = append(s.line, buf...)
+			s.r.Discard(len(buf)) //nolint:errcheck // buffered
+			continue
+		}
+		s.skipLF = buf[end] == '\r'
+		line := buf[:end]
+		if len(s.line) > 0 {
+			s.line = append(s.line, line...)
+			line = s.line
+		}
+		s.r.Discard(end + 1) //nolint:errcheck // buffered
+		return line, nil
 	}
-}
-
-// splitCR handles a line that holds lone CRs: the first CR ends it and
-// the rest is read again as following lines.
-func (s *SSEReader) splitCR() ([]byte, error) {
-	i := bytes.IndexByte(s.line, '\r')
-	rest := s.line[i+1:]
-	if len(rest) > 0 && rest[0] == '\n' {
-		rest = rest[1:]
-	}
-	if len(rest) > 0 {
-		s.r = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(rest)), s.r), 64<<10)
-	}
-	return s.line[:i], nil
 }
 
 type lineTooLongError struct{}

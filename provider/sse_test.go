@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -56,6 +57,27 @@ func TestSSEReader(t *testing.T) {
 				t.Errorf("one byte at a time (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A stream with CR line endings longer than the read buffer: every event
+// arrives, none merged with the next.
+func TestSSEReaderLongCRStream(t *testing.T) {
+	var b strings.Builder
+	const n = 5000
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "data: %040d\r\r", i)
+	}
+	for _, r := range []io.Reader{strings.NewReader(b.String()), iotest.HalfReader(strings.NewReader(b.String()))} {
+		got := readAllSSE(t, r)
+		if len(got) != n {
+			t.Fatalf("got %d events, want %d", len(got), n)
+		}
+		for i, ev := range got {
+			if want := fmt.Sprintf("%040d", i); string(ev.Data) != want {
+				t.Fatalf("event %d: %q, want %q", i, ev.Data, want)
+			}
+		}
 	}
 }
 
