@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,7 +62,11 @@ func Post(ctx context.Context, client *http.Client, providerID, url string, head
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(data))
 	if err != nil {
 		cancel(nil)
-		return nil, nil, &Error{Provider: providerID, Message: fmt.Sprintf("invalid address %q: %v", url, err)}
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the address, which may hold a password
+		}
+		return nil, nil, &Error{Provider: providerID, Message: fmt.Sprintf("invalid address %q: %v", redactURL(url), err)}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "nb (Nano Bots)")
@@ -93,6 +98,10 @@ func networkError(ctx context.Context, providerID, url string, err error, stream
 		return &Error{Provider: providerID, Message: stall.Error(), Retryable: true, Streamed: streamed, Err: err}
 	}
 	msg := err.Error()
+	var ue *neturl.Error
+	if url != "" && errors.As(err, &ue) {
+		msg = ue.Err.Error() // the address is given below, without its password
+	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		msg = "timed out: " + msg
@@ -109,10 +118,33 @@ func networkError(ctx context.Context, providerID, url string, err error, stream
 		retryable, hint = false, "check provider.credentials.address"
 	}
 	if url != "" {
-		msg = strings.Replace(msg, fmt.Sprintf("Post %q: ", url), "", 1)
-		msg = "cannot reach " + url + ": " + msg
+		msg = "cannot reach " + redactURL(url) + ": " + msg
 	}
 	return &Error{Provider: providerID, Message: msg, Hint: hint, Retryable: retryable, Streamed: streamed, Err: err}
+}
+
+// redactURL hides the password of an address's user information.
+func redactURL(raw string) string {
+	if u, err := neturl.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	// Unparsable: hide whatever sits between "user:" and "@" in the host part.
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return raw
+	}
+	host, path := rest, ""
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		host, path = rest[:i], rest[i:]
+	}
+	at := strings.LastIndexByte(host, '@')
+	if at < 0 {
+		return raw
+	}
+	if user, _, hasPass := strings.Cut(host[:at], ":"); hasPass {
+		return scheme + "://" + user + ":xxxxx" + host[at:] + path
+	}
+	return raw
 }
 
 // ReadError wraps an error met while reading a streamed response body.

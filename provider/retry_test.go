@@ -133,6 +133,22 @@ func TestConnectionRefused(t *testing.T) {
 	}
 }
 
+// A password in the address (a gateway with basic authentication) is not
+// repeated in the error.
+func TestConnectionRefusedHidesPassword(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := strings.Replace(srv.URL, "http://", "http://user:s3cret@", 1)
+	srv.Close()
+	_, _, err := Post(context.Background(), http.DefaultClient, "fake", addr+"/v1", nil, map[string]any{})
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "cannot reach http://user:xxxxx@") {
+		t.Fatalf("got %v", err)
+	}
+	_, _, err = Post(context.Background(), http.DefaultClient, "fake", "http://user:s3cret@[::1", nil, map[string]any{})
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("invalid address: got %v", err)
+	}
+}
+
 func TestStall(t *testing.T) {
 	old := IdleTimeout
 	IdleTimeout = 100 * time.Millisecond
