@@ -149,7 +149,7 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream line %q: %v", provider.Clip(string(data)), err), Streamed: streamed}
 		}
 		if l.Error != "" {
-			return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + l.Error, Streamed: streamed}
+			return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + l.Error, Streamed: streamed, Retryable: !streamed}
 		}
 		if l.Message.Thinking != "" {
 			reasoning.WriteString(l.Message.Thinking)

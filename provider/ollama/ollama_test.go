@@ -3,6 +3,8 @@ package ollama_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -85,5 +87,32 @@ func TestErrors(t *testing.T) {
 	p, _ = setup(t, providertest.Scripted(providertest.Reply{Chunks: []string{"a", "b"}, CutAfter: 1}))
 	if _, err := p.Complete(context.Background(), provider.Request{Stream: true}, nil); err == nil {
 		t.Fatal("dropped stream not reported")
+	}
+}
+
+// An error line is retried like the other providers' mid-stream errors:
+// only when no text had reached the user.
+func TestStreamErrorRetryable(t *testing.T) {
+	for _, tt := range []struct {
+		body      string
+		retryable bool
+	}{
+		{`{"error":"model runner crashed"}` + "\n", true},
+		{`{"message":{"content":"a"},"done":false}` + "\n" + `{"error":"model runner crashed"}` + "\n", false},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			io.WriteString(w, tt.body)
+		}))
+		p, err := provider.New(provider.Config{ID: "ollama", Credentials: map[string]any{"address": srv.URL}, HTTPClient: srv.Client()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = p.Complete(context.Background(), provider.Request{Stream: true}, nil)
+		srv.Close()
+		var pe *provider.Error
+		if !errors.As(err, &pe) || provider.IsRetryable(err) != tt.retryable || pe.Streamed == tt.retryable {
+			t.Errorf("%q: %v retryable=%v", tt.body, err, provider.IsRetryable(err))
+		}
 	}
 }
