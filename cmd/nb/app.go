@@ -397,6 +397,12 @@ func fennelCacheDir(getenv func(string) string) string {
 // eval runs one exchange: the words joined by spaces, or else all of
 // standard input minus one trailing line ending.
 func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error {
+	// The session first: a cartridge that cannot run is reported before
+	// the user types (or a pipe produces) a message it could not send.
+	s, err := a.newSession(cart, key, cartridge.Eval)
+	if err != nil {
+		return err
+	}
 	input := strings.Join(words, " ")
 	if input == "" {
 		if term.IsTerminal(a.Stdin) {
@@ -407,10 +413,6 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 			return fmt.Errorf("read standard input: %w", err)
 		}
 		input = chomp(string(data))
-	}
-	s, err := a.newSession(cart, key, cartridge.Eval)
-	if err != nil {
-		return err
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)

@@ -434,3 +434,21 @@ func TestPTYREPLHistoryIsPrivate(t *testing.T) {
 		}
 	}
 }
+
+// A cartridge that cannot run is reported at once, before eval waits for
+// a message typed on the terminal that it could not send.
+func TestPTYEvalReportsBeforeReadingTheMessage(t *testing.T) {
+	dir := t.TempDir()
+	src := "provider:\n  id: openai\n  credentials:\n    access-token: ENV/NB_TEST_UNSET_KEY\n  settings:\n    model: gpt-4o-mini\n"
+	if err := os.WriteFile(filepath.Join(dir, "bot.yml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startNB(t, dir, nil, "bot.yml", "-", "eval")
+	c.expect("NB_TEST_UNSET_KEY is not set")
+	if code := c.exitCode(); code != 1 {
+		t.Errorf("exit code %d, want 1", code)
+	}
+	if strings.Contains(c.output(), "reading the message") {
+		t.Errorf("eval asked for a message it could not send:\n%s", c.output())
+	}
+}
