@@ -74,6 +74,12 @@ func TestPaths(t *testing.T) {
 	if got := RootFrom("~/cart", "", env); got != "/home/user/cart" {
 		t.Errorf("cartridge root %q", got)
 	}
+	// The file system's root stays the root, not "" (the working directory).
+	for _, root := range []string{"/", "//"} {
+		if got := RootFrom(root, "", env); got != "/" {
+			t.Errorf("root %q gives %q", root, got)
+		}
+	}
 	p := Paths{Root: "/home/user/.local/state/nano-bots"}
 	st, err := p.Open(Bot{Author: "Author Name", Name: "Nano Bot Name", Version: "0.0.1"}, "end-user-name", "E15D")
 	if err != nil {

@@ -87,7 +87,7 @@ func EnvFromOS() Env {
 func RootFrom(cartridgePath, cartridgeDirectory string, env Env) string {
 	for _, p := range []string{cartridgePath, cartridgeDirectory, env.StatePath, env.StateDirectory} {
 		if p = strings.TrimSpace(p); p != "" {
-			return expandHome(strings.TrimSuffix(p, "/"), env.Home)
+			return expandHome(filepath.Clean(p), env.Home) // not TrimSuffix: "/" would become ""
 		}
 	}
 	if env.StateHome != "" && filepath.IsAbs(env.StateHome) {
