@@ -293,3 +293,20 @@ func TestAliasesRefused(t *testing.T) {
 		}
 	}
 }
+
+func TestPositiveSettings(t *testing.T) {
+	for src, want := range map[string]string{
+		"safety: {tools: {rounds: 0}}":  "safety.tools.rounds: must be a whole number above 0, not 0",
+		"safety: {tools: {rounds: -1}}": "safety.tools.rounds: must be a whole number above 0, not -1",
+		"state: {budget: '5'}":          "state.budget: must be a whole number above 0, not 5",
+		"state: {budget: 1.5}":          "state.budget: must be a whole number above 0, not 1.5",
+	} {
+		_, err := Parse([]byte(src+"\n"), "test.yml", FormatYAML)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+	if _, err := Parse([]byte("safety: {tools: {rounds: 3}}\nstate: {budget: 4000}\n"), "test.yml", FormatYAML); err != nil {
+		t.Error(err)
+	}
+}

@@ -107,6 +107,18 @@ func (k *checker) boolean(parent map[string]any, path, key string) {
 	}
 }
 
+// positive checks that the value, if present and not null, is a whole
+// number above zero.
+func (k *checker) positive(parent map[string]any, path, key string) {
+	v, ok := parent[key]
+	if !ok || v == nil {
+		return
+	}
+	if n, isInt := v.(int64); !isInt || n <= 0 {
+		k.fail(join(path, key), "must be a whole number above 0, not %v", v)
+	}
+}
+
 func (k *checker) colour(parent map[string]any, path, key string) {
 	k.scalar(parent, path, key)
 	if s, ok := parent[key].(string); ok && k.err == nil {
@@ -184,11 +196,14 @@ func (c *Cartridge) validate() error {
 
 	if safety := k.mapping(d, "", "safety"); safety != nil {
 		k.boolean(k.mapping(safety, "safety", "functions"), "safety.functions", "sandboxed")
-		k.boolean(k.mapping(safety, "safety", "tools"), "safety.tools", "confirmable")
+		tools := k.mapping(safety, "safety", "tools")
+		k.boolean(tools, "safety.tools", "confirmable")
+		k.positive(tools, "safety.tools", "rounds")
 	}
 	if state := k.mapping(d, "", "state"); state != nil {
 		k.scalar(state, "state", "path")
 		k.scalar(state, "state", "directory")
+		k.positive(state, "state", "budget")
 	}
 
 	if p := k.mapping(d, "", "provider"); p != nil {

@@ -414,6 +414,9 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 		}
 		input = chomp(string(data))
 	}
+	if strings.TrimSpace(input) == "" {
+		return &usageError{"nothing to send: give the message as words after eval, or on standard input"}
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	sigs := make(chan os.Signal, 1)
@@ -458,14 +461,31 @@ func (a *App) repl(cart *cartridge.Cartridge, key string) error {
 	if err != nil {
 		return err
 	}
+	failed := 0
 	r := &term.REPL{
 		Agent: s.agent, Printer: s.printer, Stdin: a.Stdin, Stderr: a.Stderr,
 		HistoryFile: a.historyFile(cart),
 		Prompt:      renderPrompt(cart, s.printer.Color),
-		ReportError: func(err error) { fmt.Fprintln(a.Stderr, "nb: "+err.Error()) },
+		ReportError: func(err error) {
+			failed++
+			fmt.Fprintln(a.Stderr, "nb: "+err.Error())
+		},
 	}
-	return r.Run(context.Background())
+	if err := r.Run(context.Background()); err != nil {
+		return err
+	}
+	if failed > 0 && !term.IsTerminal(a.Stdin) {
+		// Piped, a REPL is a script: its exit status says whether every
+		// message got its answer.
+		return &reportedError{fmt.Sprintf("%d of the messages failed", failed)}
+	}
+	return nil
 }
+
+// reportedError is a failure whose details were already printed.
+type reportedError struct{ msg string }
+
+func (e *reportedError) Error() string { return e.msg }
 
 func renderPrompt(c *cartridge.Cartridge, color bool) string {
 	var b strings.Builder
@@ -477,6 +497,11 @@ func renderPrompt(c *cartridge.Cartridge, color bool) string {
 
 // historyFile is the REPL's line history for this cartridge.
 func (a *App) historyFile(c *cartridge.Cartridge) string {
+	if a.Getenv("NANO_BOTS_ENCRYPTION_PASSWORD") != "" {
+		// The line history would keep in plaintext what the state
+		// encrypts: with encryption on, the REPL keeps none.
+		return ""
+	}
 	root := state.RootFrom("", "", state.EnvFromOS())
 	name := "default"
 	if c.Path != "" {

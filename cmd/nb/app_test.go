@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
 )
@@ -53,4 +54,17 @@ func TestEvalLeavesNoGoroutine(t *testing.T) {
 		}
 	}
 	t.Errorf("%d signal watchers still running after the evals ended", strings.Count(stacks, watcher))
+}
+
+func TestNoHistoryFileWithEncryption(t *testing.T) {
+	c := cartridge.Default()
+	env := map[string]string{"HOME": "/home/u"}
+	a := &App{Getenv: func(k string) string { return env[k] }}
+	if a.historyFile(c) == "" {
+		t.Fatal("no history file without encryption")
+	}
+	env["NANO_BOTS_ENCRYPTION_PASSWORD"] = "pw"
+	if f := a.historyFile(c); f != "" {
+		t.Fatalf("history file %q kept in plaintext with encryption on", f)
+	}
 }
