@@ -27,6 +27,11 @@ echo "== cold eval against an instant local provider (goal: median <= 10 ms, pea
 start_fake -chunks 1 -size 6
 hyperfine -N --warmup 10 --runs 200 --export-json "$out/cold.json" \
 	"$out/nb bench/cartridge.yml - eval hi"
+python3 - "$out/cold.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+print(f"median {r['median'] * 1000:.1f} ms (min {r['min'] * 1000:.1f} ms)")
+PY
 rss=0
 for _ in $(seq 20); do
 	r=$(/usr/bin/time -f %M "$out/nb" bench/cartridge.yml - eval hi 2>&1 >/dev/null | tail -1)
