@@ -11,6 +11,8 @@ package provider
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"sort"
@@ -184,4 +186,13 @@ func New(cfg Config) (Provider, error) {
 		cfg.HTTPClient = DefaultHTTPClient()
 	}
 	return f(cfg)
+}
+
+// NewCallID invents an id for a tool call the provider sent without one.
+// It is unique across answers, so a conversation with several tool rounds
+// can be continued on a provider that wants distinct ids.
+func NewCallID() string {
+	var b [8]byte
+	rand.Read(b[:]) //nolint:errcheck // never fails
+	return "call_" + hex.EncodeToString(b[:])
 }

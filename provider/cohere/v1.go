@@ -189,7 +189,7 @@ func callsV1(genID string, calls []callV1) []provider.ToolCall {
 // so a conversation continued on another provider keeps distinct ids.
 func callID(genID string, i int) string {
 	if genID == "" {
-		return fmt.Sprintf("call_%d", i)
+		return provider.NewCallID()
 	}
 	return fmt.Sprintf("%s_%d", genID, i)
 }

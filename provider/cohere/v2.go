@@ -187,10 +187,10 @@ func decodeStreamV2(ctx context.Context, body io.Reader, emit func(provider.Even
 	}
 	resp.Text = text.String()
 	resp.Reasoning = reasoning.String()
-	for i, c := range calls {
+	for _, c := range calls {
 		tc := *c
 		if tc.ID == "" {
-			tc.ID = fmt.Sprintf("call_%d", i)
+			tc.ID = provider.NewCallID()
 		}
 		if strings.TrimSpace(tc.Arguments) == "" {
 			tc.Arguments = "{}"
@@ -255,10 +255,10 @@ func decodeWholeV2(ctx context.Context, body io.Reader) (*provider.Response, err
 		resp.Reasoning += w.Message.ToolPlan
 		resp.Extra = map[string]any{ID: map[string]any{"tool_plan": w.Message.ToolPlan}}
 	}
-	for i, tc := range w.Message.ToolCalls {
+	for _, tc := range w.Message.ToolCalls {
 		call := provider.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
 		if call.ID == "" {
-			call.ID = fmt.Sprintf("call_%d", i)
+			call.ID = provider.NewCallID()
 		}
 		if strings.TrimSpace(call.Arguments) == "" {
 			call.Arguments = "{}"

@@ -2,8 +2,6 @@ package google
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -129,7 +127,7 @@ func (d *decoder) part(p part) {
 		fc := p.FunctionCall
 		id := fc.ID
 		if id == "" {
-			id = newCallID()
+			id = provider.NewCallID()
 		} else {
 			d.extra.CallIDs = append(d.extra.CallIDs, id)
 		}
@@ -160,14 +158,6 @@ func (d *decoder) part(p part) {
 			d.extra.TextSignature = p.ThoughtSignature
 		}
 	}
-}
-
-// newCallID invents an id for a call Gemini sent without one, unique
-// enough to be matched with its result on any provider.
-func newCallID() string {
-	var b [8]byte
-	rand.Read(b[:]) //nolint:errcheck // never fails
-	return "call_" + hex.EncodeToString(b[:])
 }
 
 // stream reads the server-sent events of :streamGenerateContent?alt=sse.

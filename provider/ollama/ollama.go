@@ -179,7 +179,7 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 			}
 			id := tc.ID
 			if id == "" {
-				id = fmt.Sprintf("call_%d", len(resp.ToolCalls))
+				id = provider.NewCallID()
 			}
 			emit(provider.Event{Kind: provider.ToolCallStarted, Text: tc.Function.Name})
 			resp.ToolCalls = append(resp.ToolCalls, provider.ToolCall{ID: id, Name: tc.Function.Name, Arguments: args})

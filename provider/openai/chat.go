@@ -445,7 +445,7 @@ func (d Dialect) finish(calls []indexedCall) []provider.ToolCall {
 	for n, c := range calls {
 		out[n] = *c.ToolCall
 		if out[n].ID == "" {
-			out[n].ID = fmt.Sprintf("call_%d", n)
+			out[n].ID = provider.NewCallID()
 			if d.CallID != nil {
 				out[n].ID = d.CallID(out[n].ID)
 			}
