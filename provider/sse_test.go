@@ -153,3 +153,27 @@ func TestThinkFilter(t *testing.T) {
 		}
 	}
 }
+
+func TestAnswer(t *testing.T) {
+	var events []Event
+	a := Answer{Emit: func(ev Event) { events = append(events, ev) }}
+	a.Reasoning("plan ")
+	a.Content("<think>hm")
+	if a.Streamed {
+		t.Fatal("streamed before any visible text")
+	}
+	a.Content("m</think>\nHel")
+	a.Content("lo")
+	var resp Response
+	a.Finish(&resp)
+	if resp.Text != "Hello" || resp.Reasoning != "plan hmm" || !a.Streamed {
+		t.Fatalf("%+v streamed=%v", resp, a.Streamed)
+	}
+	want := []Event{{ReasoningDelta, "plan "}, {ReasoningDelta, "hm"}, {ReasoningDelta, "m"}, {TextDelta, "Hel"}, {TextDelta, "lo"}}
+	if diff := cmp.Diff(want, events); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if v, r := SplitThink("<think>x</think>\n\ny"); v != "y" || r != "x" {
+		t.Errorf("SplitThink: %q %q", v, r)
+	}
+}

@@ -113,3 +113,74 @@ func (b *TextBuffer) String() string {
 	b.pieces = append(b.pieces[:0], sb.String())
 	return b.pieces[0]
 }
+
+// SplitThink separates a leading <think> block of a whole (not streamed)
+// answer from its visible text.
+func SplitThink(s string) (visible, reasoning string) {
+	var f ThinkFilter
+	visible, reasoning = f.Feed(s)
+	v, r := f.Flush()
+	return visible + v, reasoning + r
+}
+
+// Answer gathers a streamed answer as it arrives: the visible text, with
+// a leading <think> block turned into reasoning, and the reasoning the
+// provider sends in its own fields. Each piece goes to Emit at once.
+type Answer struct {
+	// Emit receives the pieces; nil drops them.
+	Emit func(Event)
+	// Streamed is set once visible text has been added.
+	Streamed bool
+
+	think     ThinkFilter
+	text      TextBuffer
+	reasoning strings.Builder
+}
+
+// Content adds a piece of answer text.
+func (a *Answer) Content(s string) {
+	if s == "" {
+		return
+	}
+	visible, thought := a.think.Feed(s)
+	a.Reasoning(thought)
+	a.visible(visible)
+}
+
+// Reasoning adds a piece of reasoning.
+func (a *Answer) Reasoning(s string) {
+	if s != "" {
+		a.reasoning.WriteString(s)
+		a.emit(Event{Kind: ReasoningDelta, Text: s})
+	}
+}
+
+func (a *Answer) visible(s string) {
+	if s != "" {
+		a.text.WriteString(s)
+		a.Streamed = true
+		a.emit(Event{Kind: TextDelta, Text: s})
+	}
+}
+
+func (a *Answer) emit(ev Event) {
+	if a.Emit != nil {
+		a.Emit(ev)
+	}
+}
+
+// Finish releases what the <think> filter held back at the end of the
+// stream and stores the text and the reasoning in resp.
+func (a *Answer) Finish(resp *Response) {
+	visible, thought := a.think.Flush()
+	a.reasoning.WriteString(thought)
+	a.visible(visible)
+	resp.Text = a.text.String()
+	resp.Reasoning = a.reasoning.String()
+}
+
+// Incomplete is the error of a stream that ended before the provider's
+// end-of-answer event.
+func Incomplete(providerID string, streamed bool) *Error {
+	return &Error{Provider: providerID, Message: "the stream ended before the answer was complete", Streamed: streamed, Retryable: !streamed}
+}

@@ -363,7 +363,7 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 		// ping, content_block_stop and event types added later need nothing.
 	}
 	if !done {
-		return nil, &provider.Error{Provider: ID, Message: "the stream ended before the answer was complete", Streamed: streamed, Retryable: !streamed}
+		return nil, provider.Incomplete(ID, streamed)
 	}
 	idx := make([]int, 0, len(blocks))
 	for i := range blocks {

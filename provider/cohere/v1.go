@@ -197,18 +197,11 @@ func callID(genID string, i int) string {
 // decodeStreamV1 reads v1's newline-delimited JSON events.
 func decodeStreamV1(ctx context.Context, body io.Reader, emit func(provider.Event)) (*provider.Response, error) {
 	resp := &provider.Response{}
-	var text, reasoning strings.Builder
-	var think provider.ThinkFilter
+	ans := provider.Answer{Emit: emit}
 	chunks := map[int]*provider.ToolCall{}
 	var whole []provider.ToolCall
 	genID := ""
-	streamed, done := false, false
-	thought := func(s string) {
-		if s != "" {
-			reasoning.WriteString(s)
-			emit(provider.Event{Kind: provider.ReasoningDelta, Text: s})
-		}
-	}
+	done := false
 	r := provider.NewNDJSONReader(body)
 	for !done {
 		line, err := r.Next()
@@ -216,23 +209,17 @@ func decodeStreamV1(ctx context.Context, body io.Reader, emit func(provider.Even
 			break
 		}
 		if err != nil {
-			return nil, provider.ReadError(ctx, ID, err, streamed)
+			return nil, provider.ReadError(ctx, ID, err, ans.Streamed)
 		}
 		var e eventV1
 		if err := json.Unmarshal(line, &e); err != nil {
-			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream line %q: %v", provider.Clip(string(line)), err), Streamed: streamed}
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream line %q: %v", provider.Clip(string(line)), err), Streamed: ans.Streamed}
 		}
 		switch e.EventType {
 		case "stream-start":
 			genID = e.GenerationID
 		case "text-generation":
-			visible, t := think.Feed(e.Text)
-			thought(t)
-			if visible != "" {
-				text.WriteString(visible)
-				streamed = true
-				emit(provider.Event{Kind: provider.TextDelta, Text: visible})
-			}
+			ans.Content(e.Text)
 		case "tool-calls-chunk":
 			if d := e.ToolCallDelta; d != nil {
 				call, ok := chunks[d.Index]
@@ -246,7 +233,7 @@ func decodeStreamV1(ctx context.Context, body io.Reader, emit func(provider.Even
 				}
 				call.Arguments += d.Parameters
 			} else {
-				thought(e.Text) // the tool plan
+				ans.Reasoning(e.Text) // the tool plan
 			}
 		case "tool-calls-generation":
 			// The whole calls; they supersede the chunks.
@@ -266,27 +253,20 @@ func decodeStreamV1(ctx context.Context, body io.Reader, emit func(provider.Even
 				if msg == "" {
 					msg = "the model stopped with finish_reason " + e.FinishReason
 				}
-				return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + msg, Streamed: streamed, Retryable: !streamed}
+				return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + msg, Streamed: ans.Streamed, Retryable: !ans.Streamed}
 			}
 		case "":
 			if e.Message != "" {
-				return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + e.Message, Streamed: streamed, Retryable: !streamed}
+				return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + e.Message, Streamed: ans.Streamed, Retryable: !ans.Streamed}
 			}
 		}
 		// search-queries-generation, search-results, citation-generation
 		// and later additions need nothing.
 	}
 	if !done {
-		return nil, &provider.Error{Provider: ID, Message: "the stream ended before the answer was complete", Streamed: streamed, Retryable: !streamed}
+		return nil, provider.Incomplete(ID, ans.Streamed)
 	}
-	visible, t := think.Flush()
-	reasoning.WriteString(t)
-	if visible != "" {
-		text.WriteString(visible)
-		emit(provider.Event{Kind: provider.TextDelta, Text: visible})
-	}
-	resp.Text = text.String()
-	resp.Reasoning = reasoning.String()
+	ans.Finish(resp)
 	resp.ToolCalls = whole
 	if whole == nil && len(chunks) > 0 {
 		idx := make([]int, 0, len(chunks))
@@ -325,10 +305,8 @@ func decodeWholeV1(ctx context.Context, body io.Reader) (*provider.Response, err
 		}
 		return nil, &provider.Error{Provider: ID, Message: msg}
 	}
-	var think provider.ThinkFilter
-	visible, thought := think.Feed(*w.Text)
-	v2, t2 := think.Flush()
-	resp := &provider.Response{Text: visible + v2, Reasoning: thought + t2, FinishReason: w.FinishReason, Usage: w.Meta.common()}
+	visible, thought := provider.SplitThink(*w.Text)
+	resp := &provider.Response{Text: visible, Reasoning: thought, FinishReason: w.FinishReason, Usage: w.Meta.common()}
 	if len(w.ToolCalls) > 0 {
 		resp.ToolCalls = callsV1(w.GenerationID, w.ToolCalls)
 		// With tool calls, text is the tool plan, not an answer.

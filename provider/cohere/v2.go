@@ -87,17 +87,11 @@ type eventV2 struct {
 
 func decodeStreamV2(ctx context.Context, body io.Reader, emit func(provider.Event)) (*provider.Response, error) {
 	resp := &provider.Response{}
-	var text, reasoning, plan strings.Builder
-	var think provider.ThinkFilter
+	ans := provider.Answer{Emit: emit}
+	var plan strings.Builder
 	var calls []*provider.ToolCall
 	byIndex := map[int]*provider.ToolCall{}
-	streamed, done := false, false
-	thought := func(s string) {
-		if s != "" {
-			reasoning.WriteString(s)
-			emit(provider.Event{Kind: provider.ReasoningDelta, Text: s})
-		}
-	}
+	done := false
 	sse := provider.NewSSEReader(body)
 	for !done {
 		ev, err := sse.Next()
@@ -105,7 +99,7 @@ func decodeStreamV2(ctx context.Context, body io.Reader, emit func(provider.Even
 			break
 		}
 		if err != nil {
-			return nil, provider.ReadError(ctx, ID, err, streamed)
+			return nil, provider.ReadError(ctx, ID, err, ans.Streamed)
 		}
 		data := strings.TrimSpace(string(ev.Data))
 		if data == "" || data == "[DONE]" {
@@ -113,7 +107,7 @@ func decodeStreamV2(ctx context.Context, body io.Reader, emit func(provider.Even
 		}
 		var e eventV2
 		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(data), err), Streamed: streamed}
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(data), err), Streamed: ans.Streamed}
 		}
 		if e.Type == "" {
 			e.Type = ev.Event
@@ -125,19 +119,11 @@ func decodeStreamV2(ctx context.Context, body io.Reader, emit func(provider.Even
 			if !object(m.Content, &content) {
 				continue
 			}
-			thought(content.Thinking)
-			if content.Text != "" {
-				visible, t := think.Feed(content.Text)
-				thought(t)
-				if visible != "" {
-					text.WriteString(visible)
-					streamed = true
-					emit(provider.Event{Kind: provider.TextDelta, Text: visible})
-				}
-			}
+			ans.Reasoning(content.Thinking)
+			ans.Content(content.Text)
 		case "tool-plan-delta":
 			plan.WriteString(m.ToolPlan)
-			thought(m.ToolPlan)
+			ans.Reasoning(m.ToolPlan)
 		case "tool-call-start", "tool-call-delta":
 			var d callDeltaV2
 			if !object(m.ToolCalls, &d) {
@@ -165,28 +151,21 @@ func decodeStreamV2(ctx context.Context, body io.Reader, emit func(provider.Even
 				if msg == "" {
 					msg = "the model stopped with finish_reason ERROR"
 				}
-				return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + msg, Streamed: streamed, Retryable: !streamed}
+				return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + msg, Streamed: ans.Streamed, Retryable: !ans.Streamed}
 			}
 		default:
 			// message-start, content-end, tool-call-end, citation events
 			// and later additions need nothing; an error object without a
 			// type is reported.
 			if e.Type == "" && e.Message != "" {
-				return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + e.Message, Streamed: streamed, Retryable: !streamed}
+				return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + e.Message, Streamed: ans.Streamed, Retryable: !ans.Streamed}
 			}
 		}
 	}
 	if !done {
-		return nil, &provider.Error{Provider: ID, Message: "the stream ended before the answer was complete", Streamed: streamed, Retryable: !streamed}
+		return nil, provider.Incomplete(ID, ans.Streamed)
 	}
-	visible, t := think.Flush()
-	reasoning.WriteString(t)
-	if visible != "" {
-		text.WriteString(visible)
-		emit(provider.Event{Kind: provider.TextDelta, Text: visible})
-	}
-	resp.Text = text.String()
-	resp.Reasoning = reasoning.String()
+	ans.Finish(resp)
 	for _, c := range calls {
 		tc := *c
 		if tc.ID == "" {
@@ -246,11 +225,9 @@ func decodeWholeV2(ctx context.Context, body io.Reader) (*provider.Response, err
 			reasoning.WriteString(c.Thinking)
 		}
 	}
-	var think provider.ThinkFilter
-	visible, thought := think.Feed(text.String())
-	v2, t2 := think.Flush()
-	resp.Text = visible + v2
-	resp.Reasoning = reasoning.String() + thought + t2
+	visible, thought := provider.SplitThink(text.String())
+	resp.Text = visible
+	resp.Reasoning = reasoning.String() + thought
 	if w.Message.ToolPlan != "" {
 		resp.Reasoning += w.Message.ToolPlan
 		resp.Extra = map[string]any{ID: map[string]any{"tool_plan": w.Message.ToolPlan}}

@@ -186,7 +186,7 @@ func (d *decoder) stream(ctx context.Context, body io.Reader) (*provider.Respons
 		}
 	}
 	if d.finish == "" && d.blocked == "" {
-		return nil, &provider.Error{Provider: ID, Message: "the stream ended before the answer was complete", Streamed: d.streamed, Retryable: !d.streamed}
+		return nil, provider.Incomplete(ID, d.streamed)
 	}
 	return d.result()
 }

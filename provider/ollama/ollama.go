@@ -125,15 +125,14 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 		return nil, err
 	}
 	defer body.Close()
-	emit := func(ev provider.Event) {
-		if onEvent != nil && req.Stream {
-			onEvent(ev)
-		}
+	// Not streaming, the answer arrives as one line: nothing is emitted.
+	emit := onEvent
+	if !req.Stream {
+		emit = nil
 	}
 	resp := &provider.Response{}
-	var text, reasoning strings.Builder
-	var think provider.ThinkFilter
-	streamed := false
+	ans := provider.Answer{Emit: emit}
+	streamed := func() bool { return ans.Streamed && req.Stream }
 	done := false
 	r := provider.NewNDJSONReader(body)
 	for !done {
@@ -142,31 +141,17 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 			break
 		}
 		if err != nil {
-			return nil, provider.ReadError(ctx, ID, err, streamed)
+			return nil, provider.ReadError(ctx, ID, err, streamed())
 		}
 		var l line
 		if err := json.Unmarshal(data, &l); err != nil {
-			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream line %q: %v", provider.Clip(string(data)), err), Streamed: streamed}
+			return nil, &provider.Error{Provider: ID, Message: fmt.Sprintf("unreadable stream line %q: %v", provider.Clip(string(data)), err), Streamed: streamed()}
 		}
 		if l.Error != "" {
-			return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + l.Error, Streamed: streamed, Retryable: !streamed}
+			return nil, &provider.Error{Provider: ID, Message: "error in the stream: " + l.Error, Streamed: streamed(), Retryable: !streamed()}
 		}
-		if l.Message.Thinking != "" {
-			reasoning.WriteString(l.Message.Thinking)
-			emit(provider.Event{Kind: provider.ReasoningDelta, Text: l.Message.Thinking})
-		}
-		if l.Message.Content != "" {
-			visible, thought := think.Feed(l.Message.Content)
-			if thought != "" {
-				reasoning.WriteString(thought)
-				emit(provider.Event{Kind: provider.ReasoningDelta, Text: thought})
-			}
-			if visible != "" {
-				text.WriteString(visible)
-				streamed = streamed || req.Stream
-				emit(provider.Event{Kind: provider.TextDelta, Text: visible})
-			}
-		}
+		ans.Reasoning(l.Message.Thinking)
+		ans.Content(l.Message.Content)
 		for _, tc := range l.Message.ToolCalls {
 			args := strings.TrimSpace(string(tc.Function.Arguments))
 			if args == "" || args == "null" {
@@ -181,7 +166,9 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 			if id == "" {
 				id = provider.NewCallID()
 			}
-			emit(provider.Event{Kind: provider.ToolCallStarted, Text: tc.Function.Name})
+			if emit != nil {
+				emit(provider.Event{Kind: provider.ToolCallStarted, Text: tc.Function.Name})
+			}
 			resp.ToolCalls = append(resp.ToolCalls, provider.ToolCall{ID: id, Name: tc.Function.Name, Arguments: args})
 		}
 		if l.Done {
@@ -191,15 +178,8 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 		}
 	}
 	if !done {
-		return nil, &provider.Error{Provider: ID, Message: "the stream ended before the answer was complete", Streamed: streamed, Retryable: !streamed}
+		return nil, provider.Incomplete(ID, streamed())
 	}
-	visible, thought := think.Flush()
-	reasoning.WriteString(thought)
-	if visible != "" {
-		text.WriteString(visible)
-		emit(provider.Event{Kind: provider.TextDelta, Text: visible})
-	}
-	resp.Text = text.String()
-	resp.Reasoning = reasoning.String()
+	ans.Finish(resp)
 	return resp, nil
 }

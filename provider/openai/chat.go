@@ -302,23 +302,10 @@ func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "
 // server-sent events, ending with data: [DONE]), passing each piece to
 // onEvent (which may be nil) as it arrives, and returns the whole answer.
 func (d Dialect) DecodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Event)) (*provider.Response, error) {
-	emit := func(ev provider.Event) {
-		if onEvent != nil {
-			onEvent(ev)
-		}
-	}
 	resp := &provider.Response{}
-	var text provider.TextBuffer
-	var reasoning strings.Builder
-	var think provider.ThinkFilter
+	ans := provider.Answer{Emit: onEvent}
 	calls := callList{byID: d.CallsByID}
-	streamed, done := false, false
-	thought := func(s string) {
-		if s != "" {
-			reasoning.WriteString(s)
-			emit(provider.Event{Kind: provider.ReasoningDelta, Text: s})
-		}
-	}
+	done := false
 	sse := provider.NewSSEReader(body)
 	for !done {
 		ev, err := sse.Next()
@@ -326,7 +313,7 @@ func (d Dialect) DecodeStream(ctx context.Context, body io.Reader, onEvent func(
 			break
 		}
 		if err != nil {
-			return nil, provider.ReadError(ctx, d.ID, err, streamed)
+			return nil, provider.ReadError(ctx, d.ID, err, ans.Streamed)
 		}
 		data := bytes.TrimSpace(ev.Data)
 		if len(data) == 0 {
@@ -338,11 +325,11 @@ func (d Dialect) DecodeStream(ctx context.Context, body io.Reader, onEvent func(
 		}
 		var ch chunk
 		if err := json.Unmarshal(data, &ch); err != nil {
-			return nil, &provider.Error{Provider: d.ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(string(data)), err), Streamed: streamed}
+			return nil, &provider.Error{Provider: d.ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(string(data)), err), Streamed: ans.Streamed}
 		}
 		if present(ch.Error) || present(ch.Detail) || bool(ch.Object) || ev.Event == "error" {
 			msg, code := provider.ParseErrorBody(data)
-			return nil, &provider.Error{Provider: d.ID, Message: "error in the stream: " + msg, Code: code, Streamed: streamed, Retryable: !streamed}
+			return nil, &provider.Error{Provider: d.ID, Message: "error in the stream: " + msg, Code: code, Streamed: ans.Streamed, Retryable: !ans.Streamed}
 		}
 		if ch.Usage != nil {
 			resp.Usage = ch.Usage.common()
@@ -350,22 +337,14 @@ func (d Dialect) DecodeStream(ctx context.Context, body io.Reader, onEvent func(
 		for i := range ch.Choices {
 			choice := &ch.Choices[i]
 			delta := &choice.Delta
-			thought(delta.Content.thinking)
-			thought(string(delta.ReasoningContent))
-			thought(string(delta.Reasoning))
-			if delta.Content.text != "" {
-				visible, t := think.Feed(delta.Content.text)
-				thought(t)
-				if visible != "" {
-					text.WriteString(visible)
-					streamed = true
-					emit(provider.Event{Kind: provider.TextDelta, Text: visible})
-				}
-			}
+			ans.Reasoning(delta.Content.thinking)
+			ans.Reasoning(string(delta.ReasoningContent))
+			ans.Reasoning(string(delta.Reasoning))
+			ans.Content(delta.Content.text)
 			for j, tc := range delta.ToolCalls {
 				call := calls.slot(tc, j)
-				if tc.Function.Name != "" && call.Name == "" {
-					emit(provider.Event{Kind: provider.ToolCallStarted, Text: tc.Function.Name})
+				if tc.Function.Name != "" && call.Name == "" && onEvent != nil {
+					onEvent(provider.Event{Kind: provider.ToolCallStarted, Text: tc.Function.Name})
 				}
 				call.Name += tc.Function.Name
 				call.Arguments += string(tc.Function.Arguments)
@@ -376,16 +355,9 @@ func (d Dialect) DecodeStream(ctx context.Context, body io.Reader, onEvent func(
 		}
 	}
 	if !done && resp.FinishReason == "" {
-		return nil, &provider.Error{Provider: d.ID, Message: "the stream ended before the answer was complete", Streamed: streamed, Retryable: !streamed}
+		return nil, provider.Incomplete(d.ID, ans.Streamed)
 	}
-	visible, t := think.Flush()
-	reasoning.WriteString(t)
-	if visible != "" {
-		text.WriteString(visible)
-		emit(provider.Event{Kind: provider.TextDelta, Text: visible})
-	}
-	resp.Text = text.String()
-	resp.Reasoning = reasoning.String()
+	ans.Finish(resp)
 	resp.ToolCalls = d.finish(calls.calls)
 	return resp, nil
 }
@@ -484,11 +456,9 @@ func (d Dialect) DecodeWhole(ctx context.Context, body io.Reader) (*provider.Res
 	}
 	resp := &provider.Response{FinishReason: w.Choices[0].FinishReason}
 	m := &w.Choices[0].Message
-	var think provider.ThinkFilter
-	visible, thought := think.Feed(m.Content.text)
-	v2, t2 := think.Flush()
-	resp.Text = visible + v2
-	resp.Reasoning = m.reasoning() + thought + t2
+	visible, thought := provider.SplitThink(m.Content.text)
+	resp.Text = visible
+	resp.Reasoning = m.reasoning() + thought
 	calls := make([]indexedCall, len(m.ToolCalls))
 	for i, tc := range m.ToolCalls {
 		calls[i] = indexedCall{i, &provider.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: string(tc.Function.Arguments)}}
