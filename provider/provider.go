@@ -142,8 +142,6 @@ type Config struct {
 	// HTTPClient is used for every request; nil means a default client
 	// that honours HTTPS_PROXY, NO_PROXY and SSL_CERT_FILE.
 	HTTPClient *http.Client
-	// Cartridge names the cartridge file in error messages.
-	Cartridge string
 }
 
 // Factory builds a provider from its configuration.

@@ -21,6 +21,7 @@ import (
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/robopage/cli"
 	"github.com/nbots/nb/script"
+	"github.com/nbots/nb/script/fennel"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/term"
 	"github.com/nbots/nb/tool"
@@ -259,7 +260,7 @@ func (a *App) newSession(cart *cartridge.Cartridge, key string, mode cartridge.M
 	}
 	p := cart.Provider()
 	endUser := EndUser(cart, a.Getenv)
-	cfg := provider.Config{ID: p.ID, Credentials: p.Credentials, Options: p.Options, Settings: p.Settings, Cartridge: cart.Path}
+	cfg := provider.Config{ID: p.ID, Credentials: p.Credentials, Options: p.Options, Settings: p.Settings}
 	if _, ok := p.Settings["user"]; ok {
 		cfg.User = state.NewCipher(a.Getenv("NANO_BOTS_ENCRYPTION_PASSWORD")).Soft(endUser)
 	}
@@ -273,7 +274,7 @@ func (a *App) newSession(cart *cartridge.Cartridge, key string, mode cartridge.M
 	}
 	prov = provider.WithRetry(prov, policy)
 
-	scripts := script.New(script.Options{Sandboxed: cart.Sandboxed(), FennelCacheDir: fennelCacheDir(a.Getenv)})
+	scripts := script.New(script.Options{Sandboxed: cart.Sandboxed(), FennelCacheDir: fennelCacheDir()})
 	tools := &tool.Set{}
 	for _, t := range function.FromCartridge(cart, scripts) {
 		tools.Add(t)
@@ -384,14 +385,14 @@ func (a *App) statePaths(c *cartridge.Cartridge) state.Paths {
 	return p
 }
 
-func fennelCacheDir(getenv func(string) string) string {
-	if d := getenv("XDG_CACHE_HOME"); d != "" && filepath.IsAbs(d) {
-		return filepath.Join(d, "nano-bots", "fennel")
+// fennelCacheDir is where compiled Fennel is kept across runs; "" (no
+// home folder) keeps it in memory only.
+func fennelCacheDir() string {
+	dir, err := fennel.DefaultCacheDir()
+	if err != nil {
+		return ""
 	}
-	if h := getenv("HOME"); h != "" {
-		return filepath.Join(h, ".cache", "nano-bots", "fennel")
-	}
-	return ""
+	return dir
 }
 
 // eval runs one exchange: the words joined by spaces, or else all of

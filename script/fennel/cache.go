@@ -37,7 +37,8 @@ func NewCache(dir string) *Cache {
 // DefaultCacheDir is $XDG_CACHE_HOME/nano-bots/fennel, or
 // ~/.cache/nano-bots/fennel when XDG_CACHE_HOME is not set.
 func DefaultCacheDir() (string, error) {
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+	// The XDG specification says a relative path is to be ignored.
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "nano-bots", "fennel"), nil
 	}
 	home, err := os.UserHomeDir()
