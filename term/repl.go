@@ -10,8 +10,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 
 	"github.com/ergochat/readline"
 
@@ -127,24 +125,10 @@ func (r *REPL) Run(ctx context.Context) error {
 // exchange prints the output prefix, runs one exchange, prints the suffix
 // and a newline. In a terminal, Ctrl-C cancels the exchange only.
 func (r *REPL) exchange(ctx context.Context, interactive bool, run func(context.Context) error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	if interactive {
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, os.Interrupt, syscall.SIGINT)
-		var once sync.Once
-		stop := make(chan struct{})
-		go func() {
-			select {
-			case <-sig:
-				once.Do(cancel)
-			case <-stop:
-			}
-		}()
-		defer func() {
-			close(stop)
-			signal.Stop(sig)
-		}()
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt)
+		defer stop()
 	}
 	r.Printer.Prefix()
 	err := run(ctx)
