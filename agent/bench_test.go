@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/nbots/nb/cartridge"
@@ -29,7 +30,7 @@ provider: {id: openai}
 
 // benchAsk runs one exchange whose first answer asks for calls calls.
 func benchAsk(b *testing.B, calls int) {
-	c, err := cartridge.Parse([]byte(benchCartridge), "bench.yml", cartridge.FormatYAML)
+	c, err := cartridge.Parse([]byte(benchCartridge), "bench.yml", cartridge.FormatYAML, os.LookupEnv)
 	if err != nil {
 		b.Fatal(err)
 	}

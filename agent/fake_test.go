@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -148,7 +149,7 @@ func (a *answers) Confirm(_ context.Context, _ tool.Call, text string) (string, 
 // parse builds a cartridge from YAML text.
 func parse(t *testing.T, src string) *cartridge.Cartridge {
 	t.Helper()
-	c, err := cartridge.Parse([]byte(src), "test.yml", cartridge.FormatYAML)
+	c, err := cartridge.Parse([]byte(src), "test.yml", cartridge.FormatYAML, os.LookupEnv)
 	if err != nil {
 		t.Fatalf("parse cartridge: %v", err)
 	}

@@ -34,6 +34,9 @@ type Cartridge struct {
 	Data map[string]any
 	// Missing lists the ENV references whose variable is not set.
 	Missing []MissingEnv
+	// EnvRefs lists every ENV reference of the cartridge, set or not, so
+	// a server can refuse a client's cartridge that names any.
+	EnvRefs []EnvRef
 	// Warnings are problems that do not stop the cartridge from running
 	// (unknown top-level keys), each naming the file and line.
 	Warnings []string
@@ -44,13 +47,22 @@ type Cartridge struct {
 	offsets map[string]int
 }
 
-// MissingEnv is an ENV reference whose variable is not set.
-type MissingEnv struct {
+// EnvRef is an ENV reference in a cartridge.
+type EnvRef struct {
 	// Path is the key path, e.g. "provider.credentials.access-token".
 	Path string
 	// Var is the variable name, e.g. "OPENAI_API_KEY".
 	Var string
 }
+
+// MissingEnv is an ENV reference whose variable is not set.
+type MissingEnv = EnvRef
+
+// Lookup resolves the variable an ENV reference names, as os.LookupEnv
+// does. nil resolves nothing: every reference is missing. Nothing in this
+// package reads the process environment: the caller says which
+// environment a cartridge may see (none, for a cartridge a client sent).
+type Lookup func(name string) (value string, ok bool)
 
 // Error is a problem with a cartridge, located in its file.
 type Error struct {
@@ -94,9 +106,10 @@ func displayName(path string) string {
 //go:embed default.yml
 var defaultCartridge []byte
 
-// Default returns the specification's default cartridge, used for "-".
-func Default() *Cartridge {
-	c, err := Parse(defaultCartridge, "", FormatYAML)
+// Default returns the specification's default cartridge, used for "-",
+// with its ENV references resolved by env.
+func Default(env Lookup) *Cartridge {
+	c, err := Parse(defaultCartridge, "", FormatYAML, env)
 	if err != nil {
 		panic("default cartridge: " + err.Error()) // embedded, covered by tests
 	}
@@ -127,8 +140,9 @@ func FormatOf(path string) (Format, error) {
 	return 0, &Error{File: path, Msg: fmt.Sprintf("unknown cartridge format %q: use a .yml or .yaml file (or .md, .markdown, .mdown, .mkdn for Markdown)", ext)}
 }
 
-// Load reads and parses the cartridge at path (already resolved by Find).
-func Load(path string) (*Cartridge, error) {
+// Load reads and parses the cartridge at path (already resolved by Find),
+// resolving its ENV references with env.
+func Load(path string, env Lookup) (*Cartridge, error) {
 	format, err := FormatOf(path)
 	if err != nil {
 		return nil, err
@@ -137,7 +151,7 @@ func Load(path string) (*Cartridge, error) {
 	if err != nil {
 		return nil, &Error{File: path, Msg: "cannot read the cartridge: " + unwrapPathError(err)}
 	}
-	return Parse(src, path, format)
+	return Parse(src, path, format, env)
 }
 
 func unwrapPathError(err error) string {
@@ -148,25 +162,26 @@ func unwrapPathError(err error) string {
 	return err.Error()
 }
 
-// Parse parses a cartridge's source. path is used in messages only.
-func Parse(src []byte, path string, format Format) (*Cartridge, error) {
+// Parse parses a cartridge's source, resolving its ENV references with
+// env. path is used in messages only.
+func Parse(src []byte, path string, format Format, env Lookup) (*Cartridge, error) {
 	if format == FormatMarkdown {
-		return parseMarkdown(src, path)
+		return parseMarkdown(src, path, env)
 	}
 	raw, lines, offsets, err := parseYAML(src, path, 0)
 	if err != nil {
 		return nil, err
 	}
-	return build(raw, lines, offsets, path)
+	return build(raw, lines, offsets, path, env)
 }
 
-func build(raw yaml.MapSlice, lines, offsets map[string]int, path string) (*Cartridge, error) {
+func build(raw yaml.MapSlice, lines, offsets map[string]int, path string, env Lookup) (*Cartridge, error) {
 	c := &Cartridge{Path: path, Raw: raw, lines: lines, offsets: offsets}
 	data, _ := toPlain(raw).(map[string]any)
 	if data == nil {
 		data = map[string]any{}
 	}
-	c.Data = substituteEnv(data, "", &c.Missing).(map[string]any)
+	c.Data = substituteEnv(data, "", env, &c.EnvRefs, &c.Missing).(map[string]any)
 	if err := c.validate(); err != nil {
 		return nil, err
 	}

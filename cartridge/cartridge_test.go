@@ -13,7 +13,7 @@ const fixtures = "../../shared/corpus/cartridges/icebaker__ruby-nano-bots/spec/d
 
 func parse(t *testing.T, src string) *Cartridge {
 	t.Helper()
-	c, err := Parse([]byte(src), "test.yml", FormatYAML)
+	c, err := Parse([]byte(src), "test.yml", FormatYAML, os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func needFixtures(t *testing.T) {
 func load(t *testing.T, name string) *Cartridge {
 	t.Helper()
 	needFixtures(t)
-	c, err := Load(filepath.Join(fixtures, name))
+	c, err := Load(filepath.Join(fixtures, name), os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestErrors(t *testing.T) {
 		{"behaviors:\n  interaction:\n    instruction: [a, b]\n", "test.yml:3: behaviors.interaction.instruction: must be text, not a list"},
 		{"behaviors: 1\nbehaviors: 2\n", "test.yml:2:1: mapping key \"behaviors\" already defined"},
 	} {
-		_, err := Parse([]byte(tt.src), "test.yml", FormatYAML)
+		_, err := Parse([]byte(tt.src), "test.yml", FormatYAML, os.LookupEnv)
 		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 			t.Errorf("%q:\n got %v\nwant prefix %q", tt.src, err, tt.want)
 		}
@@ -243,7 +243,7 @@ func TestWarnings(t *testing.T) {
 
 func TestDefaultCartridge(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "k")
-	c := Default()
+	c := Default(os.LookupEnv)
 	if c.Provider().ID != "openai" || c.String("provider", "settings", "model") != "gpt-4o" || c.Meta().Name != "Unknown" {
 		t.Errorf("%+v", c.Data)
 	}
@@ -279,7 +279,7 @@ func TestYesesCaseInsensitive(t *testing.T) {
 }
 
 func TestEmptyToolSource(t *testing.T) {
-	_, err := Parse([]byte("tools:\n  - name: a\n    lua: ''\n"), "test.yml", FormatYAML)
+	_, err := Parse([]byte("tools:\n  - name: a\n    lua: ''\n"), "test.yml", FormatYAML, os.LookupEnv)
 	if err == nil || !strings.Contains(err.Error(), "missing source code") {
 		t.Fatalf("got %v", err)
 	}
@@ -287,7 +287,7 @@ func TestEmptyToolSource(t *testing.T) {
 
 func TestAliasesRefused(t *testing.T) {
 	for _, src := range []string{"a: &x 1\nb: *x\n", "a: &x [1, 2]\n", "provider:\n  id: openai\n  settings: *s\n"} {
-		_, err := Parse([]byte(src), "test.yml", FormatYAML)
+		_, err := Parse([]byte(src), "test.yml", FormatYAML, os.LookupEnv)
 		if err == nil || !strings.Contains(err.Error(), "anchors and aliases") {
 			t.Errorf("%q: %v", src, err)
 		}
@@ -301,12 +301,46 @@ func TestPositiveSettings(t *testing.T) {
 		"state: {budget: '5'}":          "state.budget: must be a whole number above 0, not 5",
 		"state: {budget: 1.5}":          "state.budget: must be a whole number above 0, not 1.5",
 	} {
-		_, err := Parse([]byte(src+"\n"), "test.yml", FormatYAML)
+		_, err := Parse([]byte(src+"\n"), "test.yml", FormatYAML, os.LookupEnv)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v", src, err)
 		}
 	}
-	if _, err := Parse([]byte("safety: {tools: {rounds: 3}}\nstate: {budget: 4000}\n"), "test.yml", FormatYAML); err != nil {
+	if _, err := Parse([]byte("safety: {tools: {rounds: 3}}\nstate: {budget: 4000}\n"), "test.yml", FormatYAML, os.LookupEnv); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestEnvLookup: ENV references are resolved by the lookup the caller
+// passes, never by the process environment, and every reference is
+// recorded so a server can refuse a client's cartridge that names any.
+func TestEnvLookup(t *testing.T) {
+	t.Setenv("NB_TEST_PROCESS_ONLY", "from-process")
+	src := "provider:\n  id: openai\n  credentials:\n    access-token: ENV/NB_TEST_PROCESS_ONLY\n    address: ENV/NB_TEST_ADDRESS\n"
+	c, err := Parse([]byte(src), "test.yml", FormatYAML, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := c.String("provider", "credentials", "access-token"); v != "" {
+		t.Errorf("a nil lookup read the process environment: %q", v)
+	}
+	if len(c.EnvRefs) != 2 || len(c.Missing) != 2 {
+		t.Errorf("EnvRefs = %v, Missing = %v; want both references in each", c.EnvRefs, c.Missing)
+	}
+	lookup := func(name string) (string, bool) {
+		if name == "NB_TEST_ADDRESS" {
+			return "http://127.0.0.1:1", true
+		}
+		return "", false
+	}
+	c, err = Parse([]byte(src), "test.yml", FormatYAML, lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := c.String("provider", "credentials", "address"); v != "http://127.0.0.1:1" {
+		t.Errorf("address = %q, want the lookup's value", v)
+	}
+	if len(c.EnvRefs) != 2 || len(c.Missing) != 1 || c.Missing[0].Var != "NB_TEST_PROCESS_ONLY" {
+		t.Errorf("EnvRefs = %v, Missing = %v", c.EnvRefs, c.Missing)
 	}
 }

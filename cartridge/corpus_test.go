@@ -79,7 +79,7 @@ func TestCorpus(t *testing.T) {
 			continue
 		}
 		formats[format]++
-		c, err := Load(path)
+		c, err := Load(path, os.LookupEnv)
 		if want, ok := corpusRejected[rel]; ok {
 			seenRejected[rel] = true
 			rejected++

@@ -2,7 +2,6 @@ package cartridge
 
 import (
 	"fmt"
-	"os"
 	"regexp"
 )
 
@@ -22,9 +21,10 @@ func EnvVar(s string) (string, bool) {
 }
 
 // substituteEnv replaces ENV references in mapping values and sequence
-// elements (not keys) with the environment's values. An unset variable
-// gives null and is recorded in missing.
-func substituteEnv(v any, path string, missing *[]MissingEnv) any {
+// elements (not keys) with the values env gives. Every reference is
+// recorded in refs; an unset variable gives null and is recorded in
+// missing too.
+func substituteEnv(v any, path string, env Lookup, refs, missing *[]EnvRef) any {
 	switch t := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
@@ -33,13 +33,13 @@ func substituteEnv(v any, path string, missing *[]MissingEnv) any {
 			if path != "" {
 				p = path + "." + k
 			}
-			out[k] = substituteEnv(x, p, missing)
+			out[k] = substituteEnv(x, p, env, refs, missing)
 		}
 		return out
 	case []any:
 		out := make([]any, len(t))
 		for i, x := range t {
-			out[i] = substituteEnv(x, fmt.Sprintf("%s[%d]", path, i), missing)
+			out[i] = substituteEnv(x, fmt.Sprintf("%s[%d]", path, i), env, refs, missing)
 		}
 		return out
 	case string:
@@ -47,7 +47,12 @@ func substituteEnv(v any, path string, missing *[]MissingEnv) any {
 		if !ok {
 			return t
 		}
-		val, set := os.LookupEnv(name)
+		*refs = append(*refs, EnvRef{Path: path, Var: name})
+		var val string
+		set := false
+		if env != nil {
+			val, set = env(name)
+		}
 		if !set {
 			*missing = append(*missing, MissingEnv{Path: path, Var: name})
 			return nil

@@ -1,6 +1,9 @@
 package cartridge
 
-import "testing"
+import (
+	"os"
+	"testing"
+)
 
 // FuzzParseYAML: no input makes the YAML cartridge parser, the validation
 // or the defaults cascade panic; an error always names the file.
@@ -20,7 +23,7 @@ func FuzzParseYAML(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
-		c, err := Parse([]byte(src), "fuzz.yml", FormatYAML)
+		c, err := Parse([]byte(src), "fuzz.yml", FormatYAML, os.LookupEnv)
 		if err != nil {
 			if e, ok := err.(*Error); !ok || e.File != "fuzz.yml" {
 				t.Fatalf("error without the file: %#v", err)

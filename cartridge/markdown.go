@@ -252,7 +252,7 @@ func isEmptyYAML(src []byte) bool {
 // parseMarkdown reads a Markdown cartridge: it extracts the blocks, turns
 // them into YAML sources, deep-merges them and builds the cartridge as
 // for YAML (ENV substitution and validation included).
-func parseMarkdown(src []byte, path string) (*Cartridge, error) {
+func parseMarkdown(src []byte, path string, env Lookup) (*Cartridge, error) {
 	var (
 		sources   []mdSource
 		tools     []any
@@ -322,7 +322,7 @@ func parseMarkdown(src []byte, path string) (*Cartridge, error) {
 	for _, s := range sources {
 		merged.raw = merge(merged.raw, s.raw, "", &merged, s)
 	}
-	return build(merged.raw, merged.lines, merged.offsets, path)
+	return build(merged.raw, merged.lines, merged.offsets, path, env)
 }
 
 // merge deep-merges src into dst and returns dst, keeping keys in order of

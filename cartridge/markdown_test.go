@@ -16,7 +16,7 @@ import (
 
 func parseMD(t *testing.T, src string) *Cartridge {
 	t.Helper()
-	c, err := Parse([]byte(src), "test.md", FormatMarkdown)
+	c, err := Parse([]byte(src), "test.md", FormatMarkdown, os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestMarkdownErrors(t *testing.T) {
 		{"```yaml\ntools:\n- just text\n```\n```lua\nreturn 1\n```\n", "test.md:3: tools[0]: a tool must be a mapping"},
 		{"```yaml\ntools: {tools}\n```\n", "test.md:2: tools: must be a list of tools (- name: …), not a mapping"},
 	} {
-		_, err := Parse([]byte(tt.src), "test.md", FormatMarkdown)
+		_, err := Parse([]byte(tt.src), "test.md", FormatMarkdown, os.LookupEnv)
 		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 			t.Errorf("%q:\n got %v\nwant prefix %q", tt.src, err, tt.want)
 		}
@@ -253,7 +253,7 @@ func TestMarkdownTemplateGenerator(t *testing.T) {
 	if err != nil {
 		t.Skipf("SKIPPING: the corpus is not here (%v)", err)
 	}
-	_, err = Load(path)
+	_, err = Load(path, os.LookupEnv)
 	if want := path + ":45: behaviors.interaction.instruction: must be text, not a list"; err == nil || err.Error() != want {
 		t.Errorf("got %v\nwant %s", err, want)
 	}
@@ -273,7 +273,7 @@ func TestMarkdownTemplateGenerator(t *testing.T) {
 	}
 	// With valid instructions it would be a partial cartridge (no provider).
 	fixed := bytes.ReplaceAll(src, []byte("instruction: ["), []byte("instruction: ("))
-	c, err := Parse(fixed, path, FormatMarkdown)
+	c, err := Parse(fixed, path, FormatMarkdown, os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func FuzzMarkdown(f *testing.F) {
 	f.Add([]byte("- a\n  ```yml\n  robopages: [x]\n  ```\n> ```yaml\n> meta: {}\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		maxLine := bytes.Count(normalizeNewlines(src), []byte("\n")) + 2
-		c, err := Parse(src, "fuzz.md", FormatMarkdown)
+		c, err := Parse(src, "fuzz.md", FormatMarkdown, os.LookupEnv)
 		if err != nil {
 			e, ok := err.(*Error)
 			if !ok || e.Msg == "" {
@@ -455,7 +455,7 @@ func TestMarkdownConcurrent(t *testing.T) {
 		go func() {
 			var err error
 			for range 20 {
-				if _, e := Parse(src, "tools.md", FormatMarkdown); e != nil {
+				if _, e := Parse(src, "tools.md", FormatMarkdown, os.LookupEnv); e != nil {
 					err = e
 				}
 			}

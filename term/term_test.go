@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -14,7 +15,7 @@ import (
 
 func parse(t *testing.T, src string) *cartridge.Cartridge {
 	t.Helper()
-	c, err := cartridge.Parse([]byte(src), "test.yml", cartridge.FormatYAML)
+	c, err := cartridge.Parse([]byte(src), "test.yml", cartridge.FormatYAML, os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
 	}

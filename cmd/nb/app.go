@@ -236,13 +236,13 @@ func (a *App) cartridgeCommand(args []string) error {
 
 func (a *App) loadCartridge(name string) (*cartridge.Cartridge, error) {
 	if name == "-" {
-		return cartridge.Default(), nil
+		return cartridge.Default(os.LookupEnv), nil
 	}
 	path, err := cartridge.Find(name, cartridge.EnvFromOS())
 	if err != nil {
 		return nil, err
 	}
-	return cartridge.Load(path)
+	return cartridge.Load(path, os.LookupEnv)
 }
 
 // session is everything an eval or a REPL needs.

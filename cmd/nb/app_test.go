@@ -57,7 +57,7 @@ func TestEvalLeavesNoGoroutine(t *testing.T) {
 }
 
 func TestNoHistoryFileWithEncryption(t *testing.T) {
-	c := cartridge.Default()
+	c := cartridge.Default(os.LookupEnv)
 	env := map[string]string{"HOME": "/home/u"}
 	a := &App{Getenv: func(k string) string { return env[k] }}
 	if a.historyFile(c) == "" {

@@ -3,6 +3,7 @@ package function
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/nbots/nb/cartridge"
@@ -29,7 +30,7 @@ tools:
 // without parameters gets the default schema; a runtime error is an
 // error the agent turns into the result.
 func TestFromCartridge(t *testing.T) {
-	c, err := cartridge.Parse([]byte(cart), "test.yml", cartridge.FormatYAML)
+	c, err := cartridge.Parse([]byte(cart), "test.yml", cartridge.FormatYAML, os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
