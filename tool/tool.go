@@ -6,7 +6,12 @@ package tool
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
 	"strings"
+
+	"github.com/nbots/nb/media"
 )
 
 // Spec is what the model is told about a tool.
@@ -36,9 +41,35 @@ type Tool interface {
 	// Spec describes the tool to the model.
 	Spec() Spec
 	// Run executes one call. The output may be any JSON value (a Lua tool
-	// can return a table); a returned error is reported to the model as the
-	// tool's result, it does not stop the conversation.
+	// can return a table) or a *Result (text with images, or an error the
+	// tool reports as its result); a returned error is reported to the
+	// model as the tool's result, it does not stop the conversation.
 	Run(ctx context.Context, call Call) (any, error)
+}
+
+// Result is a tool output with more than a JSON value: images (an MCP
+// tool's screenshot), or a failure the tool reports as its answer (an MCP
+// result with isError).
+type Result struct {
+	// Text is the output's text.
+	Text string `json:"text"`
+	// Images go to providers that take images in tool results; others get
+	// a note in the text.
+	Images []media.Image `json:"images,omitempty"`
+	// IsError marks the output as the report of a failure.
+	IsError bool `json:"is_error,omitempty"`
+}
+
+// Limits bound the output of one tool that the model sees (the feedback
+// and the state keep it whole); zero fields take the agent's defaults.
+type Limits struct {
+	Chars, Lines int
+}
+
+// Limited is implemented by tools whose output the model should see cut
+// to limits of their own (read_file, exec, grep...).
+type Limited interface {
+	OutputLimits() Limits
 }
 
 // DefaultParameters is the schema of a tool that declares none.
@@ -72,30 +103,93 @@ func MatchName(name string) string {
 	return b.String()
 }
 
-// Set is a collection of tools looked up by MatchName.
-type Set struct {
-	tools []Tool
-	index map[string]int
+// maxNameLen is the longest function name every provider accepts
+// (OpenAI, Anthropic and Gemini all stop at 64).
+const maxNameLen = 64
+
+// ProviderName returns name in a form every provider accepts as a
+// function name: ASCII letters, digits, '_' and '-' (anything else
+// becomes '_'), starting with a letter or '_', at most 64 characters (a
+// longer name keeps its first 55 and a hash of the whole, so two long
+// names stay apart). A valid name is returned unchanged, so cartridges
+// that worked keep their names.
+func ProviderName(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_':
+			b.WriteRune(r)
+		case r >= '0' && r <= '9', r == '-':
+			if i == 0 {
+				b.WriteByte('_')
+			}
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	out := b.String()
+	if out == "" {
+		out = "_"
+	}
+	if len(out) > maxNameLen {
+		sum := sha256.Sum256([]byte(name))
+		out = out[:maxNameLen-9] + "_" + hex.EncodeToString(sum[:4])
+	}
+	return out
 }
 
-// Add registers t; a later tool with the same matched name replaces the earlier one.
+// Set is a collection of tools, each offered to the model under a name
+// every provider accepts (ProviderName, made unique within the set) and
+// looked up by that name or by MatchName.
+type Set struct {
+	tools []Tool
+	wire  []string       // the name offered to the model, per tool
+	index map[string]int // MatchName -> tool
+	names map[string]int // wire name -> tool
+}
+
+// Add registers t; a later tool with the same matched name replaces the
+// earlier one. A tool whose provider name is taken by another tool gets
+// a suffix (_2, _3...), in the order tools are added, so the names a
+// cartridge's tools receive do not change from one run to the next.
 func (s *Set) Add(t Tool) {
 	if s.index == nil {
 		s.index = map[string]int{}
+		s.names = map[string]int{}
 	}
-	key := MatchName(t.Spec().Name)
+	name := t.Spec().Name
+	key := MatchName(name)
 	if i, ok := s.index[key]; ok {
 		s.tools[i] = t
 		return
 	}
+	wire := ProviderName(name)
+	for n := 2; ; n++ {
+		if _, taken := s.names[wire]; !taken {
+			break
+		}
+		suffix := "_" + strconv.Itoa(n)
+		base := ProviderName(name)
+		if len(base)+len(suffix) > maxNameLen {
+			base = base[:maxNameLen-len(suffix)]
+		}
+		wire = base + suffix
+	}
 	s.index[key] = len(s.tools)
+	s.names[wire] = len(s.tools)
 	s.tools = append(s.tools, t)
+	s.wire = append(s.wire, wire)
 }
 
-// Lookup finds the tool a provider's call names.
+// Lookup finds the tool a provider's call names: by the name it was
+// offered under, else by MatchName.
 func (s *Set) Lookup(name string) (Tool, bool) {
 	if s == nil {
 		return nil, false
+	}
+	if i, ok := s.names[name]; ok {
+		return s.tools[i], true
 	}
 	i, ok := s.index[MatchName(name)]
 	if !ok {
@@ -104,7 +198,8 @@ func (s *Set) Lookup(name string) (Tool, bool) {
 	return s.tools[i], true
 }
 
-// Specs lists the tools' specs in registration order.
+// Specs lists the tools' specs in registration order, each under the
+// name the model is offered.
 func (s *Set) Specs() []Spec {
 	if s == nil {
 		return nil
@@ -112,8 +207,17 @@ func (s *Set) Specs() []Spec {
 	out := make([]Spec, len(s.tools))
 	for i, t := range s.tools {
 		out[i] = t.Spec()
+		out[i].Name = s.wire[i]
 	}
 	return out
+}
+
+// Tools lists the tools in registration order.
+func (s *Set) Tools() []Tool {
+	if s == nil {
+		return nil
+	}
+	return append([]Tool(nil), s.tools...)
 }
 
 // Len is the number of tools.

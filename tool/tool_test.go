@@ -2,6 +2,7 @@ package tool
 
 import (
 	"context"
+	"strings"
 	"testing"
 )
 
@@ -52,5 +53,50 @@ func TestSet(t *testing.T) {
 	var nilSet *Set
 	if _, ok := nilSet.Lookup("x"); ok || nilSet.Len() != 0 || nilSet.Specs() != nil {
 		t.Error("nil set")
+	}
+}
+
+func TestProviderName(t *testing.T) {
+	long := strings.Repeat("x", 70)
+	for _, tt := range []struct{ in, want string }{
+		{"get-current-weather", "get-current-weather"},
+		{"get_current_weather", "get_current_weather"},
+		{"bad name with spaces", "bad_name_with_spaces"},
+		{"files__read.text", "files__read_text"},
+		{"9lives", "_9lives"},
+		{"café", "caf_"},
+		{"", "_"},
+	} {
+		if got := ProviderName(tt.in); got != tt.want {
+			t.Errorf("ProviderName(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	a, b := ProviderName(long+"a"), ProviderName(long+"b")
+	if len(a) != 64 || len(b) != 64 || a == b {
+		t.Errorf("long names: %q %q", a, b)
+	}
+}
+
+func TestSetWireNames(t *testing.T) {
+	var s Set
+	s.Add(named("a b"))   // a_b
+	s.Add(named("a.b"))   // MatchName "ab": a different tool, wire a_b taken
+	s.Add(named("a.b.c")) // a_b_c
+	specs := s.Specs()
+	var names []string
+	for _, sp := range specs {
+		names = append(names, sp.Name)
+	}
+	if strings.Join(names, " ") != "a_b a_b_2 a_b_c" {
+		t.Fatalf("wire names = %v", names)
+	}
+	if got, ok := s.Lookup("a_b_2"); !ok || got.Spec().Name != "a.b" {
+		t.Errorf("Lookup(a_b_2) = %v, %v", got, ok)
+	}
+	if got, ok := s.Lookup("a_b"); !ok || got.Spec().Name != "a b" {
+		t.Errorf("Lookup(a_b) = %v, %v", got, ok)
+	}
+	if len(s.Tools()) != 3 {
+		t.Errorf("Tools() = %d", len(s.Tools()))
 	}
 }
