@@ -9,6 +9,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,11 +17,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/printer"
+
+	"github.com/nbots/nb/yamlguard"
 )
 
 // Cartridge is a loaded cartridge.
@@ -140,14 +144,36 @@ func FormatOf(path string) (Format, error) {
 	return 0, &Error{File: path, Msg: fmt.Sprintf("unknown cartridge format %q: use a .yml or .yaml file (or .md, .markdown, .mdown, .mkdn for Markdown)", ext)}
 }
 
+// Limits bounds what a cartridge file may be: its size, the nesting of
+// its YAML and the number of its YAML nodes (yamlguard.Default: 512 KiB,
+// 100 levels, 20,000 nodes). A larger or deeper file is refused before
+// any parser sees it. The Markdown of a Markdown cartridge may nest 32
+// block quotes and list items.
+var Limits = yamlguard.Default
+
+// maxMarkdownNesting bounds the block quotes and list items a line of a
+// Markdown cartridge opens: the Markdown parser's time grows with the
+// square of that nesting (100,000 levels take minutes).
+const maxMarkdownNesting = 32
+
 // Load reads and parses the cartridge at path (already resolved by Find),
-// resolving its ENV references with env.
+// resolving its ENV references with env. path may be anything readable:
+// a file, a named pipe, /dev/stdin, a process substitution (/dev/fd/63);
+// it is read once, and at most Limits.MaxBytes+1 bytes of it.
 func Load(path string, env Lookup) (*Cartridge, error) {
 	format, err := FormatOf(path)
 	if err != nil {
 		return nil, err
 	}
-	src, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &Error{File: path, Msg: "cannot read the cartridge: " + unwrapPathError(err)}
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, &Error{File: path, Msg: "this is a folder: give the path of a cartridge file (.yml or .md)"}
+	}
+	src, err := io.ReadAll(io.LimitReader(f, int64(Limits.MaxBytes)+1))
 	if err != nil {
 		return nil, &Error{File: path, Msg: "cannot read the cartridge: " + unwrapPathError(err)}
 	}
@@ -162,9 +188,21 @@ func unwrapPathError(err error) string {
 	return err.Error()
 }
 
+// byteOrderMark is the UTF-8 BOM some editors put at the start of a file.
+var byteOrderMark = []byte("\ufeff")
+
 // Parse parses a cartridge's source, resolving its ENV references with
-// env. path is used in messages only.
+// env. path is used in messages only. A UTF-8 byte-order mark is ignored;
+// a source larger or deeper than Limits, or that is not UTF-8 text, is
+// refused.
 func Parse(src []byte, path string, format Format, env Lookup) (*Cartridge, error) {
+	src = bytes.TrimPrefix(src, byteOrderMark)
+	if err := Limits.CheckSize(src); err != nil {
+		return nil, guardError(path, err, 0)
+	}
+	if err := checkText(src, path); err != nil {
+		return nil, err
+	}
 	if format == FormatMarkdown {
 		return parseMarkdown(src, path, env)
 	}
@@ -173,6 +211,66 @@ func Parse(src []byte, path string, format Format, env Lookup) (*Cartridge, erro
 		return nil, err
 	}
 	return build(raw, lines, offsets, path, env)
+}
+
+// guardError turns a refusal of yamlguard into an *Error of the file.
+func guardError(path string, err error, lineOffset int) error {
+	var ge *yamlguard.Error
+	if !errors.As(err, &ge) {
+		return &Error{File: path, Msg: err.Error()}
+	}
+	e := &Error{File: path, Line: ge.Line + lineOffset, Col: ge.Column, Msg: ge.Msg}
+	if strings.HasPrefix(ge.Msg, "the file is larger") {
+		e.Col = 0
+		e.Msg += ", the most a cartridge may hold: is it the right file?"
+	}
+	return e
+}
+
+// checkText refuses a source that is not UTF-8 text, so that a binary
+// file given by mistake is named, not dumped on the terminal in an
+// excerpt.
+func checkText(src []byte, path string) error {
+	if i := bytes.IndexByte(src, 0); i >= 0 {
+		return &Error{File: path, Line: 1 + bytes.Count(src[:i], []byte("\n")),
+			Msg: "this is not a text cartridge: the file holds binary data; give the path of a YAML (.yml) or Markdown (.md) cartridge"}
+	}
+	if utf8.Valid(src) {
+		return nil
+	}
+	i := 0
+	for i < len(src) {
+		r, n := utf8.DecodeRune(src[i:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		i += n
+	}
+	line := 1 + bytes.Count(src[:i], []byte("\n"))
+	col := 1 + utf8.RuneCount(src[bytes.LastIndexByte(src[:i], '\n')+1:i])
+	return &Error{File: path, Line: line, Col: col,
+		Msg: fmt.Sprintf("the file is not UTF-8 text (byte 0x%02X): save it as UTF-8, or give the path of a YAML (.yml) or Markdown (.md) cartridge", src[i])}
+}
+
+// printable escapes the control characters of a message or an excerpt
+// (a cartridge may hold an escape sequence that would drive the terminal).
+func printable(s string) string {
+	if strings.IndexFunc(s, isControl) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if isControl(r) {
+			fmt.Fprintf(&b, "\\x%02x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func isControl(r rune) bool {
+	return r != '\n' && r != '\t' && (r < 0x20 || r >= 0x7f && r < 0xa0)
 }
 
 func build(raw yaml.MapSlice, lines, offsets map[string]int, path string, env Lookup) (*Cartridge, error) {
@@ -194,6 +292,9 @@ func build(raw yaml.MapSlice, lines, offsets map[string]int, path string, env Lo
 func parseYAML(src []byte, path string, lineOffset int) (yaml.MapSlice, map[string]int, map[string]int, error) {
 	if len(bytes.TrimSpace(src)) == 0 {
 		return nil, nil, nil, &Error{File: path, Msg: "the file is empty: a cartridge needs at least a provider section"}
+	}
+	if _, err := yamlguard.Check(src, Limits); err != nil {
+		return nil, nil, nil, guardError(path, err, lineOffset)
 	}
 	file, err := parser.ParseBytes(src, 0)
 	if err != nil {
@@ -283,18 +384,18 @@ func describeNode(n ast.Node) string {
 func yamlError(path string, err error, lineOffset int) error {
 	var ye yaml.Error
 	if errors.As(err, &ye) {
-		e := &Error{File: path, Msg: ye.GetMessage()}
+		e := &Error{File: path, Msg: printable(ye.GetMessage())}
 		if tk := ye.GetToken(); tk != nil {
 			e.Line = tk.Position.Line + lineOffset
 			e.Col = tk.Position.Column
 			var pp printer.Printer
 			if lineOffset == 0 {
-				e.Excerpt = pp.PrintErrorToken(tk, false)
+				e.Excerpt = printable(pp.PrintErrorToken(tk, false))
 			}
 		}
 		return e
 	}
-	return &Error{File: path, Msg: err.Error()}
+	return &Error{File: path, Msg: printable(err.Error())}
 }
 
 // recordLines walks the AST and stores the line of every mapping key and
@@ -518,9 +619,6 @@ func (c *Cartridge) MissingFor(path string) (string, bool) {
 	}
 	return "", false
 }
-
-// TopLevelKeys lists the top-level keys a cartridge may have.
-var TopLevelKeys = []string{"meta", "behaviors", "interfaces", "provider", "tools", "safety", "state", "miscellaneous", "robopages"}
 
 // Marshal returns the cartridge as loaded (before ENV substitution) as YAML.
 func (c *Cartridge) Marshal() ([]byte, error) {

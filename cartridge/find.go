@@ -60,12 +60,16 @@ func (e Env) Directories() []string {
 // Candidates lists, in order, every path Find tries for name: the name
 // as given, the name with each extension, then each directory's
 // name and name.<ext>. Unlike the reference, the extension is stripped
-// once, not again in every directory.
+// once, not again in every directory, and an absolute name is not looked
+// up under the directories.
 func Candidates(name string, env Env) []string {
 	partial := strings.TrimSuffix(name, filepath.Ext(name))
 	candidates := []string{name}
 	for _, ext := range Extensions {
 		candidates = append(candidates, partial+ext)
+	}
+	if filepath.IsAbs(name) {
+		return dedupe(candidates)
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(partial, "./"), "/")
 	relName := strings.TrimPrefix(strings.TrimPrefix(name, "./"), "/")
@@ -105,9 +109,14 @@ func (e *NotFoundError) Error() string {
 }
 
 // Find resolves a cartridge name to the first candidate that is a
-// regular file.
+// regular file. The name as given may also be anything else readable but
+// a folder (a named pipe, /dev/stdin, a process substitution such as
+// /dev/fd/63): Load reads it once.
 func Find(name string, env Env) (string, error) {
 	tried := Candidates(name, env)
+	if fi, err := os.Stat(name); err == nil && !fi.IsDir() {
+		return name, nil
+	}
 	for _, p := range tried {
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
 			return p, nil

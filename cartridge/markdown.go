@@ -10,10 +10,12 @@ import (
 	"sync"
 
 	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/parser"
-	"github.com/yuin/goldmark"
+	yamlparser "github.com/goccy/go-yaml/parser"
 	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/parser"
 	mdtext "github.com/yuin/goldmark/text"
+
+	"github.com/nbots/nb/yamlguard"
 )
 
 // A Markdown cartridge is prose with fenced code blocks: the yaml blocks
@@ -35,7 +37,12 @@ import (
 // nb leaves the text of a block as written.
 var fenceAfterText = regexp.MustCompile("```\\w")
 
-var markdown = sync.OnceValue(func() goldmark.Markdown { return goldmark.New() })
+// markdown is a parser of Markdown blocks only: the cartridge needs the
+// fenced code blocks, never the inline markup, whose parsing costs most of
+// the time (and is quadratic on unclosed links: 120 KB of "[a](" took 3 s).
+var markdown = sync.OnceValue(func() parser.Parser {
+	return parser.NewParser(parser.WithBlockParsers(parser.DefaultBlockParsers()...))
+})
 
 // blockPosition is a "[line:column]" in a YAML parser message.
 var blockPosition = regexp.MustCompile(`\[\d+:\d+\]`)
@@ -137,7 +144,7 @@ func extractBlocks(src []byte) []mdBlock {
 		return origin[len(origin)-1]
 	}
 
-	doc := markdown().Parser().Parse(mdtext.NewReader(pre))
+	doc := markdown().Parse(mdtext.NewReader(pre))
 	var blocks []mdBlock
 	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
 		fenced, ok := n.(*ast.FencedCodeBlock)
@@ -237,7 +244,7 @@ func isEmptyYAML(src []byte) bool {
 	if len(bytes.TrimSpace(src)) == 0 {
 		return true
 	}
-	file, err := parser.ParseBytes(src, 0)
+	file, err := yamlparser.ParseBytes(src, 0)
 	if err != nil {
 		return false // parseBlock reports it
 	}
@@ -261,7 +268,14 @@ func parseMarkdown(src []byte, path string, env Lookup) (*Cartridge, error) {
 		prevTools bool // the previous visible block defined tools
 		sawYAML   bool
 	)
-	blocks := extractBlocks(normalizeNewlines(src))
+	src = normalizeNewlines(src)
+	if err := checkNesting(src, path); err != nil {
+		return nil, err
+	}
+	blocks := extractBlocks(src)
+	if err := guardBlocks(blocks, path); err != nil {
+		return nil, err
+	}
 	for i := range blocks {
 		b := &blocks[i]
 		if b.lang != "yaml" {
@@ -323,6 +337,97 @@ func parseMarkdown(src []byte, path string, env Lookup) (*Cartridge, error) {
 		merged.raw = merge(merged.raw, s.raw, "", &merged, s)
 	}
 	return build(merged.raw, merged.lines, merged.offsets, path, env)
+}
+
+// checkNesting refuses a line that opens more than maxMarkdownNesting
+// block quotes and list items, before the Markdown parser sees it.
+func checkNesting(src []byte, path string) error {
+	for line := 1; len(src) > 0; line++ {
+		l, rest, _ := bytes.Cut(src, []byte("\n"))
+		if containers(l) > maxMarkdownNesting {
+			return &Error{File: path, Line: line, Msg: fmt.Sprintf("the Markdown nests deeper than %d block quotes and lists on this line: no cartridge needs that; flatten it", maxMarkdownNesting)}
+		}
+		src = rest
+	}
+	return nil
+}
+
+// containers counts the block quote markers (>) and list markers (-, *,
+// +, 1. or 1)) that start a line, one after the other. A thematic break
+// (- - -) is not a list.
+func containers(l []byte) int {
+	n, i := 0, 0
+	for {
+		for i < len(l) && (l[i] == ' ' || l[i] == '\t') {
+			i++
+		}
+		if i >= len(l) {
+			return n
+		}
+		switch c := l[i]; {
+		case c == '>':
+			i++
+		case (c == '-' || c == '*' || c == '+') && (i+1 == len(l) || l[i+1] == ' ' || l[i+1] == '\t'):
+			if thematicBreak(l[i:]) {
+				return n
+			}
+			i++
+		case c >= '0' && c <= '9':
+			j := i
+			for j < len(l) && j-i < 9 && l[j] >= '0' && l[j] <= '9' {
+				j++
+			}
+			if j == len(l) || l[j] != '.' && l[j] != ')' || j+1 < len(l) && l[j+1] != ' ' && l[j+1] != '\t' {
+				return n
+			}
+			i = j + 1
+		default:
+			return n
+		}
+		n++
+	}
+}
+
+// thematicBreak reports whether l is three or more of one of - * _ and
+// blanks.
+func thematicBreak(l []byte) bool {
+	count := 0
+	for _, c := range l {
+		switch {
+		case c == l[0]:
+			count++
+		case c == ' ' || c == '\t':
+		default:
+			return false
+		}
+	}
+	return count >= 3
+}
+
+// guardBlocks runs yamlguard on every yaml block before any is parsed,
+// with one budget of nodes for the whole file.
+func guardBlocks(blocks []mdBlock, path string) error {
+	nodes := 0
+	for i := range blocks {
+		b := &blocks[i]
+		if b.lang != "yaml" {
+			continue
+		}
+		st, err := yamlguard.Check(b.text, Limits)
+		if err != nil {
+			e := guardError(path, err, 0).(*Error)
+			if e.Line > 0 && e.Line <= len(b.lines) {
+				e.Line = b.lines[e.Line-1]
+			} else if e.Line > 0 {
+				e.Line += b.codeLine() - 1
+			}
+			return e
+		}
+		if nodes += st.Nodes; Limits.MaxNodes > 0 && nodes > Limits.MaxNodes {
+			return &Error{File: path, Line: b.fenceLine, Msg: fmt.Sprintf("the yaml blocks hold more than %d YAML nodes (keys, list items, values, comments): the file is far larger than any cartridge needs", Limits.MaxNodes)}
+		}
+	}
+	return nil
 }
 
 // merge deep-merges src into dst and returns dst, keeping keys in order of

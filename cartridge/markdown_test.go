@@ -259,7 +259,7 @@ func TestMarkdownTemplateGenerator(t *testing.T) {
 	}
 	// Without the pre-pass the fence is part of the <template> HTML block.
 	fences := 0
-	_ = ast.Walk(markdown().Parser().Parse(mdtext.NewReader(src)), func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+	_ = ast.Walk(markdown().Parse(mdtext.NewReader(src)), func(n ast.Node, entering bool) (ast.WalkStatus, error) {
 		if _, ok := n.(*ast.FencedCodeBlock); ok && entering {
 			fences++
 		}

@@ -2,6 +2,7 @@ package cartridge
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/nbots/nb/color"
@@ -141,15 +142,7 @@ func (k *checker) adapter(parent map[string]any, path string) {
 func (c *Cartridge) validate() error {
 	k := &checker{c: c}
 	d := c.Data
-	known := map[string]bool{}
-	for _, key := range TopLevelKeys {
-		known[key] = true
-	}
-	for _, key := range sortedKeys(d) {
-		if !known[key] {
-			c.Warnings = append(c.Warnings, fmt.Sprintf("%s:%d: unknown key %q is ignored (known keys: %s)", displayName(c.Path), c.lineOf(key), key, strings.Join(TopLevelKeys, ", ")))
-		}
-	}
+	c.unknownKeys()
 
 	meta := k.mapping(d, "", "meta")
 	for _, key := range []string{"symbol", "name", "author", "version", "license", "description"} {
@@ -218,6 +211,7 @@ func (c *Cartridge) validate() error {
 		for _, key := range []string{"credentials", "options", "settings"} {
 			k.mapping(p, "provider", key)
 		}
+		k.address(k.mapping(p, "provider", "credentials"))
 	}
 
 	if tools, ok := d["tools"]; ok && tools != nil {
@@ -344,6 +338,48 @@ func (k *checker) interfaceScope(scope map[string]any, path string) {
 			}
 		}
 	}
+}
+
+// address checks provider.credentials.address, after ENV substitution: a
+// value that is not an http or https URL with a host would otherwise fail
+// only when the first request does, after retries.
+func (k *checker) address(cred map[string]any) {
+	const path = "provider.credentials.address"
+	v, ok := cred["address"]
+	if !ok || v == nil {
+		return
+	}
+	s, isText := v.(string)
+	if !isText {
+		k.fail(path, "must be the provider's URL as text, not %s", kind(v))
+		return
+	}
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return
+	}
+	problem := ""
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		problem = "it is not a URL"
+	case u.Scheme == "" || u.Opaque != "" && !strings.Contains(s, "://"):
+		problem = "it has no scheme"
+	case !strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https"):
+		problem = fmt.Sprintf("its scheme is %s", u.Scheme)
+	case u.Host == "" || u.Hostname() == "":
+		problem = "it has no host"
+	}
+	if problem == "" {
+		return
+	}
+	from := ""
+	for _, ref := range k.c.EnvRefs {
+		if ref.Path == path {
+			from = fmt.Sprintf(" (from the environment variable %s)", ref.Var)
+		}
+	}
+	k.fail(path, "%q%s is not an address (%s): write the server's URL, such as http://localhost:11434 or https://api.openai.com", s, from, problem)
 }
 
 // RequireProvider checks that the cartridge names a provider, as every

@@ -61,14 +61,23 @@ type Stats struct {
 // first limit src exceeds (the scan stops there). It allocates only the
 // stack of indentation levels, at most MaxDepth deep.
 func Check(src []byte, lim Limits) (Stats, error) {
-	if lim.MaxBytes > 0 && len(src) > lim.MaxBytes {
-		line, col := position(src, lim.MaxBytes)
-		return Stats{}, &Error{Line: line, Column: col, Msg: fmt.Sprintf(
-			"the text is larger than %s (it has %d bytes)", size(lim.MaxBytes), len(src))}
+	if err := lim.CheckSize(src); err != nil {
+		return Stats{}, err
 	}
 	s := scanner{src: src, lim: lim, line: 1, col: 1, first: true}
 	err := s.run()
 	return s.stats, err
+}
+
+// CheckSize returns an *Error when src is larger than MaxBytes, located
+// where it crosses the limit. Check does it first; a caller reading a
+// file should read at most MaxBytes+1 bytes of it.
+func (lim Limits) CheckSize(src []byte) error {
+	if lim.MaxBytes <= 0 || len(src) <= lim.MaxBytes {
+		return nil
+	}
+	line, col := position(src, lim.MaxBytes)
+	return &Error{Line: line, Column: col, Msg: fmt.Sprintf("the file is larger than %s", size(lim.MaxBytes))}
 }
 
 func size(n int) string {
