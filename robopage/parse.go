@@ -11,6 +11,8 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/nbots/nb/yamlguard"
 )
 
 // Parse reads one page. file is the page's path as reported in problems;
@@ -49,6 +51,11 @@ func (p *pageParser) line(path ...string) int {
 func (p *pageParser) parse(data []byte, dir string) *Page {
 	if dir != "" {
 		data = []byte(strings.ReplaceAll(string(data), "${cwd}", dir))
+	}
+	if _, err := yamlguard.Check(data, yamlguard.Default); err != nil {
+		ge := err.(*yamlguard.Error)
+		p.add(Error, ge.Line, "", "%s", ge.Msg)
+		return nil
 	}
 	f, err := parser.ParseBytes(data, 0)
 	if err != nil {
