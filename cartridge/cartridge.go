@@ -145,16 +145,16 @@ func FormatOf(path string) (Format, error) {
 }
 
 // Limits bounds what a cartridge file may be: its size, the nesting of
-// its YAML and the number of its YAML nodes (yamlguard.Default: 512 KiB,
-// 100 levels, 20,000 nodes). A larger or deeper file is refused before
-// any parser sees it. The Markdown of a Markdown cartridge may nest 32
-// block quotes and list items.
+// its YAML and the number of its YAML tokens (yamlguard.Default: 512 KiB,
+// 100 levels, 20,000 tokens). A larger or deeper file is refused before
+// any parser sees it. The Markdown of a Markdown cartridge may nest 16
+// block quotes and list items on a line.
 var Limits = yamlguard.Default
 
 // maxMarkdownNesting bounds the block quotes and list items a line of a
 // Markdown cartridge opens: the Markdown parser's time grows with the
 // square of that nesting (100,000 levels take minutes).
-const maxMarkdownNesting = 32
+const maxMarkdownNesting = 16
 
 // Load reads and parses the cartridge at path (already resolved by Find),
 // resolving its ENV references with env. path may be anything readable:

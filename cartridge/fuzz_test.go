@@ -2,6 +2,7 @@ package cartridge
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -19,6 +20,18 @@ func FuzzParseYAML(f *testing.F) {
 		"robopages: [{path: p, filter: f}, x]\n",
 		"behaviors: {interaction: {instruction: [a]}}\n",
 		"state: {budget: 10, path: ~/x}\n",
+		// The files of the reports: nested brackets (115 s and 14.7 GB at
+		// 100,000 levels before yamlguard), a byte-order mark, binary data,
+		// misspelt keys, an address that is not a URL.
+		"misc: " + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + "\n",
+		"misc: " + strings.Repeat("{a: [", 60) + "\n",
+		strings.Repeat("- ", 200) + "a\n",
+		"\ufeffmeta:\n  name: x\n",
+		"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
+		"meta: {name: Ol\xe1}\n",
+		"behaviors:\n  interaction:\n    directiv: x\nprovider:\n  setings: {}\ntools:\n  - name: t\n    descripton: d\n    lua: x\n",
+		"provider:\n  id: openai\n  credentials:\n    address: not a url\n",
+		"a: |\n  [[[[\n  \"\nb: 'x''[['\n",
 	} {
 		f.Add(seed)
 	}
@@ -28,7 +41,15 @@ func FuzzParseYAML(f *testing.F) {
 			if e, ok := err.(*Error); !ok || e.File != "fuzz.yml" {
 				t.Fatalf("error without the file: %#v", err)
 			}
+			if strings.ContainsRune(err.Error(), 0) || strings.ContainsRune(err.Error(), 0x1b) {
+				t.Fatalf("the error holds control characters: %q", err)
+			}
 			return
+		}
+		for _, w := range c.Warnings {
+			if !strings.HasPrefix(w, "fuzz.yml:") {
+				t.Fatalf("warning without the file: %q", w)
+			}
 		}
 		for _, mode := range []Mode{REPL, Eval} {
 			c.Affix(mode, "input", "prefix")

@@ -30,8 +30,8 @@ func guardCases() []struct{ name, file, src, want string } {
 		{"1,000,000 levels", "deeper.yml", deepFlow(1000000), "deeper.yml:1: the file is larger than 512 KiB"},
 		{"Markdown, 100,000 levels", "deep.md", "# Deep\n\n```yaml\n" + deepFlow(100000) + "```\n", "deep.md:4:106: the YAML nests deeper than 100 levels"},
 		{"Markdown, 10,000 levels", "deep10k.md", "```yaml\nmeta: {name: x}\n```\n\n```yaml\n" + deepFlow(10000) + "```\n", "deep10k.md:6:106: the YAML nests deeper than 100 levels"},
-		{"Markdown, 100,000 block quotes", "quotes.md", strings.Repeat(">", 100000) + " a\n", "quotes.md:1: the Markdown nests deeper than 32 block quotes and lists"},
-		{"Markdown, 100,000 lists", "lists.md", strings.Repeat("1. ", 100000) + "a\n", "lists.md:1: the Markdown nests deeper than 32 block quotes and lists"},
+		{"Markdown, 100,000 block quotes", "quotes.md", strings.Repeat(">", 100000) + " a\n", "quotes.md:1: the Markdown nests deeper than 16 block quotes and lists"},
+		{"Markdown, 100,000 lists", "lists.md", strings.Repeat("1. ", 100000) + "a\n", "lists.md:1: the Markdown nests deeper than 16 block quotes and lists"},
 	}
 }
 
@@ -163,5 +163,77 @@ func TestFindFIFO(t *testing.T) {
 	}
 	if c.Meta().Name != "fifo" {
 		t.Errorf("meta %+v", c.Meta())
+	}
+}
+
+// worstAccepted are files just inside Limits, each shaped to cost the
+// parsers the most: what a cartridge that passes the guard can cost.
+func worstAccepted() []struct{ name, file, src string } {
+	const size = 512<<10 - 64
+	rep := strings.Repeat
+	var nestedLines strings.Builder
+	for nestedLines.Len() < size-100 {
+		nestedLines.WriteString(strings.Repeat("> ", 8) + strings.Repeat("- ", 7) + "a\n")
+	}
+	var indented strings.Builder
+	for i := 0; indented.Len() < size-2000; i++ {
+		indented.WriteString(strings.Repeat(" ", i%99) + "- a\n")
+	}
+	var blocks strings.Builder
+	for blocks.Len() < size-40 && strings.Count(blocks.String(), "```yaml") < 6600 {
+		blocks.WriteString("```yaml\nk: 1\n```\n")
+	}
+	return []struct{ name, file, src string }{
+		{"YAML, a flow list of 9,990 items", "flow.yml", "a: [" + rep("1,", 9990) + "1]\n"},
+		{"YAML, 6,600 keys with long values", "keys.yml", func() string {
+			var b strings.Builder
+			for i := 0; i < 6600; i++ {
+				fmt.Fprintf(&b, "k%d: %s\n", i, strings.Repeat("v", 70))
+			}
+			return b.String()
+		}()},
+		{"YAML, 512 KiB block scalar", "text.yml", "a: |\n" + rep("  "+strings.Repeat("text ", 15)+"\n", size/78)},
+		{"YAML, 199 lists 99 deep", "deep99.yml", "a: [" + rep(strings.Repeat("[", 98)+strings.Repeat("]", 98)+",", 199) + "1]\n"},
+		{"YAML, 98 block levels", "block98.yml", indentedKeys(98, size)},
+		{"Markdown, 512 KiB of lines 15 containers deep", "nested.md", nestedLines.String()},
+		{"Markdown, 512 KiB of indented list items", "indented.md", indented.String()},
+		{"Markdown, 6,600 yaml blocks", "blocks.md", blocks.String()},
+	}
+}
+
+// indentedKeys is a mapping nested levels deep by indentation, then
+// sibling keys at the deepest level up to size bytes.
+func indentedKeys(levels, size int) string {
+	var b strings.Builder
+	for i := range levels {
+		b.WriteString(strings.Repeat(" ", i) + "k:\n")
+	}
+	for i := 0; b.Len() < size-200 && i < 6000; i++ {
+		fmt.Fprintf(&b, "%sk%d: %s\n", strings.Repeat(" ", levels), i, strings.Repeat("v", 8))
+	}
+	return b.String()
+}
+
+// TestWorstAccepted measures, in a child process, the files the limits
+// let through that cost the parsers the most. The figures are in
+// bench/README.md; the bounds here only catch a large regression.
+func TestWorstAccepted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	dir := t.TempDir()
+	for _, tt := range worstAccepted() {
+		path := filepath.Join(dir, tt.file)
+		if err := os.WriteFile(path, []byte(tt.src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		elapsed, peak, out := runChild(t, path)
+		if out != "<nil>" && !strings.Contains(out, "no yaml code block") {
+			t.Errorf("%s: %s", tt.name, out)
+		}
+		if elapsed > 3*time.Second || peak > 500<<20 {
+			t.Errorf("%s: %v and %d MB", tt.name, elapsed, peak>>20)
+		}
+		t.Logf("%s (%d KB): parsed in %v, peak RSS %.0f MB", tt.name, len(tt.src)>>10, elapsed.Round(time.Millisecond), float64(peak)/(1<<20))
 	}
 }

@@ -405,9 +405,9 @@ func thematicBreak(l []byte) bool {
 }
 
 // guardBlocks runs yamlguard on every yaml block before any is parsed,
-// with one budget of nodes for the whole file.
+// with one budget of tokens for the whole file.
 func guardBlocks(blocks []mdBlock, path string) error {
-	nodes := 0
+	tokens := 0
 	for i := range blocks {
 		b := &blocks[i]
 		if b.lang != "yaml" {
@@ -423,8 +423,8 @@ func guardBlocks(blocks []mdBlock, path string) error {
 			}
 			return e
 		}
-		if nodes += st.Nodes; Limits.MaxNodes > 0 && nodes > Limits.MaxNodes {
-			return &Error{File: path, Line: b.fenceLine, Msg: fmt.Sprintf("the yaml blocks hold more than %d YAML nodes (keys, list items, values, comments): the file is far larger than any cartridge needs", Limits.MaxNodes)}
+		if tokens += st.Tokens; Limits.MaxTokens > 0 && tokens > Limits.MaxTokens {
+			return &Error{File: path, Line: b.fenceLine, Msg: fmt.Sprintf("the yaml blocks hold more than %d YAML tokens (keys, values, list entries, separators, comments): the file is far larger than any cartridge needs", Limits.MaxTokens)}
 		}
 	}
 	return nil

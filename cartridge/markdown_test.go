@@ -400,6 +400,12 @@ func FuzzMarkdown(f *testing.F) {
 	f.Add([]byte("<template>\n```yaml\nbehaviors: {boot: {instruction: x}}\n```\n</template>\n"))
 	f.Add([]byte("```yaml\ntools:\n- name: a\n```\n````lua\nreturn 1\n````\n"))
 	f.Add([]byte("- a\n  ```yml\n  robopages: [x]\n  ```\n> ```yaml\n> meta: {}\n"))
+	// The files of the reports: nested brackets in a yaml block, nested
+	// quotes and lists (minutes in the Markdown parser), a byte-order mark.
+	f.Add([]byte("```yaml\nmisc: " + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + "\n```\n"))
+	f.Add([]byte(strings.Repeat(">", 10000) + " a\n" + strings.Repeat("1. ", 10000) + "\n" + strings.Repeat("- ", 40) + "\n"))
+	f.Add([]byte("\ufeff```yaml\nmeta:\n  name: x\n```\n"))
+	f.Add([]byte("```yaml\nbehaviors:\n  interaction:\n    directiv: x\n```\n```yaml\ntools:\n- name: t\n  paramters: {}\n```\n```lua\nreturn 1\n```\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		maxLine := bytes.Count(normalizeNewlines(src), []byte("\n")) + 2
 		c, err := Parse(src, "fuzz.md", FormatMarkdown, os.LookupEnv)

@@ -108,9 +108,9 @@ func FuzzCheck(f *testing.F) {
 				}
 			}
 		}
-		lim := Limits{MaxBytes: 1 << 20, MaxDepth: 3, MaxNodes: 40}
+		lim := Limits{MaxBytes: 1 << 20, MaxDepth: 3, MaxTokens: 40}
 		st2, err := Check([]byte(src), lim)
-		if err == nil && (st2.Depth > lim.MaxDepth || st2.Nodes > lim.MaxNodes) {
+		if err == nil && (st2.Depth > lim.MaxDepth || st2.Tokens > lim.MaxTokens) {
 			t.Fatalf("accepted past the limits: %+v", st2)
 		}
 		if err != nil {

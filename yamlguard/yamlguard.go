@@ -1,7 +1,7 @@
 // Package yamlguard refuses YAML text that would make a parser build an
 // enormous tree, before the parser sees it: text larger than a size,
 // nesting deeper than a number of levels (open flow collections [ { plus
-// block indentation levels and "- " entries), or more nodes than a count.
+// block indentation levels and "- " entries), or more tokens than a count.
 //
 // The YAML parser nb uses (github.com/goccy/go-yaml) spends memory
 // quadratic in the nesting depth: 200 KB of "[" (100,000 levels) takes
@@ -24,18 +24,18 @@ type Limits struct {
 	// MaxDepth bounds the nesting: block levels (indentation, "- " and
 	// "? " entries) plus open flow collections ([ and {).
 	MaxDepth int
-	// MaxNodes bounds the number of nodes: keys, list entries, flow
-	// items, scalars, tags, anchors and comments.
-	MaxNodes int
+	// MaxTokens bounds the number of tokens: keys and other scalars,
+	// ":" and "," and "- ", brackets, tags, anchors and comments.
+	MaxTokens int
 }
 
 // Default is what nb accepts in a cartridge or a robopage. The largest
 // real cartridge or page nb knows is 13 KB, the deepest 8 levels, the
-// busiest 501 nodes;
+// busiest 501 tokens;
 // the limits leave room for 40 times that while keeping the parser under
 // about half a second and 150 MB for the worst text they let through
 // (bench/README.md).
-var Default = Limits{MaxBytes: 512 << 10, MaxDepth: 100, MaxNodes: 20000}
+var Default = Limits{MaxBytes: 512 << 10, MaxDepth: 100, MaxTokens: 20000}
 
 // Error is a limit the text exceeds, located where the scan crossed it.
 type Error struct {
@@ -53,8 +53,8 @@ func (e *Error) Error() string {
 type Stats struct {
 	// Depth is the deepest nesting seen, Flow the deepest flow nesting.
 	Depth, Flow int
-	// Nodes is the number of nodes counted.
-	Nodes int
+	// Tokens is the number of tokens counted.
+	Tokens int
 }
 
 // Check scans src and returns what it measured, with an *Error for the
@@ -127,7 +127,8 @@ type scanner struct {
 	col  int // column of the current character
 	// first: only spaces and tabs so far on this line.
 	first bool
-	// indent counts the leading spaces of the line.
+	// indent counts the spaces and tabs go-yaml counts as indentation
+	// (a document marker or a directive needs none).
 	indent int
 
 	// buf: characters of a plain scalar are pending (go-yaml's buffer).
@@ -159,10 +160,10 @@ func (s *scanner) errorf(format string, args ...any) error {
 	return &Error{Line: s.line, Column: s.col, Msg: fmt.Sprintf(format, args...)}
 }
 
-func (s *scanner) node() error {
-	s.stats.Nodes++
-	if s.lim.MaxNodes > 0 && s.stats.Nodes > s.lim.MaxNodes {
-		return s.errorf("more than %d YAML nodes (keys, list items, values, comments): the file is far larger than any cartridge or page needs", s.lim.MaxNodes)
+func (s *scanner) token() error {
+	s.stats.Tokens++
+	if s.lim.MaxTokens > 0 && s.stats.Tokens > s.lim.MaxTokens {
+		return s.errorf("more than %d YAML tokens (keys, values, list entries, separators, comments): the file is far larger than any cartridge or page needs", s.lim.MaxTokens)
 	}
 	return nil
 }
@@ -379,7 +380,7 @@ func (s *scanner) char(c byte) error {
 		if s.flowMode() {
 			s.endToken(tokOther)
 			s.advance()
-			return s.node()
+			return s.token()
 		}
 	case '.':
 		if s.indent == 0 && s.col == 1 && s.docEnd() {
@@ -414,7 +415,7 @@ func (s *scanner) char(c byte) error {
 			}
 			s.endToken(tokValue)
 			s.advance()
-			return s.node()
+			return s.token()
 		}
 	case '|', '>':
 		if !s.buf {
@@ -436,13 +437,13 @@ func (s *scanner) char(c byte) error {
 			s.endToken(tokOther)
 			s.anchor = true
 			s.advance()
-			return s.node()
+			return s.token()
 		}
 	case '#':
 		if !s.buf || s.prevBlank() {
 			s.endToken(tokOther)
 			s.skipLine()
-			return s.node()
+			return s.token()
 		}
 	case '\'', '"':
 		if !s.buf {
@@ -464,7 +465,7 @@ func (s *scanner) char(c byte) error {
 	if !s.buf {
 		s.buf = true
 		s.bufCol = s.col
-		if err := s.node(); err != nil {
+		if err := s.token(); err != nil {
 			return err
 		}
 	}
@@ -494,7 +495,7 @@ func (s *scanner) open() error {
 		return err
 	}
 	s.advance()
-	return s.node()
+	return s.token()
 }
 
 func (s *scanner) close() {
@@ -528,7 +529,7 @@ func (s *scanner) entry() error {
 		}
 	}
 	s.advance()
-	return s.node()
+	return s.token()
 }
 
 // mapValue reports whether ':' here is a mapping value indicator.
@@ -563,7 +564,7 @@ func (s *scanner) blockHeader() error {
 		}
 	}
 	s.skipLine()
-	return s.node()
+	return s.token()
 }
 
 // tag reads a !tag up to a space (which it takes), a line break, or a
@@ -583,14 +584,14 @@ func (s *scanner) tag() error {
 		}
 		s.advance()
 	}
-	return s.node()
+	return s.token()
 }
 
 // quoted reads a single- or double-quoted scalar, which may span lines.
 func (s *scanner) quoted(q byte) error {
 	s.endToken(tokOther)
 	start := s.col
-	if err := s.node(); err != nil {
+	if err := s.token(); err != nil {
 		return err
 	}
 	s.advance()

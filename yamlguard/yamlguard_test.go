@@ -32,8 +32,8 @@ func TestRefused(t *testing.T) {
 		{"indentation", []byte(block.String()), 101, 101, "nests deeper than 100 levels"},
 		{"dashes", []byte(strings.Repeat("- ", 300) + "a\n"), 1, 199, "nests deeper than 100 levels"},
 		{"deep after a document start", []byte("---\na: 1\n--- " + strings.Repeat("[", 200)), 3, 5 + 100, "nests deeper"},
-		{"nodes", []byte("a: [" + strings.Repeat("1,", 30000) + "]\n"), 1, 4 + 2*9999 + 1, "more than 20000 YAML nodes"},
-		{"comments", []byte(strings.Repeat("# a comment\n", 30000)), 20001, 1, "more than 20000 YAML nodes"},
+		{"tokens", []byte("a: [" + strings.Repeat("1,", 30000) + "]\n"), 1, 4 + 2*9999 + 1, "more than 20000 YAML tokens"},
+		{"comments", []byte(strings.Repeat("# a comment\n", 30000)), 20001, 1, "more than 20000 YAML tokens"},
 	} {
 		lim := Default
 		if strings.Contains(tt.name, "without a size limit") {
@@ -138,7 +138,7 @@ func TestCorpus(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: %v", path, err)
 		}
-		most.Depth, most.Flow, most.Nodes = max(most.Depth, st.Depth), max(most.Flow, st.Flow), max(most.Nodes, st.Nodes)
+		most.Depth, most.Flow, most.Tokens = max(most.Depth, st.Depth), max(most.Flow, st.Flow), max(most.Tokens, st.Tokens)
 		return nil
 	})
 	if err != nil {
@@ -147,7 +147,7 @@ func TestCorpus(t *testing.T) {
 	if files < 150 {
 		t.Errorf("only %d files", files)
 	}
-	t.Logf("%d files; deepest %d (flow %d), most nodes %d", files, most.Depth, most.Flow, most.Nodes)
+	t.Logf("%d files; deepest %d (flow %d), most tokens %d", files, most.Depth, most.Flow, most.Tokens)
 }
 
 // BenchmarkCheck measures the scan of a large ordinary cartridge.
