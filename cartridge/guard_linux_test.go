@@ -58,7 +58,7 @@ func TestRefusedQuickly(t *testing.T) {
 		if err := os.WriteFile(path, []byte(tt.src), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		elapsed, peak, out := runChild(t, path)
+		elapsed, peak, out, cpu := runChild(t, path)
 		first, _, _ := strings.Cut(out, "\n")
 		if !strings.HasPrefix(first, filepath.Join(dir, tt.want)) {
 			t.Errorf("%s: got %q, want %s…", tt.name, first, tt.want)
@@ -66,13 +66,14 @@ func TestRefusedQuickly(t *testing.T) {
 		if elapsed > time.Second || peak > 100<<20 {
 			t.Errorf("%s: refused in %v with a peak of %d MB; want under 1 s and 100 MB", tt.name, elapsed, peak>>20)
 		}
-		t.Logf("%s (%d KB): refused in %v, peak RSS of the test process %.1f MB", tt.name, len(tt.src)>>10, elapsed.Round(10*time.Microsecond), float64(peak)/(1<<20))
+		t.Logf("%s (%d KB): refused in %v, peak RSS of the test process %.1f MB (its CPU time %v)", tt.name, len(tt.src)>>10, elapsed.Round(10*time.Microsecond), float64(peak)/(1<<20), cpu.Round(time.Millisecond))
 	}
 }
 
 // runChild loads path in a child process and returns how long Load took,
-// the child's peak resident memory and the error it printed.
-func runChild(t *testing.T, path string) (time.Duration, int64, string) {
+// the child's peak resident memory, the error it printed and the CPU
+// time of the whole child (user and system, start-up included).
+func runChild(t *testing.T, path string) (time.Duration, int64, string, time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -113,7 +114,7 @@ func runChild(t *testing.T, path string) (time.Duration, int64, string) {
 	if err != nil {
 		t.Fatalf("%s: child: %v", path, err)
 	}
-	return elapsed, peak, msg.String()
+	return elapsed, peak, msg.String(), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
 
 // watchMemory kills the child when its resident memory passes 1 GB.
@@ -227,13 +228,13 @@ func TestWorstAccepted(t *testing.T) {
 		if err := os.WriteFile(path, []byte(tt.src), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		elapsed, peak, out := runChild(t, path)
+		elapsed, peak, out, cpu := runChild(t, path)
 		if out != "<nil>" && !strings.Contains(out, "no yaml code block") {
 			t.Errorf("%s: %s", tt.name, out)
 		}
 		if elapsed > 3*time.Second || peak > 500<<20 {
 			t.Errorf("%s: %v and %d MB", tt.name, elapsed, peak>>20)
 		}
-		t.Logf("%s (%d KB): parsed in %v, peak RSS %.0f MB", tt.name, len(tt.src)>>10, elapsed.Round(time.Millisecond), float64(peak)/(1<<20))
+		t.Logf("%s (%d KB): parsed in %v, peak RSS %.0f MB (CPU time of the whole child %v)", tt.name, len(tt.src)>>10, elapsed.Round(time.Millisecond), float64(peak)/(1<<20), cpu.Round(time.Millisecond))
 	}
 }

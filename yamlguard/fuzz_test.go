@@ -90,6 +90,10 @@ func FuzzCheck(f *testing.F) {
 		"%YAML 1.2\n---\na: [b]\n",
 		"&a [b, *a]\n",
 		"k: >-\n  a\n  b\nl: [c]\n",
+		// Found by this target: go-yaml ends a block scalar left of its
+		// first line's indentation; a directive's name ends with its line.
+		" >\n 0\n[0",
+		"%0\n[",
 	} {
 		f.Add(seed)
 	}

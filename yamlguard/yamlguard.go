@@ -10,6 +10,9 @@
 // parser's reading of quotes, comments, block scalars, plain scalars that
 // go on over several lines, and flow collections, so that a bracket inside
 // a string or a comment never counts and one the parser sees always does.
+// It follows go-yaml v1.19.2 down to its quirks (columns that tabs do not
+// move, characters skipped after some quoted scalars): when go-yaml is
+// upgraded, run FuzzCheck, which compares the two, for several minutes.
 package yamlguard
 
 import (
@@ -31,10 +34,9 @@ type Limits struct {
 
 // Default is what nb accepts in a cartridge or a robopage. The largest
 // real cartridge or page nb knows is 13 KB, the deepest 8 levels, the
-// busiest 501 tokens;
-// the limits leave room for 40 times that while keeping the parser under
-// about half a second and 150 MB for the worst text they let through
-// (bench/README.md).
+// busiest 501 tokens; the limits leave 12 to 40 times that, and the text
+// they let through that costs go-yaml the most takes about 0.6 s of CPU
+// and 40 MB (bench/README.md).
 var Default = Limits{MaxBytes: 512 << 10, MaxDepth: 100, MaxTokens: 20000}
 
 // Error is a limit the text exceeds, located where the scan crossed it.
@@ -141,6 +143,8 @@ type scanner struct {
 	quoteCol  int // column of the last quoted scalar
 	// anchor: inside an &anchor or *alias name; directive: on a % line.
 	anchor, directive bool
+	// keyOnLine: a block mapping key came on this line.
+	keyOnLine bool
 
 	flowSeq, flowMap int // go-yaml's counters, which may go below 0
 	flow             int // open flow collections, never below 0
@@ -150,6 +154,10 @@ type scanner struct {
 	// first line sets blockCol, and lastDelim becomes blockCol-1.
 	inBlock  bool
 	blockCol int
+	// blockLines counts the line breaks since a block header, blockText
+	// whether a line of text came; blockKeep is the + chomping indicator.
+	blockLines           int
+	blockText, blockKeep bool
 
 	stats Stats
 }
@@ -191,8 +199,19 @@ func (s *scanner) peek(off int) byte {
 
 func isBreak(c byte) bool { return c == '\n' || c == '\r' }
 
-// blankOrEnd: a space, a tab, a line break, or the end of the text.
+// blankOrEnd: a space, a tab, a line break, or the end of the text (or a
+// NUL, which go-yaml takes for the end in some places).
 func blankOrEnd(c byte) bool { return c == 0 || c == ' ' || c == '\t' || isBreak(c) }
+
+// blankAt reports whether the byte at off is a space, a tab or a line
+// break, or off is past the end (a NUL is not).
+func (s *scanner) blankAt(off int) bool {
+	if s.i+off >= len(s.src) {
+		return true
+	}
+	c := s.src[s.i+off]
+	return c == ' ' || c == '\t' || isBreak(c)
+}
 
 // advance moves past one character (a whole UTF-8 sequence).
 func (s *scanner) advance() {
@@ -211,8 +230,12 @@ func (s *scanner) newline() {
 	s.col = 1
 	s.first = true
 	s.indent = 0
-	if s.anchor || s.directive {
-		s.buf = false // a name ends with its line
+	s.keyOnLine = false
+	if (s.anchor || s.directive) && s.buf {
+		s.endToken(tokOther) // a name ends with its line
+	}
+	if s.inBlock {
+		s.blockLines++
 	}
 	s.anchor = false
 	s.directive = false
@@ -290,6 +313,7 @@ func (s *scanner) skipLine() {
 func (s *scanner) lineStart() (bool, error) {
 	down := s.lastDelim > 0 && s.col <= s.lastDelim
 	docMarker := s.indent == 0 && s.col == 1 && s.marker()
+	phantom := false
 	if s.inBlock {
 		if !down && !docMarker {
 			if s.blockCol == 0 {
@@ -298,19 +322,26 @@ func (s *scanner) lineStart() (bool, error) {
 			if s.blockCol > 1 {
 				s.lastDelim = s.blockCol - 1
 			}
+			s.blockText = true
 			return true, nil // block scalar content
 		}
 		s.inBlock = false
-		s.buf = false
+		// A block scalar of blank lines only (its value empty once
+		// chomped) leaves go-yaml believing a plain scalar is pending:
+		// the line goes on it.
+		phantom = !docMarker && !s.blockText && !s.blockKeep && s.blockLines > 1 && !s.buf
 	}
-	if down {
-		s.buf = false // the pending plain scalar ends
+	if down && s.buf {
+		s.endToken(tokOther) // the pending plain scalar ends
 	}
-	if s.buf && s.src[s.i] == '-' && s.lastDelim > 0 {
+	if phantom {
+		s.buf, s.bufCol = true, s.col
+	}
+	if s.buf && !down && s.src[s.i] == '-' && s.lastDelim > 0 {
 		// go-yaml reads a continuation line that starts with '-' up to
 		// the end of the scalar as text ("raw folded").
 		s.inBlock = true
-		s.blockCol = s.col
+		s.blockCol, s.blockText = s.col, true
 		if s.blockCol > 1 {
 			s.lastDelim = s.blockCol - 1
 		}
@@ -342,7 +373,7 @@ func (s *scanner) marker() bool {
 	if (c != '-' && c != '.') || s.peek(1) != c || s.peek(2) != c {
 		return false
 	}
-	return blankOrEnd(s.peek(3))
+	return s.blankAt(3)
 }
 
 // docEnd reports whether "..." ends a document here: go-yaml wants
@@ -408,10 +439,24 @@ func (s *scanner) char(c byte) error {
 		}
 	case ':':
 		if s.mapValue() {
+			key := s.col
 			if s.buf {
+				key = s.bufCol
 				s.lastDelim = s.bufCol
 			} else if s.lastTok == tokQuoted {
+				key = s.quoteCol
 				s.lastDelim = s.quoteCol
+			}
+			if !s.flowMode() {
+				// A key in the value of another key on the same line
+				// ("a: &x b: &y c:") is a mapping one level deeper, which
+				// go-yaml builds.
+				if s.keyOnLine {
+					if err := s.push(key); err != nil {
+						return err
+					}
+				}
+				s.keyOnLine = true
 			}
 			s.endToken(tokValue)
 			s.advance()
@@ -488,8 +533,7 @@ func (s *scanner) prevBlank() bool {
 }
 
 func (s *scanner) open() error {
-	s.endToken(tokOther)
-	s.anchor = false
+	s.endToken(tokOther) // an anchor's name goes on: go-yaml ends it at a space
 	s.flow++
 	if err := s.depth(); err != nil {
 		return err
@@ -500,7 +544,6 @@ func (s *scanner) open() error {
 
 func (s *scanner) close() {
 	s.endToken(tokOther)
-	s.anchor = false
 	s.advance()
 	if s.flow > 0 {
 		s.flow--
@@ -522,8 +565,7 @@ func (s *scanner) entry() error {
 			if s.src[j] == '\t' {
 				col = s.col + 1
 			}
-			s.levels = append(s.levels, col)
-			if err := s.depth(); err != nil {
+			if err := s.push(col); err != nil {
 				return err
 			}
 		}
@@ -532,16 +574,26 @@ func (s *scanner) entry() error {
 	return s.token()
 }
 
+// push opens a block level at col, right of the current ones.
+func (s *scanner) push(col int) error {
+	if n := len(s.levels); n > 0 && col <= s.levels[n-1] {
+		col = s.levels[n-1] + 1
+	}
+	s.levels = append(s.levels, col)
+	return s.depth()
+}
+
 // mapValue reports whether ':' here is a mapping value indicator.
 func (s *scanner) mapValue() bool {
 	if s.directive || s.anchor {
 		return false
 	}
 	next := s.peek(1)
-	if s.flowMap <= 0 && !blankOrEnd(next) {
+	if s.flowMap <= 0 && !s.blankAt(1) {
 		return false
 	}
-	if s.flowMap > 0 && (next == '/' || s.lastTok == tokValue && !s.buf) {
+	// go-yaml looks at the last token, not at a pending plain scalar.
+	if s.flowMap > 0 && (next == '/' || s.lastTok == tokValue) {
 		return false
 	}
 	return true
@@ -555,12 +607,17 @@ func (s *scanner) blockHeader() error {
 	}
 	s.endToken(tokOther)
 	s.inBlock = true
-	s.blockCol = 0
+	s.blockCol, s.blockLines, s.blockText, s.blockKeep = 0, 0, false, false
 	// An indentation indicator (|2, >-1) fixes the column of the text.
 	for j := s.i + 1; j < len(s.src) && j < s.i+3; j++ {
 		if c := s.src[j]; c >= '1' && c <= '9' {
 			s.blockCol = s.lastDelim + int(c-'0')
 			break
+		}
+	}
+	for j := s.i + 1; j < len(s.src) && s.src[j] != ' ' && s.src[j] != '\t' && s.src[j] != '#' && !isBreak(s.src[j]); j++ {
+		if s.src[j] == '+' {
+			s.blockKeep = true
 		}
 	}
 	s.skipLine()
@@ -596,6 +653,7 @@ func (s *scanner) quoted(q byte) error {
 	}
 	s.advance()
 	lineStart := false // only blanks so far on a continuation line
+	drift := 0         // characters go-yaml will skip after the quote
 	for s.i < len(s.src) {
 		c := s.src[s.i]
 		switch {
@@ -611,7 +669,7 @@ func (s *scanner) quoted(q byte) error {
 			s.advance()
 			continue
 		case c == '\t':
-			s.quotedTab()
+			drift += s.quotedTab()
 			continue
 		}
 		lineStart = false
@@ -628,6 +686,7 @@ func (s *scanner) quoted(q byte) error {
 			s.advance()
 			s.lastTok = tokQuoted
 			s.quoteCol = start
+			s.skip(drift)
 			return nil
 		}
 		s.advance()
@@ -665,19 +724,39 @@ func (s *scanner) escape() {
 	}
 }
 
-// quotedTab mirrors go-yaml's column for a tab in a double-quoted scalar.
-func (s *scanner) quotedTab() {
+// quotedTab mirrors go-yaml on a tab inside a double-quoted scalar. A
+// tab followed by more text on its line, but not right by a quote, moves
+// go-yaml one character further than the text: it returns 1, and go-yaml
+// skips that many characters after the closing quote.
+func (s *scanner) quotedTab() int {
 	j := s.i + 1
 	for j < len(s.src) && (s.src[j] == ' ' || s.src[j] == '\t') {
 		j++
 	}
 	if j < len(s.src) && !isBreak(s.src[j]) {
-		if s.src[s.i+1] != '"' {
-			s.col++
-		}
 		s.i++
-		return
+		s.col++
+		if s.src[s.i] != '"' {
+			s.col++
+			return 1
+		}
+		return 0
 	}
-	s.col += j - s.i - 1
+	s.col += j - s.i
 	s.i = j
+	return 0
+}
+
+// skip moves past n characters that go-yaml never looks at (its column
+// already counts them; a line break among them does not start a line).
+func (s *scanner) skip(n int) {
+	for ; n > 0 && s.i < len(s.src); n-- {
+		if isBreak(s.src[s.i]) {
+			s.line++
+			s.i++
+			continue
+		}
+		_, size := utf8.DecodeRune(s.src[s.i:])
+		s.i += size
+	}
 }

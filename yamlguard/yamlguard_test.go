@@ -31,6 +31,7 @@ func TestRefused(t *testing.T) {
 		{"{ and [", []byte("a: " + strings.Repeat("{b: [", 60)), 1, 4 + 5*49 + 4, "nests deeper than 100 levels"},
 		{"indentation", []byte(block.String()), 101, 101, "nests deeper than 100 levels"},
 		{"dashes", []byte(strings.Repeat("- ", 300) + "a\n"), 1, 199, "nests deeper than 100 levels"},
+		{"keys on one line", []byte("0: " + strings.Repeat("&0 <<: ", 200) + "\n"), 1, 4 + 7*99 + 5, "nests deeper than 100 levels"},
 		{"deep after a document start", []byte("---\na: 1\n--- " + strings.Repeat("[", 200)), 3, 5 + 100, "nests deeper"},
 		{"tokens", []byte("a: [" + strings.Repeat("1,", 30000) + "]\n"), 1, 4 + 2*9999 + 1, "more than 20000 YAML tokens"},
 		{"comments", []byte(strings.Repeat("# a comment\n", 30000)), 20001, 1, "more than 20000 YAML tokens"},
