@@ -94,6 +94,7 @@ func FuzzCheck(f *testing.F) {
 		// first line's indentation; a directive's name ends with its line.
 		" >\n 0\n[0",
 		"%0\n[",
+		"-\r0:\r-\r0:",
 	} {
 		f.Add(seed)
 	}

@@ -110,6 +110,13 @@ func position(src []byte, offset int) (line, col int) {
 }
 
 // token kinds the scanner remembers about the last token.
+// kinds of openValue.
+const (
+	openNone = iota
+	openEntry
+	openKey
+)
+
 const (
 	tokOther = iota
 	tokQuoted
@@ -145,6 +152,12 @@ type scanner struct {
 	anchor, directive bool
 	// keyOnLine: a block mapping key came on this line.
 	keyOnLine bool
+	// openValue: the last line ended with a block "-" (openEntry) or key
+	// (openKey) whose value is on the lines below. go-yaml nests the next
+	// node in it even at the same column when it is of the other kind
+	// ("-\n0:\n-\n0:" is 4 levels deep); a node of the same kind is a
+	// sibling.
+	openValue int
 
 	flowSeq, flowMap int // go-yaml's counters, which may go below 0
 	flow             int // open flow collections, never below 0
@@ -354,11 +367,17 @@ func (s *scanner) lineStart() (bool, error) {
 	if c == '#' || s.flowMode() || docMarker {
 		return false, nil
 	}
-	// A block node at this column: close the deeper levels, open its own.
-	for len(s.levels) > 0 && s.levels[len(s.levels)-1] > s.col {
-		s.levels = s.levels[:len(s.levels)-1]
+	// A block node at this column: close the deeper levels (and, unless
+	// it is the value of the line above, the extra levels opened at this
+	// very column), open its own.
+	entry := c == '-' && s.blankAt(1)
+	open := s.openValue == openEntry && !entry || s.openValue == openKey && entry
+	s.openValue = openNone
+	for n := len(s.levels); n > 0 && (s.levels[n-1] > s.col ||
+		!open && n > 1 && s.levels[n-1] == s.col && s.levels[n-2] == s.col); n = len(s.levels) {
+		s.levels = s.levels[:n-1]
 	}
-	if len(s.levels) == 0 || s.levels[len(s.levels)-1] < s.col {
+	if n := len(s.levels); n == 0 || s.levels[n-1] < s.col || open {
 		s.levels = append(s.levels, s.col)
 		if err := s.depth(); err != nil {
 			return false, err
@@ -457,6 +476,10 @@ func (s *scanner) char(c byte) error {
 					}
 				}
 				s.keyOnLine = true
+				s.openValue = openNone
+				if s.restBlank(s.i + 1) {
+					s.openValue = openKey
+				}
 			}
 			s.endToken(tokValue)
 			s.advance()
@@ -560,6 +583,10 @@ func (s *scanner) entry() error {
 		for j < len(s.src) && s.src[j] == ' ' {
 			j++
 		}
+		s.openValue = openNone
+		if s.restBlank(j) {
+			s.openValue = openEntry
+		}
 		if j < len(s.src) && !isBreak(s.src[j]) && s.src[j] != '#' {
 			col := s.col + j - s.i
 			if s.src[j] == '\t' {
@@ -572,6 +599,15 @@ func (s *scanner) entry() error {
 	}
 	s.advance()
 	return s.token()
+}
+
+// restBlank reports whether only spaces, tabs and a comment follow
+// offset j on its line.
+func (s *scanner) restBlank(j int) bool {
+	for j < len(s.src) && (s.src[j] == ' ' || s.src[j] == '\t') {
+		j++
+	}
+	return j >= len(s.src) || isBreak(s.src[j]) || s.src[j] == '#'
 }
 
 // push opens a block level at col, right of the current ones.
