@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/arnodel/golua v0.1.1
+	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/creack/pty v1.1.24
 	github.com/ergochat/readline v0.1.3
 	github.com/goccy/go-yaml v1.19.2
