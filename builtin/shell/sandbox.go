@@ -3,10 +3,12 @@ package shell
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nbots/nb/proc"
@@ -86,10 +88,33 @@ func (s *sandbox) args(argv ...string) []string {
 	return append(a, argv...)
 }
 
+// probes caches the outcome of probe by bwrap's arguments: a bot and its
+// sub-agents, or a server's many bots, check the sandbox once.
+var probes sync.Map // string -> error (nil stored as errOK)
+
+var errOK = errors.New("ok")
+
 // probe runs `true` in the sandbox and reports why it cannot run, if it
 // cannot: bwrap missing, or present but refused the namespaces it needs
 // (a container without the privileges, a kernel with user namespaces off).
 func (s *sandbox) probe(environ []string, shell string) error {
+	key := s.bwrap + "\x00" + strings.Join(s.args(shell, "-c", "true"), "\x00")
+	if v, ok := probes.Load(key); ok {
+		if v == errOK {
+			return nil
+		}
+		return v.(error)
+	}
+	err := s.run(environ, shell)
+	if err == nil {
+		probes.Store(key, errOK)
+	} else {
+		probes.Store(key, err)
+	}
+	return err
+}
+
+func (s *sandbox) run(environ []string, shell string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cmd := proc.Command(ctx, s.bwrap, s.args(shell, "-c", "true")...)
