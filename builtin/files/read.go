@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -146,7 +147,7 @@ func readLines(r io.Reader, name string, offset, limit int) (string, error) {
 		return "", fmt.Errorf("%s is a binary file (not UTF-8 text): read_file only reads text; exec with a tool made for the format (file, hexdump -C | head, unzip -l...) can inspect it", name)
 	}
 
-	var lines []string
+	var ans answer
 	total := 0 // lines seen so far
 	last := offset + limit - 1
 	for {
@@ -162,7 +163,7 @@ func readLines(r io.Reader, name string, offset, limit int) (string, error) {
 			}
 			break
 		}
-		line, cut, err := readLine(br)
+		line, cut, err := readLine(br, readLineChars)
 		if err == io.EOF {
 			break
 		}
@@ -174,12 +175,10 @@ func readLines(r io.Reader, name string, offset, limit int) (string, error) {
 			continue
 		}
 		text := strings.ToValidUTF8(strings.TrimSuffix(string(line), "\r"), "\uFFFD")
-		if n := utf8.RuneCountInString(text); n > readLineChars || cut > 0 {
-			kept := text[:runeOffset(text, readLineChars)]
-			more := len(line) - len(kept) + cut
-			text = kept + fmt.Sprintf(" … [this line goes on for %d more bytes]", more)
+		if cut > 0 {
+			text += fmt.Sprintf(" … [this line goes on for %d more bytes]", cut)
 		}
-		lines = append(lines, fmt.Sprintf("%d| %s", total, text))
+		ans.add(total, text)
 	}
 
 	if total == 0 {
@@ -188,77 +187,106 @@ func readLines(r io.Reader, name string, offset, limit int) (string, error) {
 	if offset > total {
 		return "", fmt.Errorf("offset %d is beyond the end of %s, which has %d lines", offset, name, total)
 	}
-	shownLast := offset + len(lines) - 1
-	body := fitBudget(lines, offset)
+	shownLast := ans.last
 	if shownLast < total {
-		return fmt.Sprintf("%s\n(Showing lines %d-%d of %d. Use offset=%d to continue.)", body, offset, shownLast, total, shownLast+1), nil
+		return fmt.Sprintf("%s\n(Showing lines %d-%d of %d. Use offset=%d to continue.)", ans.String(), offset, shownLast, total, shownLast+1), nil
 	}
-	return fmt.Sprintf("%s\n(End of file: %d lines.)", body, total), nil
+	return fmt.Sprintf("%s\n(End of file: %d lines.)", ans.String(), total), nil
 }
 
-// fitBudget joins numbered lines; when they exceed the budget, it keeps
-// the first and the last lines within half the budget each and says which
-// lines were left out and how to read them.
-func fitBudget(lines []string, offset int) string {
-	size := 0
-	for _, l := range lines {
-		size += len(l) + 1
-	}
-	if size <= readBudget {
-		return strings.Join(lines, "\n")
-	}
-	half := readBudget / 2
-	head, used := 0, 0
-	for head < len(lines) && used+len(lines[head])+1 <= half {
-		used += len(lines[head]) + 1
-		head++
-	}
-	tail, used := 0, 0
-	for tail < len(lines)-head && used+len(lines[len(lines)-1-tail])+1 <= half {
-		used += len(lines[len(lines)-1-tail]) + 1
-		tail++
-	}
-	from, to := offset+head, offset+len(lines)-tail-1
-	left := 0
-	for _, l := range lines[head : len(lines)-tail] {
-		left += utf8.RuneCountInString(l) + 1
-	}
-	note := fmt.Sprintf("[... lines %d-%d left out (%d characters) to keep this answer short: read them with offset=%d and a smaller limit ...]", from, to, left, from)
-	parts := append(append(append([]string{}, lines[:head]...), note), lines[len(lines)-tail:]...)
-	return strings.Join(parts, "\n")
+// answer collects numbered lines within readBudget: the first ones up to
+// half of it, then the last ones in what remains. The lines that fall
+// between are only counted, and the answer says which they were and how
+// to read them: a long file costs read_file the budget, not its size.
+type answer struct {
+	head, tail         []string
+	headSize, tailSize int
+	headFull           bool
+	leftFrom, leftTo   int // line numbers left out (0: none)
+	last               int // the last line number added
 }
 
-// readLine reads one line without its newline. A line longer than the
-// reader's buffer is kept up to the buffer's size; cut counts the bytes
-// left out. io.EOF comes only when nothing was read.
-func readLine(br *bufio.Reader) (line []byte, cut int, err error) {
-	s, err := br.ReadSlice('\n')
-	switch {
-	case err == nil:
-		return bytes.Clone(s[:len(s)-1]), 0, nil
-	case errors.Is(err, bufio.ErrBufferFull):
-		line = bytes.Clone(s)
-		for {
-			s, err = br.ReadSlice('\n')
-			if err == nil {
-				return line, cut + len(s) - 1, nil
+func (a *answer) add(n int, text string) {
+	line := strconv.Itoa(n) + "| " + text
+	a.last = n
+	size := len(line) + 1
+	if !a.headFull {
+		if a.headSize+size <= readBudget/2 {
+			a.head = append(a.head, line)
+			a.headSize += size
+			return
+		}
+		a.headFull = true
+	}
+	a.tail = append(a.tail, line)
+	a.tailSize += size
+	for a.tailSize > readBudget-a.headSize && len(a.tail) > 0 {
+		// The oldest line of the tail falls into the gap.
+		dropped := n - len(a.tail) + 1
+		if a.leftFrom == 0 {
+			a.leftFrom = dropped
+		}
+		a.leftTo = dropped
+		a.tailSize -= len(a.tail[0]) + 1
+		a.tail = a.tail[1:]
+	}
+	if cap(a.tail) > 4*len(a.tail)+64 {
+		a.tail = append([]string(nil), a.tail...) // let the dropped lines go
+	}
+}
+
+func (a *answer) String() string {
+	parts := a.head
+	if a.leftFrom > 0 {
+		parts = append(parts, fmt.Sprintf("[... lines %d-%d left out to keep this answer short: read them with offset=%d and a smaller limit ...]", a.leftFrom, a.leftTo, a.leftFrom))
+	}
+	return strings.Join(append(parts, a.tail...), "\n")
+}
+
+// readLine reads one line without its newline, keeping at most keep
+// characters of it; cut counts the bytes left out. io.EOF comes only when
+// nothing was read.
+func readLine(br *bufio.Reader, keep int) (line []byte, cut int, err error) {
+	kept := 0 // characters kept
+	for {
+		s, err := br.ReadSlice('\n')
+		end := len(s)
+		if err == nil {
+			end-- // the newline
+		}
+		k, n := prefix(s[:end], keep-kept)
+		line = append(line, s[:k]...)
+		kept += n
+		cut += end - k
+		switch {
+		case err == nil:
+			return line, cut, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF:
+			if len(line) == 0 && cut == 0 && len(s) == 0 {
+				return nil, 0, io.EOF
 			}
-			cut += len(s)
-			if errors.Is(err, bufio.ErrBufferFull) {
-				continue
-			}
-			if err == io.EOF {
-				return line, cut, nil
-			}
+			return line, cut, nil
+		default:
 			return nil, 0, err
 		}
-	case err == io.EOF:
-		if len(s) == 0 {
-			return nil, 0, io.EOF
-		}
-		return bytes.Clone(s), 0, nil
 	}
-	return nil, 0, err
+}
+
+// prefix returns the length in bytes of the first n characters of b (an
+// invalid byte counts as one) and how many characters that is.
+func prefix(b []byte, n int) (size, chars int) {
+	for size < len(b) && chars < n {
+		if b[size] < utf8.RuneSelf {
+			size++
+		} else {
+			_, w := utf8.DecodeRune(b[size:])
+			size += w
+		}
+		chars++
+	}
+	return size, chars
 }
 
 // countLines counts the newlines left in br; partial reports a last line

@@ -338,7 +338,7 @@ func (t *grepTool) Run(ctx context.Context, call tool.Call) (any, error) {
 			return nil
 		}
 		for n := 1; ; n++ {
-			line, _, err := readLine(br)
+			line, _, err := readLine(br, 64<<10)
 			if err == io.EOF {
 				return nil
 			}
