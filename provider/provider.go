@@ -18,6 +18,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/tool"
 )
 
@@ -43,6 +44,8 @@ type Message struct {
 	ToolName   string `json:"tool_name,omitempty"`
 	// Reasoning is the model's reasoning text of an assistant message.
 	Reasoning string `json:"reasoning,omitempty"`
+	// Images are the pictures of a user message or a tool result.
+	Images []media.Image `json:"images,omitempty"`
 	// Extra holds provider-specific data that must be sent back verbatim
 	// on the next request (signed thinking blocks, for example), keyed by
 	// provider id.
@@ -75,6 +78,18 @@ type Request struct {
 	// Stream asks for a streamed answer. Providers that cannot stream
 	// still call the callback once with the whole text.
 	Stream bool
+	// User is the opaque end-user identifier of this request, for APIs
+	// with a field for it; empty uses Config.User. One bot serves many
+	// end users, so it travels with the request.
+	User string
+}
+
+// UserOr is the request's end-user identifier, else fallback.
+func (r Request) UserOr(fallback string) string {
+	if r.User != "" {
+		return r.User
+	}
+	return fallback
 }
 
 // EventKind tells what an Event carries.

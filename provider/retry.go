@@ -79,6 +79,9 @@ func (r *retrying) Complete(ctx context.Context, req Request, onEvent func(Event
 		if r.policy.OnRetry != nil {
 			r.policy.OnRetry(err, attempt+1, delay)
 		}
+		if fn := retryNotifyOf(ctx); fn != nil {
+			fn(err, attempt+1, delay)
+		}
 		sleep := r.policy.Sleep
 		if sleep == nil {
 			sleep = sleepContext

@@ -1,6 +1,7 @@
 package term
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/nbots/nb/agent"
@@ -12,10 +13,14 @@ import (
 // arrive (each coloured on its own), the whole answer when not streamed,
 // and tool feedback wrapped in its affixes and colour.
 type Printer struct {
-	W         io.Writer
-	Cartridge *cartridge.Cartridge
-	Mode      cartridge.Mode
-	Color     bool
+	W io.Writer
+	// Err receives notices (retries, a busy state key); nil drops them.
+	Err io.Writer
+	// MaxRetries is the retry policy's count, shown with each retry.
+	MaxRetries int
+	Cartridge  *cartridge.Cartridge
+	Mode       cartridge.Mode
+	Color      bool
 	// Wrote is set once anything was written by OnEvent.
 	Wrote bool
 
@@ -50,6 +55,17 @@ func (p *Printer) OnEvent(ev agent.Event) {
 	case agent.Feedback:
 		p.Wrote = true
 		p.write(p.Feedback(ev.Action, ev.Text))
+	case agent.Retry:
+		p.notice(fmt.Sprintf("%v; retrying in %.1fs (%d/%d)", ev.Err, ev.Delay.Seconds(), ev.Attempt, max(p.MaxRetries, ev.Attempt)))
+	case agent.Waiting:
+		p.notice(ev.Text)
+	}
+}
+
+// notice writes one line to Err.
+func (p *Printer) notice(msg string) {
+	if p.Err != nil {
+		fmt.Fprintln(p.Err, "nb: "+msg)
 	}
 }
 

@@ -14,12 +14,23 @@ import (
 	"github.com/ergochat/readline"
 
 	"github.com/nbots/nb/agent"
+	"github.com/nbots/nb/media"
 )
+
+// Session is the conversation a REPL holds (bot.Session).
+type Session interface {
+	Ask(ctx context.Context, input string, images ...media.Image) (*agent.Result, error)
+	Boot(ctx context.Context) (*agent.Result, error)
+	HasBoot() bool
+}
 
 // REPL is the interactive loop of a cartridge.
 type REPL struct {
-	Agent   *agent.Agent
-	Printer *Printer
+	Session Session
+	// Confirmer, when set, reads its answers through the REPL's line
+	// editor, so the two never compete for the terminal.
+	Confirmer *Confirmer
+	Printer   *Printer
 	// Stdin and Stderr; Printer.W is stdout.
 	Stdin  *os.File
 	Stderr io.Writer
@@ -62,9 +73,8 @@ func (r *REPL) Run(ctx context.Context) error {
 		}
 		defer rl.Close()
 		r.Printer.W = rl.Stdout()
-		confirmer, _ := r.Agent.Confirmer.(*Confirmer)
-		if confirmer != nil {
-			confirmer.Reader = &readlineReader{rl: rl}
+		if r.Confirmer != nil {
+			r.Confirmer.Reader = &readlineReader{rl: rl}
 		}
 		read = func() (string, error) {
 			for {
@@ -89,9 +99,9 @@ func (r *REPL) Run(ctx context.Context) error {
 		}
 	}
 
-	if r.Agent.HasBoot() {
+	if r.Session.HasBoot() {
 		r.exchange(ctx, interactive, func(ctx context.Context) error {
-			_, err := r.Agent.Boot(ctx)
+			_, err := r.Session.Boot(ctx)
 			return err
 		})
 	}
@@ -116,7 +126,7 @@ func (r *REPL) Run(ctx context.Context) error {
 			continue
 		}
 		r.exchange(ctx, interactive, func(ctx context.Context) error {
-			_, err := r.Agent.Ask(ctx, line)
+			_, err := r.Session.Ask(ctx, line)
 			return err
 		})
 	}
@@ -132,7 +142,7 @@ func (r *REPL) exchange(ctx context.Context, interactive bool, run func(context.
 	}
 	r.Printer.Prefix()
 	err := run(ctx)
-	if err != nil && errors.Is(err, context.Canceled) {
+	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ErrInterrupted)) {
 		io.WriteString(r.Printer.W, "\n(answer stopped)") //nolint:errcheck // cosmetic
 		err = nil
 	}
@@ -155,6 +165,9 @@ func (r *readlineReader) ReadLine(ctx context.Context, prompt string) (string, e
 	cfg.Prompt = prompt
 	cfg.DisableAutoSaveHistory = true
 	line, err := r.rl.ReadLineWithConfig(cfg)
+	if errors.Is(err, readline.ErrInterrupt) {
+		return "", ErrInterrupted
+	}
 	if err == nil {
 		io.WriteString(r.rl.Stdout(), "\n") //nolint:errcheck // the reference's blank line after the answer
 	}

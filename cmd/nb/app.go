@@ -9,23 +9,21 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
-	"time"
 
 	"github.com/joho/godotenv"
 
-	"github.com/nbots/nb/agent"
+	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/robopage/cli"
-	"github.com/nbots/nb/script"
 	"github.com/nbots/nb/script/fennel"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/term"
-	"github.com/nbots/nb/tool"
-	"github.com/nbots/nb/tool/function"
 )
 
 // Version is nb's version.
@@ -53,7 +51,15 @@ type App struct {
 	Args           []string
 	Stdin          *os.File
 	Stdout, Stderr *os.File
-	Getenv         func(string) string
+	// Environ is the process's environment, with the variables of a .env
+	// file that it does not set.
+	Environ []string
+}
+
+// Getenv returns a variable of the environment, "" when unset.
+func (a *App) Getenv(name string) string {
+	v, _ := proc.Lookup(a.Environ, name)
+	return v
 }
 
 // usageError is a mistake on the command line (exit 2).
@@ -117,7 +123,8 @@ func (a *App) loadDotEnv() {
 	if _, err := os.Stat(".env"); err != nil {
 		return
 	}
-	if err := godotenv.Load(".env"); err != nil {
+	vars, err := godotenv.Read(".env")
+	if err != nil {
 		// godotenv's parse errors quote the file's text (the rest of the
 		// file, for a bad name), and a .env holds API keys: say only what
 		// is wrong with it.
@@ -127,6 +134,17 @@ func (a *App) loadDotEnv() {
 			return
 		}
 		fmt.Fprintln(a.Stderr, "nb: .env: not in NAME=value form (a bad variable name or an unterminated quote); the whole file is ignored")
+		return
+	}
+	names := make([]string, 0, len(vars))
+	for name := range vars {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if _, set := proc.Lookup(a.Environ, name); !set {
+			a.Environ = append(a.Environ, name+"="+vars[name])
+		}
 	}
 }
 
@@ -234,156 +252,47 @@ func (a *App) cartridgeCommand(args []string) error {
 	}
 }
 
+// host is what nb lends its bots: the process's environment, the user's
+// own credential files, the Fennel cache, warnings on stderr.
+func (a *App) host() bot.Host {
+	return bot.Host{
+		Environ:              a.Environ,
+		AllowHostCredentials: true,
+		FennelCacheDir:       fennelCacheDir(),
+		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
+	}
+}
+
 func (a *App) loadCartridge(name string) (*cartridge.Cartridge, error) {
-	if name == "-" {
-		return cartridge.Default(os.LookupEnv), nil
-	}
-	path, err := cartridge.Find(name, cartridge.EnvFromOS())
-	if err != nil {
-		return nil, err
-	}
-	return cartridge.Load(path, os.LookupEnv)
+	return a.host().Load(name)
 }
 
 // session is everything an eval or a REPL needs.
 type session struct {
-	agent   *agent.Agent
-	printer *term.Printer
+	*bot.Session
+	printer   *term.Printer
+	confirmer *term.Confirmer
 }
 
-func (a *App) newSession(cart *cartridge.Cartridge, key string, mode cartridge.Mode) (*session, error) {
-	if err := cart.RequireProvider(); err != nil {
-		return nil, err
-	}
-	if err := a.checkAdapters(cart, mode); err != nil {
-		return nil, err
-	}
-	p := cart.Provider()
-	endUser := EndUser(cart, a.Getenv)
-	cfg := provider.Config{ID: p.ID, Credentials: p.Credentials, Options: p.Options, Settings: p.Settings}
-	if _, ok := p.Settings["user"]; ok {
-		cfg.User = state.NewCipher(a.Getenv("NANO_BOTS_ENCRYPTION_PASSWORD")).Soft(endUser)
-	}
-	prov, err := provider.New(cfg)
-	if err != nil {
-		return nil, credentialError(cart, err)
-	}
-	policy := provider.DefaultRetryPolicy()
-	policy.OnRetry = func(err error, attempt int, delay time.Duration) {
-		fmt.Fprintf(a.Stderr, "nb: %v; retrying in %.1fs (%d/%d)\n", err, delay.Seconds(), attempt, policy.MaxRetries)
-	}
-	prov = provider.WithRetry(prov, policy)
-
-	scripts := script.New(script.Options{Sandboxed: cart.Sandboxed(), FennelCacheDir: fennelCacheDir()})
-	tools := &tool.Set{}
-	for _, t := range function.FromCartridge(cart, scripts) {
-		tools.Add(t)
-	}
-	robo, err := robopageTools(context.Background(), cart, a.Stderr)
+func (a *App) newSession(ctx context.Context, cart *cartridge.Cartridge, key string, mode cartridge.Mode) (*session, error) {
+	b, err := bot.New(ctx, cart, a.host())
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range robo {
-		tools.Add(t)
-	}
-
-	var store *state.Store
-	if key != "" {
-		paths := a.statePaths(cart)
-		store, err = paths.Open(botOf(cart), endUser, key)
-		if err != nil {
-			return nil, err
-		}
+	if err := b.Ready(mode); err != nil {
+		return nil, err
 	}
 	color := term.ColorEnabled(a.Getenv, a.Stdout, a.Stderr)
-	printer := &term.Printer{W: a.Stdout, Cartridge: cart, Mode: mode, Color: color}
-	ag, err := agent.New(cart, agent.Options{
-		Mode: mode, Provider: prov, Tools: tools, Scripts: scripts, Store: store, OnEvent: printer.OnEvent,
-		Confirmer: &term.Confirmer{Printer: printer, Stderr: a.Stderr},
+	printer := &term.Printer{W: a.Stdout, Err: a.Stderr, MaxRetries: provider.DefaultRetryPolicy().MaxRetries, Cartridge: cart, Mode: mode, Color: color}
+	confirmer := &term.Confirmer{Printer: printer, Stderr: a.Stderr}
+	s := bot.NewSession(b, bot.Exchange{
+		Mode: mode, Key: key, Wait: true,
+		OnEvent: printer.OnEvent, Confirmer: confirmer, Output: a.Stderr,
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &session{agent: ag, printer: printer}, nil
+	return &session{Session: s, printer: printer, confirmer: confirmer}, nil
 }
 
-// checkAdapters reports conflicting adapters before anything is sent.
-func (a *App) checkAdapters(cart *cartridge.Cartridge, mode cartridge.Mode) error {
-	for _, dir := range []string{"input", "output"} {
-		if _, err := cart.Adapter(mode, dir); err != nil {
-			return err
-		}
-	}
-	for _, action := range []cartridge.ToolAction{cartridge.Confirming, cartridge.Executing, cartridge.Responding} {
-		if _, err := cart.FeedbackAdapter(mode, action); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// credentialError names the variable behind a missing credential.
-func credentialError(cart *cartridge.Cartridge, err error) error {
-	var me *provider.MissingCredentialError
-	if !errors.As(err, &me) {
-		return fmt.Errorf("%s: %w", displayPath(cart), err)
-	}
-	key := "provider.credentials." + me.Key
-	line := cart.Line(key)
-	if line == 0 {
-		line = cart.Line("provider")
-	}
-	if cart.Path == "" {
-		line = 0 // a line of the built-in default cartridge means nothing to the user
-	}
-	loc := displayPath(cart)
-	if line > 0 {
-		loc = fmt.Sprintf("%s:%d", loc, line)
-	}
-	raw := cart.RawString("provider", "credentials", me.Key)
-	if v, ok := cart.MissingFor(key); ok {
-		return fmt.Errorf("%s: %s is %s, but the environment variable %s is not set: export it, or put it in a .env file", loc, key, raw, v)
-	}
-	if v, ok := cartridge.EnvVar(raw); ok {
-		return fmt.Errorf("%s: %s is %s, but the environment variable %s is empty: export it, or put it in a .env file", loc, key, raw, v)
-	}
-	return fmt.Errorf("%s: %s is needed by the %s provider but is not set in the cartridge", loc, key, me.Provider)
-}
-
-func displayPath(c *cartridge.Cartridge) string {
-	if c.Path == "" {
-		return "default cartridge (-)"
-	}
-	return c.Path
-}
-
-// EndUser is the end-user identity: NANO_BOTS_END_USER, overridden by a
-// non-blank provider.settings.user (for any provider, as the specification
-// says), else "unknown".
-func EndUser(c *cartridge.Cartridge, getenv func(string) string) string {
-	user := strings.TrimSpace(getenv("NANO_BOTS_END_USER"))
-	if s := strings.TrimSpace(c.String("provider", "settings", "user")); s != "" {
-		user = s
-	}
-	if user == "" {
-		user = "unknown"
-	}
-	return user
-}
-
-func botOf(c *cartridge.Cartridge) state.Bot {
-	m := c.Meta()
-	return state.Bot{Author: m.Author, Name: m.Name, Version: m.Version}
-}
-
-func (a *App) statePaths(c *cartridge.Cartridge) state.Paths {
-	root := state.RootFrom(c.String("state", "path"), c.String("state", "directory"), state.EnvFromOS())
-	p := state.Paths{Root: root}
-	if pw := a.Getenv("NANO_BOTS_ENCRYPTION_PASSWORD"); pw != "" {
-		p.Cipher = state.NewCipher(pw)
-	}
-	return p
-}
+func displayPath(c *cartridge.Cartridge) string { return bot.DisplayPath(c) }
 
 // fennelCacheDir is where compiled Fennel is kept across runs; "" (no
 // home folder) keeps it in memory only.
@@ -400,7 +309,7 @@ func fennelCacheDir() string {
 func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error {
 	// The session first: a cartridge that cannot run is reported before
 	// the user types (or a pipe produces) a message it could not send.
-	s, err := a.newSession(cart, key, cartridge.Eval)
+	s, err := a.newSession(context.Background(), cart, key, cartridge.Eval)
 	if err != nil {
 		return err
 	}
@@ -432,7 +341,7 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 		}
 	}()
 	s.printer.Prefix()
-	_, err = s.agent.Ask(ctx, input)
+	_, err = s.Ask(ctx, input)
 	if err != nil {
 		if s.printer.Wrote {
 			io.WriteString(a.Stdout, "\n") //nolint:errcheck // end the partial line
@@ -458,13 +367,13 @@ func chomp(s string) string {
 }
 
 func (a *App) repl(cart *cartridge.Cartridge, key string) error {
-	s, err := a.newSession(cart, key, cartridge.REPL)
+	s, err := a.newSession(context.Background(), cart, key, cartridge.REPL)
 	if err != nil {
 		return err
 	}
 	failed := 0
 	r := &term.REPL{
-		Agent: s.agent, Printer: s.printer, Stdin: a.Stdin, Stderr: a.Stderr,
+		Session: s, Confirmer: s.confirmer, Printer: s.printer, Stdin: a.Stdin, Stderr: a.Stderr,
 		HistoryFile: a.historyFile(cart),
 		Prompt:      renderPrompt(cart, s.printer.Color),
 		ReportError: func(err error) {
@@ -481,6 +390,23 @@ func (a *App) repl(cart *cartridge.Cartridge, key string) error {
 		return &reportedError{fmt.Sprintf("%d of the messages failed", failed)}
 	}
 	return nil
+}
+
+// reportUnreadable says how many stored conversations the current
+// password cannot open, so a changed password does not look like lost data.
+func (a *App) reportUnreadable(n int) {
+	if n == 0 {
+		return
+	}
+	what := "stored conversations of this cartridge cannot"
+	if n == 1 {
+		what = "stored conversation of this cartridge cannot"
+	}
+	if a.Getenv("NANO_BOTS_ENCRYPTION_PASSWORD") == "" {
+		fmt.Fprintf(a.Stderr, "nb: %d %s be read: they are encrypted, and NANO_BOTS_ENCRYPTION_PASSWORD is not set\n", n, what)
+		return
+	}
+	fmt.Fprintf(a.Stderr, "nb: %d %s be decrypted with the current NANO_BOTS_ENCRYPTION_PASSWORD (stored with another password?)\n", n, what)
 }
 
 // reportedError is a failure whose details were already printed.
@@ -503,7 +429,7 @@ func (a *App) historyFile(c *cartridge.Cartridge) string {
 		// encrypts: with encryption on, the REPL keeps none.
 		return ""
 	}
-	root := state.RootFrom("", "", state.EnvFromOS())
+	root := state.RootFrom("", "", a.host().StateEnv())
 	name := "default"
 	if c.Path != "" {
 		m := c.Meta()
@@ -519,32 +445,30 @@ func (a *App) historyFile(c *cartridge.Cartridge) string {
 
 // stateCommand prints, lists or deletes stored conversations.
 func (a *App) stateCommand(cart *cartridge.Cartridge, key string, rest []string) error {
-	paths := a.statePaths(cart)
-	bot := botOf(cart)
-	endUser := EndUser(cart, a.Getenv)
+	host := a.host()
+	paths := host.StatePaths(cart)
+	stateBot := bot.StateBot(cart)
+	endUser := host.EndUser(cart, "")
 	sub := ""
 	if len(rest) > 0 {
 		sub = rest[0]
 	}
 	switch sub {
 	case "list":
-		keys, err := paths.List(bot)
+		list, err := paths.List(stateBot)
 		if err != nil {
 			return err
 		}
-		if len(keys) == 0 {
-			dir, _ := paths.CartridgeDir(bot)
+		a.reportUnreadable(list.Unreadable)
+		if len(list.Keys) == 0 {
+			dir, _ := paths.CartridgeDir(stateBot)
 			fmt.Fprintf(a.Stderr, "nb: no stored conversations in %s\n", dir)
 			return nil
 		}
 		w := tabwriter.NewWriter(a.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "KEY\tEND USER\tLAST ACTIVITY\tEVENTS")
-		for _, k := range keys {
-			events := fmt.Sprint(k.Events)
-			if k.Events < 0 {
-				events = "?"
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.Key, k.EndUser, k.LastActivity.Local().Format("2006-01-02 15:04:05"), events)
+		for _, k := range list.Keys {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", k.Key, k.EndUser, k.LastActivity.Local().Format("2006-01-02 15:04:05"), k.Events)
 		}
 		return w.Flush()
 	case "delete", "":
@@ -554,20 +478,30 @@ func (a *App) stateCommand(cart *cartridge.Cartridge, key string, rest []string)
 			}
 			return &usageError{"state needs a state key (- is stateless): nb CARTRIDGE KEY state, or nb CARTRIDGE - state list"}
 		}
-		store, err := paths.Open(bot, endUser, key)
+		store, err := paths.Open(stateBot, endUser, key)
 		if err != nil {
 			return err
 		}
 		if sub == "delete" {
-			if err := store.Delete(); err != nil {
+			existed, err := store.Delete(context.Background())
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.Stderr, "nb: deleted the state of key %q (%s)\n", key, store.Dir)
+			if existed {
+				fmt.Fprintf(a.Stderr, "nb: deleted the state of key %q (%s)\n", key, store.Dir)
+			} else {
+				fmt.Fprintf(a.Stderr, "nb: nothing is stored under key %q (%s)\n", key, store.Dir)
+			}
 			return nil
 		}
 		doc, err := store.Load()
 		if err != nil {
 			return err
+		}
+		if len(doc.History) == 0 {
+			if list, err := paths.List(stateBot); err == nil {
+				a.reportUnreadable(list.Unreadable)
+			}
 		}
 		out := struct {
 			Path    string        `json:"path"`

@@ -96,8 +96,10 @@ func (c *Client) Body(req provider.Request) map[string]any {
 	}
 	body["messages"] = Messages(req)
 	body["stream"] = req.Stream
-	if _, ok := body["metadata"]; !ok && c.cfg.User != "" {
-		body["metadata"] = map[string]any{"user_id": c.cfg.User}
+	if user := req.UserOr(c.cfg.User); user != "" {
+		if _, ok := body["metadata"]; !ok {
+			body["metadata"] = map[string]any{"user_id": user}
+		}
 	}
 	if len(req.Tools) > 0 {
 		tools := make([]any, len(req.Tools))

@@ -62,8 +62,8 @@ func (c *Client) Body(req provider.Request) map[string]any {
 	if !req.Stream {
 		delete(body, "stream_options")
 	}
-	if c.cfg.User != "" {
-		body["user"] = c.cfg.User
+	if user := req.UserOr(c.cfg.User); user != "" {
+		body["user"] = user
 	}
 	return body
 }

@@ -54,6 +54,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		providertest.WriteError(w, 400, fmt.Sprintf(`{"error":{"message":"We could not parse the JSON body of your request. (%s)","type":"invalid_request_error","param":null,"code":null}}`, jsonEscape(err.Error())), "")
 		return
 	}
+	if req, _ := ParseRequest(body); req != nil {
+		if err := CheckToolOrder(req); err != nil {
+			re := err.(*RuleError)
+			providertest.WriteError(w, 400, fmt.Sprintf(`{"error":{"message":"%s","type":"invalid_request_error","param":"%s","code":null}}`, jsonEscape(re.Message), re.Param), "")
+			return
+		}
+	}
 	reply := s.Brain(turn)
 	if providertest.WriteReplyError(w, reply, ErrorBodies) {
 		return
