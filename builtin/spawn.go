@@ -59,3 +59,8 @@ func (t *spawnTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	}
 	return answer, nil
 }
+
+// SpawnTool returns a spawn tool that runs sub-agents with run, for a bot
+// at depth (its sub-agents are at depth+1). A runtime uses it to bind
+// spawn to one exchange, replacing the one FromCartridge built.
+func SpawnTool(run SpawnFunc, depth int) tool.Tool { return &spawnTool{run: run, depth: depth} }
