@@ -62,7 +62,7 @@ func vertexSetup(t *testing.T, creds map[string]any) (provider.Provider, *google
 	for k, v := range creds {
 		c[k] = v
 	}
-	if c["file-contents"] == "" {
+	if v, _ := c["file-contents"].(string); v == "" {
 		c["file-contents"] = serviceAccount(t, key, srv.URL+"/token", "test-project")
 	}
 	p, err := provider.New(provider.Config{ID: "google", Credentials: c, Options: map[string]any{"model": model}, HTTPClient: srv.Client()})
@@ -85,7 +85,7 @@ func TestVertexServiceAccount(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "sa.json", serviceAccount(t, key, srv.URL+"/token", "test-project"))
 	p, err := provider.New(provider.Config{ID: "google",
 		Credentials: map[string]any{"service": "vertex-ai-api", "region": "us-central1", "file-path": path, "address": srv.URL},
-		Options:     map[string]any{"model": model}, HTTPClient: srv.Client()})
+		Options:     map[string]any{"model": model}, HTTPClient: srv.Client(), AllowHostCredentials: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,10 +207,13 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 	p0, fake, key, srv := vertexSetup(t, nil)
 	_ = p0
 	dir := t.TempDir()
-	t.Setenv("CLOUDSDK_CONFIG", dir)
-	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", writeFile(t, dir, "adc.json", serviceAccount(t, key, srv.URL+"/token", "adc-project")))
+	env := map[string]string{
+		"CLOUDSDK_CONFIG":                dir,
+		"GOOGLE_APPLICATION_CREDENTIALS": writeFile(t, dir, "adc.json", serviceAccount(t, key, srv.URL+"/token", "adc-project")),
+	}
+	getenv := func(k string) string { return env[k] }
 	p, err := provider.New(provider.Config{ID: "google", Credentials: map[string]any{"service": "vertex-ai-api", "region": "us-central1", "address": srv.URL},
-		Options: map[string]any{"model": model}, HTTPClient: srv.Client()})
+		Options: map[string]any{"model": model}, HTTPClient: srv.Client(), Getenv: getenv, AllowHostCredentials: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +225,7 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 	}
 
 	// No file anywhere: the metadata server gives the token and project.
-	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "")
+	delete(env, "GOOGLE_APPLICATION_CREDENTIALS")
 	var flavour []string
 	meta := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		flavour = append(flavour, r.Header.Get("Metadata-Flavor"))
@@ -240,10 +243,10 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 		}
 	}))
 	t.Cleanup(meta.Close)
-	t.Setenv("GCE_METADATA_HOST", strings.TrimPrefix(meta.URL, "http://"))
+	env["GCE_METADATA_HOST"] = strings.TrimPrefix(meta.URL, "http://")
 	fake.PublicKey = nil // accept any bearer
 	p, err = provider.New(provider.Config{ID: "google", Credentials: map[string]any{"service": "vertex-ai-api", "region": "global", "address": srv.URL},
-		Options: map[string]any{"model": model}, HTTPClient: srv.Client()})
+		Options: map[string]any{"model": model}, HTTPClient: srv.Client(), Getenv: getenv, AllowHostCredentials: true})
 	if err != nil {
 		t.Fatal(err)
 	}
