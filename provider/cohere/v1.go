@@ -15,7 +15,7 @@ import (
 func (c *Client) bodyV1(req provider.Request) (map[string]any, error) {
 	for _, m := range req.Messages {
 		if len(m.Images) > 0 {
-			return nil, &provider.UnsupportedError{Provider: ID, Feature: "images", Hint: "the v1 chat API takes text only; use options.api: v2 with a vision model (command-a-vision)"}
+			return nil, &provider.UnsupportedError{Provider: ID, Feature: "images", Hint: "the v1 chat API takes text only; use options.api: v2 with a vision model such as command-a-vision"}
 		}
 	}
 	body := c.cfg.Body()
