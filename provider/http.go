@@ -114,8 +114,11 @@ func Send(ctx context.Context, r HTTPRequest) (io.ReadCloser, *http.Response, er
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	w := &watch{cancel: cancel}
-	body := &sendBody{r: bytes.NewReader(data), w: w}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, w.trace(limits, expired)), http.MethodPost, r.URL, body)
+	// While the body is sent, each piece must follow the last within Idle.
+	newBody := func() *sendBody {
+		return &sendBody{r: bytes.NewReader(data), w: w, idle: limits.Idle, expired: expired(LimitIdle, limits.Idle, true)}
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, w.trace(limits, expired)), http.MethodPost, r.URL, newBody())
 	if err != nil {
 		cancel(nil)
 		var ue *neturl.Error
@@ -125,16 +128,14 @@ func Send(ctx context.Context, r HTTPRequest) (io.ReadCloser, *http.Response, er
 		return nil, nil, &Error{Provider: r.Provider, Message: fmt.Sprintf("invalid address %q: %v", redactURL(r.URL), err)}
 	}
 	req.ContentLength = int64(len(data))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(newBody()), nil }
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "nb (Nano Bots)")
 	for k, v := range r.Headers {
 		req.Header.Set(k, v)
 	}
-	// The connection must be up within Connect; while the body is sent,
-	// each piece must follow the last within Idle.
+	// The connection must be up within Connect.
 	w.start(limits.Connect, expired(LimitConnect, limits.Connect, false))
-	body.idle, body.expired = limits.Idle, expired(LimitIdle, limits.Idle, true)
 	resp, err := client.Do(req)
 	if w.stop() && err == nil {
 		// A limit expired as the headers arrived: the request is cancelled.
@@ -146,7 +147,8 @@ func Send(ctx context.Context, r HTTPRequest) (io.ReadCloser, *http.Response, er
 		return nil, nil, networkError(ctx, r.Provider, r.URL, err, false)
 	}
 	if resp.StatusCode >= 400 {
-		defer cancel(nil) // after the error body is read
+		// The error body is read under the idle limit too.
+		resp.Body = newIdleReader(resp.Body, cancel, limits.Idle, expired(LimitIdle, limits.Idle, false))
 		return nil, resp, ErrorFromResponse(r.Provider, resp)
 	}
 	return newIdleReader(resp.Body, cancel, limits.Idle, expired(LimitIdle, limits.Idle, false)), resp, nil
