@@ -260,8 +260,12 @@ func (a *App) newSession(cart *cartridge.Cartridge, key string, mode cartridge.M
 	}
 	p := cart.Provider()
 	endUser := EndUser(cart, a.Getenv)
+	limits, err := cart.Timeouts()
+	if err != nil {
+		return nil, err
+	}
 	cfg := provider.Config{ID: p.ID, Credentials: p.Credentials, Options: p.Options, Settings: p.Settings,
-		Getenv: a.Getenv, AllowHostCredentials: true}
+		Timeouts: provider.Timeouts(limits), Getenv: a.Getenv, AllowHostCredentials: true}
 	if _, ok := p.Settings["user"]; ok {
 		cfg.User = state.NewCipher(a.Getenv("NANO_BOTS_ENCRYPTION_PASSWORD")).Soft(endUser)
 	}
