@@ -46,13 +46,29 @@ func (b *Bot) addBuiltins() error {
 		return err
 	}
 	for _, t := range tools {
+		name := t.Spec().Name
+		if b.ownTool(name) {
+			b.host.warn(fmt.Sprintf("%s: the cartridge's own tool %s replaces the built-in one", DisplayPath(b.Cartridge), name))
+			continue
+		}
 		b.tools.Add(t)
-		if t.Spec().Name == "spawn" {
+		if name == "spawn" {
 			b.spawns = true
 		}
 	}
 	b.builtins = st
 	return nil
+}
+
+// ownTool reports whether the cartridge defines a tool named name (as
+// the provider matches names): it wins over a built-in one.
+func (b *Bot) ownTool(name string) bool {
+	for _, t := range b.own {
+		if tool.MatchName(t.Spec().Name) == tool.MatchName(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // toolsAt is the tool set of a sub-agent at depth: the cartridge's
@@ -76,7 +92,9 @@ func (b *Bot) toolsAt(depth int) (*tool.Set, error) {
 		return nil, err
 	}
 	for _, t := range tools {
-		s.Add(t)
+		if !b.ownTool(t.Spec().Name) {
+			s.Add(t)
+		}
 	}
 	if b.depths == nil {
 		b.depths = map[int]*tool.Set{}

@@ -316,3 +316,25 @@ func TestSpawnDepth(t *testing.T) {
 		t.Errorf("a tool the sub-agent may not use: %q", r)
 	}
 }
+
+// TestOwnToolWins: a cartridge tool with a built-in's name replaces it,
+// with a warning.
+func TestOwnToolWins(t *testing.T) {
+	s := &scripted{replies: []providertest.Reply{call("read_file", map[string]any{"path": "x"}), text("done")}}
+	url := fakeOpenAI(t, s.brain)
+	c := cartridgeFor(t, url, "builtins: {files: true}\ntools:\n- name: read_file\n  lua: return 'mine'\n")
+	var warnings []string
+	b, err := New(context.Background(), c, Host{Warn: func(m string) { warnings = append(warnings, m) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Ask(context.Background(), Exchange{Mode: cartridge.Eval}, "go"); err != nil {
+		t.Fatal(err)
+	}
+	if r := toolResults(s.turns[1]); len(r) != 1 || r[0] != "mine" {
+		t.Errorf("read_file answered %q, want the cartridge's own tool", r)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "the cartridge's own tool read_file replaces the built-in one") {
+		t.Errorf("warnings = %q", warnings)
+	}
+}
