@@ -144,6 +144,7 @@ func (b *Bot) spawnFor(x Exchange) builtin.SpawnFunc {
 		sub := Exchange{Mode: x.Mode, EndUser: x.EndUser, Confirmer: x.Confirmer, Output: x.Output, OnEvent: steps(x.OnEvent)}
 		a := b.Agent(sub, agent.NewMemory())
 		a.Tools = b.bindSpawn(set, x, depth)
+		a.Confirmer = warned(x.Confirmer, a.Tools)
 		res, err := a.Ask(ctx, task)
 		if err != nil {
 			return "", err
@@ -174,4 +175,36 @@ func toolNames(s *tool.Set) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// warner is a tool that can tell why a call looks dangerous (exec).
+type warner interface {
+	Warn(call tool.Call) string
+}
+
+// warnedConfirmer adds a tool's warning about a call to the text the
+// user confirms: "exec {...} [warning: recursive or forced delete]".
+type warnedConfirmer struct {
+	next  agent.Confirmer
+	tools *tool.Set
+}
+
+// warned wraps c so that confirmations show the warnings of tools; nil
+// stays nil (every call that needs a confirmation is denied).
+func warned(c agent.Confirmer, tools *tool.Set) agent.Confirmer {
+	if c == nil {
+		return nil
+	}
+	return warnedConfirmer{next: c, tools: tools}
+}
+
+func (w warnedConfirmer) Confirm(ctx context.Context, call tool.Call, text string) (bool, error) {
+	if t, ok := w.tools.Lookup(call.Name); ok {
+		if wt, ok := t.(warner); ok {
+			if msg := wt.Warn(call); msg != "" {
+				text += " [warning: " + msg + "]"
+			}
+		}
+	}
+	return w.next.Confirm(ctx, call, text)
 }

@@ -58,13 +58,16 @@ func text(s string) providertest.Reply { return providertest.Reply{Chunks: provi
 type recorder struct {
 	mu    sync.Mutex
 	asked []string
+	texts []string
+	deny  bool
 }
 
-func (r *recorder) Confirm(_ context.Context, c tool.Call, _ string) (bool, error) {
+func (r *recorder) Confirm(_ context.Context, c tool.Call, text string) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.asked = append(r.asked, c.Name)
-	return true, nil
+	r.texts = append(r.texts, text)
+	return !r.deny, nil
 }
 
 // copyTree copies the folder src into dst.
@@ -336,5 +339,27 @@ func TestOwnToolWins(t *testing.T) {
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "the cartridge's own tool read_file replaces the built-in one") {
 		t.Errorf("warnings = %q", warnings)
+	}
+}
+
+// TestExecWarning: the confirmation of a command that looks dangerous
+// says so.
+func TestExecWarning(t *testing.T) {
+	s := &scripted{replies: []providertest.Reply{
+		call("exec", map[string]any{"command": "rm -rf build"}),
+		call("exec", map[string]any{"command": "ls"}),
+		text("done"),
+	}}
+	url := fakeOpenAI(t, s.brain)
+	b, err := New(context.Background(), spawnCartridge(t, url, "  exec: {sandbox: off}\n"), Host{Environ: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := &recorder{deny: true}
+	if _, err := b.Ask(context.Background(), Exchange{Mode: cartridge.Eval, Confirmer: conf}, "go"); err != nil {
+		t.Fatal(err)
+	}
+	if len(conf.texts) != 2 || !strings.HasSuffix(conf.texts[0], "[warning: recursive or forced delete (rm -r/-f)]") || strings.Contains(conf.texts[1], "warning") {
+		t.Errorf("confirmation texts = %q", conf.texts)
 	}
 }
