@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/tool"
 )
 
@@ -144,7 +145,7 @@ func TestTimeoutKillsGrandchildren(t *testing.T) {
 			"command": fmt.Sprintf(`(trap "" TERM; sleep %s) & sleep %s & echo started; sleep %s`, m1, m2, m2),
 			"timeout": 1,
 		})
-		if d := time.Since(start); d > 1*time.Second+3*time.Second {
+		if d := time.Since(start); d > 1*time.Second+proc.Grace+3*time.Second {
 			t.Errorf("the call took %v", d)
 		}
 		if !isErr || !strings.HasPrefix(out, "started\n") || !strings.Contains(out, "timed out after 1 seconds") {
@@ -164,7 +165,7 @@ func TestBackgroundChildAfterExit(t *testing.T) {
 		m := marker()
 		start := time.Now()
 		out, _ := runExec(t, e, map[string]any{"command": fmt.Sprintf("sleep %s & echo started", m)})
-		if d := time.Since(start); d > 1500*time.Millisecond {
+		if d := time.Since(start); d > 2500*time.Millisecond {
 			t.Errorf("the call waited %v for its background child", d)
 		}
 		if out != "started\nExit code: 0" {
