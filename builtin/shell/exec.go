@@ -237,13 +237,26 @@ func (t *Exec) run(ctx context.Context, command string, timeout time.Duration) (
 	defer cancel()
 	argv := []string{t.shell, "-c", command}
 	var extra []string
+	var info *os.File // bwrap's --info-fd, read for the sandbox's pid
+	var stop graceful
 	if t.sandbox != nil {
-		argv = append([]string{t.sandbox.bwrap}, t.sandbox.args(argv...)...)
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("exec: %v", err)
+		}
+		info = w
+		defer w.Close()
+		stop.watch(r)
+		argv = append([]string{t.sandbox.bwrap}, t.sandbox.args([]string{"--info-fd", "3"}, argv...)...)
 		extra = append(extra, "TMPDIR=/tmp")
 	}
 	cmd := proc.Command(runCtx, argv[0], argv[1:]...)
 	cmd.Dir = t.cfg.Workspace
 	cmd.Env = proc.Env(t.cfg.Environ, t.cfg.Env, extra...)
+	if info != nil {
+		cmd.ExtraFiles = []*os.File{info}
+		cmd.Cancel = stop.cancel(cmd)
+	}
 
 	stdout, stderr := newCapture(t.cfg.MaxOutput), newCapture(t.cfg.MaxOutput)
 	drained, err := pipeOutput(cmd, stdout, stderr)
@@ -256,6 +269,9 @@ func (t *Exec) run(ctx context.Context, command string, timeout time.Duration) (
 		return nil, fmt.Errorf("exec: cannot start %s: %v", argv[0], err)
 	}
 	drained.started()
+	if info != nil {
+		info.Close() // bwrap has its own copy
+	}
 	waitErr := cmd.Wait()
 	elapsed := time.Since(start)
 	if runCtx.Err() != nil {

@@ -390,3 +390,16 @@ func TestWarning(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeoutTermFirst: at the timeout a command gets SIGTERM first and
+// may end cleanly, under bubblewrap too (bwrap does not pass signals on:
+// nb signals the sandboxed command itself).
+func TestTimeoutTermFirst(t *testing.T) {
+	modes(t, func(t *testing.T, mk func(Config) *Exec) {
+		e := mk(Config{})
+		out, isErr := runExec(t, e, map[string]any{"command": "trap 'echo got-term; exit 0' TERM; sleep 30 & wait", "timeout": 1})
+		if !isErr || !strings.HasPrefix(out, "got-term\n") {
+			t.Errorf("answer = %q, want the command's own words on SIGTERM, then the timeout", out)
+		}
+	})
+}

@@ -3,12 +3,16 @@ package shell
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nbots/nb/proc"
@@ -51,8 +55,9 @@ type sandbox struct {
 	writable  []string
 }
 
-// args returns bwrap's arguments for running argv in the sandbox.
-func (s *sandbox) args(argv ...string) []string {
+// args returns bwrap's arguments for running argv in the sandbox; extra
+// are more options of bwrap's.
+func (s *sandbox) args(extra []string, argv ...string) []string {
 	a := []string{
 		"--die-with-parent", // nothing survives nb
 		"--new-session",     // no TIOCSTI into nb's terminal
@@ -84,8 +89,9 @@ func (s *sandbox) args(argv ...string) []string {
 	for _, p := range s.writable {
 		a = append(a, "--bind-try", p, p)
 	}
-	a = append(a, "--bind", s.workspace, s.workspace, "--chdir", s.workspace, "--")
-	return append(a, argv...)
+	a = append(a, "--bind", s.workspace, s.workspace, "--chdir", s.workspace)
+	a = append(a, extra...)
+	return append(append(a, "--"), argv...)
 }
 
 // probes caches the outcome of probe by bwrap's arguments: a bot and its
@@ -98,7 +104,7 @@ var errOK = errors.New("ok")
 // cannot: bwrap missing, or present but refused the namespaces it needs
 // (a container without the privileges, a kernel with user namespaces off).
 func (s *sandbox) probe(environ []string, shell string) error {
-	key := s.bwrap + "\x00" + strings.Join(s.args(shell, "-c", "true"), "\x00")
+	key := s.bwrap + "\x00" + strings.Join(s.args(nil, shell, "-c", "true"), "\x00")
 	if v, ok := probes.Load(key); ok {
 		if v == errOK {
 			return nil
@@ -117,7 +123,7 @@ func (s *sandbox) probe(environ []string, shell string) error {
 func (s *sandbox) run(environ []string, shell string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := proc.Command(ctx, s.bwrap, s.args(shell, "-c", "true")...)
+	cmd := proc.Command(ctx, s.bwrap, s.args(nil, shell, "-c", "true")...)
 	cmd.Env = proc.Env(environ, nil)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -156,4 +162,45 @@ func lookPath(environ []string, name string, fallbacks ...string) string {
 func isExecutable(p string) bool {
 	info, err := os.Stat(p)
 	return err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o111 != 0
+}
+
+// graceful makes cmd (bwrap, started with --info-fd 3 and info as its
+// file 3) stop like any exec command when its context ends: SIGTERM to
+// the sandboxed command's process group, SIGKILL to everything Grace
+// later. Signalling bwrap itself would kill the sandbox at once: bwrap
+// does not pass signals on, and its processes die with it.
+type graceful struct {
+	pid atomic.Int64 // the sandbox's init, in nb's pid namespace
+}
+
+// watch reads the sandbox's init pid from bwrap's --info-fd output.
+func (g *graceful) watch(info *os.File) {
+	go func() {
+		defer info.Close()
+		var v struct {
+			ChildPid int64 `json:"child-pid"`
+		}
+		if json.NewDecoder(info).Decode(&v) == nil && v.ChildPid > 0 {
+			g.pid.Store(v.ChildPid)
+		}
+	}()
+}
+
+// cancel is cmd.Cancel for a sandboxed command.
+func (g *graceful) cancel(cmd *exec.Cmd) func() error {
+	return func() error {
+		if cmd.Process == nil {
+			return nil
+		}
+		group := cmd.Process.Pid // bwrap leads its own process group
+		if init := int(g.pid.Load()); init > 0 {
+			// The sandbox's init leads the session and the process group
+			// of the command (--new-session): the group gets SIGTERM.
+			_ = syscall.Kill(-init, syscall.SIGTERM)
+		} else {
+			_ = syscall.Kill(-group, syscall.SIGTERM)
+		}
+		time.AfterFunc(proc.Grace, func() { _ = syscall.Kill(-group, syscall.SIGKILL) })
+		return nil
+	}
 }
