@@ -19,7 +19,6 @@ import (
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/provider"
-	"github.com/nbots/nb/robopage/cli"
 	"github.com/nbots/nb/script"
 	"github.com/nbots/nb/script/fennel"
 	"github.com/nbots/nb/state"
@@ -80,9 +79,7 @@ func (a *App) Run() int {
 		a.loadDotEnv()
 		return a.security()
 	case "robopages":
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return cli.Main(ctx, args[1:], a.Stdin, a.Stdout, a.Stderr)
+		return a.robopages(args[1:])
 	}
 	a.loadDotEnv()
 	return a.report(a.cartridgeCommand(args))
