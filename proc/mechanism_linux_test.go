@@ -39,6 +39,7 @@ func command(t *testing.T, ctx context.Context, m Mechanism, script string) *exe
 	if err := SetupOptions(cmd, Options{Mechanism: m, Grace: 500 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { Reap(cmd) }) // Reap is safe twice, and releases a cgroup
 	if got := MechanismOf(cmd); got != m {
 		t.Fatalf("MechanismOf = %s, want %s", got, m)
 	}
@@ -127,13 +128,15 @@ func TestInitSignals(t *testing.T) {
 			continue
 		}
 		t.Run(strings.ReplaceAll(m.String(), " ", "-"), func(t *testing.T) {
-			out, err := command(t, context.Background(), m, `echo $$`).Output()
+			cmd := command(t, context.Background(), m, `echo $$`)
+			out, err := cmd.Output()
+			Reap(cmd)
 			if err != nil || strings.TrimSpace(string(out)) != "1" {
 				t.Fatalf("the command is not pid 1 of its namespace: %q %v", out, err)
 			}
 
 			ctx, cancel := context.WithCancel(context.Background())
-			cmd := command(t, ctx, m, `exec sleep 60`)
+			cmd = command(t, ctx, m, `exec sleep 60`)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -324,5 +327,20 @@ func BenchmarkMechanismCost(b *testing.B) {
 			b.ReportMetric(ms(mech), "mechanism-p50-ms")
 			b.ReportMetric(ms(diff), "cost-p50-ms")
 		})
+	}
+}
+
+// TestParentEnviron: a child run as nb's user can read nb's environment
+// in /proc/<pid>/environ, whatever its own holds, except in a user
+// namespace (what docs/security.md says).
+func TestParentEnviron(t *testing.T) {
+	file := "/proc/" + strconv.Itoa(os.Getpid()) + "/environ"
+	for _, m := range mechanisms(t) {
+		cmd := command(t, context.Background(), m, `cat `+file+` >/dev/null 2>&1`)
+		readable := cmd.Run() == nil
+		Reap(cmd)
+		if want := m != UserNamespace; readable != want {
+			t.Errorf("%s: the child could read nb's environ: %v, want %v", m, readable, want)
+		}
 	}
 }

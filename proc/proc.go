@@ -172,7 +172,8 @@ func Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 
 // Setup prepares an already built command (from exec.CommandContext) as
 // Command does, with the Auto mechanism. Call it after setting cmd.Env
-// and before Start; call Reap after Wait.
+// and before Start; call Reap after Wait, and also when Start fails (a
+// cgroup is made here, before Start).
 func Setup(cmd *exec.Cmd) {
 	if err := SetupOptions(cmd, Options{}); err != nil {
 		// Auto falls back by itself; only a broken system gets here.
