@@ -186,6 +186,8 @@ func TestRoutes(t *testing.T) {
 		{"POST", "/process", "application/json", `[{"function":{"name":"echo","arguments":{}}}]`, 400, "error executing call: missing required argument message for function echo"},
 		{"POST", "/process", "application/json", `[{"function":{"name":"echo","arguments":{"message":"a","x":"b"}}}]`, 400, "error executing call: unknown argument x for function echo"},
 		{"POST", "/process", "application/json", `[{"function":{"name":"nocontainer","arguments":{}}}]`, 400, "error executing call: container required for function nocontainer"},
+		{"POST", "/process", "application/json", `[{"function":{"name":"echo","arguments":{"message":"-e"}}}]`, 400, "error executing call: argument message of function echo starts with \"-\" (\"-e\") and would be read as an option: pass a value that does not start with \"-\" (a page allows it with `allow: [leading-dash]` on the parameter)"},
+		{"POST", "/process", "application/json", `[{"function":{"name":"echo","arguments":{"message":"-5"}}},{"function":{"name":"strings_of","arguments":{"p":"../../etc/passwd"}}}]`, 400, "error executing call: argument p of function strings_of has a \"..\" path segment (\"../../etc/passwd\") and could reach outside the folder the page means: pass a path without \"..\" (a page allows it with `allow: [parent-dir]` on the parameter)"},
 		{"POST", "/process", "application/json", strings.Repeat(" ", MaxBody+1), 413, fmt.Sprintf("JSON payload (%d bytes) is larger than allowed (limit: 2097152 bytes).", MaxBody+1)},
 		{"GET", "/", "", "", 400, "Origin is not allowed to make this request"}, // with Origin, below
 	}
