@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -29,12 +30,12 @@ type sysCall struct {
 // Detect returns the mechanism Auto uses on this system, probed once per
 // process: PIDNamespace when nb may create a pid namespace (root),
 // UserNamespace when an unprivileged user namespace may hold one,
-// Cgroup when nb may create a cgroup v2 with cgroup.kill beside its own,
-// else Sweep.
+// Bubblewrap when bwrap is installed and may, Cgroup when nb may create
+// a cgroup v2 with cgroup.kill beside its own, else Sweep.
 func Detect() Mechanism { return detected() }
 
 var detected = sync.OnceValue(func() Mechanism {
-	for _, m := range []Mechanism{PIDNamespace, UserNamespace, Cgroup, Sweep} {
+	for _, m := range []Mechanism{PIDNamespace, UserNamespace, Bubblewrap, Cgroup, Sweep} {
 		if Available(m) == nil {
 			return m
 		}
@@ -52,6 +53,8 @@ func Available(m Mechanism) error {
 		return sweepErr()
 	case Cgroup:
 		return cgroupErr()
+	case Bubblewrap:
+		return bwrapErr()
 	case UserNamespace:
 		return userErr()
 	case PIDNamespace:
@@ -74,7 +77,42 @@ var (
 		return nil
 	})
 	cgroupErr = sync.OnceValue(probeCgroup)
+	bwrapErr  = sync.OnceValue(probeBwrap)
 )
+
+// bwrapPaths are where bwrap is looked for: nb does not read PATH here,
+// and a bwrap found elsewhere would be a program the user did not vet.
+var bwrapPaths = []string{"/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"}
+
+// bwrapPath is the bwrap binary found, or "".
+var bwrapPath = sync.OnceValue(func() string {
+	for _, p := range bwrapPaths {
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+})
+
+// bwrapArgs are bwrap's options before the command: the whole file
+// system as it is, a new pid namespace with its own /proc, and the
+// namespace's end when bwrap's outer process ends.
+var bwrapArgs = []string{"--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid", "--die-with-parent", "--"}
+
+// probeBwrap runs bwrap --version inside the sandbox it would make.
+func probeBwrap() error {
+	bw := bwrapPath()
+	if bw == "" {
+		return fmt.Errorf("proc: bubblewrap is not installed (%s)", strings.Join(bwrapPaths, ", "))
+	}
+	cmd := exec.Command(bw, append(append([]string(nil), bwrapArgs...), bw, "--version")...)
+	cmd.Env = []string{}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("proc: bubblewrap cannot make a pid namespace here: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
 
 func userAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{
@@ -98,9 +136,13 @@ func probe(what string, attr *syscall.SysProcAttr) error {
 	return fmt.Errorf("proc: cannot create %s: %w", what, err)
 }
 
-// namespaceOf tells the namespace mechanism from a command's attributes.
-func namespaceOf(a *syscall.SysProcAttr) Mechanism {
+// namespaceOf tells the namespace mechanism of a command.
+func namespaceOf(cmd *exec.Cmd) Mechanism {
+	a := cmd.SysProcAttr
 	switch {
+	case a == nil:
+	case len(cmd.Args) > len(bwrapArgs) && cmd.Path == bwrapPath() && cmd.Args[1] == bwrapArgs[0] && cmd.Args[len(bwrapArgs)] == "--":
+		return Bubblewrap
 	case a.Cloneflags&syscall.CLONE_NEWUSER != 0:
 		return UserNamespace
 	case a.Cloneflags&syscall.CLONE_NEWPID != 0:
@@ -119,6 +161,18 @@ func (c *call) prepare(m Mechanism) error {
 		u := userAttr()
 		a.Cloneflags |= u.Cloneflags
 		a.UidMappings, a.GidMappings, a.GidMappingsEnableSetgroups = u.UidMappings, u.GidMappings, false
+	case Bubblewrap:
+		bw := bwrapPath()
+		if bw == "" {
+			return bwrapErr()
+		}
+		if c.cmd.Err != nil {
+			return nil // Start reports it
+		}
+		args := append([]string{"bwrap"}, bwrapArgs...)
+		args = append(args, c.cmd.Path)
+		c.cmd.Args = append(args, c.cmd.Args[1:]...)
+		c.cmd.Path = bw
 	case Cgroup:
 		dir, f, err := newCgroup()
 		if err != nil {

@@ -5,6 +5,8 @@ package proc
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +23,7 @@ import (
 // where namespaces exist.
 func mechanisms(t *testing.T) []Mechanism {
 	var out []Mechanism
-	for _, m := range []Mechanism{ProcessGroup, Sweep, Cgroup, UserNamespace, PIDNamespace} {
+	for _, m := range []Mechanism{ProcessGroup, Sweep, Cgroup, Bubblewrap, UserNamespace, PIDNamespace} {
 		if err := Available(m); err != nil {
 			t.Logf("%s: not available here: %v", m, err)
 			continue
@@ -52,6 +54,58 @@ func hostPid(file, cmd string) string {
 	return `read -r p _ < /proc/self/stat; echo $p > ` + file + `; exec ` + cmd
 }
 
+// sleeper is shell code that creates file, then becomes a sleep whose
+// command line no other process has: sleeping finds it in nb's /proc,
+// whatever namespace or /proc the command has.
+func sleeper(file string) (code, token string) {
+	token = fmt.Sprintf("600.%09d", rand.Int32N(1e9))
+	return `touch ` + file + `; exec sleep ` + token, token
+}
+
+// sleeping lists the live processes running sleep token.
+func sleeping(token string) []int {
+	var out []int
+	want := "sleep\x00" + token + "\x00"
+	for _, p := range scanProcs() {
+		if p.zombie {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/cmdline"); err == nil && string(b) == want {
+			out = append(out, p.pid)
+		}
+	}
+	return out
+}
+
+// waitSleeping waits for each token's sleep to run.
+func waitSleeping(t *testing.T, tokens ...string) {
+	t.Helper()
+	for _, tok := range tokens {
+		for i := 0; len(sleeping(tok)) == 0; i++ {
+			if i == 500 {
+				t.Fatalf("sleep %s never ran", tok)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// waitNotSleeping waits for the sleep of token to end.
+func waitNotSleeping(t *testing.T, what, token string) {
+	t.Helper()
+	deadline := time.Now().Add(Grace + 3*time.Second)
+	for time.Now().Before(deadline) {
+		if len(sleeping(token)) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, pid := range sleeping(token) {
+		syscall.Kill(pid, syscall.SIGKILL) //nolint:errcheck // clean up after the failure
+	}
+	t.Errorf("%s (sleep %s) survived its command", what, token)
+}
+
 // TestNothingSurvives: whatever a command leaves behind, in its group,
 // in a session of its own (setsid) or after a double fork, is gone after
 // Wait and Reap. The process group alone (the former behaviour) fails
@@ -60,23 +114,33 @@ func TestNothingSurvives(t *testing.T) {
 	for _, m := range mechanisms(t) {
 		t.Run(strings.ReplaceAll(m.String(), " ", "-"), func(t *testing.T) {
 			dir := t.TempDir()
-			group, session, double := filepath.Join(dir, "group"), filepath.Join(dir, "session"), filepath.Join(dir, "double")
-			script := `(` + hostPid(group, "sleep 60") + `) >/dev/null 2>&1 &
-setsid sh -c '` + hostPid(session, "sleep 60") + `' >/dev/null 2>&1 &
-sh -c 'setsid sh -c "` + strings.ReplaceAll(hostPid(double, "sleep 60"), "$p", `\$p`) + `" >/dev/null 2>&1 &' &
-while [ ! -s ` + group + ` ] || [ ! -s ` + session + ` ] || [ ! -s ` + double + ` ]; do sleep 0.01; done`
+			group, gt := sleeper(filepath.Join(dir, "group"))
+			session, st := sleeper(filepath.Join(dir, "session"))
+			double, dt := sleeper(filepath.Join(dir, "double"))
+			// The command ends once the test has seen the three sleeps run.
+			script := `(` + group + `) >/dev/null 2>&1 &
+setsid sh -c '` + session + `' >/dev/null 2>&1 &
+sh -c 'setsid sh -c "` + double + `" >/dev/null 2>&1 &' &
+cd ` + dir + ` && while [ ! -e go ]; do sleep 0.01; done`
 			cmd := command(t, context.Background(), m, script)
-			if err := cmd.Run(); err != nil {
+			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			pids := []int{waitPid(t, group), waitPid(t, session), waitPid(t, double)}
+			waitSleeping(t, gt, st, dt)
+			os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+			if err := cmd.Wait(); err != nil {
+				t.Fatal(err)
+			}
 			Reap(cmd)
 			for i, what := range []string{"background child", "setsid child", "double-forked child"} {
+				tok := []string{gt, st, dt}[i]
 				if m == ProcessGroup && i > 0 {
-					syscall.Kill(pids[i], syscall.SIGKILL) //nolint:errcheck // the known limit of the process group
+					for _, pid := range sleeping(tok) {
+						syscall.Kill(pid, syscall.SIGKILL) //nolint:errcheck // the known limit of the process group
+					}
 					continue
 				}
-				waitGone(t, what, pids[i])
+				waitNotSleeping(t, what, tok)
 			}
 		})
 	}
@@ -89,21 +153,21 @@ func TestCancelKillsAll(t *testing.T) {
 	for _, m := range mechanisms(t) {
 		t.Run(strings.ReplaceAll(m.String(), " ", "-"), func(t *testing.T) {
 			dir := t.TempDir()
-			child, escaped := filepath.Join(dir, "child"), filepath.Join(dir, "escaped")
+			child, ct := sleeper(filepath.Join(dir, "child"))
+			escaped, et := sleeper(filepath.Join(dir, "escaped"))
+			tokens := []string{ct}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			script := `(trap "" TERM; ` + hostPid(child, "sleep 60") + `) & `
+			script := `(trap "" TERM; ` + child + `) & `
 			if m != ProcessGroup {
-				script += `setsid sh -c 'trap "" TERM; ` + hostPid(escaped, "sleep 60") + `' & `
+				script += `setsid sh -c 'trap "" TERM; ` + escaped + `' & `
+				tokens = append(tokens, et)
 			}
 			cmd := command(t, ctx, m, script+`wait`)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			pids := []int{waitPid(t, child)}
-			if m != ProcessGroup {
-				pids = append(pids, waitPid(t, escaped))
-			}
+			waitSleeping(t, tokens...)
 			cancel()
 			start := time.Now()
 			cmd.Wait() //nolint:errcheck // killed on purpose
@@ -111,10 +175,38 @@ func TestCancelKillsAll(t *testing.T) {
 			if d := time.Since(start); d > 4*time.Second {
 				t.Errorf("Wait took %v", d)
 			}
-			for _, pid := range pids {
-				waitGone(t, "child", pid)
+			for _, tok := range tokens {
+				waitNotSleeping(t, "child", tok)
 			}
 		})
+	}
+}
+
+// TestBubblewrap: through bwrap the command is pid 2 of its namespace,
+// with its own /proc: signals reach it as usual, and a death by signal
+// shows as bwrap's exit status 128+n.
+func TestBubblewrap(t *testing.T) {
+	if err := Available(Bubblewrap); err != nil {
+		t.Skip(err)
+	}
+	cmd := command(t, context.Background(), Bubblewrap, `echo $$; ls /proc | grep -c '^[0-9]'`)
+	out, err := cmd.Output()
+	if err != nil || strings.Fields(string(out))[0] != "2" {
+		t.Errorf("pid inside: %q %v, want 2", out, err)
+	}
+	if n, _ := strconv.Atoi(strings.Fields(string(out))[1]); n > 5 {
+		t.Errorf("the command's /proc lists %d processes: not its own /proc", n)
+	}
+	cmd = command(t, context.Background(), Bubblewrap, `kill -9 $$`)
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 137 {
+		t.Errorf("kill -9 $$: %v, want exit status 137", err)
+	}
+	cmd = command(t, context.Background(), Bubblewrap, `pwd`)
+	cmd.Dir = t.TempDir()
+	if out, err := cmd.Output(); err != nil || strings.TrimSpace(string(out)) != cmd.Dir {
+		t.Errorf("working folder %q %v, want %s", out, err, cmd.Dir)
 	}
 }
 
@@ -140,7 +232,7 @@ func TestInitSignals(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(50 * time.Millisecond)
+			waitExec(t, cmd, "sleep")
 			cancel()
 			start := time.Now()
 			cmd.Wait() //nolint:errcheck // killed on purpose
@@ -172,7 +264,7 @@ func TestInitSignals(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(50 * time.Millisecond)
+			waitExec(t, cmd, "sleep")
 			if err := Signal(cmd, syscall.SIGINT); err != nil {
 				t.Fatal(err)
 			}
@@ -187,6 +279,19 @@ func TestInitSignals(t *testing.T) {
 			Reap(cmd)
 		})
 	}
+}
+
+// waitExec waits until the command's process runs program (the shell
+// has exec'd it): before that the shell's signal handlers apply.
+func waitExec(t *testing.T, cmd *exec.Cmd, program string) {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/comm"); err == nil && strings.TrimSpace(string(b)) == program {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the command never became %s", program)
 }
 
 // TestSweepMarker: the sweep finds a process that left the group and
@@ -233,7 +338,7 @@ func TestCgroupRemoved(t *testing.T) {
 
 // TestSetupUnavailable: forcing a mechanism the system lacks is an error.
 func TestSetupUnavailable(t *testing.T) {
-	for _, m := range []Mechanism{Sweep, Cgroup, UserNamespace, PIDNamespace} {
+	for _, m := range []Mechanism{Sweep, Cgroup, Bubblewrap, UserNamespace, PIDNamespace} {
 		if Available(m) == nil {
 			continue
 		}
@@ -313,7 +418,7 @@ func BenchmarkMechanismCost(b *testing.B) {
 		slices.Sort(d)
 		return float64(d[len(d)/2]) / float64(time.Millisecond)
 	}
-	for _, m := range []Mechanism{Sweep, Cgroup, UserNamespace, PIDNamespace} {
+	for _, m := range []Mechanism{Sweep, Cgroup, Bubblewrap, UserNamespace, PIDNamespace} {
 		if Available(m) != nil {
 			continue
 		}
@@ -339,7 +444,7 @@ func TestParentEnviron(t *testing.T) {
 		cmd := command(t, context.Background(), m, `cat `+file+` >/dev/null 2>&1`)
 		readable := cmd.Run() == nil
 		Reap(cmd)
-		if want := m != UserNamespace; readable != want {
+		if want := m != UserNamespace && m != Bubblewrap; readable != want {
 			t.Errorf("%s: the child could read nb's environ: %v, want %v", m, readable, want)
 		}
 	}

@@ -4,6 +4,7 @@ package proc
 
 import (
 	"fmt"
+	"os/exec"
 	"syscall"
 )
 
@@ -22,7 +23,7 @@ func Available(m Mechanism) error {
 	return fmt.Errorf("proc: %s needs Linux", m)
 }
 
-func namespaceOf(*syscall.SysProcAttr) Mechanism { return Auto }
+func namespaceOf(*exec.Cmd) Mechanism { return Auto }
 
 func (c *call) prepare(m Mechanism) error {
 	if m != ProcessGroup {

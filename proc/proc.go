@@ -111,6 +111,15 @@ const (
 	// escapes. Linux 5.14 or later, with a cgroup nb may create (root, or
 	// a delegated subtree such as a systemd user service).
 	Cgroup
+	// Bubblewrap runs the command through bwrap (/usr/bin/bwrap, Debian's
+	// bubblewrap) in a new pid namespace with its own /proc, for systems
+	// that let bwrap create namespaces but not nb (Ubuntu 24.04 restricts
+	// unprivileged user namespaces to programs such as bwrap). bwrap is
+	// the namespace's init and the command is pid 2, so signals reach it
+	// as usual, but a command killed by a signal shows as exit status
+	// 128+n, bwrap's. Each call costs bwrap's set-up (mounts), tens of
+	// milliseconds.
+	Bubblewrap
 	// UserNamespace is PIDNamespace for a user without privileges: the
 	// command also gets a user namespace that maps only the user's own
 	// uid and gid. Inside it, files of other users show as owned by
@@ -134,6 +143,8 @@ func (m Mechanism) String() string {
 		return "sweep"
 	case Cgroup:
 		return "cgroup"
+	case Bubblewrap:
+		return "bubblewrap"
 	case UserNamespace:
 		return "user and pid namespace"
 	case PIDNamespace:
@@ -234,7 +245,7 @@ func MechanismOf(cmd *exec.Cmd) Mechanism {
 		return v.(*call).mech
 	}
 	if a := cmd.SysProcAttr; a != nil && cmd.Cancel != nil {
-		if m := namespaceOf(a); m != Auto {
+		if m := namespaceOf(cmd); m != Auto {
 			return m
 		}
 		if a.Setpgid {
