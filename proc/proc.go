@@ -7,8 +7,9 @@
 //
 // How the last point is made depends on the system (see Mechanism and
 // Detect): on Linux a new pid namespace when nb may create one (as root,
-// or unprivileged through a user namespace), else a cgroup of its own,
-// else a sweep of /proc; elsewhere the process group only.
+// or unprivileged through a user namespace), else through bubblewrap,
+// else a cgroup of its own, else a sweep of /proc; elsewhere the process
+// group only. docs/security.md says what each one costs and changes.
 package proc
 
 import (
