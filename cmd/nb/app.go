@@ -20,7 +20,7 @@ import (
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/provider"
-	"github.com/nbots/nb/robopage/cli"
+	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/script/fennel"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/term"
@@ -57,6 +57,7 @@ type App struct {
 
 	dotenv     map[string]bool // the variables .env set
 	dotenvPath string
+	executor   *robopage.Executor
 }
 
 // Getenv returns a variable of the environment, "" when unset.
@@ -89,9 +90,7 @@ func (a *App) Run() int {
 		a.loadDotEnv()
 		return a.security()
 	case "robopages":
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return cli.Main(ctx, args[1:], a.Stdin, a.Stdout, a.Stderr)
+		return a.robopages(args[1:])
 	}
 	a.loadDotEnv()
 	return a.report(a.cartridgeCommand(args))
@@ -344,6 +343,7 @@ func (a *App) host() bot.Host {
 		Environ:              a.Environ,
 		AllowHostCredentials: true,
 		FennelCacheDir:       fennelCacheDir(),
+		Robopages:            a.robopageExecutor(),
 		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
 	}
 }
