@@ -331,4 +331,3 @@ func (s *Server) logRequest(r *http.Request, info *reqInfo, w *statusWriter, d t
 	}
 	s.log.LogAttrs(ctx, level, "request", attrs...)
 }
-

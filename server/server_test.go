@@ -15,9 +15,9 @@ import (
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
-	"github.com/nbots/nb/tool"
 	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
+	"github.com/nbots/nb/tool"
 )
 
 func get(t *testing.T, method, url, body string, header ...string) (*http.Response, string) {
@@ -358,13 +358,13 @@ func TestClientCartridgeRules(t *testing.T) {
 	defer l.release()
 	base := `provider: {id: openai, credentials: {address: "http://127.0.0.1:1", access-token: k}, settings: {model: m}}` + "\n"
 	for src, want := range map[string]string{
-		base + "state: {path: /etc}\n":                       "state.path names a folder of the server",
-		base + "state: {directory: /tmp}\n":                  "state.directory names a folder of the server",
-		base + "robopages: [{path: /opt/pages}]\n":           "robopages name folders of the server",
+		base + "state: {path: /etc}\n":                        "state.path names a folder of the server",
+		base + "state: {directory: /tmp}\n":                   "state.directory names a folder of the server",
+		base + "robopages: [{path: /opt/pages}]\n":            "robopages name folders of the server",
 		"tools: [{name: x, lua: 'return ENV/HOME'}]\n" + base: "",
 		`provider: {id: google, credentials: {service: vertex-ai-api, region: r, file-path: /srv/key.json}, options: {model: g}}`: "provider.credentials.file-path names a file of the server",
 		`provider: {id: google, credentials: {service: vertex-ai-api, region: r, project-id: p}, options: {model: g}}`:            "may not use the server's Google credentials",
-		`provider: {id: openai, credentials: {access-token: "ENV-SECRET"}}`:                                                        "provider.credentials.access-token is ENV/SECRET",
+		`provider: {id: openai, credentials: {access-token: "ENV-SECRET"}}`:                                                       "provider.credentials.access-token is ENV/SECRET",
 		"provider: [\n": "request.cartridge:",
 	} {
 		_, err := f.srv.ClientBot(ctx, []byte(src))
