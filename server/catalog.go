@@ -44,9 +44,27 @@ type entry struct {
 
 // scanned is a cartridge file found in the folders.
 type scanned struct {
-	id, path string
-	mod      time.Time
-	size     int64
+	id, path, dir string
+	mod           time.Time
+	size          int64
+}
+
+// loadError is why a cartridge failed to load, as clients see it: its
+// file named relative to its folder (clients need not know where the
+// operator keeps cartridges). The log has the whole path.
+type loadError struct {
+	msg string
+	err error
+}
+
+func (e *loadError) Error() string { return e.msg }
+func (e *loadError) Unwrap() error { return e.err }
+
+func relative(err error, dir string) error {
+	if err == nil {
+		return nil
+	}
+	return &loadError{msg: strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), ""), err: err}
 }
 
 // Rescan looks for cartridges added, changed or removed in the folders
@@ -138,7 +156,7 @@ func (s *Server) scan() []scanned {
 				return nil
 			}
 			id := filepath.ToSlash(strings.TrimSuffix(rel, filepath.Ext(rel)))
-			files = append(files, scanned{id: id, path: p, mod: info.ModTime(), size: info.Size()})
+			files = append(files, scanned{id: id, path: p, dir: dir, mod: info.ModTime(), size: info.Size()})
 			return nil
 		})
 		// Within a folder, the extension order of name lookup decides.
@@ -170,8 +188,9 @@ func (s *Server) load(ctx context.Context, f scanned) *entry {
 	e := &entry{Model: Model{ID: f.id, Path: f.path, Modified: f.mod}, size: f.size}
 	src, err := os.ReadFile(f.path)
 	if err != nil {
-		e.Err = fmt.Errorf("%s: cannot read the cartridge: %w", f.path, errors.Unwrap(err))
-		s.log.Warn("cartridge failed to load", "cartridge", f.id, "error", e.Err.Error())
+		err = fmt.Errorf("%s: cannot read the cartridge: %w", f.path, errors.Unwrap(err))
+		s.log.Warn("cartridge failed to load", "cartridge", f.id, "error", err.Error())
+		e.Err = relative(err, f.dir)
 		return e
 	}
 	format, err := cartridge.FormatOf(f.path)
@@ -184,8 +203,8 @@ func (s *Server) load(ctx context.Context, f scanned) *entry {
 		c, err = cartridge.Parse(src, f.path, format, s.lookup)
 	}
 	if err != nil {
-		e.Err = err
 		s.log.Warn("cartridge failed to load", "cartridge", f.id, "error", err.Error())
+		e.Err = relative(err, f.dir)
 		return e
 	}
 	if _, hasMeta := c.Data["meta"]; !hasMeta {
@@ -198,9 +217,10 @@ func (s *Server) load(ctx context.Context, f scanned) *entry {
 	for _, w := range c.Warnings {
 		s.log.Warn("cartridge warning", "cartridge", f.id, "warning", w)
 	}
-	e.Bot, e.Err = s.build(ctx, f.id, c, s.host)
-	if e.Err != nil {
-		s.log.Warn("cartridge failed to load", "cartridge", f.id, "error", e.Err.Error())
+	e.Bot, err = s.build(ctx, f.id, c, s.host)
+	if err != nil {
+		s.log.Warn("cartridge failed to load", "cartridge", f.id, "error", err.Error())
+		e.Err = relative(err, f.dir)
 		return e
 	}
 	e.served = s.newServed(f.id, e.Bot)

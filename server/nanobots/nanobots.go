@@ -108,23 +108,36 @@ func (a *API) janitor() {
 }
 
 func (a *API) index(w http.ResponseWriter, r *http.Request) {
-	server.WriteJSON(w, http.StatusOK, map[string]any{
-		"project": "Nano Bots API",
-		"version": APIVersion,
-		"nano-bots": map[string]any{
-			"version":        a.opts.Version,
-			"specification":  a.opts.Specification,
-			"implementation": "nb",
-		},
-		"documentation": "https://spec.nbots.io",
-		"live-editor":   "https://clinic.nbots.io",
-		"github":        "https://github.com/icebaker/nano-bots-api",
-		"plugins": []string{
+	server.WriteJSON(w, http.StatusOK, indexJSON{
+		Project:  "Nano Bots API",
+		Version:  APIVersion,
+		NanoBots: nanoBotsJSON{Version: a.opts.Version, Specification: a.opts.Specification, Implementation: "nb"},
+		Docs:     "https://spec.nbots.io",
+		Editor:   "https://clinic.nbots.io",
+		GitHub:   "https://github.com/icebaker/nano-bots-api",
+		Plugins: []string{
 			"https://github.com/icebaker/sublime-nano-bots",
 			"https://github.com/icebaker/vscode-nano-bots",
 			"https://github.com/icebaker/obsidian-nano-bots",
 		},
 	})
+}
+
+// indexJSON is GET /, in the reference's order.
+type indexJSON struct {
+	Project  string       `json:"project"`
+	Version  string       `json:"version"`
+	NanoBots nanoBotsJSON `json:"nano-bots"`
+	Docs     string       `json:"documentation"`
+	Editor   string       `json:"live-editor"`
+	GitHub   string       `json:"github"`
+	Plugins  []string     `json:"plugins"`
+}
+
+type nanoBotsJSON struct {
+	Version        string `json:"version"`
+	Specification  string `json:"specification"`
+	Implementation string `json:"implementation"`
 }
 
 // entryJSON is one cartridge of the listing. Every entry has a meta
@@ -189,7 +202,8 @@ func entryOf(m server.Model) entryJSON {
 	return e
 }
 
-// list answers GET /cartridges: the cartridges sorted by name, the
+// list answers GET /cartridges: the cartridges sorted by name (in any
+// case), the
 // default first (a cartridge whose id is "default" takes the place of
 // the built-in "-").
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
@@ -212,7 +226,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		entries = append(entries, entryOf(m))
 	}
 	sort.SliceStable(entries, func(i, j int) bool {
-		ni, nj := entries[i].Meta.(metaJSON).Name, entries[j].Meta.(metaJSON).Name
+		ni, nj := strings.ToLower(entries[i].Meta.(metaJSON).Name), strings.ToLower(entries[j].Meta.(metaJSON).Name)
 		if ni != nj {
 			return ni < nj
 		}
