@@ -346,5 +346,3 @@ func TestPollsAreQuiet(t *testing.T) {
 		t.Errorf("%d log lines for 500 polls:\n%s", n, f.log)
 	}
 }
-
-

@@ -121,13 +121,13 @@ func TestStreamGolden(t *testing.T) {
 // Only an explicit text/event-stream selects events; */* (Obsidian) gets JSON.
 func TestWantsEvents(t *testing.T) {
 	for accept, want := range map[string]bool{
-		"":                                   false,
-		"*/*":                                false,
-		"text/*":                             false,
-		"application/json":                   false,
-		"text/event-stream":                  true,
+		"":                                    false,
+		"*/*":                                 false,
+		"text/*":                              false,
+		"application/json":                    false,
+		"text/event-stream":                   true,
 		"application/json, text/event-stream": true,
-		"text/event-stream;q=0":              false,
+		"text/event-stream;q=0":               false,
 	} {
 		r, _ := http.NewRequest("GET", "/", nil)
 		if accept != "" {
