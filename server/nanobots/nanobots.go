@@ -299,6 +299,7 @@ type runRequest struct {
 
 // job is a validated evaluation or boot.
 type job struct {
+	id    string // the cartridge's id, for the log
 	bot   *bot.Bot
 	x     bot.Exchange
 	boot  bool
@@ -354,13 +355,13 @@ func (a *API) prepare(r *http.Request) (*job, error) {
 		if err != nil {
 			return nil, err
 		}
-		j.bot = b
+		j.bot, j.id = b, id
 	case raw[0] == '{':
 		b, err := a.srv.ClientBot(r.Context(), raw)
 		if err != nil {
 			return nil, err
 		}
-		j.bot = b
+		j.bot, j.id = b, server.ClientCartridgeName
 	default:
 		return nil, server.Errorf(http.StatusBadRequest, "cartridge must be a cartridge id (a string) or a cartridge (an object)")
 	}
@@ -464,6 +465,9 @@ func (a *API) run(w http.ResponseWriter, r *http.Request) {
 		a.srv.WriteError(w, r.WithContext(ctx), a.failure(ctx, err))
 		return
 	}
+	if a.srv.LogMessages() {
+		a.srv.Logger(ctx).Info("answer", "output", out.String())
+	}
 	server.WriteJSON(w, http.StatusOK, runJSON{ID: nil, StartedAt: timeOrNull(started), FinishedAt: timeOrNull(time.Now()), State: stateFinished, Output: out.String()})
 }
 
@@ -497,14 +501,20 @@ func (a *API) createStream(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer done()
 		defer cancel(nil)
+		log := a.srv.Logger(ctx).With("stream", s.id, "cartridge", j.id)
 		err := a.execute(ctx, j, s)
 		if err != nil {
 			e := server.AsError(ctx, a.failure(ctx, err))
-			a.srv.Logger(ctx).Warn("stream failed", "stream", s.id, "status", e.Status, "error", e.Message)
+			log.Warn("stream failed", "status", e.Status, "error", e.Message, "duration", time.Since(now).String())
 			s.finish(err, e.Message)
 			return
 		}
 		s.finish(nil, "")
+		attrs := []any{"duration", time.Since(now).String()}
+		if a.srv.LogMessages() {
+			attrs = append(attrs, "output", s.snapshot().output)
+		}
+		log.Info("stream finished", attrs...)
 	}()
 	if wantsEvents(r) {
 		a.events(w, r, s, 0, true)

@@ -232,3 +232,19 @@ func TestPollHold(t *testing.T) {
 		t.Errorf("the answer took %v: a held poll did not answer on the change", d)
 	}
 }
+
+// The text of messages is logged only when the operator asks for it.
+func TestLogMessages(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		f := newFixture(t, setup{files: cartridges, server: func(o *serverOptions) { o.LogMessages = on }})
+		f.do("POST", "/cartridges", `{"cartridge": "writer", "input": "my-private-words"}`)
+		_, body := f.do("POST", "/cartridges/stream", `{"cartridge": "writer", "input": "more-private-words"}`)
+		f.pollUntilDone(decodeJSON(t, body)["id"].(string))
+		log := f.log.String()
+		for _, words := range []string{"my-private-words", "more-private-words", "echo: my-private-words"} {
+			if strings.Contains(log, words) != on {
+				t.Errorf("LogMessages=%v: %q in the log: %v\n%s", on, words, !on, log)
+			}
+		}
+	}
+}
