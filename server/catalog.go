@@ -99,21 +99,23 @@ func (s *Server) Rescan(ctx context.Context) {
 		}
 		if _, existed := old[f.id]; existed {
 			s.log.Info("cartridge reloaded", "cartridge", f.id, "path", f.path, "ok", e.Err == nil)
+		} else if s.scanned {
+			s.log.Info("cartridge added", "cartridge", f.id, "path", f.path, "ok", e.Err == nil)
 		}
 	}
 	for id, e := range old {
-		if _, ok := next[id]; !ok {
-			if e.served != nil && !slices.Contains(retired, e.served) {
-				retired = append(retired, e.served)
-			}
-			if _, kept := next[id]; !kept {
-				s.log.Info("cartridge removed", "cartridge", id, "path", e.Path)
-			}
+		if _, ok := next[id]; ok {
+			continue
 		}
+		if e.served != nil && !slices.Contains(retired, e.served) {
+			retired = append(retired, e.served)
+		}
+		s.log.Info("cartridge removed", "cartridge", id, "path", e.Path)
 	}
 	s.catMu.Lock()
 	s.entries = next
 	s.catMu.Unlock()
+	s.scanned = true
 	for _, b := range retired {
 		b.retire()
 	}
@@ -188,7 +190,11 @@ func (s *Server) load(ctx context.Context, f scanned) *entry {
 	e := &entry{Model: Model{ID: f.id, Path: f.path, Modified: f.mod}, size: f.size}
 	src, err := os.ReadFile(f.path)
 	if err != nil {
-		err = fmt.Errorf("%s: cannot read the cartridge: %w", f.path, errors.Unwrap(err))
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		err = fmt.Errorf("%s: cannot read the cartridge: %w", f.path, err)
 		s.log.Warn("cartridge failed to load", "cartridge", f.id, "error", err.Error())
 		e.Err = relative(err, f.dir)
 		return e

@@ -142,7 +142,7 @@ func TestRescan(t *testing.T) {
 	if models[1].Err == nil {
 		t.Fatal("a broken edit is not reported")
 	}
-	if !strings.Contains(f.log.String(), "cartridge removed") {
+	if !strings.Contains(f.log.String(), "cartridge removed") || !strings.Contains(f.log.String(), "cartridge added") {
 		t.Errorf("no log line for the removal:\n%s", f.log)
 	}
 }

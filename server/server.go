@@ -147,6 +147,7 @@ type Server struct {
 	anon   *Token
 
 	scanMu  sync.Mutex // one Rescan at a time
+	scanned bool       // the first Rescan is done (under scanMu)
 	catMu   sync.RWMutex
 	entries map[string]*entry
 	def     *entry
