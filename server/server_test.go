@@ -29,7 +29,7 @@ func get(t *testing.T, method, url, body string, header ...string) (*http.Respon
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := noRedirects.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,6 +37,10 @@ func get(t *testing.T, method, url, body string, header ...string) (*http.Respon
 	b, _ := io.ReadAll(resp.Body)
 	return resp, string(b)
 }
+
+// noRedirects shows redirects instead of following them: a preflighted
+// browser request cannot follow one.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 func echoRoute(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)

@@ -346,3 +346,19 @@ func TestPollsAreQuiet(t *testing.T) {
 		t.Errorf("%d log lines for 500 polls:\n%s", n, f.log)
 	}
 }
+
+// Obsidian keeps a path in its address: "http://localhost:3048/" gives
+// //cartridges, which must not be redirected (a preflighted request
+// cannot follow a redirect).
+func TestObsidianTrailingSlash(t *testing.T) {
+	f := newFixture(t, setup{files: cartridges})
+	p := &obsidian{f: f}
+	status, _, list := p.request("GET", "//cartridges", "")
+	if status != 200 || len(list) == 0 {
+		t.Fatalf("%d %v", status, list)
+	}
+	status, m, _ := p.request("POST", "//cartridges/source", `{"id":"-"}`)
+	if status != 200 {
+		t.Fatalf("%d %v", status, m)
+	}
+}
