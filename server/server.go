@@ -321,7 +321,7 @@ func (s *Server) Admit(ctx context.Context, detached bool) (context.Context, fun
 		tok.mu.Unlock()
 		s.runsMu.Unlock()
 		return nil, nil, &Error{Status: http.StatusTooManyRequests, RetryAfter: wait,
-			Message: fmt.Sprintf("this token may start %s: try again in %s", tok.Rate, wait.Round(time.Second))}
+			Message: fmt.Sprintf("runs are limited to %s for this client (its token's rate, or --rate): try again in %s", tok.Rate, max(wait.Round(time.Second), time.Second))}
 	}
 	s.active++
 	s.runs.Add(1)
