@@ -89,6 +89,11 @@ func (a *App) Run() int {
 	case "security":
 		a.loadDotEnv()
 		return a.security()
+	case "serve":
+		if isServeCommand(args) {
+			a.loadDotEnv()
+			return a.serveCommand(args[1:])
+		}
 	case "robopages":
 		return a.robopages(args[1:])
 	}
@@ -226,6 +231,7 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb cartridge.yml - state list
   nb cartridge.yml STATE-KEY state delete
 
+  nb serve [--listen localhost:3048] [DIR...]
   nb robopages serve|run|validate|view|create|install ...
 
   nb security
@@ -236,9 +242,13 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
 eval reads the message from its words, or else from standard input:
   cat article.txt | nb translate.yml - eval | nb summarize.yml - eval
 
+serve answers the Nano Bots API (the editor plugins' server) for the
+cartridges of the folders; nb serve --help lists its flags.
+
 Environment: NANO_BOTS_CARTRIDGES_PATH, NANO_BOTS_STATE_PATH,
 NANO_BOTS_END_USER, NANO_BOTS_ENCRYPTION_PASSWORD, NANO_BOTS_HISTORY_BUDGET,
-NO_COLOR, CLICOLOR_FORCE; a .env file in the working directory is read.
+NO_COLOR, CLICOLOR_FORCE, NB_SERVE_TOKEN; a .env file in the working
+directory is read.
 `
 
 func (a *App) security() int {
