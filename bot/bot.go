@@ -1,0 +1,342 @@
+// Package bot builds a runnable bot from a cartridge: the provider with
+// its retries, the script runtime, the tool set (the cartridge's
+// functions and robopages), where its conversations are kept and who is
+// asked before a tool runs. Every front-end (the terminal, nb serve, the
+// MCP server, the chat gateway) builds and runs bots through it the same
+// way. A Bot is safe to share: many exchanges, for many end users and
+// state keys, run on it at once, each with its own sandboxed scripts,
+// events and confirmations; an exchange on a state key holds the key.
+//
+// Nothing here reads the process environment, writes to the terminal or
+// exits: the Host says what the process lends, and each Exchange where
+// its events, confirmations and script output go.
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+
+	"github.com/nbots/nb/agent"
+	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/media"
+	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/robopage"
+	"github.com/nbots/nb/script"
+	"github.com/nbots/nb/state"
+	"github.com/nbots/nb/tool"
+	"github.com/nbots/nb/tool/function"
+)
+
+// Bot is a cartridge made runnable.
+type Bot struct {
+	Cartridge *cartridge.Cartridge
+
+	host     Host
+	provider provider.Provider
+	tools    *tool.Set
+	scripts  *script.Runtime
+	paths    state.Paths
+	budget   int
+	closers  []func() error
+}
+
+// New builds the bot of c: its provider (with retries), scripts and
+// tools. It fails, before anything is sent, on what would stop every
+// exchange: no usable provider, a missing credential (naming the
+// variable to set), a robopages folder that cannot be read.
+func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
+	if err := c.RequireProvider(); err != nil {
+		return nil, err
+	}
+	p := c.Provider()
+	limits, err := c.Timeouts()
+	if err != nil {
+		return nil, err
+	}
+	cfg := provider.Config{ID: p.ID, Credentials: p.Credentials, Options: p.Options, Settings: p.Settings, HTTPClient: h.HTTPClient,
+		Timeouts: provider.Timeouts(limits), Getenv: h.Getenv, AllowHostCredentials: h.AllowHostCredentials}
+	prov, err := provider.New(cfg)
+	if err != nil {
+		return nil, credentialError(c, err)
+	}
+	policy := provider.DefaultRetryPolicy()
+	if h.Retry != nil {
+		policy = *h.Retry
+	}
+	b := &Bot{
+		Cartridge: c,
+		host:      h,
+		provider:  provider.WithRetry(prov, policy),
+		tools:     &tool.Set{},
+		paths:     h.StatePaths(c),
+		budget:    agent.Budget(c, h.historyBudget()),
+	}
+	b.scripts = script.New(script.Options{Sandboxed: c.Sandboxed() || h.ForceSandbox, FennelCacheDir: h.FennelCacheDir})
+	for _, t := range function.FromCartridge(c, b.scripts) {
+		b.tools.Add(t)
+	}
+	robo, err := robopageTools(ctx, c, h)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range robo {
+		b.tools.Add(t)
+	}
+	return b, nil
+}
+
+// Close stops what the bot started (tool servers); exchanges in progress
+// fail.
+func (b *Bot) Close() error {
+	var errs []error
+	for _, c := range b.closers {
+		errs = append(errs, c())
+	}
+	b.closers = nil
+	return errors.Join(errs...)
+}
+
+// Tools are the tools the bot offers its model.
+func (b *Bot) Tools() *tool.Set { return b.tools }
+
+// Provider is the bot's provider, with its retries.
+func (b *Bot) Provider() provider.Provider { return b.provider }
+
+// Host is what the bot was built with.
+func (b *Bot) Host() Host { return b.host }
+
+// Ready reports, before anything is sent, what would stop an exchange in
+// mode: adapters the cartridge defines twice.
+func (b *Bot) Ready(mode cartridge.Mode) error {
+	for _, dir := range []string{"input", "output"} {
+		if _, err := b.Cartridge.Adapter(mode, dir); err != nil {
+			return err
+		}
+	}
+	for _, action := range []cartridge.ToolAction{cartridge.Confirming, cartridge.Executing, cartridge.Responding} {
+		if _, err := b.Cartridge.FeedbackAdapter(mode, action); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Exchange says how one exchange runs: for whom, on which conversation,
+// and where it reports.
+type Exchange struct {
+	// Mode is eval or repl (the cartridge's interfaces differ by mode).
+	Mode cartridge.Mode
+	// Key is the state key: the conversation is kept in the state store
+	// and the exchange holds the key while it runs. "" is stateless.
+	Key string
+	// Conversation, when set, is used instead of Key: a stateless REPL's
+	// memory, or the whole conversation a client sent.
+	Conversation agent.Conversation
+	// EndUser is who the exchange is for (a server's client); "" takes
+	// the host's. A cartridge's provider.settings.user wins.
+	EndUser string
+	// Wait says whether an exchange on a busy key waits for it (with a
+	// Waiting event) or fails at once with a *BusyError.
+	Wait bool
+	// OnEvent receives the exchange's events; nil drops them.
+	OnEvent func(agent.Event)
+	// Confirmer decides whether a tool may run; nil denies every call
+	// that needs a confirmation.
+	Confirmer agent.Confirmer
+	// Output receives what the cartridge's scripts print; nil discards it.
+	Output io.Writer
+	// Tools are added, for this exchange only, to the bot's (a websocket
+	// client's own tools); External are offered but run by the client
+	// (see agent.Agent.External).
+	Tools    []tool.Tool
+	External []tool.Spec
+	// Steering is asked after each round of tool calls for messages to
+	// inject (see agent.Agent.Steering).
+	Steering func() []string
+}
+
+// BusyError says a state key is held by another exchange.
+type BusyError struct{ Key string }
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("state key %q is busy: another exchange is running on it; try again when it has finished", e.Key)
+}
+
+// PanicError is a failure of nb itself inside one exchange: the exchange
+// fails, the process and the other exchanges go on.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("internal error in nb (please report it): %v", e.Value)
+}
+
+// Ask runs one exchange: input (with images, for providers that take
+// them), then the model's rounds until it answers.
+func (b *Bot) Ask(ctx context.Context, x Exchange, input string, images ...media.Image) (*agent.Result, error) {
+	return b.run(ctx, x, func(a *agent.Agent) (*agent.Result, error) { return a.Ask(ctx, input, images...) })
+}
+
+// Boot runs the cartridge's boot exchange (a REPL's start); it returns
+// nil, nil when the cartridge has none.
+func (b *Bot) Boot(ctx context.Context, x Exchange) (*agent.Result, error) {
+	return b.run(ctx, x, func(a *agent.Agent) (*agent.Result, error) { return a.Boot(ctx) })
+}
+
+// Continue runs the model's rounds on the conversation as it is: a
+// client recorded the results of the calls an exchange left pending.
+func (b *Bot) Continue(ctx context.Context, x Exchange) (*agent.Result, error) {
+	return b.run(ctx, x, func(a *agent.Agent) (*agent.Result, error) { return a.Continue(ctx) })
+}
+
+// HasBoot reports whether the cartridge has a boot exchange.
+func (b *Bot) HasBoot() bool {
+	return strings.TrimSpace(b.Cartridge.Behavior("boot").Instruction) != ""
+}
+
+// Agent returns the agent of one exchange on conv, for front-ends that
+// drive the loop themselves. Most call Ask.
+func (b *Bot) Agent(x Exchange, conv agent.Conversation) *agent.Agent {
+	tools := b.tools
+	if len(x.Tools) > 0 {
+		tools = &tool.Set{}
+		for _, t := range b.tools.Tools() {
+			tools.Add(t)
+		}
+		for _, t := range x.Tools {
+			tools.Add(t)
+		}
+	}
+	a := &agent.Agent{
+		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External,
+		Scripts: b.scripts, Confirmer: x.Confirmer, Conversation: conv, OnEvent: x.OnEvent, Output: x.Output,
+		Steering: x.Steering, MaxRounds: agent.MaxRounds(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(),
+	}
+	if _, ok := b.Cartridge.Get("provider", "settings", "user"); ok {
+		// OpenAI's user field carries an opaque identifier, never the name.
+		a.User = state.NewCipher(b.host.Password()).Soft(b.host.EndUser(b.Cartridge, x.EndUser))
+	}
+	return a
+}
+
+// run prepares the conversation of x, runs fn on the exchange's agent,
+// and contains a panic as the exchange's error.
+func (b *Bot) run(ctx context.Context, x Exchange, fn func(*agent.Agent) (*agent.Result, error)) (res *agent.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, &PanicError{Value: p, Stack: debug.Stack()}
+		}
+	}()
+	if err := b.Ready(x.Mode); err != nil {
+		return nil, err
+	}
+	conv := x.Conversation
+	outputs := ""
+	if conv == nil && x.Key != "" {
+		store, err := b.paths.Open(StateBot(b.Cartridge), b.host.EndUser(b.Cartridge, x.EndUser), x.Key)
+		if err != nil {
+			return nil, err
+		}
+		var onBusy func()
+		if x.Wait {
+			onBusy = func() {
+				if x.OnEvent != nil {
+					x.OnEvent(agent.Event{Kind: agent.Waiting, Text: fmt.Sprintf("another exchange is running on state key %q: waiting for it to finish", x.Key)})
+				}
+			}
+		}
+		turn, err := store.Begin(ctx, onBusy)
+		if errors.Is(err, state.ErrBusy) {
+			return nil, &BusyError{Key: x.Key}
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer turn.End()
+		conv = turn
+		outputs = filepath.Join(store.Dir, "outputs")
+	}
+	if conv == nil {
+		conv = agent.NewMemory()
+	}
+	a := b.Agent(x, conv)
+	a.OutputDir = outputs
+	return fn(a)
+}
+
+// StatePaths says where the bot's states live.
+func (b *Bot) StatePaths() state.Paths { return b.paths }
+
+// Store is the state of one key for an end user ("" for the host's).
+func (b *Bot) Store(endUser, key string) (*state.Store, error) {
+	return b.paths.Open(StateBot(b.Cartridge), b.host.EndUser(b.Cartridge, endUser), key)
+}
+
+// robopageTools loads the tools a cartridge's robopages key names
+// (paths relative to the cartridge's folder; ~ and $VAR expanded).
+// Broken pages are skipped; their problems are warnings.
+func robopageTools(ctx context.Context, c *cartridge.Cartridge, h Host) ([]tool.Tool, error) {
+	var out []tool.Tool
+	base := ""
+	if c.Path != "" {
+		base = filepath.Dir(c.Path)
+	}
+	for _, ref := range c.Robopages() {
+		tools, problems, err := robopage.LoadTools(ctx, robopage.ResolvePath(ref.Path, base), ref.Filter)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: robopages: %w", DisplayPath(c), ref.Line, err)
+		}
+		for _, p := range problems {
+			if p.Severity == robopage.Error {
+				h.warn(fmt.Sprintf("robopage skipped: %v", p))
+			} else {
+				h.warn(fmt.Sprintf("robopage: %v", p))
+			}
+		}
+		out = append(out, tools...)
+	}
+	return out, nil
+}
+
+// DisplayPath names a cartridge in messages.
+func DisplayPath(c *cartridge.Cartridge) string {
+	if c.Path == "" {
+		return "default cartridge (-)"
+	}
+	return c.Path
+}
+
+// credentialError names the variable behind a missing credential.
+func credentialError(cart *cartridge.Cartridge, err error) error {
+	var me *provider.MissingCredentialError
+	if !errors.As(err, &me) {
+		return fmt.Errorf("%s: %w", DisplayPath(cart), err)
+	}
+	key := "provider.credentials." + me.Key
+	line := cart.Line(key)
+	if line == 0 {
+		line = cart.Line("provider")
+	}
+	if cart.Path == "" {
+		line = 0 // a line of the built-in default cartridge means nothing to the user
+	}
+	loc := DisplayPath(cart)
+	if line > 0 {
+		loc = fmt.Sprintf("%s:%d", loc, line)
+	}
+	raw := cart.RawString("provider", "credentials", me.Key)
+	if v, ok := cart.MissingFor(key); ok {
+		return fmt.Errorf("%s: %s is %s, but the environment variable %s is not set: export it, or put it in a .env file", loc, key, raw, v)
+	}
+	if v, ok := cartridge.EnvVar(raw); ok {
+		return fmt.Errorf("%s: %s is %s, but the environment variable %s is empty: export it, or put it in a .env file", loc, key, raw, v)
+	}
+	return fmt.Errorf("%s: %s is needed by the %s provider but is not set in the cartridge", loc, key, me.Provider)
+}
