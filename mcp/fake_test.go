@@ -127,6 +127,9 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+// warn is a Config.Warn that keeps the messages, one a line.
+func (s *syncBuffer) warn(msg string) { s.Write([]byte(msg + "\n")) }
+
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

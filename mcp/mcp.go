@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,11 +36,11 @@ type Config struct {
 	// against (the cartridge's folder), and the folder programs run in;
 	// "" is nb's working folder.
 	Dir string
-	// Log receives one line for each event a user should know of: a
+	// Warn receives one message for each event a user should know of: a
 	// server that cannot start (with the tail of its standard error),
 	// one that exits and is restarted, an allow-list entry that names no
 	// tool. nil discards them.
-	Log io.Writer
+	Warn func(msg string)
 	// Stderr, when set, receives what programs write on their standard
 	// error, each line prefixed with "[name] ". Without it only the last
 	// lines are kept, for reports.
@@ -123,7 +122,6 @@ type Clients struct {
 	cancel  context.CancelFunc
 	servers []*server
 	tools   []tool.Tool
-	logMu   sync.Mutex
 	closed  sync.Once
 	stopCtx func() bool
 }
@@ -236,13 +234,9 @@ func (c *Clients) Close() error {
 	return nil
 }
 
-// logf writes one line to the configured log.
+// logf gives a warning to the configured Warn.
 func (c *Clients) logf(format string, args ...any) {
-	if c.cfg.Log == nil {
-		return
+	if c.cfg.Warn != nil {
+		c.cfg.Warn(fmt.Sprintf(format, args...))
 	}
-	msg := fmt.Sprintf(format, args...)
-	c.logMu.Lock()
-	defer c.logMu.Unlock()
-	io.WriteString(c.cfg.Log, strings.TrimRight(msg, "\n")+"\n") //nolint:errcheck // a log that fails is not worth failing for
 }

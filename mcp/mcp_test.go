@@ -118,7 +118,7 @@ func TestFailedStart(t *testing.T) {
 	bad := fakeConfig(t, "broken", "fail", mark)
 	bad.File, bad.Line = "bot.yml", 7
 	missing := cartridge.MCPServer{Name: "nocmd", Command: "nb-no-such-mcp-server", Transport: "stdio", Display: "nb-no-such-mcp-server --flag", Timeout: time.Second}
-	c := start(t, Config{Servers: []cartridge.MCPServer{bad, ok, missing}, Log: &log})
+	c := start(t, Config{Servers: []cartridge.MCPServer{bad, ok, missing}, Warn: log.warn})
 
 	st := c.Status()
 	if st[0].State != Failed || st[1].State != Running || st[2].State != Failed {
@@ -150,7 +150,7 @@ func TestStartTimeout(t *testing.T) {
 	mark := uniqueMark(t)
 	var log syncBuffer
 	begin := time.Now()
-	c := start(t, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "mute", "silent", mark)}, Log: &log, StartTimeout: 500 * time.Millisecond})
+	c := start(t, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "mute", "silent", mark)}, Warn: log.warn, StartTimeout: 500 * time.Millisecond})
 	if d := time.Since(begin); d > 5*time.Second {
 		t.Errorf("Start took %s", d)
 	}
@@ -199,7 +199,7 @@ func TestCancelledCall(t *testing.T) {
 func TestExitMidCall(t *testing.T) {
 	mark := uniqueMark(t)
 	var log syncBuffer
-	c := start(t, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "crashy", "ok", mark)}, Log: &log})
+	c := start(t, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "crashy", "ok", mark)}, Warn: log.warn})
 	exit := findTool(t, c, "crashy__exit")
 	echo := findTool(t, c, "crashy__echo")
 
@@ -305,7 +305,7 @@ func TestMissingEnvServer(t *testing.T) {
 	var log syncBuffer
 	s := cartridge.MCPServer{Name: "search", URL: "https://mcp.example.com/mcp", Display: "https://mcp.example.com/mcp", Timeout: time.Second,
 		Missing: []cartridge.EnvRef{{Path: "mcp.search.headers.Authorization", Var: "SEARCH_TOKEN"}}}
-	c := start(t, Config{Servers: []cartridge.MCPServer{s}, Log: &log})
+	c := start(t, Config{Servers: []cartridge.MCPServer{s}, Warn: log.warn})
 	st := c.Status()[0]
 	if st.State != Failed || !strings.Contains(st.Error, "mcp.search.headers.Authorization (ENV/SEARCH_TOKEN)") {
 		t.Errorf("status: %+v", st)
@@ -322,7 +322,7 @@ func TestDisabledAndAllowList(t *testing.T) {
 	allowed.Tools = []string{"echo", "nope"}
 	off := fakeConfig(t, "off", "ok", mark)
 	off.Disabled = true
-	c := start(t, Config{Servers: []cartridge.MCPServer{allowed, off}, Log: &log})
+	c := start(t, Config{Servers: []cartridge.MCPServer{allowed, off}, Warn: log.warn})
 	var names []string
 	for _, x := range c.Tools() {
 		names = append(names, x.Spec().Name)

@@ -106,7 +106,7 @@ func (s *server) start(ctx context.Context, restart bool) {
 		}
 		// Reported before the waiting calls wake, so that a report
 		// never follows the failures it explains.
-		s.c.logf("nb: warning: MCP server %q (%s, %s) %s: %s; the bot runs without its tools", s.cfg.Name, s.cfg.Display, s.cfg.Where(), verb, s.err)
+		s.c.logf("MCP server %q (%s, %s) %s: %s; the bot runs without its tools", s.cfg.Name, s.cfg.Display, s.cfg.Where(), verb, s.err)
 		s.markReady()
 		s.mu.Unlock()
 		return
@@ -271,7 +271,7 @@ func (s *server) list(ctx context.Context, sess *sdk.ClientSession) error {
 		}
 		if !found {
 			sort.Strings(all)
-			s.c.logf("nb: warning: %s: mcp.%s.tools names %q, which the server does not offer (its tools: %s)", s.cfg.Where(), s.cfg.Name, name, strings.Join(all, ", "))
+			s.c.logf("%s: mcp.%s.tools names %q, which the server does not offer (its tools: %s)", s.cfg.Where(), s.cfg.Name, name, strings.Join(all, ", "))
 		}
 	}
 	var res []ResourceInfo
@@ -352,14 +352,14 @@ func (s *server) recover(p *process) {
 				s.err += "; its standard error ends with:\n" + indent(tail)
 			}
 		}
-		s.c.logf("nb: warning: MCP server %q (%s, %s) stopped: %s; its tools are unavailable until the bot is restarted", s.cfg.Name, s.cfg.Display, s.cfg.Where(), s.err)
+		s.c.logf("MCP server %q (%s, %s) stopped: %s; its tools are unavailable until the bot is restarted", s.cfg.Name, s.cfg.Display, s.cfg.Where(), s.err)
 		s.markReady()
 		s.mu.Unlock()
 		return
 	}
 	s.restarts++
 	s.mu.Unlock()
-	s.c.logf("nb: warning: MCP server %q (%s) stopped: %s; restarting it", s.cfg.Name, s.cfg.Display, why)
+	s.c.logf("MCP server %q (%s) stopped: %s; restarting it", s.cfg.Name, s.cfg.Display, why)
 	s.start(s.c.ctx, true)
 }
 

@@ -88,6 +88,9 @@ func (a *App) Run() int {
 	case "security":
 		a.loadDotEnv()
 		return a.security()
+	case "mcp":
+		a.loadDotEnv()
+		return a.report(a.mcpCommand(args[1:]))
 	case "robopages":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -222,6 +225,9 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb - - cartridge
   nb cartridge.yml - cartridge
 
+  nb cartridge.yml - mcp
+  nb mcp serve [--listen ADDR] [--allow-tools] [CARTRIDGE|DIR ...]
+
   nb - STATE-KEY state
   nb cartridge.yml STATE-KEY state
   nb cartridge.yml - state list
@@ -239,7 +245,7 @@ eval reads the message from its words, or else from standard input:
 
 Environment: NANO_BOTS_CARTRIDGES_PATH, NANO_BOTS_STATE_PATH,
 NANO_BOTS_END_USER, NANO_BOTS_ENCRYPTION_PASSWORD, NANO_BOTS_HISTORY_BUDGET,
-NO_COLOR, CLICOLOR_FORCE; a .env file in the working directory is read.
+NB_SERVE_TOKEN (nb mcp serve --listen), NO_COLOR, CLICOLOR_FORCE; a .env file in the working directory is read.
 `
 
 func (a *App) security() int {
@@ -271,13 +277,13 @@ func (a *App) cartridgeCommand(args []string) error {
 	}
 	cmd, rest := args[2], args[3:]
 	switch cmd {
-	case "eval", "state", "cartridge":
+	case "eval", "state", "cartridge", "mcp":
 	case "repl":
 		if len(rest) > 0 {
 			return &usageError{"repl takes no words"}
 		}
 	default:
-		return &usageError{fmt.Sprintf("unknown command %q: use eval, repl, state or cartridge", cmd)}
+		return &usageError{fmt.Sprintf("unknown command %q: use eval, repl, state, cartridge or mcp", cmd)}
 	}
 	key := strings.TrimSpace(args[1])
 	if key == "" {
@@ -307,6 +313,11 @@ func (a *App) cartridgeCommand(args []string) error {
 		return a.repl(cart, key)
 	case "state":
 		return a.stateCommand(cart, key, rest)
+	case "mcp":
+		if len(rest) > 0 {
+			return &usageError{"mcp takes no words"}
+		}
+		return a.mcpStatus(cart)
 	default: // cartridge
 		out, err := cart.Marshal()
 		if err != nil {
@@ -323,6 +334,7 @@ func (a *App) host() bot.Host {
 	return bot.Host{
 		Environ:              a.Environ,
 		AllowHostCredentials: true,
+		AllowMCP:             true,
 		FennelCacheDir:       fennelCacheDir(),
 		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
 	}
@@ -381,6 +393,7 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 	if err != nil {
 		return err
 	}
+	defer s.Bot.Close()
 	input, err := a.message(words)
 	if err != nil {
 		return err
@@ -479,6 +492,7 @@ func (a *App) repl(cart *cartridge.Cartridge, key string) error {
 	if err != nil {
 		return err
 	}
+	defer s.Bot.Close()
 	failed := 0
 	r := &term.REPL{
 		Session: s, Confirmer: s.confirmer, Printer: s.printer, Stdin: a.Stdin, Stdout: a.Stdout, Stderr: a.Stderr,
