@@ -52,8 +52,9 @@ type Bot struct {
 // exchange: no usable provider, a missing credential (naming the
 // variable to set), a robopages folder that cannot be read, a mistake in
 // the mcp key. It starts the cartridge's MCP servers (those that fail
-// are reported through the host's Warn and left out); they run until
-// Close or until ctx ends, so ctx is the context the bot lives in.
+// are reported through the host's Warn and left out); ctx bounds their
+// start (an interrupted build stops them and returns ctx's error), and
+// they run until Close.
 func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 	if err := c.RequireProvider(); err != nil {
 		return nil, err

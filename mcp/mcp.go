@@ -123,14 +123,16 @@ type Clients struct {
 	servers []*server
 	tools   []tool.Tool
 	closed  sync.Once
-	stopCtx func() bool
 }
 
 // Start starts every server of cfg in parallel and waits until each is
 // running or has failed (each within cfg.StartTimeout). A server that
-// fails is reported once on cfg.Log and the others go on: the bot runs
-// without its tools. The servers stop when Close is called or ctx ends.
-// The error is non-nil only when ctx ended before the servers started.
+// fails is reported once on cfg.Warn and the others go on: the bot runs
+// without its tools. ctx bounds the start: when it ends first (Ctrl-C
+// while servers start), the servers started so far are stopped and its
+// error returned. Once started, servers run until Close, which their
+// owner calls when it is done (a REPL's Ctrl-C stops an answer, not the
+// bot).
 func Start(ctx context.Context, cfg Config) (*Clients, error) {
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = DefaultStartTimeout
@@ -152,7 +154,6 @@ func Start(ctx context.Context, cfg Config) (*Clients, error) {
 		}()
 	}
 	wg.Wait()
-	c.stopCtx = context.AfterFunc(ctx, func() { c.Close() })
 	if err := ctx.Err(); err != nil {
 		c.Close()
 		return nil, err
@@ -217,9 +218,6 @@ func (c *Clients) Close() error {
 		return nil
 	}
 	c.closed.Do(func() {
-		if c.stopCtx != nil {
-			c.stopCtx()
-		}
 		var wg sync.WaitGroup
 		for _, s := range c.servers {
 			wg.Add(1)

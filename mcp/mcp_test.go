@@ -260,18 +260,33 @@ func TestCloseStopsChildren(t *testing.T) {
 	noLeftovers(t, mark)
 }
 
-func TestContextEndStopsServers(t *testing.T) {
+// A start interrupted (Ctrl-C while the servers start) stops the servers
+// started so far; once started, servers outlive the start's context.
+func TestInterruptedStart(t *testing.T) {
 	mark := uniqueMark(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := Start(ctx, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "a", "ok", mark)}, Environ: testEnviron()})
+	go func() {
+		for len(leftovers(t, mark)) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel() // as Ctrl-C does while the program starts
+	}()
+	c, err := Start(ctx, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "a", "silent", mark)}, Environ: testEnviron()})
+	if !errors.Is(err, context.Canceled) || c != nil {
+		t.Errorf("Start = %v, %v", c, err)
+	}
+	noLeftovers(t, mark)
+
+	ctx, cancel = context.WithCancel(context.Background())
+	c, err = Start(ctx, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "b", "ok", mark)}, Environ: testEnviron()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	if len(leftovers(t, mark)) != 1 {
-		t.Fatalf("the server is not running: %v", leftovers(t, mark))
+	cancel()
+	if res, err := run(t, findTool(t, c, "b__echo"), map[string]any{"text": "still"}); err != nil || res.Text != "echo: still" {
+		t.Errorf("after the start's context ended: %+v, %v", res, err)
 	}
-	cancel() // as Ctrl-C does to the bot's context
+	c.Close()
 	noLeftovers(t, mark)
 }
 

@@ -372,6 +372,28 @@ func (a *App) newSession(ctx context.Context, cart *cartridge.Cartridge, key str
 	return &session{Session: s, printer: printer, confirmer: confirmer}, nil
 }
 
+// newSessionInterruptible builds a session that Ctrl-C interrupts while
+// it is built (the cartridge's MCP servers starting), and only then.
+func (a *App) newSessionInterruptible(cart *cartridge.Cartridge, key string, mode cartridge.Mode) (*session, error) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case sig := <-sigs:
+			cancel(&signalError{sig: sig})
+		case <-ctx.Done():
+		}
+	}()
+	s, err := a.newSession(ctx, cart, key, mode)
+	if cause := context.Cause(ctx); err != nil && cause != nil {
+		return nil, cause
+	}
+	return s, err
+}
+
 func displayPath(c *cartridge.Cartridge) string { return bot.DisplayPath(c) }
 
 // fennelCacheDir is where compiled Fennel is kept across runs; "" (no
@@ -387,20 +409,8 @@ func fennelCacheDir() string {
 // eval runs one exchange: the words joined by spaces, or else all of
 // standard input minus one trailing line ending.
 func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error {
-	// The session first: a cartridge that cannot run is reported before
-	// the user types (or a pipe produces) a message it could not send.
-	s, err := a.newSession(context.Background(), cart, key, cartridge.Eval)
-	if err != nil {
-		return err
-	}
-	defer s.Bot.Close()
-	input, err := a.message(words)
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(input) == "" {
-		return &usageError{"nothing to send: give the message as words after eval, or on standard input"}
-	}
+	// Signals are caught from the start: Ctrl-C while the cartridge's MCP
+	// servers start must stop them, not leave them behind.
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	sigs := make(chan os.Signal, 1)
@@ -414,6 +424,23 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 		case <-ctx.Done():
 		}
 	}()
+	// The session first: a cartridge that cannot run is reported before
+	// the user types (or a pipe produces) a message it could not send.
+	s, err := a.newSession(ctx, cart, key, cartridge.Eval)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return cause
+		}
+		return err
+	}
+	defer s.Bot.Close()
+	input, err := a.message(words)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(input) == "" {
+		return &usageError{"nothing to send: give the message as words after eval, or on standard input"}
+	}
 	s.printer.Prefix()
 	_, err = s.Ask(ctx, input)
 	s.printer.EndStatus()
@@ -488,7 +515,7 @@ func chomp(s string) string {
 }
 
 func (a *App) repl(cart *cartridge.Cartridge, key string) error {
-	s, err := a.newSession(context.Background(), cart, key, cartridge.REPL)
+	s, err := a.newSessionInterruptible(cart, key, cartridge.REPL)
 	if err != nil {
 		return err
 	}

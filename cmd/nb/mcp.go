@@ -32,7 +32,9 @@ func (a *App) mcpStatus(cart *cartridge.Cartridge) error {
 		fmt.Fprintf(a.Stderr, "nb: %s has no mcp key: no MCP servers\n", displayPath(cart))
 		return nil
 	}
-	b, err := bot.New(context.Background(), cart, a.host())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b, err := bot.New(ctx, cart, a.host())
 	if err != nil {
 		return err
 	}
