@@ -20,7 +20,7 @@ import (
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/provider"
-	"github.com/nbots/nb/robopage/cli"
+	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/script/fennel"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/term"
@@ -57,6 +57,7 @@ type App struct {
 
 	dotenv     map[string]bool // the variables .env set
 	dotenvPath string
+	executor   *robopage.Executor
 }
 
 // Getenv returns a variable of the environment, "" when unset.
@@ -92,9 +93,7 @@ func (a *App) Run() int {
 		a.loadDotEnv()
 		return a.report(a.mcpCommand(args[1:]))
 	case "robopages":
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return cli.Main(ctx, args[1:], a.Stdin, a.Stdout, a.Stderr)
+		return a.robopages(args[1:])
 	}
 	a.loadDotEnv()
 	return a.report(a.cartridgeCommand(args))
@@ -324,8 +323,28 @@ func (a *App) cartridgeCommand(args []string) error {
 			return err
 		}
 		a.Stdout.Write(out) //nolint:errcheck // nothing to do about a closed stdout
-		return nil
+		return a.builtinsStatus(cart)
 	}
+}
+
+// builtinsStatus follows the cartridge with how its built-in tools will
+// run (the exec sandbox above all), as YAML comments: the output stays a
+// cartridge.
+func (a *App) builtinsStatus(cart *cartridge.Cartridge) error {
+	if b, err := cart.Builtins(); b == nil {
+		return err
+	}
+	st, err := bot.BuiltinsStatus(cart, a.host())
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("# builtins, as they will run here:\n")
+	for _, line := range st.Lines() {
+		b.WriteString("#   " + line + "\n")
+	}
+	io.WriteString(a.Stdout, b.String()) //nolint:errcheck // nothing to do about a closed stdout
+	return nil
 }
 
 // host is what nb lends its bots: the process's environment, the user's
@@ -336,6 +355,7 @@ func (a *App) host() bot.Host {
 		AllowHostCredentials: true,
 		AllowMCP:             true,
 		FennelCacheDir:       fennelCacheDir(),
+		Robopages:            a.robopageExecutor(),
 		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
 	}
 }

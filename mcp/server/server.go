@@ -112,8 +112,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.mcp.AddTool(&sdk.Tool{Name: name, Title: c.Meta().Name, Description: describe(c), InputSchema: askSchema(), Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(true)}}, s.ask(b))
 		s.names = append(s.names, name)
 	}
+	ex := cfg.Host.Robopages
+	if ex == nil {
+		ex = &robopage.Executor{Environ: cfg.Host.Environ, Engine: cfg.Host.Getenv("ROBOPAGES_CONTAINER_RUNTIME")}
+	}
 	for _, path := range pages {
-		tools, problems, err := robopage.LoadTools(ctx, path, "")
+		tools, problems, err := robopage.LoadTools(ctx, path, "", ex)
 		if err != nil {
 			s.Close()
 			return nil, err
