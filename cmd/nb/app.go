@@ -274,7 +274,7 @@ func (a *App) newSession(cart *cartridge.Cartridge, key string, mode cartridge.M
 	}
 	prov = provider.WithRetry(prov, policy)
 
-	scripts := script.New(script.Options{Sandboxed: cart.Sandboxed(), FennelCacheDir: fennelCacheDir()})
+	scripts := script.New(script.Options{Sandboxed: cart.Sandboxed(), FennelCacheDir: fennelCacheDir(), Environ: os.Environ()})
 	tools := &tool.Set{}
 	for _, t := range function.FromCartridge(cart, scripts) {
 		tools.Add(t)
