@@ -61,6 +61,42 @@ func TestLuaToGo(t *testing.T) {
 	}
 }
 
+// TestResultEncodesAsJSON: whatever a script returns converts to values
+// encoding/json can encode; NaN and the infinities become "nan", "inf"
+// and "-inf", inside tables too.
+func TestResultEncodesAsJSON(t *testing.T) {
+	r := New(Options{Sandboxed: true})
+	tests := []struct {
+		code   string
+		params []Param
+		want   any
+	}{
+		{`return parameters.a / parameters.b`, []Param{{"parameters", map[string]any{"a": 1.0, "b": 0.0}}}, "inf"},
+		{`return -1 / 0`, nil, "-inf"},
+		{`return 0 / 0`, nil, "nan"},
+		{`return -(0 / 0)`, nil, "nan"},
+		{`return math.huge`, nil, "inf"},
+		{`return {1 / 0, {x = 0 / 0}, [1 / 0 > 0 and 3 or 4] = -math.huge}`, nil, []any{"inf", map[string]any{"x": "nan"}, "-inf"}},
+		{`return {[math.huge] = 1, [-math.huge] = 2}`, nil, map[string]any{"inf": int64(1), "-inf": int64(2)}},
+		{`return 1.5`, nil, 1.5},
+		{`return {string.upper, "\xff"}`, nil, []any{"function", "\xff"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.code, func(t *testing.T) {
+			got, err := call(t, r, tt.code, tt.params...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+			if _, err := json.Marshal(got); err != nil {
+				t.Errorf("the result does not encode as JSON: %v", err)
+			}
+		})
+	}
+}
+
 func TestCycleIsAnError(t *testing.T) {
 	r := New(Options{Sandboxed: true})
 	_, err := call(t, r, `local t = {} t.self = t return t`)
