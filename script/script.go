@@ -87,6 +87,15 @@ type Limits struct {
 // converts the cartridge's cpu-seconds.
 const CPUUnitsPerSecond = 100_000_000
 
+// CPUUnits converts seconds of CPU (a cartridge's cpu-seconds) to golua
+// CPU units; 0 stays 0 (the default).
+func CPUUnits(seconds float64) uint64 {
+	if seconds <= 0 {
+		return 0
+	}
+	return uint64(seconds * CPUUnitsPerSecond)
+}
+
 // DefaultLimits are the limits of a sandboxed call, for zero fields: 50
 // million CPU units (about half a second of a tight loop, ~6 times
 // fib(27)), 64 MiB of memory (about 6 MiB of text) and a 10 s timeout.
@@ -338,6 +347,10 @@ func (r *Runtime) run(ctx context.Context, st *state, out *callOutput, src Sourc
 	}
 	var result rt.Value
 	thread := st.rt.MainThread()
+	if st.sandboxed {
+		// setmetatable puts the call hook on when the call needs it.
+		guard.Remove(thread)
+	}
 	ctxt, callErr := thread.CallContext(def, func() error {
 		chunk := st.rt.LoadLuaUnit(unit, env)
 		fn, err := rt.Call1(thread, rt.FunctionValue(chunk))

@@ -623,3 +623,76 @@ func TestPopenWithoutSecrets(t *testing.T) {
 		}
 	}
 }
+
+// primeCount counts the primes up to n by trial division: ordinary work
+// that takes Lua 5.4 half a second for n = 500,000.
+const primeCount = `local function isprime(n)
+  if n < 2 then return false end
+  local i = 2
+  while i * i <= n do
+    if n % i == 0 then return false end
+    i = i + 1
+  end
+  return true
+end
+local count = 0
+for n = 1, parameters.n do
+  if isprime(n) then count = count + 1 end
+end
+return count`
+
+// TestUnsandboxedDefaults: the unsandboxed defaults let a prime count
+// finish that the sandbox's stop (as the old unsandboxed defaults did).
+func TestUnsandboxedDefaults(t *testing.T) {
+	if raceEnabled {
+		t.Skip("golua runs about ten times slower under the race detector")
+	}
+	params := Param{"parameters", map[string]any{"n": 150_000}}
+	got, err := New(Options{Sandboxed: false}).Call(context.Background(), Source{Lang: Lua, Code: primeCount}, params)
+	if err != nil || got != int64(13848) {
+		t.Errorf("unsandboxed: %v, %v", got, err)
+	}
+	_, err = New(Options{Sandboxed: true}).Call(context.Background(), Source{Lang: Lua, Code: primeCount}, params)
+	var le *LimitError
+	if !errors.As(err, &le) || le.Kind != LimitCPU {
+		t.Errorf("sandboxed: %v, want the CPU limit", err)
+	}
+	if !strings.Contains(err.Error(), "safety.functions.limits.cpu-seconds") {
+		t.Errorf("the message does not say how to raise the limit: %v", err)
+	}
+	if d := DefaultUnsandboxedLimits(); d.CPU < 10*DefaultLimits().CPU || d.Timeout < time.Minute {
+		t.Errorf("unsandboxed defaults %+v", d)
+	}
+	if CPUUnits(2.5) != 250_000_000 || CPUUnits(0) != 0 {
+		t.Error("CPUUnits")
+	}
+}
+
+// TestSandboxSaysWhatIsMissing: a sandboxed function that touches os or
+// io learns that the sandbox does not offer them and how to allow them;
+// the reference's own example tool (os.date) in Fennel included.
+func TestSandboxSaysWhatIsMissing(t *testing.T) {
+	r := New(Options{Sandboxed: true})
+	tests := []struct {
+		lang Lang
+		code string
+		want string
+	}{
+		{Lua, `return os.date()`, "bot.yml:3: attempt to index a nil value (os is not available to sandboxed functions"},
+		{Lua, `local f = io.open("x") return f`, "bot.yml:3: attempt to index a nil value (io is not available"},
+		{Lua, `local x = os and os.time() or 1 return io.write(x)`, "(io and os are not available"},
+		{Lua, `print("x")`, "attempt to call a nil value (print is not available"},
+		{Fennel, `(os.date)`, "bot.yml:3: attempt to index a nil value (os is not available"},
+	}
+	for _, tt := range tests {
+		_, err := r.Call(context.Background(), Source{Lang: tt.lang, Code: tt.code, File: "bot.yml", Line: 3})
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "set safety: {functions: {sandboxed: false}} in the cartridge") {
+			t.Errorf("%s: %v\nwant %q", tt.code, err, tt.want)
+		}
+	}
+	// Other nil errors say nothing of the sandbox.
+	_, err := r.Call(context.Background(), Source{Lang: Lua, Code: `return nothing.field`, File: "bot.yml", Line: 3})
+	if err == nil || strings.Contains(err.Error(), "sandbox") {
+		t.Errorf("plain nil: %v", err)
+	}
+}

@@ -150,7 +150,12 @@ func newState(sandboxed bool, environ []string) *state {
 			stringlib.LibLoader, tablelib.LibLoader, mathlib.LibLoader, iolib.LibLoader,
 			utf8lib.LibLoader, oslib.LibLoader, debuglib.LibLoader)
 	}
-	st.installHook(st.rt.MainThread())
+	if !sandboxed {
+		// Unsandboxed, the hook is always on: it also stops a script
+		// whose caller gave up. A sandboxed call starts without it
+		// (see guard.Install).
+		st.installHook(st.rt.MainThread())
+	}
 	g := st.rt.GlobalEnv()
 	st.replaceCoroutines(g)
 	if sandboxed {

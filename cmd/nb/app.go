@@ -274,7 +274,11 @@ func (a *App) newSession(cart *cartridge.Cartridge, key string, mode cartridge.M
 	}
 	prov = provider.WithRetry(prov, policy)
 
-	scripts := script.New(script.Options{Sandboxed: cart.Sandboxed(), FennelCacheDir: fennelCacheDir(), Environ: os.Environ()})
+	fl := cart.FunctionLimits()
+	scripts := script.New(script.Options{
+		Sandboxed: cart.Sandboxed(), FennelCacheDir: fennelCacheDir(), Environ: os.Environ(),
+		Limits: script.Limits{CPU: script.CPUUnits(fl.CPUSeconds), Memory: fl.Memory, Timeout: fl.Timeout},
+	})
 	tools := &tool.Set{}
 	for _, t := range function.FromCartridge(cart, scripts) {
 		tools.Add(t)

@@ -21,11 +21,11 @@ const overflowMarker = "stack overflow (more than 200 nested calls through metam
 // stoppedMarker is the message of a stop because the caller gave up.
 const stoppedMarker = "stopped: the call was canceled or timed out"
 
-// Install sets the call hook on t, replacing any other hook. When stop is
-// not nil and set, the hook also stops the script at its next function
-// call (see Stopped). A thread
+// Install sets the call hook on t, replacing any other hook. A thread
 // runs Lua with the hook on until its hooks are set again; a coroutine is
-// a thread of its own and needs the hook too.
+// a thread of its own and needs the hook too. When stop is not nil and
+// set, the hook also stops the script at its next function call (see
+// Stopped).
 //
 // golua runs the call hook when a Lua function calls any function and
 // when the interpreter starts on a function called from Go. The hook
@@ -37,9 +37,31 @@ const stoppedMarker = "stopped: the call was canceled or timed out"
 // does; pcall catches that as an error, like C Lua's "C stack overflow".
 //
 // Cost: a hook call on every function call (about 150 ns with golua
-// v0.1.1), and a walk of the continuation stack (charged as CPU, one unit
-// per frame) on every call from Go.
+// v0.1.1: code made of small function calls runs about twice as long),
+// and a walk of the continuation stack (charged as CPU, one unit per
+// frame) on every call from Go. A sandbox that does not need to stop
+// scripts at their next call may leave the hook off and let Setmetatable
+// put it on: in a sandbox, only a metatable brings the unbounded
+// recursion (calls from Go through library functions such as pcall and
+// table.sort nest at most 1000 deep, a limit of golua's own).
 func Install(t *rt.Thread, stop *atomic.Bool) {
+	f := plainHook
+	if stop != nil {
+		f = newHook(stop)
+	}
+	t.SetupHooks(rt.DebugHooks{DebugHookFlags: rt.HookFlagCall, Hook: rt.FunctionValue(f)})
+}
+
+// Installed reports whether t has a call hook on.
+func Installed(t *rt.Thread) bool { return t.DebugHookFlags&rt.HookFlagCall != 0 }
+
+// Remove takes the hooks off t.
+func Remove(t *rt.Thread) { t.SetupHooks(rt.DebugHooks{}) }
+
+// plainHook is the call hook without a stop flag.
+var plainHook = newHook(nil)
+
+func newHook(stop *atomic.Bool) *rt.GoFunction {
 	f := rt.NewGoFunction(func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
 		if stop != nil && stop.Load() {
 			t.TerminateContext("%s", stoppedMarker)
@@ -47,7 +69,7 @@ func Install(t *rt.Thread, stop *atomic.Bool) {
 		return hook(t, c)
 	}, "nb call hook", 1, false)
 	f.SolemnlyDeclareCompliance(rt.ComplyCpuSafe | rt.ComplyMemSafe | rt.ComplyTimeSafe | rt.ComplyIoSafe)
-	t.SetupHooks(rt.DebugHooks{DebugHookFlags: rt.HookFlagCall, Hook: rt.FunctionValue(f)})
+	return f
 }
 
 func hook(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {

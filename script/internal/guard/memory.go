@@ -32,7 +32,9 @@ func Counted(limit uint64) uint64 {
 const tableCost = 2 * unsafe.Sizeof(rt.Table{})
 
 // Setmetatable is Lua's setmetatable, as golua's base library has it,
-// that also charges the memory of a table to the call. Install it in
+// that also charges the memory of a table to the call, and puts the call
+// hook on the thread (Install) if it is not on: a metamethod is how a
+// sandboxed script recurses without bound on the Go stack. Install it in
 // place of golua's.
 var Setmetatable = func() *rt.GoFunction {
 	f := rt.NewGoFunction(setmetatable, "setmetatable", 2, false)
@@ -55,6 +57,9 @@ func setmetatable(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
 		tbl.SetMetatable(nil)
 	} else if meta, err := c.TableArg(1); err == nil {
 		t.RequireSize(tableCost)
+		if !Installed(t) {
+			Install(t, nil)
+		}
 		t.SetRawMetatable(c.Arg(0), meta)
 	} else {
 		return nil, err
