@@ -28,6 +28,8 @@ var crashCases = []childCase{
 	{name: "lua __tostring", lang: Lua, code: metaRecursion("__tostring", "tostring(a)") + "tostring(t)", want: "stack overflow"},
 	{name: "lua sort comparator", lang: Lua, code: `local function f() table.sort({3, 2, 1}, function(a, b) f() return a < b end) end f()`, want: "stack overflow"},
 	{name: "lua gsub callback", lang: Lua, code: `local function f() return (string.gsub("x", "x", f)) end return f()`, want: "stack overflow"},
+	{name: "lua pcall recursion", lang: Lua, code: `local function f() local ok, err = pcall(f) if not ok then error(err, 0) end end f()`, want: "stack overflow"},
+	{name: "lua xpcall handler", lang: Lua, code: `local function h(e) return select(2, xpcall(error, h, e)) end return xpcall(error, h, "x")`, want: ""},
 	{name: "lua pcall caught", lang: Lua, code: metaRecursion("__len", "#a") + "select(2, pcall(function() return #t end))", want: ""},
 	// A source of a million nested parentheses is too long to compile
 	// (MaxSourceSize); within the size, nesting is refused past 200 levels.

@@ -150,6 +150,7 @@ func newState(sandboxed bool, environ []string) *state {
 			stringlib.LibLoader, tablelib.LibLoader, mathlib.LibLoader, iolib.LibLoader,
 			utf8lib.LibLoader, oslib.LibLoader, debuglib.LibLoader)
 	}
+	guard.SetStop(st.rt, &st.stop)
 	if !sandboxed {
 		// Unsandboxed, the hook is always on: it also stops a script
 		// whose caller gave up. A sandboxed call starts without it
@@ -167,6 +168,20 @@ func newState(sandboxed bool, environ []string) *state {
 			st.libs[name] = tableEntries(t, drop)
 		}
 		st.base["unpack"] = g.Get(rt.StringValue("table")).AsTable().Get(rt.StringValue("unpack"))
+		// golua's quotas leak through protected calls nested in each
+		// other (a context killed inside pcall stops counting; a message
+		// handler calling xpcall again ran 20 s past a CPU limit of 0.05
+		// s): a call that uses them gets the call hook, which stops the
+		// script at its next call once the caller gives up.
+		for _, name := range []string{"pcall", "xpcall"} {
+			orig, _ := st.base[name].TryCallable()
+			f := rt.NewGoFunction(func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+				guard.Ensure(t)
+				return forward(t, c, orig, allArgs(c))
+			}, name, 1, true)
+			f.SolemnlyDeclareCompliance(allFlags)
+			st.base[name] = rt.FunctionValue(f)
+		}
 		st.protect()
 		return st
 	}

@@ -190,7 +190,7 @@ func (st *state) stdio(ioTable *rt.Table) {
 		if c.NArgs() == 0 || c.Arg(0).IsNil() {
 			return nil, errNoStdin
 		}
-		return forward(t, c, lines, c.Args())
+		return forward(t, c, lines, allArgs(c))
 	})
 	for _, name := range []string{"input", "output"} {
 		std := stdin
@@ -205,6 +205,12 @@ func (st *state) stdio(ioTable *rt.Table) {
 		})
 	}
 	set(ioTable, "popen", 2, false, st.ioPopen)
+}
+
+// allArgs returns every argument of a Go function's call, those past its
+// declared count (Etc) included.
+func allArgs(c *rt.GoCont) []rt.Value {
+	return append(append([]rt.Value(nil), c.Args()...), c.Etc()...)
 }
 
 // forward continues a call with f and args, as a tail call.
@@ -298,7 +304,7 @@ func (st *state) loadFile(t *rt.Thread, c *rt.GoCont, orig rt.Callable, do bool)
 		}
 		return c.PushingNext(t.Runtime, rt.NilValue, rt.StringValue(err.Error())), nil
 	}
-	return forward(t, c, orig, c.Args())
+	return forward(t, c, orig, allArgs(c))
 }
 
 // searchLua is package.searchers[2]: it finds a module on package.path

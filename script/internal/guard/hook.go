@@ -52,6 +52,25 @@ func Install(t *rt.Thread, stop *atomic.Bool) {
 	t.SetupHooks(rt.DebugHooks{DebugHookFlags: rt.HookFlagCall, Hook: rt.FunctionValue(f)})
 }
 
+// stopKey is the registry key of a runtime's stop flag (SetStop).
+type stopKey struct{}
+
+// SetStop records the stop flag that the hook installed by Ensure
+// checks, for every thread of r.
+func SetStop(r *rt.Runtime, stop *atomic.Bool) {
+	r.SetRegistry(rt.AsValue(stopKey{}), rt.AsValue(stop))
+}
+
+// Ensure puts the call hook on t if it is not on, with the stop flag of
+// t's runtime (SetStop).
+func Ensure(t *rt.Thread) {
+	if Installed(t) {
+		return
+	}
+	stop, _ := t.Registry(rt.AsValue(stopKey{})).Interface().(*atomic.Bool)
+	Install(t, stop)
+}
+
 // Installed reports whether t has a call hook on.
 func Installed(t *rt.Thread) bool { return t.DebugHookFlags&rt.HookFlagCall != 0 }
 

@@ -33,7 +33,7 @@ const tableCost = 2 * unsafe.Sizeof(rt.Table{})
 
 // Setmetatable is Lua's setmetatable, as golua's base library has it,
 // that also charges the memory of a table to the call, and puts the call
-// hook on the thread (Install) if it is not on: a metamethod is how a
+// hook on the thread (Ensure) if it is not on: a metamethod is how a
 // sandboxed script recurses without bound on the Go stack. Install it in
 // place of golua's.
 var Setmetatable = func() *rt.GoFunction {
@@ -57,9 +57,7 @@ func setmetatable(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
 		tbl.SetMetatable(nil)
 	} else if meta, err := c.TableArg(1); err == nil {
 		t.RequireSize(tableCost)
-		if !Installed(t) {
-			Install(t, nil)
-		}
+		Ensure(t)
 		t.SetRawMetatable(c.Arg(0), meta)
 	} else {
 		return nil, err
