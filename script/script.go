@@ -522,14 +522,14 @@ func errTooLong(n int) error {
 // Go stack without bound). It never panics: golua's compiler panics on
 // some inputs (more constants than its instruction format holds).
 func compileLua(name, lua string, depth int) (unit *code.Unit, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			unit, err = nil, fmt.Errorf("%s: the Lua compiler failed on this code (%v)", name, p)
+		}
+	}()
 	if err := guard.CheckNesting([]byte(lua), depth); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			unit, err = nil, fmt.Errorf("%s: the code is too large for the Lua compiler (%v)", name, p)
-		}
-	}()
 	compilerMu.Lock()
 	defer compilerMu.Unlock()
 	unit, _, err = compiler().CompileLuaChunk(name, []byte(lua))

@@ -365,14 +365,14 @@ func (mr *macroRuntime) eval(lua string) (rt.Value, error) {
 // parser recurse too deeply (guard.CheckNesting) and turning a panic of
 // golua's compiler into an error.
 func (mr *macroRuntime) loadCode(lua string) (chunk *rt.Closure, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			chunk, err = nil, fmt.Errorf("the Lua compiler failed on this code (%v)", p)
+		}
+	}()
 	if err := guard.CheckNesting([]byte(lua), guard.MaxGeneratedDepth); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			chunk, err = nil, fmt.Errorf("the code is too large for the Lua compiler (%v)", p)
-		}
-	}()
 	return mr.r.CompileAndLoadLuaChunk(macroChunkPrefix, []byte(lua), rt.TableValue(mr.env))
 }
 

@@ -10,9 +10,10 @@ import (
 // MemoryScale is how much more memory Lua data may take than golua
 // counts for it. golua v0.1.1 counts a string at its length, but a table
 // at 16 bytes per entry set (not the table itself, nor its growth) and a
-// closure at its upvalue cells: measured over many shapes of data (see
-// the package's tests), a table of tables takes 4 to 6 times what golua
-// counts, a chain of closures or of one-element tables 9 to 10 times. A
+// closure at its upvalue cells: measured over many shapes of data, a
+// table of tables takes 4 to 6 times what golua counts, a chain of
+// closures or of one-element tables 9 to 10 times (script's
+// TestMemoryLimit measures the process's peak against the limit). A
 // memory limit of M bytes is therefore given to golua as M/MemoryScale:
 // whatever a call builds, its live data stays within about M.
 const MemoryScale = 10
