@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeBB puts a shell script named bb first on PATH. With --prn it
@@ -24,6 +25,7 @@ if [ "$1" = "--prn" ]; then
   cp "$f" "` + logDir + `/parameters.json"
   env > "` + logDir + `/env"
   if grep -q "(throw" "$2"; then echo "----- Error ----- boom" >&2; exit 1; fi
+  if grep -q "Thread/sleep" "$2"; then sleep 61.75 & sleep 61.75; fi
   echo "{:date-time 2023-12-02T14:19:18-03:00, :timezone America/Sao_Paulo}"
   exit 0
 fi
@@ -98,5 +100,30 @@ func TestClojureRefused(t *testing.T) {
 	_, err = open.Call(context.Background(), Source{Lang: Clojure, Code: `(+ 1 2)`})
 	if err == nil || !strings.Contains(err.Error(), "install bb") {
 		t.Errorf("without bb: %v", err)
+	}
+}
+
+// TestClojureStopsWithTheCall: bb and what it started die when the call
+// is canceled.
+func TestClojureStopsWithTheCall(t *testing.T) {
+	fakeBB(t)
+	r := New(Options{Sandboxed: false, Environ: os.Environ()})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := r.Call(ctx, Source{Lang: Clojure, Code: `(Thread/sleep 60000)`})
+	var le *LimitError
+	if !errors.As(err, &le) || le.Kind != LimitCanceled {
+		t.Errorf("err = %v, want a cancellation", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("the call returned after %v", took)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(processesWith("61.75")) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left: %v", processesWith("61.75"))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
