@@ -9,6 +9,10 @@ import (
 	"github.com/nbots/nb/script/internal/guard"
 )
 
+// maxFuzzSize keeps fuzzing fast: golua compiles a 64 KiB source in up to
+// a second, and nesting past the limit takes a few hundred bytes.
+const maxFuzzSize = 4 << 10
+
 // FuzzLuaCompile checks that compiling Lua as nb does (the nesting
 // check, then golua's compiler) never panics and never recurses deeply:
 // the fuzzing process's Go stack is limited to 64 MiB (a program that
@@ -19,8 +23,8 @@ func FuzzLuaCompile(f *testing.F) {
 	for _, c := range crashCases {
 		if c.lang == Lua {
 			src := c.source()
-			if len(src) > MaxSourceSize {
-				src = src[:MaxSourceSize]
+			if len(src) > maxFuzzSize {
+				src = src[:maxFuzzSize]
 			}
 			f.Add(src)
 		}
@@ -38,7 +42,7 @@ func FuzzLuaCompile(f *testing.F) {
 	old := debug.SetMaxStack(64 << 20)
 	f.Cleanup(func() { debug.SetMaxStack(old) })
 	f.Fuzz(func(t *testing.T, src string) {
-		if len(src) > MaxSourceSize {
+		if len(src) > maxFuzzSize {
 			return
 		}
 		_, err := compileLua("fuzz.lua", src, guard.MaxSyntaxDepth)

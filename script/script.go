@@ -241,10 +241,14 @@ func (r *Runtime) callLua(ctx context.Context, src Source, params []Param) (any,
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	// The commands the script runs stop with this context: when the
-	// caller cancels, at the deadline, and when Call returns.
-	cctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
+	// The commands an unsandboxed script runs stop with this context:
+	// when the caller cancels, at the deadline, and when Call returns.
+	cctx := ctx
+	if !r.opts.Sandboxed {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	out := newCallOutput(ctx)
 	defer out.close()
 	st := r.getState()
