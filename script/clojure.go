@@ -20,11 +20,11 @@ var errSandboxedClojure = errors.New("Sandboxed Clojure not supported. " +
 	"Clojure functions run through Babashka (bb), outside the sandbox: to run them, set safety: {functions: {sandboxed: false}} in the cartridge " +
 	"(unsandboxed functions run with your permissions; see docs/scripts.md)")
 
-// ClojureEnvNames are the variables bb gets besides proc.BaseNames:
+// clojureEnvNames are the variables bb gets besides proc.BaseNames:
 // Babashka's own configuration (BABASHKA_CLASSPATH, BABASHKA_PRELOADS)
 // and JAVA_HOME, which bb reads only to resolve dependencies. bb is a
 // native binary and needs nothing else.
-var ClojureEnvNames = []string{"BABASHKA_CLASSPATH", "BABASHKA_PRELOADS", "JAVA_HOME"}
+var clojureEnvNames = []string{"BABASHKA_CLASSPATH", "BABASHKA_PRELOADS", "JAVA_HOME"}
 
 // callClojure runs a Clojure source through Babashka as the reference
 // does: the parameters go through a temporary JSON file and are bound by
@@ -35,12 +35,12 @@ var ClojureEnvNames = []string{"BABASHKA_CLASSPATH", "BABASHKA_PRELOADS", "JAVA_
 // and its standard output is the result; on failure the standard error
 // is the error. Both processes run in their own process group, stopped
 // with the call (cancellation, timeout), with an allow-listed
-// environment (Options.Environ through proc.Env and ClojureEnvNames).
+// environment (Options.Environ through proc.Env and clojureEnvNames).
 func (r *Runtime) callClojure(ctx context.Context, src Source, params []Param) (any, error) {
 	if r.opts.Sandboxed {
 		return nil, errSandboxedClojure
 	}
-	env := proc.Env(r.opts.Environ, ClojureEnvNames)
+	env := proc.Env(r.opts.Environ, clojureEnvNames)
 	path, _ := proc.Lookup(env, "PATH")
 	bb, err := lookPath("bb", path)
 	if err != nil {

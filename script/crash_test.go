@@ -32,7 +32,7 @@ var crashCases = []childCase{
 	{name: "lua xpcall handler", lang: Lua, code: `local function h(e) return select(2, xpcall(error, h, e)) end return xpcall(error, h, "x")`, want: ""},
 	{name: "lua pcall caught", lang: Lua, code: metaRecursion("__len", "#a") + "select(2, pcall(function() return #t end))", want: ""},
 	// A source of a million nested parentheses is too long to compile
-	// (MaxSourceSize); within the size, nesting is refused past 200 levels.
+	// (maxSourceSize); within the size, nesting is refused past 200 levels.
 	{name: "lua million parentheses", lang: Lua, gen: func() string {
 		return "return " + strings.Repeat("(", 1_000_000) + "1" + strings.Repeat(")", 1_000_000)
 	}, want: "the code is too long"},

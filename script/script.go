@@ -186,9 +186,6 @@ func New(opts Options) *Runtime {
 	}
 }
 
-// Limits returns the limits of the runtime's calls.
-func (r *Runtime) Limits() Limits { return r.opts.Limits }
-
 // Sandboxed reports whether calls run in the sandbox.
 func (r *Runtime) Sandboxed() bool { return r.opts.Sandboxed }
 
@@ -468,7 +465,7 @@ func (r *Runtime) compile(src Source, names []string) (*code.Unit, error) {
 		chunkName = string(src.Lang)
 	}
 	switch {
-	case len(src.Code) > MaxSourceSize:
+	case len(src.Code) > maxSourceSize:
 		c.err = &CompileError{Lang: src.Lang, File: chunkName, Line: src.Line, Message: errTooLong(len(src.Code)).Error()}
 	case src.Lang == Fennel:
 		lua, err := r.compileFennel(src, names)
@@ -476,9 +473,9 @@ func (r *Runtime) compile(src Source, names []string) (*code.Unit, error) {
 			c.err = err
 			break
 		}
-		if len(lua) > 4*MaxSourceSize {
+		if len(lua) > 4*maxSourceSize {
 			c.err = &CompileError{Lang: Fennel, File: chunkName, Line: src.Line,
-				Message: fmt.Sprintf("the code expands to too much Lua (%d KiB; at most %d KiB): keep big data out of the code", len(lua)>>10, 4*MaxSourceSize>>10)}
+				Message: fmt.Sprintf("the code expands to too much Lua (%d KiB; at most %d KiB): keep big data out of the code", len(lua)>>10, 4*maxSourceSize>>10)}
 			break
 		}
 		c.unit, err = compileLua(chunkName, lua, guard.MaxGeneratedDepth)
@@ -508,17 +505,17 @@ func (r *Runtime) compile(src Source, names []string) (*code.Unit, error) {
 	return c.unit, c.err
 }
 
-// MaxSourceSize bounds the code of one adapter or tool (the Lua that nb
+// maxSourceSize bounds the code of one adapter or tool (the Lua that nb
 // compiles from a Fennel source may be four times as long). golua's
 // compiler runs outside any limit, and it takes about 20 µs per constant
 // in the worst case (a table of 50,000 numbers, 200 KiB, takes it 1 s on
 // a loaded 2-core VM): a bigger source would hold a core for seconds
 // when the cartridge loads.
-const MaxSourceSize = 64 << 10
+const maxSourceSize = 64 << 10
 
-// errTooLong is the error of a source longer than MaxSourceSize.
+// errTooLong is the error of a source longer than maxSourceSize.
 func errTooLong(n int) error {
-	return fmt.Errorf("the code is too long (%d KiB; at most %d KiB): keep big data out of the code", n>>10, MaxSourceSize>>10)
+	return fmt.Errorf("the code is too long (%d KiB; at most %d KiB): keep big data out of the code", n>>10, maxSourceSize>>10)
 }
 
 // compileLua compiles a chunk with golua, after checking that its
