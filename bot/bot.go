@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"time"
 	"sync"
 
 	"github.com/nbots/nb/agent"
@@ -93,7 +94,13 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 		paths:     h.StatePaths(c),
 		budget:    agent.Budget(c, h.historyBudget()),
 	}
-	b.scripts = script.New(script.Options{Sandboxed: c.Sandboxed() || h.ForceSandbox, FennelCacheDir: h.FennelCacheDir})
+	b.scripts = script.New(script.Options{
+		Sandboxed: c.Sandboxed() || h.ForceSandbox, FennelCacheDir: h.FennelCacheDir, Environ: h.Environ,
+		Limits: functionLimits(c, h),
+	})
+	if err := checkScripts(c, b.scripts); err != nil {
+		return nil, err
+	}
 	b.own = function.FromCartridge(c, b.scripts)
 	robo, err := robopageTools(ctx, c, h)
 	if err != nil {
@@ -176,6 +183,66 @@ func (b *Bot) MCP() []mcp.Status {
 		}
 	}
 	return st
+}
+
+// functionLimits are the limits of the cartridge's functions: its own
+// (safety.functions.limits) where it sets them. A host that forces the
+// sandbox (a server running a cartridge a client sent) lets a cartridge
+// lower the sandbox's defaults, never raise them.
+func functionLimits(c *cartridge.Cartridge, h Host) script.Limits {
+	fl := c.FunctionLimits()
+	l := script.Limits{CPU: script.CPUUnits(fl.CPUSeconds), Memory: fl.Memory, Timeout: fl.Timeout}
+	if h.ForceSandbox {
+		d := script.DefaultLimits()
+		l.CPU, l.Memory, l.Timeout = lowest(l.CPU, d.CPU), lowest(l.Memory, d.Memory), lowest(l.Timeout, d.Timeout)
+	}
+	return l
+}
+
+// lowest is the smaller of a set limit and a default; 0 is "not set".
+func lowest[T uint64 | time.Duration](set, def T) T {
+	if set == 0 || def < set {
+		return def
+	}
+	return set
+}
+
+// feedbackParams are the names in scope of a tool feedback adapter.
+var feedbackParams = []string{"id", "name", "parameters", "parameters-as-json", "output"}
+
+// checkScripts compiles every function and adapter of the cartridge, so a
+// mistake is reported when the cartridge loads, at its line in the file,
+// rather than when the model first calls the tool.
+func checkScripts(c *cartridge.Cartridge, rt *script.Runtime) error {
+	var errs []error
+	seen := map[string]bool{}
+	check := func(src *cartridge.Source, names ...string) {
+		if src == nil || src.Lang == "" {
+			return
+		}
+		key := fmt.Sprint(src.File, src.Line, src.Lang, src.Code)
+		if seen[key] {
+			return
+		}
+		seen[key] = true
+		if err := rt.Check(function.Source(*src), names...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, def := range c.Tools() {
+		check(&def.Source, "parameters")
+	}
+	for _, mode := range []cartridge.Mode{cartridge.Eval, cartridge.REPL} {
+		for _, dir := range []string{"input", "output"} {
+			src, _ := c.Adapter(mode, dir) // a conflict is reported by Ready
+			check(src, "content")
+		}
+		for _, action := range []cartridge.ToolAction{cartridge.Confirming, cartridge.Executing, cartridge.Responding} {
+			src, _ := c.FeedbackAdapter(mode, action)
+			check(src, feedbackParams...)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Close stops what the bot started (tool servers); exchanges in progress
