@@ -20,8 +20,8 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"time"
 	"sync"
+	"time"
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/builtin"
