@@ -406,18 +406,8 @@ func (a *App) newSession(ctx context.Context, cart *cartridge.Cartridge, key str
 // newSessionInterruptible builds a session that Ctrl-C interrupts while
 // it is built (the cartridge's MCP servers starting), and only then.
 func (a *App) newSessionInterruptible(cart *cartridge.Cartridge, key string, mode cartridge.Mode) (*session, error) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case sig := <-sigs:
-			cancel(&signalError{sig: sig})
-		case <-ctx.Done():
-		}
-	}()
+	ctx, stop := signalContext()
+	defer stop()
 	s, err := a.newSession(ctx, cart, key, mode)
 	if cause := context.Cause(ctx); err != nil && cause != nil {
 		return nil, cause
@@ -426,6 +416,27 @@ func (a *App) newSessionInterruptible(cart *cartridge.Cartridge, key string, mod
 }
 
 func displayPath(c *cartridge.Cartridge) string { return bot.DisplayPath(c) }
+
+// signalContext returns a context that SIGINT or SIGTERM cancels with a
+// *signalError as its cause (which picks the exit code), and the function
+// that stops watching for them.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// signal.Stop does not close sigs: the stop function ends this too.
+		select {
+		case sig := <-sigs:
+			cancel(&signalError{sig: sig})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel(nil)
+	}
+}
 
 // fennelCacheDir is where compiled Fennel is kept across runs; "" (no
 // home folder) keeps it in memory only.
@@ -442,19 +453,8 @@ func fennelCacheDir() string {
 func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error {
 	// Signals are caught from the start: Ctrl-C while the cartridge's MCP
 	// servers start must stop them, not leave them behind.
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		// signal.Stop does not close sigs: the end of the eval ends this too.
-		select {
-		case sig := <-sigs:
-			cancel(&signalError{sig: sig})
-		case <-ctx.Done():
-		}
-	}()
+	ctx, stop := signalContext()
+	defer stop()
 	// The session first: a cartridge that cannot run is reported before
 	// the user types (or a pipe produces) a message it could not send.
 	s, err := a.newSession(ctx, cart, key, cartridge.Eval)
