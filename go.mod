@@ -21,6 +21,7 @@ require (
 
 require (
 	github.com/arnodel/strftime v0.1.6 // indirect
+	github.com/coder/websocket v1.8.15 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect
 )
