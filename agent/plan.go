@@ -151,8 +151,9 @@ func (r *planRun) changed() {
 }
 
 func clonePlan(p Plan) Plan {
-	p.Tasks = append([]Task(nil), p.Tasks...)
-	p.Done = append([]DoneTask(nil), p.Done...)
+	// Empty lists stay lists ([] in JSON, not null).
+	p.Tasks = append([]Task{}, p.Tasks...)
+	p.Done = append([]DoneTask{}, p.Done...)
 	return p
 }
 

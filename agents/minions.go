@@ -85,6 +85,7 @@ func LoadMinions(ctx context.Context, path string, base *cartridge.Cartridge, h 
 	for i, raw := range entries {
 		at := fmt.Sprintf("$[%d]", i)
 		e := map[string]any{}
+		orig := map[string]string{} // the key as written, for messages
 		keys := make([]string, 0, len(raw))
 		for k := range raw {
 			keys = append(keys, k)
@@ -96,6 +97,7 @@ func LoadMinions(ctx context.Context, path string, base *cartridge.Cartridge, h 
 				return nil, fail(at+"."+k, fmt.Sprintf("[%d].%s", i, k), "unknown key; an agent has %s", strings.Join(minionKeys, ", "))
 			}
 			e[norm] = raw[k]
+			orig[norm] = k
 		}
 		for _, k := range requiredMinionKeys {
 			if _, ok := e[k]; !ok {
@@ -109,7 +111,7 @@ func LoadMinions(ctx context.Context, path string, base *cartridge.Cartridge, h 
 			}
 			s, isText := v.(string)
 			if !isText {
-				return "", fail(at+"."+k, fmt.Sprintf("[%d].%s", i, k), "must be text")
+				return "", fail(at+"."+orig[k], fmt.Sprintf("[%d].%s", i, orig[k]), "must be text")
 			}
 			return s, nil
 		}
@@ -120,7 +122,7 @@ func LoadMinions(ctx context.Context, path string, base *cartridge.Cartridge, h 
 			}
 			b, isBool := v.(bool)
 			if !isBool {
-				return false, fail(at+"."+k, fmt.Sprintf("[%d].%s", i, k), "must be true or false")
+				return false, fail(at+"."+orig[k], fmt.Sprintf("[%d].%s", i, orig[k]), "must be true or false")
 			}
 			return b, nil
 		}

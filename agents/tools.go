@@ -219,17 +219,24 @@ func (m *minionTool) Run(ctx context.Context, call tool.Call) (any, error) {
 
 // runLocal runs an agent of this server as a minion of r.
 func (r *Run) runLocal(ctx context.Context, a *Agent, input any, mid string) outcome {
-	for _, h := range r.chain {
-		if h.Server == r.rt.ID && h.Agent == a.Name() {
-			return outcome{failure: &Failure{Code: agentproto.CodeFederationRefused, Message: fmt.Sprintf("refused: %s would call back into its own chain (%s)", a.Name(), chainText(r.chain))}}
-		}
-	}
-	if len(r.chain) >= r.rt.maxDepth() {
-		return outcome{failure: &Failure{Code: agentproto.CodeFederationRefused, Message: fmt.Sprintf("refused: the chain of runs (%s) would be deeper than %d", chainText(r.chain), r.rt.maxDepth())}}
-	}
 	out := func(f *agentproto.Frame) {
 		f.MinionID = joinMinion(mid, f.MinionID)
 		r.out(f)
+	}
+	refuse := func(f *Failure) outcome {
+		f.Chain = append(append([]agentproto.Hop(nil), r.chain...), agentproto.Hop{Server: r.rt.ID, Agent: a.Name()})
+		e := agentproto.ErrorFrame(f.Code, f.Message)
+		e.Chain = f.Chain
+		out(e)
+		return outcome{failure: f}
+	}
+	for _, h := range r.chain {
+		if h.Server == r.rt.ID && h.Agent == a.Name() {
+			return refuse(&Failure{Code: agentproto.CodeFederationRefused, Message: fmt.Sprintf("refused: %s would call back into its own chain (%s)", a.Name(), chainText(r.chain))})
+		}
+	}
+	if len(r.chain) >= r.rt.maxDepth() {
+		return refuse(&Failure{Code: agentproto.CodeFederationRefused, Message: fmt.Sprintf("refused: the chain of runs (%s) would be deeper than %d", chainText(r.chain), r.rt.maxDepth())})
 	}
 	req := Request{Input: input, Context: r.Context(), Tools: r.req.Tools, Chunks: r.req.Chunks}
 	child := r.rt.newRun(ctx, r, req, out)
