@@ -90,6 +90,24 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 	return b, nil
 }
 
+// ToolsOf builds the tools of a cartridge (its functions and robopages)
+// without a provider: the tools a client lends to a remote agent.
+func ToolsOf(ctx context.Context, c *cartridge.Cartridge, h Host) (*tool.Set, error) {
+	set := &tool.Set{}
+	scripts := script.New(script.Options{Sandboxed: c.Sandboxed() || h.ForceSandbox, FennelCacheDir: h.FennelCacheDir})
+	for _, t := range function.FromCartridge(c, scripts) {
+		set.Add(t)
+	}
+	robo, err := robopageTools(ctx, c, h)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range robo {
+		set.Add(t)
+	}
+	return set, nil
+}
+
 // Close stops what the bot started (tool servers); exchanges in progress
 // fail.
 func (b *Bot) Close() error {

@@ -88,6 +88,9 @@ func (a *App) Run() int {
 	case "security":
 		a.loadDotEnv()
 		return a.security()
+	case "agents":
+		a.loadDotEnv()
+		return a.report(a.agentsCommand(args[1:]))
 	case "robopages":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -228,6 +231,9 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb cartridge.yml STATE-KEY state delete
 
   nb robopages serve|run|validate|view|create|install ...
+
+  nb agents list http://host:port
+  nb agents run http://host:port/NAME "message" [--tools cartridge.yml]
 
   nb security
   nb specification
