@@ -402,4 +402,3 @@ func (r *agentRun) confirm(ctx context.Context, f *agentproto.Frame) bool {
 	ok, err := c.Confirm(ctx, tool.Call{ID: f.ID, Name: f.Name, Arguments: args}, "the agent's server asks to run "+f.Name+" "+string(in))
 	return err == nil && ok
 }
-
