@@ -548,6 +548,9 @@ func (r *Run) onEvent(ev agent.Event) {
 		clear(r.ids)
 		r.mu.Unlock()
 	case agent.TextDelta:
+		if ev.Text == "" {
+			return
+		}
 		r.mu.Lock()
 		r.deltas.WriteString(ev.Text)
 		step := r.step
