@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -53,7 +54,20 @@ type Handler struct {
 	OriginPatterns []string
 	// Log receives a line per run; nil logs nothing.
 	Log *slog.Logger
+	// MaxRuns bounds the runs in progress (none when 0): beyond it, an
+	// upgrade is answered 503 with a JSON error.
+	MaxRuns int
+	// Context, when set, is the parent of every run: cancelling it (the
+	// server shutting down) ends them with error cancelled. Runs outlive
+	// the HTTP handler's call (it returns once the websocket is open), so
+	// a server that waits for its handlers does not wait for them.
+	Context context.Context
+
+	runs atomic.Int64
 }
+
+// Runs is the number of runs in progress.
+func (h *Handler) Runs() int { return int(h.runs.Load()) }
 
 // Register adds the protocol's routes to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
@@ -99,13 +113,31 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
+	if n := h.runs.Add(1); h.MaxRuns > 0 && n > int64(h.MaxRuns) {
+		h.runs.Add(-1)
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]any{"code": "busy",
+			"message": "this server runs as many agents as it may at once: try again later"}})
+		return
+	}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: h.OriginPatterns})
 	if err != nil {
+		h.runs.Add(-1)
 		return // Accept answered with the HTTP error
 	}
 	ws.SetReadLimit(hardLimit)
 	c := &conn{h: h, ws: ws, tokens: float64(h.burst()), last: time.Now()}
-	c.serve(r.Context(), r.PathValue("name"))
+	ctx := h.Context
+	if ctx == nil {
+		ctx = context.WithoutCancel(r.Context())
+	}
+	// The run goes on in a goroutine of its own and the handler returns:
+	// the HTTP server's state for the request (its buffers, its deep
+	// stack) is freed while the run waits, which is most of its life.
+	go func() {
+		defer h.runs.Add(-1)
+		c.serve(ctx, r.PathValue("name"))
+	}()
 }
 
 func (h *Handler) maxFrame() int64 {

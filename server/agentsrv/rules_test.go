@@ -238,3 +238,36 @@ func TestConnectionLimits(t *testing.T) {
 		t.Errorf("after the refusal: %v", err)
 	}
 }
+
+// MaxRuns bounds the runs in progress; the handler's context ends them
+// all (a server shutting down) with error cancelled.
+func TestRunsLimitAndShutdown(t *testing.T) {
+	url, _ := fakeOpenAI(t, providertest.Echo)
+	ctx, shutdown := context.WithCancel(context.Background())
+	h := &Handler{MaxRuns: 1, Context: ctx}
+	srv, _ := serve(t, h, newAgent(t, t.TempDir(), url, "Echo", ""))
+	c := start(t, srv.URL, "Echo", &agentproto.Frame{Input: "call now {}", Tools: []agentproto.ToolRepr{{Name: "now"}}})
+	for c.next().Type != agentproto.TypeToolCall {
+	}
+	if h.Runs() != 1 {
+		t.Errorf("%d runs", h.Runs())
+	}
+	cl, _ := agentproto.NewClient(srv.URL, "")
+	dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cl.Start(dctx, "Echo", &agentproto.Frame{Input: "hi"}); err == nil || !strings.Contains(err.Error(), "HTTP 503") {
+		t.Errorf("second run: %v", err)
+	}
+	shutdown()
+	end := c.finish(nil)
+	if end.Code != agentproto.CodeCancelled {
+		t.Errorf("end %+v", end)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for h.Runs() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if h.Runs() != 0 {
+		t.Errorf("%d runs after the shutdown", h.Runs())
+	}
+}
