@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nbots/nb/agentproto"
@@ -113,7 +114,7 @@ func server(chunks int) {
 			"heap_inuse": m.HeapInuse, "stack_inuse": m.StackInuse, "goroutines": runtime.NumGoroutine(), "rss": rss()})
 	})
 	fmt.Println(listen(mux))
-	os.Stdout.Sync() //nolint:errcheck // a pipe
+	os.Stdout.Sync()                     //nolint:errcheck // a pipe
 	bufio.NewReader(os.Stdin).ReadByte() //nolint:errcheck // stdin closed: stop
 }
 
@@ -173,7 +174,16 @@ func load(n, dials, serial int) {
 	if err := cmd.Start(); err != nil {
 		log.Fatal(err)
 	}
-	defer func() { stdin.Close(); cmd.Wait() }() //nolint:errcheck // bench
+	defer func() {
+		stdin.Close()
+		cmd.Wait() //nolint:errcheck // bench
+		var self syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &self) //nolint:errcheck // bench
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			fmt.Printf("CPU time: server %s user + %s system; clients %s user + %s system\n",
+				tv(ru.Utime), tv(ru.Stime), tv(self.Utime), tv(self.Stime))
+		}
+	}()
 	base, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		log.Fatal(err)
@@ -247,6 +257,10 @@ func load(n, dials, serial int) {
 		float64(idle.Goroutines-before.Goroutines)/float64(n))
 	report("one run at a time", quiet)
 	report(fmt.Sprintf("%d runs at once", n), results)
+}
+
+func tv(t syscall.Timeval) time.Duration {
+	return (time.Duration(t.Sec)*time.Second + time.Duration(t.Usec)*time.Microsecond).Round(10 * time.Millisecond)
 }
 
 func report(what string, rs []result) {
