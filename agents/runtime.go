@@ -17,6 +17,7 @@ import (
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/agentproto"
 	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/tool"
 )
@@ -367,7 +368,10 @@ func (r *Run) run() (o outcome) {
 	if f != nil {
 		return outcome{failure: f}
 	}
-	x := bot.Exchange{Tools: extra, Confirmer: r, OnEvent: r.onEvent}
+	if err := a.Bot.Ready(cartridge.Eval); err != nil {
+		return outcome{failure: &Failure{Code: agentproto.CodeInternal, Message: err.Error()}}
+	}
+	x := bot.Exchange{Mode: cartridge.Eval, Tools: extra, Confirmer: r, OnEvent: r.onEvent}
 	if r.top == r {
 		x.Steering = r.steering
 	}

@@ -304,13 +304,14 @@ func (c *conn) serve(ctx context.Context, name string) {
 	if first <= 0 {
 		first = DefaultFirstFrame
 	}
-	fctx, cancel := context.WithTimeout(ctx, first)
-	f, problem, err := c.frame(fctx)
-	cancel()
+	// Reads never take a context that ends: the websocket library closes
+	// the connection when one does, before the error frame could go.
+	timer := time.AfterFunc(first, func() { c.fail(agentproto.CodeTimeout, "no run frame within "+first.String()) })
+	f, problem, err := c.frame(context.Background())
+	if !timer.Stop() {
+		return // timed out: the error frame is sent
+	}
 	switch {
-	case err != nil && fctx.Err() != nil && ctx.Err() == nil:
-		c.fail(agentproto.CodeTimeout, "no run frame within "+first.String())
-		return
 	case err != nil:
 		return
 	case problem != nil:
@@ -326,7 +327,7 @@ func (c *conn) serve(ctx context.Context, name string) {
 	c.run = run
 	c.mu.Unlock()
 	for {
-		f, problem, err := c.frame(ctx)
+		f, problem, err := c.frame(context.Background())
 		if err != nil {
 			break
 		}

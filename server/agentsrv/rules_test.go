@@ -271,3 +271,25 @@ func TestRunsLimitAndShutdown(t *testing.T) {
 		t.Errorf("%d runs after the shutdown", h.Runs())
 	}
 }
+
+// A client that opens a websocket and sends nothing gets a timeout error
+// frame, then a normal close.
+func TestFirstFrameTimeout(t *testing.T) {
+	url, _ := fakeOpenAI(t, providertest.Echo)
+	srv, _ := serve(t, &Handler{FirstFrame: 200 * time.Millisecond}, newAgent(t, t.TempDir(), url, "Echo", ""))
+	cl, _ := agentproto.NewClient(srv.URL, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := cl.Dial(ctx, cl.RunURL("Echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Abort()
+	f, err := conn.Read(ctx)
+	if err != nil || f.Code != agentproto.CodeTimeout || f.Message != "no run frame within 200ms" {
+		t.Fatalf("%+v %v", f, err)
+	}
+	if _, err := conn.Read(ctx); err == nil || err.Error() != "EOF" {
+		t.Errorf("after the error: %v, want a normal close", err)
+	}
+}
