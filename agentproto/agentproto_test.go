@@ -1,9 +1,14 @@
 package agentproto
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -96,5 +101,31 @@ func TestParseAgentURL(t *testing.T) {
 	c, _ := NewClient("https://h/nb/", "")
 	if got := c.RunURL("Web Researcher"); got != "wss://h/nb/agents/Web%20Researcher/run" {
 		t.Errorf("RunURL %s", got)
+	}
+}
+
+// A client's token goes to its server only: a redirect to another host
+// is not followed.
+func TestTokenStaysWithItsServer(t *testing.T) {
+	var leaked atomic.Bool
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			leaked.Store(true)
+		}
+		w.Write([]byte("[]")) //nolint:errcheck // test
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusFound)
+	}))
+	defer srv.Close()
+	c, _ := NewClient(srv.URL, "secret")
+	_, err := c.Agents(context.Background())
+	var he *HTTPError
+	if !errors.As(err, &he) || he.Status != http.StatusFound {
+		t.Errorf("err = %v, want the redirect as an error", err)
+	}
+	if leaked.Load() {
+		t.Error("the token went to another host")
 	}
 }
