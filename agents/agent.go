@@ -245,3 +245,11 @@ func inputText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// Renamed returns a copy of a with another name (a server gives its
+// cartridge id to two cartridges with the same meta.name).
+func (a *Agent) Renamed(name string) *Agent {
+	b := *a
+	b.Repr.Name = name
+	return &b
+}

@@ -1,8 +1,11 @@
 package agents
 
 import (
+	"context"
 	"fmt"
 	"sync"
+
+	"github.com/nbots/nb/agentproto"
 )
 
 // Set is a Catalog kept in memory, safe for concurrent use: a server may
@@ -54,15 +57,18 @@ func (s *Set) Replace(agents []*Agent) error {
 }
 
 // Agent implements Catalog.
-func (s *Set) Agent(name string) (*Agent, bool) {
+func (s *Set) Agent(_ context.Context, name string) (*Agent, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	a, ok := s.byName[name]
-	return a, ok
+	if !ok {
+		return nil, &Failure{Code: agentproto.CodeUnknownAgent, Message: fmt.Sprintf("there is no agent %q on this server (GET /agents lists them)", name)}
+	}
+	return a, nil
 }
 
 // Agents implements Catalog.
-func (s *Set) Agents() []*Agent {
+func (s *Set) Agents(context.Context) []*Agent {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return append([]*Agent(nil), s.list...)

@@ -22,12 +22,16 @@ import (
 	"github.com/nbots/nb/tool"
 )
 
-// Catalog is the set of agents a Runtime serves.
+// Catalog is the set of agents a Runtime serves. ctx is the request's
+// or the run's: a server whose clients see different agents (by their
+// tokens) answers for the client of ctx.
 type Catalog interface {
-	// Agent finds an agent by name.
-	Agent(name string) (*Agent, bool)
+	// Agent finds an agent by name; an error says why there is none for
+	// this client (a *Failure keeps its code; any other is
+	// unknown_agent).
+	Agent(ctx context.Context, name string) (*Agent, error)
 	// Agents lists them, in a stable order.
-	Agents() []*Agent
+	Agents(ctx context.Context) []*Agent
 }
 
 // Remote says how a Runtime reaches the remote minions of its runs.
@@ -97,10 +101,10 @@ func (rt *Runtime) maxDepth() int {
 
 // Tools describes the tools the server runs: those of every agent's
 // bot (cartridge functions, robopages, MCP tools), each name once.
-func (rt *Runtime) Tools() []agentproto.ToolRepr {
+func (rt *Runtime) Tools(ctx context.Context) []agentproto.ToolRepr {
 	var out []agentproto.ToolRepr
 	seen := map[string]bool{}
-	for _, a := range rt.Catalog.Agents() {
+	for _, a := range rt.Catalog.Agents(ctx) {
 		for _, t := range a.Bot.Tools().Tools() {
 			sp := t.Spec()
 			key := tool.MatchName(sp.Name)
@@ -137,6 +141,9 @@ type Request struct {
 	Chunks bool
 	// Chain is the servers and runs that led to this run.
 	Chain []agentproto.Hop
+	// EndUser is who the run is for (a server's client), passed to the
+	// exchanges (see bot.Exchange.EndUser).
+	EndUser string
 }
 
 // RequestFrom reads a run frame.
@@ -209,9 +216,13 @@ func (rt *Runtime) Start(ctx context.Context, name string, req Request, out func
 	}
 	r.top = r
 	r.calls = &callTable{waiting: map[string]*waiter{}, answered: map[string]bool{}}
-	a, ok := rt.Catalog.Agent(name)
-	if !ok {
-		r.end(&Failure{Code: agentproto.CodeUnknownAgent, Message: fmt.Sprintf("there is no agent %q on this server (GET /agents lists them)", name)})
+	a, err := rt.Catalog.Agent(ctx, name)
+	if err != nil {
+		f, ok := err.(*Failure)
+		if !ok {
+			f = &Failure{Code: agentproto.CodeUnknownAgent, Message: err.Error()}
+		}
+		r.end(f)
 		return r
 	}
 	r.agent = a
@@ -371,7 +382,7 @@ func (r *Run) run() (o outcome) {
 	if err := a.Bot.Ready(cartridge.Eval); err != nil {
 		return outcome{failure: &Failure{Code: agentproto.CodeInternal, Message: err.Error()}}
 	}
-	x := bot.Exchange{Mode: cartridge.Eval, Tools: extra, Confirmer: r, OnEvent: r.onEvent}
+	x := bot.Exchange{Mode: cartridge.Eval, Tools: extra, Confirmer: r, OnEvent: r.onEvent, EndUser: r.req.EndUser}
 	if r.top == r {
 		x.Steering = r.steering
 	}

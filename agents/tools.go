@@ -238,7 +238,7 @@ func (r *Run) runLocal(ctx context.Context, a *Agent, input any, mid string) out
 	if len(r.chain) >= r.rt.maxDepth() {
 		return refuse(&Failure{Code: agentproto.CodeFederationRefused, Message: fmt.Sprintf("refused: the chain of runs (%s) would be deeper than %d", chainText(r.chain), r.rt.maxDepth())})
 	}
-	req := Request{Input: input, Context: r.Context(), Tools: r.req.Tools, Chunks: r.req.Chunks}
+	req := Request{Input: input, Context: r.Context(), Tools: r.req.Tools, Chunks: r.req.Chunks, EndUser: r.req.EndUser}
 	child := r.rt.newRun(ctx, r, req, out)
 	child.agent = a
 	child.chain = append(append([]agentproto.Hop(nil), r.chain...), agentproto.Hop{Server: r.rt.ID, RunID: child.ID, Agent: a.Name()})
@@ -315,7 +315,7 @@ func (r *Run) minion(m agentproto.MinionRef, own bool) (tool.Tool, *Failure) {
 		spec, wrap := minionSpec(m.Name, repr.Description, repr.InputSchema)
 		return &minionTool{r: r, spec: spec, wrap: wrap, url: m.URL, name: remoteName}, nil
 	}
-	if a, ok := r.rt.Catalog.Agent(m.Name); ok {
+	if a, err := r.rt.Catalog.Agent(r.ctx, m.Name); err == nil {
 		spec, wrap := minionSpec(a.Name(), a.Repr.Description, a.Repr.InputSchema)
 		return &minionTool{r: r, spec: spec, wrap: wrap, local: a, name: a.Name()}, nil
 	}

@@ -20,8 +20,10 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 
 	"github.com/nbots/nb/agent"
+	"github.com/nbots/nb/builtin"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider"
@@ -43,12 +45,22 @@ type Bot struct {
 	paths    state.Paths
 	budget   int
 	closers  []func() error
+
+	// own are the cartridge's functions and robopages; builtins says how
+	// its built-in tools run; spawns is set when they include spawn.
+	own      []tool.Tool
+	builtins builtin.Status
+	spawns   bool
+	mu       sync.Mutex
+	depths   map[int]*tool.Set // sub-agents' tool sets
 }
 
 // New builds the bot of c: its provider (with retries), scripts and
-// tools. It fails, before anything is sent, on what would stop every
-// exchange: no usable provider, a missing credential (naming the
-// variable to set), a robopages folder that cannot be read.
+// tools (functions, robopages, built-in tools). It fails, before
+// anything is sent, on what would stop every exchange: no usable
+// provider, a missing credential (naming the variable to set), a
+// robopages folder that cannot be read, a built-in tools' workspace that
+// does not exist.
 func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 	if err := c.RequireProvider(); err != nil {
 		return nil, err
@@ -77,15 +89,17 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 		budget:    agent.Budget(c, h.historyBudget()),
 	}
 	b.scripts = script.New(script.Options{Sandboxed: c.Sandboxed() || h.ForceSandbox, FennelCacheDir: h.FennelCacheDir})
-	for _, t := range function.FromCartridge(c, b.scripts) {
-		b.tools.Add(t)
-	}
+	b.own = function.FromCartridge(c, b.scripts)
 	robo, err := robopageTools(ctx, c, h)
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range robo {
+	b.own = append(b.own, robo...)
+	for _, t := range b.own {
 		b.tools.Add(t)
+	}
+	if err := b.addBuiltins(); err != nil {
+		return nil, err
 	}
 	return b, nil
 }
@@ -223,18 +237,22 @@ func (b *Bot) HasBoot() bool {
 // drive the loop themselves. Most call Ask.
 func (b *Bot) Agent(x Exchange, conv agent.Conversation) *agent.Agent {
 	tools := b.tools
+	if b.spawns {
+		tools = b.bindSpawn(tools, x, 0)
+	}
 	if len(x.Tools) > 0 {
-		tools = &tool.Set{}
-		for _, t := range b.tools.Tools() {
-			tools.Add(t)
+		set := &tool.Set{}
+		for _, t := range tools.Tools() {
+			set.Add(t)
 		}
 		for _, t := range x.Tools {
-			tools.Add(t)
+			set.Add(t)
 		}
+		tools = set
 	}
 	a := &agent.Agent{
 		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External,
-		Scripts: b.scripts, Confirmer: x.Confirmer, Conversation: conv, OnEvent: x.OnEvent, Output: x.Output,
+		Scripts: b.scripts, Confirmer: warned(x.Confirmer, tools), Conversation: conv, OnEvent: x.OnEvent, Output: x.Output,
 		Steering: x.Steering, MaxRounds: agent.MaxRounds(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(),
 	}
 	if _, ok := b.Cartridge.Get("provider", "settings", "user"); ok {
@@ -298,16 +316,28 @@ func (b *Bot) Store(endUser, key string) (*state.Store, error) {
 }
 
 // robopageTools loads the tools a cartridge's robopages key names
-// (paths relative to the cartridge's folder; ~ and $VAR expanded).
-// Broken pages are skipped; their problems are warnings.
+// (paths relative to the cartridge's folder; ~ and $VAR expanded with the
+// host's environment), run by the host's executor. Broken pages are
+// skipped; their problems are warnings.
 func robopageTools(ctx context.Context, c *cartridge.Cartridge, h Host) ([]tool.Tool, error) {
+	refs := c.Robopages()
+	if len(refs) == 0 {
+		return nil, nil
+	}
 	var out []tool.Tool
 	base := ""
 	if c.Path != "" {
 		base = filepath.Dir(c.Path)
 	}
-	for _, ref := range c.Robopages() {
-		tools, problems, err := robopage.LoadTools(ctx, robopage.ResolvePath(ref.Path, base), ref.Filter)
+	ex := h.Robopages
+	if ex == nil {
+		ex = &robopage.Executor{Environ: h.Environ, Engine: h.Getenv("ROBOPAGES_CONTAINER_RUNTIME")}
+	}
+	for _, ref := range refs {
+		tools, problems, err := robopage.LoadTools(ctx, robopage.ResolvePath(ref.Path, base, h.Environ), ref.Filter, ex)
+		if errors.Is(err, robopage.ErrNoPages) {
+			return nil, fmt.Errorf("%s:%d: robopages: %w: fix its `path` in the cartridge (a relative path starts at the cartridge's folder)", DisplayPath(c), ref.Line, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: robopages: %w", DisplayPath(c), ref.Line, err)
 		}

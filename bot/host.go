@@ -5,9 +5,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nbots/nb/builtin"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/state"
 )
 
@@ -34,9 +36,17 @@ type Host struct {
 	HTTPClient *http.Client
 	// Retry is the providers' retry policy; nil is provider.DefaultRetryPolicy.
 	Retry *provider.RetryPolicy
+	// Robopages runs the robopages of the host's bots: one executor per
+	// process bounds the calls in progress across bots. nil gives each bot
+	// one of its own, from Environ.
+	Robopages *robopage.Executor
 	// Warn receives one-line warnings (a robopage skipped, a setting
 	// ignored); nil drops them.
 	Warn func(msg string)
+	// Builtins tunes the built-in tools: web_fetch's resolver and dialer,
+	// web_search's client and address, bubblewrap's path (tests use them
+	// to need no network). The bot sets Environ, Spawn and Depth itself.
+	Builtins builtin.Options
 }
 
 // Getenv returns the value of name in the host's environment, "" when unset.

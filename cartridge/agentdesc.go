@@ -10,6 +10,8 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
+func init() { TopLevelKeys = append(TopLevelKeys, "agent") }
+
 // AgentTypes are the kinds of agent a cartridge can be: functions (the
 // provider's tool calling, the default), react (a text ReAct loop) and
 // plan (a planner that hands tasks to tools and minions).

@@ -520,7 +520,7 @@ func (c *Cartridge) MissingFor(path string) (string, bool) {
 }
 
 // TopLevelKeys lists the top-level keys a cartridge may have.
-var TopLevelKeys = []string{"meta", "behaviors", "interfaces", "provider", "tools", "safety", "state", "miscellaneous", "robopages", "agent"}
+var TopLevelKeys = []string{"meta", "behaviors", "interfaces", "provider", "tools", "safety", "state", "miscellaneous", "robopages"}
 
 // Marshal returns the cartridge as loaded (before ENV substitution) as YAML.
 func (c *Cartridge) Marshal() ([]byte, error) {

@@ -24,6 +24,18 @@ import (
 
 const agentsUsage = "use nb agents list URL, or nb agents run URL/NAME [MESSAGE] [--input JSON] [--context JSON] [--parameters JSON] [--tools CARTRIDGE] [--json]"
 
+// isAgentsCommand tells nb agents from a cartridge named agents (nb
+// agents - eval hi).
+func isAgentsCommand(args []string) bool {
+	if len(args) >= 3 {
+		switch args[2] {
+		case "eval", "repl", "state", "cartridge":
+			return false
+		}
+	}
+	return true
+}
+
 // agentsCommand runs nb agents: a client of the agent protocol
 // (docs/agent-protocol.md). NB_AGENTS_TOKEN, when set, is sent to the
 // server named on the command line, and to no other.

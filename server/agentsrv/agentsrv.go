@@ -62,6 +62,17 @@ type Handler struct {
 	// the HTTP handler's call (it returns once the websocket is open), so
 	// a server that waits for its handlers does not wait for them.
 	Context context.Context
+	// Admit, when set, is asked before a run's websocket is accepted:
+	// it gives the run's context (a server's limits, deadline and
+	// shutdown; it replaces Context) and the function to call when the
+	// run ends. Its error is answered with WriteError, before the
+	// upgrade.
+	Admit func(r *http.Request) (context.Context, func(), error)
+	// WriteError answers a refused request; nil writes
+	// {"error": {"message"}} with the error's StatusCode() (500 without).
+	WriteError func(w http.ResponseWriter, r *http.Request, err error)
+	// EndUser, when set, names the end user of a request's runs.
+	EndUser func(r *http.Request) string
 
 	runs atomic.Int64
 }
@@ -69,8 +80,14 @@ type Handler struct {
 // Runs is the number of runs in progress.
 func (h *Handler) Runs() int { return int(h.runs.Load()) }
 
+// Mux is where routes are registered: an *http.ServeMux, or nb serve's
+// *server.Server (behind its tokens, logs and limits).
+type Mux interface {
+	HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request))
+}
+
 // Register adds the protocol's routes to mux.
-func (h *Handler) Register(mux *http.ServeMux) {
+func (h *Handler) Register(mux Mux) {
 	mux.HandleFunc("GET /agents", h.listAgents)
 	mux.HandleFunc("GET /agents/{name}", h.getAgent)
 	mux.HandleFunc("GET /tools", h.listTools)
@@ -78,7 +95,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 }
 
 func (h *Handler) listAgents(w http.ResponseWriter, r *http.Request) {
-	list := h.Runtime.Catalog.Agents()
+	list := h.Runtime.Catalog.Agents(r.Context())
 	out := make([]agentproto.AgentRepr, len(list))
 	for i, a := range list {
 		out[i] = a.Repr
@@ -87,17 +104,16 @@ func (h *Handler) listAgents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) getAgent(w http.ResponseWriter, r *http.Request) {
-	a, ok := h.Runtime.Catalog.Agent(r.PathValue("name"))
-	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"code": agentproto.CodeUnknownAgent,
-			"message": "there is no agent " + r.PathValue("name") + " on this server (GET /agents lists them)"}})
+	a, err := h.Runtime.Catalog.Agent(r.Context(), r.PathValue("name"))
+	if err != nil {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"code": agentproto.CodeUnknownAgent, "message": err.Error()}})
 		return
 	}
 	writeJSON(w, http.StatusOK, a.Repr)
 }
 
 func (h *Handler) listTools(w http.ResponseWriter, r *http.Request) {
-	out := h.Runtime.Tools()
+	out := h.Runtime.Tools(r.Context())
 	if out == nil {
 		out = []agentproto.ToolRepr{}
 	}
@@ -112,8 +128,30 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.Encode(v) //nolint:errcheck // the client may have gone
 }
 
+func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if h.WriteError != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	status := http.StatusInternalServerError
+	if sc, ok := err.(interface{ StatusCode() int }); ok {
+		status = sc.StatusCode()
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": err.Error()}})
+}
+
 func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
+	ctx := h.Context
+	done := func() {}
+	if h.Admit != nil {
+		var err error
+		if ctx, done, err = h.Admit(r); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+	}
 	if n := h.runs.Add(1); h.MaxRuns > 0 && n > int64(h.MaxRuns) {
+		done()
 		h.runs.Add(-1)
 		w.Header().Set("Retry-After", "5")
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]any{"code": "busy",
@@ -123,11 +161,14 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: h.OriginPatterns})
 	if err != nil {
 		h.runs.Add(-1)
+		done()
 		return // Accept answered with the HTTP error
 	}
 	ws.SetReadLimit(hardLimit)
 	c := &conn{h: h, ws: ws, tokens: float64(h.burst()), last: time.Now()}
-	ctx := h.Context
+	if h.EndUser != nil {
+		c.endUser = h.EndUser(r)
+	}
 	if ctx == nil {
 		ctx = context.WithoutCancel(r.Context())
 	}
@@ -135,6 +176,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 	// the HTTP server's state for the request (its buffers, its deep
 	// stack) is freed while the run waits, which is most of its life.
 	go func() {
+		defer done()
 		defer h.runs.Add(-1)
 		c.serve(ctx, r.PathValue("name"))
 	}()
@@ -165,6 +207,8 @@ func (h *Handler) burst() int {
 type conn struct {
 	h  *Handler
 	ws *websocket.Conn
+
+	endUser string
 
 	mu     sync.Mutex
 	seq    int64
@@ -322,7 +366,9 @@ func (c *conn) serve(ctx context.Context, name string) {
 		return
 	}
 	start := time.Now()
-	run := c.h.Runtime.Start(ctx, name, agents.RequestFrom(f), c.send)
+	req := agents.RequestFrom(f)
+	req.EndUser = c.endUser
+	run := c.h.Runtime.Start(ctx, name, req, c.send)
 	c.mu.Lock()
 	c.run = run
 	c.mu.Unlock()

@@ -34,13 +34,13 @@ func (b *bearer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // server is one nb agent server of a federation test.
-type server struct {
+type fedServer struct {
 	srv *httptest.Server
 	rt  *agents.Runtime
 	set *agents.Set
 }
 
-func newServer(t *testing.T, token string) *server {
+func newServer(t *testing.T, token string) *fedServer {
 	t.Helper()
 	set, _ := agents.NewSet()
 	rt := agents.New(set)
@@ -53,16 +53,16 @@ func newServer(t *testing.T, token string) *server {
 		auth = &bearer{token: token, next: mux}
 		handler = auth
 	}
-	s := &server{srv: httptest.NewServer(handler), rt: rt, set: set}
+	s := &fedServer{srv: httptest.NewServer(handler), rt: rt, set: set}
 	t.Cleanup(s.srv.Close)
 	return s
 }
 
-func (s *server) runURL(name string) string {
+func (s *fedServer) runURL(name string) string {
 	return "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/agents/" + name + "/run"
 }
 
-func (s *server) host() string {
+func (s *fedServer) host() string {
 	u, _ := url.Parse(s.srv.URL)
 	return u.Host
 }

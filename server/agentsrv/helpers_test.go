@@ -50,7 +50,8 @@ func newAgent(t *testing.T, dir, providerURL, name, body string) *agents.Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := bot.New(context.Background(), c, bot.Host{})
+	// Robopages find their programs on the host's PATH.
+	b, err := bot.New(context.Background(), c, bot.Host{Environ: []string{"PATH=" + os.Getenv("PATH")}})
 	if err != nil {
 		t.Fatal(err)
 	}
