@@ -316,3 +316,28 @@ func TestSamplingParameters(t *testing.T) {
 		t.Errorf("settings %s", got)
 	}
 }
+
+func TestLoadRemote(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hosts")
+	os.WriteFile(path, []byte("# remote agent servers\nagents.example.com ENV/EX_TOKEN\n127.0.0.1:4000   # no token\nb.example:443 literal-token\n"), 0o600)
+	env := func(n string) (string, bool) { return map[string]string{"EX_TOKEN": "from-env"}[n], n == "EX_TOKEN" }
+	r, err := LoadRemote(path, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(r.AllowHosts, " ") != "agents.example.com 127.0.0.1:4000 b.example:443" || r.Tokens["agents.example.com"] != "from-env" ||
+		r.Tokens["b.example:443"] != "literal-token" || len(r.Tokens) != 2 {
+		t.Errorf("%+v", r)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"a b c\n", "hosts:1: write a host and at most a token"},
+		{"\nhttp://x\n", `hosts:2: "http://x" is not a host`},
+		{"h ENV/NOPE\n", "hosts:1: the token of h is ENV/NOPE, but NOPE is not set"},
+	} {
+		os.WriteFile(path, []byte(tc.file), 0o600)
+		if _, err := LoadRemote(path, env); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v", tc.file, err)
+		}
+	}
+}

@@ -16,8 +16,11 @@ import (
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/agentproto"
+	"github.com/nbots/nb/agents"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/server"
+	"github.com/nbots/nb/server/agentsrv"
 	"github.com/nbots/nb/term"
 	"github.com/nbots/nb/tool"
 )
@@ -413,4 +416,49 @@ func (r *agentRun) confirm(ctx context.Context, f *agentproto.Frame) bool {
 	defer r.confirmMu.Unlock()
 	ok, err := c.Confirm(ctx, tool.Call{ID: f.ID, Name: f.Name, Arguments: args}, "the agent's server asks to run "+f.Name+" "+string(in))
 	return err == nil && ok
+}
+
+// agentOptions are nb serve's flags for the agent protocol.
+type agentOptions struct {
+	minions, hosts, id, maxFrame string
+}
+
+// mountAgents serves the agent protocol on nb serve's server: the
+// cartridges as agents, the minion file's agents, the remote hosts. It
+// returns what closes the minions' bots.
+func (a *App) mountAgents(ctx context.Context, srv *server.Server, host bot.Host, o agentOptions) (func(), error) {
+	h := &agentsrv.Handler{}
+	var err error
+	if h.MaxFrame, err = parseSize(o.maxFrame); err != nil {
+		return nil, &usageError{"--agent-max-frame: " + err.Error()}
+	}
+	rt := agents.New(nil)
+	if o.id != "" {
+		rt.ID = o.id
+	}
+	if o.hosts != "" {
+		if rt.Remote, err = agents.LoadRemote(o.hosts, host.LookupEnv); err != nil {
+			return nil, err
+		}
+	}
+	var minions []*agents.Agent
+	closeAll := func() {
+		for _, m := range minions {
+			m.Bot.Close() //nolint:errcheck // stopping anyway
+		}
+	}
+	if o.minions != "" {
+		base, err := srv.Model(ctx, server.DefaultID)
+		if err != nil || base.Cartridge == nil {
+			return nil, fmt.Errorf("--agent-minions: the default cartridge, whose provider the minions use, is not usable: %v", err)
+		}
+		h := host
+		h.AllowHostCredentials = true // the operator's own file
+		if minions, err = agents.LoadMinions(ctx, o.minions, base.Cartridge, h); err != nil {
+			return nil, err
+		}
+	}
+	h.Runtime = rt
+	agentsrv.Mount(srv, h, minions)
+	return closeAll, nil
 }

@@ -43,7 +43,8 @@ func Mount(srv *server.Server, h *Handler, minions []*agents.Agent) *ServerCatal
 // token may use is an agent (cartridges that failed to load, or whose
 // agent block is wrong, are left out of the list and refused by name
 // with why), named by its meta.name, or by its cartridge id when it has
-// none or shares it with another cartridge (it can always be run by id);
+// none or shares it with another cartridge (it can always be run by id;
+// the built-in default cartridge is the agent "default");
 // the agents of minion files are added for the tokens that may use the
 // default cartridge, whose provider they run on.
 type ServerCatalog struct {
@@ -104,7 +105,10 @@ func (c *ServerCatalog) view(ctx context.Context) view {
 	c.mu.Unlock()
 	for _, f := range ok {
 		a := f.agent
-		if names[a.Name()] > 1 || f.id == server.DefaultID && a.Name() == "default" {
+		switch {
+		case f.id == server.DefaultID:
+			a = a.Renamed("default") // the built-in default cartridge
+		case names[a.Name()] > 1:
 			a = a.Renamed(f.id)
 		}
 		v.byName[f.id] = a
