@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func TestServeAgents(t *testing.T) {
 	hosts := write("hosts", "127.0.0.1:1 ENV/REMOTE_TOKEN\n")
 	const token = "a-secret-of-more-than-16-characters"
 	env := []string{"OPENAI_API_ADDRESS=" + fake.URL, "OPENAI_API_KEY=k", "NB_SERVE_TOKEN=" + token, "REMOTE_TOKEN=r"}
-	_, url, stderr := nbServe(t, cartridges, env, "--agent-minions", minions, "--agent-hosts", hosts, "--agent-id", "srv-1")
+	server, url, stderr := nbServe(t, cartridges, env, "--agent-minions", minions, "--agent-hosts", hosts, "--agent-id", "srv-1")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -74,7 +75,7 @@ func TestServeAgents(t *testing.T) {
 		for {
 			fr, err := conn.Read(ctx)
 			if err != nil {
-				t.Fatalf("%s: %v\n%s", name, err, stderr)
+				t.Fatalf("%s: %v", name, err)
 			}
 			if fr.Terminal() {
 				return fr
@@ -101,6 +102,9 @@ func TestServeAgents(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(out)) != "echo: from the command line" {
 		t.Errorf("nb agents run: %v\n%s", err, out)
 	}
+	// The server's log, once it has stopped writing it.
+	server.Process.Signal(syscall.SIGTERM) //nolint:errcheck // checked by Wait
+	server.Wait()                          //nolint:errcheck // its log is what matters
 	if !strings.Contains(stderr.String(), "/agents/Writer/run") {
 		t.Errorf("the upgrades are not in the server's log:\n%s", stderr)
 	}
