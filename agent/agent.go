@@ -345,9 +345,10 @@ func Text(v any) string {
 	}
 }
 
-// scriptContext is ctx carrying where scripts print (see script.WithOutput).
+// scriptContext is ctx carrying where scripts print (see
+// script.WithOutput): the front-end's writer, never the process's stdout.
 func (a *Agent) scriptContext(ctx context.Context) context.Context {
-	return ctx
+	return script.WithOutput(ctx, a.Output)
 }
 
 // conversation is where the history lives.
