@@ -6,6 +6,7 @@ require (
 	github.com/JohannesKaufmann/html-to-markdown/v2 v2.5.2
 	github.com/arnodel/golua v0.1.1
 	github.com/bmatcuk/doublestar/v4 v4.10.4
+	github.com/coder/websocket v1.8.15
 	github.com/creack/pty v1.1.24
 	github.com/ergochat/readline v0.1.3
 	github.com/goccy/go-yaml v1.19.2

@@ -183,6 +183,12 @@ type Agent struct {
 	// OutputDir keeps the whole output of tools that exceed MaxStored
 	// ("" keeps no copy).
 	OutputDir string
+	// Settings override the cartridge's provider settings in this
+	// agent's requests (the parameters an agent client sent).
+	Settings map[string]any
+	// Structured, when set, asks the model for an answer that is one
+	// JSON value following a schema (see provider.Request.Output).
+	Structured *provider.OutputSchema
 }
 
 // DefaultMaxStored is the default bound of one tool output in the state:

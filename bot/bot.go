@@ -120,6 +120,30 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 	return b, nil
 }
 
+// ToolsOf builds the tools of a cartridge (its functions and robopages)
+// without a provider: the tools a client lends to a remote agent.
+func ToolsOf(ctx context.Context, c *cartridge.Cartridge, h Host) (*tool.Set, error) {
+	set := &tool.Set{}
+	scripts := script.New(script.Options{
+		Sandboxed: c.Sandboxed() || h.ForceSandbox, FennelCacheDir: h.FennelCacheDir, Environ: h.Environ,
+		Limits: functionLimits(c, h),
+	})
+	if err := checkScripts(c, scripts); err != nil {
+		return nil, err
+	}
+	for _, t := range function.FromCartridge(c, scripts) {
+		set.Add(t)
+	}
+	robo, err := robopageTools(ctx, c, h)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range robo {
+		set.Add(t)
+	}
+	return set, nil
+}
+
 // startMCP starts the servers of the cartridge's mcp key and adds their
 // tools, after the cartridge's functions and robopages (which keep their
 // names on a clash) and before the built-in tools (which give way to

@@ -94,6 +94,11 @@ func (a *App) Run() int {
 			a.loadDotEnv()
 			return a.serveCommand(args[1:])
 		}
+	case "agents":
+		if isAgentsCommand(args) {
+			a.loadDotEnv()
+			return a.report(a.agentsCommand(args[1:]))
+		}
 	case "mcp":
 		a.loadDotEnv()
 		return a.report(a.mcpCommand(args[1:]))
@@ -239,6 +244,9 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
 
   nb serve [--listen localhost:3048] [DIR...]
   nb robopages serve|run|validate|view|create|install ...
+
+  nb agents list http://host:port
+  nb agents run http://host:port/NAME "message" [--tools cartridge.yml]
 
   nb security
   nb specification

@@ -95,9 +95,15 @@ func (c *Client) URL() string { return c.url }
 // the conversation, tools and the stream flag; the legacy API also gets
 // chat_mode: true.
 func (c *Client) Body(req provider.Request) (map[string]any, error) {
-	body := c.cfg.Body()
+	// Neither API has a structured-output mode: the schema is asked for
+	// in the system text.
+	req = provider.WithOutputInstruction(req)
+	body := c.cfg.BodyFor(req)
 	body["stream"] = req.Stream
 	if c.api == APIInference {
+		if len(req.Stop) > 0 {
+			body["stopping_tokens"] = req.Stop
+		}
 		msgs, err := LegacyMessages(req)
 		if err != nil {
 			return nil, err
@@ -105,6 +111,9 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 		body["chat_mode"] = true
 		body["messages"] = msgs
 		return body, nil
+	}
+	if len(req.Stop) > 0 {
+		body["stop"] = req.Stop
 	}
 	return dialect.Body(body, req, "tool_choice", "parallel_tool_calls")
 }

@@ -86,7 +86,12 @@ var dialect = openai.Dialect{
 // flag. tool_choice and parallel_tool_calls are left out without tools.
 // There is no user field: the API refuses fields it does not know.
 func (c *Client) Body(req provider.Request) (map[string]any, error) {
-	return dialect.Body(c.cfg.Body(), req, "tool_choice", "parallel_tool_calls")
+	body, err := dialect.Body(c.cfg.BodyFor(req), req, "tool_choice", "parallel_tool_calls")
+	if err != nil {
+		return nil, err
+	}
+	openai.StopAndFormat(body, req)
+	return body, nil
 }
 
 // Messages maps the common conversation to Mistral messages: the system

@@ -57,7 +57,18 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	body := c.cfg.Body()
+	body := c.cfg.BodyFor(req)
+	if len(req.Stop) > 0 {
+		opts, _ := body["options"].(map[string]any)
+		if opts == nil {
+			opts = map[string]any{}
+		}
+		opts["stop"] = req.Stop
+		body["options"] = opts
+	}
+	if req.Output != nil {
+		body["format"] = req.Output.Schema
+	}
 	body["messages"] = msgs
 	body["stream"] = req.Stream
 	if len(req.Tools) > 0 {

@@ -62,10 +62,11 @@ var official = Dialect{ID: ID}
 // a compatible server that refuses the field; stream_options is left out
 // when not streaming, as the API refuses it then.
 func (c *Client) Body(req provider.Request) (map[string]any, error) {
-	body, err := official.Body(c.cfg.Body(), req, "tool_choice", "parallel_tool_calls")
+	body, err := official.Body(c.cfg.BodyFor(req), req, "tool_choice", "parallel_tool_calls")
 	if err != nil {
 		return nil, err
 	}
+	StopAndFormat(body, req)
 	if !req.Stream {
 		delete(body, "stream_options")
 	} else if _, set := c.cfg.Settings["stream_options"]; !set {
