@@ -150,6 +150,10 @@ type Agent struct {
 	// round that calls one ends the exchange with the calls in
 	// Result.Pending, after the round's other calls ran.
 	External []tool.Spec
+	// System is more system text, after the cartridge's directive and
+	// instruction: an OpenAI-compatible client's system and developer
+	// messages. Empty adds none.
+	System string
 	// Scripts runs adapters; nil means the cartridge has none.
 	Scripts *script.Runtime
 	// Confirmer is asked before each tool call when the cartridge's tools

@@ -337,3 +337,16 @@ func TestMessagesAnswerEveryCall(t *testing.T) {
 		t.Errorf("messages = %s", r)
 	}
 }
+
+// A client's system text follows the cartridge's directive and
+// instruction.
+func TestRequestClientSystemAfterTheCartridge(t *testing.T) {
+	p := &scripted{}
+	cart := unconfirmed + "behaviors:\n  interaction:\n    directive: D\n    instruction: I\n"
+	h := newHarness(t, cart, cartridge.Eval, p, nil)
+	h.agent.System = "client"
+	ask(t, h, "hi")
+	if got := p.request(0).System; got != "D\n\nI\n\nclient" {
+		t.Errorf("system = %q", got)
+	}
+}

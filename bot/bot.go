@@ -150,6 +150,9 @@ type Exchange struct {
 	// (see agent.Agent.External).
 	Tools    []tool.Tool
 	External []tool.Spec
+	// System is the client's system text, sent after the cartridge's
+	// directive and instruction (see agent.Agent.System).
+	System string
 	// Steering is asked after each round of tool calls for messages to
 	// inject (see agent.Agent.Steering).
 	Steering func() []string
@@ -210,7 +213,7 @@ func (b *Bot) Agent(x Exchange, conv agent.Conversation) *agent.Agent {
 		}
 	}
 	a := &agent.Agent{
-		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External,
+		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System,
 		Scripts: b.scripts, Confirmer: x.Confirmer, Conversation: conv, OnEvent: x.OnEvent, Output: x.Output,
 		Steering: x.Steering, MaxRounds: agent.MaxRounds(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(),
 	}
