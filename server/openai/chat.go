@@ -2,7 +2,9 @@ package openai
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -137,7 +139,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 
 // fail answers a failed exchange, unless the client has gone.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *turn, err error) {
-	if r.Context().Err() != nil {
+	if errors.Is(r.Context().Err(), context.Canceled) {
 		return
 	}
 	e := apiError(err, t.model, t.bot.Provider().ID())
@@ -176,13 +178,13 @@ func (h *Handler) chatTurn(r *http.Request, req *chatRequest) (*turn, error) {
 		param := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
 		case "system", "developer":
-			text, _, err := messageContent(m.Content, param, false)
+			text, _, err := messageContent(m.Content, param+".content", false)
 			if err != nil {
 				return nil, err
 			}
 			system = append(system, text)
 		case "user":
-			text, images, err := messageContent(m.Content, param, true)
+			text, images, err := messageContent(m.Content, param+".content", true)
 			if err != nil {
 				return nil, err
 			}
@@ -191,7 +193,7 @@ func (h *Handler) chatTurn(r *http.Request, req *chatRequest) (*turn, error) {
 			if len(m.FunctionCall) > 0 && string(m.FunctionCall) != "null" {
 				return nil, badRequest(param+".function_call", "function_call (deprecated) is not supported: send tool_calls")
 			}
-			text, _, err := messageContent(m.Content, param, false)
+			text, _, err := messageContent(m.Content, param+".content", false)
 			if err != nil {
 				return nil, err
 			}
@@ -222,7 +224,7 @@ func (h *Handler) chatTurn(r *http.Request, req *chatRequest) (*turn, error) {
 			if !ok {
 				return nil, badRequest(param+".tool_call_id", "no assistant message before this one has a tool call with id %q", m.ToolCallID)
 			}
-			text, _, err := messageContent(m.Content, param, false)
+			text, _, err := messageContent(m.Content, param+".content", false)
 			if err != nil {
 				return nil, err
 			}
@@ -340,8 +342,8 @@ func clientSpec(b *bot.Bot, earlier []tool.Spec, param, name, description string
 	return tool.Spec{Name: name, Description: description, Parameters: parameters}, nil
 }
 
-// messageContent reads a message's content: a string, an array of parts,
-// or null. Images are taken where images is set, else refused.
+// messageContent reads a message's content (param is its place in the
+// request): a string, an array of parts, or null. Images are taken where images is set, else refused.
 func messageContent(raw json.RawMessage, param string, images bool) (string, []media.Image, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -350,18 +352,18 @@ func messageContent(raw json.RawMessage, param string, images bool) (string, []m
 	if raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", nil, badRequest(param+".content", "invalid content: %v", err)
+			return "", nil, badRequest(param, "invalid content: %v", err)
 		}
 		return s, nil, nil
 	}
 	var parts []contentPart
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", nil, badRequest(param+".content", "content must be a string or an array of content parts")
+		return "", nil, badRequest(param, "content must be a string or an array of content parts")
 	}
 	var text strings.Builder
 	var imgs []media.Image
 	for j, p := range parts {
-		pp := fmt.Sprintf("%s.content[%d]", param, j)
+		pp := fmt.Sprintf("%s[%d]", param, j)
 		switch p.Type {
 		case "text", "input_text", "output_text":
 			text.WriteString(p.Text)

@@ -1,8 +1,10 @@
 package openai
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -98,7 +100,7 @@ func (h *Handler) streamChat(w http.ResponseWriter, r *http.Request, t *turn, id
 			h.fail(w, r, t, err)
 			return
 		}
-		if r.Context().Err() == nil {
+		if !errors.Is(r.Context().Err(), context.Canceled) {
 			e := apiError(err, t.model, t.bot.Provider().ID())
 			h.log.Error("exchange failed while streaming", "model", t.model, "status", e.Status, "error", err)
 			body, _ := e.MarshalJSON()
