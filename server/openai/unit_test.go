@@ -154,4 +154,3 @@ func TestModels(t *testing.T) {
 }
 
 var errBroken = &statusError{500, "broken"}
-
