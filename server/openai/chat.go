@@ -167,7 +167,7 @@ func (h *Handler) chatTurn(r *http.Request, req *chatRequest) (*turn, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &turn{bot: b, model: req.Model, endUser: req.User}
+	t := &turn{bot: b, model: req.Model, endUser: h.userOf(r, req.User)}
 	if t.external, err = chatTools(b, req.Tools); err != nil {
 		return nil, err
 	}
@@ -242,6 +242,19 @@ func (h *Handler) chatTurn(r *http.Request, req *chatRequest) (*turn, error) {
 		return nil, badRequest("messages", "messages hold only system text: send a user message")
 	}
 	return t, nil
+}
+
+// userOf is the end user of a request: the server's, with the client's
+// user field after it.
+func (h *Handler) userOf(r *http.Request, client string) string {
+	if h.endUser == nil {
+		return client
+	}
+	u := h.endUser(r)
+	if client != "" {
+		u += "/" + client
+	}
+	return u
 }
 
 // splitInput takes the last user message off events: it is the new

@@ -162,3 +162,27 @@ func TestUnknownPath(t *testing.T) {
 		t.Errorf("status %d: %s", resp.StatusCode, body)
 	}
 }
+
+// Each exchange is admitted by the server: a refusal is the answer, and
+// every admitted run ends.
+func TestAdmit(t *testing.T) {
+	var runs, ended int
+	refuse := false
+	admit := func(ctx context.Context, detached bool) (context.Context, func(), error) {
+		if refuse {
+			return nil, nil, &statusError{http.StatusTooManyRequests, "this token already has its maximum of 1 runs in progress"}
+		}
+		runs++
+		return ctx, func() { ended++ }, nil
+	}
+	s := newTestServer(t, providertest.Echo, map[string]string{"echo": cartridgeOn("openai", "")}, Options{Admit: admit})
+	body := `{"model":"echo","messages":[{"role":"user","content":"hi"}]}`
+	if resp, got := s.post(t, "/v1/chat/completions", body); resp.StatusCode != 200 || runs != 1 || ended != 1 {
+		t.Errorf("status %d, runs %d, ended %d: %s", resp.StatusCode, runs, ended, got)
+	}
+	refuse = true
+	resp, got := s.post(t, "/v1/chat/completions", body)
+	if resp.StatusCode != 429 || !strings.Contains(got, `"type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"`) {
+		t.Errorf("status %d: %s", resp.StatusCode, got)
+	}
+}

@@ -66,6 +66,14 @@ type clientCall struct {
 
 // run runs t, passing the answer to s as it comes.
 func (h *Handler) run(ctx context.Context, t *turn, s sink) (*outcome, error) {
+	if h.admit != nil {
+		run, done, err := h.admit(ctx, false)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		ctx = run
+	}
 	mem := agent.NewMemory(t.history...)
 	c := &collector{sink: s}
 	x := bot.Exchange{Mode: cartridge.Eval, Conversation: mem, EndUser: t.endUser, OnEvent: c.on,

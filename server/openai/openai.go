@@ -60,6 +60,13 @@ type Options struct {
 	Confirmer agent.Confirmer
 	// MaxBody bounds a request body in bytes; 0 means DefaultMaxBody.
 	MaxBody int64
+	// Admit, when set, starts each exchange: the server's concurrency,
+	// rate and deadline (its errors may implement StatusCode() int). The
+	// returned context is the exchange's; done is called when it ends.
+	Admit func(ctx context.Context, detached bool) (run context.Context, done func(), err error)
+	// EndUser, when set, says who a request is for (the server's view:
+	// its token, its address); the client's user field is added to it.
+	EndUser func(r *http.Request) string
 	// Responses bounds the responses kept for previous_response_id;
 	// Rounds bounds the server's part of tool rounds kept until the
 	// client sends its results. Zero fields take the defaults
@@ -110,6 +117,8 @@ type Handler struct {
 	log       *slog.Logger
 	confirmer agent.Confirmer
 	maxBody   int64
+	admit     func(ctx context.Context, detached bool) (context.Context, func(), error)
+	endUser   func(r *http.Request) string
 	now       func() time.Time
 	responses *memo[*storedResponse]
 	rounds    *memo[[]state.Event]
@@ -118,7 +127,7 @@ type Handler struct {
 
 // New returns the handlers of the API over c.
 func New(c Catalog, o Options) *Handler {
-	h := &Handler{catalog: c, log: o.Logger, confirmer: o.Confirmer, maxBody: o.MaxBody, now: o.Now}
+	h := &Handler{catalog: c, log: o.Logger, confirmer: o.Confirmer, maxBody: o.MaxBody, now: o.Now, admit: o.Admit, endUser: o.EndUser}
 	if h.log == nil {
 		h.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -135,6 +144,12 @@ func New(c Catalog, o Options) *Handler {
 	return h
 }
 
+// Mux is where routes are mounted: an *http.ServeMux, or the server
+// core that puts them behind its tokens, limits and logs.
+type Mux interface {
+	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+}
+
 // Register mounts the routes on mux, with net/http's patterns:
 //
 //	GET    /v1/models
@@ -143,7 +158,7 @@ func New(c Catalog, o Options) *Handler {
 //	POST   /v1/responses
 //	GET    /v1/responses/{id}
 //	DELETE /v1/responses/{id}
-func (h *Handler) Register(mux *http.ServeMux) {
+func (h *Handler) Register(mux Mux) {
 	mux.HandleFunc("GET /v1/models", h.listModels)
 	mux.HandleFunc("GET /v1/models/{id...}", h.getModel)
 	mux.HandleFunc("POST /v1/chat/completions", h.chatCompletions)

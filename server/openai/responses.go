@@ -190,10 +190,11 @@ func (h *Handler) responsesTurn(r *http.Request, req *responsesRequest) (*turn, 
 	if err != nil {
 		return nil, nil, err
 	}
-	t := &turn{bot: b, model: req.Model, endUser: req.SafetyIdentifier}
-	if t.endUser == "" {
-		t.endUser = req.User
+	user := req.SafetyIdentifier
+	if user == "" {
+		user = req.User
 	}
+	t := &turn{bot: b, model: req.Model, endUser: h.userOf(r, user)}
 	if t.external, err = responsesTools(b, req.Tools); err != nil {
 		return nil, nil, err
 	}
