@@ -54,7 +54,12 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 		return nil, err
 	}
 	p := c.Provider()
-	cfg := provider.Config{ID: p.ID, Credentials: p.Credentials, Options: p.Options, Settings: p.Settings, HTTPClient: h.HTTPClient}
+	limits, err := c.Timeouts()
+	if err != nil {
+		return nil, err
+	}
+	cfg := provider.Config{ID: p.ID, Credentials: p.Credentials, Options: p.Options, Settings: p.Settings, HTTPClient: h.HTTPClient,
+		Timeouts: provider.Timeouts(limits), Getenv: h.Getenv, AllowHostCredentials: h.AllowHostCredentials}
 	prov, err := provider.New(cfg)
 	if err != nil {
 		return nil, credentialError(c, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/nbots/nb/provider/providertest"
 	"github.com/nbots/nb/tool"
 
+	_ "github.com/nbots/nb/provider/google"
 	_ "github.com/nbots/nb/provider/openai"
 )
 
@@ -208,5 +209,21 @@ func TestRetryEvents(t *testing.T) {
 	}
 	if len(retries) != 1 || !strings.HasPrefix(retries[0], "1 openai: HTTP 500") {
 		t.Errorf("retries = %q", retries)
+	}
+}
+
+// A bot built for a host that does not lend its credentials (a server
+// running a client's cartridge) cannot use the host's key files or
+// application-default credentials.
+func TestHostCredentialsFollowTheHost(t *testing.T) {
+	src := "provider:\n  id: google\n  credentials: {service: vertex-ai-api, region: us-central1, file-path: /etc/hostname}\n  options: {model: gemini-pro}\n"
+	c, err := cartridge.Parse([]byte(src), "bot.yml", cartridge.FormatYAML, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(context.Background(), c, Host{AllowHostCredentials: false})
+	var he *provider.HostCredentialsError
+	if !errors.As(err, &he) {
+		t.Errorf("err = %v, want a HostCredentialsError", err)
 	}
 }

@@ -3,6 +3,8 @@ package term
 import (
 	"fmt"
 	"io"
+	"sync"
+	"time"
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/cartridge"
@@ -18,14 +20,21 @@ type Printer struct {
 	Err io.Writer
 	// MaxRetries is the retry policy's count, shown with each retry.
 	MaxRetries int
-	Cartridge  *cartridge.Cartridge
-	Mode       cartridge.Mode
-	Color      bool
+	// Status, when set, is a terminal where nb shows what it waits for
+	// after two quiet seconds ("waiting for openai gpt-4o… 3s",
+	// "thinking… 2s"); nil shows nothing (pipes, TERM=dumb).
+	Status    io.Writer
+	Cartridge *cartridge.Cartridge
+	Mode      cartridge.Mode
+	Color     bool
 	// Wrote is set once anything was written by OnEvent.
 	Wrote bool
 
 	sgr     string // the output colour's escape sequence, once known
 	sgrDone bool
+
+	mu     sync.Mutex
+	status *status
 }
 
 // Prefix writes the output prefix.
@@ -40,8 +49,25 @@ func (p *Printer) write(s string) {
 	}
 }
 
+// EndStatus erases the waiting status at the end of an exchange.
+func (p *Printer) EndStatus() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.status != nil {
+		p.status.stop()
+	}
+}
+
 // OnEvent renders one agent event.
 func (p *Printer) OnEvent(ev agent.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.Status != nil {
+		if p.status == nil {
+			p.status = &status{w: p.Status, mu: &p.mu, now: time.Now}
+		}
+		p.status.onEvent(ev)
+	}
 	switch ev.Kind {
 	case agent.TextDelta, agent.Answer:
 		p.Wrote = true
@@ -62,8 +88,11 @@ func (p *Printer) OnEvent(ev agent.Event) {
 	}
 }
 
-// notice writes one line to Err.
+// notice writes one line to Err. Called with mu held.
 func (p *Printer) notice(msg string) {
+	if p.status != nil {
+		p.status.erase()
+	}
 	if p.Err != nil {
 		fmt.Fprintln(p.Err, "nb: "+msg)
 	}

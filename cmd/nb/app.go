@@ -54,6 +54,9 @@ type App struct {
 	// Environ is the process's environment, with the variables of a .env
 	// file that it does not set.
 	Environ []string
+
+	dotenv     map[string]bool // the variables .env set
+	dotenvPath string
 }
 
 // Getenv returns a variable of the environment, "" when unset.
@@ -117,9 +120,13 @@ func (a *App) report(err error) int {
 	return exitFailure
 }
 
-// loadDotEnv reads .env in the working directory without overriding
-// variables that are set.
+// loadDotEnv reads .env in the working directory, filling the variables
+// that are unset or empty (never overriding a value), unless NB_DOTENV=0. It says on stderr which
+// variables it set, and remembers them (see checkDotEnv).
 func (a *App) loadDotEnv() {
+	if a.Getenv("NB_DOTENV") == "0" {
+		return
+	}
 	if _, err := os.Stat(".env"); err != nil {
 		return
 	}
@@ -141,11 +148,55 @@ func (a *App) loadDotEnv() {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	var set []string
 	for _, name := range names {
-		if _, set := proc.Lookup(a.Environ, name); !set {
+		if v, _ := proc.Lookup(a.Environ, name); v == "" {
 			a.Environ = append(a.Environ, name+"="+vars[name])
+			set = append(set, name)
 		}
 	}
+	if len(set) == 0 {
+		return
+	}
+	a.dotenv = map[string]bool{}
+	for _, name := range set {
+		a.dotenv[name] = true
+	}
+	a.dotenvPath = ".env"
+	if abs, err := filepath.Abs(".env"); err == nil {
+		a.dotenvPath = abs
+	}
+	fmt.Fprintf(a.Stderr, "nb: %s set %s (NB_DOTENV=0 to ignore it)\n", a.dotenvPath, strings.Join(set, ", "))
+}
+
+// addressKeys are the provider keys that say where requests go.
+var addressKeys = map[string]bool{"address": true, "endpoint": true, "url": true, "base-url": true, "base_url": true, "host": true}
+
+// checkDotEnv refuses a cartridge whose provider address comes from a
+// .env file while a credential comes from the user's own environment: a
+// cloned repository's .env would otherwise receive the user's key.
+func (a *App) checkDotEnv(c *cartridge.Cartridge) error {
+	if len(a.dotenv) == 0 {
+		return nil
+	}
+	var address, credential *cartridge.EnvRef
+	for i, ref := range c.EnvRefs {
+		section, key, ok := strings.Cut(strings.TrimPrefix(ref.Path, "provider."), ".")
+		if !ok || !strings.HasPrefix(ref.Path, "provider.") || (section != "credentials" && section != "options") {
+			continue
+		}
+		switch {
+		case addressKeys[key] && a.dotenv[ref.Var]:
+			address = &c.EnvRefs[i]
+		case section == "credentials" && !addressKeys[key] && !a.dotenv[ref.Var] && a.Getenv(ref.Var) != "":
+			credential = &c.EnvRefs[i]
+		}
+	}
+	if address == nil || credential == nil {
+		return nil
+	}
+	return fmt.Errorf("%s sets %s, the address of %s's provider (%s), while %s (%s) comes from your own environment: refusing to send your credential where a .env file says; set the address in your environment too, or run with NB_DOTENV=0",
+		a.dotenvPath, address.Var, displayPath(c), address.Path, credential.Var, credential.Path)
 }
 
 func (a *App) help() int {
@@ -211,8 +262,31 @@ func (a *App) security() int {
 	return exitOK
 }
 
-// cartridgeCommand handles nb CARTRIDGE STATE COMMAND [WORDS...].
+// cartridgeCommand handles nb CARTRIDGE STATE COMMAND [WORDS...]. The
+// command line is checked before the cartridge is looked for: a mistake
+// in it is a usage error (exit 2) whatever the cartridge.
 func (a *App) cartridgeCommand(args []string) error {
+	if len(args) < 3 {
+		return &usageError{"missing command: give eval, repl, state or cartridge after the cartridge and the state key"}
+	}
+	cmd, rest := args[2], args[3:]
+	switch cmd {
+	case "eval", "state", "cartridge":
+	case "repl":
+		if len(rest) > 0 {
+			return &usageError{"repl takes no words"}
+		}
+	default:
+		return &usageError{fmt.Sprintf("unknown command %q: use eval, repl, state or cartridge", cmd)}
+	}
+	key := strings.TrimSpace(args[1])
+	if key == "" {
+		// An unset $KEY would otherwise run statelessly without a word.
+		return &usageError{"the state key is empty: give a key, or - for a conversation that is not kept"}
+	}
+	if key == "-" {
+		key = ""
+	}
 	cart, err := a.loadCartridge(args[0])
 	if err != nil {
 		return err
@@ -220,17 +294,10 @@ func (a *App) cartridgeCommand(args []string) error {
 	for _, w := range cart.Warnings {
 		fmt.Fprintln(a.Stderr, "nb: warning: "+w)
 	}
-	key := ""
-	if len(args) > 1 {
-		key = strings.TrimSpace(args[1])
-		if key == "-" {
-			key = ""
-		}
+	if err := a.checkDotEnv(cart); err != nil {
+		return err
 	}
-	if len(args) < 3 {
-		return &usageError{"missing command: give eval, repl, state or cartridge after the cartridge and the state key"}
-	}
-	switch cmd, rest := args[2], args[3:]; cmd {
+	switch cmd {
 	case "eval":
 		return a.eval(cart, key, rest)
 	case "repl":
@@ -240,15 +307,13 @@ func (a *App) cartridgeCommand(args []string) error {
 		return a.repl(cart, key)
 	case "state":
 		return a.stateCommand(cart, key, rest)
-	case "cartridge":
+	default: // cartridge
 		out, err := cart.Marshal()
 		if err != nil {
 			return err
 		}
 		a.Stdout.Write(out) //nolint:errcheck // nothing to do about a closed stdout
 		return nil
-	default:
-		return &usageError{fmt.Sprintf("unknown command %q: use eval, repl, state or cartridge", cmd)}
 	}
 }
 
@@ -284,6 +349,9 @@ func (a *App) newSession(ctx context.Context, cart *cartridge.Cartridge, key str
 	}
 	color := term.ColorEnabled(a.Getenv, a.Stdout, a.Stderr)
 	printer := &term.Printer{W: a.Stdout, Err: a.Stderr, MaxRetries: provider.DefaultRetryPolicy().MaxRetries, Cartridge: cart, Mode: mode, Color: color}
+	if term.IsTerminal(a.Stderr) && a.Getenv("TERM") != "dumb" && a.Getenv("TERM") != "" {
+		printer.Status = a.Stderr
+	}
 	confirmer := &term.Confirmer{Printer: printer, Stderr: a.Stderr}
 	s := bot.NewSession(b, bot.Exchange{
 		Mode: mode, Key: key, Wait: true,
@@ -313,16 +381,9 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 	if err != nil {
 		return err
 	}
-	input := strings.Join(words, " ")
-	if input == "" {
-		if term.IsTerminal(a.Stdin) {
-			fmt.Fprintln(a.Stderr, "nb: reading the message from standard input; end it with Ctrl-D")
-		}
-		data, err := io.ReadAll(a.Stdin)
-		if err != nil {
-			return fmt.Errorf("read standard input: %w", err)
-		}
-		input = chomp(string(data))
+	input, err := a.message(words)
+	if err != nil {
+		return err
 	}
 	if strings.TrimSpace(input) == "" {
 		return &usageError{"nothing to send: give the message as words after eval, or on standard input"}
@@ -342,9 +403,12 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 	}()
 	s.printer.Prefix()
 	_, err = s.Ask(ctx, input)
+	s.printer.EndStatus()
 	if err != nil {
 		if s.printer.Wrote {
 			io.WriteString(a.Stdout, "\n") //nolint:errcheck // end the partial line
+		} else if context.Cause(ctx) != nil && term.IsTerminal(a.Stderr) {
+			io.WriteString(a.Stderr, "\n") //nolint:errcheck // end the line the terminal echoed ^C on
 		}
 		if cause := context.Cause(ctx); cause != nil {
 			return cause
@@ -353,6 +417,50 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 	}
 	s.printer.Suffix()
 	return nil
+}
+
+// message is what eval sends: the words joined by spaces; else all of
+// standard input minus one trailing line ending; with both, the piped
+// content, a blank line, then the words (as other LLM command-line tools
+// do: cat notes.txt | nb bot.yml - eval "summarize this"). Standard input
+// is read with words only when something is piped or redirected from a
+// file: never from a terminal or /dev/null.
+func (a *App) message(words []string) (string, error) {
+	input := strings.Join(words, " ")
+	if input != "" {
+		if !piped(a.Stdin) {
+			return input, nil
+		}
+		data, err := io.ReadAll(a.Stdin)
+		if err != nil {
+			return "", fmt.Errorf("read standard input: %w", err)
+		}
+		if content := chomp(string(data)); strings.TrimSpace(content) != "" {
+			return content + "\n\n" + input, nil
+		}
+		return input, nil
+	}
+	if term.IsTerminal(a.Stdin) {
+		fmt.Fprintln(a.Stderr, "nb: reading the message from standard input; end it with Ctrl-D")
+	}
+	data, err := io.ReadAll(a.Stdin)
+	if err != nil {
+		return "", fmt.Errorf("read standard input: %w", err)
+	}
+	return chomp(string(data)), nil
+}
+
+// piped tells whether f is a pipe or a regular file (something given to
+// nb on purpose), not a terminal or a device such as /dev/null.
+func piped(f *os.File) bool {
+	if f == nil {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	return fi.Mode()&os.ModeNamedPipe != 0 || fi.Mode().IsRegular()
 }
 
 // chomp removes one trailing line ending (\n, \r\n or \r), like Ruby's.
@@ -373,9 +481,11 @@ func (a *App) repl(cart *cartridge.Cartridge, key string) error {
 	}
 	failed := 0
 	r := &term.REPL{
-		Session: s, Confirmer: s.confirmer, Printer: s.printer, Stdin: a.Stdin, Stderr: a.Stderr,
+		Session: s, Confirmer: s.confirmer, Printer: s.printer, Stdin: a.Stdin, Stdout: a.Stdout, Stderr: a.Stderr,
+		Term:        a.Getenv("TERM"),
 		HistoryFile: a.historyFile(cart),
 		Prompt:      renderPrompt(cart, s.printer.Color),
+		PlainPrompt: renderPrompt(cart, false),
 		ReportError: func(err error) {
 			failed++
 			fmt.Fprintln(a.Stderr, "nb: "+err.Error())

@@ -6,6 +6,7 @@ package anthropic
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -86,7 +87,11 @@ func (c *Client) ID() string { return ID }
 // DefaultMaxTokens; metadata.user_id to Config.User when the settings have
 // no metadata; a string tool_choice (auto, any, none, required) becomes
 // the API's {type: ...} object.
-func (c *Client) Body(req provider.Request) map[string]any {
+func (c *Client) Body(req provider.Request) (map[string]any, error) {
+	msgs, err := Messages(req)
+	if err != nil {
+		return nil, err
+	}
 	body := c.cfg.Body()
 	if _, ok := body["max_tokens"]; !ok {
 		body["max_tokens"] = DefaultMaxTokens
@@ -94,7 +99,7 @@ func (c *Client) Body(req provider.Request) map[string]any {
 	if req.System != "" {
 		body["system"] = req.System
 	}
-	body["messages"] = Messages(req)
+	body["messages"] = msgs
 	body["stream"] = req.Stream
 	if user := req.UserOr(c.cfg.User); user != "" {
 		if _, ok := body["metadata"]; !ok {
@@ -120,7 +125,7 @@ func (c *Client) Body(req provider.Request) map[string]any {
 	} else {
 		delete(body, "tool_choice")
 	}
-	return body
+	return body, nil
 }
 
 // Messages maps the common conversation to Messages API turns: the
@@ -130,8 +135,11 @@ func (c *Client) Body(req provider.Request) map[string]any {
 // Message.Extra["anthropic"] go back first in their assistant turn, byte
 // for byte. Consecutive turns of the same role are merged, since the API
 // wants user and assistant to alternate. A turn whose only block is text
-// is sent with string content.
-func Messages(req provider.Request) []any {
+// is sent with string content. Images are image blocks (base64 bytes, or
+// a URL the API fetches) after the text of a user message, or inside the
+// tool_result block of a tool message; an assistant message with images
+// fails with a *provider.UnsupportedError.
+func Messages(req provider.Request) ([]any, error) {
 	type turn struct {
 		role   string
 		blocks []any
@@ -158,6 +166,10 @@ func Messages(req provider.Request) []any {
 		add("assistant", text(BackdropAnswer)...)
 	}
 	for _, m := range req.Messages {
+		images, err := imageBlocks(m)
+		if err != nil {
+			return nil, err
+		}
 		switch m.Role {
 		case provider.RoleAssistant:
 			blocks := ThinkingBlocks(m)
@@ -167,9 +179,13 @@ func Messages(req provider.Request) []any {
 			}
 			add("assistant", blocks...)
 		case provider.RoleTool:
-			add("user", map[string]any{"type": "tool_result", "tool_use_id": m.ToolCallID, "content": m.Content})
+			var content any = m.Content
+			if len(images) > 0 {
+				content = append(text(m.Content), images...)
+			}
+			add("user", map[string]any{"type": "tool_result", "tool_use_id": m.ToolCallID, "content": content})
 		default:
-			add("user", text(m.Content)...)
+			add("user", append(text(m.Content), images...)...)
 		}
 	}
 	out := make([]any, len(turns))
@@ -182,7 +198,32 @@ func Messages(req provider.Request) []any {
 		}
 		out[i] = map[string]any{"role": t.role, "content": content}
 	}
-	return out
+	return out, nil
+}
+
+// imageBlocks maps a message's images to image blocks: {type: base64,
+// media_type, data} for bytes, {type: url, url} for a URL.
+func imageBlocks(m provider.Message) ([]any, error) {
+	if len(m.Images) == 0 {
+		return nil, nil
+	}
+	if m.Role == provider.RoleAssistant {
+		return nil, &provider.UnsupportedError{Provider: ID, Feature: "images in assistant messages"}
+	}
+	blocks := make([]any, len(m.Images))
+	for i, img := range m.Images {
+		var source map[string]any
+		switch {
+		case len(img.Data) > 0:
+			source = map[string]any{"type": "base64", "media_type": img.MediaType, "data": base64.StdEncoding.EncodeToString(img.Data)}
+		case img.URL != "":
+			source = map[string]any{"type": "url", "url": img.URL}
+		default:
+			return nil, &provider.UnsupportedError{Provider: ID, Feature: "images without data or URL"}
+		}
+		blocks[i] = map[string]any{"type": "image", "source": source}
+	}
+	return blocks, nil
 }
 
 // arguments parses a call's JSON arguments into the object tool_use wants.
@@ -204,7 +245,11 @@ func ThinkingBlocks(m provider.Message) []any {
 
 // Complete implements provider.Provider.
 func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent func(provider.Event)) (*provider.Response, error) {
-	body, _, err := provider.Post(ctx, c.cfg.HTTPClient, ID, c.url, c.headers, c.Body(req))
+	payload, err := c.Body(req)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := provider.Send(ctx, provider.HTTPRequest{Provider: ID, Client: c.cfg.HTTPClient, URL: c.url, Headers: c.headers, Body: payload, Stream: req.Stream, Timeouts: c.cfg.Timeouts})
 	if err != nil {
 		return nil, err
 	}
@@ -275,6 +320,7 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 	var text, reasoning strings.Builder
 	blocks := map[int]*open{}
 	streamed, done := false, false
+	stop := ""
 	sse := provider.NewSSEReader(body)
 	for !done {
 		ev, err := sse.Next()
@@ -349,7 +395,7 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 			}
 		case "message_delta":
 			if e.Delta.StopReason != "" {
-				resp.FinishReason = e.Delta.StopReason
+				stop = e.Delta.StopReason
 			}
 			if e.Usage != nil {
 				resp.Usage.OutputTokens = e.Usage.OutputTokens
@@ -381,6 +427,7 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 		content = append(content, b.block)
 	}
 	finish(resp, content)
+	resp.SetFinishReason(stop)
 	resp.Text = text.String()
 	resp.Reasoning = reasoning.String()
 	return resp, nil
@@ -442,7 +489,7 @@ func decodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error
 		msg, code := provider.ParseErrorBody(data)
 		return nil, &provider.Error{Provider: ID, Message: msg, Code: code}
 	}
-	resp := &provider.Response{FinishReason: w.StopReason, Usage: provider.Usage{InputTokens: w.Usage.input(), OutputTokens: w.Usage.OutputTokens}}
+	resp := &provider.Response{Usage: provider.Usage{InputTokens: w.Usage.input(), OutputTokens: w.Usage.OutputTokens}}
 	var text, reasoning strings.Builder
 	for _, b := range w.Content {
 		switch b.Type {
@@ -453,6 +500,7 @@ func decodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error
 		}
 	}
 	finish(resp, w.Content)
+	resp.SetFinishReason(w.StopReason)
 	resp.Text = text.String()
 	resp.Reasoning = reasoning.String()
 	return resp, nil

@@ -128,8 +128,9 @@ func (c *Client) API() string { return c.api }
 // URL returns the endpoint the client posts to.
 func (c *Client) URL() string { return c.url }
 
-// Body builds the request body for the client's API version.
-func (c *Client) Body(req provider.Request) map[string]any {
+// Body builds the request body for the client's API version. Images fail
+// on v1, which takes none, with a *provider.UnsupportedError.
+func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	if c.api == V1 {
 		return c.bodyV1(req)
 	}
@@ -138,7 +139,11 @@ func (c *Client) Body(req provider.Request) map[string]any {
 
 // Complete implements provider.Provider.
 func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent func(provider.Event)) (*provider.Response, error) {
-	body, _, err := provider.Post(ctx, c.cfg.HTTPClient, ID, c.url, c.headers, c.Body(req))
+	payload, err := c.Body(req)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := provider.Send(ctx, provider.HTTPRequest{Provider: ID, Client: c.cfg.HTTPClient, URL: c.url, Headers: c.headers, Body: payload, Stream: req.Stream, Timeouts: c.cfg.Timeouts})
 	if err != nil {
 		return nil, err
 	}

@@ -56,27 +56,43 @@ func (c *Client) ID() string { return ID }
 var official = Dialect{ID: ID}
 
 // Body builds the request body: the cartridge's settings verbatim, then
-// the conversation, tools, stream flag and user.
-func (c *Client) Body(req provider.Request) map[string]any {
-	body := official.Body(c.cfg.Body(), req, "tool_choice", "parallel_tool_calls")
+// the conversation, tools, stream flag and user. A streamed request asks
+// for the token usage (stream_options: {include_usage: true}) unless the
+// settings have stream_options of their own, or stream_options: null for
+// a compatible server that refuses the field; stream_options is left out
+// when not streaming, as the API refuses it then.
+func (c *Client) Body(req provider.Request) (map[string]any, error) {
+	body, err := official.Body(c.cfg.Body(), req, "tool_choice", "parallel_tool_calls")
+	if err != nil {
+		return nil, err
+	}
 	if !req.Stream {
 		delete(body, "stream_options")
+	} else if _, set := c.cfg.Settings["stream_options"]; !set {
+		body["stream_options"] = map[string]any{"include_usage": true}
 	}
 	if user := req.UserOr(c.cfg.User); user != "" {
 		body["user"] = user
 	}
-	return body
+	return body, nil
 }
 
 // Messages maps the common conversation to Chat Completions messages:
-// the system text first, then the backdrop as a user message, then the history.
-func Messages(req provider.Request) []any {
+// the system text first, then the backdrop as a user message, then the
+// history. Images of user messages are image_url parts (a data: URL or
+// the image's URL); tool messages take text only, so the images of a
+// round's tool results follow its tool messages in one user message.
+func Messages(req provider.Request) ([]any, error) {
 	return official.Messages(req)
 }
 
 // Complete implements provider.Provider.
 func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent func(provider.Event)) (*provider.Response, error) {
-	body, _, err := provider.Post(ctx, c.cfg.HTTPClient, ID, c.url, c.headers, c.Body(req))
+	payload, err := c.Body(req)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := provider.Send(ctx, provider.HTTPRequest{Provider: ID, Client: c.cfg.HTTPClient, URL: c.url, Headers: c.headers, Body: payload, Stream: req.Stream, Timeouts: c.cfg.Timeouts})
 	if err != nil {
 		return nil, err
 	}
