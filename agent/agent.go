@@ -154,6 +154,9 @@ type Agent struct {
 	// instruction: an OpenAI-compatible client's system and developer
 	// messages. Empty adds none.
 	System string
+	// Sampling, when set, overrides the cartridge's sampling settings
+	// (a server's client asked for them).
+	Sampling *provider.Sampling
 	// Scripts runs adapters; nil means the cartridge has none.
 	Scripts *script.Runtime
 	// Confirmer is asked before each tool call when the cartridge's tools

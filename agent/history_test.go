@@ -350,3 +350,15 @@ func TestRequestClientSystemAfterTheCartridge(t *testing.T) {
 		t.Errorf("system = %q", got)
 	}
 }
+
+// A client's sampling settings travel with every request of the exchange.
+func TestRequestCarriesSampling(t *testing.T) {
+	p := &scripted{}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil)
+	temp := 0.5
+	h.agent.Sampling = &provider.Sampling{Temperature: &temp}
+	ask(t, h, "hi")
+	if s := p.request(0).Sampling; s == nil || *s.Temperature != 0.5 {
+		t.Errorf("sampling %+v", s)
+	}
+}

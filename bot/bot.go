@@ -158,6 +158,9 @@ type Exchange struct {
 	// System is the client's system text, sent after the cartridge's
 	// directive and instruction (see agent.Agent.System).
 	System string
+	// Sampling overrides the cartridge's sampling settings for this
+	// exchange (see agent.Agent.Sampling).
+	Sampling *provider.Sampling
 	// Steering is asked after each round of tool calls for messages to
 	// inject (see agent.Agent.Steering).
 	Steering func() []string
@@ -218,7 +221,7 @@ func (b *Bot) Agent(x Exchange, conv agent.Conversation) *agent.Agent {
 		}
 	}
 	a := &agent.Agent{
-		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System,
+		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System, Sampling: x.Sampling,
 		Scripts: b.scripts, Confirmer: x.Confirmer, Conversation: conv, OnEvent: x.OnEvent, Output: x.Output,
 		Steering: x.Steering, MaxRounds: agent.MaxRounds(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(),
 	}

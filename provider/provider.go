@@ -87,6 +87,9 @@ type Request struct {
 	// with a field for it; empty uses Config.User. One bot serves many
 	// end users, so it travels with the request.
 	User string
+	// Sampling, when set, overrides the cartridge's sampling settings
+	// for this request (a server's client asked for them).
+	Sampling *Sampling
 }
 
 // UserOr is the request's end-user identifier, else fallback.

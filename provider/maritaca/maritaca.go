@@ -104,10 +104,28 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 		}
 		body["chat_mode"] = true
 		body["messages"] = msgs
+		if err := req.Sampling.Apply(body, ID, legacySamplingNames); err != nil {
+			return nil, err
+		}
 		return body, nil
 	}
-	return dialect.Body(body, req, "tool_choice", "parallel_tool_calls")
+	body, err := dialect.Body(body, req, "tool_choice", "parallel_tool_calls")
+	if err != nil {
+		return nil, err
+	}
+	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
+
+// The sampling settings Maritaca documents: temperature, top_p,
+// max_tokens and stop sequences (stopping_tokens on the legacy API); no
+// seed and no penalties.
+var (
+	samplingNames       = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: "max_tokens", Stop: "stop"}
+	legacySamplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: "max_tokens", Stop: "stopping_tokens"}
+)
 
 // dialect is where Maritaca's chat completions API departs from OpenAI's.
 var dialect = openai.Dialect{

@@ -86,8 +86,19 @@ var dialect = openai.Dialect{
 // flag. tool_choice and parallel_tool_calls are left out without tools.
 // There is no user field: the API refuses fields it does not know.
 func (c *Client) Body(req provider.Request) (map[string]any, error) {
-	return dialect.Body(c.cfg.Body(), req, "tool_choice", "parallel_tool_calls")
+	body, err := dialect.Body(c.cfg.Body(), req, "tool_choice", "parallel_tool_calls")
+	if err != nil {
+		return nil, err
+	}
+	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
+
+// samplingNames are Mistral's names of the sampling settings.
+var samplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: "max_tokens", Stop: "stop",
+	Seed: "random_seed", PresencePenalty: "presence_penalty", FrequencyPenalty: "frequency_penalty"}
 
 // Messages maps the common conversation to Mistral messages: the system
 // text first, the backdrop as a user message, then the history, with

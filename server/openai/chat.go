@@ -12,6 +12,7 @@ import (
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/media"
+	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
 )
@@ -36,6 +37,7 @@ type chatRequest struct {
 type sampling struct {
 	Temperature         *float64        `json:"temperature"`
 	TopP                *float64        `json:"top_p"`
+	TopK                *int            `json:"top_k"`
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	MaxOutputTokens     *int            `json:"max_output_tokens"`
@@ -80,6 +82,52 @@ type contentPart struct {
 	Text     string          `json:"text"`
 	Refusal  string          `json:"refusal"`
 	ImageURL json.RawMessage `json:"image_url"`
+}
+
+// settings turns the client's sampling settings into the provider's,
+// checking their ranges as OpenAI does; nil when there are none.
+func (s *sampling) settings() (*provider.Sampling, error) {
+	out := &provider.Sampling{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, Seed: s.Seed,
+		PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty}
+	for _, limit := range []struct {
+		name string
+		v    *int
+	}{{"max_tokens", s.MaxTokens}, {"max_completion_tokens", s.MaxCompletionTokens}, {"max_output_tokens", s.MaxOutputTokens}} {
+		if limit.v != nil {
+			if *limit.v < 1 {
+				return nil, badRequest(limit.name, "%s must be at least 1", limit.name)
+			}
+			out.MaxTokens = limit.v
+		}
+	}
+	ranges := []struct {
+		name     string
+		v        *float64
+		min, max float64
+	}{{"temperature", s.Temperature, 0, 2}, {"top_p", s.TopP, 0, 1}, {"presence_penalty", s.PresencePenalty, -2, 2}, {"frequency_penalty", s.FrequencyPenalty, -2, 2}}
+	for _, r := range ranges {
+		if r.v != nil && (*r.v < r.min || *r.v > r.max) {
+			return nil, badRequest(r.name, "%s must be between %g and %g", r.name, r.min, r.max)
+		}
+	}
+	if s.TopK != nil && *s.TopK < 1 {
+		return nil, badRequest("top_k", "top_k must be at least 1")
+	}
+	if stop := bytes.TrimSpace(s.Stop); len(stop) > 0 && string(stop) != "null" {
+		var one string
+		if err := json.Unmarshal(stop, &one); err == nil {
+			out.Stop = []string{one}
+		} else if err := json.Unmarshal(stop, &out.Stop); err != nil {
+			return nil, badRequest("stop", "stop must be a string or an array of strings")
+		}
+		if len(out.Stop) > 4 {
+			return nil, badRequest("stop", "stop takes at most 4 sequences")
+		}
+	}
+	if out.IsZero() {
+		return nil, nil
+	}
+	return out, nil
 }
 
 // decode reads a JSON request body into v: a body that is too large, not
@@ -169,6 +217,9 @@ func (h *Handler) chatTurn(r *http.Request, req *chatRequest) (*turn, error) {
 	}
 	t := &turn{bot: b, model: req.Model, endUser: h.userOf(r, req.User)}
 	if t.external, err = chatTools(b, req.Tools); err != nil {
+		return nil, err
+	}
+	if t.sampling, err = req.settings(); err != nil {
 		return nil, err
 	}
 	var system []string

@@ -11,6 +11,7 @@ import (
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/media"
+	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
 )
@@ -28,6 +29,7 @@ type turn struct {
 	// system is the client's system text.
 	system   string
 	external []tool.Spec
+	sampling *provider.Sampling
 	endUser  string
 	// lost counts the server's parts of tool rounds the client referred
 	// to that are gone.
@@ -77,7 +79,7 @@ func (h *Handler) run(ctx context.Context, t *turn, s sink) (*outcome, error) {
 	mem := agent.NewMemory(t.history...)
 	c := &collector{sink: s}
 	x := bot.Exchange{Mode: cartridge.Eval, Conversation: mem, EndUser: t.endUser, OnEvent: c.on,
-		Confirmer: h.confirmer, External: t.external, System: t.system}
+		Confirmer: h.confirmer, External: t.external, System: t.system, Sampling: t.sampling}
 	var res *agent.Result
 	var err error
 	if t.input != nil {

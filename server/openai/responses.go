@@ -198,6 +198,9 @@ func (h *Handler) responsesTurn(r *http.Request, req *responsesRequest) (*turn, 
 	if t.external, err = responsesTools(b, req.Tools); err != nil {
 		return nil, nil, err
 	}
+	if t.sampling, err = req.settings(); err != nil {
+		return nil, nil, err
+	}
 	var system []string
 	if instructions != nil && *instructions != "" {
 		system = append(system, *instructions)
