@@ -43,6 +43,9 @@ type Bot struct {
 	paths    state.Paths
 	budget   int
 	closers  []func() error
+	// ready is Ready's answer for each mode, found once: the cartridge
+	// does not change, and a server asks before every exchange.
+	ready map[cartridge.Mode]error
 }
 
 // New builds the bot of c: its provider (with retries), scripts and
@@ -87,6 +90,7 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 	for _, t := range robo {
 		b.tools.Add(t)
 	}
+	b.ready = map[cartridge.Mode]error{cartridge.Eval: b.check(cartridge.Eval), cartridge.REPL: b.check(cartridge.REPL)}
 	return b, nil
 }
 
@@ -113,6 +117,13 @@ func (b *Bot) Host() Host { return b.host }
 // Ready reports, before anything is sent, what would stop an exchange in
 // mode: adapters the cartridge defines twice.
 func (b *Bot) Ready(mode cartridge.Mode) error {
+	if err, ok := b.ready[mode]; ok {
+		return err
+	}
+	return b.check(mode)
+}
+
+func (b *Bot) check(mode cartridge.Mode) error {
 	for _, dir := range []string{"input", "output"} {
 		if _, err := b.Cartridge.Adapter(mode, dir); err != nil {
 			return err

@@ -329,6 +329,7 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 	streamed, done := false, false
 	stop := ""
 	sse := provider.NewSSEReader(body)
+	defer sse.Close()
 	for !done {
 		ev, err := sse.Next()
 		if err == io.EOF {

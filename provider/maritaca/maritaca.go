@@ -218,6 +218,7 @@ func decodeLegacyStream(ctx context.Context, body io.Reader, onEvent func(provid
 	var text strings.Builder
 	streamed := false
 	sse := provider.NewSSEReader(body)
+	defer sse.Close()
 	for {
 		ev, err := sse.Next()
 		if err == io.EOF {

@@ -201,6 +201,7 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 	done := false
 	finish := ""
 	r := provider.NewNDJSONReader(body)
+	defer r.Close()
 	for !done {
 		data, err := r.Next()
 		if err == io.EOF {
