@@ -43,11 +43,17 @@ func NewSSEReader(r io.Reader) *SSEReader {
 	return &SSEReader{r: newReader(r)}
 }
 
-// newReader is a 64 KiB buffered reader of r, reused when one is free.
+// readerSize is the buffer of a stream's reader. It holds lines, not
+// the socket's reads (the transport reads those in 64 KiB gulps), so it
+// is small: a server holds thousands of streams at once. A longer line
+// is gathered piece by piece.
+const readerSize = 4 << 10
+
+// newReader is a buffered reader of r, reused when one is free.
 func newReader(r io.Reader) *bufio.Reader {
 	br, _ := readers.Get().(*bufio.Reader)
 	if br == nil {
-		return bufio.NewReaderSize(r, 64<<10)
+		return bufio.NewReaderSize(r, readerSize)
 	}
 	br.Reset(r)
 	return br
@@ -58,9 +64,8 @@ func putReader(br *bufio.Reader) {
 	readers.Put(br)
 }
 
-// readers keeps the 64 KiB read buffers of finished streams: a server
-// reads many streams a second, and a fresh buffer for each costs more
-// than decoding a short answer.
+// readers keeps the read buffers of finished streams for the next: a
+// server reads many streams a second.
 var readers sync.Pool
 
 // Close ends the reading: the reader's buffer goes back to be reused and
