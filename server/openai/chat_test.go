@@ -282,3 +282,33 @@ func mustInt(t testing.TB, v any) int64 {
 	}
 	return i
 }
+
+// The chunks of a streamed tool call, exactly: the call's index, id, type
+// and name with empty arguments, then the arguments in fragments, then
+// the finish reason.
+func TestChatStreamToolCallChunks(t *testing.T) {
+	long := strings.Repeat("y", 100)
+	s := newTestServer(t, providertest.Echo, map[string]string{"echo": cartridgeOn("openai", "")}, Options{})
+	tools := `"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}},{"type":"function","function":{"name":"other"}}]`
+	_, body := s.post(t, "/v1/chat/completions", `{"model":"echo","stream":true,`+tools+`,"messages":[{"role":"user","content":"call lookup {\"q\":\"`+long+`\"}; other"}]}`)
+	var deltas []string
+	for _, ev := range readSSE(t, body) {
+		if ev.Data == "[DONE]" {
+			continue
+		}
+		c := decodeJSON(t, ev.Data)
+		deltas = append(deltas, mustJSON(t, path(c, "choices", 0, "delta"))+" "+fmt.Sprint(path(c, "choices", 0, "finish_reason")))
+	}
+	want := []string{
+		`{"content":"","refusal":null,"role":"assistant"} <nil>`,
+		`{"tool_calls":[{"function":{"arguments":"","name":"lookup"},"id":"call_1","index":0,"type":"function"}]} <nil>`,
+		`{"tool_calls":[{"function":{"arguments":"{\"q\":\"` + long[:58] + `"},"index":0}]} <nil>`,
+		`{"tool_calls":[{"function":{"arguments":"` + long[58:] + `\"}"},"index":0}]} <nil>`,
+		`{"tool_calls":[{"function":{"arguments":"","name":"other"},"id":"call_2","index":1,"type":"function"}]} <nil>`,
+		`{"tool_calls":[{"function":{"arguments":"{}"},"index":1}]} <nil>`,
+		`{} tool_calls`,
+	}
+	if got := strings.Join(deltas, "\n"); got != strings.Join(want, "\n") {
+		t.Errorf("deltas\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+	}
+}

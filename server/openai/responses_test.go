@@ -217,3 +217,46 @@ func TestResponseErrors(t *testing.T) {
 		t.Errorf("status %d: %s", resp.StatusCode, body)
 	}
 }
+
+// The events of a streamed function call, field for field.
+func TestResponseStreamCallEvents(t *testing.T) {
+	s := newTestServer(t, providertest.Echo, map[string]string{"echo": cartridgeOn("openai", "")}, Options{})
+	tools := `"tools":[{"type":"function","name":"lookup","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}]`
+	_, body := s.post(t, "/v1/responses", `{"model":"echo","stream":true,`+tools+`,"input":"call lookup {\"q\":\"x\"}"}`)
+	events := readSSE(t, body)
+	fc := regexp.MustCompile(`"fc_[a-z2-7]{24}"`)
+	var got []string
+	for _, ev := range events[2 : len(events)-1] {
+		got = append(got, fc.ReplaceAllString(normJSON(t, ev.Data), `"fc_ID"`))
+	}
+	want := []string{
+		`{"item":{"arguments":"","call_id":"call_1","id":"fc_ID","name":"lookup","status":"in_progress","type":"function_call"},"output_index":0,"sequence_number":2,"type":"response.output_item.added"}`,
+		`{"delta":"{\"q\":\"x\"}","item_id":"fc_ID","output_index":0,"sequence_number":3,"type":"response.function_call_arguments.delta"}`,
+		`{"arguments":"{\"q\":\"x\"}","item_id":"fc_ID","name":"lookup","output_index":0,"sequence_number":4,"type":"response.function_call_arguments.done"}`,
+		`{"item":{"arguments":"{\"q\":\"x\"}","call_id":"call_1","id":"fc_ID","name":"lookup","status":"completed","type":"function_call"},"output_index":0,"sequence_number":5,"type":"response.output_item.done"}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// A text answer's part events, field for field.
+	_, body = s.post(t, "/v1/responses", `{"model":"echo","stream":true,"input":"ab"}`)
+	events = readSSE(t, body)
+	msg := regexp.MustCompile(`"msg_[a-z2-7]{24}"`)
+	got = nil
+	for _, ev := range events[2 : len(events)-1] {
+		got = append(got, msg.ReplaceAllString(normJSON(t, ev.Data), `"msg_ID"`))
+	}
+	want = []string{
+		`{"item":{"content":[],"id":"msg_ID","role":"assistant","status":"in_progress","type":"message"},"output_index":0,"sequence_number":2,"type":"response.output_item.added"}`,
+		`{"content_index":0,"item_id":"msg_ID","output_index":0,"part":{"annotations":[],"logprobs":[],"text":"","type":"output_text"},"sequence_number":3,"type":"response.content_part.added"}`,
+		`{"content_index":0,"delta":"ech","item_id":"msg_ID","logprobs":[],"output_index":0,"sequence_number":4,"type":"response.output_text.delta"}`,
+		`{"content_index":0,"delta":"o: ","item_id":"msg_ID","logprobs":[],"output_index":0,"sequence_number":5,"type":"response.output_text.delta"}`,
+		`{"content_index":0,"delta":"ab","item_id":"msg_ID","logprobs":[],"output_index":0,"sequence_number":6,"type":"response.output_text.delta"}`,
+		`{"content_index":0,"item_id":"msg_ID","logprobs":[],"output_index":0,"sequence_number":7,"text":"echo: ab","type":"response.output_text.done"}`,
+		`{"content_index":0,"item_id":"msg_ID","output_index":0,"part":{"annotations":[],"logprobs":[],"text":"echo: ab","type":"output_text"},"sequence_number":8,"type":"response.content_part.done"}`,
+		`{"item":{"content":[{"annotations":[],"logprobs":[],"text":"echo: ab","type":"output_text"}],"id":"msg_ID","role":"assistant","status":"completed","type":"message"},"output_index":0,"sequence_number":9,"type":"response.output_item.done"}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
