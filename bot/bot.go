@@ -20,8 +20,10 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 
 	"github.com/nbots/nb/agent"
+	"github.com/nbots/nb/builtin"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider"
@@ -46,12 +48,22 @@ type Bot struct {
 	// ready is Ready's answer for each mode, found once: the cartridge
 	// does not change, and a server asks before every exchange.
 	ready map[cartridge.Mode]error
+
+	// own are the cartridge's functions and robopages; builtins says how
+	// its built-in tools run; spawns is set when they include spawn.
+	own      []tool.Tool
+	builtins builtin.Status
+	spawns   bool
+	mu       sync.Mutex
+	depths   map[int]*tool.Set // sub-agents' tool sets
 }
 
 // New builds the bot of c: its provider (with retries), scripts and
-// tools. It fails, before anything is sent, on what would stop every
-// exchange: no usable provider, a missing credential (naming the
-// variable to set), a robopages folder that cannot be read.
+// tools (functions, robopages, built-in tools). It fails, before
+// anything is sent, on what would stop every exchange: no usable
+// provider, a missing credential (naming the variable to set), a
+// robopages folder that cannot be read, a built-in tools' workspace that
+// does not exist.
 func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 	if err := c.RequireProvider(); err != nil {
 		return nil, err
@@ -80,15 +92,17 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 		budget:    agent.Budget(c, h.historyBudget()),
 	}
 	b.scripts = script.New(script.Options{Sandboxed: c.Sandboxed() || h.ForceSandbox, FennelCacheDir: h.FennelCacheDir})
-	for _, t := range function.FromCartridge(c, b.scripts) {
-		b.tools.Add(t)
-	}
+	b.own = function.FromCartridge(c, b.scripts)
 	robo, err := robopageTools(ctx, c, h)
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range robo {
+	b.own = append(b.own, robo...)
+	for _, t := range b.own {
 		b.tools.Add(t)
+	}
+	if err := b.addBuiltins(); err != nil {
+		return nil, err
 	}
 	b.ready = map[cartridge.Mode]error{cartridge.Eval: b.check(cartridge.Eval), cartridge.REPL: b.check(cartridge.REPL)}
 	return b, nil
@@ -222,18 +236,22 @@ func (b *Bot) HasBoot() bool {
 // drive the loop themselves. Most call Ask.
 func (b *Bot) Agent(x Exchange, conv agent.Conversation) *agent.Agent {
 	tools := b.tools
+	if b.spawns {
+		tools = b.bindSpawn(tools, x, 0)
+	}
 	if len(x.Tools) > 0 {
-		tools = &tool.Set{}
-		for _, t := range b.tools.Tools() {
-			tools.Add(t)
+		set := &tool.Set{}
+		for _, t := range tools.Tools() {
+			set.Add(t)
 		}
 		for _, t := range x.Tools {
-			tools.Add(t)
+			set.Add(t)
 		}
+		tools = set
 	}
 	a := &agent.Agent{
 		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System, Sampling: x.Sampling,
-		Scripts: b.scripts, Confirmer: x.Confirmer, Conversation: conv, OnEvent: x.OnEvent, Output: x.Output,
+		Scripts: b.scripts, Confirmer: warned(x.Confirmer, tools), Conversation: conv, OnEvent: x.OnEvent, Output: x.Output,
 		Steering: x.Steering, MaxRounds: agent.MaxRounds(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(),
 	}
 	if _, ok := b.Cartridge.Get("provider", "settings", "user"); ok {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nbots/nb/builtin"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/provider"
@@ -37,6 +38,10 @@ type Host struct {
 	// Warn receives one-line warnings (a robopage skipped, a setting
 	// ignored); nil drops them.
 	Warn func(msg string)
+	// Builtins tunes the built-in tools: web_fetch's resolver and dialer,
+	// web_search's client and address, bubblewrap's path (tests use them
+	// to need no network). The bot sets Environ, Spawn and Depth itself.
+	Builtins builtin.Options
 }
 
 // Getenv returns the value of name in the host's environment, "" when unset.

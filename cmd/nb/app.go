@@ -313,8 +313,28 @@ func (a *App) cartridgeCommand(args []string) error {
 			return err
 		}
 		a.Stdout.Write(out) //nolint:errcheck // nothing to do about a closed stdout
-		return nil
+		return a.builtinsStatus(cart)
 	}
+}
+
+// builtinsStatus follows the cartridge with how its built-in tools will
+// run (the exec sandbox above all), as YAML comments: the output stays a
+// cartridge.
+func (a *App) builtinsStatus(cart *cartridge.Cartridge) error {
+	if b, err := cart.Builtins(); b == nil {
+		return err
+	}
+	st, err := bot.BuiltinsStatus(cart, a.host())
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("# builtins, as they will run here:\n")
+	for _, line := range st.Lines() {
+		b.WriteString("#   " + line + "\n")
+	}
+	io.WriteString(a.Stdout, b.String()) //nolint:errcheck // nothing to do about a closed stdout
+	return nil
 }
 
 // host is what nb lends its bots: the process's environment, the user's
