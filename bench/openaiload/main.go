@@ -185,28 +185,40 @@ func streams(args []string) error {
 		}()
 	}
 	body := chatBody(*model, "stream", true)
-	start := time.Now()
 	var wg sync.WaitGroup
-	for i := range *n {
+	launch := func(opened func()) {
+		defer wg.Done()
+		err := oneStream(ctx, c, *url+"/chat/completions", *token, body, *want, func() {
+			if o := open.Add(1); o > maxOpen.Load() {
+				maxOpen.Store(o) // a race between two maxima only under-reports
+			}
+			opened()
+		})
+		open.Add(-1)
+		if err != nil {
+			failed.Add(1)
+			firstErr.CompareAndSwap(nil, err)
+			return
+		}
+		done.Add(1)
+	}
+	// One stream first, alone: nb's connection to the provider is open
+	// before the others come, as on a server that has been running.
+	warm := make(chan struct{})
+	var once sync.Once
+	wg.Add(1)
+	go launch(func() { once.Do(func() { close(warm) }) })
+	select {
+	case <-warm:
+	case <-ctx.Done():
+	}
+	start := time.Now()
+	for i := range *n - 1 {
 		if d := time.Duration(int64(*ramp) * int64(i) / int64(*n)); time.Since(start) < d {
 			time.Sleep(d - time.Since(start))
 		}
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := oneStream(ctx, c, *url+"/chat/completions", *token, body, *want, func() {
-				if o := open.Add(1); o > maxOpen.Load() {
-					maxOpen.Store(o) // a race between two maxima only under-reports
-				}
-			})
-			open.Add(-1)
-			if err != nil {
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err)
-				return
-			}
-			done.Add(1)
-		}()
+		go launch(func() {})
 	}
 	wg.Wait()
 	close(stopSampling)
