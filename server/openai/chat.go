@@ -191,7 +191,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *turn, err erro
 		return
 	}
 	e := apiError(err, t.model, t.bot.Provider().ID())
-	if e.Status >= 500 {
+	if e.Status >= 500 || e.Type == "upstream_error" {
 		h.log.Error("exchange failed", "model", t.model, "status", e.Status, "error", err)
 	}
 	WriteError(w, e)

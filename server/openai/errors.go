@@ -121,7 +121,18 @@ func apiError(err error, model string, providerID string) *Error {
 	}
 	var pe *provider.Error
 	if errors.As(err, &pe) {
-		return &Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("model %s: the provider failed: %v", model, pe), Type: "upstream_error", Code: pe.Code}
+		e := &Error{Status: http.StatusBadGateway, Message: fmt.Sprintf("model %s: the provider failed: %v", model, pe), Type: "upstream_error", Code: pe.Code}
+		switch pe.Status {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			// The provider's text may quote part of the cartridge's key:
+			// the client is told what happened, the log says the rest.
+			e.Message = fmt.Sprintf("model %s: the provider %s refused the credentials of this cartridge (HTTP %d); the server's operator can read why in its log", model, pe.Provider, pe.Status)
+		case http.StatusTooManyRequests:
+			// Over the provider's limit: the client may try again later.
+			e.Status, e.Type, e.RetryAfter = http.StatusTooManyRequests, "rate_limit_error", max(pe.RetryAfter, time.Second)
+			e.Message = fmt.Sprintf("model %s: the provider is over its rate limit: %v", model, pe)
+		}
+		return e
 	}
 	var limit *agent.LimitError
 	if errors.As(err, &limit) {

@@ -23,6 +23,8 @@ func TestChatErrors(t *testing.T) {
 			return providertest.Reply{Status: 500}
 		case "unauthorized":
 			return providertest.Reply{Status: 401}
+		case "slow down":
+			return providertest.Reply{Status: 429, RetryAfter: "20"}
 		}
 		return providertest.Echo(turn)
 	}
@@ -66,7 +68,9 @@ func TestChatErrors(t *testing.T) {
 		{"provider failed", `{"model":"echo","messages":[{"role":"user","content":"fail"}]}`, 502,
 			`{"message":"model echo: the provider failed: openai: HTTP 500 Internal Server Error: The server had an error while processing your request. Sorry about that!","type":"upstream_error","param":null,"code":"server_error"}`},
 		{"provider refused the key", `{"model":"echo","messages":[{"role":"user","content":"unauthorized"}]}`, 502,
-			`{"message":"model echo: the provider failed: openai: HTTP 401 Unauthorized: Incorrect API key provided: sk-test. You can find your API key at https://platform.openai.com/account/api-keys. (check provider.credentials.access-token)","type":"upstream_error","param":null,"code":"invalid_api_key"}`},
+			`{"message":"model echo: the provider openai refused the credentials of this cartridge (HTTP 401); the server's operator can read why in its log","type":"upstream_error","param":null,"code":"invalid_api_key"}`},
+		{"provider over its limit", `{"model":"echo","messages":[{"role":"user","content":"slow down"}]}`, 429,
+			`{"message":"model echo: the provider is over its rate limit: openai: HTTP 429 Too Many Requests: Rate limit reached for gpt-4o in organization org-test on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 20s.","type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,6 +143,8 @@ func TestAPIErrorStatuses(t *testing.T) {
 		{&statusError{429, "over the limit"}, 429, ""},
 		{&statusError{500, "broken cartridge"}, 500, ""},
 		{fmt.Errorf("wrapped: %w", &provider.Error{Provider: "openai", Status: 503, Message: "down"}), 502, ""},
+		{&provider.Error{Provider: "openai", Status: 429, Message: "slow down", RetryAfter: 20 * time.Second}, 429, "20"},
+		{&provider.Error{Provider: "openai", Status: 429, Message: "slow down"}, 429, "1"},
 		{fmt.Errorf("ask: %w", context.DeadlineExceeded), 504, ""},
 		{fmt.Errorf("send: %w", errors.ErrUnsupported), 400, ""},
 		{&bot.PanicError{Value: "boom"}, 500, ""},
