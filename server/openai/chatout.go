@@ -223,6 +223,7 @@ func pieces(s string, n int) []string {
 // sse writes server-sent events, starting the response with the first.
 type sse struct {
 	w       http.ResponseWriter
+	rc      *http.ResponseController
 	started bool
 	failed  bool
 	buf     []byte
@@ -234,6 +235,7 @@ func (s *sse) start() {
 		return
 	}
 	s.started = true
+	s.rc = http.NewResponseController(s.w)
 	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
@@ -264,7 +266,7 @@ func (s *sse) event(name string, b []byte) {
 		s.failed = true // the client has gone; the request's context ends the exchange
 		return
 	}
-	if err := http.NewResponseController(s.w).Flush(); err != nil {
+	if err := s.rc.Flush(); err != nil {
 		s.failed = true
 	}
 }
