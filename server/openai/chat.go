@@ -215,7 +215,7 @@ func (h *Handler) chatTurn(r *http.Request, req *chatRequest) (*turn, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &turn{bot: b, model: req.Model, endUser: h.userOf(r, req.User)}
+	t := &turn{bot: b, model: req.Model, endUser: h.userOf(r, req.User), owner: h.ownerOf(r)}
 	if t.external, err = chatTools(b, req.Tools); err != nil {
 		return nil, err
 	}
@@ -287,7 +287,7 @@ func (h *Handler) chatTurn(r *http.Request, req *chatRequest) (*turn, error) {
 		}
 	}
 	t.system = strings.Join(system, "\n\n")
-	events, t.lost = h.restoreRounds(events)
+	events, t.lost = h.restoreRounds(t.owner, events)
 	t.history, t.input = splitInput(events)
 	if t.input == nil && len(t.history) == 0 {
 		return nil, badRequest("messages", "messages hold only system text: send a user message")

@@ -28,6 +28,7 @@ type turn struct {
 	input   *userInput
 	// system is the client's system text.
 	system   string
+	owner    string
 	external []tool.Spec
 	sampling *provider.Sampling
 	endUser  string
@@ -96,7 +97,7 @@ func (h *Handler) run(ctx context.Context, t *turn, s sink) (*outcome, error) {
 		if t.input != nil && len(recorded) > 0 && recorded[0].Who == "user" {
 			recorded = recorded[1:]
 		}
-		out.calls = h.keepRound(recorded, res.Pending)
+		out.calls = h.keepRound(t.owner, recorded, res.Pending)
 	}
 	return out, nil
 }
@@ -166,6 +167,12 @@ const (
 	roundKeyLen = 16 // hex digits
 )
 
+// keptRound is the server's part of a tool round, for its owner.
+type keptRound struct {
+	owner  string
+	events []state.Event
+}
+
 // markID is the id given to the client for call id of the round kept
 // under key.
 func markID(id, key string) string { return id + roundMark + key }
@@ -197,7 +204,7 @@ func newKey() string {
 // message. When that is more than the one assistant message the client
 // will send back (server calls, earlier rounds, reasoning or provider data
 // to send back), it is kept and the ids are marked.
-func (h *Handler) keepRound(recorded []state.Event, pending []tool.Call) []clientCall {
+func (h *Handler) keepRound(owner string, recorded []state.Event, pending []tool.Call) []clientCall {
 	var last *state.Event
 	for i := len(recorded) - 1; i >= 0; i-- {
 		if recorded[i].Who == "AI" {
@@ -224,7 +231,7 @@ func (h *Handler) keepRound(recorded []state.Event, pending []tool.Call) []clien
 		return calls
 	}
 	key := newKey()
-	if !h.rounds.put(key, recorded, eventsSize(recorded)) {
+	if !h.rounds.put(key, &keptRound{owner: owner, events: recorded}, eventsSize(recorded)) {
 		h.log.Warn("a tool round is too large to keep: the model will see only the client's part of it", "bytes", eventsSize(recorded))
 		return calls
 	}
@@ -237,7 +244,7 @@ func (h *Handler) keepRound(recorded []state.Event, pending []tool.Call) []clien
 // restoreRounds puts back the server's part of the tool rounds the
 // client's conversation refers to, and takes the marks off the ids. It
 // returns how many were gone (expired, or lost in a restart).
-func (h *Handler) restoreRounds(events []state.Event) ([]state.Event, int) {
+func (h *Handler) restoreRounds(owner string, events []state.Event) ([]state.Event, int) {
 	marked := false
 	for _, ev := range events {
 		if ev.Who == "tool" {
@@ -282,8 +289,8 @@ func (h *Handler) restoreRounds(events []state.Event) ([]state.Event, int) {
 			if key == "" {
 				break
 			}
-			if kept, ok := h.rounds.get(key); ok {
-				out = append(out, kept...)
+			if kept, ok := h.rounds.get(key); ok && kept.owner == owner {
+				out = append(out, kept.events...)
 				continue
 			}
 			lost++

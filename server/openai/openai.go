@@ -21,7 +21,6 @@ import (
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
-	"github.com/nbots/nb/state"
 )
 
 // Model is one cartridge a client may use, as the catalog lists it.
@@ -67,6 +66,10 @@ type Options struct {
 	// EndUser, when set, says who a request is for (the server's view:
 	// its token, its address); the client's user field is added to it.
 	EndUser func(r *http.Request) string
+	// Owner, when set, names who a request comes from (its token): a
+	// stored response, and the server's part of a tool round, are given
+	// back only to requests of the same owner.
+	Owner func(r *http.Request) string
 	// Responses bounds the responses kept for previous_response_id;
 	// Rounds bounds the server's part of tool rounds kept until the
 	// client sends its results. Zero fields take the defaults
@@ -119,15 +122,16 @@ type Handler struct {
 	maxBody   int64
 	admit     func(ctx context.Context, detached bool) (context.Context, func(), error)
 	endUser   func(r *http.Request) string
+	owner     func(r *http.Request) string
 	now       func() time.Time
 	responses *memo[*storedResponse]
-	rounds    *memo[[]state.Event]
+	rounds    *memo[*keptRound]
 	mux       *http.ServeMux
 }
 
 // New returns the handlers of the API over c.
 func New(c Catalog, o Options) *Handler {
-	h := &Handler{catalog: c, log: o.Logger, confirmer: o.Confirmer, maxBody: o.MaxBody, now: o.Now, admit: o.Admit, endUser: o.EndUser}
+	h := &Handler{catalog: c, log: o.Logger, confirmer: o.Confirmer, maxBody: o.MaxBody, now: o.Now, admit: o.Admit, endUser: o.EndUser, owner: o.Owner}
 	if h.log == nil {
 		h.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -138,7 +142,7 @@ func New(c Catalog, o Options) *Handler {
 		h.now = time.Now
 	}
 	h.responses = newMemo[*storedResponse](o.Responses.or(DefaultResponses), h.now)
-	h.rounds = newMemo[[]state.Event](o.Rounds.or(DefaultRounds), h.now)
+	h.rounds = newMemo[*keptRound](o.Rounds.or(DefaultRounds), h.now)
 	h.mux = http.NewServeMux()
 	h.Register(h.mux)
 	return h
@@ -148,6 +152,14 @@ func New(c Catalog, o Options) *Handler {
 // core that puts them behind its tokens, limits and logs.
 type Mux interface {
 	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+}
+
+// ownerOf is who r comes from, "" without Options.Owner.
+func (h *Handler) ownerOf(r *http.Request) string {
+	if h.owner == nil {
+		return ""
+	}
+	return h.owner(r)
 }
 
 // Register mounts the routes on mux, with net/http's patterns:

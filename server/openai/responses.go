@@ -57,6 +57,7 @@ type inputItem struct {
 // storedResponse is a response kept for previous_response_id and GET:
 // the whole conversation after it, and the response object.
 type storedResponse struct {
+	owner        string
 	conversation []state.Event
 	object       []byte
 }
@@ -107,19 +108,19 @@ func (h *Handler) createResponse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp.complete(out, h.now().Unix())
-	body := h.keepResponse(resp, out)
+	body := h.keepResponse(r, resp, out)
 	writeBody(w, http.StatusOK, body)
 }
 
 // keepResponse encodes the finished response and keeps it when asked to.
-func (h *Handler) keepResponse(resp *responseObject, out *outcome) []byte {
+func (h *Handler) keepResponse(r *http.Request, resp *responseObject, out *outcome) []byte {
 	body, err := json.Marshal(resp)
 	if err != nil {
 		body = []byte(`{"error":"the response could not be encoded"}`)
 	}
 	if resp.Store {
 		size := eventsSize(out.conversation) + int64(len(body))
-		if !h.responses.put(resp.ID, &storedResponse{conversation: out.conversation, object: body}, size) {
+		if !h.responses.put(resp.ID, &storedResponse{owner: h.ownerOf(r), conversation: out.conversation, object: body}, size) {
 			h.log.Warn("a response is too large to keep for previous_response_id", "id", resp.ID, "bytes", size)
 		}
 	}
@@ -129,7 +130,7 @@ func (h *Handler) keepResponse(resp *responseObject, out *outcome) []byte {
 // getResponse answers GET /v1/responses/{id}.
 func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	kept, ok := h.responses.get(id)
+	kept, ok := h.stored(r, id)
 	if !ok {
 		WriteError(w, responseNotFound(id, ""))
 		return
@@ -140,7 +141,7 @@ func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request) {
 // deleteResponse answers DELETE /v1/responses/{id}.
 func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if !h.responses.delete(id) {
+	if _, ok := h.stored(r, id); !ok || !h.responses.delete(id) {
 		WriteError(w, responseNotFound(id, ""))
 		return
 	}
@@ -149,6 +150,15 @@ func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request) {
 		Object  string `json:"object"`
 		Deleted bool   `json:"deleted"`
 	}{id, "response", true})
+}
+
+// stored is the response id kept for the owner of r.
+func (h *Handler) stored(r *http.Request, id string) (*storedResponse, bool) {
+	kept, ok := h.responses.get(id)
+	if !ok || kept.owner != h.ownerOf(r) {
+		return nil, false
+	}
+	return kept, true
 }
 
 func responseNotFound(id, param string) *Error {
@@ -180,7 +190,7 @@ func (h *Handler) responsesTurn(r *http.Request, req *responsesRequest) (*turn, 
 	}
 	var history []state.Event
 	if req.PreviousResponseID != "" {
-		kept, ok := h.responses.get(req.PreviousResponseID)
+		kept, ok := h.stored(r, req.PreviousResponseID)
 		if !ok {
 			return nil, nil, responseNotFound(req.PreviousResponseID, "previous_response_id")
 		}
@@ -194,7 +204,7 @@ func (h *Handler) responsesTurn(r *http.Request, req *responsesRequest) (*turn, 
 	if user == "" {
 		user = req.User
 	}
-	t := &turn{bot: b, model: req.Model, endUser: h.userOf(r, user)}
+	t := &turn{bot: b, model: req.Model, endUser: h.userOf(r, user), owner: h.ownerOf(r)}
 	if t.external, err = responsesTools(b, req.Tools); err != nil {
 		return nil, nil, err
 	}
@@ -211,7 +221,7 @@ func (h *Handler) responsesTurn(r *http.Request, req *responsesRequest) (*turn, 
 	}
 	system = append(system, more...)
 	t.system = strings.Join(system, "\n\n")
-	events, t.lost = h.restoreRounds(events)
+	events, t.lost = h.restoreRounds(t.owner, events)
 	t.history, t.input = splitInput(events)
 	if t.input == nil && len(events) == len(history) {
 		return nil, nil, badRequest("input", "input is required: a text, or a list of items")

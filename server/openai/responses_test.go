@@ -2,6 +2,7 @@ package openai
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"sort"
@@ -258,5 +259,44 @@ func TestResponseStreamCallEvents(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("events\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A stored response, and the server's part of a tool round, are given
+// back to their owner's requests only.
+func TestStoredForTheirOwner(t *testing.T) {
+	owner := func(r *http.Request) string { return r.Header.Get("X-Test-Owner") }
+	s := newTestServer(t, providertest.Echo, map[string]string{"weather": cartridgeOn("openai", weatherTool)}, Options{Owner: owner})
+	post := func(who, path, body string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, s.URL+path, strings.NewReader(body))
+		req.Header.Set("X-Test-Owner", who)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, _ = io.Copy(&b, resp.Body)
+		return resp, b.String()
+	}
+	_, body := post("alice", "/v1/responses", `{"model":"weather","input":"hi"}`)
+	id := decodeJSON(t, body)["id"].(string)
+	next := fmt.Sprintf(`{"model":"weather","previous_response_id":%q,"input":"again"}`, id)
+	if resp, body := post("bob", "/v1/responses", next); resp.StatusCode != 400 || !strings.Contains(body, "previous_response_not_found") {
+		t.Errorf("bob read alice's response: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := post("alice", "/v1/responses", next); resp.StatusCode != 200 {
+		t.Errorf("alice: status %d", resp.StatusCode)
+	}
+	tools := `"tools":[{"type":"function","function":{"name":"lookup"}}]`
+	ask := `{"role":"user","content":"call get-weather {\"city\":\"Paris\"}; lookup"}`
+	_, body = post("alice", "/v1/chat/completions", `{"model":"weather",`+tools+`,"messages":[`+ask+`]}`)
+	call := assembled(t, body, false).calls[0]
+	again := fmt.Sprintf(`{"model":"weather",%s,"messages":[%s,{"role":"assistant","tool_calls":[{"id":%q,"type":"function","function":{"name":"lookup","arguments":"{}"}}]},{"role":"tool","tool_call_id":%q,"content":"found"}]}`, tools, ask, call.ID, call.ID)
+	if resp, _ := post("bob", "/v1/chat/completions", again); resp.Header.Get(lostHeader) != "1" {
+		t.Errorf("bob got alice's round")
+	}
+	if resp, _ := post("alice", "/v1/chat/completions", again); resp.Header.Get(lostHeader) != "" {
+		t.Errorf("alice lost her round")
 	}
 }

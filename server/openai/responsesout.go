@@ -186,7 +186,7 @@ func (h *Handler) streamResponse(w http.ResponseWriter, r *http.Request, t *turn
 		rs.send("response.output_item.done", map[string]any{"output_index": index, "item": item})
 	}
 	resp.finish(out, h.now().Unix())
-	h.keepResponse(resp, out)
+	h.keepResponse(r, resp, out)
 	event := "response.completed"
 	if resp.Status == "incomplete" {
 		event = "response.incomplete"
