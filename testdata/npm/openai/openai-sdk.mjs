@@ -93,6 +93,15 @@ await assert.rejects(async () => {
   assert.match(err.message, /the provider failed/);
   return true;
 });
+if (process.env.NB_CHECK_AUTH) {
+  // A wrong token: the server's 401, in OpenAI's shape.
+  const stranger = new OpenAI({ baseURL: process.env.NB_BASE_URL, apiKey: 'not-the-token', maxRetries: 0 });
+  await assert.rejects(stranger.models.list(), (err) => {
+    assert.ok(err instanceof OpenAI.AuthenticationError, String(err));
+    assert.equal(err.status, 401);
+    return true;
+  });
+}
 console.log('ok errors');
 
 // The Responses API, whole and streamed.
