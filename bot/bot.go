@@ -315,16 +315,28 @@ func (b *Bot) Store(endUser, key string) (*state.Store, error) {
 }
 
 // robopageTools loads the tools a cartridge's robopages key names
-// (paths relative to the cartridge's folder; ~ and $VAR expanded).
-// Broken pages are skipped; their problems are warnings.
+// (paths relative to the cartridge's folder; ~ and $VAR expanded with the
+// host's environment), run by the host's executor. Broken pages are
+// skipped; their problems are warnings.
 func robopageTools(ctx context.Context, c *cartridge.Cartridge, h Host) ([]tool.Tool, error) {
+	refs := c.Robopages()
+	if len(refs) == 0 {
+		return nil, nil
+	}
 	var out []tool.Tool
 	base := ""
 	if c.Path != "" {
 		base = filepath.Dir(c.Path)
 	}
-	for _, ref := range c.Robopages() {
-		tools, problems, err := robopage.LoadTools(ctx, robopage.ResolvePath(ref.Path, base), ref.Filter)
+	ex := h.Robopages
+	if ex == nil {
+		ex = &robopage.Executor{Environ: h.Environ, Engine: h.Getenv("ROBOPAGES_CONTAINER_RUNTIME")}
+	}
+	for _, ref := range refs {
+		tools, problems, err := robopage.LoadTools(ctx, robopage.ResolvePath(ref.Path, base, h.Environ), ref.Filter, ex)
+		if errors.Is(err, robopage.ErrNoPages) {
+			return nil, fmt.Errorf("%s:%d: robopages: %w: fix its `path` in the cartridge (a relative path starts at the cartridge's folder)", DisplayPath(c), ref.Line, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: robopages: %w", DisplayPath(c), ref.Line, err)
 		}

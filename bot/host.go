@@ -9,6 +9,7 @@ import (
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/state"
 )
 
@@ -35,6 +36,10 @@ type Host struct {
 	HTTPClient *http.Client
 	// Retry is the providers' retry policy; nil is provider.DefaultRetryPolicy.
 	Retry *provider.RetryPolicy
+	// Robopages runs the robopages of the host's bots: one executor per
+	// process bounds the calls in progress across bots. nil gives each bot
+	// one of its own, from Environ.
+	Robopages *robopage.Executor
 	// Warn receives one-line warnings (a robopage skipped, a setting
 	// ignored); nil drops them.
 	Warn func(msg string)

@@ -182,17 +182,18 @@ func TestTurnHoldsTheKey(t *testing.T) {
 		t.Fatalf("second Begin without waiting: %v, want ErrBusy", err)
 	}
 	busy := make(chan struct{}, 1)
-	done := make(chan []Event)
+	done := make(chan []Event, 1)
 	go func() {
+		defer close(done)
 		second, err := st.Begin(context.Background(), func() { busy <- struct{}{} })
 		if err != nil {
 			t.Error(err)
-			close(done)
 			return
 		}
-		defer second.End()
 		second.Append(Event{Who: "user", Message: "second"}) //nolint:errcheck // checked below
-		done <- second.History()
+		history := second.History()
+		second.End()
+		done <- history
 	}()
 	<-busy
 	first.Append(Event{Who: "user", Message: "first"}, Event{Who: "AI", Message: "answer"}) //nolint:errcheck // checked below
@@ -207,7 +208,10 @@ func TestTurnHoldsTheKey(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	held, _ := st.Begin(context.Background(), nil)
+	held, err := st.Begin(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("the key is still held after both turns ended: %v", err)
+	}
 	defer held.End()
 	if _, err := st.Begin(ctx, func() {}); err != context.DeadlineExceeded {
 		t.Errorf("waiting Begin with an expired context: %v", err)

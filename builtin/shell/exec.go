@@ -250,13 +250,24 @@ func (t *Exec) run(ctx context.Context, command string, timeout time.Duration) (
 		argv = append([]string{t.sandbox.bwrap}, t.sandbox.args([]string{"--info-fd", "3"}, argv...)...)
 		extra = append(extra, "TMPDIR=/tmp")
 	}
-	cmd := proc.Command(runCtx, argv[0], argv[1:]...)
-	cmd.Dir = t.cfg.Workspace
-	cmd.Env = proc.Env(t.cfg.Environ, t.cfg.Env, extra...)
-	if info != nil {
+	var cmd *exec.Cmd
+	if info == nil {
+		cmd = proc.Command(runCtx, argv[0], argv[1:]...)
+		cmd.Env = append(cmd.Env, proc.Env(t.cfg.Environ, t.cfg.Env, extra...)...) // keep what proc.Command set (the sweep's marker)
+	} else {
+		// bwrap makes the pid namespace itself (--unshare-pid,
+		// --die-with-parent): nothing of the command outlives it. A
+		// namespace of proc's around it would hide the sandbox's pids,
+		// which stop signals by, so the process group is enough here.
+		cmd = exec.CommandContext(runCtx, argv[0], argv[1:]...)
+		cmd.Env = proc.Env(t.cfg.Environ, t.cfg.Env, extra...)
+		if err := proc.SetupOptions(cmd, proc.Options{Mechanism: proc.ProcessGroup}); err != nil {
+			return nil, fmt.Errorf("exec: %v", err)
+		}
 		cmd.ExtraFiles = []*os.File{info}
 		cmd.Cancel = stop.cancel(cmd)
 	}
+	cmd.Dir = t.cfg.Workspace
 
 	stdout, stderr := newCapture(t.cfg.MaxOutput), newCapture(t.cfg.MaxOutput)
 	drained, err := pipeOutput(cmd, stdout, stderr)

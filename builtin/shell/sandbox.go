@@ -124,7 +124,7 @@ func (s *sandbox) run(environ []string, shell string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cmd := proc.Command(ctx, s.bwrap, s.args(nil, shell, "-c", "true")...)
-	cmd.Env = proc.Env(environ, nil)
+	cmd.Env = append(cmd.Env, proc.Env(environ, nil)...) // keep what proc.Command set (the sweep's marker)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()

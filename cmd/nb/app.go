@@ -20,7 +20,7 @@ import (
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/provider"
-	"github.com/nbots/nb/robopage/cli"
+	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/script/fennel"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/term"
@@ -57,6 +57,7 @@ type App struct {
 
 	dotenv     map[string]bool // the variables .env set
 	dotenvPath string
+	executor   *robopage.Executor
 }
 
 // Getenv returns a variable of the environment, "" when unset.
@@ -88,10 +89,13 @@ func (a *App) Run() int {
 	case "security":
 		a.loadDotEnv()
 		return a.security()
+	case "serve":
+		if isServeCommand(args) {
+			a.loadDotEnv()
+			return a.serveCommand(args[1:])
+		}
 	case "robopages":
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return cli.Main(ctx, args[1:], a.Stdin, a.Stdout, a.Stderr)
+		return a.robopages(args[1:])
 	}
 	a.loadDotEnv()
 	return a.report(a.cartridgeCommand(args))
@@ -227,6 +231,7 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb cartridge.yml - state list
   nb cartridge.yml STATE-KEY state delete
 
+  nb serve [--listen localhost:3048] [DIR...]
   nb robopages serve|run|validate|view|create|install ...
 
   nb security
@@ -237,9 +242,13 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
 eval reads the message from its words, or else from standard input:
   cat article.txt | nb translate.yml - eval | nb summarize.yml - eval
 
+serve answers the Nano Bots API (the editor plugins' server) for the
+cartridges of the folders; nb serve --help lists its flags.
+
 Environment: NANO_BOTS_CARTRIDGES_PATH, NANO_BOTS_STATE_PATH,
 NANO_BOTS_END_USER, NANO_BOTS_ENCRYPTION_PASSWORD, NANO_BOTS_HISTORY_BUDGET,
-NO_COLOR, CLICOLOR_FORCE; a .env file in the working directory is read.
+NO_COLOR, CLICOLOR_FORCE, NB_SERVE_TOKEN; a .env file in the working
+directory is read.
 `
 
 func (a *App) security() int {
@@ -344,6 +353,7 @@ func (a *App) host() bot.Host {
 		Environ:              a.Environ,
 		AllowHostCredentials: true,
 		FennelCacheDir:       fennelCacheDir(),
+		Robopages:            a.robopageExecutor(),
 		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
 	}
 }

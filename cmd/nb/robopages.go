@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/nbots/nb/robopage"
+	"github.com/nbots/nb/robopage/cli"
+	"github.com/nbots/nb/term"
+)
+
+// robopages runs `nb robopages ...` with the process's environment and
+// streams. Ctrl-C or SIGTERM stop it: serve shuts down and exits 0, the
+// other commands exit 130 or 143.
+func (a *App) robopages(args []string) int {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case sig := <-sigs:
+			cancel(&signalError{sig: sig})
+		case <-ctx.Done():
+		}
+	}()
+	return cli.Main(ctx, args, cli.Process{
+		Environ:  a.Environ,
+		Stdin:    a.Stdin,
+		Stdout:   a.Stdout,
+		Stderr:   a.Stderr,
+		Terminal: term.IsTerminal(a.Stdin),
+	})
+}
+
+// ExitCode is the status of a command stopped by the signal: 128 plus
+// its number, as shells report it.
+func (e *signalError) ExitCode() int {
+	if e.sig == syscall.SIGTERM {
+		return exitTerminated
+	}
+	return exitInterrupt
+}
+
+// robopageExecutor runs the robopages of the cartridges of this process,
+// with the environment after .env is read.
+func (a *App) robopageExecutor() *robopage.Executor {
+	if a.executor == nil {
+		a.executor = &robopage.Executor{Environ: a.Environ, Engine: a.Getenv("ROBOPAGES_CONTAINER_RUNTIME")}
+	}
+	return a.executor
+}
