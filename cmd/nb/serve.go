@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/server/nanobots"
+	"github.com/nbots/nb/server/openai"
 )
 
 // isServeCommand tells nb serve from a cartridge named serve
@@ -62,7 +64,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		logMessages = fs.Bool("log-messages", false, "put the text of the messages in the log")
 	)
 	fs.Usage = func() {
-		fmt.Fprint(a.Stderr, "usage: nb serve [flags] [DIR...]\n\nServes the cartridges of the folders (default: NANO_BOTS_CARTRIDGES_PATH, else the\ndefault cartridges folder) over the Nano Bots API. Flags:\n\n")
+		fmt.Fprint(a.Stderr, "usage: nb serve [flags] [DIR...]\n\nServes the cartridges of the folders (default: NANO_BOTS_CARTRIDGES_PATH, else the\ndefault cartridges folder) over the Nano Bots API and the OpenAI-compatible API\n(/v1: see docs/openai.md). Flags:\n\n")
 		fs.PrintDefaults()
 	}
 	var dirs []string
@@ -141,6 +143,10 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	api := nanobots.New(srv, nanobots.Options{Version: Version, Specification: Specification,
 		PollHold: holdOrNone(*pollHold), StreamTTL: *streamTTL, AbandonAfter: holdOrNone(*abandon)})
 	defer api.Close()
+	openai.New(srv, openai.Options{
+		Logger: log, RequestLogger: srv.Logger, Confirmer: srv.Confirmer(), MaxBody: limits.MaxBody,
+		Admit: srv.Admit, EndUser: srv.EndUser, Owner: tokenOwner,
+	}).Register(srv)
 
 	lns, err := server.Listen(*listen)
 	if err != nil {
@@ -220,4 +226,13 @@ func (a *App) serveCommand(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return a.report(a.serve(ctx, args))
+}
+
+// tokenOwner is who owns what the OpenAI API keeps for a request (stored
+// responses, the server's part of tool rounds): its token.
+func tokenOwner(r *http.Request) string {
+	if t := server.TokenFrom(r.Context()); t != nil {
+		return "token:" + t.Name
+	}
+	return ""
 }

@@ -170,7 +170,7 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, apiError(err, req.Model, ""))
 		return
 	}
-	h.reportLost(w, t)
+	h.reportLost(w, r, t)
 	id := "chatcmpl-" + newID()
 	created := h.now().Unix()
 	if req.Stream {
@@ -192,7 +192,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *turn, err erro
 	}
 	e := apiError(err, t.model, t.bot.Provider().ID())
 	if e.Status >= 500 || e.Type == "upstream_error" {
-		h.log.Error("exchange failed", "model", t.model, "status", e.Status, "error", err)
+		h.logger(r.Context()).Error("exchange failed", "model", t.model, "status", e.Status, "error", err)
 	}
 	WriteError(w, e)
 }

@@ -102,7 +102,7 @@ func (h *Handler) streamChat(w http.ResponseWriter, r *http.Request, t *turn, id
 		}
 		if !errors.Is(r.Context().Err(), context.Canceled) {
 			e := apiError(err, t.model, t.bot.Provider().ID())
-			h.log.Error("exchange failed while streaming", "model", t.model, "status", e.Status, "error", err)
+			h.logger(r.Context()).Error("exchange failed while streaming", "model", t.model, "status", e.Status, "error", err)
 			body, _ := e.MarshalJSON()
 			cs.data(body)
 		}

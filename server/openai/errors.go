@@ -12,6 +12,7 @@ import (
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/server"
 )
 
 // Error is an error in OpenAI's shape, with the HTTP status it is sent
@@ -65,6 +66,19 @@ func WriteError(w http.ResponseWriter, e *Error) {
 	w.Write(append(body, '\n')) //nolint:errcheck // the client may have gone
 }
 
+// errorType is OpenAI's error type for a status.
+func errorType(status int) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
 // badRequest is a 400 naming the field at fault.
 func badRequest(param, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...), Type: "invalid_request_error", Param: param}
@@ -83,6 +97,22 @@ func apiError(err error, model string, providerID string) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
+	}
+	var se *server.Error
+	if errors.As(err, &se) && se.Status != 0 {
+		// The server's own refusal (a limit, a token, a cartridge that
+		// failed to load), in OpenAI's shape.
+		out := &Error{Status: se.Status, Message: se.Message, Type: se.Type, Param: se.Param, Code: se.Code, RetryAfter: se.RetryAfter}
+		if out.Type == "" {
+			out.Type = errorType(se.Status)
+		}
+		if out.Param == "" && (se.Status == http.StatusNotFound || se.Status == http.StatusForbidden) {
+			out.Param = "model"
+		}
+		if se.Status == http.StatusTooManyRequests && out.RetryAfter <= 0 {
+			out.RetryAfter = time.Second
+		}
+		return out
 	}
 	var maxBytes *http.MaxBytesError
 	if errors.As(err, &maxBytes) {

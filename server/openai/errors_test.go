@@ -13,6 +13,7 @@ import (
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/provider/providertest"
+	"github.com/nbots/nb/server"
 )
 
 // Every failure is answered in OpenAI's shape with its status.
@@ -190,5 +191,46 @@ func TestAdmit(t *testing.T) {
 	resp, got := s.post(t, "/v1/chat/completions", body)
 	if resp.StatusCode != 429 || !strings.Contains(got, `"type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"`) {
 		t.Errorf("status %d: %s", resp.StatusCode, got)
+	}
+}
+
+// A run the server stops says why: its deadline (504), the server
+// stopping (503).
+func TestRunStoppedByTheServer(t *testing.T) {
+	brain := providertest.Scripted(providertest.Reply{Chunks: []string{"a"}, Delay: 300 * time.Millisecond}, providertest.Reply{Chunks: []string{"a"}, Delay: 300 * time.Millisecond})
+	var cause error
+	admit := func(ctx context.Context, detached bool) (context.Context, func(), error) {
+		run, cancel := context.WithTimeoutCause(ctx, 50*time.Millisecond, cause)
+		return run, cancel, nil
+	}
+	s := newTestServer(t, brain, map[string]string{"slow": cartridgeOn("openai", "")}, Options{Admit: admit})
+	body := `{"model":"slow","messages":[{"role":"user","content":"hi"}]}`
+	cause = server.ErrRunTimeout
+	resp, got := s.post(t, "/v1/chat/completions", body)
+	if resp.StatusCode != 504 || !strings.Contains(got, `"message":"model slow: the run took longer than the server's limit per run (--run-timeout)","type":"server_error","param":null,"code":"timeout"`) {
+		t.Errorf("status %d: %s", resp.StatusCode, got)
+	}
+	cause = server.ErrShutdown
+	resp, got = s.post(t, "/v1/chat/completions", body)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(got, `"code":"shutting_down"`) {
+		t.Errorf("status %d: %s", resp.StatusCode, got)
+	}
+}
+
+// The server's own errors keep their status, code and Retry-After.
+func TestServerErrors(t *testing.T) {
+	for _, tc := range []struct {
+		err               *server.Error
+		want, retryAfter string
+	}{
+		{&server.Error{Status: 429, Code: "too_many_runs", Message: "max", RetryAfter: 2 * time.Second}, `{"error":{"message":"max","type":"rate_limit_error","param":null,"code":"too_many_runs"}}`, "2"},
+		{&server.Error{Status: 404, Code: "model_not_found", Message: "no cartridge"}, `{"error":{"message":"no cartridge","type":"invalid_request_error","param":"model","code":"model_not_found"}}`, ""},
+		{&server.Error{Status: 500, Message: "the cartridge \"x\" failed to load"}, `{"error":{"message":"the cartridge \"x\" failed to load","type":"server_error","param":null,"code":null}}`, ""},
+	} {
+		rec := httptest.NewRecorder()
+		WriteError(rec, apiError(fmt.Errorf("bot: %w", tc.err), "m", ""))
+		if got := strings.TrimSpace(rec.Body.String()); got != tc.want || rec.Code != tc.err.Status || rec.Header().Get("Retry-After") != tc.retryAfter {
+			t.Errorf("%d %s %q", rec.Code, got, rec.Header().Get("Retry-After"))
+		}
 	}
 }

@@ -4,14 +4,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
 )
@@ -68,21 +72,32 @@ type clientCall struct {
 }
 
 // run runs t, passing the answer to s as it comes.
-func (h *Handler) run(ctx context.Context, t *turn, s sink) (*outcome, error) {
+func (h *Handler) run(ctx context.Context, t *turn, s sink) (out *outcome, err error) {
 	if h.admit != nil {
-		run, done, err := h.admit(ctx, false)
-		if err != nil {
-			return nil, err
+		run, done, refused := h.admit(ctx, false)
+		if refused != nil {
+			return nil, refused
 		}
 		defer done()
 		ctx = run
+		defer func() {
+			// A run the server stopped says why: its deadline, or the
+			// server stopping (a client gone is answered by nobody).
+			if err != nil && ctx.Err() != nil {
+				switch cause := context.Cause(ctx); {
+				case errors.Is(cause, server.ErrRunTimeout):
+					err = &Error{Status: http.StatusGatewayTimeout, Message: fmt.Sprintf("model %s: %v", t.model, cause), Type: "server_error", Code: "timeout"}
+				case errors.Is(cause, server.ErrShutdown):
+					err = &Error{Status: http.StatusServiceUnavailable, Message: fmt.Sprintf("model %s: the exchange was stopped: %v", t.model, cause), Type: "server_error", Code: "shutting_down", RetryAfter: time.Second}
+				}
+			}
+		}()
 	}
 	mem := agent.NewMemory(t.history...)
 	c := &collector{sink: s}
 	x := bot.Exchange{Mode: cartridge.Eval, Conversation: mem, EndUser: t.endUser, OnEvent: c.on,
 		Confirmer: h.confirmer, External: t.external, System: t.system, Sampling: t.sampling}
 	var res *agent.Result
-	var err error
 	if t.input != nil {
 		res, err = t.bot.Ask(ctx, x, t.input.text, t.input.images...)
 	} else {
@@ -91,13 +106,13 @@ func (h *Handler) run(ctx context.Context, t *turn, s sink) (*outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &outcome{res: res, text: c.all.String(), reasoning: c.thought.String(), conversation: mem.History()}
+	out = &outcome{res: res, text: c.all.String(), reasoning: c.thought.String(), conversation: mem.History()}
 	if len(res.Pending) > 0 {
 		recorded := out.conversation[len(t.history):]
 		if t.input != nil && len(recorded) > 0 && recorded[0].Who == "user" {
 			recorded = recorded[1:]
 		}
-		out.calls = h.keepRound(t.owner, recorded, res.Pending)
+		out.calls = h.keepRound(ctx, t.owner, recorded, res.Pending)
 	}
 	return out, nil
 }
@@ -204,7 +219,7 @@ func newKey() string {
 // message. When that is more than the one assistant message the client
 // will send back (server calls, earlier rounds, reasoning or provider data
 // to send back), it is kept and the ids are marked.
-func (h *Handler) keepRound(owner string, recorded []state.Event, pending []tool.Call) []clientCall {
+func (h *Handler) keepRound(ctx context.Context, owner string, recorded []state.Event, pending []tool.Call) []clientCall {
 	var last *state.Event
 	for i := len(recorded) - 1; i >= 0; i-- {
 		if recorded[i].Who == "AI" {
@@ -232,7 +247,7 @@ func (h *Handler) keepRound(owner string, recorded []state.Event, pending []tool
 	}
 	key := newKey()
 	if !h.rounds.put(key, &keptRound{owner: owner, events: recorded}, eventsSize(recorded)) {
-		h.log.Warn("a tool round is too large to keep: the model will see only the client's part of it", "bytes", eventsSize(recorded))
+		h.logger(ctx).Warn("a tool round is too large to keep: the model will see only the client's part of it", "bytes", eventsSize(recorded))
 		return calls
 	}
 	for i := range calls {
@@ -365,11 +380,11 @@ func eventsSize(events []state.Event) int64 {
 // tool rounds it referred to is gone.
 const lostHeader = "X-Nb-Tool-Rounds-Lost"
 
-func (h *Handler) reportLost(w http.ResponseWriter, t *turn) {
+func (h *Handler) reportLost(w http.ResponseWriter, r *http.Request, t *turn) {
 	if t.lost == 0 {
 		return
 	}
 	w.Header().Set(lostHeader, itoa(t.lost))
-	h.log.Warn("the server's part of earlier tool rounds is gone (expired, or lost in a restart): the model sees only the client's part",
+	h.logger(r.Context()).Warn("the server's part of earlier tool rounds is gone (expired, or lost in a restart): the model sees only the client's part",
 		"model", t.model, "rounds", t.lost)
 }

@@ -20,24 +20,17 @@ import (
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
-	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/server"
 )
 
-// Model is one cartridge a client may use, as the catalog lists it.
-type Model struct {
-	// ID is the cartridge's id: the model name clients send.
-	ID string
-	// Cartridge is the loaded cartridge; nil when Err is set.
-	Cartridge *cartridge.Cartridge
-	// Err says why the cartridge could not be loaded; such a model is not
-	// listed.
-	Err error
-	// Modified is when the cartridge's file last changed.
-	Modified time.Time
-}
+// Model is one cartridge a client may use, as the catalog lists it: its
+// id is the model name clients send; one whose Err is set (it failed to
+// load) is not listed.
+type Model = server.Model
 
 // Catalog gives the handlers the cartridges of a request's caller. The
-// server behind them decides what a token may use and keeps the bots.
+// server behind them (a *server.Server) decides what a token may use and
+// keeps the bots.
 type Catalog interface {
 	// Models lists the cartridges the request's token may use, sorted by
 	// id.
@@ -51,8 +44,11 @@ type Catalog interface {
 // Options configure a Handler. The zero value works.
 type Options struct {
 	// Logger receives what the handlers log beyond the server's request
-	// log (a tool round that was lost, a panic); nil discards it.
-	Logger *slog.Logger
+	// log (a tool round that was lost, a failed exchange); nil discards
+	// it. RequestLogger, when set, gives the logger of a request instead
+	// (the server's, with the request's id).
+	Logger        *slog.Logger
+	RequestLogger func(ctx context.Context) *slog.Logger
 	// Confirmer decides whether a cartridge tool that needs a confirmation
 	// may run; nil denies them (the model is told the user did not allow
 	// it), since there is no one to ask.
@@ -118,6 +114,7 @@ func (l StoreLimits) or(d StoreLimits) StoreLimits {
 type Handler struct {
 	catalog   Catalog
 	log       *slog.Logger
+	reqLog    func(ctx context.Context) *slog.Logger
 	confirmer agent.Confirmer
 	maxBody   int64
 	admit     func(ctx context.Context, detached bool) (context.Context, func(), error)
@@ -131,7 +128,7 @@ type Handler struct {
 
 // New returns the handlers of the API over c.
 func New(c Catalog, o Options) *Handler {
-	h := &Handler{catalog: c, log: o.Logger, confirmer: o.Confirmer, maxBody: o.MaxBody, now: o.Now, admit: o.Admit, endUser: o.EndUser, owner: o.Owner}
+	h := &Handler{catalog: c, log: o.Logger, reqLog: o.RequestLogger, confirmer: o.Confirmer, maxBody: o.MaxBody, now: o.Now, admit: o.Admit, endUser: o.EndUser, owner: o.Owner}
 	if h.log == nil {
 		h.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -152,6 +149,14 @@ func New(c Catalog, o Options) *Handler {
 // core that puts them behind its tokens, limits and logs.
 type Mux interface {
 	HandleFunc(pattern string, handler func(http.ResponseWriter, *http.Request))
+}
+
+// logger is the logger of a request's context.
+func (h *Handler) logger(ctx context.Context) *slog.Logger {
+	if h.reqLog != nil {
+		return h.reqLog(ctx)
+	}
+	return h.log
 }
 
 // ownerOf is who r comes from, "" without Options.Owner.

@@ -74,7 +74,7 @@ func (h *Handler) createResponse(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, apiError(err, req.Model, ""))
 		return
 	}
-	h.reportLost(w, t)
+	h.reportLost(w, r, t)
 	resp := &responseObject{
 		ID: "resp_" + newID(), Object: "response", CreatedAt: h.now().Unix(), Status: "in_progress",
 		Instructions: instructions, MaxOutputTokens: req.MaxOutputTokens, Model: t.model, Output: []outputItem{},
@@ -121,7 +121,7 @@ func (h *Handler) keepResponse(r *http.Request, resp *responseObject, out *outco
 	if resp.Store {
 		size := eventsSize(out.conversation) + int64(len(body))
 		if !h.responses.put(resp.ID, &storedResponse{owner: h.ownerOf(r), conversation: out.conversation, object: body}, size) {
-			h.log.Warn("a response is too large to keep for previous_response_id", "id", resp.ID, "bytes", size)
+			h.logger(r.Context()).Warn("a response is too large to keep for previous_response_id", "id", resp.ID, "bytes", size)
 		}
 	}
 	return append(body, '\n')

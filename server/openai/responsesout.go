@@ -157,7 +157,7 @@ func (h *Handler) streamResponse(w http.ResponseWriter, r *http.Request, t *turn
 		}
 		if !errors.Is(r.Context().Err(), context.Canceled) {
 			e := apiError(err, t.model, t.bot.Provider().ID())
-			h.log.Error("exchange failed while streaming", "model", t.model, "status", e.Status, "error", err)
+			h.logger(r.Context()).Error("exchange failed while streaming", "model", t.model, "status", e.Status, "error", err)
 			resp.Status = "failed"
 			code := e.Code
 			if code == "" {
