@@ -220,7 +220,7 @@ func TestRunStoppedByTheServer(t *testing.T) {
 // The server's own errors keep their status, code and Retry-After.
 func TestServerErrors(t *testing.T) {
 	for _, tc := range []struct {
-		err               *server.Error
+		err              *server.Error
 		want, retryAfter string
 	}{
 		{&server.Error{Status: 429, Code: "too_many_runs", Message: "max", RetryAfter: 2 * time.Second}, `{"error":{"message":"max","type":"rate_limit_error","param":null,"code":"too_many_runs"}}`, "2"},
