@@ -157,6 +157,10 @@ type Agent struct {
 	// Sampling, when set, overrides the cartridge's sampling settings
 	// (a server's client asked for them).
 	Sampling *provider.Sampling
+	// Whole asks for the answer in one piece, not streamed, whatever the
+	// cartridge says (a server's client that did not ask for a stream):
+	// the provider is not asked to stream, and the output adapter runs.
+	Whole bool
 	// Scripts runs adapters; nil means the cartridge has none.
 	Scripts *script.Runtime
 	// Confirmer is asked before each tool call when the cartridge's tools
@@ -420,7 +424,7 @@ func safeValue(v any) (any, bool) {
 
 // converse calls the provider until it answers with text.
 func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, error) {
-	stream := a.Cartridge.Stream(a.Mode)
+	stream := a.Cartridge.Stream(a.Mode) && !a.Whole
 	detector := newLoopDetector(10)
 	var usage provider.Usage
 	ctx = provider.WithRetryNotify(ctx, func(err error, attempt int, delay time.Duration) {

@@ -362,3 +362,19 @@ func TestRequestCarriesSampling(t *testing.T) {
 		t.Errorf("sampling %+v", s)
 	}
 }
+
+// An answer wanted whole is not streamed from the provider, even when
+// the cartridge streams.
+func TestWholeAnswerNotStreamed(t *testing.T) {
+	p := &scripted{}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil)
+	ask(t, h, "hi")
+	if !p.request(0).Stream {
+		t.Fatal("the cartridge does not stream")
+	}
+	h.agent.Whole = true
+	ask(t, h, "again")
+	if p.request(1).Stream {
+		t.Error("an answer wanted whole was streamed")
+	}
+}

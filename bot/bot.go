@@ -186,6 +186,8 @@ type Exchange struct {
 	// Sampling overrides the cartridge's sampling settings for this
 	// exchange (see agent.Agent.Sampling).
 	Sampling *provider.Sampling
+	// Whole asks for the answer in one piece (see agent.Agent.Whole).
+	Whole bool
 	// Steering is asked after each round of tool calls for messages to
 	// inject (see agent.Agent.Steering).
 	Steering func() []string
@@ -250,7 +252,7 @@ func (b *Bot) Agent(x Exchange, conv agent.Conversation) *agent.Agent {
 		tools = set
 	}
 	a := &agent.Agent{
-		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System, Sampling: x.Sampling,
+		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System, Sampling: x.Sampling, Whole: x.Whole,
 		Scripts: b.scripts, Confirmer: warned(x.Confirmer, tools), Conversation: conv, OnEvent: x.OnEvent, Output: x.Output,
 		Steering: x.Steering, MaxRounds: agent.MaxRounds(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(),
 	}

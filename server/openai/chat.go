@@ -215,7 +215,7 @@ func (h *Handler) chatTurn(r *http.Request, req *chatRequest) (*turn, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &turn{bot: b, model: req.Model, endUser: h.userOf(r, req.User), owner: h.ownerOf(r)}
+	t := &turn{bot: b, model: req.Model, endUser: h.userOf(r, req.User), owner: h.ownerOf(r), whole: !req.Stream}
 	if t.external, err = chatTools(b, req.Tools); err != nil {
 		return nil, err
 	}

@@ -312,3 +312,33 @@ func TestChatStreamToolCallChunks(t *testing.T) {
 		t.Errorf("deltas\n%s\nwant\n%s", got, strings.Join(want, "\n"))
 	}
 }
+
+// The cartridge's adapters apply: the input adapter to the new message;
+// a whole answer is asked of the provider whole (not streamed) and goes
+// through the output adapter, a streamed one is streamed as it comes.
+func TestChatAdapters(t *testing.T) {
+	adapters := `interfaces:
+  eval:
+    input:
+      adapter:
+        lua: return content .. "!"
+    output:
+      adapter:
+        lua: return "[" .. content .. "]"
+`
+	s := newTestServer(t, providertest.Echo, map[string]string{"adapted": cartridgeOn("openai", adapters)}, Options{})
+	_, body := s.post(t, "/v1/chat/completions", `{"model":"adapted","messages":[{"role":"user","content":"hi"}]}`)
+	if got := assembled(t, body, false).text; got != "[echo: hi!]" {
+		t.Errorf("whole: %q", got)
+	}
+	if sent := s.fakes.recorder.Last(); sent["stream"] != false {
+		t.Errorf("a whole answer was asked as a stream: %v", sent["stream"])
+	}
+	_, body = s.post(t, "/v1/chat/completions", `{"model":"adapted","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if got := assembled(t, body, true).text; got != "echo: hi!" {
+		t.Errorf("streamed: %q", got)
+	}
+	if sent := s.fakes.recorder.Last(); sent["stream"] != true {
+		t.Errorf("a streamed answer was asked whole: %v", sent["stream"])
+	}
+}

@@ -127,7 +127,9 @@ func TestChatTimeout(t *testing.T) {
 	srv := httptest.NewServer(deadline)
 	defer srv.Close()
 	ts := &testServer{Server: srv}
-	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"slow","messages":[{"role":"user","content":"hi"}]}`)
+	// Streamed, so the fake waits before its first chunk; nothing was sent
+	// yet when the deadline passes.
+	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"slow","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(body, `"type":"server_error","param":null,"code":"timeout"`) {
 		t.Errorf("status %d: %s", resp.StatusCode, body)
 	}
@@ -204,7 +206,7 @@ func TestRunStoppedByTheServer(t *testing.T) {
 		return run, cancel, nil
 	}
 	s := newTestServer(t, brain, map[string]string{"slow": cartridgeOn("openai", "")}, Options{Admit: admit})
-	body := `{"model":"slow","messages":[{"role":"user","content":"hi"}]}`
+	body := `{"model":"slow","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 	cause = server.ErrRunTimeout
 	resp, got := s.post(t, "/v1/chat/completions", body)
 	if resp.StatusCode != 504 || !strings.Contains(got, `"message":"model slow: the run took longer than the server's limit per run (--run-timeout)","type":"server_error","param":null,"code":"timeout"`) {

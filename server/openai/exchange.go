@@ -36,6 +36,9 @@ type turn struct {
 	external []tool.Spec
 	sampling *provider.Sampling
 	endUser  string
+	// whole is set when the client did not ask for a stream: the
+	// provider is not asked for one either.
+	whole bool
 	// lost counts the server's parts of tool rounds the client referred
 	// to that are gone.
 	lost int
@@ -96,7 +99,7 @@ func (h *Handler) run(ctx context.Context, t *turn, s sink) (out *outcome, err e
 	mem := agent.NewMemory(t.history...)
 	c := &collector{sink: s}
 	x := bot.Exchange{Mode: cartridge.Eval, Conversation: mem, EndUser: t.endUser, OnEvent: c.on,
-		Confirmer: h.confirmer, External: t.external, System: t.system, Sampling: t.sampling}
+		Confirmer: h.confirmer, External: t.external, System: t.system, Sampling: t.sampling, Whole: t.whole}
 	var res *agent.Result
 	if t.input != nil {
 		res, err = t.bot.Ask(ctx, x, t.input.text, t.input.images...)

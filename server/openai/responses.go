@@ -204,7 +204,7 @@ func (h *Handler) responsesTurn(r *http.Request, req *responsesRequest) (*turn, 
 	if user == "" {
 		user = req.User
 	}
-	t := &turn{bot: b, model: req.Model, endUser: h.userOf(r, user), owner: h.ownerOf(r)}
+	t := &turn{bot: b, model: req.Model, endUser: h.userOf(r, user), owner: h.ownerOf(r), whole: !req.Stream}
 	if t.external, err = responsesTools(b, req.Tools); err != nil {
 		return nil, nil, err
 	}
