@@ -82,10 +82,10 @@ LUA
 fi
 
 if [ "$what" = all ] || [ "$what" = streams ]; then
-	echo "== $STREAMS streamed answers held open at once (20 chunks, one a second, over HTTPS and HTTP/2 like a real provider)"
-	start_fake -chunks 20 -size 6 -delay 1s -tls "$out/openai/fake.pem"
+	echo "== $STREAMS streamed answers held open at once (60 chunks, one a second, over HTTPS and HTTP/2 like a real provider)"
+	start_fake -chunks 60 -size 6 -delay 1s -tls "$out/openai/fake.pem"
 	start_nb SSL_CERT_FILE="$out/openai/fake.pem"
 	"$out/openaiload" streams -url http://127.0.0.1:3048/v1 -model bench -n "$STREAMS" -ramp 10s \
-		-want "$(printf 'xxxxxx%.0s' $(seq 20))" -pid "$NB_PID"
+		-want "$(printf 'xxxxxx%.0s' $(seq 60))" -pid "$NB_PID"
 	stop_all
 fi

@@ -189,8 +189,11 @@ func streams(args []string) error {
 	launch := func(opened func()) {
 		defer wg.Done()
 		err := oneStream(ctx, c, *url+"/chat/completions", *token, body, *want, func() {
-			if o := open.Add(1); o > maxOpen.Load() {
-				maxOpen.Store(o) // a race between two maxima only under-reports
+			for o := open.Add(1); ; {
+				m := maxOpen.Load()
+				if o <= m || maxOpen.CompareAndSwap(m, o) {
+					break
+				}
 			}
 			opened()
 		})
