@@ -7,7 +7,7 @@
 #   bench/openai.sh latency         # or one: latency, throughput, streams
 #
 # Everything listens on 127.0.0.1 and stops by itself. DURATION (60s),
-# CONNECTIONS (64) and STREAMS (10000) can be set in the environment.
+# CONNECTIONS (128) and STREAMS (10000) can be set in the environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bench/out
@@ -15,7 +15,7 @@ mkdir -p "$out/openai"
 command -v wrk >/dev/null || { echo "bench: install wrk (apt-get install wrk)" >&2; exit 1; }
 what=${1:-all}
 DURATION=${DURATION:-60s}
-CONNECTIONS=${CONNECTIONS:-64}
+CONNECTIONS=${CONNECTIONS:-128}
 STREAMS=${STREAMS:-10000}
 
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/nb" ./cmd/nb
