@@ -157,6 +157,9 @@ type Agent struct {
 	// Sampling, when set, overrides the cartridge's sampling settings
 	// (a server's client asked for them).
 	Sampling *provider.Sampling
+	// Stop are stop sequences for this agent's requests (a server's
+	// client sent them; see provider.Request.Stop).
+	Stop []string
 	// Whole asks for the answer in one piece, not streamed, whatever the
 	// cartridge says (a server's client that did not ask for a stream):
 	// the provider is not asked to stream, and the output adapter runs.
@@ -194,6 +197,12 @@ type Agent struct {
 	// OutputDir keeps the whole output of tools that exceed MaxStored
 	// ("" keeps no copy).
 	OutputDir string
+	// Settings override the cartridge's provider settings in this
+	// agent's requests (the parameters an agent client sent).
+	Settings map[string]any
+	// Structured, when set, asks the model for an answer that is one
+	// JSON value following a schema (see provider.Request.Output).
+	Structured *provider.OutputSchema
 }
 
 // DefaultMaxStored is the default bound of one tool output in the state:
@@ -350,9 +359,10 @@ func Text(v any) string {
 	}
 }
 
-// scriptContext is ctx carrying where scripts print (see script.WithOutput).
+// scriptContext is ctx carrying where scripts print (see
+// script.WithOutput): the front-end's writer, never the process's stdout.
 func (a *Agent) scriptContext(ctx context.Context) context.Context {
-	return ctx
+	return script.WithOutput(ctx, a.Output)
 }
 
 // conversation is where the history lives.

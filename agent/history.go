@@ -24,7 +24,8 @@ func (a *Agent) request(b cartridge.Behavior, stream bool) provider.Request {
 		// takes the whole budget leaves room for the last turn only.
 		budget = max(budget-estimateTokens(system)-estimateTokens(b.Backdrop), 1)
 	}
-	req := provider.Request{System: system, Backdrop: b.Backdrop, Messages: Fit(msgs, budget), Stream: stream, User: a.User, Sampling: a.Sampling}
+	req := provider.Request{System: system, Backdrop: b.Backdrop, Messages: Fit(msgs, budget), Stream: stream, User: a.User,
+		Settings: a.Settings, Output: a.Structured, Sampling: a.Sampling, Stop: a.Stop}
 	if a.Tools != nil {
 		req.Tools = a.Tools.Specs()
 	}

@@ -105,7 +105,29 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector 
 		}
 	}
 
-	var wg sync.WaitGroup
+	run := func(j *job) {
+		defer func() {
+			// A broken tool must not take the conversation down: its
+			// panic is its result, as an error would be.
+			if p := recover(); p != nil {
+				j.result, j.isError, j.done = fmt.Sprintf("the tool %s failed: %v", j.call.Name, p), true, true
+			}
+		}()
+		out, err := j.tool.Run(a.scriptContext(ctx), j.call)
+		switch r := out.(type) {
+		case *tool.Result:
+			if r != nil {
+				out, j.images, j.isError = r.Text, r.Images, r.IsError
+			}
+		case tool.Result:
+			out, j.images, j.isError = r.Text, r.Images, r.IsError
+		}
+		if err != nil {
+			out, j.isError = toolErrorText(err), true
+		}
+		j.result, j.done = jsonSafe(out), true
+	}
+	var runnable []*job
 	for _, j := range jobs {
 		if j.done {
 			continue
@@ -113,32 +135,23 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector 
 		a.feedback(ctx, cartridge.Executing, j, nil)
 		c := j.call
 		a.emit(Event{Kind: ToolStart, Call: &c})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				// A broken tool must not take the conversation down: its
-				// panic is its result, as an error would be.
-				if p := recover(); p != nil {
-					j.result, j.isError, j.done = fmt.Sprintf("the tool %s failed: %v", j.call.Name, p), true, true
-				}
-			}()
-			out, err := j.tool.Run(a.scriptContext(ctx), j.call)
-			switch r := out.(type) {
-			case *tool.Result:
-				if r != nil {
-					out, j.images, j.isError = r.Text, r.Images, r.IsError
-				}
-			case tool.Result:
-				out, j.images, j.isError = r.Text, r.Images, r.IsError
-			}
-			if err != nil {
-				out, j.isError = toolErrorText(err), true
-			}
-			j.result, j.done = jsonSafe(out), true
-		}()
+		runnable = append(runnable, j)
 	}
-	wg.Wait()
+	if len(runnable) == 1 {
+		// One call runs on the loop's own goroutine: an exchange waiting
+		// on a long call (a websocket client's tool) holds one stack, not two.
+		run(runnable[0])
+	} else {
+		var wg sync.WaitGroup
+		for _, j := range runnable {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				run(j)
+			}()
+		}
+		wg.Wait()
+	}
 	if ctx.Err() != nil {
 		return nil, a.interrupted(ctx, jobs, ctx.Err())
 	}

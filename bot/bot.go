@@ -1,6 +1,6 @@
 // Package bot builds a runnable bot from a cartridge: the provider with
 // its retries, the script runtime, the tool set (the cartridge's
-// functions and robopages), where its conversations are kept and who is
+// functions, robopages and MCP servers' tools), where its conversations are kept and who is
 // asked before a tool runs. Every front-end (the terminal, nb serve, the
 // MCP server, the chat gateway) builds and runs bots through it the same
 // way. A Bot is safe to share: many exchanges, for many end users and
@@ -21,10 +21,12 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/builtin"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/mcp"
 	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/robopage"
@@ -44,6 +46,7 @@ type Bot struct {
 	scripts  *script.Runtime
 	paths    state.Paths
 	budget   int
+	mcp      *mcp.Clients
 	closers  []func() error
 	// ready is Ready's answer for each mode, found once: the cartridge
 	// does not change, and a server asks before every exchange.
@@ -59,11 +62,14 @@ type Bot struct {
 }
 
 // New builds the bot of c: its provider (with retries), scripts and
-// tools (functions, robopages, built-in tools). It fails, before
-// anything is sent, on what would stop every exchange: no usable
-// provider, a missing credential (naming the variable to set), a
-// robopages folder that cannot be read, a built-in tools' workspace that
-// does not exist.
+// tools (functions, robopages, MCP servers' tools, built-in tools). It
+// fails, before anything is sent, on what would stop every exchange: no
+// usable provider, a missing credential (naming the variable to set), a
+// robopages folder that cannot be read, a mistake in the mcp key, a
+// built-in tools' workspace that does not exist. It starts the
+// cartridge's MCP servers (those that fail are reported through the
+// host's Warn and left out); ctx bounds their start (an interrupted build
+// stops them and returns ctx's error), and they run until Close.
 func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 	if err := c.RequireProvider(); err != nil {
 		return nil, err
@@ -91,7 +97,13 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 		paths:     h.StatePaths(c),
 		budget:    agent.Budget(c, h.historyBudget()),
 	}
-	b.scripts = script.New(script.Options{Sandboxed: c.Sandboxed() || h.ForceSandbox, FennelCacheDir: h.FennelCacheDir})
+	b.scripts = script.New(script.Options{
+		Sandboxed: c.Sandboxed() || h.ForceSandbox, FennelCacheDir: h.FennelCacheDir, Environ: h.Environ,
+		Limits: functionLimits(c, h),
+	})
+	if err := checkScripts(c, b.scripts); err != nil {
+		return nil, err
+	}
 	b.own = function.FromCartridge(c, b.scripts)
 	robo, err := robopageTools(ctx, c, h)
 	if err != nil {
@@ -101,11 +113,164 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 	for _, t := range b.own {
 		b.tools.Add(t)
 	}
+	if err := b.startMCP(ctx); err != nil {
+		return nil, err
+	}
 	if err := b.addBuiltins(); err != nil {
+		b.Close()
 		return nil, err
 	}
 	b.ready = map[cartridge.Mode]error{cartridge.Eval: b.check(cartridge.Eval), cartridge.REPL: b.check(cartridge.REPL)}
 	return b, nil
+}
+
+// ToolsOf builds the tools of a cartridge (its functions and robopages)
+// without a provider: the tools a client lends to a remote agent.
+func ToolsOf(ctx context.Context, c *cartridge.Cartridge, h Host) (*tool.Set, error) {
+	set := &tool.Set{}
+	scripts := script.New(script.Options{
+		Sandboxed: c.Sandboxed() || h.ForceSandbox, FennelCacheDir: h.FennelCacheDir, Environ: h.Environ,
+		Limits: functionLimits(c, h),
+	})
+	if err := checkScripts(c, scripts); err != nil {
+		return nil, err
+	}
+	for _, t := range function.FromCartridge(c, scripts) {
+		set.Add(t)
+	}
+	robo, err := robopageTools(ctx, c, h)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range robo {
+		set.Add(t)
+	}
+	return set, nil
+}
+
+// startMCP starts the servers of the cartridge's mcp key and adds their
+// tools, after the cartridge's functions and robopages (which keep their
+// names on a clash) and before the built-in tools (which give way to
+// them, as to the cartridge's other tools).
+func (b *Bot) startMCP(ctx context.Context) error {
+	c, h := b.Cartridge, b.host
+	servers, err := c.MCP(h.LookupEnv)
+	if err != nil || len(servers) == 0 {
+		return err
+	}
+	if !h.AllowMCP {
+		return fmt.Errorf("%s:%d: mcp: this host does not start MCP servers for this cartridge (they run programs on its machine)", DisplayPath(c), c.Line("mcp"))
+	}
+	dir := ""
+	if c.Path != "" {
+		dir = filepath.Dir(c.Path)
+	}
+	clients, err := mcp.Start(ctx, mcp.Config{Servers: servers, Environ: h.Environ, Dir: dir, Warn: h.Warn, Stderr: h.MCPStderr})
+	if err != nil {
+		return err
+	}
+	b.mcp = clients
+	b.closers = append(b.closers, clients.Close)
+	for _, t := range clients.Tools() {
+		// A tool set lets a later tool replace an earlier one of the same
+		// name: the cartridge's own tool keeps it.
+		if _, taken := b.tools.Lookup(t.Spec().Name); taken {
+			h.warn(fmt.Sprintf("%s: the MCP tool %s is not offered: the cartridge has a tool of the same name", DisplayPath(c), t.Spec().Name))
+			continue
+		}
+		b.tools.Add(t)
+		// Sub-agents get them too, as the cartridge's other tools.
+		b.own = append(b.own, t)
+	}
+	return nil
+}
+
+// MCP describes the cartridge's MCP servers (for nb CART - mcp), each
+// tool under the name the model sees in this bot's tool set.
+func (b *Bot) MCP() []mcp.Status {
+	st := b.mcp.Status()
+	wire := map[tool.Tool]string{}
+	specs := b.tools.Specs()
+	for i, t := range b.tools.Tools() {
+		if _, ok := t.(*mcp.Tool); ok {
+			wire[t] = specs[i].Name
+		}
+	}
+	for _, t := range b.mcp.Tools() {
+		mt := t.(*mcp.Tool)
+		for i := range st {
+			for j := range st[i].Tools {
+				if st[i].Name == mt.Server() && st[i].Tools[j].Remote == mt.Remote() {
+					if name, ok := wire[t]; ok {
+						st[i].Tools[j].Name = name
+					} else {
+						st[i].Tools[j].Name = "" // not offered: a cartridge tool has its name
+					}
+				}
+			}
+		}
+	}
+	return st
+}
+
+// functionLimits are the limits of the cartridge's functions: its own
+// (safety.functions.limits) where it sets them. A host that forces the
+// sandbox (a server running a cartridge a client sent) lets a cartridge
+// lower the sandbox's defaults, never raise them.
+func functionLimits(c *cartridge.Cartridge, h Host) script.Limits {
+	fl := c.FunctionLimits()
+	l := script.Limits{CPU: script.CPUUnits(fl.CPUSeconds), Memory: fl.Memory, Timeout: fl.Timeout}
+	if h.ForceSandbox {
+		d := script.DefaultLimits()
+		l.CPU, l.Memory, l.Timeout = lowest(l.CPU, d.CPU), lowest(l.Memory, d.Memory), lowest(l.Timeout, d.Timeout)
+	}
+	return l
+}
+
+// lowest is the smaller of a set limit and a default; 0 is "not set".
+func lowest[T uint64 | time.Duration](set, def T) T {
+	if set == 0 || def < set {
+		return def
+	}
+	return set
+}
+
+// feedbackParams are the names in scope of a tool feedback adapter.
+var feedbackParams = []string{"id", "name", "parameters", "parameters-as-json", "output"}
+
+// checkScripts compiles every function and adapter of the cartridge, so a
+// mistake is reported when the cartridge loads, at its line in the file,
+// rather than when the model first calls the tool.
+func checkScripts(c *cartridge.Cartridge, rt *script.Runtime) error {
+	var errs []error
+	seen := map[string]bool{}
+	check := func(src *cartridge.Source, names ...string) {
+		if src == nil || src.Lang == "" {
+			return
+		}
+		key := fmt.Sprint(src.File, src.Line, src.Lang, src.Code)
+		if seen[key] {
+			return
+		}
+		seen[key] = true
+		if err := rt.Check(function.Source(*src), names...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, def := range c.Tools() {
+		check(&def.Source, "parameters")
+	}
+	for _, mode := range []cartridge.Mode{cartridge.Eval, cartridge.REPL} {
+		for _, dir := range []string{"input", "output"} {
+			src, _ := c.Adapter(mode, dir) // a conflict is reported by Ready
+			check(src, "content")
+		}
+		for _, action := range []cartridge.ToolAction{cartridge.Confirming, cartridge.Executing, cartridge.Responding} {
+			src, _ := c.FeedbackAdapter(mode, action)
+			check(src, feedbackParams...)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Close stops what the bot started (tool servers); exchanges in progress
@@ -186,6 +351,8 @@ type Exchange struct {
 	// Sampling overrides the cartridge's sampling settings for this
 	// exchange (see agent.Agent.Sampling).
 	Sampling *provider.Sampling
+	// Stop are stop sequences (see agent.Agent.Stop).
+	Stop []string
 	// Whole asks for the answer in one piece (see agent.Agent.Whole).
 	Whole bool
 	// Steering is asked after each round of tool calls for messages to
@@ -252,7 +419,7 @@ func (b *Bot) Agent(x Exchange, conv agent.Conversation) *agent.Agent {
 		tools = set
 	}
 	a := &agent.Agent{
-		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System, Sampling: x.Sampling, Whole: x.Whole,
+		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System, Sampling: x.Sampling, Stop: x.Stop, Whole: x.Whole,
 		Scripts: b.scripts, Confirmer: warned(x.Confirmer, tools), Conversation: conv, OnEvent: x.OnEvent, Output: x.Output,
 		Steering: x.Steering, MaxRounds: agent.MaxRounds(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(),
 	}

@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -26,6 +27,16 @@ type Host struct {
 	// a path). The terminal allows it; a server allows it only for the
 	// cartridges of its operator.
 	AllowHostCredentials bool
+	// AllowMCP lets cartridges start their MCP servers (programs run on
+	// this machine, remote servers reached with the cartridge's headers).
+	// The terminal and nb mcp serve allow it for the cartridges their
+	// user names; a server allows it only for its operator's cartridges,
+	// never for one a client sent. A cartridge with an mcp key on a host
+	// that does not allow it is refused.
+	AllowMCP bool
+	// MCPStderr, when set, receives what MCP servers write on their
+	// standard error, each line prefixed with the server's name.
+	MCPStderr io.Writer
 	// ForceSandbox runs every function sandboxed, whatever the cartridge
 	// says.
 	ForceSandbox bool

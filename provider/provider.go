@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
@@ -90,6 +91,49 @@ type Request struct {
 	// Sampling, when set, overrides the cartridge's sampling settings
 	// for this request (a server's client asked for them).
 	Sampling *Sampling
+	// Settings override the cartridge's settings for this request (the
+	// parameters a client of an agent may change), merged into them key
+	// by key, mappings recursively (see Config.BodyFor).
+	Settings map[string]any
+	// Stop are stop sequences: the answer ends before the first of them
+	// (a ReAct agent stops the model before it invents an observation).
+	Stop []string
+	// Output asks for an answer that is one JSON value following a
+	// schema: the API's own structured-output mode where it has one
+	// (OpenAI's and Mistral's response_format json_schema, Gemini's
+	// responseSchema, Ollama's format, Cohere's response_format), an
+	// instruction in the system text where it has none (Anthropic,
+	// Maritaca). The caller still validates the answer.
+	Output *OutputSchema
+}
+
+// OutputSchema is the shape a structured answer must have.
+type OutputSchema struct {
+	// Name names the schema where an API wants a name (letters, digits,
+	// _ and -).
+	Name string
+	// Schema is a JSON Schema.
+	Schema map[string]any
+}
+
+// Instruction is the system text that asks for the schema where an API
+// has no structured-output mode.
+func (o *OutputSchema) Instruction() string {
+	b, _ := json.Marshal(o.Schema)
+	return "Answer with one JSON value and nothing else (no prose, no code fence). It must be valid against this JSON Schema:\n" + string(b)
+}
+
+// WithOutputInstruction returns req with the output schema's instruction
+// after its system text, for APIs without a structured-output mode.
+func WithOutputInstruction(req Request) Request {
+	if req.Output == nil {
+		return req
+	}
+	if req.System != "" {
+		req.System += "\n\n"
+	}
+	req.System += req.Output.Instruction()
+	return req
 }
 
 // UserOr is the request's end-user identifier, else fallback.

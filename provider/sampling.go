@@ -5,8 +5,8 @@ import (
 )
 
 // Sampling are the sampling settings of one request, as a client of nb's
-// server asks for them; a nil field (or a nil Stop) keeps the cartridge's
-// setting, or the API's default. Each provider sends them under its own
+// server asks for them; a nil field keeps the cartridge's setting, or the
+// API's default. (Stop sequences are Request.Stop.) Each provider sends them under its own
 // names and places (SamplingNames), over the cartridge's settings. The
 // names in comments are the OpenAI spellings used in messages.
 type Sampling struct {
@@ -16,7 +16,6 @@ type Sampling struct {
 	// MaxTokens bounds the answer, in tokens: max_tokens,
 	// max_completion_tokens or max_output_tokens for the client.
 	MaxTokens        *int     // max_tokens
-	Stop             []string // stop
 	Seed             *int64   // seed
 	PresencePenalty  *float64 // presence_penalty
 	FrequencyPenalty *float64 // frequency_penalty
@@ -26,7 +25,7 @@ type Sampling struct {
 // request body: a key, or a dotted path of keys ("options.num_predict",
 // "generationConfig.topP"); "" when the API has no such setting.
 type SamplingNames struct {
-	Temperature, TopP, TopK, MaxTokens, Stop, Seed, PresencePenalty, FrequencyPenalty string
+	Temperature, TopP, TopK, MaxTokens, Seed, PresencePenalty, FrequencyPenalty string
 }
 
 // Apply writes the settings s sets into body, under names, replacing the
@@ -59,13 +58,6 @@ func (s *Sampling) Apply(body map[string]any, providerID string, names SamplingN
 	if s.MaxTokens != nil {
 		set("max_tokens", names.MaxTokens, *s.MaxTokens)
 	}
-	if s.Stop != nil {
-		stop := make([]any, len(s.Stop))
-		for i, x := range s.Stop {
-			stop[i] = x
-		}
-		set("stop", names.Stop, stop)
-	}
 	if s.Seed != nil {
 		set("seed", names.Seed, *s.Seed)
 	}
@@ -83,7 +75,7 @@ func (s *Sampling) Apply(body map[string]any, providerID string, names SamplingN
 
 // IsZero reports whether s sets nothing.
 func (s *Sampling) IsZero() bool {
-	return s == nil || (s.Temperature == nil && s.TopP == nil && s.TopK == nil && s.MaxTokens == nil && s.Stop == nil &&
+	return s == nil || (s.Temperature == nil && s.TopP == nil && s.TopK == nil && s.MaxTokens == nil &&
 		s.Seed == nil && s.PresencePenalty == nil && s.FrequencyPenalty == nil)
 }
 

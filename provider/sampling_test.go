@@ -11,17 +11,14 @@ func TestSamplingApply(t *testing.T) {
 	shared := map[string]any{"num_ctx": 1024, "temperature": 0.8}
 	body := map[string]any{"model": "m", "options": shared}
 	temp, limit := 0.1, 5
-	s := &Sampling{Temperature: &temp, MaxTokens: &limit, Stop: []string{"x"}}
-	names := SamplingNames{Temperature: "options.temperature", MaxTokens: "options.num_predict", Stop: "stop"}
+	s := &Sampling{Temperature: &temp, MaxTokens: &limit}
+	names := SamplingNames{Temperature: "options.temperature", MaxTokens: "options.num_predict"}
 	if err := s.Apply(body, "p", names); err != nil {
 		t.Fatal(err)
 	}
 	opts := body["options"].(map[string]any)
 	if opts["temperature"] != 0.1 || opts["num_predict"] != 5 || opts["num_ctx"] != 1024 || body["model"] != "m" {
 		t.Errorf("body %v", body)
-	}
-	if stop := body["stop"].([]any); len(stop) != 1 || stop[0] != "x" {
-		t.Errorf("stop %v", body["stop"])
 	}
 	if shared["temperature"] != 0.8 || len(shared) != 2 {
 		t.Errorf("the shared map was written: %v", shared)

@@ -23,7 +23,9 @@ const ClientCartridgeName = "request.cartridge"
 //     and a Google cartridge that would read a credentials file or the
 //     application default credentials is refused;
 //   - state (state.path, state.directory) and robopages keys, which name
-//     folders of the server, are refused;
+//     folders of the server, are refused, and so are builtins (files,
+//     commands, the network of the server) and mcp servers (programs the
+//     server would start);
 //   - its functions always run sandboxed (Clojure, which cannot be, is
 //     refused when called).
 //
@@ -43,6 +45,7 @@ func (s *Server) ClientBot(ctx context.Context, src []byte) (*bot.Bot, error) {
 	}
 	h := s.host
 	h.AllowHostCredentials = false
+	h.AllowMCP = false
 	h.ForceSandbox = true
 	setCartridge(ctx, ClientCartridgeName)
 	b, err := s.build(ctx, ClientCartridgeName, c, h)
@@ -77,6 +80,14 @@ func CheckClientCartridge(c *cartridge.Cartridge) *Error {
 	if _, ok := c.Get("robopages"); ok {
 		return &Error{Status: http.StatusBadRequest, Param: "cartridge",
 			Message: fmt.Sprintf("%s: robopages name folders of the server: a cartridge sent to the server may not load them; ask the operator to serve the cartridge", ClientCartridgeName)}
+	}
+	if _, ok := c.Get("builtins"); ok {
+		return &Error{Status: http.StatusBadRequest, Param: "cartridge",
+			Message: fmt.Sprintf("%s: builtins work on the server's files, commands and network: a cartridge sent to the server may not switch them on; ask the operator to serve the cartridge", ClientCartridgeName)}
+	}
+	if _, ok := c.Get("mcp"); ok {
+		return &Error{Status: http.StatusBadRequest, Param: "cartridge",
+			Message: fmt.Sprintf("%s: mcp servers are programs the server would start: a cartridge sent to the server may not name them; ask the operator to serve the cartridge", ClientCartridgeName)}
 	}
 	creds := c.Map("provider", "credentials")
 	for k := range creds {

@@ -365,6 +365,8 @@ func TestClientCartridgeRules(t *testing.T) {
 		base + "state: {path: /etc}\n":                        "state.path names a folder of the server",
 		base + "state: {directory: /tmp}\n":                   "state.directory names a folder of the server",
 		base + "robopages: [{path: /opt/pages}]\n":            "robopages name folders of the server",
+		base + "builtins: {exec: true}\n":                     "builtins work on the server's files",
+		base + "mcp: {x: {command: sh}}\n":                    "mcp servers are programs the server would start",
 		"tools: [{name: x, lua: 'return ENV/HOME'}]\n" + base: "",
 		`provider: {id: google, credentials: {service: vertex-ai-api, region: r, file-path: /srv/key.json}, options: {model: g}}`: "provider.credentials.file-path names a file of the server",
 		`provider: {id: google, credentials: {service: vertex-ai-api, region: r, project-id: p}, options: {model: g}}`:            "may not use the server's Google credentials",

@@ -94,6 +94,14 @@ func (a *App) Run() int {
 			a.loadDotEnv()
 			return a.serveCommand(args[1:])
 		}
+	case "agents":
+		if isAgentsCommand(args) {
+			a.loadDotEnv()
+			return a.report(a.agentsCommand(args[1:]))
+		}
+	case "mcp":
+		a.loadDotEnv()
+		return a.report(a.mcpCommand(args[1:]))
 	case "robopages":
 		return a.robopages(args[1:])
 	}
@@ -226,6 +234,9 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb - - cartridge
   nb cartridge.yml - cartridge
 
+  nb cartridge.yml - mcp
+  nb mcp serve [--listen ADDR] [--allow-tools] [CARTRIDGE|DIR ...]
+
   nb - STATE-KEY state
   nb cartridge.yml STATE-KEY state
   nb cartridge.yml - state list
@@ -233,6 +244,9 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
 
   nb serve [--listen localhost:3048] [DIR...]
   nb robopages serve|run|validate|view|create|install ...
+
+  nb agents list http://host:port
+  nb agents run http://host:port/NAME "message" [--tools cartridge.yml]
 
   nb security
   nb specification
@@ -247,8 +261,9 @@ cartridges of the folders; nb serve --help lists its flags.
 
 Environment: NANO_BOTS_CARTRIDGES_PATH, NANO_BOTS_STATE_PATH,
 NANO_BOTS_END_USER, NANO_BOTS_ENCRYPTION_PASSWORD, NANO_BOTS_HISTORY_BUDGET,
-NO_COLOR, CLICOLOR_FORCE, NB_SERVE_TOKEN; a .env file in the working
-directory is read.
+NB_SERVE_TOKEN (nb serve, nb mcp serve --listen), NO_COLOR,
+CLICOLOR_FORCE; a .env file in the working directory is read (NB_DOTENV=0
+turns it off).
 `
 
 func (a *App) security() int {
@@ -280,13 +295,13 @@ func (a *App) cartridgeCommand(args []string) error {
 	}
 	cmd, rest := args[2], args[3:]
 	switch cmd {
-	case "eval", "state", "cartridge":
+	case "eval", "state", "cartridge", "mcp":
 	case "repl":
 		if len(rest) > 0 {
 			return &usageError{"repl takes no words"}
 		}
 	default:
-		return &usageError{fmt.Sprintf("unknown command %q: use eval, repl, state or cartridge", cmd)}
+		return &usageError{fmt.Sprintf("unknown command %q: use eval, repl, state, cartridge or mcp", cmd)}
 	}
 	key := strings.TrimSpace(args[1])
 	if key == "" {
@@ -316,6 +331,11 @@ func (a *App) cartridgeCommand(args []string) error {
 		return a.repl(cart, key)
 	case "state":
 		return a.stateCommand(cart, key, rest)
+	case "mcp":
+		if len(rest) > 0 {
+			return &usageError{"mcp takes no words"}
+		}
+		return a.mcpStatus(cart)
 	default: // cartridge
 		out, err := cart.Marshal()
 		if err != nil {
@@ -352,6 +372,7 @@ func (a *App) host() bot.Host {
 	return bot.Host{
 		Environ:              a.Environ,
 		AllowHostCredentials: true,
+		AllowMCP:             true,
 		FennelCacheDir:       fennelCacheDir(),
 		Robopages:            a.robopageExecutor(),
 		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
@@ -390,7 +411,40 @@ func (a *App) newSession(ctx context.Context, cart *cartridge.Cartridge, key str
 	return &session{Session: s, printer: printer, confirmer: confirmer}, nil
 }
 
+// newSessionInterruptible builds a session that Ctrl-C interrupts while
+// it is built (the cartridge's MCP servers starting), and only then.
+func (a *App) newSessionInterruptible(cart *cartridge.Cartridge, key string, mode cartridge.Mode) (*session, error) {
+	ctx, stop := signalContext()
+	defer stop()
+	s, err := a.newSession(ctx, cart, key, mode)
+	if cause := context.Cause(ctx); err != nil && cause != nil {
+		return nil, cause
+	}
+	return s, err
+}
+
 func displayPath(c *cartridge.Cartridge) string { return bot.DisplayPath(c) }
+
+// signalContext returns a context that SIGINT or SIGTERM cancels with a
+// *signalError as its cause (which picks the exit code), and the function
+// that stops watching for them.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// signal.Stop does not close sigs: the stop function ends this too.
+		select {
+		case sig := <-sigs:
+			cancel(&signalError{sig: sig})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel(nil)
+	}
+}
 
 // fennelCacheDir is where compiled Fennel is kept across runs; "" (no
 // home folder) keeps it in memory only.
@@ -405,12 +459,20 @@ func fennelCacheDir() string {
 // eval runs one exchange: the words joined by spaces, or else all of
 // standard input minus one trailing line ending.
 func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error {
+	// Signals are caught from the start: Ctrl-C while the cartridge's MCP
+	// servers start must stop them, not leave them behind.
+	ctx, stop := signalContext()
+	defer stop()
 	// The session first: a cartridge that cannot run is reported before
 	// the user types (or a pipe produces) a message it could not send.
-	s, err := a.newSession(context.Background(), cart, key, cartridge.Eval)
+	s, err := a.newSession(ctx, cart, key, cartridge.Eval)
 	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return cause
+		}
 		return err
 	}
+	defer s.Bot.Close()
 	input, err := a.message(words)
 	if err != nil {
 		return err
@@ -418,19 +480,6 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 	if strings.TrimSpace(input) == "" {
 		return &usageError{"nothing to send: give the message as words after eval, or on standard input"}
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		// signal.Stop does not close sigs: the end of the eval ends this too.
-		select {
-		case sig := <-sigs:
-			cancel(&signalError{sig: sig})
-		case <-ctx.Done():
-		}
-	}()
 	s.printer.Prefix()
 	_, err = s.Ask(ctx, input)
 	s.printer.EndStatus()
@@ -505,10 +554,11 @@ func chomp(s string) string {
 }
 
 func (a *App) repl(cart *cartridge.Cartridge, key string) error {
-	s, err := a.newSession(context.Background(), cart, key, cartridge.REPL)
+	s, err := a.newSessionInterruptible(cart, key, cartridge.REPL)
 	if err != nil {
 		return err
 	}
+	defer s.Bot.Close()
 	failed := 0
 	r := &term.REPL{
 		Session: s, Confirmer: s.confirmer, Printer: s.printer, Stdin: a.Stdin, Stdout: a.Stdout, Stderr: a.Stderr,

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"os"
-	"os/signal"
 	"syscall"
 
 	"github.com/nbots/nb/robopage"
@@ -15,18 +12,8 @@ import (
 // streams. Ctrl-C or SIGTERM stop it: serve shuts down and exits 0, the
 // other commands exit 130 or 143.
 func (a *App) robopages(args []string) int {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case sig := <-sigs:
-			cancel(&signalError{sig: sig})
-		case <-ctx.Done():
-		}
-	}()
+	ctx, stop := signalContext()
+	defer stop()
 	return cli.Main(ctx, args, cli.Process{
 		Environ:  a.Environ,
 		Stdin:    a.Stdin,

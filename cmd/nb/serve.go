@@ -62,9 +62,13 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		logLevel    = fs.String("log-level", "info", "debug (every request, polls included), info, warn or error")
 		logFormat   = fs.String("log-format", "text", "text or json")
 		logMessages = fs.Bool("log-messages", false, "put the text of the messages in the log")
+		minionFile  = fs.String("agent-minions", "", "a minion `file` (clippy's format): its agents are served too, on the default cartridge's provider (see docs/agents.md)")
+		agentHosts  = fs.String("agent-hosts", "", "a `file` of remote agent servers: the hosts clients may name as minions, and their tokens (see docs/agents.md)")
+		agentID     = fs.String("agent-id", "", "this server's `id` in the chains of runs across servers (default: random)")
+		agentFrame  = fs.String("agent-max-frame", "1MiB", "largest frame a client may send on an agent run (`size`)")
 	)
 	fs.Usage = func() {
-		fmt.Fprint(a.Stderr, "usage: nb serve [flags] [DIR...]\n\nServes the cartridges of the folders (default: NANO_BOTS_CARTRIDGES_PATH, else the\ndefault cartridges folder) over the Nano Bots API and the OpenAI-compatible API\n(/v1: see docs/openai.md). Flags:\n\n")
+		fmt.Fprint(a.Stderr, "usage: nb serve [flags] [DIR...]\n\nServes the cartridges of the folders (default: NANO_BOTS_CARTRIDGES_PATH, else the\ndefault cartridges folder) over the Nano Bots API, the OpenAI-compatible API\n(/v1: see docs/openai.md) and the agent protocol. Flags:\n\n")
 		fs.PrintDefaults()
 	}
 	var dirs []string
@@ -147,6 +151,12 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		Logger: log, RequestLogger: srv.Logger, Confirmer: srv.Confirmer(), MaxBody: limits.MaxBody,
 		Admit: srv.Admit, EndUser: srv.EndUser, Owner: tokenOwner,
 	}).Register(srv)
+	closeAgents, err := a.mountAgents(ctx, srv, host, agentOptions{minions: *minionFile, hosts: *agentHosts, id: *agentID, maxFrame: *agentFrame})
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	defer closeAgents()
 
 	lns, err := server.Listen(*listen)
 	if err != nil {

@@ -88,13 +88,19 @@ func (c *Client) ID() string { return ID }
 // no metadata; a string tool_choice (auto, any, none, required) becomes
 // the API's {type: ...} object.
 func (c *Client) Body(req provider.Request) (map[string]any, error) {
+	// The Messages API has no structured-output mode (outside a beta):
+	// the schema is asked for in the system text.
+	req = provider.WithOutputInstruction(req)
 	msgs, err := Messages(req)
 	if err != nil {
 		return nil, err
 	}
-	body := c.cfg.Body()
+	body := c.cfg.BodyFor(req)
 	if _, ok := body["max_tokens"]; !ok {
 		body["max_tokens"] = DefaultMaxTokens
+	}
+	if len(req.Stop) > 0 {
+		body["stop_sequences"] = req.Stop
 	}
 	if req.System != "" {
 		body["system"] = req.System
@@ -133,7 +139,7 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 
 // samplingNames are Anthropic's names of the sampling settings; the
 // Messages API has no seed and no penalties.
-var samplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", TopK: "top_k", MaxTokens: "max_tokens", Stop: "stop_sequences"}
+var samplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", TopK: "top_k", MaxTokens: "max_tokens"}
 
 // Messages maps the common conversation to Messages API turns: the
 // backdrop as a user turn answered by BackdropAnswer, then the history.

@@ -147,8 +147,7 @@ func (c *Client) Body(req provider.Request) (body map[string]any, err error) {
 
 // samplingNames are Cohere's names of the sampling settings, the same on
 // v1 and v2.
-var samplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "p", TopK: "k", MaxTokens: "max_tokens",
-	Stop: "stop_sequences", Seed: "seed", PresencePenalty: "presence_penalty", FrequencyPenalty: "frequency_penalty"}
+var samplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "p", TopK: "k", MaxTokens: "max_tokens", Seed: "seed", PresencePenalty: "presence_penalty", FrequencyPenalty: "frequency_penalty"}
 
 // Complete implements provider.Provider.
 func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent func(provider.Event)) (*provider.Response, error) {

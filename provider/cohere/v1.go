@@ -18,7 +18,13 @@ func (c *Client) bodyV1(req provider.Request) (map[string]any, error) {
 			return nil, &provider.UnsupportedError{Provider: ID, Feature: "images", Hint: "the v1 chat API takes text only; use options.api: v2 with a vision model such as command-a-vision"}
 		}
 	}
-	body := c.cfg.Body()
+	body := c.cfg.BodyFor(req)
+	if len(req.Stop) > 0 {
+		body["stop_sequences"] = req.Stop
+	}
+	if req.Output != nil {
+		body["response_format"] = map[string]any{"type": "json_object", "schema": req.Output.Schema}
+	}
 	if req.System != "" {
 		body["preamble"] = req.System
 	}

@@ -28,7 +28,17 @@ var dialectV2 = openai.Dialect{
 }
 
 func (c *Client) bodyV2(req provider.Request) (map[string]any, error) {
-	return dialectV2.Body(c.cfg.Body(), req, "tool_choice", "strict_tools")
+	body, err := dialectV2.Body(c.cfg.BodyFor(req), req, "tool_choice", "strict_tools")
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Stop) > 0 {
+		body["stop_sequences"] = req.Stop
+	}
+	if req.Output != nil {
+		body["response_format"] = map[string]any{"type": "json_object", "json_schema": req.Output.Schema}
+	}
+	return body, nil
 }
 
 // MessagesV2 maps the common conversation to v2 messages: the system text

@@ -27,9 +27,23 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	body := c.cfg.Body()
+	body := c.cfg.BodyFor(req)
 	delete(body, "model")
 	delete(body, "stream")
+	if len(req.Stop) > 0 || req.Output != nil {
+		gc, _ := body["generationConfig"].(map[string]any)
+		if gc == nil {
+			gc = map[string]any{}
+		}
+		if len(req.Stop) > 0 {
+			gc["stopSequences"] = req.Stop
+		}
+		if req.Output != nil {
+			gc["responseMimeType"] = "application/json"
+			gc["responseSchema"] = Schema(plain(req.Output.Schema))
+		}
+		body["generationConfig"] = gc
+	}
 	body["contents"] = contents
 	if req.System != "" {
 		body["systemInstruction"] = map[string]any{"parts": []any{map[string]any{"text": req.System}}}
@@ -54,7 +68,7 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 // samplingNames are where Gemini takes the sampling settings: its
 // generationConfig.
 var samplingNames = provider.SamplingNames{Temperature: "generationConfig.temperature", TopP: "generationConfig.topP",
-	TopK: "generationConfig.topK", MaxTokens: "generationConfig.maxOutputTokens", Stop: "generationConfig.stopSequences",
+	TopK: "generationConfig.topK", MaxTokens: "generationConfig.maxOutputTokens",
 	Seed: "generationConfig.seed", PresencePenalty: "generationConfig.presencePenalty", FrequencyPenalty: "generationConfig.frequencyPenalty"}
 
 // Contents maps the conversation to Gemini contents. Roles are user and

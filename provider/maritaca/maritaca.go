@@ -95,19 +95,28 @@ func (c *Client) URL() string { return c.url }
 // the conversation, tools and the stream flag; the legacy API also gets
 // chat_mode: true.
 func (c *Client) Body(req provider.Request) (map[string]any, error) {
-	body := c.cfg.Body()
+	// Neither API has a structured-output mode: the schema is asked for
+	// in the system text.
+	req = provider.WithOutputInstruction(req)
+	body := c.cfg.BodyFor(req)
 	body["stream"] = req.Stream
 	if c.api == APIInference {
+		if len(req.Stop) > 0 {
+			body["stopping_tokens"] = req.Stop
+		}
 		msgs, err := LegacyMessages(req)
 		if err != nil {
 			return nil, err
 		}
 		body["chat_mode"] = true
 		body["messages"] = msgs
-		if err := req.Sampling.Apply(body, ID, legacySamplingNames); err != nil {
+		if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
 			return nil, err
 		}
 		return body, nil
+	}
+	if len(req.Stop) > 0 {
+		body["stop"] = req.Stop
 	}
 	body, err := dialect.Body(body, req, "tool_choice", "parallel_tool_calls")
 	if err != nil {
@@ -119,13 +128,10 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	return body, nil
 }
 
-// The sampling settings Maritaca documents: temperature, top_p,
-// max_tokens and stop sequences (stopping_tokens on the legacy API); no
-// seed and no penalties.
-var (
-	samplingNames       = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: "max_tokens", Stop: "stop"}
-	legacySamplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: "max_tokens", Stop: "stopping_tokens"}
-)
+// samplingNames are the sampling settings Maritaca documents, the same on
+// both APIs: temperature, top_p and max_tokens (stop sequences are
+// Request.Stop); no top_k, no seed and no penalties.
+var samplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: "max_tokens"}
 
 // dialect is where Maritaca's chat completions API departs from OpenAI's.
 var dialect = openai.Dialect{

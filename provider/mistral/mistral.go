@@ -86,10 +86,11 @@ var dialect = openai.Dialect{
 // flag. tool_choice and parallel_tool_calls are left out without tools.
 // There is no user field: the API refuses fields it does not know.
 func (c *Client) Body(req provider.Request) (map[string]any, error) {
-	body, err := dialect.Body(c.cfg.Body(), req, "tool_choice", "parallel_tool_calls")
+	body, err := dialect.Body(c.cfg.BodyFor(req), req, "tool_choice", "parallel_tool_calls")
 	if err != nil {
 		return nil, err
 	}
+	openai.StopAndFormat(body, req)
 	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
 		return nil, err
 	}
@@ -97,7 +98,7 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 }
 
 // samplingNames are Mistral's names of the sampling settings.
-var samplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: "max_tokens", Stop: "stop",
+var samplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: "max_tokens",
 	Seed: "random_seed", PresencePenalty: "presence_penalty", FrequencyPenalty: "frequency_penalty"}
 
 // Messages maps the common conversation to Mistral messages: the system

@@ -57,7 +57,18 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	body := c.cfg.Body()
+	body := c.cfg.BodyFor(req)
+	if len(req.Stop) > 0 {
+		opts, _ := body["options"].(map[string]any)
+		if opts == nil {
+			opts = map[string]any{}
+		}
+		opts["stop"] = req.Stop
+		body["options"] = opts
+	}
+	if req.Output != nil {
+		body["format"] = req.Output.Schema
+	}
 	body["messages"] = msgs
 	body["stream"] = req.Stream
 	if len(req.Tools) > 0 {
@@ -73,7 +84,7 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 // samplingNames are where Ollama takes the sampling settings: in the
 // request's options (the answer's limit is num_predict).
 var samplingNames = provider.SamplingNames{Temperature: "options.temperature", TopP: "options.top_p", TopK: "options.top_k",
-	MaxTokens: "options.num_predict", Stop: "options.stop", Seed: "options.seed",
+	MaxTokens: "options.num_predict", Seed: "options.seed",
 	PresencePenalty: "options.presence_penalty", FrequencyPenalty: "options.frequency_penalty"}
 
 // Messages maps the common conversation to Ollama's messages. Images go

@@ -160,6 +160,41 @@ func Tools(specs []tool.Spec) []any {
 	return tools
 }
 
+// StopAndFormat adds the request's stop sequences (stop) and output
+// schema (response_format of type json_schema) in the Chat Completions
+// shape that OpenAI and Mistral share.
+func StopAndFormat(body map[string]any, req provider.Request) {
+	if len(req.Stop) > 0 {
+		body["stop"] = req.Stop
+	}
+	if req.Output != nil {
+		body["response_format"] = map[string]any{"type": "json_schema",
+			"json_schema": map[string]any{"name": SchemaName(req.Output.Name), "schema": req.Output.Schema}}
+	}
+}
+
+// SchemaName is name as the APIs take a schema's name: letters, digits,
+// _ and -, at most 64 characters, "output" when empty.
+func SchemaName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	s := b.String()
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	if s == "" {
+		s = "output"
+	}
+	return s
+}
+
 // Body starts a request body: settings (the cartridge's, from
 // provider.Config.Body) with the conversation, the stream flag and the
 // tools. Without tools the settings in toolOnly are left out, since the

@@ -65,10 +65,11 @@ var official = Dialect{ID: ID}
 // a compatible server that refuses the field; stream_options is left out
 // when not streaming, as the API refuses it then.
 func (c *Client) Body(req provider.Request) (map[string]any, error) {
-	body, err := official.Body(c.cfg.Body(), req, "tool_choice", "parallel_tool_calls")
+	body, err := official.Body(c.cfg.BodyFor(req), req, "tool_choice", "parallel_tool_calls")
 	if err != nil {
 		return nil, err
 	}
+	StopAndFormat(body, req)
 	if !req.Stream {
 		delete(body, "stream_options")
 	} else if _, set := c.cfg.Settings["stream_options"]; !set {
@@ -95,7 +96,7 @@ func SamplingNames(body map[string]any, official bool) provider.SamplingNames {
 	} else if _, ok := body["max_tokens"]; !ok && official {
 		limit = "max_completion_tokens"
 	}
-	return provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: limit, Stop: "stop", Seed: "seed",
+	return provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: limit, Seed: "seed",
 		PresencePenalty: "presence_penalty", FrequencyPenalty: "frequency_penalty"}
 }
 

@@ -14,7 +14,7 @@ import (
 func TestSampling(t *testing.T) {
 	s := providertest.FullSampling()
 	s.TopK = nil
-	want := map[string]string{"model": `"gpt-4o"`, "temperature": `0.25`, "top_p": `0.5`, "max_tokens": `42`, "stop": `["END"]`,
+	want := map[string]string{"model": `"gpt-4o"`, "temperature": `0.25`, "top_p": `0.5`, "max_tokens": `42`,
 		"seed": `1234`, "presence_penalty": `0.125`, "frequency_penalty": `0.375`}
 	p, fake := setup(t, providertest.Echo, map[string]any{"model": "gpt-4o", "temperature": 1.5})
 	providertest.CheckSampling(t, p, fake.Recorder.Bodies, s, want)

@@ -15,7 +15,7 @@ func FullSampling() provider.Sampling {
 	temperature, topP, presence, frequency := 0.25, 0.5, 0.125, 0.375
 	topK, maxTokens := 7, 42
 	seed := int64(1234)
-	return provider.Sampling{Temperature: &temperature, TopP: &topP, TopK: &topK, MaxTokens: &maxTokens, Stop: []string{"END"},
+	return provider.Sampling{Temperature: &temperature, TopP: &topP, TopK: &topK, MaxTokens: &maxTokens,
 		Seed: &seed, PresencePenalty: &presence, FrequencyPenalty: &frequency}
 }
 

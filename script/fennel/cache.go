@@ -14,7 +14,7 @@ import (
 
 // Version identifies the compiler's output; it is part of every cache key,
 // so bump it whenever the Lua produced for some source changes.
-const Version = "nb-fennel-2"
+const Version = "nb-fennel-3"
 
 // maxMemEntries bounds the memory cache; cartridges hold few adapters, so
 // reaching it means sources are generated, and starting over is fine.

@@ -254,6 +254,11 @@ func TestConcurrentStreams(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+	// A run is uncounted just after its stream says finished: wait for it.
+	deadline := time.Now().Add(5 * time.Second)
+	for f.srv.Active() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if n := f.srv.Active(); n != 0 {
 		t.Errorf("%d runs still counted", n)
 	}

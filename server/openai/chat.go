@@ -84,9 +84,10 @@ type contentPart struct {
 	ImageURL json.RawMessage `json:"image_url"`
 }
 
-// settings turns the client's sampling settings into the provider's,
-// checking their ranges as OpenAI does; nil when there are none.
-func (s *sampling) settings() (*provider.Sampling, error) {
+// settings turns the client's sampling settings into the provider's and
+// its stop sequences, checking their ranges as OpenAI does; nil when
+// there are none.
+func (s *sampling) settings() (*provider.Sampling, []string, error) {
 	out := &provider.Sampling{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, Seed: s.Seed,
 		PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty}
 	for _, limit := range []struct {
@@ -95,7 +96,7 @@ func (s *sampling) settings() (*provider.Sampling, error) {
 	}{{"max_tokens", s.MaxTokens}, {"max_completion_tokens", s.MaxCompletionTokens}, {"max_output_tokens", s.MaxOutputTokens}} {
 		if limit.v != nil {
 			if *limit.v < 1 {
-				return nil, badRequest(limit.name, "%s must be at least 1", limit.name)
+				return nil, nil, badRequest(limit.name, "%s must be at least 1", limit.name)
 			}
 			out.MaxTokens = limit.v
 		}
@@ -107,27 +108,28 @@ func (s *sampling) settings() (*provider.Sampling, error) {
 	}{{"temperature", s.Temperature, 0, 2}, {"top_p", s.TopP, 0, 1}, {"presence_penalty", s.PresencePenalty, -2, 2}, {"frequency_penalty", s.FrequencyPenalty, -2, 2}}
 	for _, r := range ranges {
 		if r.v != nil && (*r.v < r.min || *r.v > r.max) {
-			return nil, badRequest(r.name, "%s must be between %g and %g", r.name, r.min, r.max)
+			return nil, nil, badRequest(r.name, "%s must be between %g and %g", r.name, r.min, r.max)
 		}
 	}
 	if s.TopK != nil && *s.TopK < 1 {
-		return nil, badRequest("top_k", "top_k must be at least 1")
+		return nil, nil, badRequest("top_k", "top_k must be at least 1")
 	}
+	var stops []string
 	if stop := bytes.TrimSpace(s.Stop); len(stop) > 0 && string(stop) != "null" {
 		var one string
 		if err := json.Unmarshal(stop, &one); err == nil {
-			out.Stop = []string{one}
-		} else if err := json.Unmarshal(stop, &out.Stop); err != nil {
-			return nil, badRequest("stop", "stop must be a string or an array of strings")
+			stops = []string{one}
+		} else if err := json.Unmarshal(stop, &stops); err != nil {
+			return nil, nil, badRequest("stop", "stop must be a string or an array of strings")
 		}
-		if len(out.Stop) > 4 {
-			return nil, badRequest("stop", "stop takes at most 4 sequences")
+		if len(stops) > 4 {
+			return nil, nil, badRequest("stop", "stop takes at most 4 sequences")
 		}
 	}
 	if out.IsZero() {
-		return nil, nil
+		out = nil
 	}
-	return out, nil
+	return out, stops, nil
 }
 
 // decode reads a JSON request body into v: a body that is too large, not
@@ -219,7 +221,7 @@ func (h *Handler) chatTurn(r *http.Request, req *chatRequest) (*turn, error) {
 	if t.external, err = chatTools(b, req.Tools); err != nil {
 		return nil, err
 	}
-	if t.sampling, err = req.settings(); err != nil {
+	if t.sampling, t.stop, err = req.settings(); err != nil {
 		return nil, err
 	}
 	var system []string
