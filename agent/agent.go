@@ -150,6 +150,20 @@ type Agent struct {
 	// round that calls one ends the exchange with the calls in
 	// Result.Pending, after the round's other calls ran.
 	External []tool.Spec
+	// System is more system text, after the cartridge's directive and
+	// instruction: an OpenAI-compatible client's system and developer
+	// messages. Empty adds none.
+	System string
+	// Sampling, when set, overrides the cartridge's sampling settings
+	// (a server's client asked for them).
+	Sampling *provider.Sampling
+	// Stop are stop sequences for this agent's requests (a server's
+	// client sent them; see provider.Request.Stop).
+	Stop []string
+	// Whole asks for the answer in one piece, not streamed, whatever the
+	// cartridge says (a server's client that did not ask for a stream):
+	// the provider is not asked to stream, and the output adapter runs.
+	Whole bool
 	// Scripts runs adapters; nil means the cartridge has none.
 	Scripts *script.Runtime
 	// Confirmer is asked before each tool call when the cartridge's tools
@@ -420,7 +434,7 @@ func safeValue(v any) (any, bool) {
 
 // converse calls the provider until it answers with text.
 func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, error) {
-	stream := a.Cartridge.Stream(a.Mode)
+	stream := a.Cartridge.Stream(a.Mode) && !a.Whole
 	detector := newLoopDetector(10)
 	var usage provider.Usage
 	ctx = provider.WithRetryNotify(ctx, func(err error, attempt int, delay time.Duration) {

@@ -14,8 +14,9 @@ import (
 func (a *Agent) request(b cartridge.Behavior, stream bool) provider.Request {
 	// The reference ignored behaviors.interaction.instruction; the
 	// specification lists it as what the bot should do next, so it follows
-	// the directive in the system text, which every provider can place.
-	system := joinNonEmpty("\n\n", b.Directive, b.Instruction)
+	// the directive in the system text, which every provider can place. A
+	// client's own system text comes last: the cartridge speaks first.
+	system := joinNonEmpty("\n\n", b.Directive, b.Instruction, a.System)
 	msgs := Messages(a.History(), a.limitsFor)
 	budget := a.Budget
 	if budget > 0 {
@@ -24,7 +25,7 @@ func (a *Agent) request(b cartridge.Behavior, stream bool) provider.Request {
 		budget = max(budget-estimateTokens(system)-estimateTokens(b.Backdrop), 1)
 	}
 	req := provider.Request{System: system, Backdrop: b.Backdrop, Messages: Fit(msgs, budget), Stream: stream, User: a.User,
-		Settings: a.Settings, Output: a.Structured}
+		Settings: a.Settings, Output: a.Structured, Sampling: a.Sampling, Stop: a.Stop}
 	if a.Tools != nil {
 		req.Tools = a.Tools.Specs()
 	}

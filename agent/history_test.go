@@ -337,3 +337,44 @@ func TestMessagesAnswerEveryCall(t *testing.T) {
 		t.Errorf("messages = %s", r)
 	}
 }
+
+// A client's system text follows the cartridge's directive and
+// instruction.
+func TestRequestClientSystemAfterTheCartridge(t *testing.T) {
+	p := &scripted{}
+	cart := unconfirmed + "behaviors:\n  interaction:\n    directive: D\n    instruction: I\n"
+	h := newHarness(t, cart, cartridge.Eval, p, nil)
+	h.agent.System = "client"
+	ask(t, h, "hi")
+	if got := p.request(0).System; got != "D\n\nI\n\nclient" {
+		t.Errorf("system = %q", got)
+	}
+}
+
+// A client's sampling settings travel with every request of the exchange.
+func TestRequestCarriesSampling(t *testing.T) {
+	p := &scripted{}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil)
+	temp := 0.5
+	h.agent.Sampling = &provider.Sampling{Temperature: &temp}
+	ask(t, h, "hi")
+	if s := p.request(0).Sampling; s == nil || *s.Temperature != 0.5 {
+		t.Errorf("sampling %+v", s)
+	}
+}
+
+// An answer wanted whole is not streamed from the provider, even when
+// the cartridge streams.
+func TestWholeAnswerNotStreamed(t *testing.T) {
+	p := &scripted{}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil)
+	ask(t, h, "hi")
+	if !p.request(0).Stream {
+		t.Fatal("the cartridge does not stream")
+	}
+	h.agent.Whole = true
+	ask(t, h, "again")
+	if p.request(1).Stream {
+		t.Error("an answer wanted whole was streamed")
+	}
+}

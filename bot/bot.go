@@ -48,6 +48,9 @@ type Bot struct {
 	budget   int
 	mcp      *mcp.Clients
 	closers  []func() error
+	// ready is Ready's answer for each mode, found once: the cartridge
+	// does not change, and a server asks before every exchange.
+	ready map[cartridge.Mode]error
 
 	// own are the cartridge's functions and robopages; builtins says how
 	// its built-in tools run; spawns is set when they include spawn.
@@ -117,6 +120,7 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 		b.Close()
 		return nil, err
 	}
+	b.ready = map[cartridge.Mode]error{cartridge.Eval: b.check(cartridge.Eval), cartridge.REPL: b.check(cartridge.REPL)}
 	return b, nil
 }
 
@@ -292,6 +296,13 @@ func (b *Bot) Host() Host { return b.host }
 // Ready reports, before anything is sent, what would stop an exchange in
 // mode: adapters the cartridge defines twice.
 func (b *Bot) Ready(mode cartridge.Mode) error {
+	if err, ok := b.ready[mode]; ok {
+		return err
+	}
+	return b.check(mode)
+}
+
+func (b *Bot) check(mode cartridge.Mode) error {
 	for _, dir := range []string{"input", "output"} {
 		if _, err := b.Cartridge.Adapter(mode, dir); err != nil {
 			return err
@@ -334,6 +345,16 @@ type Exchange struct {
 	// (see agent.Agent.External).
 	Tools    []tool.Tool
 	External []tool.Spec
+	// System is the client's system text, sent after the cartridge's
+	// directive and instruction (see agent.Agent.System).
+	System string
+	// Sampling overrides the cartridge's sampling settings for this
+	// exchange (see agent.Agent.Sampling).
+	Sampling *provider.Sampling
+	// Stop are stop sequences (see agent.Agent.Stop).
+	Stop []string
+	// Whole asks for the answer in one piece (see agent.Agent.Whole).
+	Whole bool
 	// Steering is asked after each round of tool calls for messages to
 	// inject (see agent.Agent.Steering).
 	Steering func() []string
@@ -398,7 +419,7 @@ func (b *Bot) Agent(x Exchange, conv agent.Conversation) *agent.Agent {
 		tools = set
 	}
 	a := &agent.Agent{
-		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External,
+		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System, Sampling: x.Sampling, Stop: x.Stop, Whole: x.Whole,
 		Scripts: b.scripts, Confirmer: warned(x.Confirmer, tools), Conversation: conv, OnEvent: x.OnEvent, Output: x.Output,
 		Steering: x.Steering, MaxRounds: agent.MaxRounds(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(),
 	}

@@ -60,6 +60,11 @@ func ClientFor(getenv func(string) string) *http.Client {
 	t.TLSHandshakeTimeout = 2 * time.Minute
 	// Streams arrive in many small frames: read them in large gulps.
 	t.ReadBufferSize = 64 << 10
+	// A server sends many requests at once to one provider: keep their
+	// connections for the next ones (the default keeps 2 per host, and
+	// every other request would pay a new connection and TLS handshake).
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
 	c, _ := clients.LoadOrStore(key, &http.Client{Transport: t})
 	return c.(*http.Client)
 }

@@ -88,6 +88,9 @@ type Request struct {
 	// with a field for it; empty uses Config.User. One bot serves many
 	// end users, so it travels with the request.
 	User string
+	// Sampling, when set, overrides the cartridge's sampling settings
+	// for this request (a server's client asked for them).
+	Sampling *Sampling
 	// Settings override the cartridge's settings for this request (the
 	// parameters a client of an agent may change), merged into them key
 	// by key, mappings recursively (see Config.BodyFor).

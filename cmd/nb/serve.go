@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/server/nanobots"
+	"github.com/nbots/nb/server/openai"
 )
 
 // isServeCommand tells nb serve from a cartridge named serve
@@ -66,7 +68,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		agentFrame  = fs.String("agent-max-frame", "1MiB", "largest frame a client may send on an agent run (`size`)")
 	)
 	fs.Usage = func() {
-		fmt.Fprint(a.Stderr, "usage: nb serve [flags] [DIR...]\n\nServes the cartridges of the folders (default: NANO_BOTS_CARTRIDGES_PATH, else the\ndefault cartridges folder) over the Nano Bots API and the agent protocol. Flags:\n\n")
+		fmt.Fprint(a.Stderr, "usage: nb serve [flags] [DIR...]\n\nServes the cartridges of the folders (default: NANO_BOTS_CARTRIDGES_PATH, else the\ndefault cartridges folder) over the Nano Bots API, the OpenAI-compatible API\n(/v1: see docs/openai.md) and the agent protocol. Flags:\n\n")
 		fs.PrintDefaults()
 	}
 	var dirs []string
@@ -145,6 +147,10 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	api := nanobots.New(srv, nanobots.Options{Version: Version, Specification: Specification,
 		PollHold: holdOrNone(*pollHold), StreamTTL: *streamTTL, AbandonAfter: holdOrNone(*abandon)})
 	defer api.Close()
+	openai.New(srv, openai.Options{
+		Logger: log, RequestLogger: srv.Logger, Confirmer: srv.Confirmer(), MaxBody: limits.MaxBody,
+		Admit: srv.Admit, EndUser: srv.EndUser, Owner: tokenOwner,
+	}).Register(srv)
 	closeAgents, err := a.mountAgents(ctx, srv, host, agentOptions{minions: *minionFile, hosts: *agentHosts, id: *agentID, maxFrame: *agentFrame})
 	if err != nil {
 		srv.Close()
@@ -230,4 +236,13 @@ func (a *App) serveCommand(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return a.report(a.serve(ctx, args))
+}
+
+// tokenOwner is who owns what the OpenAI API keeps for a request (stored
+// responses, the server's part of tool rounds): its token.
+func tokenOwner(r *http.Request) string {
+	if t := server.TokenFrom(r.Context()); t != nil {
+		return "token:" + t.Name
+	}
+	return ""
 }

@@ -131,8 +131,15 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	} else {
 		delete(body, "tool_choice")
 	}
+	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+		return nil, err
+	}
 	return body, nil
 }
+
+// samplingNames are Anthropic's names of the sampling settings; the
+// Messages API has no seed and no penalties.
+var samplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", TopK: "top_k", MaxTokens: "max_tokens"}
 
 // Messages maps the common conversation to Messages API turns: the
 // backdrop as a user turn answered by BackdropAnswer, then the history.
@@ -328,6 +335,7 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 	streamed, done := false, false
 	stop := ""
 	sse := provider.NewSSEReader(body)
+	defer sse.Close()
 	for !done {
 		ev, err := sse.Next()
 		if err == io.EOF {

@@ -215,6 +215,7 @@ func decodeStreamV1(ctx context.Context, body io.Reader, emit func(provider.Even
 	done := false
 	finish := ""
 	r := provider.NewNDJSONReader(body)
+	defer r.Close()
 	for !done {
 		line, err := r.Next()
 		if err == io.EOF {

@@ -107,6 +107,7 @@ func decodeStreamV2(ctx context.Context, body io.Reader, emit func(provider.Even
 	done := false
 	finish := ""
 	sse := provider.NewSSEReader(body)
+	defer sse.Close()
 	for !done {
 		ev, err := sse.Next()
 		if err == io.EOF {

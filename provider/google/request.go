@@ -59,8 +59,17 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	} else if _, ok := body["tools"]; !ok {
 		delete(body, "toolConfig")
 	}
+	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+		return nil, err
+	}
 	return body, nil
 }
+
+// samplingNames are where Gemini takes the sampling settings: its
+// generationConfig.
+var samplingNames = provider.SamplingNames{Temperature: "generationConfig.temperature", TopP: "generationConfig.topP",
+	TopK: "generationConfig.topK", MaxTokens: "generationConfig.maxOutputTokens",
+	Seed: "generationConfig.seed", PresencePenalty: "generationConfig.presencePenalty", FrequencyPenalty: "generationConfig.frequencyPenalty"}
 
 // Contents maps the conversation to Gemini contents. Roles are user and
 // model; tool calls become functionCall parts of a model content and tool

@@ -165,6 +165,7 @@ func (d *decoder) part(p part) {
 // the last chunk, and the answer ends when the HTTP response does.
 func (d *decoder) stream(ctx context.Context, body io.Reader) (*provider.Response, error) {
 	sse := provider.NewSSEReader(body)
+	defer sse.Close()
 	for {
 		ev, err := sse.Next()
 		if err == io.EOF {

@@ -110,13 +110,28 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 		}
 		body["chat_mode"] = true
 		body["messages"] = msgs
+		if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+			return nil, err
+		}
 		return body, nil
 	}
 	if len(req.Stop) > 0 {
 		body["stop"] = req.Stop
 	}
-	return dialect.Body(body, req, "tool_choice", "parallel_tool_calls")
+	body, err := dialect.Body(body, req, "tool_choice", "parallel_tool_calls")
+	if err != nil {
+		return nil, err
+	}
+	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
+
+// samplingNames are the sampling settings Maritaca documents, the same on
+// both APIs: temperature, top_p and max_tokens (stop sequences are
+// Request.Stop); no top_k, no seed and no penalties.
+var samplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: "max_tokens"}
 
 // dialect is where Maritaca's chat completions API departs from OpenAI's.
 var dialect = openai.Dialect{
@@ -209,6 +224,7 @@ func decodeLegacyStream(ctx context.Context, body io.Reader, onEvent func(provid
 	var text strings.Builder
 	streamed := false
 	sse := provider.NewSSEReader(body)
+	defer sse.Close()
 	for {
 		ev, err := sse.Next()
 		if err == io.EOF {

@@ -91,8 +91,15 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 		return nil, err
 	}
 	openai.StopAndFormat(body, req)
+	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+		return nil, err
+	}
 	return body, nil
 }
+
+// samplingNames are Mistral's names of the sampling settings.
+var samplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: "max_tokens",
+	Seed: "random_seed", PresencePenalty: "presence_penalty", FrequencyPenalty: "frequency_penalty"}
 
 // Messages maps the common conversation to Mistral messages: the system
 // text first, the backdrop as a user message, then the history, with

@@ -75,8 +75,17 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 		// Ollama takes tools in the Chat Completions shape.
 		body["tools"] = openai.Tools(req.Tools)
 	}
+	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+		return nil, err
+	}
 	return body, nil
 }
+
+// samplingNames are where Ollama takes the sampling settings: in the
+// request's options (the answer's limit is num_predict).
+var samplingNames = provider.SamplingNames{Temperature: "options.temperature", TopP: "options.top_p", TopK: "options.top_k",
+	MaxTokens: "options.num_predict", Seed: "options.seed",
+	PresencePenalty: "options.presence_penalty", FrequencyPenalty: "options.frequency_penalty"}
 
 // Messages maps the common conversation to Ollama's messages. Images go
 // in the images field (base64, without a data: prefix) of the user or
@@ -203,6 +212,7 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 	done := false
 	finish := ""
 	r := provider.NewNDJSONReader(body)
+	defer r.Close()
 	for !done {
 		data, err := r.Next()
 		if err == io.EOF {

@@ -478,6 +478,7 @@ func (d Dialect) DecodeStream(ctx context.Context, body io.Reader, onEvent func(
 	done := false
 	finish := ""
 	sse := provider.NewSSEReader(body)
+	defer sse.Close()
 	for !done {
 		ev, err := sse.Next()
 		if err == io.EOF {

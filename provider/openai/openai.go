@@ -6,6 +6,7 @@ package openai
 
 import (
 	"context"
+	"strings"
 
 	"github.com/nbots/nb/provider"
 )
@@ -23,9 +24,10 @@ func init() {
 
 // Client is an OpenAI Chat Completions client.
 type Client struct {
-	cfg     provider.Config
-	url     string
-	headers map[string]string
+	cfg      provider.Config
+	url      string
+	headers  map[string]string
+	official bool // the address is OpenAI's own
 }
 
 // New builds a client. The access token is required for the official
@@ -33,13 +35,14 @@ type Client struct {
 func New(cfg provider.Config) (provider.Provider, error) {
 	address := cfg.Credential("address")
 	token := cfg.Credential("access-token", "api-key")
+	official := address == "" || strings.TrimRight(address, "/") == DefaultAddress
 	if address == "" {
 		address = DefaultAddress
 		if token == "" {
 			return nil, &provider.MissingCredentialError{Provider: ID, Key: "access-token"}
 		}
 	}
-	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/chat/completions"), headers: map[string]string{}}
+	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/chat/completions"), headers: map[string]string{}, official: official}
 	if token != "" {
 		c.headers["Authorization"] = "Bearer " + token
 	}
@@ -75,7 +78,26 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	if user := req.UserOr(c.cfg.User); user != "" {
 		body["user"] = user
 	}
+	if err := req.Sampling.Apply(body, ID, SamplingNames(body, c.official)); err != nil {
+		return nil, err
+	}
 	return body, nil
+}
+
+// SamplingNames are the Chat Completions names of the sampling settings.
+// The answer's limit goes where the cartridge's settings put theirs
+// (max_tokens or max_completion_tokens); without one, OpenAI's own API
+// takes max_completion_tokens (its reasoning models refuse max_tokens)
+// and compatible servers max_tokens, the name they all know.
+func SamplingNames(body map[string]any, official bool) provider.SamplingNames {
+	limit := "max_tokens"
+	if _, ok := body["max_completion_tokens"]; ok {
+		limit = "max_completion_tokens"
+	} else if _, ok := body["max_tokens"]; !ok && official {
+		limit = "max_completion_tokens"
+	}
+	return provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: limit, Seed: "seed",
+		PresencePenalty: "presence_penalty", FrequencyPenalty: "frequency_penalty"}
 }
 
 // Messages maps the common conversation to Chat Completions messages:
