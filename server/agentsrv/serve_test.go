@@ -72,18 +72,29 @@ func TestMount(t *testing.T) {
 	if got := names("all-secret-0123456789ab"); got != "Coder twin writer" && got != "Coder default twin writer" {
 		t.Errorf("all sees %s", got)
 	}
+	// A run is uncounted just after its last frame: with one run at most,
+	// wait for it before starting the next.
+	idle := func() {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for srv.Active() != 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	teamClient, _ := agentproto.NewClient(hs.URL, "team-secret-0123456789")
 	end := startWith(t, teamClient, "writer", &agentproto.Frame{Input: "hi"}).finish(nil)
 	if end.Code != agentproto.CodeUnknownAgent || !strings.Contains(end.Message, "this token may not use the cartridge") {
 		t.Errorf("a forbidden agent: %+v", end)
 	}
 	allClient, _ := agentproto.NewClient(hs.URL, "all-secret-0123456789ab")
+	idle()
 	end = startWith(t, allClient, "broken", &agentproto.Frame{Input: "hi"}).finish(nil)
 	if end.Code != agentproto.CodeInternal || !strings.Contains(end.Message, "agent.type: must be one of functions, react, plan") {
 		t.Errorf("a broken agent: %+v", end)
 	}
 
 	// One run at most: the second is refused before the upgrade.
+	idle()
 	c := startWith(t, teamClient, "Coder", &agentproto.Frame{Input: "call now {}", Tools: []agentproto.ToolRepr{{Name: "now"}}})
 	var call *agentproto.Frame
 	for call == nil {
