@@ -75,16 +75,6 @@ type Env struct {
 	StatePath, StateDirectory, StateHome, Home string
 }
 
-// EnvFromOS reads Env from the process environment.
-func EnvFromOS() Env {
-	return Env{
-		StatePath:      os.Getenv("NANO_BOTS_STATE_PATH"),
-		StateDirectory: os.Getenv("NANO_BOTS_STATE_DIRECTORY"),
-		StateHome:      os.Getenv("XDG_STATE_HOME"),
-		Home:           os.Getenv("HOME"),
-	}
-}
-
 // RootFrom returns the state root: the cartridge's state.path (or the
 // legacy state.directory), else NANO_BOTS_STATE_PATH (or the legacy
 // NANO_BOTS_STATE_DIRECTORY), else $XDG_STATE_HOME/nano-bots, else

@@ -373,7 +373,7 @@ func (a *App) host() bot.Host {
 		Environ:              a.Environ,
 		AllowHostCredentials: true,
 		AllowMCP:             true,
-		FennelCacheDir:       fennelCacheDir(),
+		FennelCacheDir:       a.fennelCacheDir(),
 		Robopages:            a.robopageExecutor(),
 		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
 	}
@@ -448,8 +448,8 @@ func signalContext() (context.Context, func()) {
 
 // fennelCacheDir is where compiled Fennel is kept across runs; "" (no
 // home folder) keeps it in memory only.
-func fennelCacheDir() string {
-	dir, err := fennel.DefaultCacheDir()
+func (a *App) fennelCacheDir() string {
+	dir, err := fennel.DefaultCacheDir(a.Getenv)
 	if err != nil {
 		return ""
 	}

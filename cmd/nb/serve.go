@@ -121,7 +121,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		return err
 	}
 
-	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: fennelCacheDir()}
+	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: a.fennelCacheDir()}
 	if len(dirs) == 0 {
 		env := host.CartridgeEnv()
 		if strings.TrimSpace(env.CartridgesPath) != "" || strings.TrimSpace(env.CartridgesDirectory) != "" {
