@@ -71,6 +71,22 @@ var crashCases = []childCase{
 		ok, err = load(string.dump(function() end))
 		if ok or not err:find("binary chunks") then error(tostring(err)) end`, want: ""},
 	{name: "unsandboxed coroutine __len", lang: Lua, unsandbox: true, code: `local co = coroutine.wrap(function() ` + metaRecursion("__len", "#a") + `#t end) return co()`, want: "stack overflow", racy: true},
+	// A finalizer runs on golua's own thread for finalizers, which the
+	// call hook did not watch: with a memory limit high enough, the
+	// recursion reached the end of the Go stack first.
+	{name: "lua __gc recursion", lang: Lua, limits: Limits{Memory: 4 << 30}, code: `local m = {} m.__len = function(s) return #s end
+		local t = setmetatable({}, m)
+		setmetatable({}, {__gc = function() return #t end})
+		return 1`, want: "stack overflow"},
+	{name: "unsandboxed __gc recursion", lang: Lua, unsandbox: true, limits: Limits{Memory: 4 << 30}, code: `local m = {} m.__len = function(s) return #s end
+		local t = setmetatable({}, m)
+		setmetatable({}, {__gc = function() return #t end})
+		return 1`, want: "stack overflow"},
+	// golua's string.format indexes past its arguments for "%p"; in a
+	// coroutine, which runs on a goroutine of its own, that panic ended
+	// the process.
+	{name: "unsandboxed coroutine format %p", lang: Lua, unsandbox: true, code: `return coroutine.wrap(function() return string.format("%p") end)()`, want: "bad argument to 'format'", racy: true},
+	{name: "lua format %p", lang: Lua, code: `return string.format("%p")`, want: "bad argument to 'format'"},
 	{name: "unsandboxed debug.sethook", lang: Lua, unsandbox: true, code: `debug.sethook() ` + metaRecursion("__len", "#a") + `#t`, want: "debug.sethook is not available"},
 }
 

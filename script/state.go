@@ -150,7 +150,11 @@ func newState(sandboxed bool, environ []string) *state {
 			stringlib.LibLoader, tablelib.LibLoader, mathlib.LibLoader, iolib.LibLoader,
 			utf8lib.LibLoader, oslib.LibLoader, debuglib.LibLoader)
 	}
+	guard.ReplaceFormat(st.rt)
 	guard.SetStop(st.rt, &st.stop)
+	// Finalizers (__gc) run on a thread of golua's own, which needs the
+	// hook too, sandboxed or not.
+	guard.InstallFinalizers(st.rt, &st.stop)
 	if !sandboxed {
 		// Unsandboxed, the hook is always on: it also stops a script
 		// whose caller gave up. A sandboxed call starts without it

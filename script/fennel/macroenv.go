@@ -243,7 +243,9 @@ func (c *compiler) macroRuntime(at *node) *macroRuntime {
 	// Calls into Lua from Go (metamethods, pcall...) nest on the Go
 	// stack: the hook bounds them.
 	guard.Install(r.MainThread(), nil)
+	guard.InstallFinalizers(r, nil)
 	lib.LoadLibs(r, packagelib.LibLoader, stringlib.LibLoader, tablelib.LibLoader, mathlib.LibLoader, utf8lib.LibLoader)
+	guard.ReplaceFormat(r)
 	g := r.GlobalEnv()
 	env := rt.NewTable()
 	for name, v := range baseFunctions() {

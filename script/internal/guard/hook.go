@@ -143,3 +143,31 @@ func Stopped(err error) bool {
 	var term rt.ContextTerminationError
 	return errors.As(err, &term) && term.Error() == stoppedMarker
 }
+
+// InstallFinalizers sets the call hook (Install, with stop) on the thread
+// golua runs finalizers (__gc metamethods) on. That thread is golua's
+// own and not reachable from Go, so the hook is set from inside a
+// finalizer: a throwaway table with a Go __gc is marked in a context of
+// its own, whose end runs the finalizer on that thread. Without the hook,
+// a finalizer that recursed through a metamethod would run into the end
+// of the Go stack, which ends the process. It reports whether the hook
+// was set.
+func InstallFinalizers(r *rt.Runtime, stop *atomic.Bool) bool {
+	installed := false
+	gc := rt.NewGoFunction(func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+		if t != r.MainThread() {
+			Install(t, stop)
+			installed = true
+		}
+		return c.Next(), nil
+	}, "__gc", 1, false)
+	gc.SolemnlyDeclareCompliance(rt.ComplyCpuSafe | rt.ComplyMemSafe | rt.ComplyTimeSafe | rt.ComplyIoSafe)
+	meta := rt.NewTable()
+	meta.Set(rt.StringValue("__gc"), rt.FunctionValue(gc))
+	def := rt.RuntimeContextDef{HardLimits: rt.RuntimeResources{Cpu: 1_000_000, Millis: 1000}}
+	_, _ = r.MainThread().CallContext(def, func() error {
+		r.SetRawMetatable(rt.TableValue(rt.NewTable()), meta)
+		return nil
+	})
+	return installed
+}
