@@ -341,3 +341,50 @@ func TestLoadRemote(t *testing.T) {
 		}
 	}
 }
+
+// The server does not ask its client to confirm calls of the client's
+// own tools or of minions (docs/agent-protocol.md): the client decides
+// about its tools, and a minion confirms the tools it runs. The
+// agent's own tools are still confirmed.
+func TestClientToolsAndMinionsNotConfirmed(t *testing.T) {
+	url, _ := fake(t, providertest.Echo)
+	src := fmt.Sprintf("meta: {name: Asker}\nagent: {minions: [Helper]}\nprovider:\n  id: openai\n  credentials: {address: %s, access-token: k}\n  settings: {model: gpt-4o}\ntools:\n  - name: own\n    lua: return 'own ran'\n", url)
+	c, err := cartridge.Parse([]byte(src), "asker.yml", cartridge.FormatYAML, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bot.New(context.Background(), c, bot.Host{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asker, err := FromCartridge(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, _ := NewSet(asker, newAgent(t, url, "Helper", ""))
+	answer := func(r *Run, f *agentproto.Frame) {
+		switch f.Type {
+		case agentproto.TypeToolCall:
+			r.Deliver(&agentproto.Frame{Type: agentproto.TypeToolResult, ID: f.ID, Output: "the client's answer"})
+		case agentproto.TypeConfirm:
+			allow := true
+			r.Deliver(&agentproto.Frame{Type: agentproto.TypeConfirmResult, ID: f.ID, Allow: &allow})
+		}
+	}
+	tools := []agentproto.ToolRepr{{Name: "lookup", Description: "the client's"}}
+	for input, confirms := range map[string]int{`call lookup {"q":"x"}`: 0, `call Helper {"input":"x"}`: 0, `call own {}`: 1} {
+		frames := collect(t, New(set), "Asker", Request{Input: input, Tools: tools}, answer)
+		var asked []string
+		for _, f := range frames {
+			if f.Type == agentproto.TypeConfirm {
+				asked = append(asked, f.Name)
+			}
+		}
+		if len(asked) != confirms {
+			t.Errorf("%s: confirm frames for %v, want %d: %s", input, asked, confirms, kinds(frames))
+		}
+		if end := last(frames); end.Type != agentproto.TypeFinalResult {
+			t.Errorf("%s: end %+v", input, end)
+		}
+	}
+}
