@@ -179,8 +179,8 @@ type Agent struct {
 	// have a field for it; empty sends none.
 	User string
 	// Steering, when set, is asked after each round of tool calls for
-	// messages the user sent meanwhile; each is recorded as a user turn
-	// before the next request.
+	// messages the user sent meanwhile; they are recorded as one user
+	// turn (separated by blank lines) before the next request.
 	Steering func() []string
 	// MaxRounds bounds the provider calls of one input (10 by default, as
 	// the reference).
@@ -488,9 +488,12 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 				FinishReason: "tool_calls", Pending: pending}, nil
 		}
 		if a.Steering != nil {
-			for _, msg := range a.Steering() {
-				raw := msg
-				if err := a.record(state.Event{At: state.Now(), Who: "user", Mode: string(a.Mode), Input: &raw, Message: msg}); err != nil {
+			// The messages sent meanwhile are one user turn: two user
+			// turns in a row read as a failed exchange and the next
+			// question, and the first would never be sent.
+			if msgs := a.Steering(); len(msgs) > 0 {
+				msg := strings.Join(msgs, "\n\n")
+				if err := a.record(state.Event{At: state.Now(), Who: "user", Mode: string(a.Mode), Input: &msg, Message: msg}); err != nil {
 					return nil, err
 				}
 			}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -410,3 +411,22 @@ func TestInterruptedRoundLeavesNoCallUnanswered(t *testing.T) {
 type confirmFunc func() (bool, error)
 
 func (f confirmFunc) Confirm(context.Context, tool.Call, string) (bool, error) { return f() }
+
+// Tools a client describes (an agent-protocol run's, a websocket
+// client's) bring schemas of their own: the compiled schemas kept for
+// validation stay bounded however many a long-running server sees.
+func TestSchemaCacheBounded(t *testing.T) {
+	for i := range 3 * maxCachedSchemas {
+		spec := tool.Spec{Name: "t", Parameters: map[string]any{"type": "object", "properties": map[string]any{
+			fmt.Sprintf("p%d", i): map[string]any{"type": "string"}}}}
+		if msg := validateArguments(spec, map[string]any{fmt.Sprintf("p%d", i): 1}); msg == "" {
+			t.Fatalf("schema %d: a number passed for a string", i)
+		}
+	}
+	schemaMu.Lock()
+	n := len(schemaCache)
+	schemaMu.Unlock()
+	if n > maxCachedSchemas {
+		t.Errorf("%d compiled schemas kept, want at most %d", n, maxCachedSchemas)
+	}
+}

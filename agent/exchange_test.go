@@ -320,3 +320,35 @@ func (p *usageProvider) Complete(ctx context.Context, req provider.Request, onEv
 	}
 	return resp, err
 }
+
+// Messages the user sent while a round of tool calls ran all reach the
+// model in the next request: two of them are not a failed exchange
+// followed by another (whose first question is not sent again).
+func TestSteeringMessagesAllSent(t *testing.T) {
+	p := &scripted{steps: []step{
+		{calls: []provider.ToolCall{call("1", "a", "{}")}},
+		{chunks: []string{"ok"}},
+	}}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, newTool("a", nil, nil))
+	steered := false
+	h.agent.Steering = func() []string {
+		if steered {
+			return nil
+		}
+		steered = true
+		return []string{"use metric units", "and be brief"}
+	}
+	ask(t, h, "go")
+	var users []string
+	for _, m := range p.request(1).Messages {
+		if m.Role == provider.RoleUser {
+			users = append(users, m.Content)
+		}
+	}
+	joined := strings.Join(users, "\n")
+	for _, want := range []string{"go", "use metric units", "and be brief"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("the second request's user messages %q lack %q", users, want)
+		}
+	}
+}

@@ -419,6 +419,11 @@ func validateArguments(spec tool.Spec, args map[string]any) string {
 // schemaPath matches the validator's location of a property.
 var schemaPath = regexp.MustCompile(`^(/properties/[^/:]+)+`)
 
+// maxCachedSchemas bounds the compiled schemas kept: clients describe
+// tools of their own (an agent-protocol run, a websocket client), so a
+// long-running server sees schemas without end.
+const maxCachedSchemas = 256
+
 var (
 	schemaMu    sync.Mutex
 	schemaCache = map[string]*jsonschema.Resolved{}
@@ -433,6 +438,10 @@ func compileSchema(spec tool.Spec) (*jsonschema.Resolved, error) {
 	defer schemaMu.Unlock()
 	if s, ok := schemaCache[string(key)]; ok {
 		return s, nil
+	}
+	if len(schemaCache) >= maxCachedSchemas {
+		// Start afresh: the schemas in use are compiled again at once.
+		clear(schemaCache)
 	}
 	var s jsonschema.Schema
 	if err := json.Unmarshal(key, &s); err != nil {

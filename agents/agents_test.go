@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nbots/nb/agentproto"
 	"github.com/nbots/nb/bot"
@@ -339,5 +342,99 @@ func TestLoadRemote(t *testing.T) {
 		if _, err := LoadRemote(path, env); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v", tc.file, err)
 		}
+	}
+}
+
+// The server does not ask its client to confirm calls of the client's
+// own tools or of minions (docs/agent-protocol.md): the client decides
+// about its tools, and a minion confirms the tools it runs. The
+// agent's own tools are still confirmed.
+func TestClientToolsAndMinionsNotConfirmed(t *testing.T) {
+	url, _ := fake(t, providertest.Echo)
+	src := fmt.Sprintf("meta: {name: Asker}\nagent: {minions: [Helper]}\nprovider:\n  id: openai\n  credentials: {address: %s, access-token: k}\n  settings: {model: gpt-4o}\ntools:\n  - name: own\n    lua: return 'own ran'\n", url)
+	c, err := cartridge.Parse([]byte(src), "asker.yml", cartridge.FormatYAML, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bot.New(context.Background(), c, bot.Host{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asker, err := FromCartridge(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, _ := NewSet(asker, newAgent(t, url, "Helper", ""))
+	answer := func(r *Run, f *agentproto.Frame) {
+		switch f.Type {
+		case agentproto.TypeToolCall:
+			r.Deliver(&agentproto.Frame{Type: agentproto.TypeToolResult, ID: f.ID, Output: "the client's answer"})
+		case agentproto.TypeConfirm:
+			allow := true
+			r.Deliver(&agentproto.Frame{Type: agentproto.TypeConfirmResult, ID: f.ID, Allow: &allow})
+		}
+	}
+	tools := []agentproto.ToolRepr{{Name: "lookup", Description: "the client's"}}
+	for input, confirms := range map[string]int{`call lookup {"q":"x"}`: 0, `call Helper {"input":"x"}`: 0, `call own {}`: 1} {
+		frames := collect(t, New(set), "Asker", Request{Input: input, Tools: tools}, answer)
+		var asked []string
+		for _, f := range frames {
+			if f.Type == agentproto.TypeConfirm {
+				asked = append(asked, f.Name)
+			}
+		}
+		if len(asked) != confirms {
+			t.Errorf("%s: confirm frames for %v, want %d: %s", input, asked, confirms, kinds(frames))
+		}
+		if end := last(frames); end.Type != agentproto.TypeFinalResult {
+			t.Errorf("%s: end %+v", input, end)
+		}
+	}
+}
+
+// A minion file that fails to load leaves nothing running: the bots
+// of the agents read before the mistake are closed (their MCP
+// sessions ended), as the base cartridge's is.
+func TestMinionFileErrorClosesBots(t *testing.T) {
+	url, _ := fake(t, providertest.Echo)
+	s := sdk.NewServer(&sdk.Implementation{Name: "pinger", Version: "1.0"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "ping", Description: "Answers pong."}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "pong"}}}, nil, nil
+	})
+	handler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
+	var mu sync.Mutex
+	sessions := map[string]bool{} // id -> closed
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+			mu.Lock()
+			sessions[id] = sessions[id] || r.Method == http.MethodDelete
+			mu.Unlock()
+		}
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	src := fmt.Sprintf("meta: {name: Base}\nprovider:\n  id: openai\n  credentials: {address: %s, access-token: k}\n  settings: {model: gpt-4o}\nmcp:\n  remote: {url: %s}\n", url, hs.URL)
+	base, err := cartridge.Parse([]byte(src), "base.yml", cartridge.FormatYAML, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "minions.yaml")
+	os.WriteFile(path, []byte("- name: A\n  description: d\n  prompt: p\n  tool_names: []\n- name: B\n  description: d\n  prompt: p\n  tool_names: [Teleport]\n"), 0o600) //nolint:errcheck // read below
+	if _, err := LoadMinions(context.Background(), path, base, bot.Host{AllowMCP: true}); err == nil || !strings.Contains(err.Error(), "Teleport is not a tool") {
+		t.Fatalf("LoadMinions: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	closed := 0
+	for _, c := range sessions {
+		if c {
+			closed++
+		}
+	}
+	if len(sessions) != 2 || closed != 2 {
+		t.Errorf("%d MCP sessions opened (the base's and agent A's), %d closed", len(sessions), closed)
 	}
 }

@@ -34,7 +34,16 @@ var requiredMinionKeys = []string{"name", "description", "prompt", "tool_names"}
 // Unlike clippy, which drops them silently, a tool name that names none
 // of base's tools is an error that names it. Every error names the file,
 // the line and the key.
-func LoadMinions(ctx context.Context, path string, base *cartridge.Cartridge, h bot.Host) ([]*Agent, error) {
+func LoadMinions(ctx context.Context, path string, base *cartridge.Cartridge, h bot.Host) (_ []*Agent, err error) {
+	var out []*Agent
+	defer func() {
+		if err != nil {
+			// Nothing of a file that fails keeps running (MCP servers).
+			for _, a := range out {
+				a.Bot.Close() //nolint:errcheck // the load's error matters more
+			}
+		}
+	}()
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("minion file: %w", err)
@@ -80,7 +89,6 @@ func LoadMinions(ctx context.Context, path string, base *cartridge.Cartridge, h 
 	}
 	defer baseBot.Close()
 	known := baseBot.Tools()
-	var out []*Agent
 	seen := map[string]int{}
 	for i, raw := range entries {
 		at := fmt.Sprintf("$[%d]", i)
@@ -189,10 +197,10 @@ func LoadMinions(ctx context.Context, path string, base *cartridge.Cartridge, h 
 		}
 		a := &Agent{Bot: b, Type: typ, ToolNames: toolNames, NoFeedback: !feedback, Source: fmt.Sprintf("%s:%d", path, line(at+".name"))}
 		a.Repr = agentproto.AgentRepr{Name: name, Description: desc, Type: typ, RequiredTools: toolNames}
+		out = append(out, a)
 		if err := a.compile(); err != nil {
 			return nil, fmt.Errorf("%s: %w", a.Source, err)
 		}
-		out = append(out, a)
 	}
 	return out, nil
 }

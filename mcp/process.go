@@ -206,6 +206,10 @@ type tail struct {
 
 const tailBytes = 2048
 
+// maxSinkLine bounds a line given to the sink: a longer one (a program
+// that never ends its lines) is passed on in pieces.
+const maxSinkLine = 4096
+
 func newTail(name string, sink io.Writer) *tail { return &tail{name: name, sink: sink} }
 
 func (t *tail) Write(b []byte) (int, error) {
@@ -225,6 +229,13 @@ func (t *tail) Write(b []byte) (int, error) {
 			fmt.Fprintf(t.sink, "[%s] %s\n", t.name, t.line[:i])
 			t.line = t.line[i+1:]
 		}
+		for len(t.line) > maxSinkLine {
+			fmt.Fprintf(t.sink, "[%s] %s\n", t.name, t.line[:maxSinkLine])
+			t.line = t.line[maxSinkLine:]
+		}
+		// Keep the partial line in a buffer of its own size, not in
+		// what once held all of it.
+		t.line = append([]byte(nil), t.line...)
 	}
 	return len(b), nil
 }

@@ -274,3 +274,66 @@ func TestListCountsUnreadable(t *testing.T) {
 		t.Errorf("without a password: %+v, %v; want 3 unreadable", list, err)
 	}
 }
+
+// TestDeleteRacesBegin: exchanges that wait for a key while it is
+// deleted find it either as it was (and the deletion follows them) or
+// empty, never bring a deleted conversation back; and the deletion does
+// not fail because an exchange began on the key meanwhile.
+func TestDeleteRacesBegin(t *testing.T) {
+	p := Paths{Root: t.TempDir()}
+	bot := Bot{Author: "a", Name: "b"}
+	for i := range 20 {
+		st, _ := p.Open(bot, "u", fmt.Sprint("K", i))
+		if err := st.Append(Event{Who: "user", Message: "old"}); err != nil {
+			t.Fatal(err)
+		}
+		// Files to remove make the deletion take a while.
+		for j := range 200 {
+			if err := os.WriteFile(filepath.Join(st.Dir, fmt.Sprintf("f%d", j)), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hold, err := st.Begin(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var deleteErr error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, deleteErr = st.Delete(context.Background())
+		}()
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(w) * 3 * time.Millisecond) // waiters polling out of step
+				turn, err := st.Begin(context.Background(), func() {})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer turn.End()
+				if err := turn.Append(Event{Who: "user", Message: "new"}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		time.Sleep(30 * time.Millisecond) // all wait for the key
+		hold.End()
+		wg.Wait()
+		if deleteErr != nil {
+			t.Fatalf("round %d: Delete: %v", i, deleteErr)
+		}
+		doc, err := st.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range doc.History {
+			if e.Message == "old" {
+				t.Fatalf("round %d: the deleted conversation came back: %v", i, doc.History)
+			}
+		}
+	}
+}

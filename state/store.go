@@ -217,7 +217,7 @@ type Turn struct {
 // nil it returns ErrBusy at once. Temporary files that a killed writer
 // left behind are removed. The turn must be ended with End.
 func (s *Store) Begin(ctx context.Context, onBusy func()) (*Turn, error) {
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+	if err := makeDir(s.Dir); err != nil {
 		return nil, fmt.Errorf("create state folder: %w", err)
 	}
 	unlock, err := lockKey(ctx, s.Dir, onBusy, true)
@@ -302,7 +302,29 @@ func (s *Store) Delete(ctx context.Context) (existed bool, err error) {
 		return false, err
 	}
 	defer unlock()
-	if err := os.RemoveAll(s.Dir); err != nil {
+	// An exchange waiting for the key gets it once the lock file is gone
+	// (it makes a new one): the state goes first, the lock last, so
+	// that exchange finds nothing of the deleted conversation and its
+	// new files stop only the removal of the folder, which then stays.
+	if err := os.Remove(s.File()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return true, fmt.Errorf("delete state: %w", err)
+	}
+	entries, err := os.ReadDir(s.Dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return true, fmt.Errorf("delete state: %w", err)
+	}
+	for _, e := range entries {
+		if e.Name() == lockName {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(s.Dir, e.Name())); err != nil {
+			return true, fmt.Errorf("delete state: %w", err)
+		}
+	}
+	if err := os.Remove(filepath.Join(s.Dir, lockName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return true, fmt.Errorf("delete state: %w", err)
+	}
+	if err := os.Remove(s.Dir); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
 		return true, fmt.Errorf("delete state: %w", err)
 	}
 	// The end user's folder goes too when this was its last key.
@@ -379,7 +401,7 @@ func lockKey(ctx context.Context, dir string, onBusy func(), create bool) (func(
 	for {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil && create && errors.Is(err, os.ErrNotExist) {
-			if err = os.MkdirAll(dir, 0o700); err == nil {
+			if err = makeDir(dir); err == nil {
 				f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 			}
 		}
@@ -417,6 +439,19 @@ func lockKey(ctx context.Context, dir string, onBusy func(), create bool) (func(
 		}
 		delay = min(delay*2, 100*time.Millisecond)
 	}
+}
+
+// makeDir makes dir and its parents. A Delete of another key may remove
+// the end user's folder between the two (when that key was its last):
+// then it tries again.
+func makeDir(dir string) error {
+	var err error
+	for range 10 {
+		if err = os.MkdirAll(dir, 0o700); !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return err
 }
 
 // sameFile reports whether the open file f is still the one at path.
