@@ -131,7 +131,9 @@ const corsMethods = "GET, POST, OPTIONS, HEAD, DELETE"
 // headers (any origin: the Obsidian plugin runs in a page of origin
 // app://obsidian.md and sends custom headers, so even its GETs are
 // preflighted), panic recovery and a log line; preflights and /healthz
-// need no token, everything else does when the server has tokens. Request
+// need no token, everything else does when the server has tokens. A
+// server without tokens answers browsers only from Options.AllowOrigins,
+// and only requests addressed to a loopback name (see browserRefused). Request
 // bodies are read whole (up to Limits.MaxBody, within HeaderTimeout)
 // before the route runs, chunked ones included.
 func (s *Server) Handler() http.Handler {
@@ -144,6 +146,15 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	w := &statusWriter{ResponseWriter: rw}
 	h := w.Header()
 	h.Set("X-Request-Id", info.id)
+	if len(s.opts.Tokens) == 0 {
+		if msg := s.browserRefused(r); msg != "" {
+			// No CORS headers: the page must not read even this.
+			info.quiet = r.Method == http.MethodOptions
+			defer func() { s.logRequest(r, info, w, time.Since(start)) }()
+			s.WriteError(w, r, &Error{Status: http.StatusForbidden, Message: msg})
+			return
+		}
+	}
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Access-Control-Expose-Headers", "Retry-After, X-Request-Id")
 	l := &leases{}
@@ -201,6 +212,64 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(w, r) // sets the path's values, which Handler does not
+}
+
+// DefaultOrigins are the browser origins a server without tokens
+// answers: the Obsidian plugin's page.
+var DefaultOrigins = []string{"app://obsidian.md"}
+
+// browserRefused says why a server without tokens does not answer r, ""
+// when it does. Without a token anything that can reach the port may run
+// the operator's cartridges, which is fine for the programs of the
+// machine's user but not for the web pages their browser opens: CORS "*"
+// would let any page read the answers, a "simple" POST needs no
+// preflight, and a page whose name a DNS rebinding points at 127.0.0.1
+// is same-origin. So requests from browsers (an Origin header) must come
+// from an allowed origin, and requests that reach a loopback listener
+// must be addressed to a loopback name.
+func (s *Server) browserRefused(r *http.Request) string {
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && isLoopbackAddr(la.String()) && r.Host != "" && !isLoopbackHost(r.Host) {
+		return fmt.Sprintf("this server has no token, so it answers only requests addressed to localhost, 127.0.0.1 or ::1, not %q (a web page could reach it through DNS rebinding); set NB_SERVE_TOKEN to serve other names", r.Host)
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return ""
+	}
+	allowed := s.opts.AllowOrigins
+	if allowed == nil {
+		allowed = DefaultOrigins
+	}
+	for _, o := range allowed {
+		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("this server has no token and does not answer the web page of origin %q (any page the user opens could use it otherwise): start nb serve with --cors-origins %s to allow it, or set NB_SERVE_TOKEN", origin, origin)
+}
+
+// isLoopbackAddr reports whether addr (host:port) is a loopback address.
+func isLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// isLoopbackHost reports whether a Host header names this machine:
+// localhost (and its subdomains, which browsers never resolve elsewhere)
+// or a loopback address.
+func isLoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // readBody reads the request's body whole, within the header timeout and

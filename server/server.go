@@ -126,6 +126,9 @@ type Options struct {
 	// ClientCartridges accepts cartridges sent whole by clients (see
 	// ClientBot).
 	ClientCartridges bool
+	// AllowOrigins are the origins of the browser pages a server without
+	// tokens answers (see Handler); nil is DefaultOrigins, "*" is any.
+	AllowOrigins []string
 	// WatchInterval is how often the folders are checked for changes
 	// (default 2 s; negative: never).
 	WatchInterval time.Duration

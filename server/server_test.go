@@ -27,6 +27,10 @@ func get(t *testing.T, method, url, body string, header ...string) (*http.Respon
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := noRedirects.Do(req)

@@ -47,6 +47,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		sandbox     = fs.Bool("force-sandboxed", false, "run every function sandboxed, whatever the cartridges say")
 		unconfirmed = fs.Bool("allow-unconfirmed-tools", false, "run the tools that ask for a confirmation (an HTTP client cannot give one; by default they are denied)")
 		clientCarts = fs.Bool("client-cartridges", true, "accept whole cartridges sent by clients (they never see the server's environment)")
+		origins     = fs.String("cors-origins", strings.Join(server.DefaultOrigins, ","), "without tokens, the `origins` of the browser pages served, comma-separated (* for any page: any site the user visits could then use the server)")
 		maxBody     = fs.String("max-body", "4MiB", "largest request `size` (bytes, KiB or MiB)")
 		headerTO    = fs.Duration("header-timeout", d.HeaderTimeout, "time to read a request's header, and then its body")
 		idleTO      = fs.Duration("idle-timeout", d.IdleTimeout, "how long an idle kept-alive connection stays open")
@@ -139,7 +140,8 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	srv, err := server.New(ctx, server.Options{
 		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
 		AllowUnconfirmed: *unconfirmed, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
-		Log: log, LogMessages: *logMessages,
+		AllowOrigins: splitList(*origins),
+		Log:          log, LogMessages: *logMessages,
 	})
 	if err != nil {
 		return err
@@ -178,6 +180,17 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		"listen", strings.Join(addrs, " "), "tokens", len(tokens))
 	fmt.Fprintf(a.Stderr, "nb: serving %d cartridges on %s (Ctrl-C stops)\n", len(models), strings.Join(addrs, " and "))
 	return srv.Serve(ctx, lns...)
+}
+
+// splitList reads a comma-separated flag; "" is an empty list.
+func splitList(s string) []string {
+	out := []string{}
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // watchInterval maps --watch 0 to "never".

@@ -51,7 +51,7 @@ func TestClientGoneCancelsRun(t *testing.T) {
 	f := newFixture(t, setup{files: cartridges, provider: prov})
 	c := f.dial()
 	body := `{"cartridge":"writer","state":"-","input":"hi"}`
-	head := fmt.Sprintf("POST /cartridges HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	head := fmt.Sprintf("POST /cartridges HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
 	if _, err := c.conn.Write([]byte(head + body)); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ functions:
 	}})
 	c := f.dial()
 	body := `{"cartridge":"napper","input":"call nap {\"secs\":\"` + secs + `\"}"}`
-	head := fmt.Sprintf("POST /cartridges HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", len(body))
+	head := fmt.Sprintf("POST /cartridges HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n", len(body))
 	if _, err := c.conn.Write([]byte(head + body)); err != nil {
 		t.Fatal(err)
 	}

@@ -337,7 +337,7 @@ func TestPollsAreQuiet(t *testing.T) {
 	f.pollUntilDone(id)
 	c := f.dial()
 	for range 500 {
-		resp, _ := c.send("GET /cartridges/stream/"+id+" HTTP/1.1\nHost: x\n", "", "GET")
+		resp, _ := c.send("GET /cartridges/stream/"+id+" HTTP/1.1\nHost: localhost\n", "", "GET")
 		if resp.StatusCode != 200 {
 			t.Fatal(resp.Status)
 		}
