@@ -10,10 +10,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/script"
 	"github.com/nbots/nb/state"
@@ -34,48 +40,148 @@ const (
 	Feedback
 	// Reasoning is a streamed piece of the model's reasoning.
 	Reasoning
+	// RoundStart says a request to the provider begins (Round, Provider,
+	// Model): a front-end may show what it is waiting for.
+	RoundStart
+	// RoundEnd says the provider answered one round (Round, Text, Usage,
+	// Calls): one step of the exchange.
+	RoundEnd
+	// ToolStart says a tool call begins to run (Call).
+	ToolStart
+	// ToolEnd carries a tool call's whole result (Call, Output, IsError),
+	// before any truncation for the model.
+	ToolEnd
+	// Retry says a failed provider request will be tried again (Err,
+	// Attempt, Delay).
+	Retry
+	// Waiting says the exchange waits for something outside it (Text): the
+	// state key is held by another exchange.
+	Waiting
 )
 
 // Event is something a front-end may show.
 type Event struct {
 	Kind EventKind
 	Text string
-	// Action and Call are set for Feedback events.
+	// Action and Call are set for Feedback events; Call for ToolStart and
+	// ToolEnd.
 	Action cartridge.ToolAction
 	Call   *tool.Call
+	// Output and IsError are a tool's result (ToolEnd).
+	Output  any
+	IsError bool
+	// Round counts the provider requests of the exchange, from 1
+	// (RoundStart, RoundEnd).
+	Round int
+	// Provider and Model say whom a RoundStart asks.
+	Provider, Model string
+	// Usage is one round's token usage (RoundEnd).
+	Usage provider.Usage
+	// Calls are the tool calls the model asked for in a round (RoundEnd).
+	Calls []tool.Call
+	// Err, Attempt and Delay describe a Retry.
+	Err     error
+	Attempt int
+	Delay   time.Duration
 }
 
-// Confirmer asks the user whether a tool call may run. text is the
-// confirming feedback (the adapter's result or "<name> <arguments>");
-// the front-end adds the affixes and colour, reads one line and returns it.
-// ok false means no answer could be read (no terminal): the call is denied.
+// Confirmer decides whether a tool call may run. text is the confirming
+// feedback (the adapter's result or "<name> <arguments>"). A front-end
+// asks its user (the terminal matches the cartridge's yes-words itself; a
+// websocket or MCP client answers yes or no) and returns the decision.
+// An error stops the exchange (the user pressed Ctrl-C at the question):
+// the round's calls are recorded as interrupted.
 type Confirmer interface {
-	Confirm(ctx context.Context, call tool.Call, text string) (answer string, ok bool)
+	Confirm(ctx context.Context, call tool.Call, text string) (bool, error)
+}
+
+// Conversation is where an exchange reads and records its history: a
+// state key held for the exchange (state.Turn), or a Memory.
+type Conversation interface {
+	// History is the conversation so far; the caller must not modify it.
+	History() []state.Event
+	// Append records events.
+	Append(events ...state.Event) error
+}
+
+// Memory is a Conversation kept in memory: a stateless REPL, or a
+// conversation a client sent whole. It is safe for concurrent use.
+type Memory struct {
+	mu     sync.Mutex
+	events []state.Event
+}
+
+// NewMemory returns a Memory holding events.
+func NewMemory(events ...state.Event) *Memory {
+	return &Memory{events: append([]state.Event(nil), events...)}
+}
+
+// History implements Conversation.
+func (m *Memory) History() []state.Event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.events[:len(m.events):len(m.events)]
+}
+
+// Append implements Conversation.
+func (m *Memory) Append(events ...state.Event) error {
+	m.mu.Lock()
+	m.events = append(m.events, events...)
+	m.mu.Unlock()
+	return nil
 }
 
 // DenialText is what the model receives for a call the user did not allow,
 // verbatim from the reference.
 const DenialText = "We asked the user you're chatting with for permission, but the user did not allow you to run this tool or function."
 
-// Agent is one conversation with a cartridge.
+// Agent is one conversation with a cartridge: the bot's parts (provider,
+// tools, scripts) and where this conversation lives and reports. Building
+// one is cheap: a front-end that serves many conversations of one bot
+// makes an Agent per exchange from the bot's shared parts.
 type Agent struct {
 	Cartridge *cartridge.Cartridge
 	Mode      cartridge.Mode
 	Provider  provider.Provider
 	// Tools are the tools offered to the model; nil or empty means none.
 	Tools *tool.Set
+	// External are tools the client runs itself (an OpenAI-compatible
+	// client's own functions): offered to the model, never run here. A
+	// round that calls one ends the exchange with the calls in
+	// Result.Pending, after the round's other calls ran.
+	External []tool.Spec
+	// System is more system text, after the cartridge's directive and
+	// instruction: an OpenAI-compatible client's system and developer
+	// messages. Empty adds none.
+	System string
+	// Sampling, when set, overrides the cartridge's sampling settings
+	// (a server's client asked for them).
+	Sampling *provider.Sampling
+	// Stop are stop sequences for this agent's requests (a server's
+	// client sent them; see provider.Request.Stop).
+	Stop []string
+	// Whole asks for the answer in one piece, not streamed, whatever the
+	// cartridge says (a server's client that did not ask for a stream):
+	// the provider is not asked to stream, and the output adapter runs.
+	Whole bool
 	// Scripts runs adapters; nil means the cartridge has none.
 	Scripts *script.Runtime
 	// Confirmer is asked before each tool call when the cartridge's tools
 	// are confirmable; nil denies every call.
 	Confirmer Confirmer
-	// Store keeps the history across runs; nil is a stateless conversation
-	// (kept in memory for the agent's lifetime, as a REPL needs).
-	Store *state.Store
-	// History is the conversation so far (loaded from Store by New).
-	History []state.Event
+	// Conversation keeps the history; nil is a Memory of the agent's own.
+	Conversation Conversation
 	// OnEvent receives events; nil drops them.
 	OnEvent func(Event)
+	// Output receives what the cartridge's scripts print; nil discards it.
+	Output io.Writer
+	// User is the end user's opaque identifier, sent to providers that
+	// have a field for it; empty sends none.
+	User string
+	// Steering, when set, is asked after each round of tool calls for
+	// messages the user sent meanwhile; they are recorded as one user
+	// turn (separated by blank lines) before the next request.
+	Steering func() []string
 	// MaxRounds bounds the provider calls of one input (10 by default, as
 	// the reference).
 	MaxRounds int
@@ -83,32 +189,45 @@ type Agent struct {
 	Budget int
 	// Limits bound tool output sent to the model.
 	Limits Truncation
-
-	mu sync.Mutex
+	// MaxStored bounds one tool output kept in the conversation, in bytes
+	// (the model sees far less, the ToolEnd event all of it); 0 means
+	// DefaultMaxStored. A larger output is kept head and tail with a note,
+	// and whole in a file under OutputDir when that is set.
+	MaxStored int
+	// OutputDir keeps the whole output of tools that exceed MaxStored
+	// ("" keeps no copy).
+	OutputDir string
+	// Settings override the cartridge's provider settings in this
+	// agent's requests (the parameters an agent client sent).
+	Settings map[string]any
+	// Structured, when set, asks the model for an answer that is one
+	// JSON value following a schema (see provider.Request.Output).
+	Structured *provider.OutputSchema
 }
+
+// DefaultMaxStored is the default bound of one tool output in the state:
+// 256 KiB, five times more than any model is sent by default.
+const DefaultMaxStored = 256 << 10
 
 // Options configure New.
 type Options struct {
-	Mode      cartridge.Mode
-	Provider  provider.Provider
-	Tools     *tool.Set
-	Scripts   *script.Runtime
-	Confirmer Confirmer
-	Store     *state.Store
-	OnEvent   func(Event)
+	Mode         cartridge.Mode
+	Provider     provider.Provider
+	Tools        *tool.Set
+	Scripts      *script.Runtime
+	Confirmer    Confirmer
+	Conversation Conversation
+	OnEvent      func(Event)
+	Output       io.Writer
 }
 
-// New returns an agent for c, with the stored history loaded.
+// New returns an agent for c with the cartridge's limits.
 func New(c *cartridge.Cartridge, o Options) (*Agent, error) {
 	a := &Agent{Cartridge: c, Mode: o.Mode, Provider: o.Provider, Tools: o.Tools, Scripts: o.Scripts,
-		Confirmer: o.Confirmer, Store: o.Store, OnEvent: o.OnEvent,
-		MaxRounds: MaxRounds(c), Budget: Budget(c), Limits: DefaultTruncation()}
-	if o.Store != nil {
-		doc, err := o.Store.Load()
-		if err != nil {
-			return nil, err
-		}
-		a.History = doc.History
+		Confirmer: o.Confirmer, Conversation: o.Conversation, OnEvent: o.OnEvent, Output: o.Output,
+		MaxRounds: MaxRounds(c), Budget: Budget(c, 0), Limits: DefaultTruncation()}
+	if a.Conversation == nil {
+		a.Conversation = NewMemory()
 	}
 	return a, nil
 }
@@ -127,20 +246,38 @@ type Result struct {
 	Display string
 	// Streamed tells whether the answer was delivered as TextDelta events.
 	Streamed bool
+	// Usage sums the token usage of the exchange's rounds.
+	Usage provider.Usage
+	// FinishReason is why the last round ended (provider.FinishReason
+	// values; "tool_calls" when Pending is set).
+	FinishReason string
+	// Rounds is the number of provider requests made.
+	Rounds int
+	// Pending are the calls to External tools the model made in its last
+	// round: the client runs them and continues the conversation.
+	Pending []tool.Call
 }
 
-// Ask runs one exchange: the user's input, then provider rounds until the
-// model answers without tool calls.
-func (a *Agent) Ask(ctx context.Context, input string) (*Result, error) {
+// Ask runs one exchange: the user's input (with images, for providers
+// that take them), then provider rounds until the model answers without
+// tool calls.
+func (a *Agent) Ask(ctx context.Context, input string, images ...media.Image) (*Result, error) {
 	message, err := a.prepareInput(ctx, input)
 	if err != nil {
 		return nil, err
 	}
 	raw := input
-	ev := state.Event{At: state.Now(), Who: "user", Mode: string(a.Mode), Input: &raw, Message: message}
+	ev := state.Event{At: state.Now(), Who: "user", Mode: string(a.Mode), Input: &raw, Message: message, Images: images}
 	if err := a.record(ev); err != nil {
 		return nil, err
 	}
+	return a.converse(ctx, a.Cartridge.Behavior("interaction"))
+}
+
+// Continue runs provider rounds on the conversation as it is, without a
+// new user message: a client that ran the Pending calls of the last
+// exchange has recorded their results.
+func (a *Agent) Continue(ctx context.Context) (*Result, error) {
 	return a.converse(ctx, a.Cartridge.Behavior("interaction"))
 }
 
@@ -187,7 +324,7 @@ func (a *Agent) runAdapter(ctx context.Context, src *cartridge.Source, params ..
 	if a.Scripts == nil {
 		return "", fmt.Errorf("%s: the adapter cannot run: no script runtime", src.Path)
 	}
-	v, err := a.Scripts.Call(ctx, script.Source{Lang: script.Lang(src.Lang), Code: src.Code, File: src.File, Line: src.Line}, params...)
+	v, err := a.Scripts.Call(a.scriptContext(ctx), script.Source{Lang: script.Lang(src.Lang), Code: src.Code, File: src.File, Line: src.Line}, params...)
 	if err != nil {
 		var rte *script.RuntimeError
 		if errors.As(err, &rte) {
@@ -222,26 +359,94 @@ func Text(v any) string {
 	}
 }
 
-// record appends events to the history and the store.
-func (a *Agent) record(events ...state.Event) error {
-	a.mu.Lock()
-	a.History = append(a.History, events...)
-	a.mu.Unlock()
-	if a.Store != nil {
-		return a.Store.Append(events...)
+// scriptContext is ctx carrying where scripts print (see
+// script.WithOutput): the front-end's writer, never the process's stdout.
+func (a *Agent) scriptContext(ctx context.Context) context.Context {
+	return script.WithOutput(ctx, a.Output)
+}
+
+// conversation is where the history lives.
+func (a *Agent) conversation() Conversation {
+	if a.Conversation == nil {
+		a.Conversation = NewMemory()
 	}
-	return nil
+	return a.Conversation
+}
+
+// History is the conversation so far.
+func (a *Agent) History() []state.Event { return a.conversation().History() }
+
+// record appends events to the conversation.
+func (a *Agent) record(events ...state.Event) error {
+	return a.conversation().Append(events...)
+}
+
+// jsonSafe returns v with the values JSON cannot hold (NaN, ±Inf) turned
+// into the text Lua prints for them, so any output can be stored and
+// sent. v itself is never modified.
+func jsonSafe(v any) any {
+	out, _ := safeValue(v)
+	return out
+}
+
+func safeValue(v any) (any, bool) {
+	switch t := v.(type) {
+	case float64:
+		switch {
+		case math.IsNaN(t):
+			return "nan", true
+		case math.IsInf(t, 1):
+			return "inf", true
+		case math.IsInf(t, -1):
+			return "-inf", true
+		}
+	case float32:
+		return safeValue(float64(t))
+	case map[string]any:
+		var out map[string]any
+		for k, x := range t {
+			if y, changed := safeValue(x); changed {
+				if out == nil {
+					out = maps.Clone(t)
+				}
+				out[k] = y
+			}
+		}
+		if out != nil {
+			return out, true
+		}
+	case []any:
+		var out []any
+		for i, x := range t {
+			if y, changed := safeValue(x); changed {
+				if out == nil {
+					out = slices.Clone(t)
+				}
+				out[i] = y
+			}
+		}
+		if out != nil {
+			return out, true
+		}
+	}
+	return v, false
 }
 
 // converse calls the provider until it answers with text.
 func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, error) {
-	stream := a.Cartridge.Stream(a.Mode)
+	stream := a.Cartridge.Stream(a.Mode) && !a.Whole
 	detector := newLoopDetector(10)
+	var usage provider.Usage
+	ctx = provider.WithRetryNotify(ctx, func(err error, attempt int, delay time.Duration) {
+		a.emit(Event{Kind: Retry, Err: err, Attempt: attempt, Delay: delay})
+	})
+	model := Model(a.Cartridge)
 	for round := 1; ; round++ {
 		if round > a.MaxRounds {
 			return nil, &LimitError{Msg: fmt.Sprintf("stopped after %d rounds of tool calls without an answer (infinite loop prevention); the conversation so far is kept", a.MaxRounds)}
 		}
 		req := a.request(b, stream)
+		a.emit(Event{Kind: RoundStart, Round: round, Provider: a.Provider.ID(), Model: model})
 		var partial provider.TextBuffer
 		resp, err := a.Provider.Complete(ctx, req, func(ev provider.Event) {
 			switch ev.Kind {
@@ -260,18 +465,67 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 			}
 			return nil, err
 		}
-		if len(resp.ToolCalls) == 0 {
-			return a.finish(ctx, resp, stream)
+		usage.InputTokens += resp.Usage.InputTokens
+		usage.OutputTokens += resp.Usage.OutputTokens
+		calls := make([]tool.Call, len(resp.ToolCalls))
+		for i, c := range resp.ToolCalls {
+			calls[i] = tool.Call{ID: c.ID, Name: c.Name, Arguments: decodeArguments(c.Arguments)}
 		}
-		if err := a.runTools(ctx, resp, detector); err != nil {
+		a.emit(Event{Kind: RoundEnd, Round: round, Text: resp.Text, Usage: resp.Usage, Calls: calls})
+		if len(resp.ToolCalls) == 0 {
+			res, err := a.finish(ctx, resp, stream)
+			if res != nil {
+				res.Usage, res.Rounds = usage, round
+			}
+			return res, err
+		}
+		pending, err := a.runTools(ctx, resp, detector)
+		if err != nil {
 			return nil, err
+		}
+		if len(pending) > 0 {
+			return &Result{Text: resp.Text, Display: resp.Text, Streamed: stream, Usage: usage, Rounds: round,
+				FinishReason: "tool_calls", Pending: pending}, nil
+		}
+		if a.Steering != nil {
+			// The messages sent meanwhile are one user turn: two user
+			// turns in a row read as a failed exchange and the next
+			// question, and the first would never be sent.
+			if msgs := a.Steering(); len(msgs) > 0 {
+				msg := strings.Join(msgs, "\n\n")
+				if err := a.record(state.Event{At: state.Now(), Who: "user", Mode: string(a.Mode), Input: &msg, Message: msg}); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 }
 
+// decodeArguments reads a call's arguments for events; text that is not
+// a JSON object gives an empty map (the round reports the error).
+func decodeArguments(raw string) map[string]any {
+	args := map[string]any{}
+	if strings.TrimSpace(raw) != "" {
+		json.Unmarshal([]byte(raw), &args) //nolint:errcheck // see above
+		if args == nil {
+			args = map[string]any{}
+		}
+	}
+	return args
+}
+
+// Model is the model a cartridge asks for (settings.model, or
+// options.model for the providers that keep it there), for display.
+func Model(c *cartridge.Cartridge) string {
+	if m := c.String("provider", "settings", "model"); m != "" {
+		return m
+	}
+	return c.String("provider", "options", "model")
+}
+
 // finish stores and returns the text answer.
 func (a *Agent) finish(ctx context.Context, resp *provider.Response, stream bool) (*Result, error) {
-	res := &Result{Text: resp.Text, Display: resp.Text, Streamed: stream}
+	res := &Result{Text: resp.Text, Display: resp.Text, Streamed: stream, FinishReason: resp.FinishReason}
 	if !stream {
 		src, err := a.Cartridge.Adapter(a.Mode, "output")
 		if err != nil {

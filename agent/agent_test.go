@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +46,7 @@ func TestRoundOfSeveralCallsKeepsCallOrder(t *testing.T) {
 	}
 	// The history keeps user, calls, 3 results, answer.
 	var who []string
-	for _, ev := range h.agent.History {
+	for _, ev := range h.agent.History() {
 		who = append(who, ev.Who)
 	}
 	equal(t, "history", who, []string{"user", "AI", "tool", "tool", "tool", "AI"})
@@ -305,8 +306,8 @@ func TestRoundLimit(t *testing.T) {
 			t.Errorf("tool runs = %d, want %d", r.runs(), tc.rounds)
 		}
 		// The conversation so far is kept.
-		if len(h.agent.History) != 1+2*tc.rounds {
-			t.Errorf("history has %d events, want %d", len(h.agent.History), 1+2*tc.rounds)
+		if len(h.agent.History()) != 1+2*tc.rounds {
+			t.Errorf("history has %d events, want %d", len(h.agent.History()), 1+2*tc.rounds)
 		}
 	}
 }
@@ -394,7 +395,7 @@ func TestInterruptedRoundLeavesNoCallUnanswered(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		p := &scripted{steps: []step{{calls: []provider.ToolCall{call("1", "r", "{}"), call("2", "r", `{"x":1}`)}}}}
 		r := newTool("r", nil, nil)
-		h := newHarness(t, confirmed, cartridge.REPL, p, confirmFunc(func() (string, bool) { cancel(); return "", false }), r)
+		h := newHarness(t, confirmed, cartridge.REPL, p, confirmFunc(func() (bool, error) { cancel(); return false, nil }), r)
 		if _, err := h.agent.Ask(ctx, "go"); !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v, want canceled", err)
 		}
@@ -402,10 +403,30 @@ func TestInterruptedRoundLeavesNoCallUnanswered(t *testing.T) {
 			t.Errorf("a tool ran after Ctrl-C")
 		}
 		ask(t, h, "again")
-		equal(t, "results sent next time", toolMessages(p.request(1)), []string{"1 r: " + DenialText, "2 r: " + InterruptedText})
+		// Ctrl-C at the question stops the answer: it is not a "no".
+		equal(t, "results sent next time", toolMessages(p.request(1)), []string{"1 r: " + InterruptedText, "2 r: " + InterruptedText})
 	})
 }
 
-type confirmFunc func() (string, bool)
+type confirmFunc func() (bool, error)
 
-func (f confirmFunc) Confirm(context.Context, tool.Call, string) (string, bool) { return f() }
+func (f confirmFunc) Confirm(context.Context, tool.Call, string) (bool, error) { return f() }
+
+// Tools a client describes (an agent-protocol run's, a websocket
+// client's) bring schemas of their own: the compiled schemas kept for
+// validation stay bounded however many a long-running server sees.
+func TestSchemaCacheBounded(t *testing.T) {
+	for i := range 3 * maxCachedSchemas {
+		spec := tool.Spec{Name: "t", Parameters: map[string]any{"type": "object", "properties": map[string]any{
+			fmt.Sprintf("p%d", i): map[string]any{"type": "string"}}}}
+		if msg := validateArguments(spec, map[string]any{fmt.Sprintf("p%d", i): 1}); msg == "" {
+			t.Fatalf("schema %d: a number passed for a string", i)
+		}
+	}
+	schemaMu.Lock()
+	n := len(schemaCache)
+	schemaMu.Unlock()
+	if n > maxCachedSchemas {
+		t.Errorf("%d compiled schemas kept, want at most %d", n, maxCachedSchemas)
+	}
+}

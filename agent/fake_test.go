@@ -121,29 +121,32 @@ func sleeper(d time.Duration, out string) func(context.Context, tool.Call) (any,
 	}
 }
 
-// answers is a Confirmer that replies from a list and keeps the texts it
-// was asked about; ok false when the list says "<no terminal>".
+// answers is a Confirmer that replies from a list, as a user typing the
+// words at a terminal would (matched by the cartridge's rules, as the
+// terminal front-end does), and keeps the texts it was asked about.
 type answers struct {
 	mu      sync.Mutex
 	replies []string
 	asked   []string
+	// allows matches a reply; newHarness sets it to the cartridge's rules.
+	allows func(string) bool
 }
 
 const noTerminal = "<no terminal>"
 
-func (a *answers) Confirm(_ context.Context, _ tool.Call, text string) (string, bool) {
+func (a *answers) Confirm(_ context.Context, _ tool.Call, text string) (bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.asked = append(a.asked, text)
 	if len(a.replies) == 0 {
-		return "", false
+		return false, nil
 	}
 	r := a.replies[0]
 	a.replies = a.replies[1:]
 	if r == noTerminal {
-		return "", false
+		return false, nil
 	}
-	return r, true
+	return a.allows(r), nil
 }
 
 // parse builds a cartridge from YAML text.
@@ -184,7 +187,11 @@ func newHarness(t *testing.T, cart string, mode cartridge.Mode, p *scripted, c C
 	for _, x := range tools {
 		set.Add(x)
 	}
-	a, err := New(parse(t, cart), Options{Mode: mode, Provider: p, Tools: set, Confirmer: c, OnEvent: func(ev Event) {
+	cartridge := parse(t, cart)
+	if ans, ok := c.(*answers); ok {
+		ans.allows = func(r string) bool { return cartridge.Allows(mode, r) }
+	}
+	a, err := New(cartridge, Options{Mode: mode, Provider: p, Tools: set, Confirmer: c, OnEvent: func(ev Event) {
 		h.mu.Lock()
 		h.events = append(h.events, ev)
 		h.mu.Unlock()

@@ -2,35 +2,53 @@ package agent
 
 import (
 	"encoding/json"
-	"os"
-	"strconv"
 	"strings"
 
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/state"
+	"github.com/nbots/nb/tool"
 )
 
 // request builds the provider request for the current history.
 func (a *Agent) request(b cartridge.Behavior, stream bool) provider.Request {
 	// The reference ignored behaviors.interaction.instruction; the
 	// specification lists it as what the bot should do next, so it follows
-	// the directive in the system text, which every provider can place.
-	system := joinNonEmpty("\n\n", b.Directive, b.Instruction)
-	a.mu.Lock()
-	msgs := Messages(a.History, a.Limits)
-	a.mu.Unlock()
+	// the directive in the system text, which every provider can place. A
+	// client's own system text comes last: the cartridge speaks first.
+	system := joinNonEmpty("\n\n", b.Directive, b.Instruction, a.System)
+	msgs := Messages(a.History(), a.limitsFor)
 	budget := a.Budget
 	if budget > 0 {
 		// Fit reads a budget of 0 or less as no limit; a system text that
 		// takes the whole budget leaves room for the last turn only.
 		budget = max(budget-estimateTokens(system)-estimateTokens(b.Backdrop), 1)
 	}
-	req := provider.Request{System: system, Backdrop: b.Backdrop, Messages: Fit(msgs, budget), Stream: stream}
+	req := provider.Request{System: system, Backdrop: b.Backdrop, Messages: Fit(msgs, budget), Stream: stream, User: a.User,
+		Settings: a.Settings, Output: a.Structured, Sampling: a.Sampling, Stop: a.Stop}
 	if a.Tools != nil {
 		req.Tools = a.Tools.Specs()
 	}
+	req.Tools = append(req.Tools, a.External...)
 	return req
+}
+
+// limitsFor is the truncation of one tool's output for the model: the
+// tool's own limits where it has them, else the agent's.
+func (a *Agent) limitsFor(name string) Truncation {
+	t := a.Limits
+	if tl, ok := a.Tools.Lookup(name); ok {
+		if l, ok := tl.(tool.Limited); ok {
+			lim := l.OutputLimits()
+			if lim.Chars > 0 {
+				t.MaxChars = lim.Chars
+			}
+			if lim.Lines > 0 {
+				t.MaxLines = lim.Lines
+			}
+		}
+	}
+	return t
 }
 
 func joinNonEmpty(sep string, parts ...string) string {
@@ -44,13 +62,20 @@ func joinNonEmpty(sep string, parts ...string) string {
 }
 
 // Messages converts the stored history into the provider-neutral
-// conversation. Partial answers are left out; tool output is truncated for
-// the model (the full output stays in the state).
-func Messages(history []state.Event, limits Truncation) []provider.Message {
+// conversation. limits gives the truncation of a tool's output for the
+// model (the full output stays in the state); nil keeps it whole.
+//
+// What is sent always keeps the providers' rules, whatever the history
+// holds (a state written by an interrupted run, by an older nb, or by two
+// runs that interleaved before exchanges held their key): partial answers
+// are left out; a user turn that never got an answer (a failed exchange)
+// is not sent again, except the last one, which is being asked now; every
+// call gets a result (InterruptedText when none was stored); results
+// without a call just before them are left out.
+func Messages(history []state.Event, limits func(tool string) Truncation) []provider.Message {
 	var out []provider.Message
 	// pending are the calls of the last assistant message still without a
-	// result: a state written by an interrupted run may lack them, and
-	// providers refuse calls left unanswered.
+	// result.
 	var pending []provider.ToolCall
 	answer := func() {
 		for _, c := range pending {
@@ -58,13 +83,20 @@ func Messages(history []state.Event, limits Truncation) []provider.Message {
 		}
 		pending = nil
 	}
-	for _, ev := range history {
+	// inRound tells whether tool results may follow: the last message
+	// sent is an assistant's calls or a result of them.
+	inRound := false
+	for i, ev := range history {
 		if ev.Who != "tool" {
 			answer()
+			inRound = false
 		}
 		switch ev.Who {
 		case "user":
-			out = append(out, provider.Message{Role: provider.RoleUser, Content: Text(ev.Message)})
+			if unanswered(history, i) {
+				continue
+			}
+			out = append(out, provider.Message{Role: provider.RoleUser, Content: Text(ev.Message), Images: ev.Images})
 		case "AI":
 			if ev.Partial {
 				continue
@@ -78,24 +110,51 @@ func Messages(history []state.Event, limits Truncation) []provider.Message {
 				m.ToolCalls = decodeCalls(ev.Meta["tool_calls"])
 			}
 			pending = append([]provider.ToolCall(nil), m.ToolCalls...)
+			inRound = len(m.ToolCalls) > 0
 			out = append(out, m)
 		case "tool":
-			m := provider.Message{Role: provider.RoleTool, Content: limits.Apply(Text(ev.Message))}
+			m := provider.Message{Role: provider.RoleTool, Images: ev.Images}
 			if ev.Meta != nil {
 				m.ToolCallID, _ = ev.Meta["id"].(string)
 				m.ToolName, _ = ev.Meta["name"].(string)
 			}
+			matched := false
 			for i, c := range pending {
 				if c.ID == m.ToolCallID {
 					pending = append(pending[:i], pending[i+1:]...)
+					matched = true
 					break
 				}
 			}
+			if !inRound || !matched {
+				continue // an orphan: no call of this round asked for it
+			}
+			text := Text(ev.Message)
+			if limits != nil {
+				text = limits(m.ToolName).Apply(text)
+			}
+			m.Content = text
 			out = append(out, m)
 		}
 	}
 	answer()
 	return out
+}
+
+// unanswered tells whether the user turn history[i] is followed by
+// another user turn before any complete answer: a failed exchange, whose
+// question must not be sent again (the last user turn, the one being
+// asked, is never unanswered).
+func unanswered(history []state.Event, i int) bool {
+	for _, ev := range history[i+1:] {
+		switch {
+		case ev.Who == "user":
+			return true
+		case ev.Who == "AI" && !ev.Partial, ev.Who == "tool":
+			return false
+		}
+	}
+	return false
 }
 
 func decodeCalls(v any) []provider.ToolCall {
@@ -167,16 +226,17 @@ func Fit(msgs []provider.Message, budget int) []provider.Message {
 }
 
 // Budget is the history budget in estimated tokens: the cartridge's
-// state.budget, else NANO_BOTS_HISTORY_BUDGET, else a size fitted to the
-// model's family (leaving room for the answer).
-func Budget(c *cartridge.Cartridge) int {
+// state.budget, else fallback (NANO_BOTS_HISTORY_BUDGET, read by the
+// caller) when positive, else a size fitted to the model's family
+// (leaving room for the answer).
+func Budget(c *cartridge.Cartridge, fallback int) int {
 	if v, ok := c.Get("state", "budget"); ok {
 		if n, ok := v.(int64); ok && n > 0 {
 			return int(n)
 		}
 	}
-	if n, err := strconv.Atoi(os.Getenv("NANO_BOTS_HISTORY_BUDGET")); err == nil && n > 0 {
-		return n
+	if fallback > 0 {
+		return fallback
 	}
 	if v, ok := c.Get("provider", "settings", "options", "num_ctx"); ok {
 		if n, ok := v.(int64); ok && n > 0 {

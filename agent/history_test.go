@@ -79,7 +79,7 @@ func TestTruncatedOutputStaysWholeInStateAndFeedback(t *testing.T) {
 		t.Errorf("sent %d bytes: %.200q", len(sent[0]), sent)
 	}
 	var stored string
-	for _, ev := range h.agent.History {
+	for _, ev := range h.agent.History() {
 		if ev.Who == "tool" {
 			stored = Text(ev.Message)
 		}
@@ -273,13 +273,15 @@ func TestPartialAnswerStoredNotSent(t *testing.T) {
 	if streamed.String() != "Hello" {
 		t.Errorf("streamed %q", streamed.String())
 	}
-	last := h.agent.History[len(h.agent.History)-1]
+	last := h.agent.History()[len(h.agent.History())-1]
 	if last.Who != "AI" || !last.Partial || Text(last.Message) != "Hello" {
 		t.Errorf("last event = %+v, want a partial AI answer", last)
 	}
 	ask(t, h, "second")
-	if got := roles(p.request(1).Messages); got != "u:first u:second" {
-		t.Errorf("second request = %s, want the partial answer left out", got)
+	// The first question never got a complete answer: it is kept in the
+	// history, but not sent again.
+	if got := roles(p.request(1).Messages); got != "u:second" {
+		t.Errorf("second request = %s, want the partial answer and its unanswered question left out", got)
 	}
 }
 
@@ -299,7 +301,7 @@ func TestStreamedAnswerStoredOnce(t *testing.T) {
 	}
 	equal(t, "deltas", deltas, []string{"Hel", "lo"})
 	var ais []state.Event
-	for _, ev := range h.agent.History {
+	for _, ev := range h.agent.History() {
 		if ev.Who == "AI" {
 			ais = append(ais, ev)
 		}
@@ -322,7 +324,7 @@ func TestMessagesAnswerEveryCall(t *testing.T) {
 		{Who: "tool", Message: "A", Meta: map[string]any{"id": "1", "name": "a"}},
 		{Who: "user", Message: "again"},
 	}
-	got := Messages(history, Truncation{})
+	got := Messages(history, nil)
 	if r := roles(got); r != "u:go a: t:A t:"+InterruptedText+" u:again" {
 		t.Fatalf("messages = %s", r)
 	}
@@ -331,7 +333,48 @@ func TestMessagesAnswerEveryCall(t *testing.T) {
 	}
 	// A complete round is left as it is.
 	history = append(history[:3:3], state.Event{Who: "tool", Message: "B", Meta: map[string]any{"id": "2", "name": "b"}}, history[3])
-	if r := roles(Messages(history, Truncation{})); r != "u:go a: t:A t:B u:again" {
+	if r := roles(Messages(history, nil)); r != "u:go a: t:A t:B u:again" {
 		t.Errorf("messages = %s", r)
+	}
+}
+
+// A client's system text follows the cartridge's directive and
+// instruction.
+func TestRequestClientSystemAfterTheCartridge(t *testing.T) {
+	p := &scripted{}
+	cart := unconfirmed + "behaviors:\n  interaction:\n    directive: D\n    instruction: I\n"
+	h := newHarness(t, cart, cartridge.Eval, p, nil)
+	h.agent.System = "client"
+	ask(t, h, "hi")
+	if got := p.request(0).System; got != "D\n\nI\n\nclient" {
+		t.Errorf("system = %q", got)
+	}
+}
+
+// A client's sampling settings travel with every request of the exchange.
+func TestRequestCarriesSampling(t *testing.T) {
+	p := &scripted{}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil)
+	temp := 0.5
+	h.agent.Sampling = &provider.Sampling{Temperature: &temp}
+	ask(t, h, "hi")
+	if s := p.request(0).Sampling; s == nil || *s.Temperature != 0.5 {
+		t.Errorf("sampling %+v", s)
+	}
+}
+
+// An answer wanted whole is not streamed from the provider, even when
+// the cartridge streams.
+func TestWholeAnswerNotStreamed(t *testing.T) {
+	p := &scripted{}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil)
+	ask(t, h, "hi")
+	if !p.request(0).Stream {
+		t.Fatal("the cartridge does not stream")
+	}
+	h.agent.Whole = true
+	ask(t, h, "again")
+	if p.request(1).Stream {
+		t.Error("an answer wanted whole was streamed")
 	}
 }

@@ -8,9 +8,10 @@ import (
 	"github.com/nbots/nb/tool"
 )
 
-// loopDetector notices a model that keeps making the same calls: a
-// pattern of one, two or three calls repeating over the last window
-// calls. It tests periodicity (s[i] == s[i-k] across the window), so a
+// loopDetector notices a model that keeps making the same calls: the
+// same call with the same arguments three times in a row, or a pattern
+// of one, two or three calls repeating over the last window calls. The
+// pattern test is periodicity (s[i] == s[i-k] across the window), so a
 // 3-cycle is found in a window of 10, which the tiling test of the
 // attractor agent-loop specification misses; after firing it waits a
 // whole window before firing again.
@@ -20,6 +21,9 @@ type loopDetector struct {
 	names     []string
 	lastFired int
 }
+
+// sameInARow is how many identical calls in a row stop the exchange.
+const sameInARow = 3
 
 func newLoopDetector(window int) *loopDetector {
 	return &loopDetector{window: window, lastFired: -1 << 30}
@@ -46,6 +50,19 @@ func (d *loopDetector) add(calls []tool.Call) int {
 		d.names = append(d.names, c.Name)
 	}
 	n := len(d.sigs)
+	if n-d.lastFired >= sameInARow && n >= sameInARow {
+		same := true
+		for i := n - sameInARow + 1; i < n; i++ {
+			if d.sigs[i] != d.sigs[n-sameInARow] {
+				same = false
+				break
+			}
+		}
+		if same {
+			d.lastFired = n
+			return 1
+		}
+	}
 	if n < d.window || n-d.lastFired < d.window {
 		return 0
 	}

@@ -6,14 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/script"
 	"github.com/nbots/nb/state"
@@ -27,25 +31,29 @@ type job struct {
 	// args is the arguments' JSON text as the model sent them, compact:
 	// the feedback shows them in the model's key order, as the reference.
 	args string
+	// external marks a call to a tool the client runs (Agent.External).
+	external bool
 	// result is set before running when the call cannot run (unknown
 	// tool, invalid arguments, denied).
-	result any
-	done   bool
-	denied bool
-	err    error
+	result  any
+	images  []media.Image
+	isError bool
+	done    bool
+	denied  bool
 }
 
 // runTools handles a round of tool calls: store the calls, check and
 // confirm each (one by one), run the allowed ones in parallel, show the
-// feedback, store the results in call order.
-func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector *loopDetector) error {
+// feedback, store the results in call order. Calls to External tools are
+// not run: they are returned for the client, after the others ran.
+func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector *loopDetector) ([]tool.Call, error) {
 	empty := a.Cartridge.Affix(a.Mode, "output", "prefix") + a.Cartridge.Affix(a.Mode, "output", "suffix")
 	var message any
 	if resp.Text != "" {
 		message = resp.Text
 	}
 	if err := a.record(state.Event{At: state.Now(), Who: "AI", Mode: string(a.Mode), Message: message, Meta: responseMeta(resp), Output: &empty}); err != nil {
-		return err
+		return nil, err
 	}
 	jobs := make([]*job, len(resp.ToolCalls))
 	for i, pc := range resp.ToolCalls {
@@ -56,7 +64,7 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector 
 			dec.UseNumber()
 			var args map[string]any
 			if err := dec.Decode(&args); err != nil {
-				j.result, j.done = fmt.Sprintf("Invalid arguments for tool %s: the arguments are not a JSON object (%v).", pc.Name, err), true
+				j.result, j.done, j.isError = fmt.Sprintf("Invalid arguments for tool %s: the arguments are not a JSON object (%v).", pc.Name, err), true, true
 				continue
 			}
 			if args != nil {
@@ -64,80 +72,220 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector 
 				j.args = compactJSON(pc.Arguments)
 			}
 		}
+		if a.isExternal(pc.Name) {
+			j.external, j.done = true, true
+			continue
+		}
 		t, ok := a.Tools.Lookup(pc.Name)
 		if !ok {
-			j.result, j.done = fmt.Sprintf("Unknown tool: %s. The available tools are: %s.", pc.Name, toolNames(a.Tools)), true
+			j.result, j.done, j.isError = fmt.Sprintf("Unknown tool: %s. The available tools are: %s.", pc.Name, a.toolNames()), true, true
 			continue
 		}
 		j.tool = t
 		if msg := validateArguments(t.Spec(), j.call.Arguments); msg != "" {
-			j.result, j.done = msg, true
+			j.result, j.done, j.isError = msg, true, true
 		}
 	}
 
 	if a.Cartridge.Confirmable() {
 		for _, j := range jobs {
-			if j.done {
+			if j.done || readOnly(j.tool) {
 				continue
 			}
-			if !a.confirm(ctx, j) {
-				j.result, j.done, j.denied = DenialText, true, true
+			allowed, err := a.confirm(ctx, j)
+			if err != nil || ctx.Err() != nil {
+				if err == nil {
+					err = ctx.Err()
+				}
+				return nil, a.interrupted(ctx, jobs, err)
 			}
-			if ctx.Err() != nil {
-				return a.interrupted(ctx, jobs)
+			if !allowed {
+				j.result, j.done, j.denied = DenialText, true, true
 			}
 		}
 	}
 
-	var wg sync.WaitGroup
+	run := func(j *job) {
+		defer func() {
+			// A broken tool must not take the conversation down: its
+			// panic is its result, as an error would be.
+			if p := recover(); p != nil {
+				j.result, j.isError, j.done = fmt.Sprintf("the tool %s failed: %v", j.call.Name, p), true, true
+			}
+		}()
+		out, err := j.tool.Run(a.scriptContext(ctx), j.call)
+		switch r := out.(type) {
+		case *tool.Result:
+			if r != nil {
+				out, j.images, j.isError = r.Text, r.Images, r.IsError
+			}
+		case tool.Result:
+			out, j.images, j.isError = r.Text, r.Images, r.IsError
+		}
+		if err != nil {
+			out, j.isError = toolErrorText(err), true
+		}
+		j.result, j.done = jsonSafe(out), true
+	}
+	var runnable []*job
 	for _, j := range jobs {
 		if j.done {
 			continue
 		}
 		a.feedback(ctx, cartridge.Executing, j, nil)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				// A broken tool must not take the conversation down: its
-				// panic is its result, as an error would be.
-				if p := recover(); p != nil {
-					j.err = fmt.Errorf("the tool %s failed: %v", j.call.Name, p)
-					j.result, j.done = j.err.Error(), true
-				}
-			}()
-			out, err := j.tool.Run(ctx, j.call)
-			if err != nil {
-				j.err = err
-				out = toolErrorText(err)
-			}
-			j.result, j.done = out, true
-		}()
+		c := j.call
+		a.emit(Event{Kind: ToolStart, Call: &c})
+		runnable = append(runnable, j)
 	}
-	wg.Wait()
+	if len(runnable) == 1 {
+		// One call runs on the loop's own goroutine: an exchange waiting
+		// on a long call (a websocket client's tool) holds one stack, not two.
+		run(runnable[0])
+	} else {
+		var wg sync.WaitGroup
+		for _, j := range runnable {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				run(j)
+			}()
+		}
+		wg.Wait()
+	}
 	if ctx.Err() != nil {
-		return a.interrupted(ctx, jobs)
+		return nil, a.interrupted(ctx, jobs, ctx.Err())
 	}
 
 	events := make([]state.Event, 0, len(jobs))
+	var pending []tool.Call
 	for _, j := range jobs {
+		if j.external {
+			pending = append(pending, j.call)
+			continue
+		}
 		if j.tool != nil && !j.denied {
 			a.feedback(ctx, cartridge.Responding, j, j.result)
 		}
-		events = append(events, state.Event{At: state.Now(), Who: "tool", Mode: string(a.Mode), Message: j.result,
-			Meta: map[string]any{"id": j.call.ID, "name": j.call.Name}})
+		if j.tool != nil && !j.denied {
+			c := j.call
+			a.emit(Event{Kind: ToolEnd, Call: &c, Output: j.result, IsError: j.isError})
+		}
+		events = append(events, a.resultEvent(j))
 	}
 	if err := a.record(events...); err != nil {
-		return err
+		return nil, err
 	}
 	calls := make([]tool.Call, len(jobs))
 	for i, j := range jobs {
 		calls[i] = j.call
 	}
 	if k := detector.add(calls); k > 0 {
-		return &LimitError{Msg: fmt.Sprintf("stopped: the model keeps repeating the same %s (%s); the conversation so far is kept", plural(k, "tool call", "tool calls"), strings.Join(detector.pattern(k), ", "))}
+		return nil, &LimitError{Msg: fmt.Sprintf("stopped: the model keeps repeating the same %s (%s); the conversation so far is kept", plural(k, "tool call", "tool calls"), strings.Join(detector.pattern(k), ", "))}
 	}
-	return nil
+	return pending, nil
+}
+
+// isExternal tells whether name is one of the client's tools.
+func (a *Agent) isExternal(name string) bool {
+	for _, sp := range a.External {
+		if sp.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// readOnly tells whether t changes nothing, and so runs unasked.
+func readOnly(t tool.Tool) bool {
+	r, ok := t.(tool.ReadOnly)
+	return ok && r.ReadOnly()
+}
+
+// resultEvent is the stored result of a call: the output, bounded by
+// MaxStored (the whole of a larger one goes to a file under OutputDir).
+func (a *Agent) resultEvent(j *job) state.Event {
+	meta := map[string]any{"id": j.call.ID, "name": j.call.Name}
+	if j.isError {
+		meta["is_error"] = true
+	}
+	return state.Event{At: state.Now(), Who: "tool", Mode: string(a.Mode), Message: a.bounded(j), Images: j.images, Meta: meta}
+}
+
+// bounded returns a job's result as it is stored: whole when small, else
+// its head and tail with a note saying how much was left out and where
+// the whole output is.
+func (a *Agent) bounded(j *job) any {
+	limit := a.MaxStored
+	if limit <= 0 {
+		limit = DefaultMaxStored
+	}
+	text, isText := j.result.(string)
+	if !isText {
+		if size := jsonSize(j.result, limit); size <= limit {
+			return j.result
+		}
+		text = Text(j.result)
+	}
+	if len(text) <= limit {
+		return j.result
+	}
+	where := ""
+	if a.OutputDir != "" {
+		if path, err := saveOutput(a.OutputDir, j.call.ID, text); err == nil {
+			where = "; the whole output is in " + path
+		} else {
+			where = "; it could not be kept whole: " + err.Error()
+		}
+	}
+	half := limit / 2
+	head, tail := text[:runeStart(text, half)], text[runeStart(text, len(text)-half):]
+	return fmt.Sprintf("%s\n\n[nb: this output had %d bytes; %d from its middle are not kept in the conversation%s]\n\n%s",
+		head, len(text), len(text)-len(head)-len(tail), where, tail)
+}
+
+// runeStart backs off i to the start of the UTF-8 sequence it falls in.
+func runeStart(s string, i int) int {
+	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return i
+}
+
+// jsonSize is the size of v encoded as JSON, counted up to limit+1.
+func jsonSize(v any, limit int) int {
+	w := &countWriter{limit: limit}
+	json.NewEncoder(w).Encode(v) //nolint:errcheck // the count stops it
+	return w.n
+}
+
+type countWriter struct{ n, limit int }
+
+var errCounted = errors.New("counted")
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	w.n += len(p)
+	if w.n > w.limit {
+		return 0, errCounted
+	}
+	return len(p), nil
+}
+
+// saveOutput writes a tool's whole output to dir/<call id>.txt.
+func saveOutput(dir, id, text string) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	name := strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == 0 || r == '.' {
+			return '_'
+		}
+		return r
+	}, id)
+	if name == "" {
+		name = "output"
+	}
+	path := filepath.Join(dir, name+".txt")
+	return path, os.WriteFile(path, []byte(text), 0o600)
 }
 
 // InterruptedText is the result of a call that never ran because the
@@ -146,20 +294,19 @@ const InterruptedText = "The user interrupted the conversation before this tool 
 
 // interrupted records a result for every call of a stopped round, so the
 // stored calls are never left without results (providers refuse a
-// conversation where they are), and returns the context's error.
-func (a *Agent) interrupted(ctx context.Context, jobs []*job) error {
+// conversation where they are), and returns err.
+func (a *Agent) interrupted(_ context.Context, jobs []*job, err error) error {
 	events := make([]state.Event, 0, len(jobs))
 	for _, j := range jobs {
-		if !j.done {
+		if !j.done || j.external {
 			j.result, j.done = InterruptedText, true
 		}
-		events = append(events, state.Event{At: state.Now(), Who: "tool", Mode: string(a.Mode), Message: j.result,
-			Meta: map[string]any{"id": j.call.ID, "name": j.call.Name}})
+		events = append(events, a.resultEvent(j))
 	}
-	if err := a.record(events...); err != nil {
-		return err
+	if rerr := a.record(events...); rerr != nil {
+		return rerr
 	}
-	return ctx.Err()
+	return err
 }
 
 func plural(n int, one, many string) string {
@@ -169,9 +316,12 @@ func plural(n int, one, many string) string {
 	return strconv.Itoa(n) + " " + many
 }
 
-func toolNames(s *tool.Set) string {
+func (a *Agent) toolNames() string {
 	var names []string
-	for _, sp := range s.Specs() {
+	for _, sp := range a.Tools.Specs() {
+		names = append(names, sp.Name)
+	}
+	for _, sp := range a.External {
 		names = append(names, sp.Name)
 	}
 	if len(names) == 0 {
@@ -190,26 +340,14 @@ func toolErrorText(err error) string {
 	return err.Error()
 }
 
-// confirm asks the user about one call; true allows it.
-func (a *Agent) confirm(ctx context.Context, j *job) bool {
+// confirm asks the front-end about one call; true allows it. An error
+// (the user stopped the exchange at the question) stops the round.
+func (a *Agent) confirm(ctx context.Context, j *job) (bool, error) {
 	text := a.feedbackText(ctx, cartridge.Confirming, j, nil)
 	if a.Confirmer == nil {
-		return false
+		return false, nil
 	}
-	answer, ok := a.Confirmer.Confirm(ctx, j.call, text)
-	if !ok {
-		return false
-	}
-	answer = strings.ToLower(strings.TrimSpace(answer))
-	if answer == "" {
-		answer = strings.ToLower(strings.TrimSpace(a.Cartridge.ToolSetting(a.Mode, cartridge.Confirming, "default")))
-	}
-	for _, y := range a.Cartridge.Yeses(a.Mode) {
-		if answer == y {
-			return true
-		}
-	}
-	return false
+	return a.Confirmer.Confirm(ctx, j.call, text)
 }
 
 // feedback emits executing or responding feedback when the cartridge
@@ -281,6 +419,11 @@ func validateArguments(spec tool.Spec, args map[string]any) string {
 // schemaPath matches the validator's location of a property.
 var schemaPath = regexp.MustCompile(`^(/properties/[^/:]+)+`)
 
+// maxCachedSchemas bounds the compiled schemas kept: clients describe
+// tools of their own (an agent-protocol run, a websocket client), so a
+// long-running server sees schemas without end.
+const maxCachedSchemas = 256
+
 var (
 	schemaMu    sync.Mutex
 	schemaCache = map[string]*jsonschema.Resolved{}
@@ -295,6 +438,10 @@ func compileSchema(spec tool.Spec) (*jsonschema.Resolved, error) {
 	defer schemaMu.Unlock()
 	if s, ok := schemaCache[string(key)]; ok {
 		return s, nil
+	}
+	if len(schemaCache) >= maxCachedSchemas {
+		// Start afresh: the schemas in use are compiled again at once.
+		clear(schemaCache)
 	}
 	var s jsonschema.Schema
 	if err := json.Unmarshal(key, &s); err != nil {

@@ -51,15 +51,15 @@ var corpusNoProvider = map[string]string{
 // the others are the authors' own notes).
 var corpusWarnings = map[string][]string{
 	"b08x__nano-bots/cartridges/@b08x/cartridges/assistants/agileBloomMini.yml": {
-		`:95: unknown key "provider.generationConfig" is ignored (known keys here: id, credentials, options, settings)`,
+		`:95: unknown key "provider.generationConfig" is ignored (known keys here: id, credentials, options, settings, timeouts)`,
 	},
 	"b08x__nano-bots/cartridges/@b08x/cartridges/assistants/antisteve.yml": {
-		`:101: unknown key "provider.generationConfig" is ignored (known keys here: id, credentials, options, settings)`,
+		`:101: unknown key "provider.generationConfig" is ignored (known keys here: id, credentials, options, settings, timeouts)`,
 	},
 	"b08x__nano-bots/cartridges/@b08x/cartridges/generators/gitcommit.yml": {
 		`:20: unknown key "behaviors.commit_message" is ignored (known keys here: interaction, boot)`,
 		`:27: unknown key "behaviors.expertise" is ignored (known keys here: interaction, boot)`,
-		`:70: unknown key "provider.generationConfig" is ignored (known keys here: id, credentials, options, settings)`,
+		`:70: unknown key "provider.generationConfig" is ignored (known keys here: id, credentials, options, settings, timeouts)`,
 	},
 	"b08x__nano-bots/cartridges/@b08x/cartridges/method_man.yaml": {
 		`:86: unknown key "interfaces.analysis" is ignored (known keys here: input, output, tools, repl, eval)`,

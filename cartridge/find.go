@@ -20,16 +20,6 @@ type Env struct {
 	DataHome, Home string
 }
 
-// EnvFromOS reads Env from the process environment.
-func EnvFromOS() Env {
-	return Env{
-		CartridgesPath:      os.Getenv("NANO_BOTS_CARTRIDGES_PATH"),
-		CartridgesDirectory: os.Getenv("NANO_BOTS_CARTRIDGES_DIRECTORY"),
-		DataHome:            os.Getenv("XDG_DATA_HOME"),
-		Home:                os.Getenv("HOME"),
-	}
-}
-
 // DefaultDirectory is where cartridges live when no variable says
 // otherwise: $XDG_DATA_HOME/nano-bots/cartridges, else
 // ~/.local/share/nano-bots/cartridges.

@@ -84,7 +84,7 @@ var knownKeys = func() *keys {
 			"repl", scope.with("prompt", listOf(values("text", "color"))),
 			"eval", scope,
 		),
-		"provider", mapping("id", nil, "credentials", anything, "options", anything, "settings", anything),
+		"provider", mapping("id", nil, "credentials", anything, "options", anything, "settings", anything, "timeouts", anything),
 		"tools", listOf(values("name", "description", "lua", "fennel", "clojure", "robopage").with("parameters", anything)),
 		"safety", mapping(
 			"functions", mapping("sandboxed", nil, "limits", values("cpu-seconds", "memory", "timeout")),

@@ -189,6 +189,7 @@ func (c *Cartridge) validate() error {
 
 	if safety := k.mapping(d, "", "safety"); safety != nil {
 		k.boolean(k.mapping(safety, "safety", "functions"), "safety.functions", "sandboxed")
+		k.functionLimits(safety)
 		tools := k.mapping(safety, "safety", "tools")
 		k.boolean(tools, "safety.tools", "confirmable")
 		k.positive(tools, "safety.tools", "rounds")

@@ -56,6 +56,31 @@ func (c Config) Body() map[string]any {
 	return dropNulls(c.Settings)
 }
 
+// BodyFor starts the body of req: Body with the request's Settings
+// merged in (a mapping into a mapping key by key, anything else
+// replacing; a null removing the key).
+func (c Config) BodyFor(req Request) map[string]any {
+	body := c.Body()
+	merge(body, req.Settings)
+	return body
+}
+
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		if v == nil {
+			delete(dst, k)
+			continue
+		}
+		if sm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				merge(dm, sm)
+				continue
+			}
+		}
+		dst[k] = deepCopy(v)
+	}
+}
+
 func dropNulls(m map[string]any) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {

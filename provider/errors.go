@@ -168,3 +168,49 @@ func Clip(s string) string {
 	}
 	return s
 }
+
+// UnsupportedError says a request asks for something the provider (or the
+// API version the cartridge selected) cannot take, such as images. It is
+// returned before anything is sent, so nothing is silently dropped; a
+// server answers it with a 400 that names the cartridge.
+type UnsupportedError struct {
+	// Provider is the provider id.
+	Provider string
+	// Feature is what is not supported, in words: "images", "images given
+	// by URL", "images in assistant messages".
+	Feature string
+	// Hint says what to do instead; may be empty.
+	Hint string
+}
+
+func (e *UnsupportedError) Error() string {
+	msg := e.Provider + ": " + e.Feature + " are not supported"
+	if e.Hint != "" {
+		msg += " (" + e.Hint + ")"
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, errors.ErrUnsupported) true.
+func (e *UnsupportedError) Is(target error) bool { return target == errors.ErrUnsupported }
+
+// HostCredentialsError says a cartridge asks for credentials or files of
+// the host (a key file path, application default credentials) while
+// Config.AllowHostCredentials is off.
+type HostCredentialsError struct {
+	// Provider is the provider id.
+	Provider string
+	// What names what was asked for: "provider.credentials.file-path",
+	// "application default credentials".
+	What string
+	// Hint says what the cartridge can give instead.
+	Hint string
+}
+
+func (e *HostCredentialsError) Error() string {
+	msg := e.Provider + ": " + e.What + " would use this host's credentials or files, which is not allowed for this cartridge (allow-host-credentials is off)"
+	if e.Hint != "" {
+		msg += "; " + e.Hint
+	}
+	return msg
+}

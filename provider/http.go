@@ -9,80 +9,230 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	neturl "net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http/httpproxy"
 )
 
-// Timeouts used by DefaultHTTPClient and Post.
-var (
-	// ConnectTimeout bounds establishing a connection.
-	ConnectTimeout = 10 * time.Second
-	// IdleTimeout bounds the silence between two reads of a response:
-	// a stream that stops sending for this long is reported as stalled.
-	// Local models can take long before the first token, so it is generous.
-	IdleTimeout = 300 * time.Second
-)
+// clientKey is the proxy configuration a shared client was built for.
+type clientKey struct{ httpProxy, httpsProxy, noProxy string }
 
-var (
-	defaultClientOnce sync.Once
-	defaultClient     *http.Client
-)
+var clients sync.Map // clientKey -> *http.Client
 
-// DefaultHTTPClient is shared by providers built without a client. It
-// honours HTTPS_PROXY, HTTP_PROXY and NO_PROXY; SSL_CERT_FILE and
-// SSL_CERT_DIR are honoured by Go's certificate loading on Unix.
-func DefaultHTTPClient() *http.Client {
-	defaultClientOnce.Do(func() {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.Proxy = http.ProxyFromEnvironment
-		t.DialContext = (&net.Dialer{Timeout: ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
-		t.TLSHandshakeTimeout = ConnectTimeout
-		t.ResponseHeaderTimeout = IdleTimeout
-		// Streams arrive in many small frames: read them in large gulps.
-		t.ReadBufferSize = 64 << 10
-		defaultClient = &http.Client{Transport: t}
-	})
-	return defaultClient
+// ClientFor returns the shared client for the proxy settings getenv gives
+// (HTTPS_PROXY, HTTP_PROXY, NO_PROXY, upper or lower case, as curl reads
+// them); nil getenv means no proxy. Clients are shared so connections are
+// reused across providers and cartridges. SSL_CERT_FILE and SSL_CERT_DIR
+// are read by Go's certificate loading on Unix.
+//
+// Its transport bounds a dial and a TLS handshake by 2 minutes only: the
+// per-request limits (Timeouts) are applied by Send, and a dial a request
+// gave up on may go on in the background for a later request.
+func ClientFor(getenv func(string) string) *http.Client {
+	env := func(names ...string) string {
+		if getenv == nil {
+			return ""
+		}
+		for _, n := range names {
+			if v := getenv(n); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	key := clientKey{env("HTTP_PROXY", "http_proxy"), env("HTTPS_PROXY", "https_proxy"), env("NO_PROXY", "no_proxy")}
+	if c, ok := clients.Load(key); ok {
+		return c.(*http.Client)
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	if key.httpProxy != "" || key.httpsProxy != "" {
+		proxy := (&httpproxy.Config{HTTPProxy: key.httpProxy, HTTPSProxy: key.httpsProxy, NoProxy: key.noProxy}).ProxyFunc()
+		t.Proxy = func(r *http.Request) (*neturl.URL, error) { return proxy(r.URL) }
+	}
+	t.DialContext = (&net.Dialer{Timeout: 2 * time.Minute, KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = 2 * time.Minute
+	// Streams arrive in many small frames: read them in large gulps.
+	t.ReadBufferSize = 64 << 10
+	// A server sends many requests at once to one provider: keep their
+	// connections for the next ones (the default keeps 2 per host, and
+	// every other request would pay a new connection and TLS handshake).
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
+	c, _ := clients.LoadOrStore(key, &http.Client{Transport: t})
+	return c.(*http.Client)
 }
 
-// Post sends body as JSON to url with the given headers. A response with
-// status >= 400 becomes an *Error with the provider's message; a network
-// failure becomes a retryable *Error. On success the caller must close the
-// returned body, which fails with a stall error after IdleTimeout of silence.
+// DefaultHTTPClient is the shared client without a proxy: ClientFor(nil).
+func DefaultHTTPClient() *http.Client { return ClientFor(nil) }
+
+// HTTPRequest is one call to a provider's API.
+type HTTPRequest struct {
+	// Provider is the provider id errors are reported under.
+	Provider string
+	// Client sends the request; nil means DefaultHTTPClient.
+	Client *http.Client
+	// URL is the endpoint; Headers are set on the request.
+	URL     string
+	Headers map[string]string
+	// Body is encoded as JSON.
+	Body any
+	// Stream says whether the answer is streamed, which sets the default
+	// first-byte limit.
+	Stream bool
+	// Timeouts are the limits (zero fields: DefaultTimeouts(Stream)).
+	Timeouts Timeouts
+}
+
+// Post sends body as JSON to url as a streamed request under the default
+// time limits (see Send).
 func Post(ctx context.Context, client *http.Client, providerID, url string, headers map[string]string, body any) (io.ReadCloser, *http.Response, error) {
-	data, err := json.Marshal(body)
+	return Send(ctx, HTTPRequest{Provider: providerID, Client: client, URL: url, Headers: headers, Body: body, Stream: true})
+}
+
+// Send posts r.Body as JSON under r's time limits. A response with status
+// >= 400 becomes an *Error with the provider's message; a network failure
+// becomes an *Error (retryable unless the server refused the connection
+// or its name is unknown); an expired limit becomes a retryable *Error
+// wrapping a *TimeoutError. On success the caller must close the
+// returned body, whose reads fail with a *TimeoutError after Idle of
+// silence.
+func Send(ctx context.Context, r HTTPRequest) (io.ReadCloser, *http.Response, error) {
+	data, err := json.Marshal(r.Body)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: encode request: %w", providerID, err)
+		return nil, nil, fmt.Errorf("%s: encode request: %w", r.Provider, err)
+	}
+	client := r.Client
+	if client == nil {
+		client = DefaultHTTPClient()
+	}
+	limits := r.Timeouts.Or(DefaultTimeouts(r.Stream))
+	address := safeURL(r.URL)
+	expired := func(limit string, d time.Duration, sending bool) *TimeoutError {
+		return &TimeoutError{Provider: r.Provider, Limit: limit, After: d, Address: address, Sending: sending}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(data))
+	w := &watch{cancel: cancel}
+	// While the body is sent, each piece must follow the last within Idle.
+	newBody := func() *sendBody {
+		return &sendBody{r: bytes.NewReader(data), w: w, idle: limits.Idle, expired: expired(LimitIdle, limits.Idle, true)}
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, w.trace(limits, expired)), http.MethodPost, r.URL, newBody())
 	if err != nil {
 		cancel(nil)
 		var ue *neturl.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // without the address, which may hold a password
 		}
-		return nil, nil, &Error{Provider: providerID, Message: fmt.Sprintf("invalid address %q: %v", redactURL(url), err)}
+		return nil, nil, &Error{Provider: r.Provider, Message: fmt.Sprintf("invalid address %q: %v", redactURL(r.URL), err)}
 	}
+	req.ContentLength = int64(len(data))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(newBody()), nil }
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "nb (Nano Bots)")
-	for k, v := range headers {
+	for k, v := range r.Headers {
 		req.Header.Set(k, v)
 	}
+	// The connection must be up within Connect.
+	w.start(limits.Connect, expired(LimitConnect, limits.Connect, false))
 	resp, err := client.Do(req)
+	if w.stop() && err == nil {
+		// A limit expired as the headers arrived: the request is cancelled.
+		resp.Body.Close()
+		err = context.Cause(ctx)
+	}
 	if err != nil {
 		cancel(nil)
-		return nil, nil, networkError(ctx, providerID, url, err, false)
+		return nil, nil, networkError(ctx, r.Provider, r.URL, err, false)
 	}
 	if resp.StatusCode >= 400 {
-		cancel(nil)
-		return nil, resp, ErrorFromResponse(providerID, resp)
+		// The error body is read under the idle limit too.
+		resp.Body = newIdleReader(resp.Body, cancel, limits.Idle, expired(LimitIdle, limits.Idle, false))
+		return nil, resp, ErrorFromResponse(r.Provider, resp)
 	}
-	return newIdleReader(resp.Body, cancel, providerID), resp, nil
+	return newIdleReader(resp.Body, cancel, limits.Idle, expired(LimitIdle, limits.Idle, false)), resp, nil
+}
+
+// watch runs the one time limit that applies before the response: first
+// the connect limit, then the silence while the body is sent, then the
+// first-byte limit. When it expires it cancels the request with a
+// *TimeoutError as the cause.
+type watch struct {
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	timer  *time.Timer
+	done   bool // the first byte arrived, or the request returned
+	fired  bool
+}
+
+// start (re)arms the watch for d, reporting e when it expires.
+func (w *watch) start(d time.Duration, e *TimeoutError) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done || w.fired {
+		return
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.timer = time.AfterFunc(d, func() {
+		w.mu.Lock()
+		if w.done {
+			w.mu.Unlock()
+			return
+		}
+		w.fired = true
+		w.mu.Unlock()
+		w.cancel(e)
+	})
+}
+
+// stop ends the watch and reports whether a limit had expired.
+func (w *watch) stop() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = true
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	return w.fired
+}
+
+func (w *watch) trace(limits Timeouts, expired func(string, time.Duration, bool) *TimeoutError) *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) {
+			w.start(limits.Idle, expired(LimitIdle, limits.Idle, true))
+		},
+		WroteRequest: func(httptrace.WroteRequestInfo) {
+			w.start(limits.FirstByte, expired(LimitFirstByte, limits.FirstByte, false))
+		},
+		GotFirstResponseByte: func() {
+			w.stop()
+		},
+	}
+}
+
+// sendBody is the request body; each read (the transport sending a piece)
+// re-arms the idle limit while the body is being sent.
+type sendBody struct {
+	r       *bytes.Reader
+	w       *watch
+	idle    time.Duration
+	expired *TimeoutError
+}
+
+func (b *sendBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 && b.idle > 0 {
+		b.w.start(b.idle, b.expired)
+	}
+	return n, err
 }
 
 // networkError describes a failure to reach or read from a provider.
@@ -93,9 +243,13 @@ func networkError(ctx context.Context, providerID, url string, err error, stream
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
-	var stall *stallError
-	if errors.As(err, &stall) {
-		return &Error{Provider: providerID, Message: stall.Error(), Retryable: true, Streamed: streamed, Err: err}
+	var te *TimeoutError
+	if errors.As(err, &te) {
+		hint := "raise provider.timeouts." + te.Limit + " if the model is this slow"
+		if te.Limit == LimitConnect {
+			hint = "check provider.credentials.address and the network"
+		}
+		return &Error{Provider: providerID, Message: te.message(), Hint: hint, Retryable: true, Streamed: streamed, Err: te}
 	}
 	msg := err.Error()
 	var ue *neturl.Error
@@ -155,26 +309,20 @@ func ReadError(ctx context.Context, providerID string, err error, streamed bool)
 	return networkError(ctx, providerID, "", err, streamed)
 }
 
-type stallError struct{ d time.Duration }
-
-func (e *stallError) Error() string {
-	return fmt.Sprintf("the stream stalled: no data for %s", e.d)
-}
-
-// idleReader cancels the request when no read completes within IdleTimeout.
+// idleReader cancels the request when no read completes within its limit.
 type idleReader struct {
 	rc      io.ReadCloser
 	cancel  context.CancelCauseFunc
+	idle    time.Duration
 	timer   *time.Timer
-	stalled atomic.Pointer[stallError]
+	stalled atomic.Bool
+	err     *TimeoutError
 }
 
-func newIdleReader(rc io.ReadCloser, cancel context.CancelCauseFunc, providerID string) *idleReader {
-	r := &idleReader{rc: rc, cancel: cancel}
-	d := IdleTimeout
-	r.timer = time.AfterFunc(d, func() {
-		e := &stallError{d: d}
-		r.stalled.Store(e)
+func newIdleReader(rc io.ReadCloser, cancel context.CancelCauseFunc, idle time.Duration, e *TimeoutError) *idleReader {
+	r := &idleReader{rc: rc, cancel: cancel, idle: idle, err: e}
+	r.timer = time.AfterFunc(idle, func() {
+		r.stalled.Store(true)
 		cancel(e)
 	})
 	return r
@@ -183,12 +331,10 @@ func newIdleReader(rc io.ReadCloser, cancel context.CancelCauseFunc, providerID 
 func (r *idleReader) Read(p []byte) (int, error) {
 	n, err := r.rc.Read(p)
 	if n > 0 {
-		r.timer.Reset(IdleTimeout)
+		r.timer.Reset(r.idle)
 	}
-	if err != nil && err != io.EOF {
-		if e := r.stalled.Load(); e != nil {
-			err = e
-		}
+	if err != nil && err != io.EOF && r.stalled.Load() {
+		err = r.err
 	}
 	return n, err
 }
@@ -198,4 +344,31 @@ func (r *idleReader) Close() error {
 	err := r.rc.Close()
 	r.cancel(nil)
 	return err
+}
+
+// safeURL is an address fit for an error message: the password of its
+// user information hidden, and the values of query parameters that look
+// like secrets (key, token, signature ...) replaced.
+func safeURL(raw string) string {
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return redactURL(raw)
+	}
+	if q := u.Query(); len(q) > 0 {
+		changed := false
+		for k := range q {
+			lk := strings.ToLower(k)
+			for _, s := range []string{"key", "token", "secret", "sig", "auth", "password", "credential"} {
+				if strings.Contains(lk, s) {
+					q.Set(k, "xxxxx")
+					changed = true
+					break
+				}
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
+	}
+	return u.Redacted()
 }

@@ -13,11 +13,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 
+	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/tool"
 )
 
@@ -41,6 +44,12 @@ type Message struct {
 	// ToolCallID and ToolName identify the call a tool message answers.
 	ToolCallID string `json:"tool_call_id,omitempty"`
 	ToolName   string `json:"tool_name,omitempty"`
+	// Images go with a user message (pictures a client sent) or a tool
+	// message (pictures a tool returned). Each provider sends them the way
+	// its API takes them, or fails with an *UnsupportedError before
+	// sending anything: an image is never dropped. Assistant messages
+	// carry none.
+	Images []media.Image `json:"images,omitempty"`
 	// Reasoning is the model's reasoning text of an assistant message.
 	Reasoning string `json:"reasoning,omitempty"`
 	// Extra holds provider-specific data that must be sent back verbatim
@@ -75,6 +84,64 @@ type Request struct {
 	// Stream asks for a streamed answer. Providers that cannot stream
 	// still call the callback once with the whole text.
 	Stream bool
+	// User is the opaque end-user identifier of this request, for APIs
+	// with a field for it; empty uses Config.User. One bot serves many
+	// end users, so it travels with the request.
+	User string
+	// Sampling, when set, overrides the cartridge's sampling settings
+	// for this request (a server's client asked for them).
+	Sampling *Sampling
+	// Settings override the cartridge's settings for this request (the
+	// parameters a client of an agent may change), merged into them key
+	// by key, mappings recursively (see Config.BodyFor).
+	Settings map[string]any
+	// Stop are stop sequences: the answer ends before the first of them
+	// (a ReAct agent stops the model before it invents an observation).
+	Stop []string
+	// Output asks for an answer that is one JSON value following a
+	// schema: the API's own structured-output mode where it has one
+	// (OpenAI's and Mistral's response_format json_schema, Gemini's
+	// responseSchema, Ollama's format, Cohere's response_format), an
+	// instruction in the system text where it has none (Anthropic,
+	// Maritaca). The caller still validates the answer.
+	Output *OutputSchema
+}
+
+// OutputSchema is the shape a structured answer must have.
+type OutputSchema struct {
+	// Name names the schema where an API wants a name (letters, digits,
+	// _ and -).
+	Name string
+	// Schema is a JSON Schema.
+	Schema map[string]any
+}
+
+// Instruction is the system text that asks for the schema where an API
+// has no structured-output mode.
+func (o *OutputSchema) Instruction() string {
+	b, _ := json.Marshal(o.Schema)
+	return "Answer with one JSON value and nothing else (no prose, no code fence). It must be valid against this JSON Schema:\n" + string(b)
+}
+
+// WithOutputInstruction returns req with the output schema's instruction
+// after its system text, for APIs without a structured-output mode.
+func WithOutputInstruction(req Request) Request {
+	if req.Output == nil {
+		return req
+	}
+	if req.System != "" {
+		req.System += "\n\n"
+	}
+	req.System += req.Output.Instruction()
+	return req
+}
+
+// UserOr is the request's end-user identifier, else fallback.
+func (r Request) UserOr(fallback string) string {
+	if r.User != "" {
+		return r.User
+	}
+	return fallback
 }
 
 // EventKind tells what an Event carries.
@@ -102,16 +169,76 @@ type Usage struct {
 	OutputTokens int `json:"output_tokens,omitempty"`
 }
 
+// The finish reasons of the common model: why the model stopped. Every
+// provider maps its own values to these (Response.RawFinishReason keeps
+// the provider's).
+const (
+	// FinishStop: the answer is complete (or a stop sequence was met).
+	FinishStop = "stop"
+	// FinishLength: the answer was cut at the token limit.
+	FinishLength = "length"
+	// FinishToolCalls: the model asks for tool calls.
+	FinishToolCalls = "tool_calls"
+	// FinishContentFilter: the answer was withheld or cut by a safety filter.
+	FinishContentFilter = "content_filter"
+	// FinishOther: any other reason (the raw value says which).
+	FinishOther = "other"
+)
+
+// finishReasons maps the providers' own finish reasons, lower-cased, to
+// the common ones. OpenAI and the compatible APIs use the common values
+// already; Anthropic, Cohere, Gemini and Ollama have their own.
+var finishReasons = map[string]string{
+	"stop": FinishStop, "end_turn": FinishStop, "stop_sequence": FinishStop, "complete": FinishStop,
+	"length": FinishLength, "max_tokens": FinishLength, "model_length": FinishLength,
+	"model_context_window_exceeded": FinishLength, "error_limit": FinishLength,
+	"tool_calls": FinishToolCalls, "function_call": FinishToolCalls, "tool_use": FinishToolCalls, "tool_call": FinishToolCalls,
+	"content_filter": FinishContentFilter, "refusal": FinishContentFilter, "error_toxic": FinishContentFilter,
+	"safety": FinishContentFilter, "recitation": FinishContentFilter, "blocklist": FinishContentFilter,
+	"prohibited_content": FinishContentFilter, "spii": FinishContentFilter, "image_safety": FinishContentFilter,
+	"image_prohibited_content": FinishContentFilter,
+}
+
+// NormalizeFinishReason maps a provider's finish reason to one of the
+// Finish constants. An answer with tool calls is FinishToolCalls whatever
+// the provider said (Gemini and Ollama say stop); an empty raw value is
+// FinishStop (APIs without one end only when the answer is complete).
+func NormalizeFinishReason(raw string, hasToolCalls bool) string {
+	if hasToolCalls {
+		return FinishToolCalls
+	}
+	if raw == "" {
+		return FinishStop
+	}
+	if r, ok := finishReasons[strings.ToLower(raw)]; ok {
+		return r
+	}
+	return FinishOther
+}
+
 // Response is the accumulated answer of one Request.
 type Response struct {
-	Text         string
-	Reasoning    string
-	ToolCalls    []ToolCall
+	Text      string
+	Reasoning string
+	ToolCalls []ToolCall
+	// FinishReason is why the model stopped: one of the Finish constants.
 	FinishReason string
-	Usage        Usage
+	// RawFinishReason is the provider's own value (end_turn, MAX_TOKENS,
+	// COMPLETE ...), empty when it sent none.
+	RawFinishReason string
+	// Usage counts the tokens of the request and the answer, streamed or
+	// not, as far as the provider reports them.
+	Usage Usage
 	// Extra is provider-specific data to keep with the assistant message
 	// (see Message.Extra).
 	Extra map[string]any
+}
+
+// SetFinishReason stores the provider's finish reason and its common
+// form. Call it once the tool calls are in place.
+func (r *Response) SetFinishReason(raw string) {
+	r.RawFinishReason = raw
+	r.FinishReason = NormalizeFinishReason(raw, len(r.ToolCalls) > 0)
 }
 
 // Message turns the response into the assistant message to store.
@@ -139,9 +266,34 @@ type Config struct {
 	// User is the opaque end-user identifier to send where the API has a
 	// field for it (OpenAI's user); empty means none.
 	User string
-	// HTTPClient is used for every request; nil means a default client
-	// that honours HTTPS_PROXY, NO_PROXY and SSL_CERT_FILE.
+	// HTTPClient is used for every request; nil means a shared default
+	// client whose proxy comes from HTTPS_PROXY, HTTP_PROXY and NO_PROXY
+	// as Getenv gives them.
 	HTTPClient *http.Client
+	// Timeouts bound the waits of each request (connection, first byte,
+	// silence in a stream); zero fields take the defaults (see Timeouts).
+	Timeouts Timeouts
+	// Getenv looks up the environment a provider may see (proxies,
+	// Google's application default credentials). nil means an empty
+	// environment: nothing in this package or below reads the process
+	// environment itself.
+	Getenv func(string) string
+	// AllowHostCredentials lets a provider use credentials and files of
+	// the host: Google's application default credentials (a key file, the
+	// gcloud login, the metadata server) and a key file named by
+	// provider.credentials.file-path. The command line sets it; a server
+	// running cartridges its clients sent must not, so that they cannot
+	// borrow the host's identity or read its files.
+	AllowHostCredentials bool
+}
+
+// Env returns the value of an environment variable as Getenv gives it,
+// "" when Getenv is nil.
+func (c Config) Env(name string) string {
+	if c.Getenv == nil {
+		return ""
+	}
+	return c.Getenv(name)
 }
 
 // Factory builds a provider from its configuration.
@@ -181,7 +333,7 @@ func New(cfg Config) (Provider, error) {
 		return nil, fmt.Errorf("unsupported provider %q (supported: %v)", cfg.ID, IDs())
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = DefaultHTTPClient()
+		cfg.HTTPClient = ClientFor(cfg.Getenv)
 	}
 	return f(cfg)
 }

@@ -150,16 +150,13 @@ func TestConnectionRefusedHidesPassword(t *testing.T) {
 }
 
 func TestStall(t *testing.T) {
-	old := IdleTimeout
-	IdleTimeout = 100 * time.Millisecond
-	defer func() { IdleTimeout = old }()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("data: a\n\n"))
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	}))
 	defer srv.Close()
-	body, _, err := Post(context.Background(), srv.Client(), "fake", srv.URL, nil, map[string]any{})
+	body, _, err := Send(context.Background(), HTTPRequest{Provider: "fake", Client: srv.Client(), URL: srv.URL, Body: map[string]any{}, Stream: true, Timeouts: Timeouts{Idle: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"sync"
 )
 
 // SSEEvent is one server-sent event.
@@ -36,15 +37,55 @@ type SSEReader struct {
 // MaxLine bounds one line of a streamed response (16 MiB).
 const MaxLine = 16 << 20
 
-// NewSSEReader returns a reader of the events in r.
+// NewSSEReader returns a reader of the events in r. Close gives its
+// buffer back for the next reader.
 func NewSSEReader(r io.Reader) *SSEReader {
-	return &SSEReader{r: bufio.NewReaderSize(r, 64<<10)}
+	return &SSEReader{r: newReader(r)}
+}
+
+// readerSize is the buffer of a stream's reader. It holds lines, not
+// the socket's reads (the transport reads those in 64 KiB gulps), so it
+// is small: a server holds thousands of streams at once. A longer line
+// is gathered piece by piece.
+const readerSize = 4 << 10
+
+// newReader is a buffered reader of r, reused when one is free.
+func newReader(r io.Reader) *bufio.Reader {
+	br, _ := readers.Get().(*bufio.Reader)
+	if br == nil {
+		return bufio.NewReaderSize(r, readerSize)
+	}
+	br.Reset(r)
+	return br
+}
+
+func putReader(br *bufio.Reader) {
+	br.Reset(nil)
+	readers.Put(br)
+}
+
+// readers keeps the read buffers of finished streams for the next: a
+// server reads many streams a second.
+var readers sync.Pool
+
+// Close ends the reading: the reader's buffer goes back to be reused and
+// Next returns io.ErrClosedPipe. The events' Data stay valid. Close does
+// not close the underlying reader.
+func (s *SSEReader) Close() {
+	if s.r == nil {
+		return
+	}
+	putReader(s.r)
+	s.r = nil
 }
 
 // Next returns the next event. At the end of the stream it returns io.EOF;
 // an event not terminated by a blank line before the end is still returned
 // first (servers often close without the final blank line).
 func (s *SSEReader) Next() (SSEEvent, error) {
+	if s.r == nil {
+		return SSEEvent{}, io.ErrClosedPipe
+	}
 	for {
 		line, err := s.readLine()
 		if err != nil {
@@ -158,13 +199,27 @@ type NDJSONReader struct {
 	r *bufio.Reader
 }
 
-// NewNDJSONReader returns a reader of the lines in r.
+// NewNDJSONReader returns a reader of the lines in r. Close gives its
+// buffer back for the next reader.
 func NewNDJSONReader(r io.Reader) *NDJSONReader {
-	return &NDJSONReader{r: bufio.NewReaderSize(r, 64<<10)}
+	return &NDJSONReader{r: newReader(r)}
+}
+
+// Close ends the reading: the reader's buffer goes back to be reused and
+// Next returns io.ErrClosedPipe. Lines already returned stay valid.
+func (n *NDJSONReader) Close() {
+	if n.r == nil {
+		return
+	}
+	putReader(n.r)
+	n.r = nil
 }
 
 // Next returns the next non-blank line, without its terminator, or io.EOF.
 func (n *NDJSONReader) Next() ([]byte, error) {
+	if n.r == nil {
+		return nil, io.ErrClosedPipe
+	}
 	var buf []byte
 	for {
 		chunk, err := n.r.ReadSlice('\n')

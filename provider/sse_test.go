@@ -177,3 +177,28 @@ func TestAnswer(t *testing.T) {
 		t.Errorf("SplitThink: %q %q", v, r)
 	}
 }
+
+// A closed reader gives its buffer back and reads no more; the next
+// reader starts clean on its own input.
+func TestSSEReaderClose(t *testing.T) {
+	s := NewSSEReader(strings.NewReader("data: one\n\ndata: two\n\n"))
+	ev, err := s.Next()
+	if err != nil || string(ev.Data) != "one" {
+		t.Fatalf("%q %v", ev.Data, err)
+	}
+	s.Close()
+	s.Close()
+	if _, err := s.Next(); err != io.ErrClosedPipe {
+		t.Errorf("after Close: %v", err)
+	}
+	for range 3 {
+		s = NewSSEReader(strings.NewReader("data: three\n\n"))
+		if ev, err := s.Next(); err != nil || string(ev.Data) != "three" {
+			t.Fatalf("%q %v", ev.Data, err)
+		}
+		if _, err := s.Next(); err != io.EOF {
+			t.Errorf("the reused buffer held more: %v", err)
+		}
+		s.Close()
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/nbots/nb/proc"
 )
 
 // Defaults of an Executor's limits.
@@ -29,7 +31,9 @@ const (
 // must not be copied after first use.
 type Executor struct {
 	// Timeout bounds one run; 0 is DefaultTimeout, negative is none. On
-	// timeout the process group gets SIGTERM, then SIGKILL after KillGrace.
+	// timeout every process of the call gets SIGTERM, then SIGKILL after
+	// KillGrace (a command without a SIGTERM handler that runs as the
+	// init of a pid namespace gets SIGKILL at once; see package proc).
 	Timeout time.Duration
 	// KillGrace is the time between SIGTERM and SIGKILL; 0 is DefaultKillGrace.
 	KillGrace time.Duration
@@ -38,26 +42,39 @@ type Executor struct {
 	MaxOutput int
 	// Workers bounds the runs in progress; 0 is the number of CPUs.
 	Workers int
-	// Env is the children's base environment (and the PATH the program
-	// and the container engine are looked up in); nil is SafeEnv(os.Environ()).
-	// The variables a page reads with ${env.NAME} are added to it.
-	Env []string
-	// LookupEnv reads the variables of ${env.NAME}; nil is os.LookupEnv.
-	LookupEnv func(string) (string, bool)
-	// Engine is the container engine (a name or a path); empty is
-	// $ROBOPAGES_CONTAINER_RUNTIME, else docker, else podman, found on PATH.
+	// Environ is nb's environment (NAME=value, as os.Environ gives): the
+	// PATH programs and the container engine are looked up in, and what
+	// ${env.NAME} reads. Children never get it whole: a program on the
+	// host gets proc.Env (PATH, HOME, USER, the locale, TERM, TZ, TMPDIR,
+	// SHELL), the variables its page reads with ${env.NAME} and those of
+	// Names; the container engine gets proc.Env and proc.EngineNames.
+	// Empty means no variables at all (and no PATH).
+	Environ []string
+	// Names are variables of Environ passed to every function explicitly:
+	// in the environment of a program on the host, through the env file
+	// of a container.
+	Names []string
+	// Engine is the container engine (a name or a path); empty is docker,
+	// else podman, found on PATH. (The CLI passes
+	// $ROBOPAGES_CONTAINER_RUNTIME here.)
 	Engine string
 	// Dir is the children's working folder; empty is the current one.
 	Dir string
 	// GOOS chooses among `platforms`; empty is this system's (macos for darwin).
 	GOOS string
+	// Mechanism is how nothing a call started survives it (see package
+	// proc); the zero value is the best this system allows.
+	Mechanism proc.Mechanism
 
 	once   sync.Once
 	sem    chan struct{}
-	env    []string
 	path   string
 	imgMu  sync.Mutex
 	images map[string]bool
+	engMu  sync.Mutex
+	engErr error     // the engine's last failure to answer
+	engAt  time.Time // when engErr was found
+	engOK  bool      // the engine answered once
 }
 
 func (e *Executor) init() {
@@ -67,45 +84,9 @@ func (e *Executor) init() {
 			n = runtime.NumCPU()
 		}
 		e.sem = make(chan struct{}, n)
-		e.env = e.Env
-		if e.env == nil {
-			e.env = SafeEnv(os.Environ())
-		}
-		for _, kv := range e.env {
-			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-				e.path = v
-			}
-		}
+		e.path, _ = proc.Lookup(e.Environ, "PATH")
 		e.images = map[string]bool{}
 	})
-}
-
-// safeEnvNames are the variables children inherit by default: what
-// programs and container engines need to work, and no secrets.
-var safeEnvNames = map[string]bool{
-	"PATH": true, "HOME": true, "USER": true, "LOGNAME": true, "SHELL": true,
-	"LANG": true, "LANGUAGE": true, "TZ": true, "TMPDIR": true, "TERM": true,
-	"XDG_RUNTIME_DIR": true, "XDG_CONFIG_HOME": true, "XDG_DATA_HOME": true, "XDG_CACHE_HOME": true,
-	"DOCKER_HOST": true, "DOCKER_CONTEXT": true, "DOCKER_CONFIG": true, "DOCKER_CERT_PATH": true,
-	"DOCKER_TLS_VERIFY": true, "CONTAINER_HOST": true, "CONTAINERS_CONF": true,
-	"SSL_CERT_FILE": true, "SSL_CERT_DIR": true,
-	"HTTP_PROXY": true, "HTTPS_PROXY": true, "NO_PROXY": true,
-	"http_proxy": true, "https_proxy": true, "no_proxy": true,
-}
-
-// SafeEnv keeps the variables of environ that a tool needs to run (PATH,
-// HOME, locale, temporary folder, container engine and proxy settings) and
-// drops the rest, so API keys and tokens of the server do not reach the
-// tools unless a page asks for one with ${env.NAME}.
-func SafeEnv(environ []string) []string {
-	var out []string
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		if safeEnvNames[name] || strings.HasPrefix(name, "LC_") {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 func (e *Executor) goos() string {
@@ -161,8 +142,6 @@ func (e *Executor) engine() (string, error) {
 	names := []string{"docker", "podman"}
 	if e.Engine != "" {
 		names = []string{e.Engine}
-	} else if v := os.Getenv("ROBOPAGES_CONTAINER_RUNTIME"); v != "" {
-		names = []string{v}
 	}
 	for _, n := range names {
 		if p, ok := lookPath(n, e.path); ok {
@@ -219,7 +198,7 @@ func (e *Executor) Prepare(f *Function, args map[string]string) (*Plan, error) {
 	if !ok {
 		return nil, fmt.Errorf("no command line for platform %s", e.goos())
 	}
-	scope := &Scope{Args: args, LookupEnv: e.LookupEnv}
+	scope := &Scope{Args: args, LookupEnv: e.lookupEnv, Check: checkValue(f)}
 	for _, p := range f.Parameters {
 		if p.Default != nil {
 			if scope.Defaults == nil {
@@ -310,6 +289,36 @@ func (e *Executor) Call(ctx context.Context, f *Function, args map[string]string
 	return e.Run(ctx, plan)
 }
 
+// lookupEnv reads a variable of Environ, for ${env.NAME}.
+func (e *Executor) lookupEnv(name string) (string, bool) { return proc.Lookup(e.Environ, name) }
+
+// childVars are the variables a plan's program gets beyond proc.Env's
+// base: those its page read with ${env.NAME} and those of Names.
+func (e *Executor) childVars(plan *Plan) map[string]string {
+	vars := map[string]string{}
+	for _, n := range e.Names {
+		if v, ok := e.lookupEnv(n); ok {
+			vars[n] = v
+		}
+	}
+	for k, v := range plan.Env {
+		vars[k] = v
+	}
+	return vars
+}
+
+// hostEnv is the environment of a program run on the host.
+func (e *Executor) hostEnv(vars map[string]string) []string {
+	extra := make([]string, 0, len(vars))
+	for _, k := range sortedNames(vars) {
+		extra = append(extra, k+"="+vars[k])
+	}
+	return proc.Env(e.Environ, nil, extra...)
+}
+
+// engineEnv is the environment of the container engine's process.
+func (e *Executor) engineEnv() []string { return proc.Env(e.Environ, proc.EngineNames) }
+
 // Run executes a plan and returns its content, the reference's layout of
 // parts joined by newlines, each only when present: "EXIT CODE: <status>"
 // when the command failed, stdout, stderr (prefixed "ERROR: " when the
@@ -325,46 +334,32 @@ func (e *Executor) Run(ctx context.Context, plan *Plan) (string, error) {
 	}
 	defer func() { <-e.sem }()
 
+	vars := e.childVars(plan)
 	if !plan.Container {
-		env := e.env
-		if len(plan.Env) > 0 {
-			env = mergeEnv(e.env, plan.Env)
-		}
-		return e.run(ctx, append([]string{plan.HostPath}, plan.Args[1:]...), env)
+		return e.run(ctx, append([]string{plan.HostPath}, plan.Args[1:]...), e.hostEnv(vars))
 	}
 	if err := e.ensureImage(ctx, plan.Engine, plan.Function.Container); err != nil {
 		return "", err
 	}
 	envFile := ""
-	if len(plan.Env) > 0 {
-		f, err := writeEnvFile(plan.Env)
+	if len(vars) > 0 {
+		f, err := writeEnvFile(vars)
 		if err != nil {
 			return "", err
 		}
 		defer os.Remove(f)
 		envFile = f
 	}
-	return e.run(ctx, plan.ContainerArgs(envFile), e.env)
+	return e.run(ctx, plan.ContainerArgs(envFile), e.engineEnv())
 }
 
-// mergeEnv adds vars to base, replacing variables of the same name.
-func mergeEnv(base []string, vars map[string]string) []string {
-	out := make([]string, 0, len(base)+len(vars))
-	for _, kv := range base {
-		name, _, _ := strings.Cut(kv, "=")
-		if _, ok := vars[name]; !ok {
-			out = append(out, kv)
-		}
-	}
+func sortedNames(vars map[string]string) []string {
 	names := make([]string, 0, len(vars))
 	for k := range vars {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	for _, k := range names {
-		out = append(out, k+"="+vars[k])
-	}
-	return out
+	return names
 }
 
 // writeEnvFile writes KEY=value lines for `docker run --env-file`; the
@@ -374,13 +369,8 @@ func writeEnvFile(vars map[string]string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("write the container's environment file: %w", err)
 	}
-	names := make([]string, 0, len(vars))
-	for k := range vars {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	var b strings.Builder
-	for _, k := range names {
+	for _, k := range sortedNames(vars) {
 		// An env file has one variable per line: a newline would start another.
 		v := strings.NewReplacer("\r", " ", "\n", " ").Replace(vars[k])
 		b.WriteString(k + "=" + v + "\n")
@@ -421,30 +411,22 @@ func (e *Executor) run(ctx context.Context, argv []string, env []string) (string
 	cmd.Dir = e.Dir
 	stdout, stderr := &capped{max: maxOut}, &capped{max: maxOut}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	setProcessGroup(cmd)
-	var killer *time.Timer
-	cmd.Cancel = func() error {
-		signalGroup(cmd, syscall.SIGTERM)
-		killer = time.AfterFunc(grace, func() { signalGroup(cmd, syscall.SIGKILL) })
-		return nil
+	if err := proc.SetupOptions(cmd, proc.Options{Mechanism: e.Mechanism, Grace: grace}); err != nil {
+		return "", err
 	}
-	cmd.WaitDelay = grace + 500*time.Millisecond
+	// Leave nothing of the call behind: background children of the
+	// command would otherwise outlive it.
+	defer proc.Reap(cmd)
 	if err := cmd.Start(); err != nil {
 		return "", spawnError(err)
 	}
 	err := cmd.Wait()
-	// Leave nothing of the group behind: background children of the
-	// command would otherwise outlive the call.
-	signalGroup(cmd, syscall.SIGKILL)
-	if killer != nil {
-		killer.Stop()
-	}
 	if cmd.ProcessState == nil {
 		return "", spawnError(err)
 	}
 	var notes []string
 	if runCtx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		notes = append(notes, fmt.Sprintf("nb: timed out after %s: the process group was killed", timeout))
+		notes = append(notes, fmt.Sprintf("nb: timed out after %s: the command and everything it started were stopped", timeout))
 	}
 	for _, s := range []struct {
 		name string

@@ -2,6 +2,8 @@ package robopage
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nbots/nb/proc"
 )
 
 // parseFunctions parses one page and returns its library.
@@ -92,7 +95,7 @@ functions:
 
 func TestRunHost(t *testing.T) {
 	lib := parseLibrary(t, t.TempDir(), hostPage)
-	ex := &Executor{}
+	ex := &Executor{Environ: os.Environ()}
 	tests := []struct {
 		name string
 		args map[string]string
@@ -106,7 +109,6 @@ func TestRunHost(t *testing.T) {
 		{"fail", nil, "EXIT CODE: exit status: 1"},
 		{"both", map[string]string{"code": "0"}, "Hello\n\nError\n"},
 		{"both", map[string]string{"code": "3"}, "EXIT CODE: exit status: 3\nHello\n\nERROR: Error\n"},
-		{"script", map[string]string{"script": "kill -9 $$"}, "EXIT CODE: signal: 9 (SIGKILL)"},
 		{"script", map[string]string{"script": "printf '\\377ok'"}, "\uFFFDok"},
 		{"script", map[string]string{"script": "true"}, ""},
 	}
@@ -120,7 +122,14 @@ func TestRunHost(t *testing.T) {
 			t.Errorf("%s %v = %q, want %q", tt.name, tt.args, got, tt.want)
 		}
 	}
-	got, err := call(t, ex, lib, "ls", nil)
+	// A command killed by a signal. In a pid namespace the command is
+	// pid 1, which signals sent from inside never reach: the process
+	// group alone lets it kill itself.
+	got, err := call(t, &Executor{Environ: os.Environ(), Mechanism: proc.ProcessGroup}, lib, "script", map[string]string{"script": "kill -9 $$"})
+	if err != nil || got != "EXIT CODE: signal: 9 (SIGKILL)" {
+		t.Errorf("kill -9 $$ = %q, %v", got, err)
+	}
+	got, err = call(t, ex, lib, "ls", nil)
 	if err != nil || !strings.HasPrefix(got, "EXIT CODE: exit status: ") || !strings.Contains(got, "\nERROR: ") {
 		t.Errorf("ls nonexistent = %q, %v", got, err)
 	}
@@ -132,7 +141,7 @@ func TestRunHost(t *testing.T) {
 
 func TestPrepareErrors(t *testing.T) {
 	lib := parseLibrary(t, t.TempDir(), hostPage)
-	ex := &Executor{Env: []string{"PATH=" + os.Getenv("PATH")}, Engine: "nb-no-such-engine"}
+	ex := &Executor{Environ: []string{"PATH=" + os.Getenv("PATH")}, Engine: "nb-no-such-engine"}
 	tests := []struct {
 		name string
 		args map[string]string
@@ -147,7 +156,7 @@ func TestPrepareErrors(t *testing.T) {
 		{"secret", nil, "", "environment variable NB_TEST_SECRET not set"},
 	}
 	for _, tt := range tests {
-		ex := &Executor{Env: ex.Env, GOOS: tt.goos, LookupEnv: fakeEnv(nil)}
+		ex := &Executor{Environ: ex.Environ, GOOS: tt.goos, Engine: ex.Engine}
 		f, _ := lib.Function(tt.name)
 		_, err := ex.Prepare(f, tt.args)
 		if err == nil || err.Error() != tt.want {
@@ -164,57 +173,166 @@ func TestPrepareErrors(t *testing.T) {
 	}
 }
 
-// Children get a clean environment: the server's secrets reach a program
-// only when its page asks for them with ${env.NAME}.
+// secrets are variables no child may see unless it is named explicitly:
+// a deny-list cannot know their names.
+var secrets = []string{"TOKEN=t0k", "PASSWORD=pw", "PGPASSWORD=pg", "APIKEY=k", "DATABASE_URL=postgres://u:p@h/d",
+	"GH_PAT=gh", "PASSPHRASE=pp", "OPENAI_API_KEY_2=sk", "DOCKER_HOST=tcp://engine:2375", "http_proxy=http://proxy:3128"}
+
+// Children get an allow-listed environment: the server's secrets reach a
+// program only when its page asks for them with ${env.NAME} or the
+// executor names them; the engine's variables reach only the engine.
 func TestRunEnvironment(t *testing.T) {
-	t.Setenv("NB_TEST_SECRET", "s3cret")
-	t.Setenv("NB_TEST_OTHER", "other")
+	environ := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=/home/u", "LC_ALL=C", "NB_TEST_SECRET=s3cret", "NB_TEST_OTHER=other"}, secrets...)
 	lib := parseLibrary(t, t.TempDir(), hostPage)
-	got, err := call(t, &Executor{}, lib, "secret", nil)
+	ex := &Executor{Environ: environ}
+	got, err := call(t, ex, lib, "secret", nil)
 	if err != nil || got != "[s3cret][]\n" {
 		t.Errorf("secret = %q, %v; want [s3cret][]", got, err)
 	}
-	got, err = call(t, &Executor{}, lib, "script", map[string]string{"script": "env"})
-	if err != nil || strings.Contains(got, "NB_TEST") || !strings.Contains(got, "PATH=") {
+	got, err = call(t, ex, lib, "script", map[string]string{"script": "env"})
+	if err != nil || !strings.Contains(got, "PATH=") || !strings.Contains(got, "HOME=/home/u") || !strings.Contains(got, "LC_ALL=C") {
 		t.Errorf("env = %q, %v", got, err)
+	}
+	for _, kv := range append([]string{"NB_TEST"}, secrets...) {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.Contains(got, name) {
+			t.Errorf("the child saw %s:\n%s", name, got)
+		}
+	}
+	// Names passes a variable explicitly.
+	ex = &Executor{Environ: environ, Names: []string{"NB_TEST_OTHER", "NB_UNSET"}}
+	got, err = call(t, ex, lib, "secret", nil)
+	if err != nil || got != "[s3cret][other]\n" {
+		t.Errorf("secret with Names = %q, %v; want [s3cret][other]", got, err)
+	}
+	// Without an environment there is nothing to read.
+	f, _ := lib.Function("secret")
+	if _, err := (&Executor{}).Prepare(f, nil); err == nil || err.Error() != "environment variable NB_TEST_SECRET not set" {
+		t.Errorf("no environment: %v", err)
 	}
 }
 
-func TestRunTimeoutKillsGroup(t *testing.T) {
+// The container engine gets its own variables, the programs on the host
+// do not; variables for the container go through the env file.
+func TestEngineEnvironment(t *testing.T) {
+	lib := parseLibrary(t, t.TempDir(), containerPage)
+	dir, ex := fakeEngine(t, "docker")
+	os.WriteFile(filepath.Join(dir, "docker"), []byte("#!/bin/sh\nenv | sort > \"$(dirname \"$0\")/engine-env\"\n[ \"$1\" = images ] && echo sha256:1\nexit 0\n"), 0o755)
+	ex.Environ = append(ex.Environ, secrets...)
+	ex.Names = []string{"PASSPHRASE"}
+	if _, err := call(t, ex, lib, "forced", nil); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "engine-env"))
+	got := string(b)
+	if !strings.Contains(got, "DOCKER_HOST=tcp://engine:2375") {
+		t.Errorf("the engine did not get DOCKER_HOST:\n%s", got)
+	}
+	for _, name := range []string{"TOKEN", "PGPASSWORD", "DATABASE_URL", "GH_PAT", "OPENAI_API_KEY_2", "http_proxy", "PASSPHRASE"} {
+		if strings.Contains(got, name+"=") {
+			t.Errorf("the engine saw %s:\n%s", name, got)
+		}
+	}
+	hostLib := parseLibrary(t, t.TempDir(), hostPage)
+	out, err := call(t, &Executor{Environ: ex.Environ}, hostLib, "script", map[string]string{"script": "env"})
+	if err != nil || strings.Contains(out, "DOCKER_HOST") {
+		t.Errorf("a host program saw DOCKER_HOST: %q %v", out, err)
+	}
+}
+
+// Cancelling a call stops the command and all it started, a grandchild
+// that ignores SIGTERM in a session of its own too. The test cancels once
+// the grandchild runs, so it does not depend on the machine's speed.
+func TestRunCancelKillsAll(t *testing.T) {
 	dir := t.TempDir()
 	lib := parseLibrary(t, dir, hostPage)
-	pidFile := filepath.Join(dir, "pid")
-	ex := &Executor{Timeout: 300 * time.Millisecond, KillGrace: 300 * time.Millisecond}
-	start := time.Now()
-	// The grandchild ignores SIGTERM: only the group's SIGKILL ends it.
-	got, err := call(t, ex, lib, "script", map[string]string{"script": "sh -c 'trap \"\" TERM; echo $$ > " + pidFile + "; sleep 30' & echo started; wait"})
-	took := time.Since(start)
+	for _, m := range []proc.Mechanism{proc.Auto, proc.ProcessGroup} {
+		ex := &Executor{Environ: os.Environ(), KillGrace: 300 * time.Millisecond, Mechanism: m}
+		// A sleep no other process runs: found in /proc whatever pid
+		// namespace or /proc the command has.
+		token := fmt.Sprintf("600.%09d", time.Now().UnixNano()%1e9)
+		script := "sh -c 'trap \"\" TERM; exec sleep " + token + "' & wait"
+		if m == proc.Auto {
+			script = "setsid " + script
+		}
+		f, _ := lib.Function("script")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan string, 1)
+		go func() {
+			out, err := ex.Call(ctx, f, map[string]string{"script": script})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- out
+		}()
+		for i := 0; len(sleeping(token)) == 0; i++ {
+			if i == 1000 {
+				t.Fatalf("%s: the grandchild never ran", m)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		start := time.Now()
+		cancel()
+		got := <-done
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("%s: took %v", m, took)
+		}
+		if !strings.HasPrefix(got, "EXIT CODE: signal: ") {
+			t.Errorf("%s: content %q", m, got)
+		}
+		deadline := time.Now().Add(3 * time.Second)
+		for len(sleeping(token)) > 0 {
+			if time.Now().After(deadline) {
+				for _, pid := range sleeping(token) {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+				t.Fatalf("%s: the grandchild survived the call", m)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// sleeping lists the live processes running sleep token.
+func sleeping(token string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || string(b) != "sleep\x00"+token+"\x00" {
+			continue
+		}
+		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && strings.Contains(string(st), ") Z ") {
+			continue // a zombie runs nothing
+		}
+		pid, _ := strconv.Atoi(e.Name())
+		out = append(out, pid)
+	}
+	return out
+}
+
+// A call that outlives its timeout is stopped and says so. The outcome
+// does not depend on how far the command got: sleep never ends in time.
+func TestRunTimeout(t *testing.T) {
+	lib := parseLibrary(t, t.TempDir(), hostPage)
+	ex := &Executor{Environ: os.Environ(), Timeout: 300 * time.Millisecond, KillGrace: 300 * time.Millisecond}
+	got, err := call(t, ex, lib, "script", map[string]string{"script": "exec sleep 30"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took > 5*time.Second {
-		t.Errorf("took %v", took)
+	// Without a SIGTERM handler, the init of a pid namespace gets SIGKILL.
+	want := "EXIT CODE: signal: 15 (SIGTERM)"
+	if m := proc.Detect(); m == proc.PIDNamespace || m == proc.UserNamespace {
+		want = "EXIT CODE: signal: 9 (SIGKILL)"
 	}
-	if !strings.HasPrefix(got, "EXIT CODE: signal: 15 (SIGTERM)\nstarted\n") || !strings.HasSuffix(got, "\nnb: timed out after 300ms: the process group was killed") {
-		t.Errorf("content %q", got)
-	}
-	b, _ := os.ReadFile(pidFile)
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if pid == 0 {
-		t.Fatal("no pid written")
-	}
-	deadline := time.Now().Add(3 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("grandchild %d still alive", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if want += "\nnb: timed out after 300ms: the command and everything it started were stopped"; got != want {
+		t.Errorf("content %q, want %q", got, want)
 	}
 }
 
 func TestRunOutputCap(t *testing.T) {
 	lib := parseLibrary(t, t.TempDir(), hostPage)
-	ex := &Executor{MaxOutput: 1 << 20}
+	ex := &Executor{Environ: os.Environ(), MaxOutput: 1 << 20}
 	got, err := call(t, ex, lib, "script", map[string]string{"script": "head -c 10485760 /dev/zero | tr '\\0' a; echo done >&2"})
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +342,7 @@ func TestRunOutputCap(t *testing.T) {
 		t.Errorf("content is %d bytes, ends %q", len(got), got[max(0, len(got)-80):])
 	}
 	// A multi-byte character cut by the cap is dropped, not mangled.
-	ex = &Executor{MaxOutput: 4}
+	ex = &Executor{Environ: os.Environ(), MaxOutput: 4}
 	got, _ = call(t, ex, lib, "script", map[string]string{"script": "printf 'abcé'"})
 	if got != "abc\nnb: stdout cut to its first 4 bytes of 5" {
 		t.Errorf("cut rune: %q", got)
@@ -233,7 +351,7 @@ func TestRunOutputCap(t *testing.T) {
 
 func TestRunWorkersBound(t *testing.T) {
 	lib := parseLibrary(t, t.TempDir(), hostPage)
-	ex := &Executor{Workers: 2}
+	ex := &Executor{Environ: os.Environ(), Workers: 2}
 	start := time.Now()
 	done := make(chan string, 4)
 	for i := 0; i < 4; i++ {
@@ -274,7 +392,7 @@ func fakeEngine(t *testing.T, name string) (string, *Executor) {
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(fakeDocker), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return dir, &Executor{Env: []string{"PATH=" + dir + ":/usr/bin:/bin"}, LookupEnv: fakeEnv(map[string]string{"API_KEY": "k3y"})}
+	return dir, &Executor{Environ: []string{"PATH=" + dir + ":/usr/bin:/bin", "API_KEY=k3y"}}
 }
 
 func readCalls(t *testing.T, dir string) []string {
@@ -346,6 +464,7 @@ func TestRunContainer(t *testing.T) {
 		t.Fatalf("http_get = %q, %v", got, err)
 	}
 	want := []string{
+		"docker [version]",
 		"docker [images] [-q] [alpine/curl]",
 		"docker [pull] [--platform] [linux/amd64] [alpine/curl]",
 		"docker [run] [--rm] [-v" + pages + ":/data] [-v$HOME:/home] [--net=host] [alpine/curl] [-s] [-L] [https://example.com/a b]",
@@ -416,10 +535,10 @@ func TestRunContainerEngines(t *testing.T) {
 	if _, err := call(t, ex, lib, "forced", nil); err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff([]string{"podman [images] [-q] [alpine]", "podman [run] [--rm] [alpine] [hi]"}, readCalls(t, dir)); d != "" {
+	if d := cmp.Diff([]string{"podman [version]", "podman [images] [-q] [alpine]", "podman [run] [--rm] [alpine] [hi]"}, readCalls(t, dir)); d != "" {
 		t.Errorf("podman (-want +got):\n%s", d)
 	}
-	ex = &Executor{Env: []string{"PATH=" + t.TempDir()}}
+	ex = &Executor{Environ: []string{"PATH=" + t.TempDir()}}
 	_, err := call(t, ex, lib, "forced", nil)
 	if err == nil || err.Error() != "docker executable not found: docker or podman not on PATH; install docker or podman to run this function in a container" {
 		t.Errorf("no engine: %v", err)
@@ -427,9 +546,43 @@ func TestRunContainerEngines(t *testing.T) {
 	// A failing pull is the reference's error, with the engine's words.
 	fail := t.TempDir()
 	os.WriteFile(filepath.Join(fail, "docker"), []byte("#!/bin/sh\n[ \"$1\" = pull ] && { echo 'pull access denied for squealer' >&2; exit 1; }\nexit 0\n"), 0o755)
-	ex = &Executor{Env: []string{"PATH=" + fail + ":/usr/bin:/bin"}}
+	ex = &Executor{Environ: []string{"PATH=" + fail + ":/usr/bin:/bin"}}
 	_, err = call(t, ex, lib, "forced", nil)
 	if err == nil || err.Error() != "command failed with status: exit status: 1 (docker pull alpine: pull access denied for squealer)" {
 		t.Errorf("failed pull: %v", err)
+	}
+}
+
+// A container engine that does not answer is one problem for all the
+// functions that need it (serve printed one per function: 52 lines for
+// the corpus), and calls fail with its words.
+func TestEngineDownOnce(t *testing.T) {
+	pages := t.TempDir()
+	os.WriteFile(filepath.Join(pages, "nmap.Dockerfile"), []byte("FROM alpine\n"), 0o644)
+	lib := parseLibrary(t, pages, containerPage)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "docker"), []byte("#!/bin/sh\necho \"$*\" >> \"$(dirname \"$0\")/calls.log\"\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?' >&2\nexit 1\n"), 0o755)
+	ex := &Executor{Environ: []string{"PATH=" + dir + ":/usr/bin:/bin"}}
+	ps := ex.Prefetch(context.Background(), lib)
+	if len(ps) != 1 || !ps[0].Engine || !strings.Contains(ps[0].Message, "container engine docker does not answer") || !strings.Contains(ps[0].Message, "Cannot connect to the Docker daemon") || !strings.Contains(ps[0].Message, "the images of 6 functions were not made") {
+		t.Errorf("Prefetch problems: %v", ps)
+	}
+	if calls := readCalls(t, dir); len(calls) != 1 || calls[0] != "version" {
+		t.Errorf("engine calls %q, want one version", calls)
+	}
+	_, err := call(t, ex, lib, "forced", nil)
+	var ee *EngineError
+	if !errors.As(err, &ee) {
+		t.Errorf("call: %v", err)
+	}
+	problems := lib.Validate(context.Background(), ValidateOptions{Executor: ex, Host: true, Containers: true})
+	n := 0
+	for _, p := range problems {
+		if strings.Contains(p.Message, "Docker daemon") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("Validate said it %d times: %v", n, problems)
 	}
 }

@@ -5,22 +5,8 @@ package robopage
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"syscall"
 )
-
-// setProcessGroup starts the command in its own process group, so that a
-// timeout kills the programs it started too.
-func setProcessGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-}
-
-// signalGroup sends sig to the command's process group.
-func signalGroup(cmd *exec.Cmd, sig syscall.Signal) {
-	if cmd.Process != nil && cmd.Process.Pid > 0 {
-		_ = syscall.Kill(-cmd.Process.Pid, sig)
-	}
-}
 
 // exitText is the exit status as Rust prints it: "exit status: 1",
 // "signal: 9 (SIGKILL)", with " (core dumped)" when a core was dumped.

@@ -3,11 +3,15 @@ package robopage
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/nbots/nb/proc"
 )
 
 // ensureImage makes the container's image available, once per executor:
@@ -24,6 +28,9 @@ func (e *Executor) ensureImage(ctx context.Context, engine string, c *Container)
 	defer e.imgMu.Unlock()
 	if e.images[key] {
 		return nil
+	}
+	if err := e.checkEngine(ctx, engine); err != nil {
+		return err
 	}
 	if c.Build != nil {
 		st, err := os.Stat(c.Build.Path)
@@ -55,6 +62,48 @@ func (e *Executor) ensureImage(ctx context.Context, engine string, c *Container)
 	return nil
 }
 
+// EngineError is a container engine that does not answer (its daemon is
+// not running, its socket is not reachable): every function that needs a
+// container fails the same way, so callers say it once.
+type EngineError struct {
+	// Engine is the engine's path.
+	Engine string
+	// Err is the failure of `<engine> version`.
+	Err error
+}
+
+func (e *EngineError) Error() string {
+	return fmt.Sprintf("container engine %s does not answer: %v", filepath.Base(e.Engine), e.Err)
+}
+
+func (e *EngineError) Unwrap() error { return e.Err }
+
+// engineRetry is how long a failed engine check stands before the engine
+// is asked again: a batch of functions hears the failure once, and a
+// server notices when the engine comes back.
+const engineRetry = 5 * time.Second
+
+// checkEngine asks the engine for its version, until it answers once.
+func (e *Executor) checkEngine(ctx context.Context, engine string) error {
+	e.engMu.Lock()
+	defer e.engMu.Unlock()
+	if e.engOK {
+		return nil
+	}
+	if e.engErr != nil && time.Since(e.engAt) < engineRetry {
+		return e.engErr
+	}
+	if _, err := e.engineOutput(ctx, engine, "version"); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		e.engErr, e.engAt = &EngineError{Engine: engine, Err: err}, time.Now()
+		return e.engErr
+	}
+	e.engOK, e.engErr = true, nil
+	return nil
+}
+
 func (e *Executor) engineCmd(ctx context.Context, engine string, args ...string) error {
 	_, err := e.engineOutput(ctx, engine, args...)
 	return err
@@ -65,12 +114,15 @@ func (e *Executor) engineCmd(ctx context.Context, engine string, args ...string)
 // by the command and the last line the engine printed on stderr.
 func (e *Executor) engineOutput(ctx context.Context, engine string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, engine, args...)
-	cmd.Env = e.env
+	cmd.Env = e.engineEnv()
 	cmd.Dir = e.Dir
 	var stdout bytes.Buffer
 	stderr := &capped{max: 64 << 10}
 	cmd.Stdout, cmd.Stderr = &stdout, stderr
-	setProcessGroup(cmd)
+	if err := proc.SetupOptions(cmd, proc.Options{Mechanism: e.Mechanism}); err != nil {
+		return "", err
+	}
+	defer proc.Reap(cmd)
 	if err := cmd.Run(); err != nil {
 		if cmd.ProcessState == nil {
 			return "", spawnError(err)
@@ -92,24 +144,39 @@ func (e *Executor) engineOutput(ctx context.Context, engine string, args ...stri
 // container, as the reference's `serve` does without --lazy. Unlike the
 // reference a failure does not stop the others: it is returned as a
 // warning and the function still fails on each call until its image can
-// be made.
+// be made. A missing or silent engine is one warning for all.
 func (e *Executor) Prefetch(ctx context.Context, lib *Library) []Problem {
 	var ps []Problem
-	var engine string
+	var need []*Function
 	for _, f := range lib.Functions() {
-		if f.Container == nil {
-			continue
+		if f.Container != nil {
+			need = append(need, f)
 		}
-		if engine == "" {
-			eng, err := e.engine()
-			if err != nil {
-				return []Problem{{File: lib.Root, Severity: Warning, Message: err.Error()}}
-			}
-			engine = eng
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	engine, err := e.engine()
+	if err != nil {
+		return []Problem{{File: lib.Root, Severity: Warning, Engine: true, Message: fmt.Sprintf("%v; the %s that need a container fail until then", err, plural(len(need), "function"))}}
+	}
+	for i, f := range need {
+		err := e.ensureImage(ctx, engine, f.Container)
+		var ee *EngineError
+		if errors.As(err, &ee) {
+			return append(ps, Problem{File: lib.Root, Severity: Warning, Engine: true, Message: fmt.Sprintf("%v; the images of %s were not made and their calls fail until the engine answers", err, plural(len(need)-i, "function"))})
 		}
-		if err := e.ensureImage(ctx, engine, f.Container); err != nil {
+		if err != nil {
 			ps = append(ps, Problem{File: f.Page.Path, Line: f.Line, Function: f.Name, Severity: Warning, Message: err.Error()})
 		}
 	}
 	return ps
+}
+
+// plural is "1 function" or "n functions".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

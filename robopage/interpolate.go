@@ -2,7 +2,6 @@ package robopage
 
 import (
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -22,9 +21,13 @@ type Scope struct {
 	Args map[string]string
 	// Defaults are the parameters' `default:` values (an extension).
 	Defaults map[string]string
-	// LookupEnv reads the server's environment for ${env.NAME}; nil is
-	// os.LookupEnv.
+	// LookupEnv reads the server's environment for ${env.NAME}; nil is an
+	// empty environment (the caller passes nb's, see Executor.Environ).
 	LookupEnv func(string) (string, bool)
+	// Check, when set, vets each argument value placed in an element:
+	// first says that nothing precedes the value in the element, so a
+	// leading "-" would make it an option. Defaults are not checked.
+	Check func(name, value string, first bool) error
 	// Env records every variable read through ${env.NAME}: the child gets
 	// exactly these from the server's environment.
 	Env map[string]string
@@ -53,9 +56,14 @@ func (s *Scope) Interpolate(elem string) (string, error) {
 		if hasDef {
 			def = elem[m[6]:m[7]]
 		}
-		v, err := s.value(name, def, hasDef)
+		v, given, err := s.value(name, def, hasDef)
 		if err != nil {
 			return "", err
+		}
+		if given && s.Check != nil {
+			if err := s.Check(name, v, b.Len()+m[0]-last == 0); err != nil {
+				return "", err
+			}
 		}
 		b.WriteString(elem[last:m[0]])
 		b.WriteString(v)
@@ -65,35 +73,38 @@ func (s *Scope) Interpolate(elem string) (string, error) {
 	return b.String(), nil
 }
 
-func (s *Scope) value(name, def string, hasDef bool) (string, error) {
+// value is a placeholder's value; given is true when it is an argument
+// of the call (not a default, not a variable).
+func (s *Scope) value(name, def string, hasDef bool) (string, bool, error) {
 	if v, ok := strings.CutPrefix(name, "env."); ok {
-		return s.env(v, def, hasDef)
+		v, err := s.env(v, def, hasDef)
+		return v, false, err
 	}
 	if v, ok := strings.CutPrefix(name, "ENV."); ok {
-		return s.env(v, def, hasDef)
+		v, err := s.env(v, def, hasDef)
+		return v, false, err
 	}
 	v, given := s.Args[name]
 	if given && v != "" {
-		return v, nil
+		return v, true, nil
 	}
 	if hasDef {
-		return def, nil
+		return def, false, nil
 	}
 	if d, ok := s.Defaults[name]; ok {
-		return d, nil
+		return d, false, nil
 	}
 	if given {
-		return "", nil
+		return "", false, nil
 	}
-	return "", fmt.Errorf("argument %s not provided", name)
+	return "", false, fmt.Errorf("argument %s not provided", name)
 }
 
 func (s *Scope) env(name, def string, hasDef bool) (string, error) {
-	lookup := s.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
+	v, ok := "", false
+	if s.LookupEnv != nil {
+		v, ok = s.LookupEnv(name)
 	}
-	v, ok := lookup(name)
 	if !ok {
 		if hasDef {
 			return def, nil

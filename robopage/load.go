@@ -1,12 +1,15 @@
 package robopage
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/nbots/nb/proc"
 )
 
 // Library is a set of loaded pages, the reference's "book".
@@ -23,28 +26,36 @@ type Library struct {
 	byName map[string]*Function
 }
 
-// DefaultPath is where pages live when no path is given: $ROBOPAGES_PATH,
-// else ~/.robopages.
-func DefaultPath() string {
-	if p := os.Getenv("ROBOPAGES_PATH"); p != "" {
+// DefaultPath is where pages live when no path is given: ROBOPAGES_PATH
+// of environ (nb's environment, NAME=value), else ~/.robopages.
+func DefaultPath(environ []string) string {
+	if p, _ := proc.Lookup(environ, "ROBOPAGES_PATH"); p != "" {
 		return p
 	}
 	return "~/.robopages"
 }
 
-// ExpandPath expands a leading ~ and $VAR or ${VAR} references.
-func ExpandPath(path string) string {
-	path = os.ExpandEnv(path)
+// ExpandPath expands a leading ~ (HOME) and $VAR or ${VAR} references
+// with the variables of environ (NAME=value); an unset variable is empty.
+func ExpandPath(path string, environ []string) string {
+	path = os.Expand(path, func(name string) string {
+		v, _ := proc.Lookup(environ, name)
+		return v
+	})
 	if path == "~" || strings.HasPrefix(path, "~/") {
-		if home, err := os.UserHomeDir(); err == nil {
+		if home, ok := proc.Lookup(environ, "HOME"); ok && home != "" {
 			path = home + path[1:]
 		}
 	}
 	return path
 }
 
-// Load reads the pages at path: a single page, or every *.yml file below
-// a folder, skipping folders and files whose name starts with a dot below
+// ErrNoPages is the error of Load when the path does not exist; callers
+// add what the user can do where the path came from.
+var ErrNoPages = errors.New("does not exist")
+
+// Load reads the pages at path (used as given: expand it with ExpandPath
+// first): a single page, or every *.yml file below a folder, skipping folders and files whose name starts with a dot below
 // the root. `${cwd}` is replaced by the page's folder before parsing. A
 // page is kept only when its canonical path contains filter (when not
 // empty). The name of a page defaults to its file stem and its categories
@@ -57,7 +68,7 @@ func ExpandPath(path string) string {
 // Function names are global: a name already used by an earlier page (in
 // path order) is renamed <page name>_<function>, with a warning.
 func Load(path, filter string) (*Library, error) {
-	expanded := ExpandPath(path)
+	expanded := path
 	abs, err := filepath.Abs(expanded)
 	if err != nil {
 		return nil, fmt.Errorf("robopages path %s: %w", path, err)
@@ -65,7 +76,7 @@ func Load(path, filter string) (*Library, error) {
 	root, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		if os.IsNotExist(err) {
-			return nil, fmt.Errorf("robopages path %s does not exist: install pages with `nb robopages install` or pass --path", path)
+			return nil, fmt.Errorf("robopages path %s %w", path, ErrNoPages)
 		}
 		return nil, fmt.Errorf("robopages path %s: %w", path, err)
 	}

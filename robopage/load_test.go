@@ -1,6 +1,7 @@
 package robopage
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,7 +108,7 @@ func TestLoadNamesAndCategories(t *testing.T) {
 	if lib, err := Load(hidden, ""); err != nil || len(lib.Pages) != 1 {
 		t.Errorf("hidden root: %v", err)
 	}
-	if _, err := Load(filepath.Join(dir, "nope"), ""); err == nil || !strings.Contains(err.Error(), "does not exist") {
+	if _, err := Load(filepath.Join(dir, "nope"), ""); err == nil || !errors.Is(err, ErrNoPages) || strings.Contains(err.Error(), "--path") {
 		t.Errorf("missing path: %v", err)
 	}
 }
@@ -123,8 +124,7 @@ functions:
       volumes: ["${cwd}:/data"]
     cmdline: [cat, "${cwd}/file"]
 `})
-	t.Setenv("RP_TEST_DIR", dir)
-	lib, err := Load("$RP_TEST_DIR/tools", "")
+	lib, err := Load(ExpandPath("$RP_TEST_DIR/tools", []string{"RP_TEST_DIR=" + dir}), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,5 +201,20 @@ functions:
 	f, _ := lib.Function("lenient")
 	if d := cmp.Diff([]string{"80", "443"}, f.Parameters[0].Examples); d != "" || f.Platforms == nil || f.Cmdline != nil {
 		t.Errorf("lenient: %+v %+v", f, f.Parameters[0])
+	}
+}
+
+func TestExpandPath(t *testing.T) {
+	env := []string{"HOME=/home/u", "DIR=/d", "ROBOPAGES_PATH=/pages"}
+	for in, want := range map[string]string{"~": "/home/u", "~/x": "/home/u/x", "$DIR/a": "/d/a", "${DIR}/b": "/d/b", "$UNSET/c": "/c", "x~": "x~"} {
+		if got := ExpandPath(in, env); got != want {
+			t.Errorf("ExpandPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := DefaultPath(env); got != "/pages" {
+		t.Errorf("DefaultPath = %q", got)
+	}
+	if got := DefaultPath(nil); got != "~/.robopages" {
+		t.Errorf("DefaultPath(nil) = %q", got)
 	}
 }

@@ -83,6 +83,10 @@ type Parameter struct {
 	// Default is the page's `default:` value (an extension: the reference
 	// ignores the key); nil when absent.
 	Default *string
+	// AllowLeadingDash and AllowParentDir are the page's `allow:` list (an
+	// extension): they let a value start an argument with "-", or hold a
+	// ".." path segment, which calls are otherwise refused for.
+	AllowLeadingDash, AllowParentDir bool
 }
 
 // Container says how to run a function in a container.

@@ -207,6 +207,21 @@ func (p *pageParser) parameter(fn, name string, v any) *Parameter {
 		par.Default = &s
 		par.Required = false
 	}
+	if a, ok := m["allow"]; ok && a != nil {
+		if s, ok := a.(string); ok {
+			a = []any{s}
+		}
+		for i, v := range p.list(a, fn, append(path, "allow")...) {
+			switch v {
+			case AllowLeadingDash:
+				par.AllowLeadingDash = true
+			case AllowParentDir:
+				par.AllowParentDir = true
+			default:
+				p.add(Warning, p.line(append(path, "allow", strconv.Itoa(i))...), fn, "parameter %s: unknown `allow` value %q is ignored: use %s or %s", name, v, AllowLeadingDash, AllowParentDir)
+			}
+		}
+	}
 	return par
 }
 

@@ -37,6 +37,9 @@ type Problem struct {
 	Severity Severity
 	// Message says what is wrong and what to do.
 	Message string
+	// Engine is true for a problem of the container engine (missing, or
+	// not answering) rather than of a page: File is then the library root.
+	Engine bool
 }
 
 // String formats the problem as "file:line: [function: ]message".

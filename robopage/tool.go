@@ -39,15 +39,13 @@ func (t *Tool) Run(ctx context.Context, call tool.Call) (any, error) {
 	return t.Executor.Call(ctx, t.Function, args)
 }
 
-// DefaultExecutor runs the tools of Library.Tools and LoadTools when no
-// executor is given: one bound on concurrent runs for the whole program.
-var DefaultExecutor = &Executor{}
-
 // Tools returns the functions of the pages whose path contains filter
-// (all when empty) as tools run by ex (DefaultExecutor when nil).
+// (all when empty) as tools run by ex. Share one executor across a
+// program: it bounds the runs in progress. A nil ex is an Executor
+// without environment, which finds programs by absolute path only.
 func (l *Library) Tools(filter string, ex *Executor) []tool.Tool {
 	if ex == nil {
-		ex = DefaultExecutor
+		ex = &Executor{}
 	}
 	var out []tool.Tool
 	for _, p := range l.Filter(filter) {
@@ -58,14 +56,13 @@ func (l *Library) Tools(filter string, ex *Executor) []tool.Tool {
 	return out
 }
 
-// LoadTools loads the pages at path (a page file or a folder; ~ and $VAR
-// are expanded) and returns the functions of those whose path contains
-// filter as tools, with the problems of the pages that were skipped.
-// This is what a cartridge's `robopages:` entry does (resolve its path
-// with ResolvePath first). The tools run with DefaultExecutor; use Load
-// and Library.Tools to choose other limits. ctx is reserved for loading
-// that needs it (images are made on first use, not here).
-func LoadTools(ctx context.Context, path, filter string) ([]tool.Tool, []Problem, error) {
+// LoadTools loads the pages at path (a page file or a folder, resolved
+// with ResolvePath) and returns the functions of those whose path
+// contains filter as tools run by ex, with the problems of the pages
+// that were skipped. This is what a cartridge's `robopages:` entry does.
+// ctx is reserved for loading that needs it (images are made on first
+// use, not here).
+func LoadTools(ctx context.Context, path, filter string, ex *Executor) ([]tool.Tool, []Problem, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -73,14 +70,14 @@ func LoadTools(ctx context.Context, path, filter string) ([]tool.Tool, []Problem
 	if err != nil {
 		return nil, nil, err
 	}
-	return lib.Tools(filter, nil), lib.Problems, nil
+	return lib.Tools(filter, ex), lib.Problems, nil
 }
 
 // ResolvePath resolves a cartridge's `robopages` path: ~ and $VAR are
-// expanded, and a relative path is taken relative to baseDir (the folder
-// of the cartridge file).
-func ResolvePath(path, baseDir string) string {
-	p := ExpandPath(path)
+// expanded with environ (nb's environment, NAME=value), and a relative
+// path is taken relative to baseDir (the folder of the cartridge file).
+func ResolvePath(path, baseDir string, environ []string) string {
+	p := ExpandPath(path, environ)
 	if !filepath.IsAbs(p) && baseDir != "" {
 		p = filepath.Join(baseDir, p)
 	}

@@ -18,12 +18,11 @@ func TestLoadTools(t *testing.T) {
 		"cart/tools/more.yml": page("shout"),
 		"cart/tools/bad.yml":  "functions: [",
 	})
-	home, _ := os.UserHomeDir()
-	if got := ResolvePath("~/x", "/base"); got != filepath.Join(home, "x") {
+	if got := ResolvePath("~/x", "/base", []string{"HOME=/home/u"}); got != "/home/u/x" {
 		t.Errorf("ResolvePath ~ = %s", got)
 	}
-	path := ResolvePath("tools", filepath.Join(dir, "cart"))
-	tools, problems, err := LoadTools(context.Background(), path, "echo")
+	path := ResolvePath("tools", filepath.Join(dir, "cart"), nil)
+	tools, problems, err := LoadTools(context.Background(), path, "echo", &Executor{Environ: os.Environ()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package robopage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -31,13 +32,14 @@ func (l *Library) Validate(ctx context.Context, opts ValidateOptions) []Problem 
 		ex = &Executor{}
 	}
 	ps := append([]Problem(nil), l.Problems...)
+	var eng engineTrouble
 	for _, page := range l.Pages {
 		file := l.fileOf(page)
 		if len(page.Functions) == 0 {
 			ps = append(ps, Problem{File: file, Severity: Error, Message: "the page has no functions: add at least one under `functions`"})
 		}
 		for _, f := range page.Functions {
-			for _, p := range validateFunction(ctx, f, ex, opts) {
+			for _, p := range validateFunction(ctx, f, ex, opts, &eng) {
 				p.File = file
 				if p.Line == 0 {
 					p.Line = f.Line
@@ -47,8 +49,19 @@ func (l *Library) Validate(ctx context.Context, opts ValidateOptions) []Problem 
 			}
 		}
 	}
+	if eng.err != nil {
+		// One engine failure is every container's failure: say it once.
+		ps = append(ps, Problem{File: l.Root, Severity: Error, Engine: true, Message: fmt.Sprintf("%v: the images of %s that need a container were not checked", eng.err, plural(eng.functions, "function"))})
+	}
 	sortProblems(ps)
 	return ps
+}
+
+// engineTrouble collects a container engine's failure, found once for
+// every function that needs it.
+type engineTrouble struct {
+	err       error
+	functions int
 }
 
 // fileOf is the page's file as problems name it.
@@ -59,7 +72,7 @@ func (l *Library) fileOf(page *Page) string {
 	return page.Path
 }
 
-func validateFunction(ctx context.Context, f *Function, ex *Executor, opts ValidateOptions) []Problem {
+func validateFunction(ctx context.Context, f *Function, ex *Executor, opts ValidateOptions, eng *engineTrouble) []Problem {
 	var ps []Problem
 	line := 0 // the line of the next problem; 0 is the function's
 	bad := func(format string, args ...any) {
@@ -186,12 +199,17 @@ func validateFunction(ctx context.Context, f *Function, ex *Executor, opts Valid
 		}
 	}
 	if opts.Containers && needs && c != nil {
-		eng, err := ex.engine()
-		if err != nil {
-			bad("%v", err)
-			return ps
+		engine, err := ex.engine()
+		if err == nil {
+			err = ex.ensureImage(ctx, engine, c)
 		}
-		if err := ex.ensureImage(ctx, eng, c); err != nil {
+		var ee *EngineError
+		switch {
+		case err == nil:
+		case errors.As(err, &ee) || engine == "":
+			eng.err = err
+			eng.functions++
+		default:
 			bad("image %s: %v", c.ImageName(), err)
 		}
 		for _, v := range c.Volumes {
@@ -199,7 +217,7 @@ func validateFunction(ctx context.Context, f *Function, ex *Executor, opts Valid
 			if host == "" || !strings.ContainsAny(host, "/.~$") {
 				continue // a named volume
 			}
-			if _, err := os.Stat(ExpandPath(host)); err != nil {
+			if _, err := os.Stat(ExpandPath(host, ex.Environ)); err != nil {
 				bad("volume %s: the host path %s does not exist", v, host)
 			}
 		}

@@ -6,13 +6,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+
+	"github.com/nbots/nb/proc"
 )
 
-// errSandboxedClojure is the reference's message, verbatim.
-var errSandboxedClojure = errors.New("Sandboxed Clojure not supported.")
+// errSandboxedClojure starts with the reference's message, verbatim.
+var errSandboxedClojure = errors.New("Sandboxed Clojure not supported. " +
+	"Clojure functions run through Babashka (bb), outside the sandbox: to run them, set safety: {functions: {sandboxed: false}} in the cartridge " +
+	"(unsandboxed functions run with your permissions; see docs/scripts.md)")
+
+// clojureEnvNames are the variables bb gets besides proc.BaseNames:
+// Babashka's own configuration (BABASHKA_CLASSPATH, BABASHKA_PRELOADS)
+// and JAVA_HOME, which bb reads only to resolve dependencies. bb is a
+// native binary and needs nothing else.
+var clojureEnvNames = []string{"BABASHKA_CLASSPATH", "BABASHKA_PRELOADS", "JAVA_HOME"}
 
 // callClojure runs a Clojure source through Babashka as the reference
 // does: the parameters go through a temporary JSON file and are bound by
@@ -21,12 +33,16 @@ var errSandboxedClojure = errors.New("Sandboxed Clojure not supported.")
 //	bb --prn <file> | bb -e "(->> *in* slurp read-string print)"
 //
 // and its standard output is the result; on failure the standard error
-// is the error.
+// is the error. Both processes run in their own process group, stopped
+// with the call (cancellation, timeout), with an allow-listed
+// environment (Options.Environ through proc.Env and clojureEnvNames).
 func (r *Runtime) callClojure(ctx context.Context, src Source, params []Param) (any, error) {
 	if r.opts.Sandboxed {
 		return nil, errSandboxedClojure
 	}
-	bb, err := exec.LookPath("bb")
+	env := proc.Env(r.opts.Environ, clojureEnvNames)
+	path, _ := proc.Lookup(env, "PATH")
+	bb, err := lookPath("bb", path)
 	if err != nil {
 		return nil, errors.New("Clojure functions need Babashka: install bb (https://babashka.org) and put it on PATH")
 	}
@@ -43,12 +59,12 @@ func (r *Runtime) callClojure(ctx context.Context, src Source, params []Param) (
 		return nil, fmt.Errorf("run Clojure: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	paramsFile := dir + string(os.PathSeparator) + "parameters.json"
+	paramsFile := filepath.Join(dir, "parameters.json")
 	if err := os.WriteFile(paramsFile, data, 0o600); err != nil {
 		return nil, fmt.Errorf("run Clojure: %w", err)
 	}
 	program := clojureProgram(src.Code, paramsFile, params)
-	progFile := dir + string(os.PathSeparator) + "program.clj"
+	progFile := filepath.Join(dir, "program.clj")
 	if err := os.WriteFile(progFile, []byte(program), 0o600); err != nil {
 		return nil, fmt.Errorf("run Clojure: %w", err)
 	}
@@ -56,34 +72,41 @@ func (r *Runtime) callClojure(ctx context.Context, src Source, params []Param) (
 	timeout := r.opts.Limits.Timeout
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	env := childEnv(os.Environ())
-	run := exec.CommandContext(cctx, bb, "--prn", progFile)
-	printer := exec.CommandContext(cctx, bb, "-e", "(->> *in* slurp read-string print)")
+	out := newCallOutput(ctx)
+	defer out.close()
+	run := proc.Command(cctx, bb, "--prn", progFile)
+	printer := proc.Command(cctx, bb, "-e", "(->> *in* slurp read-string print)")
 	run.Env, printer.Env = env, env
-	var out, runErr, printErr bytes.Buffer
+	defer proc.Reap(run)
+	defer proc.Reap(printer)
+	var result, runErr, printErr bytes.Buffer
 	pipe, err := run.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("run Clojure: %w", err)
 	}
-	run.Stderr = &runErr
+	run.Stderr = io.MultiWriter(&runErr, out)
 	printer.Stdin = pipe
-	printer.Stdout = &out
-	printer.Stderr = &printErr
+	printer.Stdout = &result
+	printer.Stderr = io.MultiWriter(&printErr, out)
 	if err := run.Start(); err != nil {
 		return nil, fmt.Errorf("run Clojure with %s: %w", bb, err)
 	}
 	if err := printer.Start(); err != nil {
-		_ = run.Process.Kill()
+		cancel()
 		_ = run.Wait()
 		return nil, fmt.Errorf("run Clojure with %s: %w", bb, err)
 	}
-	errRun := run.Wait()
 	errPrint := printer.Wait()
+	errRun := run.Wait()
 	if cctx.Err() != nil {
-		if errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil, fmt.Errorf("Clojure script stopped: timed out after %s", timeout)
+		kind := LimitCanceled
+		if errors.Is(cctx.Err(), context.DeadlineExceeded) {
+			kind = LimitTimeout
 		}
-		return nil, fmt.Errorf("Clojure script stopped: %w", cctx.Err())
+		if kind == LimitTimeout && ctx.Err() == nil {
+			return nil, &LimitError{Lang: Clojure, Kind: kind, After: timeout}
+		}
+		return nil, &LimitError{Lang: Clojure, Kind: kind}
 	}
 	if errRun != nil || errPrint != nil {
 		msg := strings.TrimSpace(runErr.String() + printErr.String())
@@ -92,7 +115,22 @@ func (r *Runtime) callClojure(ctx context.Context, src Source, params []Param) (
 		}
 		return nil, &RuntimeError{Lang: Clojure, Message: msg}
 	}
-	return out.String(), nil
+	return result.String(), nil
+}
+
+// lookPath finds an executable named file in the directories of path (a
+// PATH value), as exec.LookPath does with nb's own PATH.
+func lookPath(file, path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, file)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
 }
 
 // clojureProgram binds each parameter name to its value read from the
@@ -118,36 +156,4 @@ func clojureProgram(code, paramsFile string, params []Param) string {
 func clojureString(s string) string {
 	b, _ := json.Marshal(s) // JSON string escapes are valid Clojure ones for this purpose
 	return string(b)
-}
-
-// secretSuffixes mark variables a child process must not inherit.
-var secretSuffixes = []string{"_KEY", "_TOKEN", "_PASSWORD", "_PASSWD"}
-
-// childEnv drops secrets from env: variables named like *_KEY (API keys),
-// *_TOKEN, *_PASSWORD, *_PASSWD, or containing SECRET or CREDENTIAL (such
-// as AWS_SECRET_ACCESS_KEY, GOOGLE_APPLICATION_CREDENTIALS), and the state
-// encryption password.
-func childEnv(env []string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if isSecretName(name) {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
-func isSecretName(name string) bool {
-	up := strings.ToUpper(name)
-	if up == "NANO_BOTS_ENCRYPTION_PASSWORD" || strings.Contains(up, "CREDENTIAL") || strings.Contains(up, "SECRET") {
-		return true
-	}
-	for _, s := range secretSuffixes {
-		if strings.HasSuffix(up, s) {
-			return true
-		}
-	}
-	return false
 }

@@ -72,20 +72,19 @@ func (e *LimitError) Error() string {
 	}
 	switch e.Kind {
 	case LimitCPU:
-		return fmt.Sprintf("%s script stopped: CPU limit exceeded (%d units, about %s of work); look for a loop that never ends", lang, e.CPU, cpuDuration(e.CPU))
+		return fmt.Sprintf("%s script stopped: CPU limit exceeded (%d units, about %s of work); look for a loop that never ends, or raise safety.functions.limits.cpu-seconds in the cartridge", lang, e.CPU, cpuDuration(e.CPU))
 	case LimitMemory:
-		return fmt.Sprintf("%s script stopped: memory limit exceeded (%s allocated); build big strings with table.concat", lang, formatBytes(e.Memory))
+		return fmt.Sprintf("%s script stopped: memory limit exceeded (%s); build big strings with table.concat, or raise safety.functions.limits.memory (MiB) in the cartridge", lang, formatBytes(e.Memory))
 	case LimitTimeout:
-		return fmt.Sprintf("%s script stopped: timed out after %s", lang, e.After.Round(time.Millisecond))
+		return fmt.Sprintf("%s script stopped: timed out after %s; raise safety.functions.limits.timeout (seconds) in the cartridge if it needs longer", lang, e.After.Round(time.Millisecond))
 	default:
 		return fmt.Sprintf("%s script stopped: canceled after %s", lang, e.After.Round(time.Millisecond))
 	}
 }
 
-// cpuDuration is a rough wall-clock equivalent of n golua CPU units,
-// measured at about 170 million units a second for a tight loop.
+// cpuDuration is a rough wall-clock equivalent of n golua CPU units.
 func cpuDuration(n uint64) time.Duration {
-	return (time.Duration(n) * time.Second / 170_000_000).Round(10 * time.Millisecond)
+	return (time.Duration(n) * time.Second / CPUUnitsPerSecond).Round(10 * time.Millisecond)
 }
 
 func formatBytes(n uint64) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/arnodel/golua/code"
 	rt "github.com/arnodel/golua/runtime"
+
+	"github.com/nbots/nb/proc"
+	"github.com/nbots/nb/script/internal/guard"
 )
 
 // Lang is the language of a cartridge function.
@@ -64,22 +68,50 @@ type Param struct {
 // Limits bound the resources of one call.
 type Limits struct {
 	// CPU is golua's CPU budget in units (one per VM instruction, more for
-	// library work); about 170 million units run in a second. 0 means no limit.
+	// library work); about CPUUnitsPerSecond run in a second of a tight
+	// loop. 0 means the default.
 	CPU uint64
-	// Memory is the budget in bytes. golua counts allocations and does not
-	// give memory back when the garbage collector frees it, so this bounds
-	// everything a call allocates. 0 means no limit.
+	// Memory bounds the memory a call's data may take, in bytes: the
+	// call stops before its live data takes much more than this,
+	// whatever it builds (see guard.MemoryScale: golua counts tables and
+	// closures at a tenth of their size or less, so nb hands golua a
+	// tenth of this and text, which golua counts exactly, is limited to
+	// about a tenth). 0 means the default.
 	Memory uint64
-	// Timeout bounds the wall-clock time of a call. 0 means no limit other
-	// than the caller's context.
+	// Timeout bounds the wall-clock time of a call. 0 means the default.
 	Timeout time.Duration
 }
 
-// DefaultLimits are the limits New uses for zero fields: 50 million CPU
-// units (about 0.3 s of a tight loop, ~6 times fib(27)), 64 MiB of
-// allocations and a 10 s timeout.
+// CPUUnitsPerSecond is about how many golua CPU units a tight Lua loop
+// runs in a second (measured on a 2-core VM; see bench/README.md). It
+// converts the cartridge's cpu-seconds.
+const CPUUnitsPerSecond = 100_000_000
+
+// CPUUnits converts seconds of CPU (a cartridge's cpu-seconds) to golua
+// CPU units; 0 stays 0 (the default).
+func CPUUnits(seconds float64) uint64 {
+	if seconds <= 0 {
+		return 0
+	}
+	return uint64(seconds * CPUUnitsPerSecond)
+}
+
+// DefaultLimits are the limits of a sandboxed call, for zero fields: 50
+// million CPU units (about half a second of a tight loop, ~6 times
+// fib(27)), 64 MiB of memory (about 6 MiB of text) and a 10 s timeout.
 func DefaultLimits() Limits {
 	return Limits{CPU: 50_000_000, Memory: 64 << 20, Timeout: 10 * time.Second}
+}
+
+// DefaultUnsandboxedLimits are the limits of an unsandboxed call, for
+// zero fields: 2 billion CPU units (about 20 s of a tight loop), 256 MiB
+// of memory (about 25 MiB of text) and a 60 s timeout. An unsandboxed
+// function is the cartridge author's own program doing real work (a
+// prime count that Lua 5.4 runs in half a second takes golua 300 million
+// units); the limits only stop a runaway call from holding a core or the
+// memory of a process that serves others.
+func DefaultUnsandboxedLimits() Limits {
+	return Limits{CPU: 2_000_000_000, Memory: 256 << 20, Timeout: 60 * time.Second}
 }
 
 // Options configure a Runtime.
@@ -88,11 +120,18 @@ type Options struct {
 	// default in cartridges; the zero Options is unsandboxed, so callers
 	// must pass it).
 	Sandboxed bool
-	// Limits apply to every call; zero fields take DefaultLimits.
+	// Limits apply to every call; zero fields take DefaultLimits (or
+	// DefaultUnsandboxedLimits).
 	Limits Limits
 	// FennelCacheDir keeps compiled Fennel across runs (script/fennel's
 	// Cache); "" keeps it in memory only, for the life of the process.
 	FennelCacheDir string
+	// Environ is the environment (NAME=value entries, as os.Environ
+	// gives) that the commands of unsandboxed functions (os.execute,
+	// io.popen, Clojure's bb) and os.getenv start from; only what
+	// proc.Env allows passes (PATH, HOME, locale...). nil: an empty
+	// environment.
+	Environ []string
 }
 
 // Runtime runs the functions of one cartridge. It is safe for concurrent
@@ -100,6 +139,8 @@ type Options struct {
 // run in parallel.
 type Runtime struct {
 	opts Options
+	// environ is the children's environment (proc.Env of opts.Environ).
+	environ []string
 
 	mu    sync.Mutex
 	idle  []*state              // states ready for a call
@@ -122,9 +163,13 @@ type compiled struct {
 // maxIdle caps the pooled states; a round rarely runs more tools at once.
 const maxIdle = 16
 
-// New returns a Runtime with opts; zero limits take DefaultLimits.
+// New returns a Runtime with opts; zero limits take DefaultLimits or
+// DefaultUnsandboxedLimits.
 func New(opts Options) *Runtime {
 	d := DefaultLimits()
+	if !opts.Sandboxed {
+		d = DefaultUnsandboxedLimits()
+	}
 	if opts.Limits.CPU == 0 {
 		opts.Limits.CPU = d.CPU
 	}
@@ -135,8 +180,9 @@ func New(opts Options) *Runtime {
 		opts.Limits.Timeout = d.Timeout
 	}
 	return &Runtime{
-		opts:  opts,
-		units: map[unitKey]*compiled{},
+		opts:    opts,
+		environ: proc.Env(opts.Environ, nil),
+		units:   map[unitKey]*compiled{},
 	}
 }
 
@@ -145,9 +191,10 @@ func (r *Runtime) Sandboxed() bool { return r.opts.Sandboxed }
 
 // Call runs src with params in scope and returns its value converted to
 // Go (see fromLua): nil, bool, int64, float64, string, []any or
-// map[string]any. A script that raises an error returns a *RuntimeError,
-// one that does not compile a *CompileError, one that exceeds a limit or
-// is canceled through ctx a *LimitError.
+// map[string]any, values that encoding/json can encode. A script that
+// raises an error returns a *RuntimeError, one that does not compile a
+// *CompileError, one that exceeds a limit or is canceled through ctx a
+// *LimitError. What the script prints goes where WithOutput says.
 func (r *Runtime) Call(ctx context.Context, src Source, params ...Param) (any, error) {
 	switch src.Lang {
 	case Lua, Fennel:
@@ -156,6 +203,24 @@ func (r *Runtime) Call(ctx context.Context, src Source, params ...Param) (any, e
 		return r.callClojure(ctx, src, params)
 	default:
 		return nil, fmt.Errorf("unknown script language %q: use lua, fennel or clojure", src.Lang)
+	}
+}
+
+// Check compiles src as Call would with parameters named names, without
+// running it, and returns the *CompileError it would give (nil when it
+// compiles). The compiled code is kept for the calls. Call it for every
+// function and adapter when a cartridge loads, so that errors show then,
+// with their line in the cartridge. Clojure is read by Babashka only
+// when it runs: Check accepts it.
+func (r *Runtime) Check(src Source, names ...string) error {
+	switch src.Lang {
+	case Lua, Fennel:
+		_, err := r.compile(src, names)
+		return err
+	case Clojure:
+		return nil
+	default:
+		return fmt.Errorf("unknown script language %q: use lua, fennel or clojure", src.Lang)
 	}
 }
 
@@ -173,9 +238,20 @@ func (r *Runtime) callLua(ctx context.Context, src Source, params []Param) (any,
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	// The commands an unsandboxed script runs stop with this context:
+	// when the caller cancels, at the deadline, and when Call returns.
+	cctx := ctx
+	if !r.opts.Sandboxed {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	out := newCallOutput(ctx)
+	defer out.close()
+	st := r.getState()
 	done := make(chan outcome, 1)
 	go func() {
-		v, err := r.run(src, params, deadline)
+		v, err := r.run(cctx, st, out, src, params, deadline)
 		done <- outcome{v, err}
 	}()
 	timer := time.NewTimer(time.Until(deadline))
@@ -184,8 +260,10 @@ func (r *Runtime) callLua(ctx context.Context, src Source, params []Param) (any,
 	case o := <-done:
 		return o.value, o.err
 	case <-ctx.Done():
-		// The script goroutine goes on until its own CPU or time limit
-		// stops it; its state is then dropped, not pooled.
+		// The script goroutine stops at its next function call (the call
+		// hook), or at its CPU or time limit; its state is then dropped,
+		// not pooled.
+		st.stop.Store(true)
 		select {
 		case o := <-done:
 			return o.value, o.err
@@ -197,6 +275,7 @@ func (r *Runtime) callLua(ctx context.Context, src Source, params []Param) (any,
 		}
 		return nil, &LimitError{Lang: src.Lang, Kind: kind, After: time.Since(start)}
 	case <-timer.C:
+		st.stop.Store(true)
 		select {
 		case o := <-done:
 			return o.value, o.err
@@ -206,13 +285,11 @@ func (r *Runtime) callLua(ctx context.Context, src Source, params []Param) (any,
 	}
 }
 
-// run does one call on a pooled state; it never panics.
-func (r *Runtime) run(src Source, params []Param, deadline time.Time) (value any, err error) {
-	st, err := r.getState()
-	if err != nil {
-		return nil, err
-	}
+// run does one call on st; it never panics.
+func (r *Runtime) run(ctx context.Context, st *state, out *callOutput, src Source, params []Param, deadline time.Time) (value any, err error) {
 	healthy := false
+	st.ctx, st.out, st.missing = ctx, out, nil
+	st.rt.Stdout = out
 	defer func() {
 		if p := recover(); p != nil {
 			value, err = nil, fmt.Errorf("%s script failed inside the interpreter: %v", src.Lang.title(), p)
@@ -221,7 +298,10 @@ func (r *Runtime) run(src Source, params []Param, deadline time.Time) (value any
 		if !st.closeCoroutines() {
 			healthy = false
 		}
-		if healthy {
+		st.reap()
+		st.ctx, st.out = nil, nil
+		st.rt.Stdout = io.Discard
+		if healthy && !st.stop.Load() {
 			r.putState(st)
 		}
 	}()
@@ -230,7 +310,7 @@ func (r *Runtime) run(src Source, params []Param, deadline time.Time) (value any
 	for i, p := range params {
 		names[i] = p.Name
 	}
-	unit, err := r.compile(st, src, names)
+	unit, err := r.compile(src, names)
 	if err != nil {
 		healthy = true
 		return nil, err
@@ -252,12 +332,14 @@ func (r *Runtime) run(src Source, params []Param, deadline time.Time) (value any
 
 	limits := r.opts.Limits
 	def := rt.RuntimeContextDef{
-		HardLimits: rt.RuntimeResources{Cpu: limits.CPU, Memory: limits.Memory},
+		HardLimits: rt.RuntimeResources{Cpu: limits.CPU, Memory: guard.Counted(limits.Memory)},
 	}
 	if r.opts.Sandboxed {
 		def.RequiredFlags = rt.ComplyIoSafe
 		// golua checks the clock every 10,000 CPU units; every function
 		// in the sandbox is time-safe, so the VM stops itself on time.
+		// Unsandboxed, the call hook stops the script at its next
+		// function call once the caller gives up.
 		ms := time.Until(deadline).Milliseconds()
 		if ms < 1 {
 			ms = 1
@@ -266,7 +348,11 @@ func (r *Runtime) run(src Source, params []Param, deadline time.Time) (value any
 	}
 	var result rt.Value
 	thread := st.rt.MainThread()
-	ctx, callErr := thread.CallContext(def, func() error {
+	if st.sandboxed {
+		// setmetatable puts the call hook on when the call needs it.
+		guard.Remove(thread)
+	}
+	ctxt, callErr := thread.CallContext(def, func() error {
 		chunk := st.rt.LoadLuaUnit(unit, env)
 		fn, err := rt.Call1(thread, rt.FunctionValue(chunk))
 		if err != nil {
@@ -275,7 +361,10 @@ func (r *Runtime) run(src Source, params []Param, deadline time.Time) (value any
 		result, err = rt.Call1(thread, fn, args...)
 		return err
 	})
-	if ctx != nil && ctx.Status() == rt.StatusKilled {
+	if ctxt != nil && ctxt.Status() == rt.StatusKilled {
+		if msg, ok := guard.Overflow(callErr); ok {
+			return nil, &RuntimeError{Lang: src.Lang, Message: msg}
+		}
 		var term rt.ContextTerminationError
 		msg := ""
 		if errors.As(callErr, &term) {
@@ -283,10 +372,12 @@ func (r *Runtime) run(src Source, params []Param, deadline time.Time) (value any
 		}
 		le := &LimitError{Lang: src.Lang, CPU: limits.CPU, Memory: limits.Memory}
 		switch {
+		case guard.Stopped(callErr):
+			le.Kind, le.After = LimitCanceled, time.Duration(ctxt.UsedResources().Millis)*time.Millisecond
 		case strings.HasPrefix(msg, "memory"):
 			le.Kind = LimitMemory
 		case strings.HasPrefix(msg, "time"):
-			le.Kind, le.After = LimitTimeout, time.Duration(ctx.UsedResources().Millis)*time.Millisecond
+			le.Kind, le.After = LimitTimeout, time.Duration(ctxt.UsedResources().Millis)*time.Millisecond
 		default:
 			le.Kind = LimitCPU
 		}
@@ -294,11 +385,15 @@ func (r *Runtime) run(src Source, params []Param, deadline time.Time) (value any
 	}
 	healthy = true
 	if callErr != nil {
-		return nil, &RuntimeError{Lang: src.Lang, Message: errorText(callErr)}
+		msg := errorText(callErr)
+		if st.sandboxed {
+			msg = st.sandboxHint(msg)
+		}
+		return nil, &RuntimeError{Lang: src.Lang, Message: msg}
 	}
-	// Twice the memory limit: the copy of any result the script could
-	// build without sharing tables fits; sharing is what it bounds.
-	return fromLua(result, 2*limits.Memory)
+	// The copy of the result runs outside golua's limits: it may take
+	// as much memory as the call could.
+	return fromLua(result, limits.Memory)
 }
 
 // errorText renders a Lua error value the way a Lua interpreter would.
@@ -323,16 +418,16 @@ func errorText(err error) string {
 	return fmt.Sprintf("(error object is a %s value)", v.TypeName())
 }
 
-func (r *Runtime) getState() (*state, error) {
+func (r *Runtime) getState() *state {
 	r.mu.Lock()
 	if n := len(r.idle); n > 0 {
 		st := r.idle[n-1]
 		r.idle = r.idle[:n-1]
 		r.mu.Unlock()
-		return st, nil
+		return st
 	}
 	r.mu.Unlock()
-	return newState(r.opts.Sandboxed), nil
+	return newState(r.opts.Sandboxed, r.environ)
 }
 
 func (r *Runtime) putState(st *state) {
@@ -346,9 +441,17 @@ func (r *Runtime) putState(st *state) {
 // luaName is the Lua spelling of a parameter name.
 func luaName(name string) string { return strings.ReplaceAll(name, "-", "_") }
 
+// compiler compiles Lua for every Runtime: compiling does not touch a
+// runtime's state, so one is shared, under a lock (compiled units are
+// cached, so it is rarely taken).
+var (
+	compilerMu sync.Mutex
+	compiler   = sync.OnceValue(func() *rt.Runtime { return rt.New(io.Discard) })
+)
+
 // compile returns the compiled chunk for src, from the cache when the
 // same source was compiled before. The chunk returns the function.
-func (r *Runtime) compile(st *state, src Source, names []string) (*code.Unit, error) {
+func (r *Runtime) compile(src Source, names []string) (*code.Unit, error) {
 	key := unitKey{lang: src.Lang, code: src.Code, names: strings.Join(names, " "), file: src.File, line: src.Line}
 	r.mu.Lock()
 	c, ok := r.units[key]
@@ -361,16 +464,28 @@ func (r *Runtime) compile(st *state, src Source, names []string) (*code.Unit, er
 	if chunkName == "" {
 		chunkName = string(src.Lang)
 	}
-	switch src.Lang {
-	case Fennel:
+	switch {
+	case len(src.Code) > maxSourceSize:
+		c.err = &CompileError{Lang: src.Lang, File: chunkName, Line: src.Line, Message: errTooLong(len(src.Code)).Error()}
+	case src.Lang == Fennel:
 		lua, err := r.compileFennel(src, names)
 		if err != nil {
 			c.err = err
 			break
 		}
-		c.unit, _, err = st.rt.CompileLuaChunk(chunkName, []byte(lua))
-		if err != nil {
-			c.err = &CompileError{Lang: Fennel, File: chunkName, Message: "the Fennel compiler produced invalid Lua: " + err.Error()}
+		if len(lua) > 4*maxSourceSize {
+			c.err = &CompileError{Lang: Fennel, File: chunkName, Line: src.Line,
+				Message: fmt.Sprintf("the code expands to too much Lua (%d KiB; at most %d KiB): keep big data out of the code", len(lua)>>10, 4*maxSourceSize>>10)}
+			break
+		}
+		c.unit, err = compileLua(chunkName, lua, guard.MaxGeneratedDepth)
+		var ne *guard.NestingError
+		switch {
+		case errors.As(err, &ne):
+			// The compiled Lua keeps the lines of the Fennel source.
+			c.err = &CompileError{Lang: Fennel, File: chunkName, Line: ne.Line, Message: ne.Error()}
+		case err != nil:
+			c.err = &CompileError{Lang: Fennel, File: chunkName, Line: src.Line, Message: "the Fennel compiler produced Lua that golua does not compile: " + err.Error()}
 		}
 	default:
 		for _, n := range names {
@@ -378,9 +493,8 @@ func (r *Runtime) compile(st *state, src Source, names []string) (*code.Unit, er
 				return nil, fmt.Errorf("parameter name %q is not a Lua name", n)
 			}
 		}
-		lua := wrapLua(src, names)
 		var err error
-		c.unit, _, err = st.rt.CompileLuaChunk(chunkName, []byte(lua))
+		c.unit, err = compileLua(chunkName, wrapLua(src, names), guard.MaxSyntaxDepth)
 		if err != nil {
 			c.err = compileError(src, chunkName, err)
 		}
@@ -389,6 +503,38 @@ func (r *Runtime) compile(st *state, src Source, names []string) (*code.Unit, er
 	r.units[key] = c
 	r.mu.Unlock()
 	return c.unit, c.err
+}
+
+// maxSourceSize bounds the code of one adapter or tool (the Lua that nb
+// compiles from a Fennel source may be four times as long). golua's
+// compiler runs outside any limit, and it takes about 20 µs per constant
+// in the worst case (a table of 50,000 numbers, 200 KiB, takes it 1 s on
+// a loaded 2-core VM): a bigger source would hold a core for seconds
+// when the cartridge loads.
+const maxSourceSize = 64 << 10
+
+// errTooLong is the error of a source longer than maxSourceSize.
+func errTooLong(n int) error {
+	return fmt.Errorf("the code is too long (%d KiB; at most %d KiB): keep big data out of the code", n>>10, maxSourceSize>>10)
+}
+
+// compileLua compiles a chunk with golua, after checking that its
+// nesting stays within depth (golua's parser and compiler recurse on the
+// Go stack without bound). It never panics: golua's compiler panics on
+// some inputs (more constants than its instruction format holds).
+func compileLua(name, lua string, depth int) (unit *code.Unit, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			unit, err = nil, fmt.Errorf("%s: the Lua compiler failed on this code (%v)", name, p)
+		}
+	}()
+	if err := guard.CheckNesting([]byte(lua), depth); err != nil {
+		return nil, err
+	}
+	compilerMu.Lock()
+	defer compilerMu.Unlock()
+	unit, _, err = compiler().CompileLuaChunk(name, []byte(lua))
+	return unit, err
 }
 
 // wrapLua makes the chunk `return function(names) <code> end`, padded with
@@ -416,6 +562,11 @@ func wrapLua(src Source, names []string) string {
 
 func compileError(src Source, file string, err error) error {
 	ce := &CompileError{Lang: src.Lang, File: file, Message: err.Error()}
+	var ne *guard.NestingError
+	if errors.As(err, &ne) {
+		ce.Line, ce.Message = ne.Line, ne.Error()
+		return ce
+	}
 	if se, ok := rt.AsSyntaxError(err); ok && se.Err.Got != nil {
 		ce.Line = se.Err.Got.Pos.Line
 		ce.Message = se.Err.Error()

@@ -61,6 +61,42 @@ func TestLuaToGo(t *testing.T) {
 	}
 }
 
+// TestResultEncodesAsJSON: whatever a script returns converts to values
+// encoding/json can encode; NaN and the infinities become "nan", "inf"
+// and "-inf", inside tables too.
+func TestResultEncodesAsJSON(t *testing.T) {
+	r := New(Options{Sandboxed: true})
+	tests := []struct {
+		code   string
+		params []Param
+		want   any
+	}{
+		{`return parameters.a / parameters.b`, []Param{{"parameters", map[string]any{"a": 1.0, "b": 0.0}}}, "inf"},
+		{`return -1 / 0`, nil, "-inf"},
+		{`return 0 / 0`, nil, "nan"},
+		{`return -(0 / 0)`, nil, "nan"},
+		{`return math.huge`, nil, "inf"},
+		{`return {1 / 0, {x = 0 / 0}, [1 / 0 > 0 and 3 or 4] = -math.huge}`, nil, []any{"inf", map[string]any{"x": "nan"}, "-inf"}},
+		{`return {[math.huge] = 1, [-math.huge] = 2}`, nil, map[string]any{"inf": int64(1), "-inf": int64(2)}},
+		{`return 1.5`, nil, 1.5},
+		{`return {string.upper, "\xff"}`, nil, []any{"function", "\xff"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.code, func(t *testing.T) {
+			got, err := call(t, r, tt.code, tt.params...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got)\n%s", diff)
+			}
+			if _, err := json.Marshal(got); err != nil {
+				t.Errorf("the result does not encode as JSON: %v", err)
+			}
+		})
+	}
+}
+
 func TestCycleIsAnError(t *testing.T) {
 	r := New(Options{Sandboxed: true})
 	_, err := call(t, r, `local t = {} t.self = t return t`)
@@ -96,7 +132,7 @@ func TestSharedTableBomb(t *testing.T) {
 		t.Fatal("the conversion of the result did not stop")
 	}
 	// Repeating one big string is a bomb too.
-	_, err := call(t, r, `local s = string.rep("x", 1e6) local t = {} for i = 1, 1000 do t[i] = s end return t`)
+	_, err := call(t, r, `local s = string.rep("x", 1e5) local t = {} for i = 1, 1000 do t[i] = s end return t`)
 	if err == nil || !strings.Contains(err.Error(), "too large") {
 		t.Fatalf("repeated string: err = %v", err)
 	}
@@ -568,16 +604,16 @@ func TestOSExecuteUnsandboxed(t *testing.T) {
 }
 
 // TestPopenWithoutSecrets: unsandboxed io.popen reads a command's output,
-// and the child does not see variables named like secrets.
+// and the child sees only the allow-listed variables of Options.Environ.
 func TestPopenWithoutSecrets(t *testing.T) {
-	t.Setenv("NB_TEST_API_KEY", "sk-secret")
-	t.Setenv("NB_TEST_PLAIN", "visible")
-	r := New(Options{Sandboxed: false})
+	environ := []string{"NB_TEST_API_KEY=sk-secret", "NB_TEST_PLAIN=not passed", "HOME=/home/x", "PATH=/usr/bin:/bin"}
+	r := New(Options{Sandboxed: false, Environ: environ})
 	for code, want := range map[string]any{
 		`local f = io.popen("printf 'a\nb\n'"); local all = f:read("*a"); f:close(); return all`:                "a\nb\n",
 		`local f = io.popen("printf 'x\ny'"); local l1 = f:read("l"); local l2 = f:read("*l"); return {l1, l2}`: []any{"x", "y"},
 		`local out = {}; for l in io.popen("printf '1\n2\n'"):lines() do out[#out+1] = l end; return out`:       []any{"1", "2"},
-		`local f = io.popen("echo \"[$NB_TEST_API_KEY][$NB_TEST_PLAIN]\""); return f:read("l")`:                 "[][visible]",
+		`local f = io.popen("echo \"[$NB_TEST_API_KEY][$NB_TEST_PLAIN][$HOME]\""); return f:read("l")`:          "[][][/home/x]",
+		`return {os.getenv("HOME"), os.getenv("NB_TEST_API_KEY")}`:                                              []any{"/home/x"},
 		`local f = io.popen("exit 4"); local ok, how, n = f:close(); return {tostring(ok), how, n}`:             []any{"nil", "exit", int64(4)},
 		`local f = io.popen("cat > /dev/null", "w"); f:write("abc"); local ok = f:close(); return ok`:           true,
 	} {
@@ -585,5 +621,78 @@ func TestPopenWithoutSecrets(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: %#v, %v; want %#v", code, got, err, want)
 		}
+	}
+}
+
+// primeCount counts the primes up to n by trial division: ordinary work
+// that takes Lua 5.4 half a second for n = 500,000.
+const primeCount = `local function isprime(n)
+  if n < 2 then return false end
+  local i = 2
+  while i * i <= n do
+    if n % i == 0 then return false end
+    i = i + 1
+  end
+  return true
+end
+local count = 0
+for n = 1, parameters.n do
+  if isprime(n) then count = count + 1 end
+end
+return count`
+
+// TestUnsandboxedDefaults: the unsandboxed defaults let a prime count
+// finish that the sandbox's stop (as the old unsandboxed defaults did).
+func TestUnsandboxedDefaults(t *testing.T) {
+	if raceEnabled {
+		t.Skip("golua runs about ten times slower under the race detector")
+	}
+	params := Param{"parameters", map[string]any{"n": 150_000}}
+	got, err := New(Options{Sandboxed: false}).Call(context.Background(), Source{Lang: Lua, Code: primeCount}, params)
+	if err != nil || got != int64(13848) {
+		t.Errorf("unsandboxed: %v, %v", got, err)
+	}
+	_, err = New(Options{Sandboxed: true}).Call(context.Background(), Source{Lang: Lua, Code: primeCount}, params)
+	var le *LimitError
+	if !errors.As(err, &le) || le.Kind != LimitCPU {
+		t.Errorf("sandboxed: %v, want the CPU limit", err)
+	}
+	if !strings.Contains(err.Error(), "safety.functions.limits.cpu-seconds") {
+		t.Errorf("the message does not say how to raise the limit: %v", err)
+	}
+	if d := DefaultUnsandboxedLimits(); d.CPU < 10*DefaultLimits().CPU || d.Timeout < time.Minute {
+		t.Errorf("unsandboxed defaults %+v", d)
+	}
+	if CPUUnits(2.5) != 250_000_000 || CPUUnits(0) != 0 {
+		t.Error("CPUUnits")
+	}
+}
+
+// TestSandboxSaysWhatIsMissing: a sandboxed function that touches os or
+// io learns that the sandbox does not offer them and how to allow them;
+// the reference's own example tool (os.date) in Fennel included.
+func TestSandboxSaysWhatIsMissing(t *testing.T) {
+	r := New(Options{Sandboxed: true})
+	tests := []struct {
+		lang Lang
+		code string
+		want string
+	}{
+		{Lua, `return os.date()`, "bot.yml:3: attempt to index a nil value (os is not available to sandboxed functions"},
+		{Lua, `local f = io.open("x") return f`, "bot.yml:3: attempt to index a nil value (io is not available"},
+		{Lua, `local x = os and os.time() or 1 return io.write(x)`, "(io and os are not available"},
+		{Lua, `print("x")`, "attempt to call a nil value (print is not available"},
+		{Fennel, `(os.date)`, "bot.yml:3: attempt to index a nil value (os is not available"},
+	}
+	for _, tt := range tests {
+		_, err := r.Call(context.Background(), Source{Lang: tt.lang, Code: tt.code, File: "bot.yml", Line: 3})
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "set safety: {functions: {sandboxed: false}} in the cartridge") {
+			t.Errorf("%s: %v\nwant %q", tt.code, err, tt.want)
+		}
+	}
+	// Other nil errors say nothing of the sandbox.
+	_, err := r.Call(context.Background(), Source{Lang: Lua, Code: `return nothing.field`, File: "bot.yml", Line: 3})
+	if err == nil || strings.Contains(err.Error(), "sandbox") {
+		t.Errorf("plain nil: %v", err)
 	}
 }

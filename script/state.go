@@ -1,16 +1,13 @@
 package script
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
+	"context"
 	"io"
-	"os"
 	"os/exec"
-	"strconv"
+	"sort"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 
 	"github.com/arnodel/golua/lib"
 	"github.com/arnodel/golua/lib/base"
@@ -24,6 +21,8 @@ import (
 	"github.com/arnodel/golua/lib/tablelib"
 	"github.com/arnodel/golua/lib/utf8lib"
 	rt "github.com/arnodel/golua/runtime"
+
+	"github.com/nbots/nb/script/internal/guard"
 )
 
 // allFlags is what a Go function must declare to run in the sandbox.
@@ -72,6 +71,13 @@ func loadBase(r *rt.Runtime) {
 			}
 		}
 		baseEntries = tableEntries(g, map[string]bool{"_G": true})
+		// golua's setmetatable does not count the memory of the table it
+		// links (see guard.Setmetatable).
+		for i, e := range baseEntries {
+			if s, _ := e.key.TryString(); s == "setmetatable" {
+				baseEntries[i].value = rt.FunctionValue(guard.Setmetatable)
+			}
+		}
 	})
 	g := r.GlobalEnv()
 	fill(g, baseEntries)
@@ -107,23 +113,53 @@ type state struct {
 	// coroutines started during the current call; the suspended ones are
 	// closed when the call ends, else their goroutines would live forever.
 	coroutines []*rt.Thread
+
+	// stop is set when the caller stops waiting for the current call
+	// (cancellation, timeout): the call hook then ends the script at its
+	// next function call instead of at its CPU or time limit.
+	stop atomic.Bool
+
+	// The current call's output (print, io.write, the output of the
+	// commands it runs), context (children stop with it), and, for a
+	// sandboxed call, the globals it looked up that the sandbox does not
+	// offer (for the error message).
+	out     *callOutput
+	ctx     context.Context
+	missing map[string]bool
+	// children are the commands the current call started; their process
+	// groups are killed when the call ends.
+	children []*exec.Cmd
+	// environ is the environment of children (proc.Env of Options.Environ).
+	environ []string
 }
 
-func newState(sandboxed bool) *state {
-	st := &state{sandboxed: sandboxed, base: map[string]rt.Value{}, libs: map[string][]entry{}}
+func newState(sandboxed bool, environ []string) *state {
+	st := &state{sandboxed: sandboxed, base: map[string]rt.Value{}, libs: map[string][]entry{}, environ: environ}
 	if sandboxed {
 		st.rt = rt.New(io.Discard)
 		loadBase(st.rt)
 		lib.LoadLibs(st.rt, packagelib.LibLoader, stringlib.LibLoader,
 			tablelib.LibLoader, mathlib.LibLoader, utf8lib.LibLoader)
 	} else {
-		st.rt = rt.New(os.Stdout)
+		// print writes to Stdout, which each call points at its output.
+		st.rt = rt.New(io.Discard)
 		// The Lua standard library; not golua's golib (reflection into Go)
 		// nor its runtime library.
 		loadBase(st.rt)
 		lib.LoadLibs(st.rt, packagelib.LibLoader, coroutine.LibLoader,
 			stringlib.LibLoader, tablelib.LibLoader, mathlib.LibLoader, iolib.LibLoader,
 			utf8lib.LibLoader, oslib.LibLoader, debuglib.LibLoader)
+	}
+	guard.ReplaceFormat(st.rt)
+	guard.SetStop(st.rt, &st.stop)
+	// Finalizers (__gc) run on a thread of golua's own, which needs the
+	// hook too, sandboxed or not.
+	guard.InstallFinalizers(st.rt, &st.stop)
+	if !sandboxed {
+		// Unsandboxed, the hook is always on: it also stops a script
+		// whose caller gave up. A sandboxed call starts without it
+		// (see guard.Install).
+		st.installHook(st.rt.MainThread())
 	}
 	g := st.rt.GlobalEnv()
 	st.replaceCoroutines(g)
@@ -136,225 +172,25 @@ func newState(sandboxed bool) *state {
 			st.libs[name] = tableEntries(t, drop)
 		}
 		st.base["unpack"] = g.Get(rt.StringValue("table")).AsTable().Get(rt.StringValue("unpack"))
+		// golua's quotas leak through protected calls nested in each
+		// other (a context killed inside pcall stops counting; a message
+		// handler calling xpcall again ran 20 s past a CPU limit of 0.05
+		// s): a call that uses them gets the call hook, which stops the
+		// script at its next call once the caller gives up.
+		for _, name := range []string{"pcall", "xpcall"} {
+			orig, _ := st.base[name].TryCallable()
+			f := rt.NewGoFunction(func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
+				guard.Ensure(t)
+				return forward(t, c, orig, allArgs(c))
+			}, name, 1, true)
+			f.SolemnlyDeclareCompliance(allFlags)
+			st.base[name] = rt.FunctionValue(f)
+		}
 		st.protect()
 		return st
 	}
 	st.openUp(g)
 	return st
-}
-
-// openUp lets an unsandboxed call use the whole standard library under
-// the CPU and memory limits: golua refuses a Go function that does not
-// declare it counts its CPU and memory, and a few that do count it have
-// no declaration. os.exit would end nb itself, so it raises an error.
-func (st *state) openUp(g *rt.Table) {
-	declare := func(t *rt.Table, name string) {
-		if f, ok := t.Get(rt.StringValue(name)).TryCallable(); ok {
-			if gf, ok := f.(*rt.GoFunction); ok {
-				gf.SolemnlyDeclareCompliance(rt.ComplyCpuSafe | rt.ComplyMemSafe)
-			}
-		}
-	}
-	declare(g, "require")
-	if pkg, ok := g.Get(rt.StringValue("package")).TryTable(); ok {
-		declare(pkg, "searchpath")
-	}
-	if osTable, ok := g.Get(rt.StringValue("os")).TryTable(); ok {
-		declare(osTable, "setlocale")
-		exit := rt.NewGoFunction(func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
-			return nil, errors.New("os.exit is not allowed in a cartridge function: return a value or raise an error instead")
-		}, "exit", 0, true)
-		exit.SolemnlyDeclareCompliance(allFlags)
-		osTable.Set(rt.StringValue("exit"), rt.FunctionValue(exit))
-		// golua has no os.execute; Lua 5.4 has, and unsandboxed tools
-		// rely on it.
-		execute := rt.NewGoFunction(osExecute, "execute", 1, false)
-		execute.SolemnlyDeclareCompliance(rt.ComplyCpuSafe | rt.ComplyMemSafe)
-		osTable.Set(rt.StringValue("execute"), rt.FunctionValue(execute))
-	}
-	if ioTable, ok := g.Get(rt.StringValue("io")).TryTable(); ok {
-		// golua's io.popen hands the child nb's whole environment, API
-		// keys included; this one does not.
-		popen := rt.NewGoFunction(ioPopen, "popen", 2, false)
-		popen.SolemnlyDeclareCompliance(rt.ComplyCpuSafe | rt.ComplyMemSafe)
-		ioTable.Set(rt.StringValue("popen"), rt.FunctionValue(popen))
-	}
-}
-
-// ioPopen is io.popen(command [, mode]) for the modes Lua scripts use:
-// "r" (the default) runs the command and returns a file whose read,
-// lines and close give its output and status; "w" collects what is
-// written and runs the command with it as input when the file is closed.
-func ioPopen(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
-	command, err := c.StringArg(0)
-	if err != nil {
-		return nil, err
-	}
-	mode := "r"
-	if c.NArgs() > 1 && !c.Arg(1).IsNil() {
-		if mode, err = c.StringArg(1); err != nil {
-			return nil, err
-		}
-	}
-	f := &popenFile{command: command}
-	switch mode {
-	case "r", "rb":
-		f.output, f.status = runShell(command, nil)
-	case "w", "wb":
-		f.writing = true
-	default:
-		return nil, fmt.Errorf("bad argument #2 to 'popen' (invalid mode %q)", mode)
-	}
-	return c.PushingNext1(t.Runtime, rt.TableValue(f.table())), nil
-}
-
-// runShell runs command through /bin/sh without nb's secrets in its
-// environment; stderr goes to nb's stderr.
-func runShell(command string, input []byte) ([]byte, *exec.ExitError) {
-	cmd := exec.Command("/bin/sh", "-c", command)
-	if input != nil {
-		cmd.Stdin = bytes.NewReader(input)
-	}
-	cmd.Stderr = os.Stderr
-	cmd.Env = childEnv(os.Environ())
-	out, err := cmd.Output()
-	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) {
-		return out, exitErr
-	}
-	return out, nil
-}
-
-// popenFile is the file io.popen returns.
-type popenFile struct {
-	command string
-	writing bool
-	input   []byte
-	output  []byte
-	pos     int
-	status  *exec.ExitError
-	closed  bool
-}
-
-func (f *popenFile) table() *rt.Table {
-	tbl := rt.NewTable()
-	set := func(name string, fn func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error)) {
-		g := rt.NewGoFunction(fn, name, 3, true)
-		g.SolemnlyDeclareCompliance(rt.ComplyCpuSafe | rt.ComplyMemSafe)
-		tbl.Set(rt.StringValue(name), rt.FunctionValue(g))
-	}
-	set("read", func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
-		format := "l"
-		if c.NArgs() > 1 {
-			if n, ok := c.Arg(1).TryInt(); ok {
-				return c.PushingNext1(t.Runtime, f.readN(int(n))), nil
-			}
-			format, _ = c.Arg(1).TryString()
-		}
-		return c.PushingNext1(t.Runtime, f.read(strings.TrimPrefix(format, "*"))), nil
-	})
-	set("lines", func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
-		next := rt.NewGoFunction(func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
-			return c.PushingNext1(t.Runtime, f.read("l")), nil
-		}, "lines", 0, false)
-		next.SolemnlyDeclareCompliance(rt.ComplyCpuSafe | rt.ComplyMemSafe)
-		return c.PushingNext1(t.Runtime, rt.FunctionValue(next)), nil
-	})
-	set("write", func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
-		for i := 1; i < c.NArgs(); i++ {
-			s, _ := c.Arg(i).ToString()
-			f.input = append(f.input, s...)
-		}
-		return c.PushingNext1(t.Runtime, rt.TableValue(tbl)), nil
-	})
-	set("close", func(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
-		if !f.closed && f.writing {
-			_, f.status = runShell(f.command, f.input)
-		}
-		f.closed = true
-		if f.status == nil {
-			return c.PushingNext(t.Runtime, rt.BoolValue(true), rt.StringValue("exit"), rt.IntValue(0)), nil
-		}
-		return c.PushingNext(t.Runtime, rt.NilValue, rt.StringValue("exit"), rt.IntValue(int64(f.status.ExitCode()))), nil
-	})
-	return tbl
-}
-
-func (f *popenFile) readN(n int) rt.Value {
-	if f.pos >= len(f.output) {
-		return rt.NilValue
-	}
-	end := min(f.pos+n, len(f.output))
-	s := string(f.output[f.pos:end])
-	f.pos = end
-	return rt.StringValue(s)
-}
-
-func (f *popenFile) read(format string) rt.Value {
-	rest := f.output[f.pos:]
-	switch format {
-	case "a":
-		f.pos = len(f.output)
-		return rt.StringValue(string(rest))
-	case "n":
-		fields := strings.Fields(string(rest))
-		if len(fields) == 0 {
-			return rt.NilValue
-		}
-		f.pos += strings.Index(string(rest), fields[0]) + len(fields[0])
-		if i, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
-			return rt.IntValue(i)
-		}
-		if x, err := strconv.ParseFloat(fields[0], 64); err == nil {
-			return rt.FloatValue(x)
-		}
-		return rt.NilValue
-	default: // "l" and "L"
-		if len(rest) == 0 {
-			return rt.NilValue
-		}
-		line := rest
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line = rest[:i+1]
-		}
-		f.pos += len(line)
-		if format != "L" {
-			line = bytes.TrimSuffix(line, []byte("\n"))
-		}
-		return rt.StringValue(string(line))
-	}
-}
-
-// osExecute is Lua 5.4's os.execute: with no command, whether a shell is
-// there; else the command's status as (true|nil, "exit"|"signal", code).
-// The command runs through /bin/sh with no standard input; its output goes
-// to stderr, never into nb's answer on stdout; it does not see variables
-// named like secrets.
-func osExecute(t *rt.Thread, c *rt.GoCont) (rt.Cont, error) {
-	if c.NArgs() == 0 || c.Arg(0).IsNil() {
-		_, err := os.Stat("/bin/sh")
-		return c.PushingNext1(t.Runtime, rt.BoolValue(err == nil)), nil
-	}
-	command, err := c.StringArg(0)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command("/bin/sh", "-c", command)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.Env = childEnv(os.Environ())
-	err = cmd.Run()
-	var exitErr *exec.ExitError
-	switch {
-	case err == nil:
-		return c.PushingNext(t.Runtime, rt.BoolValue(true), rt.StringValue("exit"), rt.IntValue(0)), nil
-	case errors.As(err, &exitErr):
-		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return c.PushingNext(t.Runtime, rt.NilValue, rt.StringValue("signal"), rt.IntValue(int64(ws.Signal()))), nil
-		}
-		return c.PushingNext(t.Runtime, rt.NilValue, rt.StringValue("exit"), rt.IntValue(int64(exitErr.ExitCode()))), nil
-	default:
-		return c.PushingNext(t.Runtime, rt.NilValue, rt.StringValue("exit"), rt.IntValue(127)), nil
-	}
 }
 
 func tableEntries(t *rt.Table, drop map[string]bool) []entry {
@@ -424,12 +260,52 @@ func (st *state) global(env *rt.Table, name string) rt.Value {
 		}
 		entries, ok := st.libs[name]
 		if !ok {
+			if notOffered[name] {
+				if st.missing == nil {
+					st.missing = map[string]bool{}
+				}
+				st.missing[name] = true
+			}
 			return rt.NilValue
 		}
 		v = rt.TableValue(fill(rt.NewTable(), entries))
 	}
 	env.Set(rt.StringValue(name), v)
 	return v
+}
+
+// notOffered are the standard globals the sandbox leaves out: a script
+// that looks one up gets nil, and its error says why.
+var notOffered = map[string]bool{
+	"os": true, "io": true, "require": true, "package": true, "debug": true, "load": true,
+	"loadstring": true, "dofile": true, "loadfile": true, "collectgarbage": true,
+	"print": true, "warn": true, "coroutine": true,
+}
+
+// sandboxHint explains an "attempt to index/call a nil value" raised by a
+// sandboxed call that looked up globals the sandbox does not offer.
+func (st *state) sandboxHint(msg string) string {
+	if len(st.missing) == 0 || !strings.Contains(msg, "a nil value") {
+		return msg
+	}
+	names := make([]string, 0, len(st.missing))
+	for n := range st.missing {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	verb := "is"
+	if len(names) > 1 {
+		verb = "are"
+	}
+	return msg + " (" + strings.Join(names, " and ") + " " + verb + " not available to sandboxed functions," +
+		" which have only string, table, math, utf8 and the safe base functions;" +
+		" to use os, io and the rest of Lua's standard library, set safety: {functions: {sandboxed: false}} in the cartridge)"
+}
+
+// installHook bounds the calls into Lua from Go of thread t (see
+// guard.Install) and stops it once the caller has given up on the call.
+func (st *state) installHook(t *rt.Thread) {
+	guard.Install(t, &st.stop)
 }
 
 // protect installs the shared metatables of a sandboxed state: the
@@ -498,6 +374,7 @@ func (st *state) replaceCoroutines(g *rt.Table) {
 			return nil, err
 		}
 		th := rt.NewThread(t.Runtime)
+		st.installHook(th)
 		th.Start(f)
 		st.coroutines = append(st.coroutines, th)
 		return th, nil

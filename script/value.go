@@ -150,7 +150,9 @@ func reflectToLua(v reflect.Value, depth int) (rt.Value, error) {
 }
 
 // fromLua converts a script's result to Go: nil, bool, int64, float64 and
-// string as themselves; a table whose keys are exactly 1..n (n >= 1) as
+// string as themselves, except the floats JSON cannot hold: NaN, +Inf and
+// -Inf become the strings "nan", "inf" and "-inf" (what Lua 5.4 prints
+// for them), wherever they are; a table whose keys are exactly 1..n (n >= 1) as
 // []any, any other table (the empty one included) as map[string]any with
 // keys as text (integers as "3", floats as Lua writes them, booleans as
 // "true"); functions, coroutines and userdata as their type name. A
@@ -194,7 +196,7 @@ func (c *converter) fromLua(v rt.Value, depth int) (any, error) {
 	case rt.IntType:
 		return v.AsInt(), nil
 	case rt.FloatType:
-		return v.AsFloat(), nil
+		return floatFromLua(v.AsFloat()), nil
 	case rt.StringType:
 		s := v.AsString()
 		if err := c.spend(len(s)); err != nil {
@@ -258,6 +260,19 @@ func (c *converter) fromLua(v rt.Value, depth int) (any, error) {
 	return out, nil
 }
 
+// floatFromLua is f, or its text when JSON has no number for it.
+func floatFromLua(f float64) any {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return f
+}
+
 func keyText(k rt.Value) string {
 	switch k.Type() {
 	case rt.StringType:
@@ -267,6 +282,9 @@ func keyText(k rt.Value) string {
 	case rt.IntType:
 		return strconv.FormatInt(k.AsInt(), 10)
 	case rt.FloatType:
+		if s, ok := floatFromLua(k.AsFloat()).(string); ok {
+			return s
+		}
 		s, _ := k.ToString()
 		return s
 	default:

@@ -1,11 +1,14 @@
 package state
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestSlugVectors(t *testing.T) {
@@ -135,15 +138,16 @@ func TestAppendConcurrent(t *testing.T) {
 		if (cipher != nil) == (data[0] == '{') {
 			t.Errorf("encryption %v but file starts %q", cipher != nil, data[:1])
 		}
-		keys, err := p.List(bot)
-		if err != nil || len(keys) != 1 || keys[0].Key != "K" || keys[0].EndUser != "u" || keys[0].Events != 40 {
-			t.Fatalf("list %+v %v", keys, err)
+		list, err := p.List(bot)
+		keys := list.Keys
+		if err != nil || len(keys) != 1 || keys[0].Key != "K" || keys[0].EndUser != "u" || keys[0].Events != 40 || list.Unreadable != 0 {
+			t.Fatalf("list %+v %v", list, err)
 		}
-		if err := st.Delete(); err != nil {
-			t.Fatal(err)
+		if existed, err := st.Delete(context.Background()); err != nil || !existed {
+			t.Fatal(existed, err)
 		}
-		if keys, _ := p.List(bot); len(keys) != 0 {
-			t.Fatalf("after delete: %+v", keys)
+		if list, _ := p.List(bot); len(list.Keys) != 0 {
+			t.Fatalf("after delete: %+v", list)
 		}
 	}
 }
@@ -159,5 +163,177 @@ func TestEncryptedNeedsPassword(t *testing.T) {
 	wrong := &Store{Dir: st.Dir, Key: "K", Cipher: NewCipher("nope")}
 	if _, err := wrong.Load(); err == nil {
 		t.Fatal("read with the wrong password")
+	}
+}
+
+// TestTurnHoldsTheKey: one exchange on a key at a time. A second Begin
+// waits (after saying so) until the first turn ends, or gets ErrBusy when
+// it does not want to wait, so the events of two exchanges never
+// interleave.
+func TestTurnHoldsTheKey(t *testing.T) {
+	p := Paths{Root: t.TempDir()}
+	bot := Bot{Author: "a", Name: "b"}
+	st, _ := p.Open(bot, "u", "K")
+	first, err := st.Begin(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Begin(context.Background(), nil); err != ErrBusy {
+		t.Fatalf("second Begin without waiting: %v, want ErrBusy", err)
+	}
+	busy := make(chan struct{}, 1)
+	done := make(chan []Event, 1)
+	go func() {
+		defer close(done)
+		second, err := st.Begin(context.Background(), func() { busy <- struct{}{} })
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		second.Append(Event{Who: "user", Message: "second"}) //nolint:errcheck // checked below
+		history := second.History()
+		second.End()
+		done <- history
+	}()
+	<-busy
+	first.Append(Event{Who: "user", Message: "first"}, Event{Who: "AI", Message: "answer"}) //nolint:errcheck // checked below
+	first.End()
+	history := <-done
+	var got []string
+	for _, e := range history {
+		got = append(got, e.Message.(string))
+	}
+	if strings.Join(got, ",") != "first,answer,second" {
+		t.Errorf("history = %v: the second turn did not see the first's events", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	held, err := st.Begin(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("the key is still held after both turns ended: %v", err)
+	}
+	defer held.End()
+	if _, err := st.Begin(ctx, func() {}); err != context.DeadlineExceeded {
+		t.Errorf("waiting Begin with an expired context: %v", err)
+	}
+}
+
+// TestStaleTempsRemovedAndDeleteIsComplete: temporary files left by a
+// killed writer are removed by the next turn; delete removes everything
+// of the key (the state, its lock, any other file), and deleting again
+// is not an error.
+func TestStaleTempsRemovedAndDeleteIsComplete(t *testing.T) {
+	p := Paths{Root: t.TempDir()}
+	st, _ := p.Open(Bot{Author: "a", Name: "b"}, "u", "K")
+	if err := st.Append(Event{Who: "user", Message: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := os.WriteFile(filepath.Join(st.Dir, fmt.Sprintf(".state-%d.tmp", i)), make([]byte, 1024), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Append(Event{Who: "AI", Message: "y"}); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(st.Dir)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			t.Errorf("stale temporary file %s left", e.Name())
+		}
+	}
+	os.WriteFile(filepath.Join(st.Dir, "tool-output.txt"), []byte("big"), 0o600) //nolint:errcheck // checked by Delete
+	if existed, err := st.Delete(context.Background()); err != nil || !existed {
+		t.Fatalf("Delete = %v, %v", existed, err)
+	}
+	if _, err := os.Stat(st.Dir); !os.IsNotExist(err) {
+		t.Errorf("the key's folder is still there: %v", err)
+	}
+	if existed, err := st.Delete(context.Background()); err != nil || existed {
+		t.Errorf("second Delete = %v, %v; want false, nil", existed, err)
+	}
+}
+
+// TestListCountsUnreadable: states written with another password (or
+// encrypted while no password is set) are counted, not silently hidden.
+func TestListCountsUnreadable(t *testing.T) {
+	root := t.TempDir()
+	bot := Bot{Author: "a", Name: "b"}
+	for i, pw := range []string{"one", "one", "two"} {
+		st, _ := (Paths{Root: root, Cipher: NewCipher(pw)}).Open(bot, "u", fmt.Sprint("K", i))
+		if err := st.Append(Event{Who: "user", Message: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := (Paths{Root: root, Cipher: NewCipher("two")}).List(bot)
+	if err != nil || len(list.Keys) != 1 || list.Unreadable != 2 {
+		t.Errorf("with password two: %+v, %v; want 1 key and 2 unreadable", list, err)
+	}
+	list, err = (Paths{Root: root}).List(bot)
+	if err != nil || len(list.Keys) != 0 || list.Unreadable != 3 {
+		t.Errorf("without a password: %+v, %v; want 3 unreadable", list, err)
+	}
+}
+
+// TestDeleteRacesBegin: exchanges that wait for a key while it is
+// deleted find it either as it was (and the deletion follows them) or
+// empty, never bring a deleted conversation back; and the deletion does
+// not fail because an exchange began on the key meanwhile.
+func TestDeleteRacesBegin(t *testing.T) {
+	p := Paths{Root: t.TempDir()}
+	bot := Bot{Author: "a", Name: "b"}
+	for i := range 20 {
+		st, _ := p.Open(bot, "u", fmt.Sprint("K", i))
+		if err := st.Append(Event{Who: "user", Message: "old"}); err != nil {
+			t.Fatal(err)
+		}
+		// Files to remove make the deletion take a while.
+		for j := range 200 {
+			if err := os.WriteFile(filepath.Join(st.Dir, fmt.Sprintf("f%d", j)), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hold, err := st.Begin(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var deleteErr error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, deleteErr = st.Delete(context.Background())
+		}()
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(w) * 3 * time.Millisecond) // waiters polling out of step
+				turn, err := st.Begin(context.Background(), func() {})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer turn.End()
+				if err := turn.Append(Event{Who: "user", Message: "new"}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		time.Sleep(30 * time.Millisecond) // all wait for the key
+		hold.End()
+		wg.Wait()
+		if deleteErr != nil {
+			t.Fatalf("round %d: Delete: %v", i, deleteErr)
+		}
+		doc, err := st.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range doc.History {
+			if e.Message == "old" {
+				t.Fatalf("round %d: the deleted conversation came back: %v", i, doc.History)
+			}
+		}
 	}
 }

@@ -6,6 +6,7 @@ package state
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nbots/nb/media"
 )
 
 // Implementation is nb's own component of the state path, which keeps its
@@ -46,6 +49,8 @@ type Event struct {
 	// Partial marks an answer cut short (a dropped stream, Ctrl-C): it is
 	// kept for the record but never sent back as a complete answer.
 	Partial bool `json:"partial,omitempty"`
+	// Images are the pictures of a user message or a tool result.
+	Images []media.Image `json:"images,omitempty"`
 }
 
 // Now formats the current time for Event.At.
@@ -68,16 +73,6 @@ type Paths struct {
 // Env is the part of the environment the state root depends on.
 type Env struct {
 	StatePath, StateDirectory, StateHome, Home string
-}
-
-// EnvFromOS reads Env from the process environment.
-func EnvFromOS() Env {
-	return Env{
-		StatePath:      os.Getenv("NANO_BOTS_STATE_PATH"),
-		StateDirectory: os.Getenv("NANO_BOTS_STATE_DIRECTORY"),
-		StateHome:      os.Getenv("XDG_STATE_HOME"),
-		Home:           os.Getenv("HOME"),
-	}
 }
 
 // RootFrom returns the state root: the cartridge's state.path (or the
@@ -200,27 +195,83 @@ func (s *Store) decode(data []byte) (*Document, error) {
 	return &doc, nil
 }
 
-// Append adds events to the stored history. It holds an exclusive lock
-// while it re-reads the file, appends and rewrites it atomically, so two
-// processes appending at the same moment both land.
+// ErrBusy is returned by Begin when another exchange holds the key and
+// the caller does not want to wait.
+var ErrBusy = errors.New("another exchange is running on this state key")
+
+// lockName is the lock file in a key's directory.
+const lockName = "state.lock"
+
+// Turn is one exchange's hold on a key: while it is open no other
+// exchange (in this process or another) reads or writes the key, so the
+// events of two exchanges never interleave. History is read once, when
+// the turn begins; Append writes it back atomically.
+type Turn struct {
+	s      *Store
+	doc    *Document
+	unlock func()
+}
+
+// Begin starts an exchange on the key. When another exchange holds the
+// key, Begin calls onBusy once and waits for it (or for ctx); with onBusy
+// nil it returns ErrBusy at once. Temporary files that a killed writer
+// left behind are removed. The turn must be ended with End.
+func (s *Store) Begin(ctx context.Context, onBusy func()) (*Turn, error) {
+	if err := makeDir(s.Dir); err != nil {
+		return nil, fmt.Errorf("create state folder: %w", err)
+	}
+	unlock, err := lockKey(ctx, s.Dir, onBusy, true)
+	if err != nil {
+		return nil, err
+	}
+	removeStaleTemps(s.Dir)
+	doc, err := s.Load()
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	return &Turn{s: s, doc: doc, unlock: unlock}, nil
+}
+
+// History is the conversation as stored, with the events this turn
+// appended. The caller must not modify it.
+func (t *Turn) History() []Event { return t.doc.History }
+
+// Append adds events to the history and writes the state atomically.
+func (t *Turn) Append(events ...Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	t.doc.Key = t.s.Key
+	t.doc.History = append(t.doc.History, events...)
+	return t.s.write(t.doc)
+}
+
+// End releases the key. It is safe to call more than once.
+func (t *Turn) End() {
+	if t.unlock != nil {
+		t.unlock()
+		t.unlock = nil
+	}
+}
+
+// Append adds events to the stored history as one exchange of its own
+// (Begin, Append, End), waiting for the key if another exchange holds it.
 func (s *Store) Append(events ...Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("create state folder: %w", err)
-	}
-	unlock, err := lock(filepath.Join(s.Dir, "state.lock"))
+	t, err := s.Begin(context.Background(), func() {})
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	doc, err := s.Load()
-	if err != nil {
-		return err
-	}
-	doc.Key = s.Key
-	doc.History = append(doc.History, events...)
+	defer t.End()
+	return t.Append(events...)
+}
+
+// write encodes and, with a cipher, encrypts doc, then replaces the state
+// file atomically.
+func (s *Store) write(doc *Document) error {
 	data, err := json.Marshal(doc)
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
@@ -235,21 +286,71 @@ func (s *Store) Append(events ...Event) error {
 	return writeAtomic(s.File(), data)
 }
 
-// Delete removes the state and its directory.
-func (s *Store) Delete() error {
+// Delete removes everything stored under the key: the state, its lock,
+// any file a tool's output was kept in, and the key's directory. It waits
+// for an exchange in progress on the key. Deleting a key that has nothing
+// stored is not an error: existed tells whether there was anything.
+func (s *Store) Delete(ctx context.Context) (existed bool, err error) {
 	if _, err := os.Stat(s.Dir); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("no state for key %q", s.Key)
+		return false, nil
 	}
-	unlock, err := lock(filepath.Join(s.Dir, "state.lock"))
+	unlock, err := lockKey(ctx, s.Dir, func() {}, false)
 	if err != nil {
-		return err
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
 	}
 	defer unlock()
+	// An exchange waiting for the key gets it once the lock file is gone
+	// (it makes a new one): the state goes first, the lock last, so
+	// that exchange finds nothing of the deleted conversation and its
+	// new files stop only the removal of the folder, which then stays.
 	if err := os.Remove(s.File()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+		return true, fmt.Errorf("delete state: %w", err)
 	}
-	os.Remove(filepath.Join(s.Dir, "state.lock")) //nolint:errcheck // best effort; the directory goes next
-	return os.Remove(s.Dir)
+	entries, err := os.ReadDir(s.Dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return true, fmt.Errorf("delete state: %w", err)
+	}
+	for _, e := range entries {
+		if e.Name() == lockName {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(s.Dir, e.Name())); err != nil {
+			return true, fmt.Errorf("delete state: %w", err)
+		}
+	}
+	if err := os.Remove(filepath.Join(s.Dir, lockName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return true, fmt.Errorf("delete state: %w", err)
+	}
+	if err := os.Remove(s.Dir); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+		return true, fmt.Errorf("delete state: %w", err)
+	}
+	// The end user's folder goes too when this was its last key.
+	os.Remove(filepath.Dir(s.Dir)) //nolint:errcheck // not empty: other keys remain
+	return true, nil
+}
+
+// tempPrefix and tempSuffix name the temporary files of writeAtomic.
+const (
+	tempPrefix = ".state-"
+	tempSuffix = ".tmp"
+)
+
+// removeStaleTemps removes the temporary files of writers that died
+// before renaming them. It runs under the key's lock, when no writer can
+// be in the middle of a write, so every such file is stale.
+func removeStaleTemps(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if n := e.Name(); strings.HasPrefix(n, tempPrefix) && strings.HasSuffix(n, tempSuffix) {
+			os.Remove(filepath.Join(dir, n)) //nolint:errcheck // best effort; the next turn tries again
+		}
+	}
 }
 
 // writeAtomic writes data to a temporary file in path's directory, syncs
@@ -257,7 +358,7 @@ func (s *Store) Delete() error {
 // the old file or the new one, never a torn one.
 func writeAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".state-*.tmp")
+	f, err := os.CreateTemp(dir, tempPrefix+"*"+tempSuffix)
 	if err != nil {
 		return fmt.Errorf("write state: %w", err)
 	}
@@ -287,26 +388,83 @@ func writeAtomic(path string, data []byte) error {
 	return nil
 }
 
-// lock takes an exclusive advisory lock on path, waiting for it.
-func lock(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lock state: %w", err)
-	}
+// lockKey takes the exclusive lock of a key's directory. It polls a
+// non-blocking flock, so that waiting honours ctx and holds no thread;
+// onBusy is called once when the lock is held by someone else (nil:
+// return ErrBusy instead of waiting). A lock file that a concurrent
+// Delete removed while we waited for it is not a lock: take the new one
+// (with create, the directory is made again when Delete removed it).
+func lockKey(ctx context.Context, dir string, onBusy func(), create bool) (func(), error) {
+	path := filepath.Join(dir, lockName)
+	told := false
+	delay := 5 * time.Millisecond
 	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil && create && errors.Is(err, os.ErrNotExist) {
+			if err = makeDir(dir); err == nil {
+				f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("lock state: %w", err)
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			if sameFile(f, path) {
+				return func() {
+					syscall.Flock(int(f.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing releases it anyway
+					f.Close()
+				}, nil
+			}
+			f.Close() // deleted under us: try the new file
+			continue
+		}
+		f.Close()
+		if err != syscall.EWOULDBLOCK && err != syscall.EINTR {
+			return nil, fmt.Errorf("lock state: %w", err)
+		}
+		if onBusy == nil {
+			return nil, ErrBusy
+		}
+		if !told {
+			onBusy()
+			told = true
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+}
+
+// makeDir makes dir and its parents. A Delete of another key may remove
+// the end user's folder between the two (when that key was its last):
+// then it tries again.
+func makeDir(dir string) error {
+	var err error
+	for range 10 {
+		if err = os.MkdirAll(dir, 0o700); !errors.Is(err, os.ErrNotExist) {
+			return err
 		}
 	}
+	return err
+}
+
+// sameFile reports whether the open file f is still the one at path.
+func sameFile(f *os.File, path string) bool {
+	a, err := f.Stat()
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock state: %w", err)
+		return false
 	}
-	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing releases it anyway
-		f.Close()
-	}, nil
+	b, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	return os.SameFile(a, b)
 }
 
 // KeyInfo describes one stored conversation of a cartridge.
@@ -314,53 +472,66 @@ type KeyInfo struct {
 	EndUser, Key string
 	// LastActivity is the state file's modification time.
 	LastActivity time.Time
-	// Events is the number of history entries; -1 when unreadable.
+	// Events is the number of history entries.
 	Events int
 }
 
-// List returns the stored conversations of a cartridge, most recent first.
-func (p Paths) List(b Bot) ([]KeyInfo, error) {
+// Listing is what List finds for a cartridge.
+type Listing struct {
+	// Keys are the conversations that can be read, most recent first.
+	Keys []KeyInfo
+	// Unreadable counts the conversations that cannot be read with the
+	// current cipher: stored with another password, encrypted while no
+	// password is set, or damaged.
+	Unreadable int
+}
+
+// List returns the stored conversations of a cartridge.
+func (p Paths) List(b Bot) (Listing, error) {
+	var out Listing
 	dir, err := p.CartridgeDir(b)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	users, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return out, nil
 	}
 	if err != nil {
-		return nil, err
+		return out, err
 	}
-	var out []KeyInfo
 	for _, u := range users {
 		if !u.IsDir() {
 			continue
-		}
-		endUser, err := p.Uncomponent(u.Name())
-		if err != nil {
-			continue // another password's states
 		}
 		keys, err := os.ReadDir(filepath.Join(dir, u.Name()))
 		if err != nil {
 			continue
 		}
+		endUser, userErr := p.Uncomponent(u.Name())
 		for _, k := range keys {
-			key, err := p.Uncomponent(k.Name())
-			if err != nil || !k.IsDir() {
+			if !k.IsDir() {
 				continue
 			}
-			st := &Store{Dir: filepath.Join(dir, u.Name(), k.Name()), Key: key, Cipher: p.Cipher}
+			st := &Store{Dir: filepath.Join(dir, u.Name(), k.Name()), Cipher: p.Cipher}
 			fi, err := os.Stat(st.File())
 			if err != nil {
+				continue // a key whose state was never written
+			}
+			key, keyErr := p.Uncomponent(k.Name())
+			if userErr != nil || keyErr != nil {
+				out.Unreadable++ // another password's folders
 				continue
 			}
-			info := KeyInfo{EndUser: endUser, Key: key, LastActivity: fi.ModTime(), Events: -1}
-			if doc, err := st.Load(); err == nil {
-				info.Events = len(doc.History)
+			st.Key = key
+			doc, err := st.Load()
+			if err != nil {
+				out.Unreadable++
+				continue
 			}
-			out = append(out, info)
+			out.Keys = append(out.Keys, KeyInfo{EndUser: endUser, Key: key, LastActivity: fi.ModTime(), Events: len(doc.History)})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].LastActivity.After(out[j].LastActivity) })
+	sort.Slice(out.Keys, func(i, j int) bool { return out.Keys[i].LastActivity.After(out.Keys[j].LastActivity) })
 	return out, nil
 }

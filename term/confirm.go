@@ -3,6 +3,7 @@ package term
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,28 +28,36 @@ type Confirmer struct {
 	Stderr io.Writer
 }
 
-// Confirm implements agent.Confirmer.
-func (c *Confirmer) Confirm(ctx context.Context, call tool.Call, text string) (string, bool) {
+// Confirm implements agent.Confirmer: the user's answer allows the call
+// when the cartridge's yes-words say so. Ctrl-C at the question stops the
+// exchange (an error); end of input is "no".
+func (c *Confirmer) Confirm(ctx context.Context, call tool.Call, text string) (bool, error) {
 	prompt := c.Printer.Feedback("confirming", text)
-	if c.Reader != nil {
-		line, err := c.Reader.ReadLine(ctx, prompt)
+	reader := c.Reader
+	if reader == nil {
+		tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 		if err != nil {
-			return "", false
+			fmt.Fprintf(c.Stderr, "nb: no terminal to ask whether %s may run: the call is denied (set safety.tools.confirmable: false in the cartridge to run tools without asking)\n", call.Name)
+			return false, nil
 		}
-		return line, true
+		defer tty.Close()
+		reader = &ttyReader{f: tty}
 	}
-	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
-	if err != nil {
-		fmt.Fprintf(c.Stderr, "nb: no terminal to ask whether %s may run: the call is denied (set safety.tools.confirmable: false in the cartridge to run tools without asking)\n", call.Name)
-		return "", false
+	line, err := reader.ReadLine(ctx, prompt)
+	switch {
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case errors.Is(err, ErrInterrupted):
+		return false, err
+	case err != nil:
+		return false, nil
 	}
-	defer tty.Close()
-	line, err := (&ttyReader{f: tty}).ReadLine(ctx, prompt)
-	if err != nil {
-		return "", false
-	}
-	return line, true
+	return c.Printer.Cartridge.Allows(c.Printer.Mode, line), nil
 }
+
+// ErrInterrupted is returned by a LineReader when the user pressed Ctrl-C
+// at the question: the exchange stops.
+var ErrInterrupted = errors.New("interrupted at a confirmation")
 
 type ttyReader struct{ f *os.File }
 

@@ -1,7 +1,10 @@
 package term
 
 import (
+	"fmt"
 	"io"
+	"sync"
+	"time"
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/cartridge"
@@ -12,7 +15,15 @@ import (
 // arrive (each coloured on its own), the whole answer when not streamed,
 // and tool feedback wrapped in its affixes and colour.
 type Printer struct {
-	W         io.Writer
+	W io.Writer
+	// Err receives notices (retries, a busy state key); nil drops them.
+	Err io.Writer
+	// MaxRetries is the retry policy's count, shown with each retry.
+	MaxRetries int
+	// Status, when set, is a terminal where nb shows what it waits for
+	// after two quiet seconds ("waiting for openai gpt-4o… 3s",
+	// "thinking… 2s"); nil shows nothing (pipes, TERM=dumb).
+	Status    io.Writer
 	Cartridge *cartridge.Cartridge
 	Mode      cartridge.Mode
 	Color     bool
@@ -21,6 +32,9 @@ type Printer struct {
 
 	sgr     string // the output colour's escape sequence, once known
 	sgrDone bool
+
+	mu     sync.Mutex
+	status *status
 }
 
 // Prefix writes the output prefix.
@@ -35,8 +49,25 @@ func (p *Printer) write(s string) {
 	}
 }
 
+// EndStatus erases the waiting status at the end of an exchange.
+func (p *Printer) EndStatus() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.status != nil {
+		p.status.stop()
+	}
+}
+
 // OnEvent renders one agent event.
 func (p *Printer) OnEvent(ev agent.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.Status != nil {
+		if p.status == nil {
+			p.status = &status{w: p.Status, mu: &p.mu, now: time.Now}
+		}
+		p.status.onEvent(ev)
+	}
 	switch ev.Kind {
 	case agent.TextDelta, agent.Answer:
 		p.Wrote = true
@@ -50,6 +81,20 @@ func (p *Printer) OnEvent(ev agent.Event) {
 	case agent.Feedback:
 		p.Wrote = true
 		p.write(p.Feedback(ev.Action, ev.Text))
+	case agent.Retry:
+		p.notice(fmt.Sprintf("%v; retrying in %.1fs (%d/%d)", ev.Err, ev.Delay.Seconds(), ev.Attempt, max(p.MaxRetries, ev.Attempt)))
+	case agent.Waiting:
+		p.notice(ev.Text)
+	}
+}
+
+// notice writes one line to Err. Called with mu held.
+func (p *Printer) notice(msg string) {
+	if p.status != nil {
+		p.status.erase()
+	}
+	if p.Err != nil {
+		fmt.Fprintln(p.Err, "nb: "+msg)
 	}
 }
 

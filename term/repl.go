@@ -2,6 +2,7 @@ package term
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,50 +11,113 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ergochat/readline"
 
 	"github.com/nbots/nb/agent"
+	"github.com/nbots/nb/media"
 )
+
+// Session is the conversation a REPL holds (bot.Session).
+type Session interface {
+	Ask(ctx context.Context, input string, images ...media.Image) (*agent.Result, error)
+	Boot(ctx context.Context) (*agent.Result, error)
+	HasBoot() bool
+}
 
 // REPL is the interactive loop of a cartridge.
 type REPL struct {
-	Agent   *agent.Agent
-	Printer *Printer
-	// Stdin and Stderr; Printer.W is stdout.
-	Stdin  *os.File
-	Stderr io.Writer
+	Session Session
+	// Confirmer, when set, reads its answers through the REPL's line
+	// editor, so the two never compete for the terminal.
+	Confirmer *Confirmer
+	Printer   *Printer
+	// Stdin, Stdout and Stderr; Printer.W writes to Stdout.
+	Stdin, Stdout *os.File
+	Stderr        io.Writer
+	// Term is the TERM variable: "dumb" means plain line input.
+	Term string
 	// HistoryFile keeps the lines typed, per cartridge; "" keeps none.
 	HistoryFile string
-	// Prompt is the rendered prompt.
-	Prompt string
+	// Prompt is the rendered prompt; PlainPrompt the same without colour.
+	Prompt, PlainPrompt string
 	// ReportError prints a failed exchange; the loop goes on.
 	ReportError func(error)
+	// probe replaces ProbeCursor in tests.
+	probe func(in, out *os.File, timeout time.Duration) (bool, []byte)
 }
 
-// exitWords leave the REPL, as in the reference (quit does not: it is
-// sent to the bot).
-var exitWords = map[string]bool{"exit": true, "exit-all": true, "exit-program": true}
+// exitWords leave the REPL. The reference sent quit to the bot; people
+// type it to leave, so it leaves too.
+var exitWords = map[string]bool{"exit": true, "quit": true, "exit-all": true, "exit-program": true}
 
-// Run reads lines until end of input or an exit word. With a terminal on
-// stdin it edits lines, keeps history and shows the prompt; Ctrl-C stops
-// the answer being streamed and returns to the prompt. With piped stdin
-// it reads one message a line and prints no prompt.
+// continuation ends a line that goes on on the next one: a message of
+// several lines typed on purpose ("first line \" Enter "second line").
+const continuation = "\\"
+
+// InputMode is how the REPL reads lines.
+type InputMode int
+
+// Input modes.
+const (
+	// Piped: stdin is not a terminal; one message a line, no prompt.
+	Piped InputMode = iota
+	// Plain: a terminal that cannot be edited in (stdout redirected, TERM
+	// dumb, or no answer to the cursor query): plain lines, plain prompt.
+	Plain
+	// Editor: the line editor, with history, colour and bracketed paste.
+	Editor
+)
+
+// Mode decides how lines are read: the line editor needs stdin and
+// stdout on a terminal that is not dumb and that answers a cursor
+// position query within a bounded wait (the editor sends one before
+// every prompt and would wait forever). typed is what the user typed
+// during the query.
+func (r *REPL) Mode() (mode InputMode, typed []byte) {
+	if !IsTerminal(r.Stdin) {
+		return Piped, nil
+	}
+	if !IsTerminal(r.Stdout) || r.Term == "dumb" || r.Term == "" {
+		return Plain, nil
+	}
+	probe := r.probe
+	if probe == nil {
+		probe = ProbeCursor
+	}
+	answered, typed := probe(r.Stdin, r.Stdout, probeTimeout)
+	if !answered {
+		fmt.Fprintln(r.Stderr, "nb: the terminal does not answer cursor queries: plain line input (no line editing)")
+		return Plain, typed
+	}
+	return Editor, typed
+}
+
+// Run reads messages until end of input or an exit word. In the line
+// editor a paste is one message; Ctrl-C stops the answer being streamed
+// and returns to the prompt. A line ending in a backslash goes on on the
+// next line. With piped stdin it reads one message a line and prints no
+// prompt.
 func (r *REPL) Run(ctx context.Context) error {
-	interactive := IsTerminal(r.Stdin)
-	var rl *readline.Instance
-	var read func() (string, error)
-	if interactive {
+	mode, typed := r.Mode()
+	var read func(prompt string) (string, error)
+	prompt, more := r.Prompt, "... "
+	switch mode {
+	case Editor:
 		if r.HistoryFile != "" {
 			privateHistory(r.HistoryFile)
 		}
-		var err error
-		rl, err = readline.NewFromConfig(&readline.Config{
+		var in io.Reader = r.Stdin
+		if len(typed) > 0 {
+			in = &prefixReader{prefix: typed, r: in}
+		}
+		rl, err := readline.NewFromConfig(&readline.Config{
 			Prompt:            r.Prompt,
 			HistoryFile:       r.HistoryFile,
 			HistorySearchFold: true,
 			InterruptPrompt:   "^C",
-			Stdin:             r.Stdin,
+			Stdin:             newPasteReader(in),
 			Stdout:            r.Printer.W,
 			Stderr:            r.Stderr,
 		})
@@ -61,24 +125,38 @@ func (r *REPL) Run(ctx context.Context) error {
 			return fmt.Errorf("start the REPL: %w", err)
 		}
 		defer rl.Close()
+		io.WriteString(r.Printer.W, pasteOn)        //nolint:errcheck // a terminal
+		defer io.WriteString(r.Printer.W, pasteOff) //nolint:errcheck // a terminal
 		r.Printer.W = rl.Stdout()
-		confirmer, _ := r.Agent.Confirmer.(*Confirmer)
-		if confirmer != nil {
-			confirmer.Reader = &readlineReader{rl: rl}
+		if r.Confirmer != nil {
+			r.Confirmer.Reader = &readlineReader{rl: rl}
 		}
-		read = func() (string, error) {
+		read = func(p string) (line string, err error) {
+			defer func() {
+				// The editor panics on 128 KiB of input while it waits for
+				// a cursor report that never comes: end the REPL cleanly.
+				if v := recover(); v != nil {
+					line, err = "", fmt.Errorf("the line editor failed (%v): run with TERM=dumb for plain input", v)
+				}
+			}()
+			rl.SetPrompt(p)
 			for {
 				line, err := rl.Readline()
 				if errors.Is(err, readline.ErrInterrupt) {
 					continue // Ctrl-C at the prompt clears the line
 				}
-				return line, err
+				return strings.ReplaceAll(line, string(PastedNewline), "\n"), err
 			}
 		}
-	} else {
-		sc := bufio.NewScanner(r.Stdin)
+	default:
+		prompt, more = r.PlainPrompt, "... "
+		if mode == Piped {
+			prompt, more = "", ""
+		}
+		sc := bufio.NewScanner(io.MultiReader(bytes.NewReader(typed), r.Stdin))
 		sc.Buffer(make([]byte, 64<<10), 16<<20)
-		read = func() (string, error) {
+		read = func(p string) (string, error) {
+			io.WriteString(r.Printer.W, p) //nolint:errcheck // a terminal or a file
 			if !sc.Scan() {
 				if err := sc.Err(); err != nil {
 					return "", err
@@ -88,10 +166,19 @@ func (r *REPL) Run(ctx context.Context) error {
 			return strings.TrimRight(sc.Text(), "\r"), nil
 		}
 	}
+	// In a terminal, Ctrl-C stops an answer; at a plain prompt it is
+	// ignored (the line editor reads it as a key).
+	var interrupts chan os.Signal
+	if mode != Piped {
+		interrupts = make(chan os.Signal, 1)
+		signal.Notify(interrupts, os.Interrupt)
+		defer signal.Stop(interrupts)
+	}
+	interactive := mode != Piped
 
-	if r.Agent.HasBoot() {
-		r.exchange(ctx, interactive, func(ctx context.Context) error {
-			_, err := r.Agent.Boot(ctx)
+	if r.Session.HasBoot() {
+		r.exchange(ctx, interrupts, func(ctx context.Context) error {
+			_, err := r.Session.Boot(ctx)
 			return err
 		})
 	}
@@ -99,7 +186,7 @@ func (r *REPL) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		line, err := read()
+		message, err := readMessage(read, prompt, more)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				if interactive {
@@ -109,30 +196,67 @@ func (r *REPL) Run(ctx context.Context) error {
 			}
 			return err
 		}
-		if exitWords[strings.TrimSpace(line)] {
+		if exitWords[strings.TrimSpace(message)] {
 			return nil
 		}
-		if strings.TrimSpace(line) == "" {
+		if strings.TrimSpace(message) == "" {
 			continue
 		}
-		r.exchange(ctx, interactive, func(ctx context.Context) error {
-			_, err := r.Agent.Ask(ctx, line)
+		r.exchange(ctx, interrupts, func(ctx context.Context) error {
+			_, err := r.Session.Ask(ctx, message)
 			return err
 		})
 	}
 }
 
+// readMessage reads one message: a line, or several when each but the
+// last ends with a backslash (which is removed).
+func readMessage(read func(prompt string) (string, error), prompt, more string) (string, error) {
+	var lines []string
+	p := prompt
+	for {
+		line, err := read(p)
+		if err != nil {
+			if len(lines) > 0 && errors.Is(err, io.EOF) {
+				return strings.Join(append(lines, line), "\n"), nil
+			}
+			return "", err
+		}
+		body, goesOn := strings.CutSuffix(line, continuation)
+		if !goesOn {
+			return strings.Join(append(lines, line), "\n"), nil
+		}
+		lines = append(lines, body)
+		p = more
+	}
+}
+
 // exchange prints the output prefix, runs one exchange, prints the suffix
 // and a newline. In a terminal, Ctrl-C cancels the exchange only.
-func (r *REPL) exchange(ctx context.Context, interactive bool, run func(context.Context) error) {
-	if interactive {
-		var stop context.CancelFunc
-		ctx, stop = signal.NotifyContext(ctx, os.Interrupt)
-		defer stop()
+func (r *REPL) exchange(ctx context.Context, interrupts chan os.Signal, run func(context.Context) error) {
+	if interrupts != nil {
+		// A Ctrl-C pressed at the prompt is not for this exchange.
+		select {
+		case <-interrupts:
+		default:
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-interrupts:
+				cancel()
+			case <-done:
+			}
+		}()
 	}
 	r.Printer.Prefix()
 	err := run(ctx)
-	if err != nil && errors.Is(err, context.Canceled) {
+	r.Printer.EndStatus()
+	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ErrInterrupted)) {
 		io.WriteString(r.Printer.W, "\n(answer stopped)") //nolint:errcheck // cosmetic
 		err = nil
 	}
@@ -155,6 +279,9 @@ func (r *readlineReader) ReadLine(ctx context.Context, prompt string) (string, e
 	cfg.Prompt = prompt
 	cfg.DisableAutoSaveHistory = true
 	line, err := r.rl.ReadLineWithConfig(cfg)
+	if errors.Is(err, readline.ErrInterrupt) {
+		return "", ErrInterrupted
+	}
 	if err == nil {
 		io.WriteString(r.rl.Stdout(), "\n") //nolint:errcheck // the reference's blank line after the answer
 	}

@@ -84,23 +84,47 @@ func (l *lines) ReadLine(_ context.Context, prompt string) (string, error) {
 	return l.line, l.err
 }
 
-// The Confirmer shows the confirming feedback as the prompt and returns
-// the line; a reader that fails (Ctrl-C, end of input) is no answer.
+// The Confirmer shows the confirming feedback as the prompt and matches
+// the line against the cartridge's yes-words (trimmed, any case; empty is
+// the default). A reader that fails (end of input) is a no; Ctrl-C at the
+// question stops the exchange.
 func TestConfirmerReader(t *testing.T) {
 	c := parse(t, "interfaces:\n  tools:\n    confirming:\n      prefix: '? '\n")
 	p := &Printer{Cartridge: c, Mode: cartridge.REPL}
-	r := &lines{line: " Y "}
+	for _, tc := range []struct {
+		line string
+		want bool
+	}{{" Y ", true}, {"yes", true}, {"", false}, {"sure", false}, {"n", false}} {
+		r := &lines{line: tc.line}
+		conf := &Confirmer{Printer: p, Reader: r}
+		ok, err := conf.Confirm(context.Background(), tool.Call{Name: "f"}, `f {"a":1}`)
+		if err != nil || ok != tc.want {
+			t.Errorf("%q: got %v, %v; want %v", tc.line, ok, err, tc.want)
+		}
+		if r.prompt != `? f {"a":1} [yN] ` {
+			t.Errorf("prompt %q", r.prompt)
+		}
+	}
+	r := &lines{err: errors.New("end of input")}
 	conf := &Confirmer{Printer: p, Reader: r}
-	answer, ok := conf.Confirm(context.Background(), tool.Call{Name: "f"}, `f {"a":1}`)
-	if !ok || answer != " Y " {
-		t.Errorf("got %q, %v", answer, ok)
+	if ok, err := conf.Confirm(context.Background(), tool.Call{Name: "f"}, "f {}"); ok || err != nil {
+		t.Errorf("a failed read: %v, %v; want a plain no", ok, err)
 	}
-	if r.prompt != `? f {"a":1} [yN] ` {
-		t.Errorf("prompt %q", r.prompt)
+	r.err = ErrInterrupted
+	if ok, err := conf.Confirm(context.Background(), tool.Call{Name: "f"}, "f {}"); ok || !errors.Is(err, ErrInterrupted) {
+		t.Errorf("Ctrl-C: %v, %v; want the exchange stopped", ok, err)
 	}
-	r.err = errors.New("interrupted")
-	if _, ok := conf.Confirm(context.Background(), tool.Call{Name: "f"}, "f {}"); ok {
-		t.Errorf("a failed read is an answer")
+}
+
+// The default answer and custom yes-words are the cartridge's.
+func TestConfirmerCartridgeRules(t *testing.T) {
+	c := parse(t, "interfaces:\n  tools:\n    confirming:\n      default: 'S'\n      yeses: ['Sim', 'S']\n")
+	p := &Printer{Cartridge: c, Mode: cartridge.Eval}
+	for line, want := range map[string]bool{"": true, "sim": true, "y": false} {
+		ok, _ := (&Confirmer{Printer: p, Reader: &lines{line: line}}).Confirm(context.Background(), tool.Call{Name: "f"}, "f {}")
+		if ok != want {
+			t.Errorf("%q: %v, want %v", line, ok, want)
+		}
 	}
 }
 

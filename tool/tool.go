@@ -72,6 +72,13 @@ type Limited interface {
 	OutputLimits() Limits
 }
 
+// ReadOnly is implemented by tools that change nothing (read_file, grep,
+// list_dir...). When ReadOnly returns true the agent runs the tool
+// without asking, even when the cartridge's tools are confirmable.
+type ReadOnly interface {
+	ReadOnly() bool
+}
+
 // DefaultParameters is the schema of a tool that declares none.
 func DefaultParameters() map[string]any {
 	return map[string]any{"type": "object", "properties": map[string]any{}}

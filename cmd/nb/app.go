@@ -9,23 +9,21 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"text/tabwriter"
-	"time"
 
 	"github.com/joho/godotenv"
 
-	"github.com/nbots/nb/agent"
+	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/provider"
-	"github.com/nbots/nb/robopage/cli"
-	"github.com/nbots/nb/script"
+	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/script/fennel"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/term"
-	"github.com/nbots/nb/tool"
-	"github.com/nbots/nb/tool/function"
 )
 
 // Version is nb's version.
@@ -53,7 +51,19 @@ type App struct {
 	Args           []string
 	Stdin          *os.File
 	Stdout, Stderr *os.File
-	Getenv         func(string) string
+	// Environ is the process's environment, with the variables of a .env
+	// file that it does not set.
+	Environ []string
+
+	dotenv     map[string]bool // the variables .env set
+	dotenvPath string
+	executor   *robopage.Executor
+}
+
+// Getenv returns a variable of the environment, "" when unset.
+func (a *App) Getenv(name string) string {
+	v, _ := proc.Lookup(a.Environ, name)
+	return v
 }
 
 // usageError is a mistake on the command line (exit 2).
@@ -79,10 +89,21 @@ func (a *App) Run() int {
 	case "security":
 		a.loadDotEnv()
 		return a.security()
+	case "serve":
+		if isServeCommand(args) {
+			a.loadDotEnv()
+			return a.serveCommand(args[1:])
+		}
+	case "agents":
+		if isAgentsCommand(args) {
+			a.loadDotEnv()
+			return a.report(a.agentsCommand(args[1:]))
+		}
+	case "mcp":
+		a.loadDotEnv()
+		return a.report(a.mcpCommand(args[1:]))
 	case "robopages":
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return cli.Main(ctx, args[1:], a.Stdin, a.Stdout, a.Stderr)
+		return a.robopages(args[1:])
 	}
 	a.loadDotEnv()
 	return a.report(a.cartridgeCommand(args))
@@ -111,13 +132,18 @@ func (a *App) report(err error) int {
 	return exitFailure
 }
 
-// loadDotEnv reads .env in the working directory without overriding
-// variables that are set.
+// loadDotEnv reads .env in the working directory, filling the variables
+// that are unset or empty (never overriding a value), unless NB_DOTENV=0. It says on stderr which
+// variables it set, and remembers them (see checkDotEnv).
 func (a *App) loadDotEnv() {
+	if a.Getenv("NB_DOTENV") == "0" {
+		return
+	}
 	if _, err := os.Stat(".env"); err != nil {
 		return
 	}
-	if err := godotenv.Load(".env"); err != nil {
+	vars, err := godotenv.Read(".env")
+	if err != nil {
 		// godotenv's parse errors quote the file's text (the rest of the
 		// file, for a bad name), and a .env holds API keys: say only what
 		// is wrong with it.
@@ -127,7 +153,62 @@ func (a *App) loadDotEnv() {
 			return
 		}
 		fmt.Fprintln(a.Stderr, "nb: .env: not in NAME=value form (a bad variable name or an unterminated quote); the whole file is ignored")
+		return
 	}
+	names := make([]string, 0, len(vars))
+	for name := range vars {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var set []string
+	for _, name := range names {
+		if v, _ := proc.Lookup(a.Environ, name); v == "" {
+			a.Environ = append(a.Environ, name+"="+vars[name])
+			set = append(set, name)
+		}
+	}
+	if len(set) == 0 {
+		return
+	}
+	a.dotenv = map[string]bool{}
+	for _, name := range set {
+		a.dotenv[name] = true
+	}
+	a.dotenvPath = ".env"
+	if abs, err := filepath.Abs(".env"); err == nil {
+		a.dotenvPath = abs
+	}
+	fmt.Fprintf(a.Stderr, "nb: %s set %s (NB_DOTENV=0 to ignore it)\n", a.dotenvPath, strings.Join(set, ", "))
+}
+
+// addressKeys are the provider keys that say where requests go.
+var addressKeys = map[string]bool{"address": true, "endpoint": true, "url": true, "base-url": true, "base_url": true, "host": true}
+
+// checkDotEnv refuses a cartridge whose provider address comes from a
+// .env file while a credential comes from the user's own environment: a
+// cloned repository's .env would otherwise receive the user's key.
+func (a *App) checkDotEnv(c *cartridge.Cartridge) error {
+	if len(a.dotenv) == 0 {
+		return nil
+	}
+	var address, credential *cartridge.EnvRef
+	for i, ref := range c.EnvRefs {
+		section, key, ok := strings.Cut(strings.TrimPrefix(ref.Path, "provider."), ".")
+		if !ok || !strings.HasPrefix(ref.Path, "provider.") || (section != "credentials" && section != "options") {
+			continue
+		}
+		switch {
+		case addressKeys[key] && a.dotenv[ref.Var]:
+			address = &c.EnvRefs[i]
+		case section == "credentials" && !addressKeys[key] && !a.dotenv[ref.Var] && a.Getenv(ref.Var) != "":
+			credential = &c.EnvRefs[i]
+		}
+	}
+	if address == nil || credential == nil {
+		return nil
+	}
+	return fmt.Errorf("%s sets %s, the address of %s's provider (%s), while %s (%s) comes from your own environment: refusing to send your credential where a .env file says; set the address in your environment too, or run with NB_DOTENV=0",
+		a.dotenvPath, address.Var, displayPath(c), address.Path, credential.Var, credential.Path)
 }
 
 func (a *App) help() int {
@@ -153,12 +234,19 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb - - cartridge
   nb cartridge.yml - cartridge
 
+  nb cartridge.yml - mcp
+  nb mcp serve [--listen ADDR] [--allow-tools] [CARTRIDGE|DIR ...]
+
   nb - STATE-KEY state
   nb cartridge.yml STATE-KEY state
   nb cartridge.yml - state list
   nb cartridge.yml STATE-KEY state delete
 
+  nb serve [--listen localhost:3048] [DIR...]
   nb robopages serve|run|validate|view|create|install ...
+
+  nb agents list http://host:port
+  nb agents run http://host:port/NAME "message" [--tools cartridge.yml]
 
   nb security
   nb specification
@@ -168,9 +256,14 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
 eval reads the message from its words, or else from standard input:
   cat article.txt | nb translate.yml - eval | nb summarize.yml - eval
 
+serve answers the Nano Bots API (the editor plugins' server) for the
+cartridges of the folders; nb serve --help lists its flags.
+
 Environment: NANO_BOTS_CARTRIDGES_PATH, NANO_BOTS_STATE_PATH,
 NANO_BOTS_END_USER, NANO_BOTS_ENCRYPTION_PASSWORD, NANO_BOTS_HISTORY_BUDGET,
-NO_COLOR, CLICOLOR_FORCE; a .env file in the working directory is read.
+NB_SERVE_TOKEN (nb serve, nb mcp serve --listen), NO_COLOR,
+CLICOLOR_FORCE; a .env file in the working directory is read (NB_DOTENV=0
+turns it off).
 `
 
 func (a *App) security() int {
@@ -193,8 +286,31 @@ func (a *App) security() int {
 	return exitOK
 }
 
-// cartridgeCommand handles nb CARTRIDGE STATE COMMAND [WORDS...].
+// cartridgeCommand handles nb CARTRIDGE STATE COMMAND [WORDS...]. The
+// command line is checked before the cartridge is looked for: a mistake
+// in it is a usage error (exit 2) whatever the cartridge.
 func (a *App) cartridgeCommand(args []string) error {
+	if len(args) < 3 {
+		return &usageError{"missing command: give eval, repl, state or cartridge after the cartridge and the state key"}
+	}
+	cmd, rest := args[2], args[3:]
+	switch cmd {
+	case "eval", "state", "cartridge", "mcp":
+	case "repl":
+		if len(rest) > 0 {
+			return &usageError{"repl takes no words"}
+		}
+	default:
+		return &usageError{fmt.Sprintf("unknown command %q: use eval, repl, state, cartridge or mcp", cmd)}
+	}
+	key := strings.TrimSpace(args[1])
+	if key == "" {
+		// An unset $KEY would otherwise run statelessly without a word.
+		return &usageError{"the state key is empty: give a key, or - for a conversation that is not kept"}
+	}
+	if key == "-" {
+		key = ""
+	}
 	cart, err := a.loadCartridge(args[0])
 	if err != nil {
 		return err
@@ -202,17 +318,10 @@ func (a *App) cartridgeCommand(args []string) error {
 	for _, w := range cart.Warnings {
 		fmt.Fprintln(a.Stderr, "nb: warning: "+w)
 	}
-	key := ""
-	if len(args) > 1 {
-		key = strings.TrimSpace(args[1])
-		if key == "-" {
-			key = ""
-		}
+	if err := a.checkDotEnv(cart); err != nil {
+		return err
 	}
-	if len(args) < 3 {
-		return &usageError{"missing command: give eval, repl, state or cartridge after the cartridge and the state key"}
-	}
-	switch cmd, rest := args[2], args[3:]; cmd {
+	switch cmd {
 	case "eval":
 		return a.eval(cart, key, rest)
 	case "repl":
@@ -222,173 +331,125 @@ func (a *App) cartridgeCommand(args []string) error {
 		return a.repl(cart, key)
 	case "state":
 		return a.stateCommand(cart, key, rest)
-	case "cartridge":
+	case "mcp":
+		if len(rest) > 0 {
+			return &usageError{"mcp takes no words"}
+		}
+		return a.mcpStatus(cart)
+	default: // cartridge
 		out, err := cart.Marshal()
 		if err != nil {
 			return err
 		}
 		a.Stdout.Write(out) //nolint:errcheck // nothing to do about a closed stdout
-		return nil
-	default:
-		return &usageError{fmt.Sprintf("unknown command %q: use eval, repl, state or cartridge", cmd)}
+		return a.builtinsStatus(cart)
+	}
+}
+
+// builtinsStatus follows the cartridge with how its built-in tools will
+// run (the exec sandbox above all), as YAML comments: the output stays a
+// cartridge.
+func (a *App) builtinsStatus(cart *cartridge.Cartridge) error {
+	if b, err := cart.Builtins(); b == nil {
+		return err
+	}
+	st, err := bot.BuiltinsStatus(cart, a.host())
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("# builtins, as they will run here:\n")
+	for _, line := range st.Lines() {
+		b.WriteString("#   " + line + "\n")
+	}
+	io.WriteString(a.Stdout, b.String()) //nolint:errcheck // nothing to do about a closed stdout
+	return nil
+}
+
+// host is what nb lends its bots: the process's environment, the user's
+// own credential files, the Fennel cache, warnings on stderr.
+func (a *App) host() bot.Host {
+	return bot.Host{
+		Environ:              a.Environ,
+		AllowHostCredentials: true,
+		AllowMCP:             true,
+		FennelCacheDir:       a.fennelCacheDir(),
+		Robopages:            a.robopageExecutor(),
+		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
 	}
 }
 
 func (a *App) loadCartridge(name string) (*cartridge.Cartridge, error) {
-	if name == "-" {
-		return cartridge.Default(os.LookupEnv), nil
-	}
-	path, err := cartridge.Find(name, cartridge.EnvFromOS())
-	if err != nil {
-		return nil, err
-	}
-	return cartridge.Load(path, os.LookupEnv)
+	return a.host().Load(name)
 }
 
 // session is everything an eval or a REPL needs.
 type session struct {
-	agent   *agent.Agent
-	printer *term.Printer
+	*bot.Session
+	printer   *term.Printer
+	confirmer *term.Confirmer
 }
 
-func (a *App) newSession(cart *cartridge.Cartridge, key string, mode cartridge.Mode) (*session, error) {
-	if err := cart.RequireProvider(); err != nil {
-		return nil, err
-	}
-	if err := a.checkAdapters(cart, mode); err != nil {
-		return nil, err
-	}
-	p := cart.Provider()
-	endUser := EndUser(cart, a.Getenv)
-	cfg := provider.Config{ID: p.ID, Credentials: p.Credentials, Options: p.Options, Settings: p.Settings}
-	if _, ok := p.Settings["user"]; ok {
-		cfg.User = state.NewCipher(a.Getenv("NANO_BOTS_ENCRYPTION_PASSWORD")).Soft(endUser)
-	}
-	prov, err := provider.New(cfg)
-	if err != nil {
-		return nil, credentialError(cart, err)
-	}
-	policy := provider.DefaultRetryPolicy()
-	policy.OnRetry = func(err error, attempt int, delay time.Duration) {
-		fmt.Fprintf(a.Stderr, "nb: %v; retrying in %.1fs (%d/%d)\n", err, delay.Seconds(), attempt, policy.MaxRetries)
-	}
-	prov = provider.WithRetry(prov, policy)
-
-	scripts := script.New(script.Options{Sandboxed: cart.Sandboxed(), FennelCacheDir: fennelCacheDir()})
-	tools := &tool.Set{}
-	for _, t := range function.FromCartridge(cart, scripts) {
-		tools.Add(t)
-	}
-	robo, err := robopageTools(context.Background(), cart, a.Stderr)
+func (a *App) newSession(ctx context.Context, cart *cartridge.Cartridge, key string, mode cartridge.Mode) (*session, error) {
+	b, err := bot.New(ctx, cart, a.host())
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range robo {
-		tools.Add(t)
-	}
-
-	var store *state.Store
-	if key != "" {
-		paths := a.statePaths(cart)
-		store, err = paths.Open(botOf(cart), endUser, key)
-		if err != nil {
-			return nil, err
-		}
+	if err := b.Ready(mode); err != nil {
+		return nil, err
 	}
 	color := term.ColorEnabled(a.Getenv, a.Stdout, a.Stderr)
-	printer := &term.Printer{W: a.Stdout, Cartridge: cart, Mode: mode, Color: color}
-	ag, err := agent.New(cart, agent.Options{
-		Mode: mode, Provider: prov, Tools: tools, Scripts: scripts, Store: store, OnEvent: printer.OnEvent,
-		Confirmer: &term.Confirmer{Printer: printer, Stderr: a.Stderr},
+	printer := &term.Printer{W: a.Stdout, Err: a.Stderr, MaxRetries: provider.DefaultRetryPolicy().MaxRetries, Cartridge: cart, Mode: mode, Color: color}
+	if term.IsTerminal(a.Stderr) && a.Getenv("TERM") != "dumb" && a.Getenv("TERM") != "" {
+		printer.Status = a.Stderr
+	}
+	confirmer := &term.Confirmer{Printer: printer, Stderr: a.Stderr}
+	s := bot.NewSession(b, bot.Exchange{
+		Mode: mode, Key: key, Wait: true,
+		OnEvent: printer.OnEvent, Confirmer: confirmer, Output: a.Stderr,
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &session{agent: ag, printer: printer}, nil
+	return &session{Session: s, printer: printer, confirmer: confirmer}, nil
 }
 
-// checkAdapters reports conflicting adapters before anything is sent.
-func (a *App) checkAdapters(cart *cartridge.Cartridge, mode cartridge.Mode) error {
-	for _, dir := range []string{"input", "output"} {
-		if _, err := cart.Adapter(mode, dir); err != nil {
-			return err
+// newSessionInterruptible builds a session that Ctrl-C interrupts while
+// it is built (the cartridge's MCP servers starting), and only then.
+func (a *App) newSessionInterruptible(cart *cartridge.Cartridge, key string, mode cartridge.Mode) (*session, error) {
+	ctx, stop := signalContext()
+	defer stop()
+	s, err := a.newSession(ctx, cart, key, mode)
+	if cause := context.Cause(ctx); err != nil && cause != nil {
+		return nil, cause
+	}
+	return s, err
+}
+
+func displayPath(c *cartridge.Cartridge) string { return bot.DisplayPath(c) }
+
+// signalContext returns a context that SIGINT or SIGTERM cancels with a
+// *signalError as its cause (which picks the exit code), and the function
+// that stops watching for them.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// signal.Stop does not close sigs: the stop function ends this too.
+		select {
+		case sig := <-sigs:
+			cancel(&signalError{sig: sig})
+		case <-ctx.Done():
 		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel(nil)
 	}
-	for _, action := range []cartridge.ToolAction{cartridge.Confirming, cartridge.Executing, cartridge.Responding} {
-		if _, err := cart.FeedbackAdapter(mode, action); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// credentialError names the variable behind a missing credential.
-func credentialError(cart *cartridge.Cartridge, err error) error {
-	var me *provider.MissingCredentialError
-	if !errors.As(err, &me) {
-		return fmt.Errorf("%s: %w", displayPath(cart), err)
-	}
-	key := "provider.credentials." + me.Key
-	line := cart.Line(key)
-	if line == 0 {
-		line = cart.Line("provider")
-	}
-	if cart.Path == "" {
-		line = 0 // a line of the built-in default cartridge means nothing to the user
-	}
-	loc := displayPath(cart)
-	if line > 0 {
-		loc = fmt.Sprintf("%s:%d", loc, line)
-	}
-	raw := cart.RawString("provider", "credentials", me.Key)
-	if v, ok := cart.MissingFor(key); ok {
-		return fmt.Errorf("%s: %s is %s, but the environment variable %s is not set: export it, or put it in a .env file", loc, key, raw, v)
-	}
-	if v, ok := cartridge.EnvVar(raw); ok {
-		return fmt.Errorf("%s: %s is %s, but the environment variable %s is empty: export it, or put it in a .env file", loc, key, raw, v)
-	}
-	return fmt.Errorf("%s: %s is needed by the %s provider but is not set in the cartridge", loc, key, me.Provider)
-}
-
-func displayPath(c *cartridge.Cartridge) string {
-	if c.Path == "" {
-		return "default cartridge (-)"
-	}
-	return c.Path
-}
-
-// EndUser is the end-user identity: NANO_BOTS_END_USER, overridden by a
-// non-blank provider.settings.user (for any provider, as the specification
-// says), else "unknown".
-func EndUser(c *cartridge.Cartridge, getenv func(string) string) string {
-	user := strings.TrimSpace(getenv("NANO_BOTS_END_USER"))
-	if s := strings.TrimSpace(c.String("provider", "settings", "user")); s != "" {
-		user = s
-	}
-	if user == "" {
-		user = "unknown"
-	}
-	return user
-}
-
-func botOf(c *cartridge.Cartridge) state.Bot {
-	m := c.Meta()
-	return state.Bot{Author: m.Author, Name: m.Name, Version: m.Version}
-}
-
-func (a *App) statePaths(c *cartridge.Cartridge) state.Paths {
-	root := state.RootFrom(c.String("state", "path"), c.String("state", "directory"), state.EnvFromOS())
-	p := state.Paths{Root: root}
-	if pw := a.Getenv("NANO_BOTS_ENCRYPTION_PASSWORD"); pw != "" {
-		p.Cipher = state.NewCipher(pw)
-	}
-	return p
 }
 
 // fennelCacheDir is where compiled Fennel is kept across runs; "" (no
 // home folder) keeps it in memory only.
-func fennelCacheDir() string {
-	dir, err := fennel.DefaultCacheDir()
+func (a *App) fennelCacheDir() string {
+	dir, err := fennel.DefaultCacheDir(a.Getenv)
 	if err != nil {
 		return ""
 	}
@@ -398,44 +459,35 @@ func fennelCacheDir() string {
 // eval runs one exchange: the words joined by spaces, or else all of
 // standard input minus one trailing line ending.
 func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error {
+	// Signals are caught from the start: Ctrl-C while the cartridge's MCP
+	// servers start must stop them, not leave them behind.
+	ctx, stop := signalContext()
+	defer stop()
 	// The session first: a cartridge that cannot run is reported before
 	// the user types (or a pipe produces) a message it could not send.
-	s, err := a.newSession(cart, key, cartridge.Eval)
+	s, err := a.newSession(ctx, cart, key, cartridge.Eval)
 	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return cause
+		}
 		return err
 	}
-	input := strings.Join(words, " ")
-	if input == "" {
-		if term.IsTerminal(a.Stdin) {
-			fmt.Fprintln(a.Stderr, "nb: reading the message from standard input; end it with Ctrl-D")
-		}
-		data, err := io.ReadAll(a.Stdin)
-		if err != nil {
-			return fmt.Errorf("read standard input: %w", err)
-		}
-		input = chomp(string(data))
+	defer s.Bot.Close()
+	input, err := a.message(words)
+	if err != nil {
+		return err
 	}
 	if strings.TrimSpace(input) == "" {
 		return &usageError{"nothing to send: give the message as words after eval, or on standard input"}
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		// signal.Stop does not close sigs: the end of the eval ends this too.
-		select {
-		case sig := <-sigs:
-			cancel(&signalError{sig: sig})
-		case <-ctx.Done():
-		}
-	}()
 	s.printer.Prefix()
-	_, err = s.agent.Ask(ctx, input)
+	_, err = s.Ask(ctx, input)
+	s.printer.EndStatus()
 	if err != nil {
 		if s.printer.Wrote {
 			io.WriteString(a.Stdout, "\n") //nolint:errcheck // end the partial line
+		} else if context.Cause(ctx) != nil && term.IsTerminal(a.Stderr) {
+			io.WriteString(a.Stderr, "\n") //nolint:errcheck // end the line the terminal echoed ^C on
 		}
 		if cause := context.Cause(ctx); cause != nil {
 			return cause
@@ -444,6 +496,50 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 	}
 	s.printer.Suffix()
 	return nil
+}
+
+// message is what eval sends: the words joined by spaces; else all of
+// standard input minus one trailing line ending; with both, the piped
+// content, a blank line, then the words (as other LLM command-line tools
+// do: cat notes.txt | nb bot.yml - eval "summarize this"). Standard input
+// is read with words only when something is piped or redirected from a
+// file: never from a terminal or /dev/null.
+func (a *App) message(words []string) (string, error) {
+	input := strings.Join(words, " ")
+	if input != "" {
+		if !piped(a.Stdin) {
+			return input, nil
+		}
+		data, err := io.ReadAll(a.Stdin)
+		if err != nil {
+			return "", fmt.Errorf("read standard input: %w", err)
+		}
+		if content := chomp(string(data)); strings.TrimSpace(content) != "" {
+			return content + "\n\n" + input, nil
+		}
+		return input, nil
+	}
+	if term.IsTerminal(a.Stdin) {
+		fmt.Fprintln(a.Stderr, "nb: reading the message from standard input; end it with Ctrl-D")
+	}
+	data, err := io.ReadAll(a.Stdin)
+	if err != nil {
+		return "", fmt.Errorf("read standard input: %w", err)
+	}
+	return chomp(string(data)), nil
+}
+
+// piped tells whether f is a pipe or a regular file (something given to
+// nb on purpose), not a terminal or a device such as /dev/null.
+func piped(f *os.File) bool {
+	if f == nil {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	return fi.Mode()&os.ModeNamedPipe != 0 || fi.Mode().IsRegular()
 }
 
 // chomp removes one trailing line ending (\n, \r\n or \r), like Ruby's.
@@ -458,15 +554,18 @@ func chomp(s string) string {
 }
 
 func (a *App) repl(cart *cartridge.Cartridge, key string) error {
-	s, err := a.newSession(cart, key, cartridge.REPL)
+	s, err := a.newSessionInterruptible(cart, key, cartridge.REPL)
 	if err != nil {
 		return err
 	}
+	defer s.Bot.Close()
 	failed := 0
 	r := &term.REPL{
-		Agent: s.agent, Printer: s.printer, Stdin: a.Stdin, Stderr: a.Stderr,
+		Session: s, Confirmer: s.confirmer, Printer: s.printer, Stdin: a.Stdin, Stdout: a.Stdout, Stderr: a.Stderr,
+		Term:        a.Getenv("TERM"),
 		HistoryFile: a.historyFile(cart),
 		Prompt:      renderPrompt(cart, s.printer.Color),
+		PlainPrompt: renderPrompt(cart, false),
 		ReportError: func(err error) {
 			failed++
 			fmt.Fprintln(a.Stderr, "nb: "+err.Error())
@@ -481,6 +580,23 @@ func (a *App) repl(cart *cartridge.Cartridge, key string) error {
 		return &reportedError{fmt.Sprintf("%d of the messages failed", failed)}
 	}
 	return nil
+}
+
+// reportUnreadable says how many stored conversations the current
+// password cannot open, so a changed password does not look like lost data.
+func (a *App) reportUnreadable(n int) {
+	if n == 0 {
+		return
+	}
+	what := "stored conversations of this cartridge cannot"
+	if n == 1 {
+		what = "stored conversation of this cartridge cannot"
+	}
+	if a.Getenv("NANO_BOTS_ENCRYPTION_PASSWORD") == "" {
+		fmt.Fprintf(a.Stderr, "nb: %d %s be read: they are encrypted, and NANO_BOTS_ENCRYPTION_PASSWORD is not set\n", n, what)
+		return
+	}
+	fmt.Fprintf(a.Stderr, "nb: %d %s be decrypted with the current NANO_BOTS_ENCRYPTION_PASSWORD (stored with another password?)\n", n, what)
 }
 
 // reportedError is a failure whose details were already printed.
@@ -503,7 +619,7 @@ func (a *App) historyFile(c *cartridge.Cartridge) string {
 		// encrypts: with encryption on, the REPL keeps none.
 		return ""
 	}
-	root := state.RootFrom("", "", state.EnvFromOS())
+	root := state.RootFrom("", "", a.host().StateEnv())
 	name := "default"
 	if c.Path != "" {
 		m := c.Meta()
@@ -519,32 +635,30 @@ func (a *App) historyFile(c *cartridge.Cartridge) string {
 
 // stateCommand prints, lists or deletes stored conversations.
 func (a *App) stateCommand(cart *cartridge.Cartridge, key string, rest []string) error {
-	paths := a.statePaths(cart)
-	bot := botOf(cart)
-	endUser := EndUser(cart, a.Getenv)
+	host := a.host()
+	paths := host.StatePaths(cart)
+	stateBot := bot.StateBot(cart)
+	endUser := host.EndUser(cart, "")
 	sub := ""
 	if len(rest) > 0 {
 		sub = rest[0]
 	}
 	switch sub {
 	case "list":
-		keys, err := paths.List(bot)
+		list, err := paths.List(stateBot)
 		if err != nil {
 			return err
 		}
-		if len(keys) == 0 {
-			dir, _ := paths.CartridgeDir(bot)
+		a.reportUnreadable(list.Unreadable)
+		if len(list.Keys) == 0 {
+			dir, _ := paths.CartridgeDir(stateBot)
 			fmt.Fprintf(a.Stderr, "nb: no stored conversations in %s\n", dir)
 			return nil
 		}
 		w := tabwriter.NewWriter(a.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "KEY\tEND USER\tLAST ACTIVITY\tEVENTS")
-		for _, k := range keys {
-			events := fmt.Sprint(k.Events)
-			if k.Events < 0 {
-				events = "?"
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.Key, k.EndUser, k.LastActivity.Local().Format("2006-01-02 15:04:05"), events)
+		for _, k := range list.Keys {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", k.Key, k.EndUser, k.LastActivity.Local().Format("2006-01-02 15:04:05"), k.Events)
 		}
 		return w.Flush()
 	case "delete", "":
@@ -554,20 +668,30 @@ func (a *App) stateCommand(cart *cartridge.Cartridge, key string, rest []string)
 			}
 			return &usageError{"state needs a state key (- is stateless): nb CARTRIDGE KEY state, or nb CARTRIDGE - state list"}
 		}
-		store, err := paths.Open(bot, endUser, key)
+		store, err := paths.Open(stateBot, endUser, key)
 		if err != nil {
 			return err
 		}
 		if sub == "delete" {
-			if err := store.Delete(); err != nil {
+			existed, err := store.Delete(context.Background())
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.Stderr, "nb: deleted the state of key %q (%s)\n", key, store.Dir)
+			if existed {
+				fmt.Fprintf(a.Stderr, "nb: deleted the state of key %q (%s)\n", key, store.Dir)
+			} else {
+				fmt.Fprintf(a.Stderr, "nb: nothing is stored under key %q (%s)\n", key, store.Dir)
+			}
 			return nil
 		}
 		doc, err := store.Load()
 		if err != nil {
 			return err
+		}
+		if len(doc.History) == 0 {
+			if list, err := paths.List(stateBot); err == nil {
+				a.reportUnreadable(list.Unreadable)
+			}
 		}
 		out := struct {
 			Path    string        `json:"path"`

@@ -39,7 +39,7 @@ func TestEvalLeavesNoGoroutine(t *testing.T) {
 	}
 	defer devnull.Close()
 	for range 3 {
-		app := &App{Args: []string{cart, "-", "eval", "hi"}, Stdin: devnull, Stdout: devnull, Stderr: devnull, Getenv: os.Getenv}
+		app := &App{Args: []string{cart, "-", "eval", "hi"}, Stdin: devnull, Stdout: devnull, Stderr: devnull, Environ: os.Environ()}
 		if code := app.Run(); code != 0 {
 			t.Fatalf("exit code %d", code)
 		}
@@ -58,12 +58,11 @@ func TestEvalLeavesNoGoroutine(t *testing.T) {
 
 func TestNoHistoryFileWithEncryption(t *testing.T) {
 	c := cartridge.Default(os.LookupEnv)
-	env := map[string]string{"HOME": "/home/u"}
-	a := &App{Getenv: func(k string) string { return env[k] }}
+	a := &App{Environ: []string{"HOME=/home/u"}}
 	if a.historyFile(c) == "" {
 		t.Fatal("no history file without encryption")
 	}
-	env["NANO_BOTS_ENCRYPTION_PASSWORD"] = "pw"
+	a.Environ = append(a.Environ, "NANO_BOTS_ENCRYPTION_PASSWORD=pw")
 	if f := a.historyFile(c); f != "" {
 		t.Fatalf("history file %q kept in plaintext with encryption on", f)
 	}

@@ -25,7 +25,7 @@ func BenchmarkEval(b *testing.B) {
 	defer devnull.Close()
 	b.ReportAllocs()
 	for b.Loop() {
-		app := &App{Args: []string{cart, "-", "eval", "hi"}, Stdin: devnull, Stdout: devnull, Stderr: devnull, Getenv: os.Getenv}
+		app := &App{Args: []string{cart, "-", "eval", "hi"}, Stdin: devnull, Stdout: devnull, Stderr: devnull, Environ: os.Environ()}
 		if code := app.Run(); code != 0 {
 			b.Fatal("exit", code)
 		}

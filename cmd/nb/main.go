@@ -22,10 +22,10 @@ func main() {
 // Main runs nb with the process's arguments and streams.
 func Main() int {
 	return (&App{
-		Args:   os.Args[1:],
-		Stdin:  os.Stdin,
-		Stdout: os.Stdout,
-		Stderr: os.Stderr,
-		Getenv: os.Getenv,
+		Args:    os.Args[1:],
+		Stdin:   os.Stdin,
+		Stdout:  os.Stdout,
+		Stderr:  os.Stderr,
+		Environ: os.Environ(),
 	}).Run()
 }

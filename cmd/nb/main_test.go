@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -64,9 +65,23 @@ var fakes = map[string]func(providertest.Brain) (http.Handler, **providertest.Re
 // $WORK/replies.json when the script writes one (else they echo), and the
 // request bodies they receive are appended to $WORK/requests.jsonl.
 func TestScripts(t *testing.T) {
+	npmMCP, _ := filepath.Abs("../../.cache/npm/mcp")
+	if _, err := os.Stat(filepath.Join(npmMCP, ".installed")); err != nil {
+		t.Logf("SKIPPING the scripts that need npm packages (npm-mcp): run scripts/fetch-npm")
+		npmMCP = ""
+	}
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
+		// [npm-mcp]: the MCP servers, SDK and Inspector of
+		// testdata/npm/mcp are installed (scripts/fetch-npm), at $NPM_MCP.
+		Condition: func(cond string) (bool, error) {
+			if cond == "npm-mcp" {
+				return npmMCP != "", nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		Setup: func(env *testscript.Env) error {
+			env.Setenv("NPM_MCP", npmMCP)
 			brain := providertest.FromFile(filepath.Join(env.WorkDir, "replies.json"))
 			rec := &providertest.Recorder{File: filepath.Join(env.WorkDir, "requests.jsonl")}
 			for variable, mk := range fakes {

@@ -34,6 +34,9 @@ const slowWord = "slow"
 // ptyBrain echoes, answers "slow" with a long slow stream, and calls tools
 // as providertest.Echo does.
 func ptyBrain(t providertest.Turn) providertest.Reply {
+	if t.Last().Role == "user" && t.LastUser() == "wait 3s" {
+		time.Sleep(3 * time.Second)
+	}
 	if t.Last().Role == "user" && t.LastUser() == slowWord {
 		chunks := []string{"first chunk "}
 		for range 80 {
@@ -89,11 +92,32 @@ type console struct {
 	err  error
 }
 
+// ptyOptions change how startNBWith runs nb.
+type ptyOptions struct {
+	// stdin, when set, is nb's standard input (a pipe or file) and the pty
+	// only its controlling terminal.
+	stdin io.Reader
+	// stdout, when set, is nb's standard output instead of the pty.
+	stdout *os.File
+	// env is added to nb's environment (TERM=dumb...).
+	env []string
+	// silent: the terminal never answers cursor position queries (Emacs
+	// shell buffers, expect scripts, some web terminals).
+	silent bool
+}
+
 // startNB runs nb with args in dir under a new pty. When stdin is not nil
 // it is nb's standard input (a pipe or file) and the pty is only its
 // controlling terminal, stdout and stderr.
 func startNB(t *testing.T, dir string, stdin io.Reader, args ...string) *console {
 	t.Helper()
+	return startNBWith(t, dir, ptyOptions{stdin: stdin}, args...)
+}
+
+// startNBWith runs nb with args in dir under a new pty, as opts say.
+func startNBWith(t *testing.T, dir string, opts ptyOptions, args ...string) *console {
+	t.Helper()
+	stdin := opts.stdin
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +127,7 @@ func startNB(t *testing.T, dir string, stdin io.Reader, args ...string) *console
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, ".local/share"),
 		"XDG_STATE_HOME="+filepath.Join(home, ".local/state"), "XDG_CACHE_HOME="+filepath.Join(home, ".cache"),
 		"TERM=xterm", "NO_COLOR=1", "NANO_BOTS_STATE_PATH="+filepath.Join(dir, "state"))
+	cmd.Env = append(cmd.Env, opts.env...)
 	master, slave, err := pty.Open()
 	if err != nil {
 		t.Skipf("no pty: %v", err)
@@ -116,8 +141,11 @@ func startNB(t *testing.T, dir string, stdin io.Reader, args ...string) *console
 		cmd.Stdin = slave
 	}
 	cmd.Stdout, cmd.Stderr = slave, slave
-	// A new session whose controlling terminal is the pty (fd 1 in the child).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 1}
+	if opts.stdout != nil {
+		cmd.Stdout = opts.stdout
+	}
+	// A new session whose controlling terminal is the pty (fd 2 in the child).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 2}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +162,7 @@ func startNB(t *testing.T, dir string, stdin io.Reader, args ...string) *console
 			// terminal does.
 			queries := strings.Count(c.out.String(), cursorQuery)
 			c.mu.Unlock()
-			for ; answered < queries; answered++ {
+			for ; answered < queries && !opts.silent; answered++ {
 				io.WriteString(master, "\x1b[1;1R") //nolint:errcheck // nb may have ended
 			}
 			if err != nil {
@@ -325,6 +353,12 @@ func TestPTYEvalInterruptAtConfirmation(t *testing.T) {
 	if code := c.exitCode(); code != 130 {
 		t.Errorf("exit code %d, want 130", code)
 	}
+	// The line the terminal echoed ^C on is ended: the shell's prompt
+	// does not land after it.
+	time.Sleep(100 * time.Millisecond)
+	if after := c.since(); !strings.HasSuffix(after, "\n") {
+		t.Errorf("after Ctrl-C the terminal shows %q: the line is not ended", after)
+	}
 	if n := len(rec.Bodies()); n != 1 {
 		t.Errorf("%d requests, want 1 (nothing sent after Ctrl-C)", n)
 	}
@@ -361,20 +395,22 @@ func TestPTYREPL(t *testing.T) {
 	c.expect("tool random-number said: 21")
 	c.expect("🤖> ")
 
-	// Ctrl-C at the question denies the call; the REPL goes on.
+	// Ctrl-C at the question stops the answer, as Ctrl-C anywhere else:
+	// no tool runs and no new request is sent; the REPL goes on.
 	c.send(`call random-number {"from":1,"to":2}` + "\r")
 	c.expect(`random-number {"from":1,"to":2} [yN] `)
 	c.send("\x03")
-	c.expect("tool random-number said: " + denial)
+	c.expect("(answer stopped)")
 	c.expect("🤖> ")
 
 	c.send("exit\r")
 	if code := c.exitCode(); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
 	}
-	// hello, slow, still here, two calls and their results: 7 requests.
-	if n := len(rec.Bodies()); n != 7 {
-		t.Errorf("%d requests, want 7", n)
+	// hello, slow, still here, a call and its result, a call stopped at
+	// its question: 6 requests.
+	if n := len(rec.Bodies()); n != 6 {
+		t.Errorf("%d requests, want 6", n)
 	}
 	// The stopped answer is not sent back as complete.
 	if last := rec.Bodies()[4]; bytes.Contains(last, []byte("first chunk")) {
@@ -450,5 +486,101 @@ func TestPTYEvalReportsBeforeReadingTheMessage(t *testing.T) {
 	}
 	if strings.Contains(c.output(), "reading the message") {
 		t.Errorf("eval asked for a message it could not send:\n%s", c.output())
+	}
+}
+
+// The REPL comes up everywhere: with stdout redirected to a file, under
+// TERM=dumb, and on a terminal that never answers the cursor position
+// query (before, it hung forever before its first prompt, and with
+// stdout redirected the query went into the file). Lines are then read
+// plainly; a file gets no escape codes.
+func TestPTYREPLWithoutLineEditing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts func(t *testing.T, dir string) ptyOptions
+	}{
+		{"stdout redirected", func(t *testing.T, dir string) ptyOptions {
+			f, err := os.Create(filepath.Join(dir, "out.txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			return ptyOptions{stdout: f}
+		}},
+		{"TERM=dumb", func(*testing.T, string) ptyOptions { return ptyOptions{env: []string{"TERM=dumb"}} }},
+		{"no answer to the cursor query", func(*testing.T, string) ptyOptions { return ptyOptions{silent: true} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			url, _ := fakeOpenAI(t)
+			ptyCartridge(t, dir, url, "")
+			opts := tc.opts(t, dir)
+			c := startNBWith(t, dir, opts, "bot.yml", "-", "repl")
+			start := time.Now()
+			c.send("hello\r")
+			if opts.stdout == nil {
+				c.expect("echo: hello")
+			}
+			c.send("exit\r")
+			if code := c.exitCode(); code != 0 {
+				t.Errorf("exit code %d, want 0", code)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("took %v", d)
+			}
+			if opts.stdout != nil {
+				out, _ := os.ReadFile(filepath.Join(dir, "out.txt"))
+				if !strings.Contains(string(out), "echo: hello") || strings.Contains(string(out), "\x1b") {
+					t.Errorf("the file holds %q: want the answer, no escape codes", out)
+				}
+			}
+			if strings.Contains(c.output(), pasteMode) {
+				t.Errorf("bracketed paste was turned on without the line editor")
+			}
+		})
+	}
+}
+
+// pasteMode turns the terminal's bracketed paste on.
+const pasteMode = "\x1b[?2004h"
+
+// A multi-line paste is one message, not one request per line; a line
+// ending in a backslash goes on on the next one.
+func TestPTYREPLPasteAndContinuation(t *testing.T) {
+	dir := t.TempDir()
+	url, rec := fakeOpenAI(t)
+	ptyCartridge(t, dir, url, "")
+	c := startNB(t, dir, nil, "bot.yml", "-", "repl")
+	c.expect(pasteMode)
+	c.expect("🤖> ")
+	c.send("\x1b[200~first line\r\nsecond line\nthird\x1b[201~\r")
+	c.expect("echo: first line\r\nsecond line\r\nthird")
+	c.expect("🤖> ")
+	c.send("one \\\r")
+	c.expect("... ")
+	c.send("two\r")
+	c.expect("echo: one \r\ntwo")
+	c.expect("🤖> ")
+	c.send("exit\r")
+	if code := c.exitCode(); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	if n := len(rec.Bodies()); n != 2 {
+		t.Errorf("%d requests, want 2", n)
+	}
+}
+
+// When nothing arrives for two seconds, a terminal's stderr says what nb
+// waits for; the status is erased when the answer starts.
+func TestPTYWaitingStatus(t *testing.T) {
+	dir := t.TempDir()
+	url, _ := fakeOpenAI(t)
+	ptyCartridge(t, dir, url, "")
+	c := startNB(t, dir, nil, "bot.yml", "-", "eval", "wait 3s")
+	c.expect("waiting for openai gpt-4o-mini… 2s")
+	c.expect("\x1b[K")
+	c.expect("echo: wait 3s")
+	if code := c.exitCode(); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
 	}
 }

@@ -1,38 +1,42 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"path/filepath"
+	"syscall"
 
-	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/robopage"
-	"github.com/nbots/nb/tool"
+	"github.com/nbots/nb/robopage/cli"
+	"github.com/nbots/nb/term"
 )
 
-// robopageTools loads the tools a cartridge's robopages key names
-// (paths relative to the cartridge's folder; ~ and $VAR expanded).
-// Broken pages are skipped; their problems are reported on stderr.
-func robopageTools(ctx context.Context, c *cartridge.Cartridge, stderr io.Writer) ([]tool.Tool, error) {
-	var out []tool.Tool
-	base := ""
-	if c.Path != "" {
-		base = filepath.Dir(c.Path)
+// robopages runs `nb robopages ...` with the process's environment and
+// streams. Ctrl-C or SIGTERM stop it: serve shuts down and exits 0, the
+// other commands exit 130 or 143.
+func (a *App) robopages(args []string) int {
+	ctx, stop := signalContext()
+	defer stop()
+	return cli.Main(ctx, args, cli.Process{
+		Environ:  a.Environ,
+		Stdin:    a.Stdin,
+		Stdout:   a.Stdout,
+		Stderr:   a.Stderr,
+		Terminal: term.IsTerminal(a.Stdin),
+	})
+}
+
+// ExitCode is the status of a command stopped by the signal: 128 plus
+// its number, as shells report it.
+func (e *signalError) ExitCode() int {
+	if e.sig == syscall.SIGTERM {
+		return exitTerminated
 	}
-	for _, ref := range c.Robopages() {
-		tools, problems, err := robopage.LoadTools(ctx, robopage.ResolvePath(ref.Path, base), ref.Filter)
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: robopages: %w", displayPath(c), ref.Line, err)
-		}
-		for _, p := range problems {
-			if p.Severity == robopage.Error {
-				fmt.Fprintf(stderr, "nb: warning: robopage skipped: %v\n", p)
-			} else {
-				fmt.Fprintf(stderr, "nb: warning: robopage: %v\n", p)
-			}
-		}
-		out = append(out, tools...)
+	return exitInterrupt
+}
+
+// robopageExecutor runs the robopages of the cartridges of this process,
+// with the environment after .env is read.
+func (a *App) robopageExecutor() *robopage.Executor {
+	if a.executor == nil {
+		a.executor = &robopage.Executor{Environ: a.Environ, Engine: a.Getenv("ROBOPAGES_CONTAINER_RUNTIME")}
 	}
-	return out, nil
+	return a.executor
 }

@@ -6,6 +6,7 @@ package anthropic
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -86,18 +87,30 @@ func (c *Client) ID() string { return ID }
 // DefaultMaxTokens; metadata.user_id to Config.User when the settings have
 // no metadata; a string tool_choice (auto, any, none, required) becomes
 // the API's {type: ...} object.
-func (c *Client) Body(req provider.Request) map[string]any {
-	body := c.cfg.Body()
+func (c *Client) Body(req provider.Request) (map[string]any, error) {
+	// The Messages API has no structured-output mode (outside a beta):
+	// the schema is asked for in the system text.
+	req = provider.WithOutputInstruction(req)
+	msgs, err := Messages(req)
+	if err != nil {
+		return nil, err
+	}
+	body := c.cfg.BodyFor(req)
 	if _, ok := body["max_tokens"]; !ok {
 		body["max_tokens"] = DefaultMaxTokens
+	}
+	if len(req.Stop) > 0 {
+		body["stop_sequences"] = req.Stop
 	}
 	if req.System != "" {
 		body["system"] = req.System
 	}
-	body["messages"] = Messages(req)
+	body["messages"] = msgs
 	body["stream"] = req.Stream
-	if _, ok := body["metadata"]; !ok && c.cfg.User != "" {
-		body["metadata"] = map[string]any{"user_id": c.cfg.User}
+	if user := req.UserOr(c.cfg.User); user != "" {
+		if _, ok := body["metadata"]; !ok {
+			body["metadata"] = map[string]any{"user_id": user}
+		}
 	}
 	if len(req.Tools) > 0 {
 		tools := make([]any, len(req.Tools))
@@ -118,8 +131,15 @@ func (c *Client) Body(req provider.Request) map[string]any {
 	} else {
 		delete(body, "tool_choice")
 	}
-	return body
+	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
+
+// samplingNames are Anthropic's names of the sampling settings; the
+// Messages API has no seed and no penalties.
+var samplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", TopK: "top_k", MaxTokens: "max_tokens"}
 
 // Messages maps the common conversation to Messages API turns: the
 // backdrop as a user turn answered by BackdropAnswer, then the history.
@@ -128,8 +148,11 @@ func (c *Client) Body(req provider.Request) map[string]any {
 // Message.Extra["anthropic"] go back first in their assistant turn, byte
 // for byte. Consecutive turns of the same role are merged, since the API
 // wants user and assistant to alternate. A turn whose only block is text
-// is sent with string content.
-func Messages(req provider.Request) []any {
+// is sent with string content. Images are image blocks (base64 bytes, or
+// a URL the API fetches) after the text of a user message, or inside the
+// tool_result block of a tool message; an assistant message with images
+// fails with a *provider.UnsupportedError.
+func Messages(req provider.Request) ([]any, error) {
 	type turn struct {
 		role   string
 		blocks []any
@@ -156,6 +179,10 @@ func Messages(req provider.Request) []any {
 		add("assistant", text(BackdropAnswer)...)
 	}
 	for _, m := range req.Messages {
+		images, err := imageBlocks(m)
+		if err != nil {
+			return nil, err
+		}
 		switch m.Role {
 		case provider.RoleAssistant:
 			blocks := ThinkingBlocks(m)
@@ -165,9 +192,13 @@ func Messages(req provider.Request) []any {
 			}
 			add("assistant", blocks...)
 		case provider.RoleTool:
-			add("user", map[string]any{"type": "tool_result", "tool_use_id": m.ToolCallID, "content": m.Content})
+			var content any = m.Content
+			if len(images) > 0 {
+				content = append(text(m.Content), images...)
+			}
+			add("user", map[string]any{"type": "tool_result", "tool_use_id": m.ToolCallID, "content": content})
 		default:
-			add("user", text(m.Content)...)
+			add("user", append(text(m.Content), images...)...)
 		}
 	}
 	out := make([]any, len(turns))
@@ -180,7 +211,32 @@ func Messages(req provider.Request) []any {
 		}
 		out[i] = map[string]any{"role": t.role, "content": content}
 	}
-	return out
+	return out, nil
+}
+
+// imageBlocks maps a message's images to image blocks: {type: base64,
+// media_type, data} for bytes, {type: url, url} for a URL.
+func imageBlocks(m provider.Message) ([]any, error) {
+	if len(m.Images) == 0 {
+		return nil, nil
+	}
+	if m.Role == provider.RoleAssistant {
+		return nil, &provider.UnsupportedError{Provider: ID, Feature: "images in assistant messages"}
+	}
+	blocks := make([]any, len(m.Images))
+	for i, img := range m.Images {
+		var source map[string]any
+		switch {
+		case len(img.Data) > 0:
+			source = map[string]any{"type": "base64", "media_type": img.MediaType, "data": base64.StdEncoding.EncodeToString(img.Data)}
+		case img.URL != "":
+			source = map[string]any{"type": "url", "url": img.URL}
+		default:
+			return nil, &provider.UnsupportedError{Provider: ID, Feature: "images without data or URL"}
+		}
+		blocks[i] = map[string]any{"type": "image", "source": source}
+	}
+	return blocks, nil
 }
 
 // arguments parses a call's JSON arguments into the object tool_use wants.
@@ -202,7 +258,11 @@ func ThinkingBlocks(m provider.Message) []any {
 
 // Complete implements provider.Provider.
 func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent func(provider.Event)) (*provider.Response, error) {
-	body, _, err := provider.Post(ctx, c.cfg.HTTPClient, ID, c.url, c.headers, c.Body(req))
+	payload, err := c.Body(req)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := provider.Send(ctx, provider.HTTPRequest{Provider: ID, Client: c.cfg.HTTPClient, URL: c.url, Headers: c.headers, Body: payload, Stream: req.Stream, Timeouts: c.cfg.Timeouts})
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +333,9 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 	var text, reasoning strings.Builder
 	blocks := map[int]*open{}
 	streamed, done := false, false
+	stop := ""
 	sse := provider.NewSSEReader(body)
+	defer sse.Close()
 	for !done {
 		ev, err := sse.Next()
 		if err == io.EOF {
@@ -347,7 +409,7 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 			}
 		case "message_delta":
 			if e.Delta.StopReason != "" {
-				resp.FinishReason = e.Delta.StopReason
+				stop = e.Delta.StopReason
 			}
 			if e.Usage != nil {
 				resp.Usage.OutputTokens = e.Usage.OutputTokens
@@ -379,6 +441,7 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 		content = append(content, b.block)
 	}
 	finish(resp, content)
+	resp.SetFinishReason(stop)
 	resp.Text = text.String()
 	resp.Reasoning = reasoning.String()
 	return resp, nil
@@ -440,7 +503,7 @@ func decodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error
 		msg, code := provider.ParseErrorBody(data)
 		return nil, &provider.Error{Provider: ID, Message: msg, Code: code}
 	}
-	resp := &provider.Response{FinishReason: w.StopReason, Usage: provider.Usage{InputTokens: w.Usage.input(), OutputTokens: w.Usage.OutputTokens}}
+	resp := &provider.Response{Usage: provider.Usage{InputTokens: w.Usage.input(), OutputTokens: w.Usage.OutputTokens}}
 	var text, reasoning strings.Builder
 	for _, b := range w.Content {
 		switch b.Type {
@@ -451,6 +514,7 @@ func decodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error
 		}
 	}
 	finish(resp, w.Content)
+	resp.SetFinishReason(w.StopReason)
 	resp.Text = text.String()
 	resp.Reasoning = reasoning.String()
 	return resp, nil

@@ -50,7 +50,7 @@ func TestStreamText(t *testing.T) {
 	if resp.Text != "echo: hello" || strings.Join(deltas, "") != "echo: hello" || len(deltas) < 3 {
 		t.Fatalf("text %q deltas %q", resp.Text, deltas)
 	}
-	if resp.FinishReason != "end_turn" || resp.Usage != (provider.Usage{InputTokens: 9, OutputTokens: 12}) {
+	if resp.FinishReason != provider.FinishStop || resp.RawFinishReason != "end_turn" || resp.Usage != (provider.Usage{InputTokens: 9, OutputTokens: 12}) {
 		t.Errorf("finish %q usage %+v", resp.FinishReason, resp.Usage)
 	}
 	want := map[string]any{
@@ -107,7 +107,7 @@ func TestWhole(t *testing.T) {
 	p, _ := setup(t, providertest.Echo, nil)
 	called := false
 	resp, err := p.Complete(context.Background(), provider.Request{Messages: []provider.Message{user("hi")}}, func(provider.Event) { called = true })
-	if err != nil || resp.Text != "echo: hi" || called || resp.FinishReason != "end_turn" || resp.Usage.OutputTokens != 12 {
+	if err != nil || resp.Text != "echo: hi" || called || resp.FinishReason != provider.FinishStop || resp.RawFinishReason != "end_turn" || resp.Usage != (provider.Usage{InputTokens: 9, OutputTokens: 12}) {
 		t.Fatalf("%+v %v called=%v", resp, err, called)
 	}
 }
@@ -142,7 +142,7 @@ func TestToolCalls(t *testing.T) {
 		if diff := cmp.Diff(want, resp.ToolCalls); diff != "" {
 			t.Errorf("stream=%v calls (-want +got):\n%s", stream, diff)
 		}
-		if resp.FinishReason != "tool_use" || resp.Text != "" {
+		if resp.FinishReason != provider.FinishToolCalls || resp.RawFinishReason != "tool_use" || resp.Text != "" {
 			t.Errorf("finish %q text %q", resp.FinishReason, resp.Text)
 		}
 		if stream && len(started) != 2 {
@@ -208,7 +208,7 @@ func TestMergesSameRoleTurns(t *testing.T) {
 		user("three"),
 		{Role: provider.RoleAssistant}, // empty: nothing to send
 	}
-	got, _ := json.Marshal(anthropic.Messages(provider.Request{Backdrop: "B", Messages: msgs}))
+	got, _ := json.Marshal(must(anthropic.Messages(provider.Request{Backdrop: "B", Messages: msgs})))
 	want := `[{"content":"B","role":"user"},{"content":[{"text":"Ok.","type":"text"},{"text":"Hi, I am a bot.","type":"text"}],"role":"assistant"},` +
 		`{"content":[{"text":"one","type":"text"},{"text":"two","type":"text"}],"role":"user"},` +
 		`{"content":[{"id":"x","input":{},"name":"f","type":"tool_use"}],"role":"assistant"},` +
@@ -265,7 +265,7 @@ func TestThinkingKeptAndSentBack(t *testing.T) {
 
 func TestReasoningFromOtherProviderNotSent(t *testing.T) {
 	msgs := []provider.Message{user("a"), {Role: provider.RoleAssistant, Content: "b", Reasoning: "hmm", Extra: map[string]any{"openai": "x"}}}
-	got, _ := json.Marshal(anthropic.Messages(provider.Request{Messages: msgs}))
+	got, _ := json.Marshal(must(anthropic.Messages(provider.Request{Messages: msgs})))
 	if want := `[{"content":"a","role":"user"},{"content":"b","role":"assistant"}]`; string(got) != want {
 		t.Errorf("got %s", got)
 	}
@@ -364,7 +364,7 @@ func TestUnknownEventsIgnored(t *testing.T) {
 	defer srv.Close()
 	p, _ := anthropic.New(provider.Config{ID: "anthropic", Credentials: map[string]any{"address": srv.URL, "api-key": "k"}, HTTPClient: srv.Client()})
 	resp, err := p.Complete(context.Background(), provider.Request{Messages: []provider.Message{user("x")}, Stream: true}, nil)
-	if err != nil || resp.Text != "Hello" || resp.FinishReason != "max_tokens" || resp.Usage != (provider.Usage{InputTokens: 5, OutputTokens: 2}) {
+	if err != nil || resp.Text != "Hello" || resp.FinishReason != provider.FinishLength || resp.RawFinishReason != "max_tokens" || resp.Usage != (provider.Usage{InputTokens: 5, OutputTokens: 2}) {
 		t.Fatalf("%+v %v", resp, err)
 	}
 }
@@ -375,4 +375,11 @@ func TestMissingKey(t *testing.T) {
 	if !errors.As(err, &me) || me.Key != "api-key" || !strings.Contains(err.Error(), "provider.credentials.api-key") {
 		t.Fatalf("got %v", err)
 	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -128,17 +128,34 @@ func (c *Client) API() string { return c.api }
 // URL returns the endpoint the client posts to.
 func (c *Client) URL() string { return c.url }
 
-// Body builds the request body for the client's API version.
-func (c *Client) Body(req provider.Request) map[string]any {
+// Body builds the request body for the client's API version. Images fail
+// on v1, which takes none, with a *provider.UnsupportedError.
+func (c *Client) Body(req provider.Request) (body map[string]any, err error) {
 	if c.api == V1 {
-		return c.bodyV1(req)
+		body, err = c.bodyV1(req)
+	} else {
+		body, err = c.bodyV2(req)
 	}
-	return c.bodyV2(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
+
+// samplingNames are Cohere's names of the sampling settings, the same on
+// v1 and v2.
+var samplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "p", TopK: "k", MaxTokens: "max_tokens", Seed: "seed", PresencePenalty: "presence_penalty", FrequencyPenalty: "frequency_penalty"}
 
 // Complete implements provider.Provider.
 func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent func(provider.Event)) (*provider.Response, error) {
-	body, _, err := provider.Post(ctx, c.cfg.HTTPClient, ID, c.url, c.headers, c.Body(req))
+	payload, err := c.Body(req)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := provider.Send(ctx, provider.HTTPRequest{Provider: ID, Client: c.cfg.HTTPClient, URL: c.url, Headers: c.headers, Body: payload, Stream: req.Stream, Timeouts: c.cfg.Timeouts})
 	if err != nil {
 		return nil, err
 	}

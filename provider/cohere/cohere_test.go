@@ -101,7 +101,7 @@ func TestV2StreamText(t *testing.T) {
 	if resp.Text != "echo: hello" || text != resp.Text {
 		t.Fatalf("text %q streamed %q", resp.Text, text)
 	}
-	if resp.FinishReason != "COMPLETE" || resp.Usage != (provider.Usage{InputTokens: 9, OutputTokens: 12}) {
+	if resp.FinishReason != provider.FinishStop || resp.RawFinishReason != "COMPLETE" || resp.Usage != (provider.Usage{InputTokens: 9, OutputTokens: 12}) {
 		t.Errorf("finish %q usage %+v", resp.FinishReason, resp.Usage)
 	}
 	want := map[string]any{
@@ -128,7 +128,7 @@ func TestV1StreamTextWithSpecSettings(t *testing.T) {
 	if resp.Text != "echo: hello" || text != resp.Text {
 		t.Fatalf("text %q streamed %q", resp.Text, text)
 	}
-	if resp.FinishReason != "COMPLETE" || resp.Usage != (provider.Usage{InputTokens: 9, OutputTokens: 12}) {
+	if resp.FinishReason != provider.FinishStop || resp.RawFinishReason != "COMPLETE" || resp.Usage != (provider.Usage{InputTokens: 9, OutputTokens: 12}) {
 		t.Errorf("finish %q usage %+v", resp.FinishReason, resp.Usage)
 	}
 	want := specSettings()
@@ -197,7 +197,7 @@ func TestV2ToolCalls(t *testing.T) {
 		if diff := cmp.Diff(want, resp.ToolCalls); diff != "" {
 			t.Errorf("stream=%v calls (-want +got):\n%s", streamed, diff)
 		}
-		if resp.FinishReason != "TOOL_CALL" || resp.Text != "" || resp.Reasoning != "I will look up the weather." || (streamed && len(started) != 2) {
+		if resp.FinishReason != provider.FinishToolCalls || resp.RawFinishReason != "TOOL_CALL" || resp.Text != "" || resp.Reasoning != "I will look up the weather." || (streamed && len(started) != 2) {
 			t.Errorf("finish %q text %q reasoning %q started %q", resp.FinishReason, resp.Text, resp.Reasoning, started)
 		}
 		if diff := cmp.Diff(map[string]any{"cohere": map[string]any{"tool_plan": "I will look up the weather."}}, resp.Extra); diff != "" {

@@ -12,8 +12,19 @@ import (
 	"github.com/nbots/nb/tool"
 )
 
-func (c *Client) bodyV1(req provider.Request) map[string]any {
-	body := c.cfg.Body()
+func (c *Client) bodyV1(req provider.Request) (map[string]any, error) {
+	for _, m := range req.Messages {
+		if len(m.Images) > 0 {
+			return nil, &provider.UnsupportedError{Provider: ID, Feature: "images", Hint: "the v1 chat API takes text only; use options.api: v2 with a vision model such as command-a-vision"}
+		}
+	}
+	body := c.cfg.BodyFor(req)
+	if len(req.Stop) > 0 {
+		body["stop_sequences"] = req.Stop
+	}
+	if req.Output != nil {
+		body["response_format"] = map[string]any{"type": "json_object", "schema": req.Output.Schema}
+	}
 	if req.System != "" {
 		body["preamble"] = req.System
 	}
@@ -39,7 +50,7 @@ func (c *Client) bodyV1(req provider.Request) map[string]any {
 	} else {
 		delete(body, "tool_choice")
 	}
-	return body
+	return body, nil
 }
 
 // MessagesV1 maps the common conversation to v1's shape: the backdrop is
@@ -202,7 +213,9 @@ func decodeStreamV1(ctx context.Context, body io.Reader, emit func(provider.Even
 	var whole []provider.ToolCall
 	genID := ""
 	done := false
+	finish := ""
 	r := provider.NewNDJSONReader(body)
+	defer r.Close()
 	for !done {
 		line, err := r.Next()
 		if err == io.EOF {
@@ -245,7 +258,7 @@ func decodeStreamV1(ctx context.Context, body io.Reader, emit func(provider.Even
 			}
 		case "stream-end":
 			done = true
-			resp.FinishReason = e.FinishReason
+			finish = e.FinishReason
 			if e.Response != nil {
 				resp.Usage = e.Response.Meta.common()
 			}
@@ -283,6 +296,7 @@ func decodeStreamV1(ctx context.Context, body io.Reader, emit func(provider.Even
 			resp.ToolCalls = append(resp.ToolCalls, c)
 		}
 	}
+	resp.SetFinishReason(finish)
 	return resp, nil
 }
 
@@ -306,12 +320,13 @@ func decodeWholeV1(ctx context.Context, body io.Reader) (*provider.Response, err
 		return nil, &provider.Error{Provider: ID, Message: msg}
 	}
 	visible, thought := provider.SplitThink(*w.Text)
-	resp := &provider.Response{Text: visible, Reasoning: thought, FinishReason: w.FinishReason, Usage: w.Meta.common()}
+	resp := &provider.Response{Text: visible, Reasoning: thought, Usage: w.Meta.common()}
 	if len(w.ToolCalls) > 0 {
 		resp.ToolCalls = callsV1(w.GenerationID, w.ToolCalls)
 		// With tool calls, text is the tool plan, not an answer.
 		resp.Reasoning += resp.Text
 		resp.Text = ""
 	}
+	resp.SetFinishReason(w.FinishReason)
 	return resp, nil
 }

@@ -27,15 +27,28 @@ var dialectV2 = openai.Dialect{
 	},
 }
 
-func (c *Client) bodyV2(req provider.Request) map[string]any {
-	return dialectV2.Body(c.cfg.Body(), req, "tool_choice", "strict_tools")
+func (c *Client) bodyV2(req provider.Request) (map[string]any, error) {
+	body, err := dialectV2.Body(c.cfg.BodyFor(req), req, "tool_choice", "strict_tools")
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Stop) > 0 {
+		body["stop_sequences"] = req.Stop
+	}
+	if req.Output != nil {
+		body["response_format"] = map[string]any{"type": "json_object", "json_schema": req.Output.Schema}
+	}
+	return body, nil
 }
 
 // MessagesV2 maps the common conversation to v2 messages: the system text
 // first, the backdrop as a user message, then the history. An assistant
 // message sends back its tool plan (kept in Extra["cohere"]["tool_plan"])
-// with its tool calls.
-func MessagesV2(req provider.Request) []any {
+// with its tool calls. Images are {type: image_url, image_url: {url}}
+// parts of user messages; tool messages take text and documents only, so
+// the images of a round's tool results follow its tool messages in one
+// user message.
+func MessagesV2(req provider.Request) ([]any, error) {
 	return dialectV2.Messages(req)
 }
 
@@ -92,7 +105,9 @@ func decodeStreamV2(ctx context.Context, body io.Reader, emit func(provider.Even
 	var calls []*provider.ToolCall
 	byIndex := map[int]*provider.ToolCall{}
 	done := false
+	finish := ""
 	sse := provider.NewSSEReader(body)
+	defer sse.Close()
 	for !done {
 		ev, err := sse.Next()
 		if err == io.EOF {
@@ -145,7 +160,7 @@ func decodeStreamV2(ctx context.Context, body io.Reader, emit func(provider.Even
 			call.Arguments += d.Function.Arguments
 		case "message-end":
 			done = true
-			resp.FinishReason = e.Delta.FinishReason
+			finish = e.Delta.FinishReason
 			resp.Usage = e.Delta.Usage.common()
 			if msg := errorText(e.Delta.Error); msg != "" || e.Delta.FinishReason == "ERROR" {
 				if msg == "" {
@@ -179,6 +194,7 @@ func decodeStreamV2(ctx context.Context, body io.Reader, emit func(provider.Even
 	if plan.Len() > 0 {
 		resp.Extra = map[string]any{ID: map[string]any{"tool_plan": plan.String()}}
 	}
+	resp.SetFinishReason(finish)
 	return resp, nil
 }
 
@@ -215,7 +231,7 @@ func decodeWholeV2(ctx context.Context, body io.Reader) (*provider.Response, err
 		}
 		return nil, &provider.Error{Provider: ID, Message: msg}
 	}
-	resp := &provider.Response{FinishReason: w.FinishReason, Usage: w.Usage.common()}
+	resp := &provider.Response{Usage: w.Usage.common()}
 	var text, reasoning strings.Builder
 	for _, c := range w.Message.Content {
 		switch c.Type {
@@ -242,5 +258,6 @@ func decodeWholeV2(ctx context.Context, body io.Reader) (*provider.Response, err
 		}
 		resp.ToolCalls = append(resp.ToolCalls, call)
 	}
+	resp.SetFinishReason(w.FinishReason)
 	return resp, nil
 }

@@ -61,7 +61,9 @@ type auth struct {
 }
 
 // newAuth builds the token source from file-path, file-contents or, when
-// neither is given, Application Default Credentials.
+// neither is given, Application Default Credentials. A key file on the
+// host and the host's Application Default Credentials are refused with a
+// *provider.HostCredentialsError unless cfg.AllowHostCredentials is set.
 func newAuth(cfg provider.Config, client *http.Client) (*auth, error) {
 	// The token exchange goes through the configured client too, so
 	// proxies, custom CAs and test servers apply to it.
@@ -72,6 +74,10 @@ func newAuth(cfg provider.Config, client *http.Client) (*auth, error) {
 	)
 	switch {
 	case cfg.Credential("file-path") != "":
+		if !cfg.AllowHostCredentials {
+			return nil, &provider.HostCredentialsError{Provider: ID, What: "provider.credentials.file-path (a key file on this host)",
+				Hint: "give the key's JSON in provider.credentials.file-contents instead"}
+		}
 		path := cfg.Credential("file-path")
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -81,12 +87,16 @@ func newAuth(cfg provider.Config, client *http.Client) (*auth, error) {
 	case cfg.Credential("file-contents") != "":
 		data, origin = []byte(cfg.Credential("file-contents")), "provider.credentials.file-contents"
 	default:
-		path, err := findDefaultCredentials()
+		if !cfg.AllowHostCredentials {
+			return nil, &provider.HostCredentialsError{Provider: ID, What: "application default credentials (used when provider.credentials has no api-key, file-path or file-contents)",
+				Hint: "give a service-account key's JSON in provider.credentials.file-contents, or an api-key"}
+		}
+		path, err := findDefaultCredentials(cfg.Env)
 		if err != nil {
 			return nil, err
 		}
 		if path == "" {
-			m := newMetadataServer()
+			m := newMetadataServer(cfg.Env("GCE_METADATA_HOST"))
 			return &auth{source: oauth2.ReuseTokenSource(nil, m), metadata: m,
 				origin: "application default credentials (the metadata server)"}, nil
 		}
@@ -139,21 +149,25 @@ func newAuth(cfg provider.Config, client *http.Client) (*auth, error) {
 	return a, nil
 }
 
-// findDefaultCredentials returns the Application Default Credentials file:
-// GOOGLE_APPLICATION_CREDENTIALS, else gcloud's well-known file when it
-// exists, else "" (the metadata server is tried).
-func findDefaultCredentials() (string, error) {
-	if p := os.Getenv("GOOGLE_APPLICATION_CREDENTIALS"); p != "" {
+// findDefaultCredentials returns the Application Default Credentials file,
+// with the environment getenv gives: GOOGLE_APPLICATION_CREDENTIALS, else
+// gcloud's well-known file (under CLOUDSDK_CONFIG, %APPDATA%\gcloud or
+// $HOME/.config/gcloud) when it exists, else "" (the metadata server is
+// tried).
+func findDefaultCredentials(getenv func(string) string) (string, error) {
+	if p := getenv("GOOGLE_APPLICATION_CREDENTIALS"); p != "" {
 		if _, err := os.Stat(p); err != nil {
 			return "", fmt.Errorf("%s: GOOGLE_APPLICATION_CREDENTIALS: %w", ID, err)
 		}
 		return p, nil
 	}
-	dir := os.Getenv("CLOUDSDK_CONFIG")
+	dir := getenv("CLOUDSDK_CONFIG")
 	if dir == "" {
 		if runtime.GOOS == "windows" {
-			dir = filepath.Join(os.Getenv("APPDATA"), "gcloud")
-		} else if home, err := os.UserHomeDir(); err == nil {
+			if appData := getenv("APPDATA"); appData != "" {
+				dir = filepath.Join(appData, "gcloud")
+			}
+		} else if home := getenv("HOME"); home != "" {
 			dir = filepath.Join(home, ".config", "gcloud")
 		}
 	}
@@ -247,8 +261,9 @@ type metadataServer struct {
 	client *http.Client
 }
 
-func newMetadataServer() *metadataServer {
-	host := os.Getenv("GCE_METADATA_HOST")
+// newMetadataServer returns the metadata server at host (the value of
+// GCE_METADATA_HOST), or at its link-local address when host is "".
+func newMetadataServer(host string) *metadataServer {
 	if host == "" {
 		host = "169.254.169.254"
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,7 +63,7 @@ func vertexSetup(t *testing.T, creds map[string]any) (provider.Provider, *google
 	for k, v := range creds {
 		c[k] = v
 	}
-	if c["file-contents"] == "" {
+	if v, _ := c["file-contents"].(string); v == "" {
 		c["file-contents"] = serviceAccount(t, key, srv.URL+"/token", "test-project")
 	}
 	p, err := provider.New(provider.Config{ID: "google", Credentials: c, Options: map[string]any{"model": model}, HTTPClient: srv.Client()})
@@ -85,7 +86,7 @@ func TestVertexServiceAccount(t *testing.T) {
 	path := writeFile(t, t.TempDir(), "sa.json", serviceAccount(t, key, srv.URL+"/token", "test-project"))
 	p, err := provider.New(provider.Config{ID: "google",
 		Credentials: map[string]any{"service": "vertex-ai-api", "region": "us-central1", "file-path": path, "address": srv.URL},
-		Options:     map[string]any{"model": model}, HTTPClient: srv.Client()})
+		Options:     map[string]any{"model": model}, HTTPClient: srv.Client(), AllowHostCredentials: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,10 +208,13 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 	p0, fake, key, srv := vertexSetup(t, nil)
 	_ = p0
 	dir := t.TempDir()
-	t.Setenv("CLOUDSDK_CONFIG", dir)
-	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", writeFile(t, dir, "adc.json", serviceAccount(t, key, srv.URL+"/token", "adc-project")))
+	env := map[string]string{
+		"CLOUDSDK_CONFIG":                dir,
+		"GOOGLE_APPLICATION_CREDENTIALS": writeFile(t, dir, "adc.json", serviceAccount(t, key, srv.URL+"/token", "adc-project")),
+	}
+	getenv := func(k string) string { return env[k] }
 	p, err := provider.New(provider.Config{ID: "google", Credentials: map[string]any{"service": "vertex-ai-api", "region": "us-central1", "address": srv.URL},
-		Options: map[string]any{"model": model}, HTTPClient: srv.Client()})
+		Options: map[string]any{"model": model}, HTTPClient: srv.Client(), Getenv: getenv, AllowHostCredentials: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +226,7 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 	}
 
 	// No file anywhere: the metadata server gives the token and project.
-	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "")
+	delete(env, "GOOGLE_APPLICATION_CREDENTIALS")
 	var flavour []string
 	meta := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		flavour = append(flavour, r.Header.Get("Metadata-Flavor"))
@@ -240,10 +244,10 @@ func TestApplicationDefaultCredentials(t *testing.T) {
 		}
 	}))
 	t.Cleanup(meta.Close)
-	t.Setenv("GCE_METADATA_HOST", strings.TrimPrefix(meta.URL, "http://"))
+	env["GCE_METADATA_HOST"] = strings.TrimPrefix(meta.URL, "http://")
 	fake.PublicKey = nil // accept any bearer
 	p, err = provider.New(provider.Config{ID: "google", Credentials: map[string]any{"service": "vertex-ai-api", "region": "global", "address": srv.URL},
-		Options: map[string]any{"model": model}, HTTPClient: srv.Client()})
+		Options: map[string]any{"model": model}, HTTPClient: srv.Client(), Getenv: getenv, AllowHostCredentials: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,5 +291,92 @@ func TestVertexExpressAndAddress(t *testing.T) {
 		if r := reqs[len(reqs)-1]; r.Path != tc.path || r.APIKey != "k" || r.Authorization != "" {
 			t.Errorf("%v: %+v", tc.creds, r)
 		}
+	}
+}
+
+// Without AllowHostCredentials (a server running its clients' cartridges)
+// neither a key file path nor the host's application default credentials
+// may be used, even when the environment names them; the error says which
+// setting refuses them. The key's contents and an API key still work.
+func TestHostCredentialsRefused(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := googletest.New(providertest.Echo)
+	fake.PublicKey = &key.PublicKey
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	sa := serviceAccount(t, key, srv.URL+"/token", "p")
+	path := writeFile(t, t.TempDir(), "sa.json", sa)
+	getenv := func(k string) string {
+		return map[string]string{"GOOGLE_APPLICATION_CREDENTIALS": path}[k]
+	}
+	for name, creds := range map[string]map[string]any{
+		"file-path": {"file-path": path},
+		"ADC":       {},
+	} {
+		c := map[string]any{"service": "vertex-ai-api", "region": "us-central1", "address": srv.URL}
+		for k, v := range creds {
+			c[k] = v
+		}
+		_, err := provider.New(provider.Config{ID: "google", Credentials: c, Options: map[string]any{"model": model}, HTTPClient: srv.Client(), Getenv: getenv})
+		var he *provider.HostCredentialsError
+		if !errors.As(err, &he) || he.Provider != "google" || !strings.Contains(err.Error(), "allow-host-credentials is off") {
+			t.Errorf("%s: got %v", name, err)
+		}
+	}
+	for name, creds := range map[string]map[string]any{
+		"file-contents": {"region": "us-central1", "file-contents": sa},
+		"api-key":       {"api-key": "k"},
+	} {
+		c := map[string]any{"service": "vertex-ai-api", "address": srv.URL}
+		for k, v := range creds {
+			c[k] = v
+		}
+		p, err := provider.New(provider.Config{ID: "google", Credentials: c, Options: map[string]any{"model": model}, HTTPClient: srv.Client(), Getenv: getenv})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := p.Complete(context.Background(), provider.Request{Messages: []provider.Message{user("hi")}}, nil); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// Application default credentials come from the environment Getenv gives,
+// never from the process's: with a key file named in the process
+// environment only, the metadata server (the last resort) is asked.
+func TestADCIgnoresProcessEnvironment(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := googletest.New(providertest.Echo)
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", writeFile(t, t.TempDir(), "sa.json", serviceAccount(t, key, srv.URL+"/token", "process-env-project")))
+	var asked atomic.Int32
+	meta := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		switch r.URL.Path {
+		case "/computeMetadata/v1/instance/service-accounts/default/token":
+			w.Write([]byte(`{"access_token":"ya29.metadata","expires_in":3599,"token_type":"Bearer"}`))
+		case "/computeMetadata/v1/project/project-id":
+			w.Write([]byte("meta-project"))
+		}
+	}))
+	t.Cleanup(meta.Close)
+	env := map[string]string{"GCE_METADATA_HOST": strings.TrimPrefix(meta.URL, "http://"), "HOME": t.TempDir()}
+	p, err := provider.New(provider.Config{ID: "google", Credentials: map[string]any{"service": "vertex-ai-api", "region": "us-central1", "address": srv.URL},
+		Options: map[string]any{"model": model}, HTTPClient: srv.Client(), Getenv: func(k string) string { return env[k] }, AllowHostCredentials: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Complete(context.Background(), provider.Request{Messages: []provider.Message{user("hi")}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := fake.Requests()[0]; !strings.Contains(r.Path, "/projects/meta-project/") || r.Authorization != "Bearer ya29.metadata" || asked.Load() != 2 {
+		t.Errorf("request %+v, metadata asked %d times", r, asked.Load())
 	}
 }

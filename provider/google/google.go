@@ -48,6 +48,17 @@ func init() {
 	provider.CredentialHints[ID] = "provider.credentials.api-key"
 }
 
+// Timeouts are Gemini's default time limits: a thinking model sends its
+// first streamed chunk only once it has thought, which can take minutes,
+// so the first-byte limit of a streamed request is 3 minutes.
+func Timeouts(stream bool) provider.Timeouts {
+	t := provider.DefaultTimeouts(stream)
+	if stream {
+		t.FirstByte = 3 * time.Minute
+	}
+	return t
+}
+
 // Client is a Gemini client for one cartridge.
 type Client struct {
 	cfg     provider.Config
@@ -75,7 +86,7 @@ type Client struct {
 // token until the first call.
 func New(cfg provider.Config) (provider.Provider, error) {
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = provider.DefaultHTTPClient()
+		cfg.HTTPClient = provider.ClientFor(cfg.Getenv)
 	}
 	model := cfg.Option("model")
 	if model == "" {
@@ -233,9 +244,14 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 		}
 		headers["Authorization"] = tok.Type() + " " + tok.AccessToken
 	}
+	payload, err := c.Body(req)
+	if err != nil {
+		return nil, err
+	}
 	var captured []byte
 	ctx = context.WithValue(ctx, errorBodyKey{}, &captured)
-	body, _, err := provider.Post(ctx, c.http, ID, endpoint, headers, c.Body(req))
+	body, _, err := provider.Send(ctx, provider.HTTPRequest{Provider: ID, Client: c.http, URL: endpoint, Headers: headers, Body: payload, Stream: req.Stream,
+		Timeouts: c.cfg.Timeouts.Or(Timeouts(req.Stream))})
 	if err != nil {
 		return nil, c.explain(err, captured)
 	}

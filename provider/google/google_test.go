@@ -208,7 +208,7 @@ func TestForeignHistory(t *testing.T) {
 		{Role: provider.RoleAssistant, Content: "done"},
 		{Role: provider.RoleAssistant, Content: "really"},
 	}
-	got, _ := json.Marshal(google.Contents(provider.Request{Messages: msgs}))
+	got, _ := json.Marshal(must(google.Contents(provider.Request{Messages: msgs})))
 	want := `[{"parts":[{"text":"a"},{"text":"b"}],"role":"user"},` +
 		`{"parts":[{"functionCall":{"args":{},"name":"w"},"thoughtSignature":"skip_thought_signature_validator"},{"functionCall":{"args":{},"name":"w"}}],"role":"model"},` +
 		`{"parts":[{"functionResponse":{"name":"w","response":{"output":"1"}}},{"functionResponse":{"name":"w","response":{"output":"2"}}}],"role":"user"},` +
@@ -274,7 +274,7 @@ func TestThoughtsAndSignatures(t *testing.T) {
 	if diff := cmp.Diff(map[string]any{"google": map[string]any{"textSignature": "c2lnLXRleHQ="}}, resp2.Extra); diff != "" {
 		t.Errorf("text extra (-want +got):\n%s", diff)
 	}
-	parts, _ := json.Marshal(google.Contents(provider.Request{Messages: []provider.Message{user("x"), resp2.Message()}})[1])
+	parts, _ := json.Marshal(must(google.Contents(provider.Request{Messages: []provider.Message{user("x"), resp2.Message()}}))[1])
 	if string(parts) != `{"parts":[{"text":"Sunny.","thoughtSignature":"c2lnLXRleHQ="}],"role":"model"}` {
 		t.Errorf("text part sent back: %s", parts)
 	}
@@ -445,7 +445,7 @@ func TestConfigErrors(t *testing.T) {
 		if opts == nil {
 			opts = map[string]any{"model": model}
 		}
-		_, err := provider.New(provider.Config{ID: "google", Credentials: tc.creds, Options: opts})
+		_, err := provider.New(provider.Config{ID: "google", Credentials: tc.creds, Options: opts, AllowHostCredentials: true})
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("%s:\n got %v\nwant %s", tc.name, err, tc.want)
 		}
@@ -496,4 +496,11 @@ func TestToolLoopLikeEcho(t *testing.T) {
 	if err != nil || resp.Text != "tool get-current-weather said: 35.8°C" {
 		t.Fatalf("%+v %v", resp, err)
 	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -1,6 +1,7 @@
 package google
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 
@@ -21,11 +22,29 @@ const DummySignature = "skip_thought_signature_validator"
 // Body builds the request body: the cartridge's settings verbatim (nulls
 // dropped; model and stream removed, as they are nb's options, not API
 // fields), then contents, systemInstruction and tools.
-func (c *Client) Body(req provider.Request) map[string]any {
-	body := c.cfg.Body()
+func (c *Client) Body(req provider.Request) (map[string]any, error) {
+	contents, err := Contents(req)
+	if err != nil {
+		return nil, err
+	}
+	body := c.cfg.BodyFor(req)
 	delete(body, "model")
 	delete(body, "stream")
-	body["contents"] = Contents(req)
+	if len(req.Stop) > 0 || req.Output != nil {
+		gc, _ := body["generationConfig"].(map[string]any)
+		if gc == nil {
+			gc = map[string]any{}
+		}
+		if len(req.Stop) > 0 {
+			gc["stopSequences"] = req.Stop
+		}
+		if req.Output != nil {
+			gc["responseMimeType"] = "application/json"
+			gc["responseSchema"] = Schema(plain(req.Output.Schema))
+		}
+		body["generationConfig"] = gc
+	}
+	body["contents"] = contents
 	if req.System != "" {
 		body["systemInstruction"] = map[string]any{"parts": []any{map[string]any{"text": req.System}}}
 	}
@@ -40,8 +59,17 @@ func (c *Client) Body(req provider.Request) map[string]any {
 	} else if _, ok := body["tools"]; !ok {
 		delete(body, "toolConfig")
 	}
-	return body
+	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
+
+// samplingNames are where Gemini takes the sampling settings: its
+// generationConfig.
+var samplingNames = provider.SamplingNames{Temperature: "generationConfig.temperature", TopP: "generationConfig.topP",
+	TopK: "generationConfig.topK", MaxTokens: "generationConfig.maxOutputTokens",
+	Seed: "generationConfig.seed", PresencePenalty: "generationConfig.presencePenalty", FrequencyPenalty: "generationConfig.frequencyPenalty"}
 
 // Contents maps the conversation to Gemini contents. Roles are user and
 // model; tool calls become functionCall parts of a model content and tool
@@ -49,8 +77,13 @@ func (c *Client) Body(req provider.Request) map[string]any {
 // content; consecutive contents of one role are merged, since Gemini wants
 // them to alternate, so the results of one round travel together in call
 // order. Thought signatures kept in Message.Extra["google"] go back on the
-// parts they came with.
-func Contents(req provider.Request) []any {
+// parts they came with. Images are inlineData parts ({mimeType, data} in
+// base64) or, given by URL, fileData parts ({mimeType, fileUri}) after the
+// text of a user message; the images of tool results follow the round's
+// functionResponse parts in the same user content, each tool's introduced
+// by a text part naming it. It fails with a *provider.UnsupportedError on
+// images in assistant messages and on a URL image without a media type.
+func Contents(req provider.Request) ([]any, error) {
 	var out []any
 	var lastRole string
 	add := func(role string, parts ...any) {
@@ -81,7 +114,18 @@ func Contents(req provider.Request) []any {
 			names[tc.ID] = tc.Name
 		}
 	}
+	// pending holds the image parts of the tool results of the current
+	// round, added after its functionResponse parts.
+	var pending []any
 	for _, m := range req.Messages {
+		images, err := imageParts(m)
+		if err != nil {
+			return nil, err
+		}
+		if m.Role != provider.RoleTool && len(pending) > 0 {
+			add("user", pending...)
+			pending = nil
+		}
 		switch m.Role {
 		case provider.RoleAssistant:
 			x := extraOf(m)
@@ -118,11 +162,45 @@ func Contents(req provider.Request) []any {
 				fr["id"] = m.ToolCallID
 			}
 			add("user", map[string]any{"functionResponse": fr})
+			if len(images) > 0 {
+				pending = append(pending, map[string]any{"text": fmt.Sprintf("The images returned by the tool %s:", name)})
+				pending = append(pending, images...)
+			}
 		default:
-			add("user", map[string]any{"text": m.Content})
+			var parts []any
+			if m.Content != "" || len(images) == 0 {
+				parts = append(parts, map[string]any{"text": m.Content})
+			}
+			add("user", append(parts, images...)...)
 		}
 	}
-	return out
+	add("user", pending...)
+	return out, nil
+}
+
+// imageParts maps a message's images to inlineData and fileData parts.
+func imageParts(m provider.Message) ([]any, error) {
+	if len(m.Images) == 0 {
+		return nil, nil
+	}
+	if m.Role == provider.RoleAssistant {
+		return nil, &provider.UnsupportedError{Provider: ID, Feature: "images in assistant messages"}
+	}
+	parts := make([]any, len(m.Images))
+	for i, img := range m.Images {
+		switch {
+		case len(img.Data) > 0:
+			parts[i] = map[string]any{"inlineData": map[string]any{"mimeType": img.MediaType, "data": base64.StdEncoding.EncodeToString(img.Data)}}
+		case img.URL != "" && img.MediaType != "":
+			parts[i] = map[string]any{"fileData": map[string]any{"mimeType": img.MediaType, "fileUri": img.URL}}
+		case img.URL != "":
+			return nil, &provider.UnsupportedError{Provider: ID, Feature: "images given by URL without a media type",
+				Hint: "Gemini's fileData needs the image's type; send the image's bytes instead"}
+		default:
+			return nil, &provider.UnsupportedError{Provider: ID, Feature: "images without data or URL"}
+		}
+	}
+	return parts, nil
 }
 
 // arguments parses a call's JSON arguments into the object Gemini wants.

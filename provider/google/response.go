@@ -165,6 +165,7 @@ func (d *decoder) part(p part) {
 // the last chunk, and the answer ends when the HTTP response does.
 func (d *decoder) stream(ctx context.Context, body io.Reader) (*provider.Response, error) {
 	sse := provider.NewSSEReader(body)
+	defer sse.Close()
 	for {
 		ev, err := sse.Next()
 		if err == io.EOF {
@@ -211,19 +212,9 @@ var safetyReasons = map[string]bool{
 
 // FinishReason maps Gemini's finishReason to the common values: stop,
 // length, tool_calls (whenever there are calls: Gemini says STOP),
-// content_filter; others are lower-cased.
+// content_filter (the safety reasons and RECITATION), other.
 func FinishReason(raw string, hasCalls bool) string {
-	switch {
-	case hasCalls:
-		return "tool_calls"
-	case raw == "STOP":
-		return "stop"
-	case raw == "MAX_TOKENS":
-		return "length"
-	case safetyReasons[raw], raw == "RECITATION":
-		return "content_filter"
-	}
-	return strings.ToLower(raw)
+	return provider.NormalizeFinishReason(raw, hasCalls)
 }
 
 func (d *decoder) result() (*provider.Response, error) {
@@ -251,12 +242,12 @@ func (d *decoder) result() (*provider.Response, error) {
 		return nil, &provider.Error{Provider: ID, Message: msg + d.ratingText(), Code: d.finish}
 	}
 	resp := &provider.Response{
-		Text:         text,
-		Reasoning:    d.reasoning.String(),
-		ToolCalls:    d.calls,
-		FinishReason: FinishReason(d.finish, len(d.calls) > 0),
-		Usage:        d.usage,
+		Text:      text,
+		Reasoning: d.reasoning.String(),
+		ToolCalls: d.calls,
+		Usage:     d.usage,
 	}
+	resp.SetFinishReason(d.finish)
 	// Calls always carry the entry, even empty: it says the calls came
 	// from Gemini, so no placeholder signature is sent for them.
 	if len(d.calls) > 0 || d.extra.TextSignature != "" {

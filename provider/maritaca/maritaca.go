@@ -94,16 +94,44 @@ func (c *Client) URL() string { return c.url }
 // Body builds the request body: the cartridge's settings verbatim, then
 // the conversation, tools and the stream flag; the legacy API also gets
 // chat_mode: true.
-func (c *Client) Body(req provider.Request) map[string]any {
-	body := c.cfg.Body()
+func (c *Client) Body(req provider.Request) (map[string]any, error) {
+	// Neither API has a structured-output mode: the schema is asked for
+	// in the system text.
+	req = provider.WithOutputInstruction(req)
+	body := c.cfg.BodyFor(req)
 	body["stream"] = req.Stream
 	if c.api == APIInference {
+		if len(req.Stop) > 0 {
+			body["stopping_tokens"] = req.Stop
+		}
+		msgs, err := LegacyMessages(req)
+		if err != nil {
+			return nil, err
+		}
 		body["chat_mode"] = true
-		body["messages"] = LegacyMessages(req)
-		return body
+		body["messages"] = msgs
+		if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+			return nil, err
+		}
+		return body, nil
 	}
-	return dialect.Body(body, req, "tool_choice", "parallel_tool_calls")
+	if len(req.Stop) > 0 {
+		body["stop"] = req.Stop
+	}
+	body, err := dialect.Body(body, req, "tool_choice", "parallel_tool_calls")
+	if err != nil {
+		return nil, err
+	}
+	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
+
+// samplingNames are the sampling settings Maritaca documents, the same on
+// both APIs: temperature, top_p and max_tokens (stop sequences are
+// Request.Stop); no top_k, no seed and no penalties.
+var samplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: "max_tokens"}
 
 // dialect is where Maritaca's chat completions API departs from OpenAI's.
 var dialect = openai.Dialect{
@@ -112,19 +140,24 @@ var dialect = openai.Dialect{
 	EmptyContent: openai.ContentEmpty,
 	// A call without arguments is sent as {}.
 	FillArguments: true,
+	// The API takes text only.
+	Images: openai.NoImages,
 }
 
 // Messages maps the common conversation to chat completions messages:
-// the system text first, the backdrop as a user message, then the history.
-func Messages(req provider.Request) []any {
+// the system text first, the backdrop as a user message, then the
+// history. Images fail with a *provider.UnsupportedError: the API takes
+// text only.
+func Messages(req provider.Request) ([]any, error) {
 	return dialect.Messages(req)
 }
 
 // LegacyMessages maps the conversation for the legacy API, which has only
 // user and assistant roles: the system text is a leading user message, the
 // backdrop the next one (as the reference places them), and a tool result
-// a user message that names the tool.
-func LegacyMessages(req provider.Request) []any {
+// a user message that names the tool. Images fail with a
+// *provider.UnsupportedError.
+func LegacyMessages(req provider.Request) ([]any, error) {
 	var out []any
 	for _, s := range []string{req.System, req.Backdrop} {
 		if s != "" {
@@ -132,6 +165,9 @@ func LegacyMessages(req provider.Request) []any {
 		}
 	}
 	for _, m := range req.Messages {
+		if len(m.Images) > 0 {
+			return nil, &provider.UnsupportedError{Provider: ID, Feature: "images", Hint: "the legacy inference API takes text only"}
+		}
 		switch m.Role {
 		case provider.RoleAssistant:
 			if m.Content != "" {
@@ -143,7 +179,7 @@ func LegacyMessages(req provider.Request) []any {
 			out = append(out, map[string]any{"role": "user", "content": m.Content})
 		}
 	}
-	return out
+	return out, nil
 }
 
 // ErrNoTools is returned when tools are offered on the legacy API.
@@ -154,7 +190,11 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 	if c.api == APIInference && len(req.Tools) > 0 {
 		return nil, ErrNoTools
 	}
-	body, _, err := provider.Post(ctx, c.cfg.HTTPClient, ID, c.url, c.headers, c.Body(req))
+	payload, err := c.Body(req)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := provider.Send(ctx, provider.HTTPRequest{Provider: ID, Client: c.cfg.HTTPClient, URL: c.url, Headers: c.headers, Body: payload, Stream: req.Stream, Timeouts: c.cfg.Timeouts})
 	if err != nil {
 		return nil, err
 	}
@@ -180,10 +220,11 @@ type usage struct {
 // when the response does: it has no end event, so a dropped connection
 // can only be told from the end by a read error.
 func decodeLegacyStream(ctx context.Context, body io.Reader, onEvent func(provider.Event)) (*provider.Response, error) {
-	resp := &provider.Response{FinishReason: "stop"}
+	resp := &provider.Response{}
 	var text strings.Builder
 	streamed := false
 	sse := provider.NewSSEReader(body)
+	defer sse.Close()
 	for {
 		ev, err := sse.Next()
 		if err == io.EOF {
@@ -220,6 +261,7 @@ func decodeLegacyStream(ctx context.Context, body io.Reader, onEvent func(provid
 		}
 	}
 	resp.Text = text.String()
+	resp.SetFinishReason("") // the legacy API gives none
 	return resp, nil
 }
 
@@ -239,7 +281,8 @@ func decodeLegacyWhole(ctx context.Context, body io.Reader) (*provider.Response,
 		}
 		return nil, &provider.Error{Provider: ID, Message: msg}
 	}
-	resp := &provider.Response{Text: *w.Answer, FinishReason: "stop"}
+	resp := &provider.Response{Text: *w.Answer}
+	resp.SetFinishReason("") // the legacy API gives none
 	if w.Usage != nil {
 		resp.Usage = provider.Usage{InputTokens: w.Usage.PromptTokens, OutputTokens: w.Usage.CompletionTokens}
 	}

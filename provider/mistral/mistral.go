@@ -73,6 +73,11 @@ var dialect = openai.Dialect{
 	// Calls stream whole, may all have index 0, and continuations may
 	// carry the id "null".
 	CallsByID: true,
+	// Images are {type: image_url, image_url: "<url>"} chunks.
+	Images: openai.ImageURLString,
+	// The API refuses a user message right after a tool message, so the
+	// images of a tool result are chunks of the tool message's content.
+	ToolImages: openai.ToolImagesInToolMessage,
 }
 
 // Body builds the request body: the cartridge's settings verbatim
@@ -80,14 +85,27 @@ var dialect = openai.Dialect{
 // response_format, tool_choice ...), then messages, tools and the stream
 // flag. tool_choice and parallel_tool_calls are left out without tools.
 // There is no user field: the API refuses fields it does not know.
-func (c *Client) Body(req provider.Request) map[string]any {
-	return dialect.Body(c.cfg.Body(), req, "tool_choice", "parallel_tool_calls")
+func (c *Client) Body(req provider.Request) (map[string]any, error) {
+	body, err := dialect.Body(c.cfg.BodyFor(req), req, "tool_choice", "parallel_tool_calls")
+	if err != nil {
+		return nil, err
+	}
+	openai.StopAndFormat(body, req)
+	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
+
+// samplingNames are Mistral's names of the sampling settings.
+var samplingNames = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: "max_tokens",
+	Seed: "random_seed", PresencePenalty: "presence_penalty", FrequencyPenalty: "frequency_penalty"}
 
 // Messages maps the common conversation to Mistral messages: the system
 // text first, the backdrop as a user message, then the history, with
-// tool call ids passed through CallID.
-func Messages(req provider.Request) []any {
+// tool call ids passed through CallID. Images are image_url chunks, in
+// the user message or the tool message they came with.
+func Messages(req provider.Request) ([]any, error) {
 	return dialect.Messages(req)
 }
 
@@ -127,7 +145,11 @@ func validID(id string) bool {
 
 // Complete implements provider.Provider.
 func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent func(provider.Event)) (*provider.Response, error) {
-	body, _, err := provider.Post(ctx, c.cfg.HTTPClient, ID, c.url, c.headers, c.Body(req))
+	payload, err := c.Body(req)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := provider.Send(ctx, provider.HTTPRequest{Provider: ID, Client: c.cfg.HTTPClient, URL: c.url, Headers: c.headers, Body: payload, Stream: req.Stream, Timeouts: c.cfg.Timeouts})
 	if err != nil {
 		return nil, err
 	}

@@ -4,10 +4,12 @@ package ollama
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/provider/openai"
@@ -50,19 +52,46 @@ func (c *Client) ID() string { return ID }
 // Body builds the request body: the cartridge's settings verbatim
 // (model, format, raw, template, options, keep_alive, think ...), then the
 // conversation, tools and stream flag.
-func (c *Client) Body(req provider.Request) map[string]any {
-	body := c.cfg.Body()
-	body["messages"] = Messages(req)
+func (c *Client) Body(req provider.Request) (map[string]any, error) {
+	msgs, err := Messages(req)
+	if err != nil {
+		return nil, err
+	}
+	body := c.cfg.BodyFor(req)
+	if len(req.Stop) > 0 {
+		opts, _ := body["options"].(map[string]any)
+		if opts == nil {
+			opts = map[string]any{}
+		}
+		opts["stop"] = req.Stop
+		body["options"] = opts
+	}
+	if req.Output != nil {
+		body["format"] = req.Output.Schema
+	}
+	body["messages"] = msgs
 	body["stream"] = req.Stream
 	if len(req.Tools) > 0 {
 		// Ollama takes tools in the Chat Completions shape.
 		body["tools"] = openai.Tools(req.Tools)
 	}
-	return body
+	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
 
-// Messages maps the common conversation to Ollama's messages.
-func Messages(req provider.Request) []any {
+// samplingNames are where Ollama takes the sampling settings: in the
+// request's options (the answer's limit is num_predict).
+var samplingNames = provider.SamplingNames{Temperature: "options.temperature", TopP: "options.top_p", TopK: "options.top_k",
+	MaxTokens: "options.num_predict", Seed: "options.seed",
+	PresencePenalty: "options.presence_penalty", FrequencyPenalty: "options.frequency_penalty"}
+
+// Messages maps the common conversation to Ollama's messages. Images go
+// in the images field (base64, without a data: prefix) of the user or
+// tool message they came with; Ollama takes bytes only, so an image given
+// by URL fails with a *provider.UnsupportedError (nb does not fetch it).
+func Messages(req provider.Request) ([]any, error) {
 	var out []any
 	if req.System != "" {
 		out = append(out, map[string]any{"role": "system", "content": req.System})
@@ -71,6 +100,10 @@ func Messages(req provider.Request) []any {
 		out = append(out, map[string]any{"role": "user", "content": req.Backdrop})
 	}
 	for _, m := range req.Messages {
+		images, err := images(m)
+		if err != nil {
+			return nil, err
+		}
 		switch m.Role {
 		case provider.RoleAssistant:
 			msg := map[string]any{"role": "assistant", "content": m.Content}
@@ -90,12 +123,50 @@ func Messages(req provider.Request) []any {
 			}
 			out = append(out, msg)
 		case provider.RoleTool:
-			out = append(out, map[string]any{"role": "tool", "content": m.Content, "tool_name": m.ToolName})
+			msg := map[string]any{"role": "tool", "content": m.Content, "tool_name": m.ToolName}
+			if images != nil {
+				msg["images"] = images
+			}
+			out = append(out, msg)
 		default:
-			out = append(out, map[string]any{"role": "user", "content": m.Content})
+			msg := map[string]any{"role": "user", "content": m.Content}
+			if images != nil {
+				msg["images"] = images
+			}
+			out = append(out, msg)
 		}
 	}
-	return out
+	return out, nil
+}
+
+// images returns a message's images as base64 strings.
+func images(m provider.Message) ([]any, error) {
+	if len(m.Images) == 0 {
+		return nil, nil
+	}
+	if m.Role == provider.RoleAssistant {
+		return nil, &provider.UnsupportedError{Provider: ID, Feature: "images in assistant messages"}
+	}
+	out := make([]any, len(m.Images))
+	for i, img := range m.Images {
+		if len(img.Data) == 0 {
+			return nil, &provider.UnsupportedError{Provider: ID, Feature: "images given by URL",
+				Hint: "Ollama takes the image's bytes: send it as a data: URL"}
+		}
+		out[i] = base64.StdEncoding.EncodeToString(img.Data)
+	}
+	return out, nil
+}
+
+// Timeouts are Ollama's default time limits: Ollama answers only once the
+// model is loaded, which can take minutes for a large one, so the
+// first-byte limit of a streamed request is 5 minutes.
+func Timeouts(stream bool) provider.Timeouts {
+	t := provider.DefaultTimeouts(stream)
+	if stream {
+		t.FirstByte = 5 * time.Minute
+	}
+	return t
 }
 
 type line struct {
@@ -120,7 +191,12 @@ type line struct {
 // Complete implements provider.Provider. Streamed or not, Ollama answers
 // with NDJSON lines (one line when not streaming).
 func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent func(provider.Event)) (*provider.Response, error) {
-	body, _, err := provider.Post(ctx, c.cfg.HTTPClient, ID, c.url, c.headers, c.Body(req))
+	payload, err := c.Body(req)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := provider.Send(ctx, provider.HTTPRequest{Provider: ID, Client: c.cfg.HTTPClient, URL: c.url, Headers: c.headers, Body: payload, Stream: req.Stream,
+		Timeouts: c.cfg.Timeouts.Or(Timeouts(req.Stream))})
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +210,9 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 	ans := provider.Answer{Emit: emit}
 	streamed := func() bool { return ans.Streamed && req.Stream }
 	done := false
+	finish := ""
 	r := provider.NewNDJSONReader(body)
+	defer r.Close()
 	for !done {
 		data, err := r.Next()
 		if err == io.EOF {
@@ -173,7 +251,7 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 		}
 		if l.Done {
 			done = true
-			resp.FinishReason = l.DoneReason
+			finish = l.DoneReason
 			resp.Usage = provider.Usage{InputTokens: l.PromptEvalCount, OutputTokens: l.EvalCount}
 		}
 	}
@@ -181,5 +259,6 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 		return nil, provider.Incomplete(ID, streamed())
 	}
 	ans.Finish(resp)
+	resp.SetFinishReason(finish)
 	return resp, nil
 }

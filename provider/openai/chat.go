@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/tool"
 )
@@ -43,6 +44,93 @@ type Dialect struct {
 	// of arrival. Otherwise fragments are matched by index alone and calls
 	// ordered by index.
 	CallsByID bool
+
+	// Images says how the API takes images; the zero value is OpenAI's
+	// {type: image_url, image_url: {url}} parts.
+	Images ImageStyle
+	// ToolImages says where the images a tool returned go. The zero value
+	// is OpenAI's rule: tool messages carry text only, so the images follow
+	// the run of tool messages in a user message that says which call
+	// returned them.
+	ToolImages ToolImageStyle
+}
+
+// ImageStyle is how a Chat Completions dialect takes images.
+type ImageStyle int
+
+// The image styles.
+const (
+	// ImageURLObject sends {"type": "image_url", "image_url": {"url": u}},
+	// u a data: URL or an http(s) URL (OpenAI, Cohere v2).
+	ImageURLObject ImageStyle = iota
+	// ImageURLString sends {"type": "image_url", "image_url": u} (Mistral).
+	ImageURLString
+	// NoImages: the API takes none; a request with images fails with a
+	// *provider.UnsupportedError.
+	NoImages
+)
+
+// ToolImageStyle is where a dialect puts the images of a tool result.
+type ToolImageStyle int
+
+// The places of tool images.
+const (
+	// ToolImagesInUserMessage puts them in a user message after the tool
+	// messages of the round.
+	ToolImagesInUserMessage ToolImageStyle = iota
+	// ToolImagesInToolMessage puts them among the parts of the tool
+	// message's content (Mistral, whose API refuses a user message right
+	// after a tool message).
+	ToolImagesInToolMessage
+)
+
+// imagePart is one image as the dialect's content part.
+func (d Dialect) imagePart(img media.Image) (any, error) {
+	u := img.DataURL()
+	if u == "" {
+		return nil, &provider.UnsupportedError{Provider: d.ID, Feature: "images without data or URL"}
+	}
+	if d.Images == ImageURLString {
+		return map[string]any{"type": "image_url", "image_url": u}, nil
+	}
+	return map[string]any{"type": "image_url", "image_url": map[string]any{"url": u}}, nil
+}
+
+// parts is a message content of text and images: the text part first
+// (left out when empty), then one part per image.
+func (d Dialect) parts(text string, images []media.Image) ([]any, error) {
+	var out []any
+	if text != "" {
+		out = append(out, map[string]any{"type": "text", "text": text})
+	}
+	for _, img := range images {
+		p, err := d.imagePart(img)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// ToolImagesNote introduces the images of a tool result in the user
+// message that carries them, for APIs whose tool messages take text only.
+func ToolImagesNote(toolName, callID string) string {
+	return fmt.Sprintf("The images returned by the tool %s (call %s):", toolName, callID)
+}
+
+// checkImages refuses images the dialect cannot send.
+func (d Dialect) checkImages(m provider.Message) error {
+	if len(m.Images) == 0 {
+		return nil
+	}
+	if m.Role == provider.RoleAssistant {
+		return &provider.UnsupportedError{Provider: d.ID, Feature: "images in assistant messages"}
+	}
+	if d.Images == NoImages {
+		return &provider.UnsupportedError{Provider: d.ID, Feature: "images", Hint: "this provider's API takes text only"}
+	}
+	return nil
 }
 
 // EmptyContent is the content an assistant message with tool calls and no
@@ -72,12 +160,52 @@ func Tools(specs []tool.Spec) []any {
 	return tools
 }
 
+// StopAndFormat adds the request's stop sequences (stop) and output
+// schema (response_format of type json_schema) in the Chat Completions
+// shape that OpenAI and Mistral share.
+func StopAndFormat(body map[string]any, req provider.Request) {
+	if len(req.Stop) > 0 {
+		body["stop"] = req.Stop
+	}
+	if req.Output != nil {
+		body["response_format"] = map[string]any{"type": "json_schema",
+			"json_schema": map[string]any{"name": SchemaName(req.Output.Name), "schema": req.Output.Schema}}
+	}
+}
+
+// SchemaName is name as the APIs take a schema's name: letters, digits,
+// _ and -, at most 64 characters, "output" when empty.
+func SchemaName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	s := b.String()
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	if s == "" {
+		s = "output"
+	}
+	return s
+}
+
 // Body starts a request body: settings (the cartridge's, from
 // provider.Config.Body) with the conversation, the stream flag and the
 // tools. Without tools the settings in toolOnly are left out, since the
-// APIs refuse them then.
-func (d Dialect) Body(settings map[string]any, req provider.Request, toolOnly ...string) map[string]any {
-	settings["messages"] = d.Messages(req)
+// APIs refuse them then. It fails when the conversation has images the
+// dialect cannot send.
+func (d Dialect) Body(settings map[string]any, req provider.Request, toolOnly ...string) (map[string]any, error) {
+	msgs, err := d.Messages(req)
+	if err != nil {
+		return nil, err
+	}
+	settings["messages"] = msgs
 	settings["stream"] = req.Stream
 	if len(req.Tools) > 0 {
 		settings["tools"] = Tools(req.Tools)
@@ -86,17 +214,29 @@ func (d Dialect) Body(settings map[string]any, req provider.Request, toolOnly ..
 			delete(settings, k)
 		}
 	}
-	return settings
+	return settings, nil
 }
 
 // Messages maps the common conversation to Chat Completions messages:
-// the system text first, then the backdrop as a user message, then the history.
-func (d Dialect) Messages(req provider.Request) []any {
+// the system text first, then the backdrop as a user message, then the
+// history. A user message with images has a list of parts as content;
+// the images of tool results go where ToolImages says. It fails with a
+// *provider.UnsupportedError on images the dialect cannot send.
+func (d Dialect) Messages(req provider.Request) ([]any, error) {
 	callID := d.CallID
 	if callID == nil {
 		callID = func(id string) string { return id }
 	}
 	var out []any
+	// pending holds the images of the tool messages of the current run,
+	// sent in a user message once the run ends.
+	var pending []any
+	flush := func() {
+		if len(pending) > 0 {
+			out = append(out, map[string]any{"role": "user", "content": pending})
+			pending = nil
+		}
+	}
 	if req.System != "" {
 		out = append(out, map[string]any{"role": "system", "content": req.System})
 	}
@@ -104,6 +244,12 @@ func (d Dialect) Messages(req provider.Request) []any {
 		out = append(out, map[string]any{"role": "user", "content": req.Backdrop})
 	}
 	for _, m := range req.Messages {
+		if err := d.checkImages(m); err != nil {
+			return nil, err
+		}
+		if m.Role != provider.RoleTool {
+			flush()
+		}
 		switch m.Role {
 		case provider.RoleAssistant:
 			msg := map[string]any{"role": "assistant"}
@@ -134,12 +280,36 @@ func (d Dialect) Messages(req provider.Request) []any {
 			if d.ToolName {
 				msg["name"] = m.ToolName
 			}
+			if len(m.Images) > 0 {
+				if d.ToolImages == ToolImagesInToolMessage {
+					parts, err := d.parts(m.Content, m.Images)
+					if err != nil {
+						return nil, err
+					}
+					msg["content"] = parts
+				} else {
+					parts, err := d.parts(ToolImagesNote(m.ToolName, callID(m.ToolCallID)), m.Images)
+					if err != nil {
+						return nil, err
+					}
+					pending = append(pending, parts...)
+				}
+			}
 			out = append(out, msg)
 		default:
-			out = append(out, map[string]any{"role": "user", "content": m.Content})
+			var content any = m.Content
+			if len(m.Images) > 0 {
+				parts, err := d.parts(m.Content, m.Images)
+				if err != nil {
+					return nil, err
+				}
+				content = parts
+			}
+			out = append(out, map[string]any{"role": "user", "content": content})
 		}
 	}
-	return out
+	flush()
+	return out, nil
 }
 
 // text is a JSON string field decoded without the pointer a *string costs.
@@ -306,7 +476,9 @@ func (d Dialect) DecodeStream(ctx context.Context, body io.Reader, onEvent func(
 	ans := provider.Answer{Emit: onEvent}
 	calls := callList{byID: d.CallsByID}
 	done := false
+	finish := ""
 	sse := provider.NewSSEReader(body)
+	defer sse.Close()
 	for !done {
 		ev, err := sse.Next()
 		if err == io.EOF {
@@ -350,15 +522,16 @@ func (d Dialect) DecodeStream(ctx context.Context, body io.Reader, onEvent func(
 				call.Arguments += string(tc.Function.Arguments)
 			}
 			if choice.FinishReason != nil && *choice.FinishReason != "" {
-				resp.FinishReason = *choice.FinishReason
+				finish = *choice.FinishReason
 			}
 		}
 	}
-	if !done && resp.FinishReason == "" {
+	if !done && finish == "" {
 		return nil, provider.Incomplete(d.ID, ans.Streamed)
 	}
 	ans.Finish(resp)
 	resp.ToolCalls = d.finish(calls.calls)
+	resp.SetFinishReason(finish)
 	return resp, nil
 }
 
@@ -454,7 +627,7 @@ func (d Dialect) DecodeWhole(ctx context.Context, body io.Reader) (*provider.Res
 		}
 		return nil, &provider.Error{Provider: d.ID, Message: msg}
 	}
-	resp := &provider.Response{FinishReason: w.Choices[0].FinishReason}
+	resp := &provider.Response{}
 	m := &w.Choices[0].Message
 	visible, thought := provider.SplitThink(m.Content.text)
 	resp.Text = visible
@@ -464,6 +637,7 @@ func (d Dialect) DecodeWhole(ctx context.Context, body io.Reader) (*provider.Res
 		calls[i] = indexedCall{i, &provider.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: string(tc.Function.Arguments)}}
 	}
 	resp.ToolCalls = d.finish(calls)
+	resp.SetFinishReason(w.Choices[0].FinishReason)
 	if w.Usage != nil {
 		resp.Usage = w.Usage.common()
 	}

@@ -6,6 +6,7 @@ package openai
 
 import (
 	"context"
+	"strings"
 
 	"github.com/nbots/nb/provider"
 )
@@ -23,9 +24,10 @@ func init() {
 
 // Client is an OpenAI Chat Completions client.
 type Client struct {
-	cfg     provider.Config
-	url     string
-	headers map[string]string
+	cfg      provider.Config
+	url      string
+	headers  map[string]string
+	official bool // the address is OpenAI's own
 }
 
 // New builds a client. The access token is required for the official
@@ -33,13 +35,14 @@ type Client struct {
 func New(cfg provider.Config) (provider.Provider, error) {
 	address := cfg.Credential("address")
 	token := cfg.Credential("access-token", "api-key")
+	official := address == "" || strings.TrimRight(address, "/") == DefaultAddress
 	if address == "" {
 		address = DefaultAddress
 		if token == "" {
 			return nil, &provider.MissingCredentialError{Provider: ID, Key: "access-token"}
 		}
 	}
-	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/chat/completions"), headers: map[string]string{}}
+	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/chat/completions"), headers: map[string]string{}, official: official}
 	if token != "" {
 		c.headers["Authorization"] = "Bearer " + token
 	}
@@ -56,27 +59,63 @@ func (c *Client) ID() string { return ID }
 var official = Dialect{ID: ID}
 
 // Body builds the request body: the cartridge's settings verbatim, then
-// the conversation, tools, stream flag and user.
-func (c *Client) Body(req provider.Request) map[string]any {
-	body := official.Body(c.cfg.Body(), req, "tool_choice", "parallel_tool_calls")
+// the conversation, tools, stream flag and user. A streamed request asks
+// for the token usage (stream_options: {include_usage: true}) unless the
+// settings have stream_options of their own, or stream_options: null for
+// a compatible server that refuses the field; stream_options is left out
+// when not streaming, as the API refuses it then.
+func (c *Client) Body(req provider.Request) (map[string]any, error) {
+	body, err := official.Body(c.cfg.BodyFor(req), req, "tool_choice", "parallel_tool_calls")
+	if err != nil {
+		return nil, err
+	}
+	StopAndFormat(body, req)
 	if !req.Stream {
 		delete(body, "stream_options")
+	} else if _, set := c.cfg.Settings["stream_options"]; !set {
+		body["stream_options"] = map[string]any{"include_usage": true}
 	}
-	if c.cfg.User != "" {
-		body["user"] = c.cfg.User
+	if user := req.UserOr(c.cfg.User); user != "" {
+		body["user"] = user
 	}
-	return body
+	if err := req.Sampling.Apply(body, ID, SamplingNames(body, c.official)); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// SamplingNames are the Chat Completions names of the sampling settings.
+// The answer's limit goes where the cartridge's settings put theirs
+// (max_tokens or max_completion_tokens); without one, OpenAI's own API
+// takes max_completion_tokens (its reasoning models refuse max_tokens)
+// and compatible servers max_tokens, the name they all know.
+func SamplingNames(body map[string]any, official bool) provider.SamplingNames {
+	limit := "max_tokens"
+	if _, ok := body["max_completion_tokens"]; ok {
+		limit = "max_completion_tokens"
+	} else if _, ok := body["max_tokens"]; !ok && official {
+		limit = "max_completion_tokens"
+	}
+	return provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: limit, Seed: "seed",
+		PresencePenalty: "presence_penalty", FrequencyPenalty: "frequency_penalty"}
 }
 
 // Messages maps the common conversation to Chat Completions messages:
-// the system text first, then the backdrop as a user message, then the history.
-func Messages(req provider.Request) []any {
+// the system text first, then the backdrop as a user message, then the
+// history. Images of user messages are image_url parts (a data: URL or
+// the image's URL); tool messages take text only, so the images of a
+// round's tool results follow its tool messages in one user message.
+func Messages(req provider.Request) ([]any, error) {
 	return official.Messages(req)
 }
 
 // Complete implements provider.Provider.
 func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent func(provider.Event)) (*provider.Response, error) {
-	body, _, err := provider.Post(ctx, c.cfg.HTTPClient, ID, c.url, c.headers, c.Body(req))
+	payload, err := c.Body(req)
+	if err != nil {
+		return nil, err
+	}
+	body, _, err := provider.Send(ctx, provider.HTTPRequest{Provider: ID, Client: c.cfg.HTTPClient, URL: c.url, Headers: c.headers, Body: payload, Stream: req.Stream, Timeouts: c.cfg.Timeouts})
 	if err != nil {
 		return nil, err
 	}

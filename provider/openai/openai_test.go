@@ -52,6 +52,8 @@ func TestStreamText(t *testing.T) {
 	body := fake.Recorder.Last()
 	want := map[string]any{
 		"model": "gpt-4o", "temperature": 0.5, "stream": true, "user": "soft-user",
+		// The usage of a stream comes only when asked for.
+		"stream_options": map[string]any{"include_usage": true},
 		"messages": []any{
 			map[string]any{"role": "system", "content": "Be brief."},
 			map[string]any{"role": "user", "content": "The Moon."},

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nbots/nb/media"
 )
 
 // Turn is a request as a fake decoded it from the wire.
@@ -40,6 +42,23 @@ type Msg struct {
 	ToolCallID, ToolName string
 	// ToolCalls are the assistant's calls, as "name(args)" strings.
 	ToolCalls []string
+	// Images are the message's images as the fake decoded them from the
+	// wire: bytes (from base64) with their media type, or a URL.
+	Images []media.Image
+}
+
+// DescribeImages is how Echo mentions images: " [image image/png 4
+// bytes]" for each image with data, " [image <url>]" for each URL.
+func DescribeImages(images []media.Image) string {
+	var b strings.Builder
+	for _, img := range images {
+		if len(img.Data) > 0 {
+			fmt.Fprintf(&b, " [image %s %d bytes]", img.MediaType, len(img.Data))
+		} else {
+			fmt.Fprintf(&b, " [image %s]", img.URL)
+		}
+	}
+	return b.String()
 }
 
 // LastUser returns the content of the last user message.
@@ -86,6 +105,10 @@ type Reply struct {
 	StreamError string `json:"stream_error,omitempty"`
 	// Delay waits before each chunk.
 	Delay time.Duration `json:"delay,omitempty"`
+	// Finish, when set, is the finish reason the fake sends in its
+	// provider's own vocabulary (length, max_tokens, MAX_TOKENS ...)
+	// instead of its normal end.
+	Finish string `json:"finish,omitempty"`
 }
 
 // Text is the whole text of the reply.
@@ -97,15 +120,23 @@ type Brain func(Turn) Reply
 // Echo answers "echo: <last user message>" in chunks of at most 3 bytes.
 // After a tool result it answers "tool <name> said: <content>". When the
 // last user message starts with "call " and tools are offered, it calls
-// the first tool with the arguments after "call <name> " (JSON).
+// the first tool with the arguments after "call <name> " (JSON). Images
+// are mentioned after the text they came with (DescribeImages); a user
+// message right after tool results (where OpenAI-style APIs carry the
+// images of tool results) adds its images to the tool round's answer.
 func Echo(t Turn) Reply {
-	last := t.Last()
-	if last.Role == "tool" {
+	msgs := t.Messages
+	roundImages := ""
+	if n := len(msgs); n >= 2 && msgs[n-1].Role == "user" && msgs[n-2].Role == "tool" && len(msgs[n-1].Images) > 0 {
+		roundImages = DescribeImages(msgs[n-1].Images)
+		msgs = msgs[:n-1]
+	}
+	if n := len(msgs); n > 0 && msgs[n-1].Role == "tool" {
 		var parts []string
-		for i := len(t.Messages) - 1; i >= 0 && t.Messages[i].Role == "tool"; i-- {
-			parts = append([]string{fmt.Sprintf("tool %s said: %s", t.Messages[i].ToolName, t.Messages[i].Content)}, parts...)
+		for i := n - 1; i >= 0 && msgs[i].Role == "tool"; i-- {
+			parts = append([]string{fmt.Sprintf("tool %s said: %s%s", msgs[i].ToolName, msgs[i].Content, DescribeImages(msgs[i].Images))}, parts...)
 		}
-		return Reply{Chunks: Split(strings.Join(parts, "; "), 3)}
+		return Reply{Chunks: Split(strings.Join(parts, "; ")+roundImages, 3)}
 	}
 	u := t.LastUser()
 	if strings.HasPrefix(u, "call ") && len(t.Tools) > 0 {
@@ -118,6 +149,12 @@ func Echo(t Turn) Reply {
 			calls = append(calls, Call{ID: fmt.Sprintf("call_%d", i+1), Name: name, Arguments: args})
 		}
 		return Reply{Calls: calls}
+	}
+	for i := len(t.Messages) - 1; i >= 0; i-- {
+		if t.Messages[i].Role == "user" {
+			u += DescribeImages(t.Messages[i].Images)
+			break
+		}
 	}
 	return Reply{Chunks: Split("echo: "+u, 3)}
 }
@@ -149,13 +186,6 @@ func Scripted(replies ...Reply) Brain {
 		r := replies[0]
 		replies = replies[1:]
 		return r
-	}
-}
-
-// FromEnv returns FromFile of the file named by NB_FAKE_SCRIPT.
-func FromEnv() Brain {
-	return func(t Turn) Reply {
-		return FromFile(os.Getenv("NB_FAKE_SCRIPT"))(t)
 	}
 }
 

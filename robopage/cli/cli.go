@@ -21,6 +21,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/robopage/server"
 )
@@ -41,20 +42,47 @@ Commands:
   install   install pages from a local archive (.zip, .tar.gz) or folder
 
 The pages are read from --path, else $ROBOPAGES_PATH, else ~/.robopages.
-Run "nb robopages <command> -h" for the flags of a command.
+Run "nb robopages <command> --help" for the flags of a command.
 `
 
+// Process is what Main takes from the process it runs in: cmd/nb passes
+// its own, since nothing below cmd/ reads the environment or looks at
+// the terminal.
+type Process struct {
+	// Environ is the environment (os.Environ()): ROBOPAGES_PATH,
+	// ROBOPAGES_TOKEN, ROBOPAGES_CONTAINER_RUNTIME, HOME for ~, and what
+	// the children get a part of (see robopage.Executor.Environ).
+	Environ []string
+	// Stdin is where run reads answers; Stdout and Stderr are the outputs.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Terminal says that Stdin is a terminal: run asks there for the
+	// required arguments not given with -D instead of failing.
+	Terminal bool
+}
+
+// Exit statuses of Main besides 0: a failure, a mistake on the command
+// line, and a command stopped by its context (Ctrl-C). When the
+// context's cause has an ExitCode method (cmd/nb's signals), that code is
+// used instead of ExitInterrupted: 143 for SIGTERM.
+const (
+	ExitFailure     = 1
+	ExitUsage       = 2
+	ExitInterrupted = 130
+)
+
 // Main runs `nb robopages` with args (what follows "robopages") and
-// returns the exit status: 0 on success, 1 on failure, 2 on bad usage.
-func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// returns the exit status. `serve` ends normally (0) when ctx ends; the
+// other commands exit with ExitInterrupted or the cause's code.
+func Main(ctx context.Context, args []string, p Process) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(p.Stdout, usage)
 		if len(args) == 0 {
-			return 2
+			return ExitUsage
 		}
 		return 0
 	}
-	c := &command{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
+	c := &command{ctx: ctx, environ: p.Environ, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, terminal: p.Terminal}
 	var run func([]string) error
 	switch args[0] {
 	case "serve":
@@ -70,22 +98,30 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	case "install":
 		run = c.install
 	default:
-		fmt.Fprintf(stderr, "nb robopages: unknown command %q\n\n%s", args[0], usage)
-		return 2
+		fmt.Fprintf(p.Stderr, "nb robopages: unknown command %q\n\n%s", args[0], usage)
+		return ExitUsage
 	}
-	if err := run(args[1:]); err != nil {
+	err := run(args[1:])
+	if ctx.Err() != nil && args[0] != "serve" {
+		var ec interface{ ExitCode() int }
+		if errors.As(context.Cause(ctx), &ec) {
+			return ec.ExitCode()
+		}
+		return ExitInterrupted
+	}
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		var u usageError
 		if errors.As(err, &u) {
-			fmt.Fprintf(stderr, "nb robopages %s: %v\n", args[0], err)
-			return 2
+			fmt.Fprintf(p.Stderr, "nb robopages %s: %v\n", args[0], err)
+			return ExitUsage
 		}
 		if !errors.Is(err, errReported) {
-			fmt.Fprintf(stderr, "nb robopages %s: %v\n", args[0], err)
+			fmt.Fprintf(p.Stderr, "nb robopages %s: %v\n", args[0], err)
 		}
-		return 1
+		return ExitFailure
 	}
 	return 0
 }
@@ -97,36 +133,66 @@ type usageError struct{ error }
 
 type command struct {
 	ctx            context.Context
+	environ        []string
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	terminal       bool
+	lines          chan lineRead
 }
 
-func (c *command) flags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet("nb robopages "+name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	return fs
+type lineRead struct {
+	text string
+	err  error
 }
 
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+// ask prints prompt and reads a line of Stdin; Ctrl-C (ctx) interrupts
+// the wait. io.EOF means that Stdin ended without an answer.
+func (c *command) ask(prompt string) (string, error) {
+	fmt.Fprint(c.stdout, prompt)
+	if c.lines == nil {
+		c.lines = make(chan lineRead)
+		go func() {
+			in := bufio.NewReader(c.stdin)
+			for {
+				line, err := in.ReadString('\n')
+				if err != nil && line != "" {
+					err = nil
+				}
+				c.lines <- lineRead{strings.TrimRight(line, "\r\n"), err}
+				if err != nil {
+					return
+				}
+			}
+		}()
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	select {
+	case l := <-c.lines:
+		return l.text, l.err
+	case <-c.ctx.Done():
+		fmt.Fprintln(c.stdout)
+		return "", c.ctx.Err()
 	}
-	return nil
+}
+
+func (c *command) lookupEnv(name string) string {
+	v, _ := proc.Lookup(c.environ, name)
+	return v
 }
 
 // pathFlag defines -P/--path.
-func pathFlag(fs *flag.FlagSet) *string {
+func (c *command) pathFlag(fs *flagSet) *string {
 	p := new(string)
-	def := robopage.DefaultPath()
-	fs.StringVar(p, "P", def, "shorthand for --path")
-	fs.StringVar(p, "path", def, "a page file or a folder of pages (default $ROBOPAGES_PATH, else ~/.robopages)")
+	fs.stringVar(p, "P", "path", "", "PATH", "a page file or a folder of pages (default $ROBOPAGES_PATH, else ~/.robopages)")
 	return p
+}
+
+// pagesPath is the path to load: --path, else $ROBOPAGES_PATH, else
+// ~/.robopages, with ~ and $VAR expanded.
+func (c *command) pagesPath(flagged string) string {
+	if flagged == "" {
+		flagged = robopage.DefaultPath(c.environ)
+	}
+	return robopage.ExpandPath(flagged, c.environ)
 }
 
 // limits defines the executor flags shared by serve and run.
@@ -134,33 +200,52 @@ type limits struct {
 	timeout   time.Duration
 	maxOutput int
 	workers   int
+	env       names
 }
 
-func limitFlags(fs *flag.FlagSet, workers int) *limits {
+func limitFlags(fs *flagSet, workers int) *limits {
 	l := &limits{}
-	fs.DurationVar(&l.timeout, "timeout", robopage.DefaultTimeout, "longest run of one call; the process group is killed after it (0 for none)")
-	fs.IntVar(&l.maxOutput, "max-output", robopage.DefaultMaxOutput, "bytes kept of each of stdout and stderr of a call (0 for no cap)")
-	fs.IntVar(&l.workers, "workers", workers, "calls running at once (0 for the number of CPUs)")
+	fs.durationVar(&l.timeout, "timeout", robopage.DefaultTimeout, "longest run of one call; the call's processes are stopped after it (0 for none)")
+	fs.intVar(&l.maxOutput, "max-output", robopage.DefaultMaxOutput, "BYTES", "bytes kept of each of stdout and stderr of a call (0 for no cap)")
+	fs.intVar(&l.workers, "workers", workers, "N", "calls running at once (0, the default for serve, is the number of CPUs)")
+	fs.varFlag(&l.env, "", "env", "NAME", "pass nb's variable NAME to every function (repeatable); others reach a function only through ${env.NAME} in its page")
 	return l
 }
 
-func (l *limits) executor() *robopage.Executor {
-	ex := &robopage.Executor{Timeout: l.timeout, MaxOutput: l.maxOutput, Workers: l.workers}
-	if l.timeout == 0 {
-		ex.Timeout = -1
-	}
-	if l.maxOutput == 0 {
-		ex.MaxOutput = -1
+func (c *command) executor(l *limits) *robopage.Executor {
+	ex := &robopage.Executor{Environ: c.environ, Engine: c.lookupEnv("ROBOPAGES_CONTAINER_RUNTIME")}
+	if l != nil {
+		ex.Timeout, ex.MaxOutput, ex.Workers, ex.Names = l.timeout, l.maxOutput, l.workers, l.env
+		if l.timeout == 0 {
+			ex.Timeout = -1
+		}
+		if l.maxOutput == 0 {
+			ex.MaxOutput = -1
+		}
 	}
 	return ex
 }
 
+// names collects a repeated flag's values.
+type names []string
+
+func (n *names) String() string { return strings.Join(*n, ",") }
+
+func (n *names) Set(s string) error {
+	if s == "" || strings.ContainsAny(s, "= ") {
+		return fmt.Errorf("%q is not a variable name", s)
+	}
+	*n = append(*n, s)
+	return nil
+}
+
 // sshFlags defines the reference's SSH flags, which nb does not support.
-func sshFlags(fs *flag.FlagSet) *string {
+func sshFlags(fs *flagSet) *string {
 	ssh := new(string)
-	fs.StringVar(ssh, "ssh", "", "not supported by nb")
-	fs.String("ssh-key", "", "not supported by nb")
-	fs.String("ssh-key-passphrase", "", "not supported by nb")
+	fs.fs.StringVar(ssh, "ssh", "", "not supported by nb")
+	fs.fs.String("ssh-key", "", "not supported by nb")
+	fs.fs.String("ssh-key-passphrase", "", "not supported by nb")
+	fs.add("", "ssh", "USER@HOST", "not supported by nb (nor --ssh-key, --ssh-key-passphrase): run nb on that host", "")
 	return ssh
 }
 
@@ -169,6 +254,9 @@ var errSSH = usageError{errors.New("--ssh is not supported by nb: run nb robopag
 // load loads the pages and reports the skipped ones on stderr.
 func (c *command) load(path, filter string) (*robopage.Library, error) {
 	lib, err := robopage.Load(path, filter)
+	if errors.Is(err, robopage.ErrNoPages) {
+		return nil, fmt.Errorf("%w: pass --path, set ROBOPAGES_PATH, or install pages with nb robopages install", err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -183,41 +271,41 @@ func (c *command) load(path, filter string) (*robopage.Library, error) {
 }
 
 func (c *command) serve(args []string) error {
-	fs := c.flags("serve")
-	path := pathFlag(fs)
+	fs := c.flags("serve", "Serve the pages over the robopages HTTP API: GET / lists the functions, POST /process runs them.")
+	path := c.pathFlag(fs)
 	var filter, addr, token string
 	var lazy, allowRemote bool
-	fs.StringVar(&filter, "F", "", "shorthand for --filter")
-	fs.StringVar(&filter, "filter", "", "load only the pages whose path contains this text")
-	fs.StringVar(&addr, "A", "127.0.0.1:8000", "shorthand for --address")
-	fs.StringVar(&addr, "address", "127.0.0.1:8000", "host:port to listen on")
-	fs.BoolVar(&lazy, "lazy", false, "pull or build container images on first use instead of at start")
+	var maxClient int
+	fs.stringVar(&filter, "F", "filter", "", "TEXT", "load only the pages whose path contains this text")
+	fs.stringVar(&addr, "A", "address", "127.0.0.1:8000", "HOST:PORT", "the address to listen on")
+	fs.boolVar(&lazy, "", "lazy", "pull or build container images on first use instead of at start")
 	// The environment's token is read after parsing: as a flag default it
-	// would be printed in the usage text.
-	fs.StringVar(&token, "token", "", "require \"Authorization: Bearer <token>\" on every request (default $ROBOPAGES_TOKEN)")
-	fs.BoolVar(&allowRemote, "allow-remote", false, "listen on an address other machines can reach (needs --token)")
+	// would be printed in the help.
+	fs.stringVar(&token, "", "token", "", "TOKEN", "require \"Authorization: Bearer TOKEN\" on every request (default $ROBOPAGES_TOKEN)")
+	fs.boolVar(&allowRemote, "", "allow-remote", "listen on an address other machines can reach (needs --token)")
+	fs.intVar(&maxClient, "max-client-conns", server.DefaultMaxClientConns, "N", "open connections one client address may hold; more are refused with 429")
 	lim := limitFlags(fs, 0)
 	ssh := sshFlags(fs)
-	if err := parse(fs, args); err != nil {
+	if err := fs.parse(args, c.stdout); err != nil {
 		return err
 	}
 	if *ssh != "" {
 		return errSSH
 	}
 	if token == "" {
-		token = os.Getenv("ROBOPAGES_TOKEN")
+		token = c.lookupEnv("ROBOPAGES_TOKEN")
 	}
 	if err := server.CheckAddress(addr, allowRemote, token); err != nil {
 		return err
 	}
-	lib, err := c.load(*path, filter)
+	lib, err := c.load(c.pagesPath(*path), filter)
 	if err != nil {
 		return err
 	}
-	ex := lim.executor()
+	ex := c.executor(lim)
 	if !lazy {
 		for _, p := range ex.Prefetch(c.ctx, lib) {
-			fmt.Fprintf(c.stderr, "warning: %s\n", p)
+			c.warn(p)
 		}
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -226,7 +314,16 @@ func (c *command) serve(args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(c.stderr, nil))
 	fmt.Fprintf(c.stderr, "serving %d functions of %d pages on http://%s\n", len(lib.Functions()), len(lib.Pages), ln.Addr())
-	return server.Serve(c.ctx, ln, &server.Server{Library: lib, Executor: ex, Token: token, Log: log})
+	return server.Serve(c.ctx, ln, &server.Server{Library: lib, Executor: ex, Token: token, Log: log}, server.Limits{MaxClientConns: maxClient})
+}
+
+// warn prints a problem of Prefetch or Validate as a warning.
+func (c *command) warn(p robopage.Problem) {
+	if p.Engine {
+		fmt.Fprintf(c.stderr, "warning: %s\n", p.Message)
+		return
+	}
+	fmt.Fprintf(c.stderr, "warning: %s\n", p)
 }
 
 // defines collects repeated -D key=value flags.
@@ -237,27 +334,24 @@ func (d defines) String() string { return "" }
 func (d defines) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
 	if !ok {
-		return fmt.Errorf("%q is not key=value", s)
+		return fmt.Errorf("%q is not name=value", s)
 	}
 	d[k] = v
 	return nil
 }
 
 func (c *command) run(args []string) error {
-	fs := c.flags("run")
-	path := pathFlag(fs)
+	fs := c.flags("run", "Run one function from the command line, with its arguments given as -D name=value.")
+	path := c.pathFlag(fs)
 	var function string
 	var auto bool
 	defs := defines{}
-	fs.StringVar(&function, "F", "", "shorthand for --function")
-	fs.StringVar(&function, "function", "", "the function to run (required)")
-	fs.Var(defs, "D", "shorthand for --define")
-	fs.Var(defs, "define", "an argument as name=value (repeatable); the others are asked for")
-	fs.BoolVar(&auto, "A", false, "shorthand for --auto")
-	fs.BoolVar(&auto, "auto", false, "run without asking for confirmation")
+	fs.stringVar(&function, "F", "function", "", "NAME", "the function to run (required)")
+	fs.varFlag(defs, "D", "define", "NAME=VALUE", "an argument (repeatable); on a terminal, missing required ones are asked for")
+	fs.boolVar(&auto, "A", "auto", "run without asking for confirmation")
 	lim := limitFlags(fs, 10)
 	ssh := sshFlags(fs)
-	if err := parse(fs, args); err != nil {
+	if err := fs.parse(args, c.stdout); err != nil {
 		return err
 	}
 	if *ssh != "" {
@@ -266,36 +360,72 @@ func (c *command) run(args []string) error {
 	if function == "" {
 		return usageError{errors.New("--function is required: name the function to run (see nb robopages view)")}
 	}
-	lib, err := c.load(*path, "")
+	lib, err := c.load(c.pagesPath(*path), "")
 	if err != nil {
 		return err
 	}
 	f, ok := lib.Function(function)
 	if !ok {
-		return fmt.Errorf("function %s not found", function)
+		return fmt.Errorf("function %s not found: see nb robopages view for the functions", function)
 	}
-	in := bufio.NewReader(c.stdin)
+	var params []string
+	for _, p := range f.Parameters {
+		params = append(params, p.Name)
+	}
+	var unknown []string
+	for k := range defs {
+		if f.Parameter(k) == nil {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		has := "it has no parameters"
+		if len(params) > 0 {
+			has = "its parameters are " + strings.Join(params, ", ")
+		}
+		return usageError{fmt.Errorf("unknown %s %s for function %s: %s", noun(len(unknown), "argument"), strings.Join(unknown, ", "), f.Name, has)}
+	}
 	arguments := map[string]string{}
+	var missing []*robopage.Parameter
 	for _, p := range f.Parameters {
 		if v, ok := defs[p.Name]; ok {
 			arguments[p.Name] = v
-			continue
+		} else if p.Required {
+			missing = append(missing, p)
 		}
-		fmt.Fprintf(c.stdout, ">> enter value for argument '%s' (%s): ", p.Name, p.Description)
-		line, err := in.ReadString('\n')
-		if err != nil && line == "" {
+	}
+	if len(missing) > 0 && !c.terminal {
+		var ns []string
+		for _, p := range missing {
+			ns = append(ns, p.Name)
+		}
+		return usageError{fmt.Errorf("missing required %s %s for function %s: pass %s", noun(len(missing), "argument"), strings.Join(ns, ", "), f.Name, "-D name=value for each (standard input is not a terminal to ask on)")}
+	}
+	for _, p := range missing {
+		line, err := c.ask(fmt.Sprintf(">> enter value for argument '%s' (%s): ", p.Name, oneLine(p.Description)))
+		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("argument %s: no answer on standard input; pass it with -D %s=<value>", p.Name, p.Name)
+		}
+		if err != nil {
+			return err
 		}
 		arguments[p.Name] = strings.TrimSpace(line)
 	}
-	ex := lim.executor()
+	ex := c.executor(lim)
 	plan, err := ex.Prepare(f, arguments)
 	if err != nil {
 		return err
 	}
 	if !auto {
-		fmt.Fprintf(c.stdout, "\n%s\n\n>> enter 'y' to proceed or any other key to cancel: ", plan)
-		line, _ := in.ReadString('\n')
+		fmt.Fprintf(c.stdout, "\n%s\n\n", plan)
+		line, err := c.ask(">> enter 'y' to proceed or any other key to cancel: ")
+		if errors.Is(err, io.EOF) {
+			return errors.New("no answer on standard input to confirm the command: pass -A/--auto to run it without asking")
+		}
+		if err != nil {
+			return err
+		}
 		if strings.TrimSpace(line) != "y" {
 			fmt.Fprintf(c.stdout, "\n<command execution cancelled by user>\n")
 			return nil
@@ -310,18 +440,30 @@ func (c *command) run(args []string) error {
 }
 
 func (c *command) validate(args []string) error {
-	fs := c.flags("validate")
-	path := pathFlag(fs)
+	fs := c.flags("validate", "Check the pages: list every page with its functions and problems; exit 1 when one is broken.")
+	path := c.pathFlag(fs)
 	var skipDocker bool
-	fs.BoolVar(&skipDocker, "skip-docker", false, "do not pull or build images nor check volumes")
-	if err := parse(fs, args); err != nil {
+	fs.boolVar(&skipDocker, "", "skip-docker", "do not pull or build images nor check volumes")
+	if err := fs.parse(args, c.stdout); err != nil {
 		return err
 	}
-	lib, err := robopage.Load(*path, "")
+	root := c.pagesPath(*path)
+	lib, err := robopage.Load(root, "")
+	if errors.Is(err, robopage.ErrNoPages) {
+		return fmt.Errorf("%w: pass --path or set ROBOPAGES_PATH", err)
+	}
 	if err != nil {
 		return err
 	}
-	problems := lib.Validate(c.ctx, robopage.ValidateOptions{Host: true, Containers: !skipDocker})
+	all := lib.Validate(c.ctx, robopage.ValidateOptions{Executor: c.executor(nil), Host: true, Containers: !skipDocker})
+	var problems, engine []robopage.Problem
+	for _, p := range all {
+		if p.Engine {
+			engine = append(engine, p)
+		} else {
+			problems = append(problems, p)
+		}
+	}
 	type count struct{ errors, warnings int }
 	per := map[string]*count{}
 	for _, p := range problems {
@@ -350,7 +492,7 @@ func (c *command) validate(args []string) error {
 	}
 	for _, p := range lib.Problems {
 		if !seen[p.File] && p.Severity == robopage.Error {
-			rel, err := filepath.Rel(robopage.ExpandPath(*path), p.File)
+			rel, err := filepath.Rel(root, p.File)
 			if err != nil {
 				rel = p.File
 			}
@@ -394,11 +536,23 @@ func (c *command) validate(args []string) error {
 			fmt.Fprintf(c.stdout, "%s: %s\n", p.Severity, p)
 		}
 	}
+	for _, p := range engine {
+		// One line for the engine, not one per function that needs it.
+		fmt.Fprintf(c.stdout, "\n%s: %s (--skip-docker skips these checks)\n", p.Severity, p.Message)
+	}
 	fmt.Fprintf(c.stdout, "\n%s, %s: %d broken, %s\n", plural(len(rows), "page"), plural(functions, "function"), broken, plural(warnings, "warning"))
-	if broken > 0 {
+	if broken > 0 || len(engine) > 0 {
 		return errReported
 	}
 	return nil
+}
+
+// noun is word, with an s when n is not 1.
+func noun(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
 
 func plural(n int, word string) string {
@@ -409,19 +563,18 @@ func plural(n int, word string) string {
 }
 
 func (c *command) view(args []string) error {
-	fs := c.flags("view")
-	path := pathFlag(fs)
+	fs := c.flags("view", "List the pages, their functions, where each runs and its parameters.")
+	path := c.pathFlag(fs)
 	var filter string
-	fs.StringVar(&filter, "F", "", "shorthand for --filter")
-	fs.StringVar(&filter, "filter", "", "show only the pages whose path contains this text")
-	if err := parse(fs, args); err != nil {
+	fs.stringVar(&filter, "F", "filter", "", "TEXT", "show only the pages whose path contains this text")
+	if err := fs.parse(args, c.stdout); err != nil {
 		return err
 	}
-	lib, err := c.load(*path, filter)
+	lib, err := c.load(c.pagesPath(*path), filter)
 	if err != nil {
 		return err
 	}
-	ex := &robopage.Executor{}
+	ex := c.executor(nil)
 	for i, p := range lib.Pages {
 		if i > 0 {
 			fmt.Fprintln(c.stdout)
@@ -474,13 +627,11 @@ func runningWith(ex *robopage.Executor, f *robopage.Function) string {
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func (c *command) create(args []string) error {
-	fs := c.flags("create")
+	fs := c.flags("create", "Write a new page from a template.")
 	var template, name string
-	fs.StringVar(&template, "T", "basic", "shorthand for --template")
-	fs.StringVar(&template, "template", "basic", "basic, docker-image or docker-build")
-	fs.StringVar(&name, "N", "robopage.yml", "shorthand for --name")
-	fs.StringVar(&name, "name", "robopage.yml", "the file to write")
-	if err := parse(fs, args); err != nil {
+	fs.stringVar(&template, "T", "template", "basic", "NAME", "basic, docker-image or docker-build")
+	fs.stringVar(&name, "N", "name", "robopage.yml", "FILE", "the file to write")
+	if err := fs.parse(args, c.stdout); err != nil {
 		return err
 	}
 	files := map[string]string{"basic": "basic.yml", "docker-image": "docker_image.yml", "docker-build": "docker_build.yml"}

@@ -23,7 +23,8 @@ func TestMain(m *testing.M) {
 				os.Stderr.WriteString("usage: nb robopages ...\n")
 				os.Exit(2)
 			}
-			os.Exit(Main(context.Background(), os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+			// NB_TEST_TERMINAL stands for a terminal on standard input.
+			os.Exit(Main(context.Background(), os.Args[2:], Process{Environ: os.Environ(), Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Terminal: os.Getenv("NB_TEST_TERMINAL") == "1"}))
 		},
 	})
 }
@@ -64,7 +65,7 @@ func TestInstallZip(t *testing.T) {
 	f.Close()
 	dest := filepath.Join(dir, "pages")
 	var out, errOut strings.Builder
-	if code := Main(context.Background(), []string{"install", "-S", zpath, "-P", dest}, nil, &out, &errOut); code != 0 {
+	if code := Main(context.Background(), []string{"install", "-S", zpath, "-P", dest}, Process{Stdout: &out, Stderr: &errOut}); code != 0 {
 		t.Fatalf("install: %d %s", code, errOut.String())
 	}
 	if b, err := os.ReadFile(filepath.Join(dest, "utilities", "web.yml")); err != nil || !strings.HasPrefix(string(b), "description") {
@@ -73,7 +74,7 @@ func TestInstallZip(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dest, "README.md")); err != nil {
 		t.Error(err)
 	}
-	if code := Main(context.Background(), []string{"install", "-S", zpath, "-P", dest}, nil, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "already exists") {
+	if code := Main(context.Background(), []string{"install", "-S", zpath, "-P", dest}, Process{Stdout: &out, Stderr: &errOut}); code != 1 || !strings.Contains(errOut.String(), "already exists") {
 		t.Errorf("second install: %d %s", code, errOut.String())
 	}
 }
@@ -103,7 +104,7 @@ func TestServe(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan int)
 	go func() {
-		done <- Main(ctx, []string{"serve", "-P", dir, "-A", "127.0.0.1:0", "--lazy"}, nil, io.Discard, pw)
+		done <- Main(ctx, []string{"serve", "-P", dir, "-A", "127.0.0.1:0", "--lazy"}, Process{Environ: os.Environ(), Stdout: io.Discard, Stderr: pw})
 		pw.Close()
 	}()
 	sc := bufio.NewScanner(pr)
@@ -135,5 +136,67 @@ func TestServe(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not stop")
+	}
+}
+
+// exitCause is a context cause with an exit status, as cmd/nb's signals.
+type exitCause int
+
+func (e exitCause) Error() string { return "stopped" }
+func (e exitCause) ExitCode() int { return int(e) }
+
+// A run stopped by its context (Ctrl-C, SIGTERM) is not a success: it
+// exits 130, or the code the cause carries (143 for SIGTERM). It used to
+// exit 0.
+func TestRunInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	os.WriteFile(filepath.Join(dir, "p.yml"), []byte("functions:\n  nap:\n    description: d\n    parameters: {}\n    cmdline: [sh, -c, 'touch "+started+"; exec sleep 30']\n"), 0o644)
+	for _, cause := range []error{nil, exitCause(143)} {
+		os.Remove(started)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		done := make(chan int)
+		var out strings.Builder
+		go func() {
+			done <- Main(ctx, []string{"run", "-P", dir, "-F", "nap", "-A"}, Process{Environ: os.Environ(), Stdout: &out, Stderr: io.Discard})
+		}()
+		for i := 0; i < 500; i++ {
+			if _, err := os.Stat(started); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel(cause)
+		want := 130
+		if cause != nil {
+			want = 143
+		}
+		select {
+		case code := <-done:
+			if code != want {
+				t.Errorf("cause %v: exit %d, want %d", cause, code, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("run did not stop")
+		}
+	}
+	// Interrupted while asking for an argument.
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	os.WriteFile(filepath.Join(dir, "q.yml"), []byte("functions:\n  ask:\n    description: d\n    parameters: {x: {type: string, description: d}}\n    cmdline: [echo, '${x}']\n"), 0o644)
+	done := make(chan int)
+	go func() {
+		done <- Main(ctx, []string{"run", "-P", dir, "-F", "ask"}, Process{Environ: os.Environ(), Stdin: pr, Stdout: io.Discard, Stderr: io.Discard, Terminal: true})
+	}()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	select {
+	case code := <-done:
+		if code != 130 {
+			t.Errorf("interrupted prompt: exit %d, want 130", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the prompt did not end on Ctrl-C")
 	}
 }

@@ -17,13 +17,11 @@ import (
 )
 
 func (c *command) install(args []string) error {
-	fs := c.flags("install")
+	fs := c.flags("install", "Install pages from a local archive or folder.")
 	var source, dest string
-	fs.StringVar(&source, "S", "", "shorthand for --source")
-	fs.StringVar(&source, "source", "", "a local .zip, .tar.gz or .tgz archive, or a folder of pages (nb does not download)")
-	fs.StringVar(&dest, "P", "~/.robopages", "shorthand for --path")
-	fs.StringVar(&dest, "path", "~/.robopages", "where to install the pages")
-	if err := parse(fs, args); err != nil {
+	fs.stringVar(&source, "S", "source", "", "ARCHIVE", "a local .zip, .tar.gz or .tgz archive, or a folder of pages (nb does not download)")
+	fs.stringVar(&dest, "P", "path", "~/.robopages", "PATH", "where to install the pages")
+	if err := fs.parse(args, c.stdout); err != nil {
 		return err
 	}
 	if source == "" {
@@ -32,7 +30,7 @@ func (c *command) install(args []string) error {
 	if _, err := os.Stat(source); err != nil {
 		return fmt.Errorf("%s is not a local file or folder, and nb does not download: fetch the archive (for GitHub, https://github.com/<owner>/<repo>/archive/refs/heads/main.zip) and pass its path with --source", source)
 	}
-	dest = filepath.Clean(robopage.ExpandPath(dest))
+	dest = filepath.Clean(robopage.ExpandPath(dest, c.environ))
 	if _, err := os.Lstat(dest); err == nil {
 		return fmt.Errorf("%s already exists: remove it or choose another --path", dest)
 	}

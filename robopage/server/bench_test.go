@@ -31,7 +31,7 @@ func benchServer(b *testing.B) (*httptest.Server, *robopage.Library) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(&Server{Library: lib, Executor: &robopage.Executor{Workers: 64}, Log: quietLog()})
+	srv := httptest.NewServer(&Server{Library: lib, Executor: &robopage.Executor{Workers: 64, Environ: os.Environ()}, Log: quietLog()})
 	b.Cleanup(srv.Close)
 	return srv, lib
 }
@@ -54,7 +54,7 @@ func BenchmarkSpawnEcho(b *testing.B) {
 func BenchmarkExecutorEcho(b *testing.B) {
 	_, lib := benchServer(b)
 	f, _ := lib.Function("echo")
-	ex := &robopage.Executor{}
+	ex := &robopage.Executor{Environ: os.Environ()}
 	args := map[string]string{"message": "hello"}
 	for b.Loop() {
 		if out, err := ex.Call(context.Background(), f, args); err != nil || out != "hello\n" {

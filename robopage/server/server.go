@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -55,14 +56,16 @@ func (s *Server) init() {
 // ServeHTTP routes a request as the reference does.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.init()
-	// The reference allows no CORS origin: browsers are refused.
-	if r.Header.Get("Origin") != "" {
-		plain(w, http.StatusBadRequest, "Origin is not allowed to make this request")
-		return
-	}
+	// The token is checked before anything else, the body above all:
+	// a client without it gets its 401 at once, however slowly it sends.
 	if s.Token != "" && !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="robopages"`)
-		plain(w, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token>")
+		reject(w, r, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token>")
+		return
+	}
+	// The reference allows no CORS origin: browsers are refused.
+	if r.Header.Get("Origin") != "" {
+		reject(w, r, http.StatusBadRequest, "Origin is not allowed to make this request")
 		return
 	}
 	switch {
@@ -75,15 +78,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/process" {
 			w.Header().Set("Allow", "GET, POST")
 		}
+		if r.ContentLength != 0 {
+			w.Header().Set("Connection", "close")
+		}
 		w.WriteHeader(http.StatusMethodNotAllowed)
 	default:
 		plain(w, http.StatusNotFound, "nope")
 	}
 }
 
+// authorized compares the request's bearer token with the server's in
+// constant time: digests of equal length, so not even the token's length
+// shows in the time taken.
 func (s *Server) authorized(r *http.Request) bool {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.Token)) == 1
+	a, b := sha256.Sum256([]byte(strings.TrimSpace(got))), sha256.Sum256([]byte(s.Token))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1 && ok
 }
 
 // list serves GET / and GET /{filter}. Unlike the reference, a filter may
@@ -239,20 +249,26 @@ func jsonKind(k string) string {
 // failure in request order, as the reference.
 func (s *Server) process(w http.ResponseWriter, r *http.Request) {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		plain(w, http.StatusBadRequest, "Content type error: send the calls with Content-Type: application/json")
+		reject(w, r, http.StatusBadRequest, "Content type error: send the calls with Content-Type: application/json")
 		return
 	}
 	if r.ContentLength > MaxBody {
-		plain(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("JSON payload (%d bytes) is larger than allowed (limit: %d bytes).", r.ContentLength, MaxBody))
+		reject(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("JSON payload (%d bytes) is larger than allowed (limit: %d bytes).", r.ContentLength, MaxBody))
 		return
 	}
+	// Serve's ReadTimeout bounds the time the body takes to arrive.
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 	if err != nil {
-		plain(w, http.StatusBadRequest, "cannot read the request: "+err.Error())
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			reject(w, r, http.StatusRequestTimeout, "the request did not arrive within the server's read timeout: send it faster")
+			return
+		}
+		reject(w, r, http.StatusBadRequest, "cannot read the request: "+err.Error())
 		return
 	}
 	if len(body) > MaxBody {
-		plain(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("JSON payload is larger than allowed (limit: %d bytes).", MaxBody))
+		reject(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("JSON payload is larger than allowed (limit: %d bytes).", MaxBody))
 		return
 	}
 	calls, err := DecodeCalls(body)
@@ -307,6 +323,22 @@ func (s *Server) Run(ctx context.Context, calls []Call) ([]Result, error) {
 	return results, nil
 }
 
+// reject answers a request whose body is not read: the connection is
+// closed after the answer, so the server does not wait for (and read)
+// the rest of a body it does not want.
+func reject(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	if r.ContentLength == 0 {
+		plain(w, code, msg)
+		return
+	}
+	w.Header().Set("Connection", "close")
+	plain(w, code, msg)
+	// net/http drains up to 256 KB of an unread body after the handler,
+	// even on a connection it then closes: an immediate read deadline
+	// ends that at once (the answer is written first).
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
 func plain(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(len(msg)))
@@ -354,10 +386,56 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Serve answers requests on ln until ctx is done, then shuts down,
-// letting calls in progress finish for up to 5 seconds.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+// Limits bound what clients can hold of a server: slow requests are cut
+// off, and one address cannot take every connection.
+type Limits struct {
+	// HeaderTimeout bounds reading a request's headers; 0 is 10s.
+	HeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, headers and body; 0 is
+	// 30s (2 MB at 70 KB/s). A body still arriving then gets 408.
+	ReadTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection idle that long; 0 is 2m.
+	IdleTimeout time.Duration
+	// MaxClientConns bounds the open connections of one client address;
+	// 0 is DefaultMaxClientConns. Connections beyond it get 429 and are
+	// closed at once.
+	MaxClientConns int
+	// MaxConns bounds the open connections in all; 0 is DefaultMaxConns.
+	// Beyond it new connections wait to be accepted.
+	MaxConns int
+}
+
+// Defaults of Limits.
+const (
+	DefaultMaxClientConns = 64
+	DefaultMaxConns       = 1024
+)
+
+func (l Limits) withDefaults() Limits {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&l.HeaderTimeout, 10*time.Second)
+	def(&l.ReadTimeout, 30*time.Second)
+	def(&l.IdleTimeout, 2*time.Minute)
+	if l.MaxClientConns <= 0 {
+		l.MaxClientConns = DefaultMaxClientConns
+	}
+	if l.MaxConns <= 0 {
+		l.MaxConns = DefaultMaxConns
+	}
+	return l
+}
+
+// Serve answers requests on ln within lim until ctx is done, then shuts
+// down, letting calls in progress finish for up to 5 seconds. A call runs
+// as long as its executor allows: no write timeout cuts its answer.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, lim Limits) error {
+	lim = lim.withDefaults()
+	ln = newLimitListener(ln, lim.MaxClientConns, lim.MaxConns)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: lim.HeaderTimeout, ReadTimeout: lim.ReadTimeout, IdleTimeout: lim.IdleTimeout}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/robopage"
 )
 
@@ -50,6 +51,12 @@ functions:
     description: A missing program.
     parameters: {}
     cmdline: [nb-no-such-program]
+  rendezvous:
+    description: Meet another call that runs at the same time.
+    parameters:
+      mine: {type: string, description: the file this call creates}
+      other: {type: string, description: the file it waits for}
+    cmdline: [sh, -c, 'touch "$1"; while [ ! -e "$2" ]; do sleep 0.01; done; echo met', sh, "${mine}", "${other}"]
 `
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -67,6 +74,9 @@ func newServer(t *testing.T, ex *robopage.Executor, token string) *httptest.Serv
 	}
 	if ex == nil {
 		ex = &robopage.Executor{}
+	}
+	if ex.Environ == nil {
+		ex.Environ = os.Environ()
 	}
 	srv := httptest.NewServer(&Server{Library: lib, Executor: ex, Token: token, Log: quietLog()})
 	t.Cleanup(srv.Close)
@@ -113,7 +123,7 @@ func TestFlavorsMatchReference(t *testing.T) {
 	if err != nil {
 		t.Skip("corpus:", err)
 	}
-	srv := httptest.NewServer(&Server{Library: lib, Log: quietLog()})
+	srv := httptest.NewServer(&Server{Library: lib, Executor: &robopage.Executor{Environ: os.Environ()}, Log: quietLog()})
 	defer srv.Close()
 	for _, flavor := range []string{"openai", "rigging", "nerve"} {
 		want, err := os.ReadFile("testdata/web." + flavor + ".json")
@@ -176,6 +186,8 @@ func TestRoutes(t *testing.T) {
 		{"POST", "/process", "application/json", `[{"function":{"name":"echo","arguments":{}}}]`, 400, "error executing call: missing required argument message for function echo"},
 		{"POST", "/process", "application/json", `[{"function":{"name":"echo","arguments":{"message":"a","x":"b"}}}]`, 400, "error executing call: unknown argument x for function echo"},
 		{"POST", "/process", "application/json", `[{"function":{"name":"nocontainer","arguments":{}}}]`, 400, "error executing call: container required for function nocontainer"},
+		{"POST", "/process", "application/json", `[{"function":{"name":"echo","arguments":{"message":"-e"}}}]`, 400, "error executing call: argument message of function echo starts with \"-\" (\"-e\") and would be read as an option: pass a value that does not start with \"-\" (a page allows it with `allow: [leading-dash]` on the parameter)"},
+		{"POST", "/process", "application/json", `[{"function":{"name":"echo","arguments":{"message":"-5"}}},{"function":{"name":"strings_of","arguments":{"p":"../../etc/passwd"}}}]`, 400, "error executing call: argument p of function strings_of has a \"..\" path segment (\"../../etc/passwd\") and could reach outside the folder the page means: pass a path without \"..\" (a page allows it with `allow: [parent-dir]` on the parameter)"},
 		{"POST", "/process", "application/json", strings.Repeat(" ", MaxBody+1), 413, fmt.Sprintf("JSON payload (%d bytes) is larger than allowed (limit: 2097152 bytes).", MaxBody+1)},
 		{"GET", "/", "", "", 400, "Origin is not allowed to make this request"}, // with Origin, below
 	}
@@ -192,7 +204,8 @@ func TestRoutes(t *testing.T) {
 }
 
 func TestProcess(t *testing.T) {
-	srv := newServer(t, &robopage.Executor{Timeout: 500 * time.Millisecond, KillGrace: 200 * time.Millisecond, MaxOutput: 1 << 20}, "")
+	// No short timeout here: these calls must not depend on the machine's speed.
+	srv := newServer(t, nil, "")
 	body := `[
 	 {"id":"call_1","type":"function","function":{"name":"echo","arguments":{"message":"test1"}}},
 	 {"id":null,"function":{"name":"echo","arguments":{"message":"test2"}}},
@@ -214,11 +227,17 @@ func TestProcess(t *testing.T) {
 	 {"role":"tool","call_id":"call_6","content":"true\n"}
 	]`, got)
 
-	// Timeout kill and output cap, in one batch that runs concurrently.
+}
+
+// The timeout and the output cap, each on its own executor so that
+// neither depends on how fast the machine is: the 10 MB of big never
+// meet a timeout, and sleep's outcome does not depend on whether its
+// shell printed before the deadline. (Both once shared one 500 ms
+// timeout, and big failed when a loaded machine took longer.)
+func TestProcessLimits(t *testing.T) {
+	timed := newServer(t, &robopage.Executor{Timeout: 500 * time.Millisecond, KillGrace: 200 * time.Millisecond}, "")
 	start := time.Now()
-	code, got = do(t, "POST", srv.URL+"/process", "application/json", `[
-	 {"id":"a","function":{"name":"sleep","arguments":{}}},
-	 {"id":"b","function":{"name":"big","arguments":{}}}]`)
+	code, got := do(t, "POST", timed.URL+"/process", "application/json", `[{"id":"a","function":{"name":"sleep","arguments":{}}}]`)
 	if code != 200 {
 		t.Fatalf("%d %s", code, got)
 	}
@@ -227,15 +246,48 @@ func TestProcess(t *testing.T) {
 	}
 	var res []Result
 	json.Unmarshal([]byte(got), &res)
-	if len(res) != 2 || *res[0].CallID != "a" || *res[1].CallID != "b" {
+	if len(res) != 1 || *res[0].CallID != "a" {
 		t.Fatalf("results %.200s", got)
 	}
-	if want := "EXIT CODE: signal: 15 (SIGTERM)\ngoing to sleep\n\nnb: timed out after 500ms: the process group was killed"; res[0].Content != want {
-		t.Errorf("timeout content %q, want %q", res[0].Content, want)
+	// sh has no SIGTERM handler: as the init of a pid namespace it gets
+	// SIGKILL (see package proc); otherwise SIGTERM ends it.
+	status := "signal: 15 (SIGTERM)"
+	if m := proc.Detect(); m == proc.PIDNamespace || m == proc.UserNamespace {
+		status = "signal: 9 (SIGKILL)"
 	}
-	if want := strings.Repeat("x", 1<<20) + "\nnb: stdout cut to its first 1048576 bytes of 10485760"; res[1].Content != want {
-		t.Errorf("capped content: %d bytes, ends %q", len(res[1].Content), res[1].Content[max(0, len(res[1].Content)-60):])
+	note := "nb: timed out after 500ms: the command and everything it started were stopped"
+	if c := res[0].Content; c != "EXIT CODE: "+status+"\ngoing to sleep\n\n"+note && c != "EXIT CODE: "+status+"\n"+note {
+		t.Errorf("timeout content %q, want EXIT CODE: %s, perhaps going to sleep, then %q", c, status, note)
 	}
+
+	capped := newServer(t, &robopage.Executor{Timeout: -1, MaxOutput: 1 << 20}, "")
+	code, got = do(t, "POST", capped.URL+"/process", "application/json", `[{"id":"b","function":{"name":"big","arguments":{}}}]`)
+	if code != 200 {
+		t.Fatalf("%d %.200s", code, got)
+	}
+	res = nil
+	json.Unmarshal([]byte(got), &res)
+	if len(res) != 1 || *res[0].CallID != "b" {
+		t.Fatalf("results %.200s", got)
+	}
+	if want := strings.Repeat("x", 1<<20) + "\nnb: stdout cut to its first 1048576 bytes of 10485760"; res[0].Content != want {
+		t.Errorf("capped content: %d bytes, ends %q", len(res[0].Content), res[0].Content[max(0, len(res[0].Content)-60):])
+	}
+}
+
+// The calls of a batch run at the same time: each of these two waits
+// for the other to start, which never happens if they run one by one.
+func TestProcessBatchConcurrent(t *testing.T) {
+	srv := newServer(t, &robopage.Executor{Timeout: 20 * time.Second, Workers: 2}, "")
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	code, got := do(t, "POST", srv.URL+"/process", "application/json", fmt.Sprintf(`[
+	 {"id":"1","function":{"name":"rendezvous","arguments":{"mine":%q,"other":%q}}},
+	 {"id":"2","function":{"name":"rendezvous","arguments":{"mine":%q,"other":%q}}}]`, a, b, b, a))
+	if code != 200 {
+		t.Fatalf("%d %s", code, got)
+	}
+	jsonEqual(t, "rendezvous", `[{"role":"tool","call_id":"1","content":"met\n"},{"role":"tool","call_id":"2","content":"met\n"}]`, got)
 }
 
 // 200 concurrent calls, each in its own request, all answered.

@@ -14,7 +14,7 @@ import (
 
 // Version identifies the compiler's output; it is part of every cache key,
 // so bump it whenever the Lua produced for some source changes.
-const Version = "nb-fennel-2"
+const Version = "nb-fennel-3"
 
 // maxMemEntries bounds the memory cache; cartridges hold few adapters, so
 // reaching it means sources are generated, and starting over is fine.
@@ -35,15 +35,17 @@ func NewCache(dir string) *Cache {
 }
 
 // DefaultCacheDir is $XDG_CACHE_HOME/nano-bots/fennel, or
-// ~/.cache/nano-bots/fennel when XDG_CACHE_HOME is not set.
-func DefaultCacheDir() (string, error) {
+// ~/.cache/nano-bots/fennel when XDG_CACHE_HOME is not set, with the
+// variables getenv gives (the caller's environment, not necessarily the
+// process's).
+func DefaultCacheDir(getenv func(string) string) (string, error) {
 	// The XDG specification says a relative path is to be ignored.
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" && filepath.IsAbs(d) {
+	if d := getenv("XDG_CACHE_HOME"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "nano-bots", "fennel"), nil
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("fennel cache directory: %w", err)
+	home := getenv("HOME")
+	if home == "" || !filepath.IsAbs(home) {
+		return "", fmt.Errorf("fennel cache directory: neither XDG_CACHE_HOME nor HOME is an absolute path")
 	}
 	return filepath.Join(home, ".cache", "nano-bots", "fennel"), nil
 }

@@ -64,7 +64,7 @@ func Compile(src string, opts Options) (lua string, err error) {
 	forms := newReader(src, opts).readAll()
 	top := newScope(nil, true)
 	top.vararg = true
-	b := &block{}
+	b := c.newBlock()
 	if opts.Params != nil {
 		fnScope := newScope(top, true)
 		var names []string
@@ -76,7 +76,7 @@ func Compile(src string, opts Options) (lua string, err error) {
 			}
 			names = append(names, c.declare(&node{kind: kSym, s: p, line: 1, col: 1}, fnScope, false))
 		}
-		body := &block{}
+		body := c.newBlock()
 		c.body(forms, fnScope, body, copts{tail: true})
 		b.emit("return function(" + strings.Join(names, ", ") + ")")
 		b.nest(body)
@@ -99,7 +99,13 @@ type compiler struct {
 	mr *macroRuntime
 	// expansions counts the macro expansions being compiled, nested.
 	expansions int
+	// line is the source line of the form being compiled: the line the
+	// statements emitted now come from.
+	line int
 }
+
+// newBlock returns an empty block whose statements record c.line.
+func (c *compiler) newBlock() *block { return &block{line: &c.line} }
 
 func (c *compiler) fail(n *node, format string, args ...any) {
 	line, col := 1, 1
@@ -187,9 +193,12 @@ func (s *scope) addLua(name string) {
 	s.lua[name] = true
 }
 
-// block is a list of Lua statements being produced.
+// block is a list of Lua statements being produced, each with the
+// source line it comes from.
 type block struct {
 	lines []string
+	at    []int
+	line  *int // the compiler's current line
 }
 
 func (b *block) emit(s string) {
@@ -198,20 +207,47 @@ func (b *block) emit(s string) {
 		s = ";" + s
 	}
 	b.lines = append(b.lines, s)
+	at := 0
+	if b.line != nil {
+		at = *b.line
+	}
+	b.at = append(b.at, at)
 }
 
 func (b *block) nest(sub *block) {
-	for _, l := range sub.lines {
+	for i, l := range sub.lines {
 		b.lines = append(b.lines, "  "+l)
+		b.at = append(b.at, sub.at[i])
 	}
 }
 
+// append adds the statements of sub, at the same level.
+func (b *block) append(sub *block) {
+	b.lines = append(b.lines, sub.lines...)
+	b.at = append(b.at, sub.at...)
+}
+
+// String returns the Lua code with every statement on the line of the
+// source it comes from, when the statements before it leave room (as
+// Fennel's --correlate does): the chunk's line numbers are the source's,
+// so Lua's run-time errors name the line in the cartridge. Statements
+// that share a line are separated by a space; one whose line has passed
+// goes on the current line.
 func (b *block) String() string {
 	var sb strings.Builder
-	for _, l := range b.lines {
-		sb.WriteString(l)
-		sb.WriteByte('\n')
+	cur := 1
+	for i, l := range b.lines {
+		at := b.at[i]
+		switch {
+		case at > cur:
+			sb.WriteString(strings.Repeat("\n", at-cur))
+			cur = at
+		case i > 0:
+			sb.WriteByte(' ')
+		}
+		sb.WriteString(strings.TrimLeft(l, " "))
 	}
+	sb.WriteByte('\n')
 	return sb.String()
 }
 
@@ -278,6 +314,10 @@ func (c *compiler) body(forms []*node, sc *scope, b *block, o copts) []expr {
 
 // compile compiles one form.
 func (c *compiler) compile(n *node, sc *scope, b *block, o copts) []expr {
+	if n.line > 0 && n.line != c.line {
+		defer func(line int) { c.line = line }(c.line)
+		c.line = n.line
+	}
 	if n.kind == kList {
 		return c.compileList(n, sc, b, o)
 	}
@@ -299,6 +339,12 @@ func (c *compiler) finish(es []expr, b *block, o copts) []expr {
 	case o.tail:
 		if len(es) == 0 {
 			b.emit("return")
+		} else if len(es) == 1 && es[0].k == ekCall && strings.HasPrefix(es[0].code, "error(") {
+			// error never returns. Called as a statement, not by a tail
+			// call: golua reports no position for an error raised by a
+			// function called in a tail call. Locals never take the Lua
+			// name error (reservedGlobals), so this is the global.
+			b.emit(es[0].code)
 		} else {
 			b.emit("return " + joinExprs(es))
 		}
@@ -368,7 +414,7 @@ func (c *compiler) stmtForm(sc *scope, b *block, o copts, body func(b *block, o 
 	if sc.hasVararg() {
 		args = "..."
 	}
-	fb := &block{}
+	fb := c.newBlock()
 	body(fb, copts{tail: true})
 	b.emit("local function " + name + "(" + args + ")")
 	b.nest(fb)

@@ -220,14 +220,15 @@ func TestCache(t *testing.T) {
 }
 
 func TestDefaultCacheDir(t *testing.T) {
-	t.Setenv("XDG_CACHE_HOME", "/x/cache")
-	if d, _ := DefaultCacheDir(); d != "/x/cache/nano-bots/fennel" {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	if d, _ := DefaultCacheDir(env(map[string]string{"XDG_CACHE_HOME": "/x/cache", "HOME": "/home/u"})); d != "/x/cache/nano-bots/fennel" {
 		t.Errorf("with XDG_CACHE_HOME: %q", d)
 	}
-	t.Setenv("XDG_CACHE_HOME", "")
-	t.Setenv("HOME", "/home/u")
-	if d, _ := DefaultCacheDir(); d != "/home/u/.cache/nano-bots/fennel" {
-		t.Errorf("without XDG_CACHE_HOME: %q", d)
+	if d, _ := DefaultCacheDir(env(map[string]string{"XDG_CACHE_HOME": "relative", "HOME": "/home/u"})); d != "/home/u/.cache/nano-bots/fennel" {
+		t.Errorf("with a relative XDG_CACHE_HOME: %q", d)
+	}
+	if d, err := DefaultCacheDir(env(nil)); err == nil {
+		t.Errorf("without HOME: %q", d)
 	}
 }
 

@@ -35,7 +35,7 @@ func spFn(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) {
 	}
 
 	fs := newScope(sc, true)
-	inner := &block{}
+	inner := c.newBlock()
 	var names []string
 	type later struct {
 		pat  *node
@@ -181,7 +181,7 @@ func spHashfn(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool)
 		}
 		fs.syms["$..."] = &binding{lua: "..."}
 	}
-	inner := &block{}
+	inner := c.newBlock()
 	c.compile(n.items[1], fs, inner, copts{tail: true})
 	name := c.gensym(sc, "")
 	b.emit("local function " + name + "(" + strings.Join(names, ", ") + ")")

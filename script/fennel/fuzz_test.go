@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	rt "github.com/arnodel/golua/runtime"
+
+	"github.com/nbots/nb/script/internal/guard"
 )
 
 // fuzzSeeds adds every differential program as a seed.
@@ -26,7 +28,23 @@ func fuzzSeeds(f *testing.F) {
 	for _, s := range []string{"", "(", ")", "#", "#(", "\"\\", ":", "a:b.c", "[& x]", "{:a}", "(fn [...] ...)", "'x", "`(,x)",
 		"(macro m [x] `(let [y# ,x] (+ y# y#)))\n(m 2)", "(macros {:m (fn [& xs] `[,(unpack xs)])})\n(m 1 2)",
 		"(macro m [x] (list (sym :print) x (gensym)))\n(m 1)", "(macro m [] (macroexpand `(m)))\n(m)",
-		"(macro m [x] (assert-compile (sym? x) \"want a symbol\" x) x)\n(m 1)", "'[1 ,x {:a 2}]"} {
+		"(macro m [x] (assert-compile (sym? x) \"want a symbol\" x) x)\n(m 1)", "'[1 ,x {:a 2}]",
+		// Inputs that once threatened the process: deep nesting for the
+		// reader and the compiler, macros that recurse, a metamethod
+		// that recurses at compile time.
+		strings.Repeat("(", 10000) + strings.Repeat(")", 10000), strings.Repeat("[", 10000),
+		strings.Repeat("{:a ", 5000), strings.Repeat("'", 10000) + "x", strings.Repeat("#(", 300),
+		strings.Repeat("(+ 1 ", 199) + "1" + strings.Repeat(")", 199),
+		strings.Repeat("(fn [] ", 199) + "1" + strings.Repeat(")", 199),
+		strings.Repeat("(let [x ", 100) + "1" + strings.Repeat("] x)", 100),
+		"(macro m [x] `(m ,x)) (m 1)",
+		"(macro deep [n] (var f 1) (for [i 1 n] (set f (list (sym :+) 1 f))) f) (deep 190)",
+		"(macro deep [n] (var f 1) (for [i 1 n] (set f (list (sym :deep) 1 f))) f) (deep 190)",
+		"(macro m [] (let [mt {} t (setmetatable {} mt)] (set mt.__len (fn [s] (length s))) (length t))) (m)",
+		"(macro m [] (let [mt {} t (setmetatable {} mt)] (set mt.__index (fn [s k] (. s k))) (. t :x))) (m)",
+		"(local m {}) (local t (setmetatable {} m)) (set m.__len (fn [s] (length s))) (length t)",
+		"(macro big [] (let [t []] (for [i 1 70000] (table.insert t i)) t)) (big)",
+	} {
 		f.Add(s)
 	}
 }
@@ -77,7 +95,11 @@ var (
 
 // parseLua compiles Lua source with golua's compiler, which also rejects
 // what Lua rejects beyond syntax (such as ... outside a vararg function).
+// Lua nested past guard.MaxGeneratedDepth is refused first, as nb does.
 func parseLua(src string) (*rt.Closure, error) {
+	if err := guard.CheckNesting([]byte(src), guard.MaxGeneratedDepth); err != nil {
+		return nil, nil
+	}
 	luaCheckMu.Lock()
 	defer luaCheckMu.Unlock()
 	return luaCheck.CompileAndLoadLuaChunk("fuzz.lua", []byte(src), rt.NilValue)

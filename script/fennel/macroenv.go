@@ -17,11 +17,14 @@ import (
 	"github.com/arnodel/golua/lib/tablelib"
 	"github.com/arnodel/golua/lib/utf8lib"
 	rt "github.com/arnodel/golua/runtime"
+
+	"github.com/nbots/nb/script/internal/guard"
 )
 
 // Limits of compile-time code. Each macro definition and each expansion
 // runs under macroCallLimits; a whole compilation may spend macroCPUBudget.
-var macroCallLimits = rt.RuntimeResources{Cpu: 20_000_000, Memory: 32 << 20, Millis: 2000}
+// The memory limit is real memory (see guard.Counted).
+var macroCallLimits = rt.RuntimeResources{Cpu: 20_000_000, Memory: guard.Counted(32 << 20), Millis: 2000}
 
 const (
 	macroCPUBudget   = 100_000_000
@@ -55,6 +58,8 @@ func baseFunctions() map[string]rt.Value {
 		for _, name := range macroSafeBase {
 			macroBase[name] = g.Get(rt.StringValue(name))
 		}
+		// golua's setmetatable does not count the table it links.
+		macroBase["setmetatable"] = rt.FunctionValue(guard.Setmetatable)
 	})
 	return macroBase
 }
@@ -235,7 +240,12 @@ func (c *compiler) macroRuntime(at *node) *macroRuntime {
 	mr := &macroRuntime{c: c, origin: map[*rt.Table]*node{}}
 	r := rt.New(io.Discard)
 	mr.r = r
+	// Calls into Lua from Go (metamethods, pcall...) nest on the Go
+	// stack: the hook bounds them.
+	guard.Install(r.MainThread(), nil)
+	guard.InstallFinalizers(r, nil)
 	lib.LoadLibs(r, packagelib.LibLoader, stringlib.LibLoader, tablelib.LibLoader, mathlib.LibLoader, utf8lib.LibLoader)
+	guard.ReplaceFormat(r)
 	g := r.GlobalEnv()
 	env := rt.NewTable()
 	for name, v := range baseFunctions() {
@@ -346,11 +356,26 @@ func (e *limitError) Error() string {
 
 // eval runs compiled compile-time Lua and returns its first value.
 func (mr *macroRuntime) eval(lua string) (rt.Value, error) {
-	chunk, err := mr.r.CompileAndLoadLuaChunk(macroChunkPrefix, []byte(lua), rt.TableValue(mr.env))
+	chunk, err := mr.loadCode(lua)
 	if err != nil {
 		return rt.NilValue, fmt.Errorf("compile-time code does not load: %v", err)
 	}
 	return mr.run(func(t *rt.Thread) (rt.Value, error) { return rt.Call1(t, rt.FunctionValue(chunk)) })
+}
+
+// loadCode compiles compile-time Lua, refusing what would make golua's
+// parser recurse too deeply (guard.CheckNesting) and turning a panic of
+// golua's compiler into an error.
+func (mr *macroRuntime) loadCode(lua string) (chunk *rt.Closure, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			chunk, err = nil, fmt.Errorf("the Lua compiler failed on this code (%v)", p)
+		}
+	}()
+	if err := guard.CheckNesting([]byte(lua), guard.MaxGeneratedDepth); err != nil {
+		return nil, err
+	}
+	return mr.r.CompileAndLoadLuaChunk(macroChunkPrefix, []byte(lua), rt.TableValue(mr.env))
 }
 
 // callMacro calls macro m with args.

@@ -135,7 +135,7 @@ func num(at *node, i int64) *node {
 // doBlock compiles forms in a new scope inside do ... end.
 func (c *compiler) doBlock(forms []*node, sc *scope, b *block, o copts) {
 	sub := newScope(sc, false)
-	inner := &block{}
+	inner := c.newBlock()
 	c.body(forms, sub, inner, o)
 	if len(inner.lines) == 0 {
 		return
@@ -160,7 +160,7 @@ func spLet(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) {
 	c.assert(len(n.items) >= 3, n, "expected body expression")
 	return c.stmt(sc, b, o, func(b *block, o copts) {
 		sub := newScope(sc, false)
-		inner := &block{}
+		inner := c.newBlock()
 		for i := 0; i < len(bindings); i += 2 {
 			c.bind(bindings[i], bindings[i+1], sub, inner, bLocal)
 		}
@@ -237,7 +237,7 @@ func (c *compiler) ifChain(items []*node, sc *scope, b *block, o copts) {
 // body then the remaining clauses.
 func (c *compiler) ifRest(cond expr, items []*node, sc *scope, b *block, o copts) {
 	branch := func(x *node) *block {
-		bb := &block{}
+		bb := c.newBlock()
 		c.compile(x, newScope(sc, false), bb, o)
 		return bb
 	}
@@ -245,11 +245,12 @@ func (c *compiler) ifRest(cond expr, items []*node, sc *scope, b *block, o copts
 	b.nest(branch(items[0]))
 	rest := items[1:]
 	for len(rest) >= 2 {
-		cb := &block{}
+		cb := c.newBlock()
 		cond := c.compile1(rest[0], sc, cb)
 		if len(cb.lines) > 0 {
 			// The condition needs statements: they go in the else branch.
-			eb := &block{lines: cb.lines}
+			eb := c.newBlock()
+			eb.append(cb)
 			c.ifRest(cond, rest[1:], sc, eb, o)
 			b.emit("else")
 			b.nest(eb)
@@ -271,7 +272,7 @@ func (c *compiler) elseBranch(rest []*node, b *block, o copts, branch func(*node
 		return
 	}
 	if o.tail || o.target != "" {
-		eb := &block{}
+		eb := c.newBlock()
 		c.finish([]expr{nilExpr}, eb, o)
 		b.emit("else")
 		b.nest(eb)
@@ -324,7 +325,7 @@ func spEach(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) {
 			destructs = append(destructs, later{bn, names[i]})
 		}
 	}
-	inner := &block{}
+	inner := c.newBlock()
 	for _, d := range destructs {
 		c.bindExpr(d.pat, expr{d.name, ekSym}, sub, inner, bLocal)
 	}
@@ -355,7 +356,7 @@ func spFor(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) {
 	}
 	sub := newScope(sc, false)
 	name := c.declare(items[0], sub, false)
-	inner := &block{}
+	inner := c.newBlock()
 	c.emitUntil(until, sub, inner)
 	c.doBodyInto(n.items[2:], sub, inner)
 	b.emit("for " + name + " = " + strings.Join(rng, ", ") + " do")
@@ -366,11 +367,11 @@ func spFor(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) {
 
 func spWhile(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) {
 	c.assert(len(n.items) >= 2, n, "expected condition")
-	cb := &block{}
+	cb := c.newBlock()
 	cond := c.compile1(n.items[1], sc, cb)
-	inner := &block{}
+	inner := c.newBlock()
 	if len(cb.lines) > 0 {
-		inner.lines = append(inner.lines, cb.lines...)
+		inner.append(cb)
 		inner.emit("if not " + cond.code + " then break end")
 		cond = expr{"true", ekLit}
 	}
@@ -480,7 +481,7 @@ func spAndOr(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) 
 	}
 	var parts []string
 	for i, a := range args {
-		ab := &block{}
+		ab := c.newBlock()
 		e := c.operand(a, sc, ab)
 		if len(ab.lines) == 0 {
 			parts = append(parts, e.code)
@@ -490,7 +491,7 @@ func spAndOr(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) 
 		// temporary and an if.
 		tmp := c.gensym(sc, op+"_")
 		if len(parts) == 0 {
-			b.lines = append(b.lines, ab.lines...)
+			b.append(ab)
 			b.emit("local " + tmp + " = " + e.code)
 		} else {
 			b.emit("local " + tmp + " = " + "(" + strings.Join(parts, " "+op+" ") + ")")
@@ -499,7 +500,8 @@ func spAndOr(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) 
 				test = "not " + tmp
 			}
 			b.emit("if " + test + " then")
-			inner := &block{lines: ab.lines}
+			inner := c.newBlock()
+			inner.append(ab)
 			inner.emit(tmp + " = " + e.code)
 			b.nest(inner)
 			b.emit("end")

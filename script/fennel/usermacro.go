@@ -102,7 +102,7 @@ func (c *compiler) evalCompileTime(form *node, at *node) rt.Value {
 	sub := &compiler{opts: c.opts, compileTime: true, mr: mr, gen: c.gen}
 	top := newScope(nil, true)
 	top.vararg = true
-	b := &block{}
+	b := c.newBlock()
 	sub.body([]*node{form}, top, b, copts{tail: true})
 	c.gen = sub.gen
 	v, err := mr.eval(b.String())

@@ -10,14 +10,17 @@
 package anthropictest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider/providertest"
 )
 
@@ -162,6 +165,9 @@ func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply provid
 	if len(reply.Calls) > 0 {
 		stop = "tool_use"
 	}
+	if reply.Finish != "" {
+		stop = reply.Finish
+	}
 	send("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":%q,"stop_sequence":null},"usage":{"output_tokens":12}}`, stop))
 	send("message_stop", `{"type":"message_stop"}`)
 }
@@ -182,6 +188,9 @@ func whole(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply)
 			input = map[string]any{}
 		}
 		content = append(content, map[string]any{"type": "tool_use", "id": callID(c, i), "name": c.Name, "input": input})
+	}
+	if reply.Finish != "" {
+		stop = reply.Finish
 	}
 	out := map[string]any{
 		"id": "msg_01fake", "type": "message", "role": "assistant", "model": t.Model, "content": content,
@@ -247,6 +256,7 @@ func Decode(body []byte) (providertest.Turn, error) {
 			ToolUseID string          `json:"tool_use_id"`
 			Content   json.RawMessage `json:"content"`
 			Signature string          `json:"signature"`
+			Source    json.RawMessage `json:"source"`
 		}
 		var s string
 		if json.Unmarshal(m.Content, &s) == nil {
@@ -279,20 +289,46 @@ func Decode(body []byte) (providertest.Turn, error) {
 				pending[b.ID] = true
 				args, _ := json.Marshal(input)
 				msg.ToolCalls = append(msg.ToolCalls, b.Name+"("+string(args)+")")
+			case "image":
+				if m.Role != "user" {
+					return t, fmt.Errorf("messages.%d.content.%d: image blocks are only allowed in user messages", i, j)
+				}
+				img, err := decodeImage(b.Source, fmt.Sprintf("messages.%d.content.%d.image.source", i, j))
+				if err != nil {
+					return t, err
+				}
+				msg.Images = append(msg.Images, img)
 			case "tool_result":
 				if !pending[b.ToolUseID] {
 					return t, fmt.Errorf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, j, b.ToolUseID)
 				}
 				delete(pending, b.ToolUseID)
-				var content string
-				if json.Unmarshal(b.Content, &content) != nil {
-					var parts []struct{ Text string }
-					json.Unmarshal(b.Content, &parts) //nolint:errcheck // best effort
-					for _, p := range parts {
-						content += p.Text
+				tm := providertest.Msg{Role: "tool", ToolCallID: b.ToolUseID, ToolName: names[b.ToolUseID]}
+				if json.Unmarshal(b.Content, &tm.Content) != nil {
+					var parts []struct {
+						Type   string          `json:"type"`
+						Text   string          `json:"text"`
+						Source json.RawMessage `json:"source"`
+					}
+					if err := json.Unmarshal(b.Content, &parts); err != nil {
+						return t, fmt.Errorf("messages.%d.content.%d.tool_result.content: Input should be a valid string or list of blocks", i, j)
+					}
+					for k, p := range parts {
+						switch p.Type {
+						case "text":
+							tm.Content += p.Text
+						case "image":
+							img, err := decodeImage(p.Source, fmt.Sprintf("messages.%d.content.%d.tool_result.content.%d.image.source", i, j, k))
+							if err != nil {
+								return t, err
+							}
+							tm.Images = append(tm.Images, img)
+						default:
+							return t, fmt.Errorf("messages.%d.content.%d.tool_result.content.%d.type: Input tag '%s' found using 'type' does not match any of the expected tags: 'text', 'image', 'search_result', 'document'", i, j, k, p.Type)
+						}
 					}
 				}
-				t.Messages = append(t.Messages, providertest.Msg{Role: "tool", Content: content, ToolCallID: b.ToolUseID, ToolName: names[b.ToolUseID]})
+				t.Messages = append(t.Messages, tm)
 			case "thinking":
 				if b.Signature == "" {
 					return t, fmt.Errorf("messages.%d.content.%d.thinking.signature: Field required", i, j)
@@ -302,7 +338,7 @@ func Decode(body []byte) (providertest.Turn, error) {
 				return t, fmt.Errorf("messages.%d.content.%d.type: unknown block type %q", i, j, b.Type)
 			}
 		}
-		if msg.Content != "" || len(msg.ToolCalls) > 0 {
+		if msg.Content != "" || len(msg.ToolCalls) > 0 || len(msg.Images) > 0 {
 			t.Messages = append(t.Messages, msg)
 		}
 	}
@@ -313,4 +349,38 @@ func Decode(body []byte) (providertest.Turn, error) {
 		t.Tools = append(t.Tools, tl.Name)
 	}
 	return t, nil
+}
+
+// MediaTypes are the image types the API takes.
+var MediaTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
+
+// decodeImage checks an image block's source as the API does and decodes
+// it: {type: base64, media_type, data} or {type: url, url}.
+func decodeImage(raw json.RawMessage, path string) (media.Image, error) {
+	var src struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+		URL       string `json:"url"`
+	}
+	if err := json.Unmarshal(raw, &src); err != nil {
+		return media.Image{}, fmt.Errorf("%s: Field required", path)
+	}
+	switch src.Type {
+	case "base64":
+		if !slices.Contains(MediaTypes, src.MediaType) {
+			return media.Image{}, fmt.Errorf("%s.base64.media_type: Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'", path)
+		}
+		data, err := base64.StdEncoding.DecodeString(src.Data)
+		if err != nil || len(data) == 0 {
+			return media.Image{}, fmt.Errorf("%s.base64.data: The image data is not valid base64", path)
+		}
+		return media.Image{MediaType: src.MediaType, Data: data}, nil
+	case "url":
+		if !strings.HasPrefix(src.URL, "https://") && !strings.HasPrefix(src.URL, "http://") {
+			return media.Image{}, fmt.Errorf("%s.url.url: Input should be a valid URL", path)
+		}
+		return media.Image{URL: src.URL}, nil
+	}
+	return media.Image{}, fmt.Errorf("%s: Input tag '%s' found using 'type' does not match any of the expected tags: 'base64', 'url', 'file'", path, src.Type)
 }

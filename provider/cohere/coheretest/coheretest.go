@@ -164,6 +164,9 @@ func (s *Server) streamV2(w http.ResponseWriter, reply providertest.Reply) {
 	if len(reply.Calls) > 0 {
 		finish = "TOOL_CALL"
 	}
+	if reply.Finish != "" {
+		finish = reply.Finish
+	}
 	send("message-end", fmt.Sprintf(`{"type":"message-end","delta":{"finish_reason":%q,"usage":%s}}`, finish, usageJSON))
 }
 
@@ -190,6 +193,9 @@ func wholeV2(w http.ResponseWriter, reply providertest.Reply) {
 			calls[i] = map[string]any{"id": CallID(c, i), "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}}
 		}
 		msg["tool_calls"] = calls
+	}
+	if reply.Finish != "" {
+		finish = reply.Finish
 	}
 	var usage any
 	json.Unmarshal([]byte(usageJSON), &usage) //nolint:errcheck // constant
@@ -222,6 +228,9 @@ func (s *Server) streamV1(w http.ResponseWriter, reply providertest.Reply) {
 		return
 	}
 	finish := "COMPLETE"
+	if reply.Finish != "" {
+		finish = reply.Finish
+	}
 	if len(reply.Calls) > 0 {
 		if reply.Reasoning != "" {
 			for _, p := range providertest.Split(reply.Reasoning, 5) {
@@ -252,7 +261,11 @@ func object(args string) string {
 }
 
 func wholeV1(w http.ResponseWriter, reply providertest.Reply) {
-	out := map[string]any{"response_id": "r-fake", "text": reply.Text(), "generation_id": genID, "chat_history": []any{}, "finish_reason": "COMPLETE",
+	finish := "COMPLETE"
+	if reply.Finish != "" {
+		finish = reply.Finish
+	}
+	out := map[string]any{"response_id": "r-fake", "text": reply.Text(), "generation_id": genID, "chat_history": []any{}, "finish_reason": finish,
 		"meta": map[string]any{"api_version": map[string]any{"version": "1"}, "billed_units": map[string]any{"input_tokens": 9, "output_tokens": 12}, "tokens": map[string]any{"input_tokens": 9, "output_tokens": 12}}}
 	if len(reply.Calls) > 0 {
 		out["text"] = reply.Reasoning
@@ -269,7 +282,9 @@ func wholeV1(w http.ResponseWriter, reply providertest.Reply) {
 }
 
 // DecodeV2 reads a v2 chat request into a Turn, and enforces what the API
-// does: known roles, and each tool message answering an earlier call.
+// does: known roles, each tool message answering an earlier call, and
+// image_url parts ({url}: a data: URL or an http(s) URL) in user
+// messages only.
 func DecodeV2(body []byte) (providertest.Turn, error) {
 	req, err := openaitest.ParseRequest(body)
 	if err != nil {

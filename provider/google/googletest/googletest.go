@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider/providertest"
 )
 
@@ -193,6 +194,14 @@ func (s *Server) callParts(reply providertest.Reply) []any {
 	return parts
 }
 
+// stop is the finishReason of the reply: STOP unless it names another.
+func stop(reply providertest.Reply) string {
+	if reply.Finish != "" {
+		return reply.Finish
+	}
+	return "STOP"
+}
+
 const textSignature = "c2lnLXRleHQ=" // "sig-text"
 
 func (s *Server) stream(w http.ResponseWriter, model string, reply providertest.Reply, sse bool) {
@@ -247,7 +256,7 @@ func (s *Server) stream(w http.ResponseWriter, model string, reply providertest.
 			p["thoughtSignature"] = textSignature
 		}
 		if last && len(calls) == 0 && reply.StreamError == "" {
-			finish = "STOP"
+			finish = stop(reply)
 		}
 		send(response(model, []any{p}, finish, usage(9, produced)))
 	}
@@ -259,9 +268,9 @@ func (s *Server) stream(w http.ResponseWriter, model string, reply providertest.
 	if len(calls) > 0 {
 		// Gemini sends each functionCall whole; parallel calls come as
 		// several parts of one chunk.
-		send(response(model, calls, "STOP", usage(9, produced+len(calls))))
+		send(response(model, calls, stop(reply), usage(9, produced+len(calls))))
 	} else if len(reply.Chunks) == 0 {
-		send(response(model, []any{map[string]any{"text": ""}}, "STOP", usage(9, 0)))
+		send(response(model, []any{map[string]any{"text": ""}}, stop(reply), usage(9, 0)))
 	}
 	end()
 }
@@ -280,7 +289,7 @@ func (s *Server) whole(model string, reply providertest.Reply) string {
 		parts = append(parts, p)
 	}
 	parts = append(parts, calls...)
-	return response(model, parts, "STOP", usage(9, 12))
+	return response(model, parts, stop(reply), usage(9, 12))
 }
 
 // Decode reads a generateContent request body into a Turn (the model and
@@ -308,6 +317,14 @@ func Decode(body []byte) (providertest.Turn, error) {
 					Name     string         `json:"name"`
 					Response map[string]any `json:"response"`
 				} `json:"functionResponse"`
+				InlineData *struct {
+					MimeType string `json:"mimeType"`
+					Data     string `json:"data"`
+				} `json:"inlineData"`
+				FileData *struct {
+					MimeType string `json:"mimeType"`
+					FileURI  string `json:"fileUri"`
+				} `json:"fileData"`
 			} `json:"parts"`
 		} `json:"contents"`
 		Tools []struct {
@@ -327,7 +344,7 @@ func Decode(body []byte) (providertest.Turn, error) {
 		}
 		t.System = strings.Join(texts, "\n")
 	}
-	for _, c := range req.Contents {
+	for ci, c := range req.Contents {
 		if c.Role == "model" {
 			msg := providertest.Msg{Role: "assistant"}
 			for _, p := range c.Parts {
@@ -345,8 +362,21 @@ func Decode(body []byte) (providertest.Turn, error) {
 			t.Messages = append(t.Messages, msg)
 			continue
 		}
-		for _, p := range c.Parts {
+		first := len(t.Messages) // the messages of this content start here
+		for j, p := range c.Parts {
 			switch {
+			case p.InlineData != nil || p.FileData != nil:
+				img, err := decodeImage(p.InlineData, p.FileData)
+				if err != nil {
+					return t, fmt.Errorf("contents[%d].parts[%d]: %v", ci, j, err)
+				}
+				// An image belongs to the user text before it in the same
+				// content, or starts a user message of its own.
+				if n := len(t.Messages); n > first && t.Messages[n-1].Role == "user" {
+					t.Messages[n-1].Images = append(t.Messages[n-1].Images, img)
+				} else {
+					t.Messages = append(t.Messages, providertest.Msg{Role: "user", Images: []media.Image{img}})
+				}
 			case p.FunctionResponse != nil:
 				fr := p.FunctionResponse
 				msg := providertest.Msg{Role: "tool", ToolName: fr.Name, ToolCallID: fr.ID}
@@ -468,4 +498,29 @@ func (s *Server) Requests() []Request {
 func jsonEscape(s string) string {
 	b := providertest.JSONString(s)
 	return b[1 : len(b)-1]
+}
+
+// decodeImage checks an inlineData or fileData part as the API does (a
+// mimeType, base64 data or a URI) and decodes it.
+func decodeImage(inline *struct {
+	MimeType string `json:"mimeType"`
+	Data     string `json:"data"`
+}, file *struct {
+	MimeType string `json:"mimeType"`
+	FileURI  string `json:"fileUri"`
+}) (media.Image, error) {
+	if inline != nil {
+		if inline.MimeType == "" {
+			return media.Image{}, fmt.Errorf("inlineData.mimeType: Request contains an invalid argument: the mime type is required")
+		}
+		data, err := base64.StdEncoding.DecodeString(inline.Data)
+		if err != nil || len(data) == 0 {
+			return media.Image{}, fmt.Errorf("Invalid value at 'contents.parts.inline_data.data' (TYPE_BYTES), Base64 decoding failed")
+		}
+		return media.Image{MediaType: inline.MimeType, Data: data}, nil
+	}
+	if file.MimeType == "" || file.FileURI == "" {
+		return media.Image{}, fmt.Errorf("fileData: mimeType and fileUri are required")
+	}
+	return media.Image{MediaType: file.MimeType, URL: file.FileURI}, nil
 }

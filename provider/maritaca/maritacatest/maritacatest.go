@@ -158,6 +158,9 @@ func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply provid
 	if len(reply.Calls) > 0 {
 		finish = "tool_calls"
 	}
+	if reply.Finish != "" {
+		finish = reply.Finish
+	}
 	send(`{}`, finish, `,"usage":{"completion_tokens":12,"prompt_tokens":9,"total_tokens":21}`)
 	providertest.WriteSplit(w, "data: [DONE]\n\n", n)
 }
@@ -179,6 +182,9 @@ func whole(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply)
 			calls[i] = map[string]any{"id": callID(c, i), "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}}
 		}
 		msg["tool_calls"] = calls
+	}
+	if reply.Finish != "" {
+		finish = reply.Finish
 	}
 	if reply.Reasoning != "" {
 		msg["reasoning_content"] = reply.Reasoning

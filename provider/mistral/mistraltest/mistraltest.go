@@ -125,6 +125,9 @@ func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply provid
 	if len(reply.Calls) > 0 {
 		finish = "tool_calls"
 	}
+	if reply.Finish != "" {
+		finish = reply.Finish
+	}
 	send(`{"content":""}`, finish, `,"usage":{"prompt_tokens":9,"total_tokens":21,"completion_tokens":12}`)
 	providertest.WriteSplit(w, "data: [DONE]\n\n", n)
 }
@@ -154,6 +157,9 @@ func whole(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply)
 		}
 		msg["tool_calls"] = calls
 	}
+	if reply.Finish != "" {
+		finish = reply.Finish
+	}
 	out := map[string]any{
 		"id": "5c3a1e0f2b7d4e8a9c6b0d1f2e3a4b5c", "object": "chat.completion", "created": 1700000000, "model": t.Model,
 		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
@@ -165,13 +171,18 @@ func whole(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply)
 
 // Decode reads a chat completion request body into a Turn, and enforces
 // what the API does: known roles, tool call ids of nine letters or digits,
-// and each tool message answering an earlier call.
+// each tool message answering an earlier call, no user message right
+// after a tool message, and image_url chunks (a string or {url}) in user
+// and tool messages.
 func Decode(body []byte) (providertest.Turn, error) {
 	req, err := openaitest.ParseRequest(body)
 	if err != nil {
 		return providertest.Turn{}, err
 	}
-	return req.Turn(func(_ int, m *openaitest.Message, calls map[string]string) error {
+	return req.TurnWith(openaitest.ImageRules{StringURL: true, InTool: true}, func(i int, m *openaitest.Message, calls map[string]string) error {
+		if i > 0 && m.Role == "user" && req.Messages[i-1].Role == "tool" {
+			return fmt.Errorf("Unexpected role 'user' after role 'tool'")
+		}
 		switch m.Role {
 		case "system", "user", "assistant":
 		case "tool":

@@ -5,6 +5,7 @@
 package ollamatest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider/providertest"
 )
 
@@ -66,7 +68,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b, _ := json.Marshal(msg)
 		s := fmt.Sprintf(`{"model":%q,%s,"message":%s,"done":%v`, turn.Model, created, b, done)
 		if done {
-			s += `,"done_reason":"stop","total_duration":4883583458,"load_duration":1334875,"prompt_eval_count":26,"prompt_eval_duration":342546000,"eval_count":282,"eval_duration":4535599000`
+			reason := "stop"
+			if reply.Finish != "" {
+				reason = reply.Finish
+			}
+			s += `,"done_reason":` + providertest.JSONString(reason) + `,"total_duration":4883583458,"load_duration":1334875,"prompt_eval_count":26,"prompt_eval_duration":342546000,"eval_count":282,"eval_duration":4535599000`
 		}
 		providertest.WriteSplit(w, s+"}\n", 5)
 	}
@@ -130,9 +136,10 @@ func Decode(body []byte) (providertest.Turn, error) {
 		Model    string `json:"model"`
 		Stream   *bool  `json:"stream"`
 		Messages []struct {
-			Role      string `json:"role"`
-			Content   string `json:"content"`
-			ToolName  string `json:"tool_name"`
+			Role      string   `json:"role"`
+			Content   string   `json:"content"`
+			ToolName  string   `json:"tool_name"`
+			Images    []string `json:"images"`
 			ToolCalls []struct {
 				Function struct {
 					Name      string          `json:"name"`
@@ -151,8 +158,17 @@ func Decode(body []byte) (providertest.Turn, error) {
 	}
 	// Ollama streams unless told not to.
 	t := providertest.Turn{Model: req.Model, Stream: req.Stream == nil || *req.Stream}
-	for _, m := range req.Messages {
+	for i, m := range req.Messages {
 		msg := providertest.Msg{Role: m.Role, Content: m.Content, ToolName: m.ToolName}
+		for j, b64 := range m.Images {
+			// The server decodes each image as base64 bytes ([]byte in
+			// its API types): a data: URL prefix is refused.
+			data, err := base64.StdEncoding.DecodeString(b64)
+			if err != nil || len(data) == 0 {
+				return t, fmt.Errorf("messages[%d].images[%d]: illegal base64 data", i, j)
+			}
+			msg.Images = append(msg.Images, media.Image{MediaType: http.DetectContentType(data), Data: data})
+		}
 		for _, c := range m.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, c.Function.Name+"("+strings.TrimSpace(string(c.Function.Arguments))+")")
 		}

@@ -49,9 +49,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.Recorder != nil {
 		s.Recorder.Record(body)
 	}
-	turn, err := Decode(body)
+	req, err := ParseRequest(body)
 	if err != nil {
 		providertest.WriteError(w, 400, fmt.Sprintf(`{"error":{"message":"We could not parse the JSON body of your request. (%s)","type":"invalid_request_error","param":null,"code":null}}`, jsonEscape(err.Error())), "")
+		return
+	}
+	turn, err := decode(req)
+	if err != nil {
+		providertest.WriteError(w, 400, fmt.Sprintf(`{"error":{"message":%s,"type":"invalid_request_error","param":"messages","code":null}}`, providertest.JSONString(err.Error())), "")
+		return
+	}
+	if err := CheckToolOrder(req); err != nil {
+		re := err.(*RuleError)
+		providertest.WriteError(w, 400, fmt.Sprintf(`{"error":{"message":"%s","type":"invalid_request_error","param":"%s","code":null}}`, jsonEscape(re.Message), re.Param), "")
 		return
 	}
 	reply := s.Brain(turn)
@@ -59,7 +69,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if turn.Stream {
-		s.stream(w, turn, reply)
+		s.stream(w, turn, reply, req.IncludeUsage())
 		return
 	}
 	s.whole(w, turn, reply)
@@ -67,7 +77,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 const head = `"id":"chatcmpl-fake","object":"chat.completion.chunk","created":1700000000,"model":%q,"system_fingerprint":"fp_fake"`
 
-func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply) {
+func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply, usage bool) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(200)
 	n := providertest.SplitSize(s.SplitBytes)
@@ -117,8 +127,14 @@ func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply provid
 	if len(reply.Calls) > 0 {
 		finish = "tool_calls"
 	}
+	if reply.Finish != "" {
+		finish = reply.Finish
+	}
 	send(`{}`, finish)
-	providertest.WriteSplit(w, "data: {"+fmt.Sprintf(head, t.Model)+`,"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12,"total_tokens":21}}`+"\n\n", n)
+	// The usage chunk comes only when the request asked for it.
+	if usage {
+		providertest.WriteSplit(w, "data: {"+fmt.Sprintf(head, t.Model)+`,"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12,"total_tokens":21}}`+"\n\n", n)
+	}
 	providertest.WriteSplit(w, "data: [DONE]\n\n", n)
 }
 
@@ -140,6 +156,9 @@ func (s *Server) whole(w http.ResponseWriter, t providertest.Turn, reply provide
 			msg["content"] = nil
 		}
 	}
+	if reply.Finish != "" {
+		finish = reply.Finish
+	}
 	if reply.Reasoning != "" {
 		msg["reasoning_content"] = reply.Reasoning
 	}
@@ -153,10 +172,23 @@ func (s *Server) whole(w http.ResponseWriter, t providertest.Turn, reply provide
 	json.NewEncoder(w).Encode(out) //nolint:errcheck // client may have gone
 }
 
-// Decode reads a Chat Completions request body into a Turn.
+// Decode reads a Chat Completions request body into a Turn, and enforces
+// what the API does: stream_options only when streaming, image parts in
+// user messages only, each tool call answered by the tool messages that
+// follow it.
 func Decode(body []byte) (providertest.Turn, error) {
 	req, err := ParseRequest(body)
 	if err != nil {
+		return providertest.Turn{}, err
+	}
+	return decode(req)
+}
+
+func decode(req *Request) (providertest.Turn, error) {
+	if len(req.StreamOptions) > 0 && string(req.StreamOptions) != "null" && !req.Stream {
+		return providertest.Turn{}, fmt.Errorf("The 'stream_options' parameter is only allowed when 'stream' is enabled.")
+	}
+	if err := req.CheckToolAnswers(); err != nil {
 		return providertest.Turn{}, err
 	}
 	return req.Turn(nil)

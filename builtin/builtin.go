@@ -1,0 +1,214 @@
+// Package builtin builds nb's built-in tools from a cartridge's builtins
+// key: the files group (package files), exec (package shell), the web
+// group (package web) and spawn. The runtime calls FromCartridge when it
+// builds a bot and adds the tools to the bot's tool set; the status it
+// returns says how they will run (the exec sandbox above all), for
+// `nb CART - cartridge`.
+package builtin
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+
+	"github.com/nbots/nb/builtin/files"
+	"github.com/nbots/nb/builtin/shell"
+	"github.com/nbots/nb/builtin/web"
+	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/proc"
+	"github.com/nbots/nb/tool"
+)
+
+// SpawnFunc runs a sub-agent on task to its end and returns its final
+// answer. tools names the tools it may use (empty: the caller decides,
+// usually all of the parent's); depth is the sub-agent's depth (1 for a
+// sub-agent of the cartridge's own bot). The runtime provides it: this
+// package cannot build agents (the runtime imports it).
+type SpawnFunc func(ctx context.Context, task string, tools []string, depth int) (string, error)
+
+// Options are what the runtime gives FromCartridge.
+type Options struct {
+	// Environ is nb's environment (NAME=value entries): exec's commands
+	// see its allow-listed part, and ~ in paths is its HOME. Only cmd/
+	// reads the process environment; it passes it down.
+	Environ []string
+	// CartridgeDir is the folder relative paths (the workspace) start
+	// from; empty means the cartridge file's folder, or the working
+	// directory for a cartridge without a file.
+	CartridgeDir string
+	// Resolver and Dialer are web_fetch's (nil: the system's). Tests
+	// inject fakes to need no network.
+	Resolver web.Resolver
+	Dialer   web.Dialer
+	// HTTPClient sends web_search's requests (nil: a client with a timeout).
+	HTTPClient *http.Client
+	// SearchURL replaces the Brave Search API's address.
+	SearchURL string
+	// Bwrap is bubblewrap's path (empty: looked for in Environ's PATH).
+	Bwrap string
+	// Spawn runs sub-agents; nil leaves the spawn tool out.
+	Spawn SpawnFunc
+	// Depth is the depth of the bot the tools are for: 0 for the
+	// cartridge's own bot, 1 for its sub-agents, and so on. spawn is
+	// offered only below builtins.spawn.max-depth.
+	Depth int
+}
+
+// Status says which built-in tools a cartridge gets and how they run.
+type Status struct {
+	// Tools are the built-in tools' names, in the order they are offered.
+	Tools []string
+	// Workspace is the files group's folder ("" when the group is off).
+	Workspace string
+	// Exec is the exec tool's status (nil when exec is off).
+	Exec *shell.Status
+	// ExecWorkspace is the folder commands run in.
+	ExecWorkspace string
+	// Notes are other facts worth showing (a missing search key, the
+	// spawn depth).
+	Notes []string
+}
+
+// Lines describes the status for people, one fact per line.
+func (s Status) Lines() []string {
+	var out []string
+	if len(s.Tools) > 0 {
+		out = append(out, "tools: "+strings.Join(s.Tools, ", "))
+	}
+	if s.Workspace != "" {
+		out = append(out, "files: workspace "+s.Workspace)
+	}
+	if s.Exec != nil {
+		out = append(out, "exec: "+s.Exec.String())
+		out = append(out, "exec: runs in "+s.ExecWorkspace)
+	}
+	return append(out, s.Notes...)
+}
+
+// FromCartridge builds the built-in tools c's builtins key switches on.
+// A cartridge without the key gets none. Mistakes (a workspace that does
+// not exist) are *cartridge.Error values naming the file, line and key.
+func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, error) {
+	var st Status
+	cfg, err := c.Builtins()
+	if err != nil || cfg == nil {
+		return nil, st, err
+	}
+	base := o.CartridgeDir
+	if base == "" && c.Path != "" {
+		base = filepath.Dir(c.Path)
+	}
+	fail := func(key, format string, args ...any) error {
+		return &cartridge.Error{File: c.Path, Line: c.Line(key), Key: key, Msg: fmt.Sprintf(format, args...)}
+	}
+	resolve := func(key, p string) (string, error) {
+		if p == "~" || strings.HasPrefix(p, "~/") {
+			home, ok := proc.Lookup(o.Environ, "HOME")
+			if !ok || home == "" {
+				return "", fail(key, "%s starts with ~, but HOME is not set", p)
+			}
+			p = filepath.Join(home, p[1:])
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(base, p)
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return "", fail(key, "%v", err)
+		}
+		return abs, nil
+	}
+
+	var tools []tool.Tool
+	var filesDir string
+	if cfg.Files != nil {
+		dir, err := resolve("builtins.files.workspace", cfg.Files.Workspace)
+		if err != nil {
+			return nil, st, err
+		}
+		ws, err := files.Open(dir)
+		if err != nil {
+			return nil, st, fail("builtins.files.workspace", "%v", err)
+		}
+		filesDir, st.Workspace = ws.Dir(), ws.Dir()
+		tools = append(tools, files.Tools(ws, cfg.Files.Write)...)
+	}
+	if e := cfg.Exec; e != nil {
+		key, dir := "builtins.exec.workspace", e.Workspace
+		if dir == "" {
+			key, dir = "builtins.files.workspace", filesDir
+			if dir == "" {
+				key, dir = "builtins.exec", "."
+			}
+		}
+		dir, err := resolve(key, dir)
+		if err != nil {
+			return nil, st, err
+		}
+		paths := func(key string, list []string) ([]string, error) {
+			var out []string
+			for i, p := range list {
+				abs, err := resolve(fmt.Sprintf("%s[%d]", key, i), p)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, abs)
+			}
+			return out, nil
+		}
+		readOnly, err := paths("builtins.exec.read-only", e.ReadOnly)
+		if err != nil {
+			return nil, st, err
+		}
+		writable, err := paths("builtins.exec.writable", e.Writable)
+		if err != nil {
+			return nil, st, err
+		}
+		ex, status, err := shell.New(shell.Config{
+			Workspace: dir, Timeout: e.Timeout, Sandbox: e.Sandbox, Network: e.Network,
+			Environ: o.Environ, Env: e.Env, ReadOnly: readOnly, Writable: writable, Bwrap: o.Bwrap,
+		})
+		if err != nil {
+			return nil, st, fail(key, "%v", err)
+		}
+		st.Exec, st.ExecWorkspace = &status, dir
+		tools = append(tools, ex)
+	}
+	if w := cfg.Web; w != nil {
+		if w.Fetch != nil {
+			tools = append(tools, web.NewFetch(web.FetchConfig{
+				Guard:    web.Guard{Resolver: o.Resolver, Dialer: o.Dialer, AllowHosts: w.Fetch.AllowHosts},
+				MaxBytes: w.Fetch.MaxBytes, Timeout: w.Fetch.Timeout,
+			}))
+			if len(w.Fetch.AllowHosts) > 0 {
+				st.Notes = append(st.Notes, "web_fetch: may reach private addresses of "+strings.Join(w.Fetch.AllowHosts, ", "))
+			}
+		}
+		if s := w.Search; s != nil {
+			tools = append(tools, web.NewSearch(web.SearchConfig{APIKey: s.APIKey, APIKeyVar: s.APIKeyVar, Count: s.Count, BaseURL: o.SearchURL, Client: o.HTTPClient}))
+			switch {
+			case s.APIKey == "" && s.APIKeyVar != "":
+				st.Notes = append(st.Notes, "web_search: no API key ("+s.APIKeyVar+" is not set): every search will fail")
+			case s.APIKey == "":
+				st.Notes = append(st.Notes, "web_search: no API key (set builtins.web.search.api-key): every search will fail")
+			}
+		}
+	}
+	if sp := cfg.Spawn; sp != nil {
+		switch {
+		case o.Spawn == nil:
+			st.Notes = append(st.Notes, "spawn: not offered (this front-end cannot run sub-agents)")
+		case o.Depth >= sp.MaxDepth:
+			// A sub-agent at the deepest level gets no spawn tool at all.
+		default:
+			tools = append(tools, &spawnTool{run: o.Spawn, depth: o.Depth})
+			st.Notes = append(st.Notes, fmt.Sprintf("spawn: sub-agents may nest %d deep", sp.MaxDepth))
+		}
+	}
+	for _, t := range tools {
+		st.Tools = append(st.Tools, t.Spec().Name)
+	}
+	return tools, st, nil
+}

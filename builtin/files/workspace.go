@@ -1,0 +1,123 @@
+// Package files is the files group of nb's built-in tools: read_file,
+// write_file, edit_file, list_dir, glob and grep. Every tool works inside
+// one workspace folder, opened as an os.Root: "..", absolute paths and
+// symbolic links that lead outside are refused by the kernel-backed,
+// traversal-resistant lookups of os.Root, not by string checks.
+package files
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nbots/nb/tool"
+)
+
+// Workspace is the folder the file tools work in.
+type Workspace struct {
+	root *os.Root
+	dir  string
+}
+
+// Open opens the workspace at dir (an absolute path, or relative to the
+// process's working directory).
+func Open(dir string) (*Workspace, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	info, err := os.Stat(abs)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("the workspace %s does not exist: create it or name another folder", abs)
+		}
+		return nil, fmt.Errorf("the workspace %s cannot be used: %v", abs, unwrap(err))
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("the workspace %s is not a folder", abs)
+	}
+	root, err := os.OpenRoot(abs)
+	if err != nil {
+		return nil, fmt.Errorf("the workspace %s cannot be opened: %v", abs, unwrap(err))
+	}
+	return &Workspace{root: root, dir: abs}, nil
+}
+
+// Dir is the workspace's absolute path.
+func (w *Workspace) Dir() string { return w.dir }
+
+// Close releases the workspace.
+func (w *Workspace) Close() error { return w.root.Close() }
+
+// rel turns a path the model gave into a name for the os.Root: relative
+// paths as they are; an absolute path that names something inside the
+// workspace becomes relative (models often repeat the absolute paths a
+// command printed). Anything else is passed on unchanged for os.Root to
+// refuse: the check is the Root's, never this function's. A path that
+// starts with ~ is refused with a word on why: the model means a home
+// folder, which the tools never reach, not a folder named "~".
+func (w *Workspace) rel(p string) (string, error) {
+	if p == "" {
+		return ".", nil
+	}
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		return "", fmt.Errorf("%s: the file tools do not expand ~ (a home folder is outside the workspace, %s): give a path relative to the workspace", p, w.dir)
+	}
+	if filepath.IsAbs(p) {
+		if r, err := filepath.Rel(w.dir, filepath.Clean(p)); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
+			return r, nil
+		}
+	}
+	return p, nil
+}
+
+// display is how a path is named in messages: relative to the workspace.
+func display(name string) string {
+	return filepath.ToSlash(filepath.Clean(name))
+}
+
+// pathError turns an error of an os.Root operation on the path the model
+// gave into a message that says what to do.
+func (w *Workspace) pathError(p string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case isEscape(err):
+		return fmt.Errorf("%s is outside the workspace (%s): the file tools only reach files inside it; give a path relative to the workspace, without .. or links that lead out", p, w.dir)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s: no such file or folder in the workspace (list_dir or glob show what exists)", p)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("%s: permission denied", p)
+	}
+	return fmt.Errorf("%s: %v", p, unwrap(err))
+}
+
+// isEscape reports whether err is os.Root's refusal of a path that leaves
+// the root. The standard library does not export that error, only its
+// text; an absolute link target is refused the same way.
+func isEscape(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
+}
+
+// unwrap drops the operation and path of an *fs.PathError, which the
+// caller names itself.
+func unwrap(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Tools returns the group's tools on w: read_file, list_dir, glob and
+// grep, and when write is true write_file and edit_file.
+func Tools(w *Workspace, write bool) []tool.Tool {
+	tools := []tool.Tool{ReadFile(w), ListDir(w), Glob(w), Grep(w)}
+	if write {
+		tools = append(tools, WriteFile(w), EditFile(w))
+	}
+	return tools
+}

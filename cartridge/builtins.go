@@ -1,0 +1,295 @@
+package cartridge
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Builtins is the cartridge's builtins key: the groups of built-in tools
+// it switches on. A nil group is off.
+type Builtins struct {
+	Files *BuiltinFiles
+	Exec  *BuiltinExec
+	Web   *BuiltinWeb
+	Spawn *BuiltinSpawn
+	// Line is the line of the builtins key.
+	Line int
+}
+
+// BuiltinFiles is builtins.files: read_file, list_dir, glob and grep,
+// and with Write also write_file and edit_file.
+type BuiltinFiles struct {
+	// Workspace is the folder the tools work in, as written (relative to
+	// the cartridge's folder, or absolute); "." when unset.
+	Workspace string
+	// Write offers write_file and edit_file (true when unset).
+	Write bool
+}
+
+// BuiltinExec is builtins.exec: the exec tool.
+type BuiltinExec struct {
+	// Workspace is where commands run, as written; empty means the
+	// files group's workspace, else ".".
+	Workspace string
+	// Timeout is a command's default time limit (60 s when unset).
+	Timeout time.Duration
+	// Sandbox is auto (bubblewrap when it works here), on (refuse to
+	// run without it) or off.
+	Sandbox string
+	// Network lets sandboxed commands reach the network.
+	Network bool
+	// Env names variables of nb's environment that commands also see.
+	Env []string
+	// ReadOnly and Writable are extra paths the sandbox shows to
+	// commands (read-only, or read-write), as written.
+	ReadOnly, Writable []string
+}
+
+// BuiltinWeb is builtins.web: web_fetch and web_search.
+type BuiltinWeb struct {
+	// Fetch is nil when web_fetch is off.
+	Fetch *BuiltinFetch
+	// Search is nil when web_search is off.
+	Search *BuiltinSearch
+}
+
+// BuiltinFetch is builtins.web.fetch.
+type BuiltinFetch struct {
+	// AllowHosts are host names (or addresses) web_fetch may reach even
+	// when they resolve to private or loopback addresses.
+	AllowHosts []string
+	// MaxBytes bounds a response body (0: the tool's default).
+	MaxBytes int64
+	// Timeout bounds a whole fetch, redirects included (0: the default).
+	Timeout time.Duration
+}
+
+// BuiltinSearch is builtins.web.search.
+type BuiltinSearch struct {
+	// APIKey is the Brave Search API key, after ENV substitution.
+	APIKey string
+	// APIKeyVar is the variable the key's ENV reference names when that
+	// variable is not set (the key is then empty).
+	APIKeyVar string
+	// Count is the default number of results (0: the tool's default).
+	Count int
+}
+
+// BuiltinSpawn is builtins.spawn.
+type BuiltinSpawn struct {
+	// MaxDepth bounds how deep sub-agents may spawn sub-agents (1: the
+	// bot's own sub-agents cannot spawn). 2 when unset.
+	MaxDepth int
+}
+
+// Builtins returns the cartridge's builtins key, or nil when it has none
+// (or it is null or false). A mistake is an *Error naming the file, the
+// line and the key.
+func (c *Cartridge) Builtins() (*Builtins, error) {
+	v, ok := c.Data["builtins"]
+	if !ok || v == nil || v == false {
+		return nil, nil
+	}
+	p := builtinsParser{c: c}
+	b := &Builtins{Line: c.lineOf("builtins")}
+	m := p.group(v, "builtins", "a mapping of groups (files, exec, web, spawn)")
+	if m == nil {
+		return nil, p.err
+	}
+	p.known(m, "builtins", "files", "exec", "web", "spawn")
+
+	if g := p.group(m["files"], "builtins.files", ""); g != nil {
+		p.known(g, "builtins.files", "workspace", "write")
+		b.Files = &BuiltinFiles{
+			Workspace: p.text(g, "builtins.files", "workspace", "."),
+			Write:     p.boolean(g, "builtins.files", "write", true),
+		}
+	}
+	if g := p.group(m["exec"], "builtins.exec", ""); g != nil {
+		p.known(g, "builtins.exec", "workspace", "timeout", "sandbox", "network", "env", "read-only", "writable")
+		e := &BuiltinExec{
+			Workspace: p.text(g, "builtins.exec", "workspace", ""),
+			Timeout:   p.seconds(g, "builtins.exec", "timeout", 60*time.Second),
+			Sandbox:   p.text(g, "builtins.exec", "sandbox", "auto"),
+			Network:   p.boolean(g, "builtins.exec", "network", false),
+			Env:       p.list(g, "builtins.exec", "env"),
+			ReadOnly:  p.list(g, "builtins.exec", "read-only"),
+			Writable:  p.list(g, "builtins.exec", "writable"),
+		}
+		switch e.Sandbox {
+		case "auto", "on", "off":
+		default:
+			if p.err == nil {
+				p.fail("builtins.exec.sandbox", "must be auto (bubblewrap when it works here), on (refuse to run without it) or off, not %q", e.Sandbox)
+			}
+		}
+		b.Exec = e
+	}
+	if g := p.group(m["web"], "builtins.web", ""); g != nil {
+		p.known(g, "builtins.web", "fetch", "search")
+		w := &BuiltinWeb{}
+		if f := p.group(g["fetch"], "builtins.web.fetch", ""); f != nil {
+			p.known(f, "builtins.web.fetch", "allow-hosts", "max-bytes", "timeout")
+			w.Fetch = &BuiltinFetch{
+				AllowHosts: p.list(f, "builtins.web.fetch", "allow-hosts"),
+				MaxBytes:   int64(p.count(f, "builtins.web.fetch", "max-bytes", 0)),
+				Timeout:    p.seconds(f, "builtins.web.fetch", "timeout", 0),
+			}
+		}
+		if s, present := g["search"]; present && s != nil && s != false {
+			sm := p.group(s, "builtins.web.search", "")
+			p.known(sm, "builtins.web.search", "api-key", "count")
+			search := &BuiltinSearch{
+				APIKey: p.text(sm, "builtins.web.search", "api-key", ""),
+				Count:  p.count(sm, "builtins.web.search", "count", 0),
+			}
+			search.APIKeyVar, _ = c.MissingFor("builtins.web.search.api-key")
+			w.Search = search
+		}
+		if w.Fetch != nil || w.Search != nil {
+			b.Web = w
+		}
+	}
+	if g := p.group(m["spawn"], "builtins.spawn", ""); g != nil {
+		p.known(g, "builtins.spawn", "max-depth")
+		b.Spawn = &BuiltinSpawn{MaxDepth: p.count(g, "builtins.spawn", "max-depth", 2)}
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	return b, nil
+}
+
+// builtinsParser reads the builtins key, keeping the first mistake.
+type builtinsParser struct {
+	c   *Cartridge
+	err *Error
+}
+
+func (p *builtinsParser) fail(path, format string, args ...any) {
+	if p.err == nil {
+		p.err = &Error{File: p.c.Path, Line: p.c.lineOf(path), Key: path, Msg: fmt.Sprintf(format, args...)}
+	}
+}
+
+// group reads a group's value: true or an empty value switches it on with
+// its defaults, false or absence leaves it off, a mapping gives settings.
+// It returns nil when the group is off.
+func (p *builtinsParser) group(v any, path, what string) map[string]any {
+	switch t := v.(type) {
+	case nil:
+		return nil
+	case bool:
+		if t {
+			return map[string]any{}
+		}
+		return nil
+	case map[string]any:
+		return t
+	}
+	if what == "" {
+		what = "true, false or a mapping of settings"
+	}
+	p.fail(path, "must be %s, not %s", what, kind(v))
+	return nil
+}
+
+// known refuses settings the group does not have: a misspelt sandbox
+// setting must not leave commands unsandboxed without a word.
+func (p *builtinsParser) known(m map[string]any, path string, keys ...string) {
+	for _, k := range sortedKeys(m) {
+		if !contains(keys, k) {
+			p.fail(join(path, k), "unknown setting (known: %s)", strings.Join(keys, ", "))
+		}
+	}
+}
+
+func (p *builtinsParser) text(m map[string]any, path, key, def string) string {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return def
+	}
+	s, isText := v.(string)
+	if !isText {
+		p.fail(join(path, key), "must be text, not %s", kind(v))
+		return def
+	}
+	return s
+}
+
+func (p *builtinsParser) boolean(m map[string]any, path, key string, def bool) bool {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return def
+	}
+	b, isBool := v.(bool)
+	if !isBool {
+		p.fail(join(path, key), "must be true or false, not %s", kind(v))
+		return def
+	}
+	return b
+}
+
+// count reads a whole number above zero.
+func (p *builtinsParser) count(m map[string]any, path, key string, def int) int {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return def
+	}
+	n, isInt := v.(int64)
+	if !isInt || n <= 0 || n > math.MaxInt32 {
+		p.fail(join(path, key), "must be a whole number above 0, not %v", v)
+		return def
+	}
+	return int(n)
+}
+
+// seconds reads a duration written in seconds (a whole or decimal number).
+func (p *builtinsParser) seconds(m map[string]any, path, key string, def time.Duration) time.Duration {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return def
+	}
+	var s float64
+	switch t := v.(type) {
+	case int64:
+		s = float64(t)
+	case float64:
+		s = t
+	default:
+		p.fail(join(path, key), "must be a number of seconds, not %s", kind(v))
+		return def
+	}
+	if s <= 0 || s > 24*3600 || math.IsNaN(s) {
+		p.fail(join(path, key), "must be a number of seconds above 0 and at most a day, not %v", v)
+		return def
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// list reads a list of text, or one text as a list of one.
+func (p *builtinsParser) list(m map[string]any, path, key string) []string {
+	v, ok := m[key]
+	if !ok || v == nil {
+		return nil
+	}
+	switch t := v.(type) {
+	case string:
+		return []string{t}
+	case []any:
+		out := make([]string, 0, len(t))
+		for i, x := range t {
+			s, isText := x.(string)
+			if !isText || strings.TrimSpace(s) == "" {
+				p.fail(fmt.Sprintf("%s.%s[%d]", path, key, i), "must be non-empty text, not %s", kind(x))
+				return nil
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	p.fail(join(path, key), "must be a list of text, not %s", kind(v))
+	return nil
+}

@@ -1,0 +1,121 @@
+package cartridge
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestBuiltinsAbsent(t *testing.T) {
+	for _, src := range []string{"provider: {id: openai}\n", "builtins: false\n", "builtins: null\n"} {
+		c := parse(t, src)
+		b, err := c.Builtins()
+		if err != nil || b != nil {
+			t.Errorf("%q: Builtins() = %+v, %v; want nil, nil", src, b, err)
+		}
+	}
+}
+
+func TestBuiltinsKnownTopLevelKey(t *testing.T) {
+	c := parse(t, "builtins: {files: true}\n")
+	for _, w := range c.Warnings {
+		if strings.Contains(w, "builtins") {
+			t.Errorf("builtins is reported as unknown: %s", w)
+		}
+	}
+}
+
+func TestBuiltinsDefaultsAndSettings(t *testing.T) {
+	env := func(name string) (string, bool) {
+		if name == "BRAVE_API_KEY" {
+			return "k-123", true
+		}
+		return "", false
+	}
+	src := `builtins:
+  files: {workspace: ./ws, write: false}
+  exec: {timeout: 2.5, sandbox: on, network: true, env: [GOPATH], writable: ~/.cache/go-build}
+  web:
+    fetch: {allow-hosts: [intranet.example], max-bytes: 1000, timeout: 5}
+    search: {api-key: ENV/BRAVE_API_KEY, count: 3}
+  spawn: {max-depth: 1}
+`
+	c, err := Parse([]byte(src), "bot.yml", FormatYAML, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Builtins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Builtins{
+		Files: &BuiltinFiles{Workspace: "./ws", Write: false},
+		Exec:  &BuiltinExec{Timeout: 2500 * time.Millisecond, Sandbox: "on", Network: true, Env: []string{"GOPATH"}, Writable: []string{"~/.cache/go-build"}},
+		Web: &BuiltinWeb{
+			Fetch:  &BuiltinFetch{AllowHosts: []string{"intranet.example"}, MaxBytes: 1000, Timeout: 5 * time.Second},
+			Search: &BuiltinSearch{APIKey: "k-123", Count: 3},
+		},
+		Spawn: &BuiltinSpawn{MaxDepth: 1},
+		Line:  1,
+	}
+	if diff := cmp.Diff(want, b); diff != "" {
+		t.Errorf("Builtins() (-want +got):\n%s", diff)
+	}
+
+	c = parse(t, "builtins: {files: true, exec: {}, web: {fetch: true}, spawn: true}\n")
+	b, err = c.Builtins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = &Builtins{
+		Files: &BuiltinFiles{Workspace: ".", Write: true},
+		Exec:  &BuiltinExec{Timeout: 60 * time.Second, Sandbox: "auto"},
+		Web:   &BuiltinWeb{Fetch: &BuiltinFetch{}},
+		Spawn: &BuiltinSpawn{MaxDepth: 2},
+		Line:  1,
+	}
+	if diff := cmp.Diff(want, b); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+}
+
+func TestBuiltinsMissingSearchKey(t *testing.T) {
+	c, err := Parse([]byte("builtins:\n  web:\n    search: {api-key: ENV/NB_TEST_UNSET_KEY}\n"), "bot.yml", FormatYAML, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Builtins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Web.Search; s == nil || s.APIKey != "" || s.APIKeyVar != "NB_TEST_UNSET_KEY" {
+		t.Errorf("search = %+v, want no key and the variable NB_TEST_UNSET_KEY", s)
+	}
+}
+
+func TestBuiltinsErrors(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"builtins: [files]\n", "bot.yml:1: builtins: must be a mapping of groups (files, exec, web, spawn), not a list"},
+		{"builtins:\n  shell: true\n", "bot.yml:2: builtins.shell: unknown setting (known: files, exec, web, spawn)"},
+		{"builtins:\n  exec:\n    sandbox: yes-please\n", `bot.yml:3: builtins.exec.sandbox: must be auto (bubblewrap when it works here), on (refuse to run without it) or off, not "yes-please"`},
+		{"builtins:\n  exec:\n    sandbx: off\n", "bot.yml:3: builtins.exec.sandbx: unknown setting (known: workspace, timeout, sandbox, network, env, read-only, writable)"},
+		{"builtins:\n  exec:\n    timeout: -1\n", "bot.yml:3: builtins.exec.timeout: must be a number of seconds above 0 and at most a day, not -1"},
+		{"builtins:\n  exec:\n    timeout: soon\n", "bot.yml:3: builtins.exec.timeout: must be a number of seconds, not text"},
+		{"builtins:\n  files:\n    workspace: [a]\n", "bot.yml:3: builtins.files.workspace: must be text, not a list"},
+		{"builtins:\n  files:\n    write: maybe\n", "bot.yml:3: builtins.files.write: must be true or false, not text"},
+		{"builtins:\n  files: 3\n", "bot.yml:2: builtins.files: must be true, false or a mapping of settings, not a number"},
+		{"builtins:\n  spawn:\n    max-depth: 0\n", "bot.yml:3: builtins.spawn.max-depth: must be a whole number above 0, not 0"},
+		{"builtins:\n  web:\n    fetch:\n      allow-hosts: [a, 3]\n", "bot.yml:4: builtins.web.fetch.allow-hosts[1]: must be non-empty text, not a number"},
+	} {
+		c, err := Parse([]byte(tc.src), "bot.yml", FormatYAML, nil)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.src, err)
+		}
+		_, err = c.Builtins()
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q:\n got %v\nwant %s", tc.src, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/server"
+	"github.com/nbots/nb/server/nanobots"
+	"github.com/nbots/nb/server/openai"
+)
+
+// isServeCommand tells nb serve from a cartridge named serve
+// (nb serve - eval hi).
+func isServeCommand(args []string) bool {
+	if len(args) == 0 || args[0] != "serve" {
+		return false
+	}
+	if len(args) >= 3 {
+		switch args[2] {
+		case "eval", "repl", "state", "cartridge":
+			return false
+		}
+	}
+	return true
+}
+
+// serve runs nb serve [flags] [DIR...] until SIGINT or SIGTERM.
+func (a *App) serve(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("nb serve", flag.ContinueOnError)
+	fs.SetOutput(a.Stderr)
+	d := server.DefaultLimits
+	var (
+		listen      = fs.String("listen", "localhost:3048", "`host:port` to listen on (localhost: both 127.0.0.1 and ::1)")
+		tokensFile  = fs.String("tokens", "", "a tokens `file`: per token, the cartridges it may use and its limits (see docs/serve.md)")
+		sandbox     = fs.Bool("force-sandboxed", false, "run every function sandboxed, whatever the cartridges say")
+		unconfirmed = fs.Bool("allow-unconfirmed-tools", false, "run the tools that ask for a confirmation (an HTTP client cannot give one; by default they are denied)")
+		clientCarts = fs.Bool("client-cartridges", true, "accept whole cartridges sent by clients (they never see the server's environment)")
+		origins     = fs.String("cors-origins", strings.Join(server.DefaultOrigins, ","), "without tokens, the `origins` of the browser pages served, comma-separated (* for any page: any site the user visits could then use the server)")
+		maxBody     = fs.String("max-body", "4MiB", "largest request `size` (bytes, KiB or MiB)")
+		headerTO    = fs.Duration("header-timeout", d.HeaderTimeout, "time to read a request's header, and then its body")
+		idleTO      = fs.Duration("idle-timeout", d.IdleTimeout, "how long an idle kept-alive connection stays open")
+		runTO       = fs.Duration("run-timeout", d.RunTimeout, "longest run (an evaluation with its tool calls)")
+		grace       = fs.Duration("grace", d.Grace, "on SIGTERM, how long runs in flight may finish before they are cancelled")
+		maxRuns     = fs.Int("max-runs", d.MaxRuns, "runs in progress at once, on the whole server")
+		perToken    = fs.Int("max-runs-per-token", 0, "runs in progress at once per token (0: --max-runs)")
+		rate        = fs.String("rate", "", "runs NB_SERVE_TOKEN, or clients without a token, may start: `N/second|minute|hour` (default unlimited)")
+		watch       = fs.Duration("watch", 2*time.Second, "how often the cartridge folders are checked for changes (0: never)")
+		pollHold    = fs.Duration("poll-hold", 250*time.Millisecond, "how long a stream poll waits for new output before answering unchanged (0: never)")
+		streamTTL   = fs.Duration("stream-ttl", 10*time.Minute, "how long a finished stream can still be read")
+		abandon     = fs.Duration("stream-abandon", 30*time.Second, "cancel a stream nobody has polled for this long (0: never)")
+		logLevel    = fs.String("log-level", "info", "debug (every request, polls included), info, warn or error")
+		logFormat   = fs.String("log-format", "text", "text or json")
+		logMessages = fs.Bool("log-messages", false, "put the text of the messages in the log")
+		minionFile  = fs.String("agent-minions", "", "a minion `file` (clippy's format): its agents are served too, on the default cartridge's provider (see docs/agents.md)")
+		agentHosts  = fs.String("agent-hosts", "", "a `file` of remote agent servers: the hosts clients may name as minions, and their tokens (see docs/agents.md)")
+		agentID     = fs.String("agent-id", "", "this server's `id` in the chains of runs across servers (default: random)")
+		agentFrame  = fs.String("agent-max-frame", "1MiB", "largest frame a client may send on an agent run (`size`)")
+	)
+	fs.Usage = func() {
+		fmt.Fprint(a.Stderr, "usage: nb serve [flags] [DIR...]\n\nServes the cartridges of the folders (default: NANO_BOTS_CARTRIDGES_PATH, else the\ndefault cartridges folder) over the Nano Bots API, the OpenAI-compatible API\n(/v1: see docs/openai.md) and the agent protocol. Flags:\n\n")
+		fs.PrintDefaults()
+	}
+	var dirs []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil
+			}
+			return &usageError{err.Error()}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		dirs = append(dirs, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	limits := server.Limits{HeaderTimeout: *headerTO, IdleTimeout: *idleTO, RunTimeout: *runTO, Grace: *grace,
+		MaxRuns: *maxRuns, MaxRunsPerToken: *perToken}
+	if *grace == 0 {
+		limits.Grace = -1
+	}
+	var err error
+	if limits.MaxBody, err = parseSize(*maxBody); err != nil {
+		return &usageError{"--max-body: " + err.Error()}
+	}
+	anonRate, err := server.ParseRate(*rate)
+	if err != nil {
+		return &usageError{"--rate: " + err.Error()}
+	}
+	log, err := newLogger(a.Stderr, *logLevel, *logFormat)
+	if err != nil {
+		return &usageError{err.Error()}
+	}
+
+	var tokens []*server.Token
+	if *tokensFile != "" {
+		if tokens, err = server.LoadTokens(*tokensFile); err != nil {
+			return err
+		}
+	}
+	if secret := a.Getenv("NB_SERVE_TOKEN"); secret != "" {
+		t, err := server.NewToken("", secret)
+		if err != nil {
+			return fmt.Errorf("NB_SERVE_TOKEN: %w", err)
+		}
+		t.Rate = anonRate
+		tokens = append(tokens, t)
+	}
+	if err := server.CheckListen(*listen, len(tokens)); err != nil {
+		return err
+	}
+
+	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: a.fennelCacheDir()}
+	if len(dirs) == 0 {
+		env := host.CartridgeEnv()
+		if strings.TrimSpace(env.CartridgesPath) != "" || strings.TrimSpace(env.CartridgesDirectory) != "" {
+			dirs = env.Directories()
+			dirs = dirs[:len(dirs)-1] // the variables' folders, not the default one
+		} else {
+			dirs = []string{env.DefaultDirectory()}
+		}
+	}
+	for _, dir := range dirs {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			log.Warn("cartridge folder not found: its cartridges appear when it is created", "folder", dir)
+		}
+	}
+	srv, err := server.New(ctx, server.Options{
+		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
+		AllowUnconfirmed: *unconfirmed, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
+		AllowOrigins: splitList(*origins),
+		Log:          log, LogMessages: *logMessages,
+	})
+	if err != nil {
+		return err
+	}
+	api := nanobots.New(srv, nanobots.Options{Version: Version, Specification: Specification,
+		PollHold: holdOrNone(*pollHold), StreamTTL: *streamTTL, AbandonAfter: holdOrNone(*abandon)})
+	defer api.Close()
+	openai.New(srv, openai.Options{
+		Logger: log, RequestLogger: srv.Logger, Confirmer: srv.Confirmer(), MaxBody: limits.MaxBody,
+		Admit: srv.Admit, EndUser: srv.EndUser, Owner: tokenOwner,
+	}).Register(srv)
+	closeAgents, err := a.mountAgents(ctx, srv, host, agentOptions{minions: *minionFile, hosts: *agentHosts, id: *agentID, maxFrame: *agentFrame})
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	defer closeAgents()
+
+	lns, err := server.Listen(*listen)
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	models := srv.Models(ctx)
+	broken := 0
+	for _, m := range models {
+		if m.Err != nil {
+			broken++
+		}
+	}
+	addrs := make([]string, len(lns))
+	for i, ln := range lns {
+		addrs[i] = "http://" + ln.Addr().String()
+	}
+	log.Info("serving", "cartridges", len(models), "failed", broken, "folders", strings.Join(dirs, ":"),
+		"listen", strings.Join(addrs, " "), "tokens", len(tokens))
+	fmt.Fprintf(a.Stderr, "nb: serving %d cartridges on %s (Ctrl-C stops)\n", len(models), strings.Join(addrs, " and "))
+	return srv.Serve(ctx, lns...)
+}
+
+// splitList reads a comma-separated flag; "" is an empty list.
+func splitList(s string) []string {
+	out := []string{}
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// watchInterval maps --watch 0 to "never".
+func watchInterval(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
+// holdOrNone maps a flag's 0 to the option's "none" (negative).
+func holdOrNone(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
+// parseSize reads 4194304, 512KiB or 4MiB (KB and MB too, as powers of 2).
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"K", 1 << 10}, {"M", 1 << 20}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a size: write bytes, or a number with KiB or MiB (4MiB)", s)
+	}
+	return n * mult, nil
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+}
+
+// serveCommand runs nb serve with SIGINT and SIGTERM as its stop.
+func (a *App) serveCommand(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return a.report(a.serve(ctx, args))
+}
+
+// tokenOwner is who owns what the OpenAI API keeps for a request (stored
+// responses, the server's part of tool rounds): its token.
+func tokenOwner(r *http.Request) string {
+	if t := server.TokenFrom(r.Context()); t != nil {
+		return "token:" + t.Name
+	}
+	return ""
+}

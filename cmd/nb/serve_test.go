@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nbots/nb/provider/openai/openaitest"
+	"github.com/nbots/nb/provider/providertest"
+)
+
+// nbServe starts this test binary as `nb serve` (testscript.Main runs it
+// as nb when it is called nb) on a free port, and waits until it answers.
+func nbServe(t *testing.T, dir string, env []string, args ...string) (*exec.Cmd, string, *bytes.Buffer) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "nb")
+	if err := os.Symlink(self, bin); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(bin, append(append([]string{"serve", "--listen", addr}, args...), dir)...)
+	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) //nolint:errcheck // may have exited
+	url := "http://" + addr
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get(url + "/healthz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nb serve did not start:\n%s", stderr.String())
+		}
+	}
+	return cmd, url, &stderr
+}
+
+func post(url, body string) (int, string, error) {
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// SIGTERM stops new runs, lets the runs in flight finish (an evaluation
+// and a stream that its client keeps polling), then exits 0; past the
+// grace period, runs are cancelled.
+func TestServeSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts nb serve")
+	}
+	fake := httptest.NewServer(openaitest.New(func(turn providertest.Turn) providertest.Reply {
+		if turn.LastUser() == "long" {
+			return providertest.Reply{Chunks: []string{"never"}, Delay: 3 * time.Second}
+		}
+		return providertest.Reply{Chunks: []string{"a", "b", "c", "d", "e"}, Delay: 150 * time.Millisecond}
+	}))
+	defer fake.Close()
+	dir := t.TempDir()
+	src := "meta: {name: Slow}\nprovider: {id: openai, credentials: {address: ENV/OPENAI_API_ADDRESS, access-token: k}, settings: {model: m}}\n"
+	if err := os.WriteFile(filepath.Join(dir, "slow.yml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"OPENAI_API_ADDRESS=" + fake.URL}
+
+	t.Run("runs in flight finish", func(t *testing.T) {
+		cmd, url, stderr := nbServe(t, dir, env, "--grace", "10s")
+		var wg sync.WaitGroup
+		var evalStatus int
+		var evalBody string
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			evalStatus, evalBody, _ = post(url+"/cartridges", `{"cartridge": "slow", "input": "hi"}`)
+		}()
+		_, created, err := post(url+"/cartridges/stream", `{"cartridge": "slow", "input": "hi"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stream struct{ ID string }
+		json.Unmarshal([]byte(created), &stream) //nolint:errcheck // checked below
+		if stream.ID == "" {
+			t.Fatalf("no stream: %s", created)
+		}
+		var final map[string]any
+		go func() {
+			defer wg.Done()
+			for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
+				resp, err := http.Get(url + "/cartridges/stream/" + stream.ID)
+				if err != nil {
+					return
+				}
+				json.NewDecoder(resp.Body).Decode(&final) //nolint:errcheck // checked below
+				resp.Body.Close()
+				if final["state"] != "pending" {
+					return
+				}
+			}
+		}()
+		time.Sleep(200 * time.Millisecond)
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if status, body, err := post(url+"/cartridges", `{"cartridge": "slow", "input": "late"}`); err != nil || status != 503 {
+			t.Errorf("a new run after SIGTERM: %d %s %v", status, body, err)
+		}
+		wg.Wait()
+		if evalStatus != 200 || !strings.Contains(evalBody, `"output":"abcde\n"`) {
+			t.Errorf("the evaluation in flight: %d %s", evalStatus, evalBody)
+		}
+		if final["state"] != "finished" || final["output"] != "abcde\n" {
+			t.Errorf("the stream in flight: %v", final)
+		}
+		if err := waitExit(cmd, 10*time.Second); err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		if !strings.Contains(stderr.String(), "msg=stopped") {
+			t.Errorf("stderr:\n%s", stderr)
+		}
+	})
+
+	t.Run("grace over", func(t *testing.T) {
+		cmd, url, stderr := nbServe(t, dir, env, "--grace", "300ms")
+		done := make(chan string, 1)
+		go func() {
+			status, body, err := post(url+"/cartridges", `{"cartridge": "slow", "input": "long"}`)
+			done <- fmt.Sprint(status, " ", body, err)
+		}()
+		time.Sleep(300 * time.Millisecond)
+		start := time.Now()
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitExit(cmd, 10*time.Second); err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("stopping took %v", d)
+		}
+		if got := <-done; !strings.HasPrefix(got, "503 ") || !strings.Contains(got, "shutting down") {
+			t.Errorf("the cancelled run answered %s", got)
+		}
+	})
+}
+
+func waitExit(cmd *exec.Cmd, d time.Duration) error {
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			return fmt.Errorf("nb serve exited with %v", err)
+		}
+		return nil
+	case <-time.After(d):
+		return fmt.Errorf("nb serve did not exit within %v of SIGTERM", d)
+	}
+}

@@ -1,0 +1,233 @@
+package agentsrv
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nbots/nb/agentproto"
+	"github.com/nbots/nb/provider/providertest"
+)
+
+// Discovery lists the agents with their effective schemas and the
+// tools the server runs, in the shapes the schemas give.
+func TestDiscovery(t *testing.T) {
+	dir := t.TempDir()
+	url, _ := fakeOpenAI(t, providertest.Echo)
+	writer := newAgent(t, dir, url, "Writer", `tools:
+  - name: word-count
+    description: Counts words.
+    parameters: {type: object, properties: {text: {type: string}}, required: [text]}
+    lua: return 2
+agent:
+  output-schema: {type: object, properties: {words: {type: integer}}, required: [words]}
+  required-tools: [word-count]
+`)
+	srv, _ := serve(t, nil, writer, newAgent(t, dir, url, "Plain", ""))
+	for _, tc := range []struct{ path, schema, want string }{
+		{"/agents", "agents", `"name":"Writer","description":"the Writer agent","type":"functions","input_schema":{"type":"string"},"parameter_schema":{"additionalProperties":false,"properties":{"temperature":{`},
+		{"/tools", "tools", `[{"name":"word-count","description":"Counts words.","input_schema":{`},
+		{"/agents/Plain", "", `{"name":"Plain",`},
+	} {
+		resp, err := http.Get(srv.URL + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), tc.want) {
+			t.Errorf("GET %s: %d %s, want %s", tc.path, resp.StatusCode, body, tc.want)
+		}
+		if tc.schema != "" {
+			var v any
+			json.Unmarshal(body, &v) //nolint:errcheck // checked by the schema
+			if err := agentproto.Validate(tc.schema, v); err != nil {
+				t.Errorf("GET %s does not follow %s.json: %v", tc.path, tc.schema, err)
+			}
+		}
+	}
+	resp, err := http.Get(srv.URL + "/agents/Nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || !strings.Contains(string(body), `"code":"unknown_agent"`) {
+		t.Errorf("unknown agent: %d %s", resp.StatusCode, body)
+	}
+	// The Go client reads the same.
+	c, _ := agentproto.NewClient(srv.URL, "")
+	list, err := c.Agents(context.Background())
+	if err != nil || len(list) != 2 || list[0].OutputSchema["required"] == nil {
+		t.Errorf("client: %+v %v", list, err)
+	}
+}
+
+// A run of a plain agent: run_started, chunks that add up to each step,
+// the step, the final result; the usages of the steps sum to the final
+// usage; the connection closes normally.
+func TestRunStreams(t *testing.T) {
+	url, _ := fakeOpenAI(t, providertest.Echo)
+	srv, _ := serve(t, nil, newAgent(t, t.TempDir(), url, "Echo", ""))
+	c := start(t, srv.URL, "Echo", &agentproto.Frame{Input: "hello there", Chunks: true, Context: map[string]any{"user": "ann"}})
+	var text strings.Builder
+	var usage agentproto.Usage
+	end := c.finish(func(f *agentproto.Frame) {
+		switch f.Type {
+		case agentproto.TypeStepChunk:
+			text.WriteString(f.Delta)
+		case agentproto.TypeStep:
+			if *f.Generated != text.String() {
+				t.Errorf("chunks %q, step %q", text.String(), *f.Generated)
+			}
+			usage = usage.Add(*f.Usage)
+			if m, _ := f.Context.(map[string]any); m["user"] != "ann" {
+				t.Errorf("step context %v", f.Context)
+			}
+		}
+	})
+	if end.Type != agentproto.TypeFinalResult || end.Result != "echo: hello there" || *end.Usage != usage || usage.OutputTokens == 0 {
+		t.Fatalf("end %+v, usage %+v\n%s", end, usage, c.dump())
+	}
+	if m, _ := end.Context.(map[string]any); m["user"] != "ann" {
+		t.Errorf("final context %v", end.Context)
+	}
+	if got := c.types(); !strings.HasPrefix(got, "run_started step_chunk") || !strings.HasSuffix(got, "step final_result") {
+		t.Errorf("frames %s", got)
+	}
+	// Without chunks, whole steps only.
+	c = start(t, srv.URL, "Echo", &agentproto.Frame{Input: "hi"})
+	c.finish(nil)
+	if got := c.types(); got != "run_started step final_result" {
+		t.Errorf("frames without chunks: %s", got)
+	}
+}
+
+// A tool the client declares and the server lacks: the server sends
+// tool_call with the run's context and waits; the result reaches the
+// model. The call is on the step that asked for it, with the same id.
+func TestClientTool(t *testing.T) {
+	url, rec := fakeOpenAI(t, providertest.Echo)
+	srv, _ := serve(t, nil, newAgent(t, t.TempDir(), url, "Echo", ""))
+	tools := []agentproto.ToolRepr{{Name: "local time", Description: "The user's time.", InputSchema: map[string]any{"type": "object", "properties": map[string]any{"zone": map[string]any{"type": "string"}}}}}
+	c := start(t, srv.URL, "Echo", &agentproto.Frame{Input: `call local_time {"zone":"CET"}`, Tools: tools, Context: map[string]any{"n": 1}})
+	var stepCall string
+	end := c.finish(func(f *agentproto.Frame) {
+		switch f.Type {
+		case agentproto.TypeStep:
+			if len(f.ToolCalls) == 1 {
+				stepCall = f.ToolCalls[0].ID
+			}
+		case agentproto.TypeToolCall:
+			in, _ := f.Input.(map[string]any)
+			if f.Name != "local time" || in["zone"] != "CET" || f.ID != stepCall || f.Context == nil {
+				t.Errorf("tool_call %+v (step's call %s)", f, stepCall)
+			}
+			c.send(&agentproto.Frame{Type: agentproto.TypeToolResult, ID: f.ID, Output: "12:00", Context: map[string]any{"n": 2}})
+		case agentproto.TypeToolResult:
+			t.Errorf("the server reported the client's own tool: %+v", f)
+		}
+	})
+	if end.Result != "tool local_time said: 12:00" {
+		t.Fatalf("end %+v\n%s", end, c.dump())
+	}
+	if m, _ := end.Context.(map[string]any); m["n"] != float64(2) {
+		t.Errorf("the tool's context did not come back: %v", end.Context)
+	}
+	if !strings.Contains(string(rec.Bodies()[0]), `"name":"local_time"`) {
+		t.Errorf("the client's tool was not offered: %s", rec.Bodies()[0])
+	}
+}
+
+// Three pending client calls answered out of order reach the model in
+// call order; an unknown id and a second answer are error frames and
+// the run goes on.
+func TestPendingCallsOutOfOrder(t *testing.T) {
+	url, _ := fakeOpenAI(t, providertest.Echo)
+	srv, _ := serve(t, nil, newAgent(t, t.TempDir(), url, "Echo", ""))
+	var tools []agentproto.ToolRepr
+	for _, n := range []string{"a", "b", "c"} {
+		tools = append(tools, agentproto.ToolRepr{Name: n})
+	}
+	c := start(t, srv.URL, "Echo", &agentproto.Frame{Input: "call a {}; b {}; c {}", Tools: tools})
+	// The calls run at once: their frames come in any order.
+	calls := make([]*agentproto.Frame, 3)
+	for n := 0; n < 3; {
+		if f := c.next(); f.Type == agentproto.TypeToolCall {
+			calls[f.Name[0]-'a'] = f
+			n++
+		}
+	}
+	c.send(&agentproto.Frame{Type: agentproto.TypeToolResult, ID: calls[2].ID, Output: "C"})
+	c.send(&agentproto.Frame{Type: agentproto.TypeToolResult, ID: "nope", Output: "?"})
+	if f := c.next(); f.Type != agentproto.TypeError || f.Code != agentproto.CodeUnknownCallID || f.ID != "nope" || f.Terminal() {
+		t.Fatalf("unknown id: %+v", f)
+	}
+	c.send(&agentproto.Frame{Type: agentproto.TypeToolResult, ID: calls[0].ID, Output: "A"})
+	c.send(&agentproto.Frame{Type: agentproto.TypeToolResult, ID: calls[2].ID, Output: "C again"})
+	if f := c.next(); f.Code != agentproto.CodeDuplicateResult || f.ID != calls[2].ID {
+		t.Fatalf("duplicate: %+v", f)
+	}
+	c.send(&agentproto.Frame{Type: agentproto.TypeToolResult, ID: calls[1].ID, Output: map[string]any{"b": true}, IsError: true})
+	end := c.finish(nil)
+	if end.Result != `tool a said: A; tool b said: {"b":true}; tool c said: C` {
+		t.Fatalf("end %+v\n%s", end, c.dump())
+	}
+}
+
+// Steering: an input frame sent while a tool call waits is given to the
+// model after that tool round, as a user message.
+func TestSteering(t *testing.T) {
+	url, rec := fakeOpenAI(t, providertest.Echo)
+	srv, _ := serve(t, nil, newAgent(t, t.TempDir(), url, "Echo", ""))
+	c := start(t, srv.URL, "Echo", &agentproto.Frame{Input: "call now {}", Tools: []agentproto.ToolRepr{{Name: "now"}}})
+	end := c.finish(func(f *agentproto.Frame) {
+		if f.Type == agentproto.TypeToolCall {
+			c.send(&agentproto.Frame{Type: agentproto.TypeInput, Content: "be brief"})
+			c.send(&agentproto.Frame{Type: agentproto.TypeToolResult, ID: f.ID, Output: "noon"})
+		}
+	})
+	if end.Result != "echo: be brief" {
+		t.Fatalf("end %+v", end)
+	}
+	turn, err := openaiTurn(rec.Bodies()[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(turn.Messages)
+	if turn.Messages[n-2].Role != "tool" || turn.Messages[n-1].Role != "user" || turn.Messages[n-1].Content != "be brief" {
+		t.Errorf("second request %+v", turn.Messages)
+	}
+}
+
+// stop mid-stream ends the run within a second with error cancelled,
+// and no further model call is made.
+func TestStopMidStream(t *testing.T) {
+	slow := providertest.Reply{Chunks: providertest.Split(strings.Repeat("slow text ", 30), 5), Delay: 20 * time.Millisecond}
+	url, rec := fakeOpenAI(t, providertest.Scripted(slow))
+	srv, _ := serve(t, nil, newAgent(t, t.TempDir(), url, "Slow", ""))
+	c := start(t, srv.URL, "Slow", &agentproto.Frame{Input: "talk", Chunks: true})
+	for c.next().Type != agentproto.TypeStepChunk {
+	}
+	stopped := time.Now()
+	c.send(&agentproto.Frame{Type: agentproto.TypeStop})
+	end := c.finish(nil)
+	if end.Type != agentproto.TypeError || end.Code != agentproto.CodeCancelled {
+		t.Fatalf("end %+v", end)
+	}
+	if d := time.Since(stopped); d > time.Second {
+		t.Errorf("stop took %s", d)
+	}
+	if n := len(rec.Bodies()); n != 1 {
+		t.Errorf("%d model calls", n)
+	}
+}
+
+// openaiTurn decodes a recorded Chat Completions request.
+func openaiTurn(body []byte) (providertest.Turn, error) {
+	return openaitestDecode(body)
+}

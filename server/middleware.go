@@ -1,0 +1,402 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+)
+
+// reqInfo is what the middleware and the handlers share about one request.
+type reqInfo struct {
+	id    string
+	token *Token
+
+	mu        sync.Mutex
+	cartridge string
+	quiet     bool
+	err       *Error
+}
+
+type infoKey struct{}
+type leasesKey struct{}
+
+func infoFrom(ctx context.Context) *reqInfo {
+	info, _ := ctx.Value(infoKey{}).(*reqInfo)
+	return info
+}
+
+func leasesFrom(ctx context.Context) *leases {
+	l, _ := ctx.Value(leasesKey{}).(*leases)
+	return l
+}
+
+// TokenFrom returns the token the request of ctx was authenticated with;
+// nil when the server has no tokens.
+func TokenFrom(ctx context.Context) *Token {
+	if info := infoFrom(ctx); info != nil {
+		return info.token
+	}
+	return nil
+}
+
+// RequestID returns the id of the request of ctx (sent back as
+// X-Request-Id and in every log line about it).
+func RequestID(ctx context.Context) string {
+	if info := infoFrom(ctx); info != nil {
+		return info.id
+	}
+	return ""
+}
+
+// Quiet logs the request of ctx at debug level only: the Nano Bots
+// stream polls come hundreds of times a second.
+func Quiet(ctx context.Context) {
+	if info := infoFrom(ctx); info != nil {
+		info.mu.Lock()
+		info.quiet = true
+		info.mu.Unlock()
+	}
+}
+
+func setCartridge(ctx context.Context, id string) {
+	if info := infoFrom(ctx); info != nil {
+		info.mu.Lock()
+		info.cartridge = id
+		info.mu.Unlock()
+	}
+}
+
+// statusWriter records the status and size of an answer.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection (Flush,
+// deadlines).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush sends what was written so far (server-sent events).
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		if w.status == 0 {
+			w.status = http.StatusOK
+		}
+		f.Flush()
+	}
+}
+
+// Hijack hands the connection over (a websocket front-end); the log
+// says 101.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && w.status == 0 {
+		w.status = http.StatusSwitchingProtocols
+	}
+	return conn, rw, err
+}
+
+// corsMethods are the methods preflights allow, as the reference's.
+const corsMethods = "GET, POST, OPTIONS, HEAD, DELETE"
+
+// Handler is the server's HTTP handler: every request gets an id, CORS
+// headers (any origin: the Obsidian plugin runs in a page of origin
+// app://obsidian.md and sends custom headers, so even its GETs are
+// preflighted), panic recovery and a log line; preflights and /healthz
+// need no token, everything else does when the server has tokens. A
+// server without tokens answers browsers only from Options.AllowOrigins,
+// and only requests addressed to a loopback name (see browserRefused). Request
+// bodies are read whole (up to Limits.MaxBody, within HeaderTimeout)
+// before the route runs, chunked ones included.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(s.serveHTTP)
+}
+
+func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	info := &reqInfo{id: newRequestID()}
+	w := &statusWriter{ResponseWriter: rw}
+	h := w.Header()
+	h.Set("X-Request-Id", info.id)
+	if len(s.opts.Tokens) == 0 {
+		if msg := s.browserRefused(r); msg != "" {
+			// No CORS headers: the page must not read even this.
+			info.quiet = r.Method == http.MethodOptions
+			defer func() { s.logRequest(r, info, w, time.Since(start)) }()
+			s.WriteError(w, r, &Error{Status: http.StatusForbidden, Message: msg})
+			return
+		}
+	}
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Expose-Headers", "Retry-After, X-Request-Id")
+	l := &leases{}
+	ctx := context.WithValue(context.WithValue(r.Context(), infoKey{}, info), leasesKey{}, l)
+	r = r.WithContext(ctx)
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("internal error (please report it)", "request", info.id, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			if w.status == 0 {
+				s.WriteError(w, r, &Error{Status: http.StatusInternalServerError, Message: fmt.Sprintf("internal error in nb (please report it): %v", p)})
+			}
+		}
+		l.release()
+		s.logRequest(r, info, w, time.Since(start))
+	}()
+
+	if r.Method == http.MethodOptions {
+		// A preflight: never behind a token, always 2xx.
+		h.Set("Access-Control-Allow-Methods", corsMethods)
+		if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
+			h.Set("Access-Control-Allow-Headers", req)
+		} else {
+			h.Set("Access-Control-Allow-Headers", "*")
+		}
+		h.Set("Access-Control-Max-Age", "86400")
+		h.Add("Vary", "Access-Control-Request-Headers")
+		info.quiet = true
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if r.URL.Path != "/healthz" && len(s.opts.Tokens) > 0 {
+		tok, err := authenticate(s.opts.Tokens, r)
+		if err != nil {
+			s.WriteError(w, r, err)
+			return
+		}
+		info.token = tok
+	}
+	if err := s.readBody(w, r); err != nil {
+		s.WriteError(w, r, err)
+		return
+	}
+	if p := cleanPath(r.URL.Path); p != r.URL.Path {
+		// The mux would redirect (//cartridges, which the Obsidian plugin
+		// sends for an address ending in /): a redirect breaks
+		// preflighted clients, so the clean path is served directly.
+		r.URL.Path, r.URL.RawPath = p, ""
+	}
+	handler, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		s.noRoute(w, r, handler)
+		return
+	}
+	s.mux.ServeHTTP(w, r) // sets the path's values, which Handler does not
+}
+
+// DefaultOrigins are the browser origins a server without tokens
+// answers: the Obsidian plugin's page.
+var DefaultOrigins = []string{"app://obsidian.md"}
+
+// browserRefused says why a server without tokens does not answer r, ""
+// when it does. Without a token anything that can reach the port may run
+// the operator's cartridges, which is fine for the programs of the
+// machine's user but not for the web pages their browser opens: CORS "*"
+// would let any page read the answers, a "simple" POST needs no
+// preflight, and a page whose name a DNS rebinding points at 127.0.0.1
+// is same-origin. So requests from browsers (an Origin header) must come
+// from an allowed origin, and requests that reach a loopback listener
+// must be addressed to a loopback name.
+func (s *Server) browserRefused(r *http.Request) string {
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && isLoopbackAddr(la.String()) && r.Host != "" && !isLoopbackHost(r.Host) {
+		return fmt.Sprintf("this server has no token, so it answers only requests addressed to localhost, 127.0.0.1 or ::1, not %q (a web page could reach it through DNS rebinding); set NB_SERVE_TOKEN to serve other names", r.Host)
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return ""
+	}
+	allowed := s.opts.AllowOrigins
+	if allowed == nil {
+		allowed = DefaultOrigins
+	}
+	for _, o := range allowed {
+		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("this server has no token and does not answer the web page of origin %q (any page the user opens could use it otherwise): start nb serve with --cors-origins %s to allow it, or set NB_SERVE_TOKEN", origin, origin)
+}
+
+// isLoopbackAddr reports whether addr (host:port) is a loopback address.
+func isLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// isLoopbackHost reports whether a Host header names this machine:
+// localhost (and its subdomains, which browsers never resolve elsewhere)
+// or a loopback address.
+func isLoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// readBody reads the request's body whole, within the header timeout and
+// the size limit, and puts it back as a buffer.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	if r.ContentLength > s.limits.MaxBody {
+		return &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is %d bytes, more than the server's limit of %d bytes (--max-body)", r.ContentLength, s.limits.MaxBody)}
+	}
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(s.limits.HeaderTimeout)) //nolint:errcheck // not every connection has deadlines
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.limits.MaxBody))
+	// No deadline while the route runs: the connection's background read
+	// would take a timeout for the client going away and cancel the run.
+	rc.SetReadDeadline(time.Time{}) //nolint:errcheck // as above
+	r.Body.Close()                  //nolint:errcheck // read whole
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return AsError(nil, err)
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return &Error{Status: http.StatusRequestTimeout, Message: "the request body did not arrive in time"}
+		}
+		return &Error{Status: http.StatusBadRequest, Message: "cannot read the request body: " + err.Error()}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return nil
+}
+
+// noRoute answers a path or method no route has, in the family's shape.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request, muxHandler http.Handler) {
+	rec := &headerRecorder{header: http.Header{}}
+	muxHandler.ServeHTTP(rec, r)
+	if allow := rec.header.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	if rec.status == http.StatusMethodNotAllowed {
+		s.WriteError(w, r, &Error{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, rec.header.Get("Allow"))})
+		return
+	}
+	s.WriteError(w, r, &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("there is no route %s %s on this server", r.Method, r.URL.Path)})
+}
+
+// cleanPath is p without repeated slashes or dot segments.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	if !strings.HasPrefix(c, "/") {
+		c = "/" + c
+	}
+	return c
+}
+
+// headerRecorder catches what the mux answers for an unknown route.
+type headerRecorder struct {
+	header http.Header
+	status int
+}
+
+func (h *headerRecorder) Header() http.Header { return h.header }
+func (h *headerRecorder) WriteHeader(code int) {
+	if h.status == 0 {
+		h.status = code
+	}
+}
+func (h *headerRecorder) Write(b []byte) (int, error) {
+	if h.status == 0 {
+		h.status = http.StatusOK
+	}
+	return len(b), nil
+}
+
+// logRequest writes the request's line: quiet requests (stream polls,
+// preflights) only at debug level, failures at warn or error.
+func (s *Server) logRequest(r *http.Request, info *reqInfo, w *statusWriter, d time.Duration) {
+	info.mu.Lock()
+	quiet, cart, e := info.quiet, info.cartridge, info.err
+	info.mu.Unlock()
+	status := w.status
+	if status == 0 {
+		status = 499 // the client went away before an answer
+	}
+	level := slog.LevelInfo
+	switch {
+	case status >= 500:
+		level = slog.LevelError
+	case status >= 400:
+		level = slog.LevelWarn
+	case quiet:
+		level = slog.LevelDebug
+	}
+	if e != nil && e.Status == 499 {
+		level = slog.LevelInfo
+	}
+	ctx := context.Background()
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("request", info.id),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Duration("duration", d),
+		slog.Int64("bytes", w.bytes),
+	}
+	if cart != "" {
+		attrs = append(attrs, slog.String("cartridge", cart))
+	}
+	if info.token != nil && info.token.Name != "" {
+		attrs = append(attrs, slog.String("token", info.token.Name))
+	}
+	if e != nil {
+		attrs = append(attrs, slog.String("error", e.Message))
+		if e.Err != nil && e.Err.Error() != e.Message {
+			attrs = append(attrs, slog.String("cause", e.Err.Error()))
+		}
+	}
+	s.log.LogAttrs(ctx, level, "request", attrs...)
+}
