@@ -264,7 +264,7 @@ func (r *planRun) parsePlan(text string) ([]Task, string) {
 	var out struct {
 		Tasks []Task `json:"tasks"`
 	}
-	if err := json.Unmarshal([]byte(stripFence(text)), &out); err != nil {
+	if err := json.Unmarshal([]byte(StripFence(text)), &out); err != nil {
 		return nil, "it is not a JSON object (" + err.Error() + ")"
 	}
 	for i, t := range out.Tasks {
@@ -303,8 +303,9 @@ func (r *planRun) finalStep(ctx context.Context, complaint string) (*Result, err
 	return &Result{Text: resp.Text, Display: resp.Text, Streamed: req.Stream, Usage: r.usage, Rounds: r.step, FinishReason: resp.FinishReason}, nil
 }
 
-// stripFence removes a Markdown code fence around JSON.
-func stripFence(s string) string {
+// StripFence removes a Markdown code fence around JSON (models wrap
+// JSON answers in one even when told not to).
+func StripFence(s string) string {
 	s = strings.TrimSpace(s)
 	if strings.HasPrefix(s, "```") {
 		s = strings.TrimPrefix(s, "```json")

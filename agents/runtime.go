@@ -487,7 +487,7 @@ func (r *Run) checkOutput(text string) (any, string) {
 	var v any
 	if a.Repr.OutputSchema["type"] == "string" {
 		v = text
-	} else if err := json.Unmarshal([]byte(stripFence(text)), &v); err != nil {
+	} else if err := json.Unmarshal([]byte(agent.StripFence(text)), &v); err != nil {
 		return nil, "it is not JSON (" + err.Error() + ")"
 	}
 	if err := a.output.Validate(v); err != nil {
@@ -664,15 +664,4 @@ func (rt *Runtime) hostAllowed(u *url.URL) bool {
 		}
 	}
 	return false
-}
-
-// stripFence removes a Markdown code fence around JSON.
-func stripFence(s string) string {
-	s = strings.TrimSpace(s)
-	if strings.HasPrefix(s, "```") {
-		s = strings.TrimPrefix(s, "```json")
-		s = strings.TrimPrefix(s, "```")
-		s = strings.TrimSuffix(strings.TrimSpace(s), "```")
-	}
-	return strings.TrimSpace(s)
 }

@@ -130,7 +130,7 @@ func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if IsOpenAIPath(r.URL.Path) {
 		typ, code := e.Type, e.Code
 		if typ == "" {
-			typ = openAIType(status)
+			typ = OpenAIErrorType(status)
 		}
 		if code == "" {
 			code = openAICode(status)
@@ -171,7 +171,9 @@ func nullable(s string) any {
 	return s
 }
 
-func openAIType(status int) string {
+// OpenAIErrorType is the type of OpenAI's error object for an HTTP
+// status.
+func OpenAIErrorType(status int) string {
 	switch {
 	case status == http.StatusUnauthorized:
 		return "authentication_error"

@@ -66,19 +66,6 @@ func WriteError(w http.ResponseWriter, e *Error) {
 	w.Write(append(body, '\n')) //nolint:errcheck // the client may have gone
 }
 
-// errorType is OpenAI's error type for a status.
-func errorType(status int) string {
-	switch {
-	case status == http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case status == http.StatusUnauthorized:
-		return "authentication_error"
-	case status >= 500:
-		return "server_error"
-	}
-	return "invalid_request_error"
-}
-
 // badRequest is a 400 naming the field at fault.
 func badRequest(param, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...), Type: "invalid_request_error", Param: param}
@@ -104,7 +91,7 @@ func apiError(err error, model string, providerID string) *Error {
 		// failed to load), in OpenAI's shape.
 		out := &Error{Status: se.Status, Message: se.Message, Type: se.Type, Param: se.Param, Code: se.Code, RetryAfter: se.RetryAfter}
 		if out.Type == "" {
-			out.Type = errorType(se.Status)
+			out.Type = server.OpenAIErrorType(se.Status)
 		}
 		if out.Param == "" && (se.Status == http.StatusNotFound || se.Status == http.StatusForbidden) {
 			out.Param = "model"
