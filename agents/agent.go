@@ -222,16 +222,7 @@ func (a *Agent) settingsFor(params map[string]any) map[string]any {
 		if !ok {
 			continue
 		}
-		m := out
-		for _, k := range path[:len(path)-1] {
-			next, _ := m[k].(map[string]any)
-			if next == nil {
-				next = map[string]any{}
-				m[k] = next
-			}
-			m = next
-		}
-		m[path[len(path)-1]] = v
+		setPath(out, path, v)
 	}
 	return out
 }

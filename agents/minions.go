@@ -219,18 +219,7 @@ func contains(list []string, s string) bool {
 func derive(base *cartridge.Cartridge, name, desc, prompt, model string) *cartridge.Cartridge {
 	c := *base
 	c.Data = deepCopy(base.Data).(map[string]any)
-	set := func(v any, path ...string) {
-		m := c.Data
-		for _, k := range path[:len(path)-1] {
-			next, _ := m[k].(map[string]any)
-			if next == nil {
-				next = map[string]any{}
-				m[k] = next
-			}
-			m = next
-		}
-		m[path[len(path)-1]] = v
-	}
+	set := func(v any, path ...string) { setPath(c.Data, path, v) }
 	set(name, "meta", "name")
 	set(desc, "meta", "description")
 	if strings.TrimSpace(prompt) != "" {
@@ -267,4 +256,17 @@ func deepCopy(v any) any {
 		return out
 	}
 	return v
+}
+
+// setPath sets the value at path in m, making the mappings on the way.
+func setPath(m map[string]any, path []string, v any) {
+	for _, k := range path[:len(path)-1] {
+		next, _ := m[k].(map[string]any)
+		if next == nil {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
 }
