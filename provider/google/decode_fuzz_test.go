@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/provider/providertest"
 )
 
 // FuzzDecode: no body makes the Gemini decoders panic or hang.
@@ -19,32 +20,8 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		var events []provider.Event
 		resp, err := newDecoder(func(ev provider.Event) { events = append(events, ev) }).stream(context.Background(), strings.NewReader(body))
-		checkDecoded(t, resp, err, events)
+		providertest.CheckDecoded(t, resp, err, events)
 		resp, err = newDecoder(nil).whole([]byte(body))
-		checkDecoded(t, resp, err, nil)
+		providertest.CheckDecoded(t, resp, err, nil)
 	})
-}
-
-// checkDecoded holds for every decoder: an answer or an error, never
-// both or neither, and the streamed text is the answer's text.
-func checkDecoded(t *testing.T, resp *provider.Response, err error, events []provider.Event) {
-	t.Helper()
-	if (resp == nil) == (err == nil) {
-		t.Fatalf("response %v and error %v", resp, err)
-	}
-	if err != nil {
-		if err.Error() == "" {
-			t.Fatal("an empty error")
-		}
-		return
-	}
-	var text strings.Builder
-	for _, ev := range events {
-		if ev.Kind == provider.TextDelta {
-			text.WriteString(ev.Text)
-		}
-	}
-	if len(events) > 0 && text.String() != resp.Text {
-		t.Fatalf("streamed %q, answered %q", text.String(), resp.Text)
-	}
 }

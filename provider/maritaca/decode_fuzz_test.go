@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/provider/providertest"
 )
 
 // FuzzDecode: no body makes Maritaca's legacy decoders panic or hang (the
@@ -17,32 +18,8 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		var events []provider.Event
 		resp, err := decodeLegacyStream(context.Background(), strings.NewReader(body), func(ev provider.Event) { events = append(events, ev) })
-		checkDecoded(t, resp, err, events)
+		providertest.CheckDecoded(t, resp, err, events)
 		resp, err = decodeLegacyWhole(context.Background(), strings.NewReader(body))
-		checkDecoded(t, resp, err, nil)
+		providertest.CheckDecoded(t, resp, err, nil)
 	})
-}
-
-// checkDecoded holds for every decoder: an answer or an error, never
-// both or neither, and the streamed text is the answer's text.
-func checkDecoded(t *testing.T, resp *provider.Response, err error, events []provider.Event) {
-	t.Helper()
-	if (resp == nil) == (err == nil) {
-		t.Fatalf("response %v and error %v", resp, err)
-	}
-	if err != nil {
-		if err.Error() == "" {
-			t.Fatal("an empty error")
-		}
-		return
-	}
-	var text strings.Builder
-	for _, ev := range events {
-		if ev.Kind == provider.TextDelta {
-			text.WriteString(ev.Text)
-		}
-	}
-	if len(events) > 0 && text.String() != resp.Text {
-		t.Fatalf("streamed %q, answered %q", text.String(), resp.Text)
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/provider/providertest"
 )
 
 // bodyTransport answers every request with the same body, without a
@@ -35,31 +36,7 @@ func FuzzDecode(f *testing.F) {
 			var events []provider.Event
 			req := provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "hi"}}, Stream: stream}
 			resp, err := p.Complete(context.Background(), req, func(ev provider.Event) { events = append(events, ev) })
-			checkDecoded(t, resp, err, events)
+			providertest.CheckDecoded(t, resp, err, events)
 		}
 	})
-}
-
-// checkDecoded holds for every decoder: an answer or an error, never
-// both or neither, and the streamed text is the answer's text.
-func checkDecoded(t *testing.T, resp *provider.Response, err error, events []provider.Event) {
-	t.Helper()
-	if (resp == nil) == (err == nil) {
-		t.Fatalf("response %v and error %v", resp, err)
-	}
-	if err != nil {
-		if err.Error() == "" {
-			t.Fatal("an empty error")
-		}
-		return
-	}
-	var text strings.Builder
-	for _, ev := range events {
-		if ev.Kind == provider.TextDelta {
-			text.WriteString(ev.Text)
-		}
-	}
-	if len(events) > 0 && text.String() != resp.Text {
-		t.Fatalf("streamed %q, answered %q", text.String(), resp.Text)
-	}
 }
