@@ -17,6 +17,7 @@ import (
 	"github.com/nbots/nb/builtin/shell"
 	"github.com/nbots/nb/builtin/web"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/netguard"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/tool"
 )
@@ -40,8 +41,8 @@ type Options struct {
 	CartridgeDir string
 	// Resolver and Dialer are web_fetch's (nil: the system's). Tests
 	// inject fakes to need no network.
-	Resolver web.Resolver
-	Dialer   web.Dialer
+	Resolver netguard.Resolver
+	Dialer   netguard.Dialer
 	// HTTPClient sends web_search's requests (nil: a client with a timeout).
 	HTTPClient *http.Client
 	// SearchURL replaces the Brave Search API's address.
@@ -179,7 +180,7 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 	if w := cfg.Web; w != nil {
 		if w.Fetch != nil {
 			tools = append(tools, web.NewFetch(web.FetchConfig{
-				Guard:    web.Guard{Resolver: o.Resolver, Dialer: o.Dialer, AllowHosts: w.Fetch.AllowHosts},
+				Guard:    netguard.Guard{Resolver: o.Resolver, Dialer: o.Dialer, AllowHosts: w.Fetch.AllowHosts},
 				MaxBytes: w.Fetch.MaxBytes, Timeout: w.Fetch.Timeout,
 			}))
 			if len(w.Fetch.AllowHosts) > 0 {

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/net/html/charset"
 
 	"github.com/nbots/nb/builtin/internal/arg"
+	"github.com/nbots/nb/netguard"
 	"github.com/nbots/nb/tool"
 )
 
@@ -39,7 +40,7 @@ const (
 type FetchConfig struct {
 	// Guard checks every connection; its Resolver and Dialer default to
 	// the system's.
-	Guard Guard
+	Guard netguard.Guard
 	// MaxBytes bounds a response body (DefaultMaxBytes if 0).
 	MaxBytes int64
 	// Timeout bounds a fetch (DefaultFetchTimeout if 0).
@@ -196,7 +197,7 @@ func fetchError(start *url.URL, err error) error {
 			at = u.Redacted()
 		}
 	}
-	var be *BlockedError
+	var be *netguard.BlockedError
 	if errors.As(err, &be) {
 		if at != start.Redacted() {
 			return fmt.Errorf("web_fetch refused %s: it redirected to %s, and %v", start.Redacted(), at, be)

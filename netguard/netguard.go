@@ -1,7 +1,9 @@
-// Package web is the web group of nb's built-in tools: web_fetch, which
-// reads a page as Markdown text through a guard against server-side
-// request forgery, and web_search, which asks the Brave Search API.
-package web
+// Package netguard connects only to public addresses: the guard against
+// server-side request forgery of web_fetch (a model chooses the URL) and
+// of the providers of cartridges that clients send to nb serve (a client
+// chooses the address). Names are resolved once and the connection goes
+// to a checked address, so a DNS rebinding cannot slip past the check.
+package netguard
 
 import (
 	"context"
@@ -47,9 +49,9 @@ type BlockedError struct {
 
 func (e *BlockedError) Error() string {
 	if e.Host == e.Addr.String() {
-		return fmt.Sprintf("%s is %s: web_fetch only reaches public addresses", e.Host, e.Reason)
+		return fmt.Sprintf("%s is %s: only public addresses may be reached", e.Host, e.Reason)
 	}
-	return fmt.Sprintf("%s resolves to %s, %s: web_fetch only reaches public addresses", e.Host, e.Addr, e.Reason)
+	return fmt.Sprintf("%s resolves to %s, %s: only public addresses may be reached", e.Host, e.Addr, e.Reason)
 }
 
 func (g *Guard) allowed(host string) bool {
