@@ -38,6 +38,8 @@ type Guard struct {
 	// when they are private or loopback (an intranet the cartridge
 	// names). Lower case, without a trailing dot.
 	AllowHosts []string
+	// Hint says how to allow a refused host; it goes into BlockedError.
+	Hint string
 }
 
 // BlockedError is a connection the guard refused.
@@ -45,6 +47,8 @@ type BlockedError struct {
 	Host   string
 	Addr   netip.Addr
 	Reason string
+	// Hint is the guard's Hint: how to allow the host, if one may.
+	Hint string
 }
 
 func (e *BlockedError) Error() string {
@@ -100,7 +104,7 @@ func (g *Guard) Addrs(ctx context.Context, host string) ([]netip.Addr, error) {
 	}
 	for _, a := range addrs {
 		if why := Blocked(a); why != "" {
-			return nil, &BlockedError{Host: host, Addr: a, Reason: why}
+			return nil, &BlockedError{Host: host, Addr: a, Reason: why, Hint: g.Hint}
 		}
 	}
 	return addrs, nil

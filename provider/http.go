@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpproxy"
+
+	"github.com/nbots/nb/netguard"
 )
 
 // clientKey is the proxy configuration a shared client was built for.
@@ -265,7 +267,10 @@ func networkError(ctx context.Context, providerID, url string, err error, stream
 	retryable := true
 	hint := ""
 	var dnsErr *net.DNSError
+	var blocked *netguard.BlockedError
 	switch {
+	case errors.As(err, &blocked):
+		retryable, hint = false, blocked.Hint
 	case errors.Is(err, syscall.ECONNREFUSED):
 		retryable, hint = false, "is the server running? check provider.credentials.address"
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:

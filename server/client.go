@@ -3,11 +3,15 @@ package server
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/netguard"
+	"github.com/nbots/nb/provider"
 )
 
 // ClientCartridgeName names a cartridge a client sent, in messages.
@@ -27,7 +31,13 @@ const ClientCartridgeName = "request.cartridge"
 //     commands, the network of the server) and mcp servers (programs the
 //     server would start);
 //   - its functions always run sandboxed (Clojure, which cannot be, is
-//     refused when called).
+//     refused when called);
+//   - its provider reaches public addresses only (netguard), unless the
+//     operator names the host in Options.ClientHosts: otherwise a client
+//     could have the server send requests into its own network or to a
+//     cloud metadata service (credentials.address is the client's
+//     choice). It connects directly, not through the server's proxy,
+//     whose own address would pass the check for any destination.
 //
 // The bot is held, and closed, with the request (or the run started with
 // Admit). Errors are *Error: 403 when the server takes no client
@@ -47,6 +57,7 @@ func (s *Server) ClientBot(ctx context.Context, src []byte) (*bot.Bot, error) {
 	h.AllowHostCredentials = false
 	h.AllowMCP = false
 	h.ForceSandbox = true
+	h.HTTPClient = s.clientProviderHTTP()
 	setCartridge(ctx, ClientCartridgeName)
 	b, err := s.build(ctx, ClientCartridgeName, c, h)
 	if err != nil {
@@ -60,6 +71,21 @@ func (s *Server) ClientBot(ctx context.Context, src []byte) (*bot.Bot, error) {
 	}
 	sv.retire() // closed when the request (or its run) lets go
 	return b, nil
+}
+
+// clientProviderHTTP is the HTTP client of client cartridges' providers:
+// provider.ClientFor's settings, without a proxy, dialling through a
+// netguard.Guard that lets Options.ClientHosts through.
+func (s *Server) clientProviderHTTP() *http.Client {
+	s.clientHTTPOnce.Do(func() {
+		t := provider.ClientFor(nil).Transport.(*http.Transport).Clone()
+		g := &netguard.Guard{AllowHosts: s.opts.ClientHosts, Dialer: &net.Dialer{Timeout: 2 * time.Minute, KeepAlive: 30 * time.Second},
+			Hint: "the provider of a cartridge sent by a client reaches public addresses only; the operator may allow this host with nb serve --client-hosts"}
+		t.Proxy = nil
+		t.DialContext = g.DialContext
+		s.clientHTTP = &http.Client{Transport: t}
+	})
+	return s.clientHTTP
 }
 
 // CheckClientCartridge applies the rules of ClientBot to a parsed

@@ -65,6 +65,7 @@ func newFixture(t *testing.T, files map[string]string, configure func(*Options))
 		Host:             bot.Host{Environ: []string{"OPENAI_API_ADDRESS=" + fake.URL, "OPENAI_API_KEY=sk-server-secret", "HOME=" + home}},
 		WatchInterval:    -1,
 		ClientCartridges: true,
+		ClientHosts:      []string{"127.0.0.1"}, // the fake providers
 		Log:              slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if configure != nil {

@@ -126,6 +126,11 @@ type Options struct {
 	// ClientCartridges accepts cartridges sent whole by clients (see
 	// ClientBot).
 	ClientCartridges bool
+	// ClientHosts are the host names or addresses that the providers of
+	// client cartridges may reach although they are loopback, private or
+	// otherwise not public (a model server on the local network); every
+	// other such address is refused (see ClientBot).
+	ClientHosts []string
 	// AllowOrigins are the origins of the browser pages a server without
 	// tokens answers (see Handler); nil is DefaultOrigins, "*" is any.
 	AllowOrigins []string
@@ -157,11 +162,16 @@ type Server struct {
 
 	base       context.Context // parent of every request and run
 	cancelBase context.CancelCauseFunc
-	runsMu     sync.Mutex
-	active     int
-	runs       sync.WaitGroup
-	draining   bool
-	closeOnce  sync.Once
+	// clientHTTP is the providers' client of client cartridges (see
+	// ClientBot), made on first use.
+	clientHTTP     *http.Client
+	clientHTTPOnce sync.Once
+
+	runsMu    sync.Mutex
+	active    int
+	runs      sync.WaitGroup
+	draining  bool
+	closeOnce sync.Once
 }
 
 // New loads the cartridges of opts.Dirs and the built-in default, and

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/netguard"
 	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
 	"github.com/nbots/nb/tool"
@@ -505,3 +506,52 @@ func TestShutdown(t *testing.T) {
 func toolCall(name string) tool.Call { return tool.Call{Name: name, Arguments: map[string]any{}} }
 
 func botExchange() bot.Exchange { return bot.Exchange{Mode: cartridge.Eval} }
+
+// A client's cartridge chooses its provider's address: without a guard a
+// client could have the server send requests into its own network (a
+// model server, a cloud metadata service). Its provider reaches public
+// addresses only, unless the operator allows the host; the refusal is not
+// retried and says how to allow it. The operator's cartridges are not
+// guarded.
+func TestClientCartridgeReachesPublicAddressesOnly(t *testing.T) {
+	inside := openaitest.New(providertest.Echo)
+	srv := httptest.NewServer(inside)
+	defer srv.Close()
+	f := newFixture(t, nil, func(o *Options) { o.ClientHosts = nil })
+	l := &leases{}
+	ctx := context.WithValue(context.Background(), leasesKey{}, l)
+	defer l.release()
+	for _, address := range []string{srv.URL, "http://169.254.169.254", "http://[::1]:1", "http://2130706433:1"} {
+		src := `{"provider":{"id":"openai","credentials":{"address":"` + address + `","access-token":"sk-client"},"settings":{"model":"m"}}}`
+		b, err := f.srv.ClientBot(ctx, []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = b.Ask(ctx, botExchange(), "hi")
+		var blocked *netguard.BlockedError
+		if !errors.As(err, &blocked) || !strings.Contains(err.Error(), "--client-hosts") {
+			t.Errorf("%s: %v, want a refusal naming --client-hosts", address, err)
+		}
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Errorf("%s: refused after %v: a refusal is not retried", address, d)
+		}
+	}
+	if n := len(inside.Recorder.Bodies()); n != 0 {
+		t.Fatalf("the inside address received %d requests", n)
+	}
+
+	// Allowed by the operator, the host is reached.
+	f2 := newFixture(t, nil, func(o *Options) { o.ClientHosts = []string{"127.0.0.1"} })
+	src := `{"provider":{"id":"openai","credentials":{"address":"` + srv.URL + `","access-token":"sk-client"},"settings":{"model":"m"}}}`
+	b, err := f2.srv.ClientBot(ctx, []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Ask(ctx, botExchange(), "hi"); err != nil {
+		t.Fatal(err)
+	}
+	if inside.Recorder.Last() == nil {
+		t.Fatal("the allowed host was not reached")
+	}
+}

@@ -47,6 +47,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		sandbox     = fs.Bool("force-sandboxed", false, "run every function sandboxed, whatever the cartridges say")
 		unconfirmed = fs.Bool("allow-unconfirmed-tools", false, "run the tools that ask for a confirmation (an HTTP client cannot give one; by default they are denied)")
 		clientCarts = fs.Bool("client-cartridges", true, "accept whole cartridges sent by clients (they never see the server's environment)")
+		clientHosts = fs.String("client-hosts", "", "hosts (names or addresses, comma-separated) that the providers of cartridges sent by clients may reach although they are not public: loopback, private, link-local")
 		origins     = fs.String("cors-origins", strings.Join(server.DefaultOrigins, ","), "without tokens, the `origins` of the browser pages served, comma-separated (* for any page: any site the user visits could then use the server)")
 		maxBody     = fs.String("max-body", "4MiB", "largest request `size` (bytes, KiB or MiB)")
 		headerTO    = fs.Duration("header-timeout", d.HeaderTimeout, "time to read a request's header, and then its body")
@@ -140,8 +141,8 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	srv, err := server.New(ctx, server.Options{
 		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
 		AllowUnconfirmed: *unconfirmed, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
-		AllowOrigins: splitList(*origins),
-		Log:          log, LogMessages: *logMessages,
+		AllowOrigins: splitList(*origins), ClientHosts: splitList(*clientHosts),
+		Log: log, LogMessages: *logMessages,
 	})
 	if err != nil {
 		return err

@@ -101,6 +101,7 @@ func newFixture(t *testing.T, s setup) *fixture {
 		Host:             bot.Host{Environ: []string{"OPENAI_API_ADDRESS=" + f.provider.URL, "OPENAI_API_KEY=sk-server-secret", "HOME=" + home, "PATH=" + os.Getenv("PATH")}},
 		WatchInterval:    -1,
 		ClientCartridges: true,
+		ClientHosts:      []string{"127.0.0.1"}, // the fake providers
 		Log:              slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
 	if s.server != nil {
