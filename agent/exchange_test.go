@@ -221,6 +221,9 @@ func TestStructuredToolResult(t *testing.T) {
 	if len(results) != 2 || results[0].Content != "a picture" || len(results[0].Images) != 1 || string(results[0].Images[0].Data) != "png" {
 		t.Fatalf("results = %+v", results)
 	}
+	if results[0].IsError || !results[1].IsError {
+		t.Errorf("IsError = %v, %v; the provider must know the second call failed", results[0].IsError, results[1].IsError)
+	}
 	var stored []state.Event
 	for _, ev := range h.agent.History() {
 		if ev.Who == "tool" {

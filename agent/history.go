@@ -117,6 +117,7 @@ func Messages(history []state.Event, limits func(tool string) Truncation) []prov
 			if ev.Meta != nil {
 				m.ToolCallID, _ = ev.Meta["id"].(string)
 				m.ToolName, _ = ev.Meta["name"].(string)
+				m.IsError, _ = ev.Meta["is_error"].(bool)
 			}
 			matched := false
 			for i, c := range pending {

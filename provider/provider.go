@@ -44,6 +44,10 @@ type Message struct {
 	// ToolCallID and ToolName identify the call a tool message answers.
 	ToolCallID string `json:"tool_call_id,omitempty"`
 	ToolName   string `json:"tool_name,omitempty"`
+	// IsError marks a tool message whose call failed (the tool said so);
+	// providers whose API has the notion send it (Anthropic's is_error),
+	// the others have only the text.
+	IsError bool `json:"is_error,omitempty"`
 	// Images go with a user message (pictures a client sent) or a tool
 	// message (pictures a tool returned). Each provider sends them the way
 	// its API takes them, or fails with an *UnsupportedError before

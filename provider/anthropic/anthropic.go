@@ -196,7 +196,11 @@ func Messages(req provider.Request) ([]any, error) {
 			if len(images) > 0 {
 				content = append(text(m.Content), images...)
 			}
-			add("user", map[string]any{"type": "tool_result", "tool_use_id": m.ToolCallID, "content": content})
+			block := map[string]any{"type": "tool_result", "tool_use_id": m.ToolCallID, "content": content}
+			if m.IsError {
+				block["is_error"] = true
+			}
+			add("user", block)
 		default:
 			add("user", append(text(m.Content), images...)...)
 		}

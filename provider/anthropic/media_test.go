@@ -56,6 +56,32 @@ func TestImageWire(t *testing.T) {
 	}
 }
 
+// A failed tool call's result says so: is_error on its tool_result block.
+func TestToolErrorWire(t *testing.T) {
+	p, fake := setup(t, providertest.Echo, nil)
+	msgs := []provider.Message{
+		{Role: provider.RoleUser, Content: "read it"},
+		{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: "toolu_1", Name: "read", Arguments: "{}"}, {ID: "toolu_2", Name: "read", Arguments: "{}"}}},
+		{Role: provider.RoleTool, ToolCallID: "toolu_1", ToolName: "read", Content: "no such file", IsError: true},
+		{Role: provider.RoleTool, ToolCallID: "toolu_2", ToolName: "read", Content: "text"},
+	}
+	if _, err := p.Complete(context.Background(), provider.Request{Messages: msgs}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var body struct{ Messages []any }
+	json.Unmarshal(fake.Recorder.Bodies()[0], &body) //nolint:errcheck // checked below
+	want := map[string]any{"role": "user", "content": []any{
+		map[string]any{"type": "tool_result", "tool_use_id": "toolu_1", "content": "no such file", "is_error": true},
+		map[string]any{"type": "tool_result", "tool_use_id": "toolu_2", "content": "text"},
+	}}
+	if len(body.Messages) != 3 {
+		t.Fatalf("messages: %v", body.Messages)
+	}
+	if diff := cmp.Diff(want, body.Messages[2]); diff != "" {
+		t.Errorf("tool results (-want +got):\n%s", diff)
+	}
+}
+
 func TestImagesInAssistantMessageRefused(t *testing.T) {
 	p, fake := setup(t, providertest.Echo, nil)
 	providertest.CheckUnsupported(t, p, provider.Request{Messages: []provider.Message{
