@@ -340,19 +340,29 @@ func (c *Cartridge) mcpList(k *checker, m map[string]any, path, key string, env 
 	out := make([]string, 0, len(list))
 	for i, x := range list {
 		p := fmt.Sprintf("%s.%s[%d]", path, key, i)
-		switch x.(type) {
-		case map[string]any, []any:
-			k.fail(p, "must be text, not %s", kind(x))
+		if !c.mcpScalar(k, x, p) {
 			return nil
-		case nil:
-			if !c.missing(p) {
-				k.fail(p, "must be text, not null")
-				return nil
-			}
 		}
 		out = append(out, c.resolveWords(s, p, text(x), env))
 	}
 	return out
+}
+
+// mcpScalar reports whether x, at p, can be text: a scalar, or the null
+// of a missing ENV reference (reported where it is missing); anything
+// else fails k.
+func (c *Cartridge) mcpScalar(k *checker, x any, p string) bool {
+	switch x.(type) {
+	case map[string]any, []any:
+		k.fail(p, "must be text, not %s", kind(x))
+		return false
+	case nil:
+		if !c.missing(p) {
+			k.fail(p, "must be text, not null")
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Cartridge) mcpMap(k *checker, m map[string]any, path, key string, env Lookup, s *MCPServer) map[string]string {
@@ -369,15 +379,8 @@ func (c *Cartridge) mcpMap(k *checker, m map[string]any, path, key string, env L
 	for _, name := range sortedKeys(mm) {
 		x := mm[name]
 		p := join(join(path, key), name)
-		switch x.(type) {
-		case map[string]any, []any:
-			k.fail(p, "must be text, not %s", kind(x))
+		if !c.mcpScalar(k, x, p) {
 			return nil
-		case nil:
-			if !c.missing(p) {
-				k.fail(p, "must be text, not null")
-				return nil
-			}
 		}
 		out[name] = c.resolveWords(s, p, text(x), env)
 	}
