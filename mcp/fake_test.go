@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -113,27 +112,6 @@ func fakeConfig(t testing.TB, name, mode, mark string) cartridge.MCPServer {
 // needs, and a secret that must not reach the servers.
 func testEnviron() []string {
 	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "NB_TEST_SECRET=hunter2"}
-}
-
-// syncBuffer is a log the servers' goroutines write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// warn is a Config.Warn that keeps the messages, one a line.
-func (s *syncBuffer) warn(msg string) { s.Write([]byte(msg + "\n")) }
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // leftovers lists the live processes whose environment has

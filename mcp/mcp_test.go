@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/internal/testbuf"
 	"github.com/nbots/nb/tool"
 )
 
@@ -113,12 +114,12 @@ func TestFakeServerTools(t *testing.T) {
 
 func TestFailedStart(t *testing.T) {
 	mark := uniqueMark(t)
-	var log syncBuffer
+	var log testbuf.Buffer
 	ok := fakeConfig(t, "good", "ok", mark)
 	bad := fakeConfig(t, "broken", "fail", mark)
 	bad.File, bad.Line = "bot.yml", 7
 	missing := cartridge.MCPServer{Name: "nocmd", Command: "nb-no-such-mcp-server", Transport: "stdio", Display: "nb-no-such-mcp-server --flag", Timeout: time.Second}
-	c := start(t, Config{Servers: []cartridge.MCPServer{bad, ok, missing}, Warn: log.warn})
+	c := start(t, Config{Servers: []cartridge.MCPServer{bad, ok, missing}, Warn: log.Line})
 
 	st := c.Status()
 	if st[0].State != Failed || st[1].State != Running || st[2].State != Failed {
@@ -148,9 +149,9 @@ func TestFailedStart(t *testing.T) {
 
 func TestStartTimeout(t *testing.T) {
 	mark := uniqueMark(t)
-	var log syncBuffer
+	var log testbuf.Buffer
 	begin := time.Now()
-	c := start(t, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "mute", "silent", mark)}, Warn: log.warn, StartTimeout: 500 * time.Millisecond})
+	c := start(t, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "mute", "silent", mark)}, Warn: log.Line, StartTimeout: 500 * time.Millisecond})
 	if d := time.Since(begin); d > 5*time.Second {
 		t.Errorf("Start took %s", d)
 	}
@@ -198,8 +199,8 @@ func TestCancelledCall(t *testing.T) {
 
 func TestExitMidCall(t *testing.T) {
 	mark := uniqueMark(t)
-	var log syncBuffer
-	c := start(t, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "crashy", "ok", mark)}, Warn: log.warn})
+	var log testbuf.Buffer
+	c := start(t, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "crashy", "ok", mark)}, Warn: log.Line})
 	exit := findTool(t, c, "crashy__exit")
 	echo := findTool(t, c, "crashy__echo")
 
@@ -317,10 +318,10 @@ func TestConcurrentCalls(t *testing.T) {
 }
 
 func TestMissingEnvServer(t *testing.T) {
-	var log syncBuffer
+	var log testbuf.Buffer
 	s := cartridge.MCPServer{Name: "search", URL: "https://mcp.example.com/mcp", Display: "https://mcp.example.com/mcp", Timeout: time.Second,
 		Missing: []cartridge.EnvRef{{Path: "mcp.search.headers.Authorization", Var: "SEARCH_TOKEN"}}}
-	c := start(t, Config{Servers: []cartridge.MCPServer{s}, Warn: log.warn})
+	c := start(t, Config{Servers: []cartridge.MCPServer{s}, Warn: log.Line})
 	st := c.Status()[0]
 	if st.State != Failed || !strings.Contains(st.Error, "mcp.search.headers.Authorization (ENV/SEARCH_TOKEN)") {
 		t.Errorf("status: %+v", st)
@@ -332,12 +333,12 @@ func TestMissingEnvServer(t *testing.T) {
 
 func TestDisabledAndAllowList(t *testing.T) {
 	mark := uniqueMark(t)
-	var log syncBuffer
+	var log testbuf.Buffer
 	allowed := fakeConfig(t, "fake", "ok", mark)
 	allowed.Tools = []string{"echo", "nope"}
 	off := fakeConfig(t, "off", "ok", mark)
 	off.Disabled = true
-	c := start(t, Config{Servers: []cartridge.MCPServer{allowed, off}, Warn: log.warn})
+	c := start(t, Config{Servers: []cartridge.MCPServer{allowed, off}, Warn: log.Line})
 	var names []string
 	for _, x := range c.Tools() {
 		names = append(names, x.Spec().Name)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/internal/npmtest"
+	"github.com/nbots/nb/internal/testbuf"
 	"github.com/nbots/nb/proc"
 )
 
@@ -133,7 +134,7 @@ func serveEverything(t *testing.T, transport string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := proc.Command(ctx, filepath.Join(dir, "node_modules", ".bin", "mcp-server-everything"), transport)
 	cmd.Env = proc.Env(os.Environ(), nil, fmt.Sprintf("PORT=%d", port))
-	var stderr syncBuffer
+	var stderr testbuf.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -158,7 +159,7 @@ func serveEverything(t *testing.T, transport string) string {
 
 func TestEverythingStreamableHTTP(t *testing.T) {
 	base := serveEverything(t, "streamableHttp")
-	var seen syncBuffer
+	var seen testbuf.Buffer
 	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		fmt.Fprintf(&seen, "%s %s %s\n", r.Method, r.URL.Path, r.Header.Get("X-Api-Key"))
 		return http.DefaultTransport.RoundTrip(r)

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -9,10 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/internal/testbuf"
 	_ "github.com/nbots/nb/provider/openai"
 	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
@@ -26,24 +25,7 @@ type fixture struct {
 	srv  *Server
 	fake *openaitest.Server
 	http *httptest.Server
-	log  *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log  *testbuf.Buffer
 }
 
 // cart is a cartridge on the fake provider.
@@ -55,7 +37,7 @@ func cart(name string, extra ...string) string {
 
 func newFixture(t *testing.T, files map[string]string, configure func(*Options)) *fixture {
 	t.Helper()
-	f := &fixture{t: t, dir: t.TempDir(), log: &syncBuffer{}, fake: openaitest.New(providertest.Echo)}
+	f := &fixture{t: t, dir: t.TempDir(), log: &testbuf.Buffer{}, fake: openaitest.New(providertest.Echo)}
 	write(t, f.dir, files)
 	fake := httptest.NewServer(f.fake)
 	t.Cleanup(fake.Close)

@@ -2,7 +2,6 @@ package nanobots
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -15,11 +14,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/internal/testbuf"
 	_ "github.com/nbots/nb/provider/openai"
 	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
@@ -39,24 +38,7 @@ type fixture struct {
 	addr     string // host:port, for raw connections
 	fake     *openaitest.Server
 	provider *httptest.Server
-	log      *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log      *testbuf.Buffer
 }
 
 // cart is a cartridge on the fake provider.
@@ -77,7 +59,7 @@ type setup struct {
 
 func newFixture(t *testing.T, s setup) *fixture {
 	t.Helper()
-	f := &fixture{t: t, dir: t.TempDir(), log: &syncBuffer{}}
+	f := &fixture{t: t, dir: t.TempDir(), log: &testbuf.Buffer{}}
 	for name, src := range s.files {
 		p := filepath.Join(f.dir, filepath.FromSlash(name))
 		os.MkdirAll(filepath.Dir(p), 0o755) //nolint:errcheck // WriteFile reports it
