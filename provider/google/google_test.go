@@ -504,3 +504,14 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestThinkingAndCachedTokens reads Gemini's thoughtsTokenCount (reasoning,
+// part of the output) and cachedContentTokenCount (part of the prompt).
+func TestThinkingAndCachedTokens(t *testing.T) {
+	p := raw(t, 200, "application/json", `{"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":5000,"candidatesTokenCount":40,"totalTokenCount":5540,"cachedContentTokenCount":4096,"thoughtsTokenCount":500,"promptTokensDetails":[{"modality":"TEXT","tokenCount":5000}]},"modelVersion":"gemini-2.5-flash","responseId":"r1"}`)
+	resp, err := p.Complete(context.Background(), provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "hi"}}}, nil)
+	want := provider.Usage{InputTokens: 5000, OutputTokens: 540, ReasoningTokens: 500, CacheReadTokens: 4096}
+	if err != nil || resp.Usage != want {
+		t.Fatalf("usage %+v (%v), want %+v", resp, err, want)
+	}
+}
