@@ -46,6 +46,8 @@ type Client struct {
 	headers map[string]string
 	// cache sets prompt-cache breakpoints (see markCache).
 	cache bool
+	// effort is provider.options.reasoning-effort (see think).
+	effort provider.Effort
 }
 
 // New builds a client. The api-key is required for the official address;
@@ -64,7 +66,11 @@ func New(cfg provider.Config) (provider.Provider, error) {
 	if version == "" {
 		version = DefaultVersion
 	}
-	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/messages"), headers: map[string]string{"anthropic-version": version}, cache: true}
+	effort, err := cfg.ReasoningEffort()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/messages"), headers: map[string]string{"anthropic-version": version}, cache: true, effort: effort}
 	if v, ok := cfg.Options["cache"]; ok {
 		on, err := provider.OptionBool(v)
 		if err != nil {
@@ -107,6 +113,13 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	body := c.cfg.BodyFor(req)
 	if _, ok := body["max_tokens"]; !ok {
 		body["max_tokens"] = DefaultMaxTokens
+		if budget := c.effort.Budget(); budget > 0 {
+			// Thinking counts against max_tokens: leave the answer its own.
+			body["max_tokens"] = budget + DefaultMaxTokens
+		}
+	}
+	if err := c.think(body); err != nil {
+		return nil, err
 	}
 	if len(req.Stop) > 0 {
 		body["stop_sequences"] = req.Stop
@@ -147,6 +160,24 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 		markCache(body)
 	}
 	return body, nil
+}
+
+// think turns the reasoning effort into extended thinking
+// ({type: enabled, budget_tokens}) unless the settings have a thinking
+// key. The API wants the budget below max_tokens and at least 1,024.
+func (c *Client) think(body map[string]any) error {
+	budget := c.effort.Budget()
+	if _, set := body["thinking"]; set || budget == 0 {
+		return nil
+	}
+	if limit, ok := body["max_tokens"].(int); ok && limit <= budget {
+		budget = limit / 2
+		if budget < 1024 {
+			return fmt.Errorf("%s: provider.options.reasoning-effort: max_tokens %d leaves no room for thinking (it needs at least 1,024 tokens and an answer)", ID, limit)
+		}
+	}
+	body["thinking"] = map[string]any{"type": "enabled", "budget_tokens": budget}
+	return nil
 }
 
 // ephemeral is the cache_control value of a breakpoint: the API's

@@ -330,7 +330,7 @@ func TestStoppedAnswers(t *testing.T) {
 	// MAX_TOKENS is an answer, not an error.
 	p = raw(t, 200, "text/event-stream", `data: {"candidates": [{"content": {"parts": [{"text": "Lo"}],"role": "model"},"finishReason": "MAX_TOKENS","index": 0}],"usageMetadata": {"promptTokenCount": 3,"candidatesTokenCount": 1,"thoughtsTokenCount": 4,"totalTokenCount": 8}}`+"\n\n")
 	resp, err = p.Complete(context.Background(), provider.Request{Stream: true}, nil)
-	if err != nil || resp.Text != "Lo" || resp.FinishReason != "length" || resp.Usage != (provider.Usage{InputTokens: 3, OutputTokens: 5}) {
+	if err != nil || resp.Text != "Lo" || resp.FinishReason != "length" || resp.Usage != (provider.Usage{InputTokens: 3, OutputTokens: 5, ReasoningTokens: 4}) {
 		t.Errorf("%+v %v", resp, err)
 	}
 }

@@ -28,6 +28,9 @@ type Client struct {
 	url      string
 	headers  map[string]string
 	official bool // the address is OpenAI's own
+	// effort is provider.options.reasoning-effort, sent as
+	// reasoning_effort unless the settings have it.
+	effort provider.Effort
 }
 
 // New builds a client. The access token is required for the official
@@ -42,7 +45,11 @@ func New(cfg provider.Config) (provider.Provider, error) {
 			return nil, &provider.MissingCredentialError{Provider: ID, Key: "access-token"}
 		}
 	}
-	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/chat/completions"), headers: map[string]string{}, official: official}
+	effort, err := cfg.ReasoningEffort()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/chat/completions"), headers: map[string]string{}, official: official, effort: effort}
 	if token != "" {
 		c.headers["Authorization"] = "Bearer " + token
 	}
@@ -81,6 +88,7 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	if err := req.Sampling.Apply(body, ID, SamplingNames(body, c.official)); err != nil {
 		return nil, err
 	}
+	provider.ApplyEffort(body, c.effort, "reasoning_effort", false)
 	return body, nil
 }
 
