@@ -1,11 +1,13 @@
 // Package openai speaks the OpenAI Chat Completions API
 // (POST /v1/chat/completions), streamed over server-sent events. It also
 // serves every OpenAI-compatible server (vLLM, llama.cpp's server, LM Studio,
-// OpenRouter, Groq) through credentials.address.
+// OpenRouter, Groq) through credentials.address. With provider.options.api:
+// responses it speaks the Responses API instead (responses.go).
 package openai
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/nbots/nb/provider"
@@ -49,14 +51,21 @@ func New(cfg provider.Config) (provider.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/chat/completions"), headers: map[string]string{}, official: official, effort: effort}
+	headers := map[string]string{}
 	if token != "" {
-		c.headers["Authorization"] = "Bearer " + token
+		headers["Authorization"] = "Bearer " + token
 	}
 	if org := cfg.Credential("organization", "organization-id"); org != "" {
-		c.headers["OpenAI-Organization"] = org
+		headers["OpenAI-Organization"] = org
 	}
-	return c, nil
+	switch api := cfg.Option("api"); api {
+	case "", "chat":
+	case "responses":
+		return newResponses(cfg, address, headers, effort)
+	default:
+		return nil, fmt.Errorf("%s: provider.options.api: %q is not an API nb speaks (chat, the default, or responses)", ID, api)
+	}
+	return &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/chat/completions"), headers: headers, official: official, effort: effort}, nil
 }
 
 // ID implements provider.Provider.
