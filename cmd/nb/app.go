@@ -299,7 +299,7 @@ func (a *App) security() int {
 // command line is checked before the cartridge is looked for: a mistake
 // in it is a usage error (exit 2) whatever the cartridge.
 func (a *App) cartridgeCommand(args []string) error {
-	if err := commandSlip(args); err != nil {
+	if err := a.commandSlip(args); err != nil {
 		return err
 	}
 	cmd, rest := args[2], args[3:]

@@ -2,10 +2,11 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/nbots/nb/cartridge"
 )
 
 // subcommands are nb's own commands, for suggestions and completion.
@@ -47,10 +48,13 @@ func (a *App) approvalFlags(args []string) ([]string, error) {
 // commandSlip names the common slips of nb CARTRIDGE STATE-KEY COMMAND: a
 // mistyped subcommand (nb serv), a forgotten state key (nb bot.yml eval
 // hi), a forgotten command (nb bot.yml).
-func commandSlip(args []string) error {
-	if _, err := os.Stat(args[0]); err != nil && !strings.ContainsAny(args[0], "/.") {
+func (a *App) commandSlip(args []string) error {
+	if !strings.ContainsAny(args[0], "/.") && args[0] != "-" {
 		if s := nearest(args[0], subcommands); s != "" {
-			return &usageError{fmt.Sprintf("unknown command %q: did you mean nb %s?", args[0], s)}
+			// Only when no cartridge has that name.
+			if _, err := cartridge.Find(args[0], a.host().CartridgeEnv()); err != nil {
+				return &usageError{fmt.Sprintf("unknown command %q: did you mean nb %s?", args[0], s)}
+			}
 		}
 	}
 	if len(args) >= 2 && isOneOf(args[1], cartridgeCommands) && (len(args) < 3 || !isOneOf(args[2], cartridgeCommands)) {
