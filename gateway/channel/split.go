@@ -53,13 +53,14 @@ func Split(text string, max int, length func(string) int) []string {
 func fit(text string, max int, length func(string) int) int {
 	// The longest prefix that fits at all, on a character boundary.
 	end, n := 0, 0
-	for i, r := range text {
-		w := length(string(r))
+	for end < len(text) {
+		_, size := utf8.DecodeRuneInString(text[end:])
+		w := length(text[end : end+size])
 		if n+w > max {
 			break
 		}
 		n += w
-		end = i + utf8.RuneLen(r)
+		end += size
 	}
 	if end == 0 {
 		// One character longer than max: it goes alone rather than never.

@@ -53,22 +53,22 @@ type Server struct {
 	srv *http.Server
 	ln  net.Listener
 
-	mu          sync.Mutex
-	changed     chan struct{} // closed and replaced on every change
-	nextUpdate  int64
-	updates     []botapi.Update // not yet confirmed
-	nextMsg     map[int64]int64
-	sent        map[int64][]*botapi.Message // the bot's messages per chat
-	chats       map[int64]botapi.Chat
-	blocked     map[int64]bool
-	files       map[string][]byte
-	faults      map[string][]Fault
-	calls       map[string]int
-	interval    time.Duration
-	lastSend    map[int64]time.Time
-	delay       map[int64]time.Duration
-	rejectEnts  bool
-	poller      chan struct{} // closes the running getUpdates (409)
+	mu         sync.Mutex
+	changed    chan struct{} // closed and replaced on every change
+	nextUpdate int64
+	updates    []botapi.Update // not yet confirmed
+	nextMsg    map[int64]int64
+	sent       map[int64][]*botapi.Message // the bot's messages per chat
+	chats      map[int64]botapi.Chat
+	blocked    map[int64]bool
+	files      map[string][]byte
+	faults     map[string][]Fault
+	calls      map[string]int
+	interval   time.Duration
+	lastSend   map[int64]time.Time
+	delay      map[int64]time.Duration
+	rejectEnts bool
+	poller     chan struct{} // closes the running getUpdates (409)
 }
 
 // New starts a server for token on 127.0.0.1.
