@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -604,5 +608,28 @@ func TestConfigErrors(t *testing.T) {
 		if _, err := New(c.cfg, channel.Env{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
 		}
+	}
+}
+
+func TestProxy(t *testing.T) {
+	fake := newFake(t)
+	target, _ := url.Parse(fake.URL)
+	var mu sync.Mutex
+	var proxied []string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		proxied = append(proxied, r.URL.Path)
+		mu.Unlock()
+		httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	h := start(t, fake, channel.Env{}, Config{Proxy: proxy.URL})
+	fake.Say(alice, "through the proxy")
+	m := h.in.wait(t, 1)[0]
+	send(t, h.ch, bus.Outbound{ChatID: m.ChatID, Content: "answer"})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(proxied) < 3 || !strings.HasSuffix(proxied[0], "/getMe") {
+		t.Errorf("through the proxy: %v", proxied)
 	}
 }
