@@ -77,3 +77,36 @@ func fit(text string, max int, length func(string) int) int {
 	}
 	return end
 }
+
+// SplitRich cuts formatted text like Split, measuring its plain text, and
+// gives every piece the spans that fall in it, clipped and moved to its
+// offsets. White space around a piece is trimmed (platforms trim it, and
+// the offsets must stay true) and pieces left empty are dropped.
+func SplitRich(r Rich, limit int, length func(string) int) []Rich {
+	var out []Rich
+	start := 0
+	for _, chunk := range Split(r.Text, limit, length) {
+		a, b := start, start+len(chunk)
+		start = b
+		for a < b && strings.ContainsRune("\n \t", rune(r.Text[a])) {
+			a++
+		}
+		for b > a && strings.ContainsRune("\n \t", rune(r.Text[b-1])) {
+			b--
+		}
+		if a == b {
+			continue
+		}
+		p := Rich{Text: r.Text[a:b]}
+		for _, s := range r.Spans {
+			x, y := max(s.Start, a), min(s.End, b)
+			if x >= y {
+				continue
+			}
+			s.Start, s.End = x-a, y-a
+			p.Spans = append(p.Spans, s)
+		}
+		out = append(out, p)
+	}
+	return out
+}

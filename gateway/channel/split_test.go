@@ -58,3 +58,21 @@ func FuzzSplit(f *testing.F) {
 		}
 	})
 }
+
+func TestSplitRich(t *testing.T) {
+	r := ParseMarkdown("**bold line**\n\n`code` and **more bold**")
+	got := SplitRich(r, 12, nil)
+	if len(got) != 3 || got[0].Text != "bold line" || got[1].Text != "code and" || got[2].Text != "more bold" {
+		t.Fatalf("%+v", got)
+	}
+	if len(got[0].Spans) != 1 || got[0].Spans[0] != (Span{Kind: Bold, Start: 0, End: 9}) {
+		t.Errorf("first piece's spans %+v", got[0].Spans)
+	}
+	// Each piece keeps the spans that fall in it, at its own offsets.
+	if len(got[1].Spans) != 1 || got[1].Spans[0] != (Span{Kind: Code, Start: 0, End: 4}) {
+		t.Errorf("second piece's spans %+v", got[1].Spans)
+	}
+	if len(got[2].Spans) != 1 || got[2].Spans[0] != (Span{Kind: Bold, Start: 0, End: 9}) {
+		t.Errorf("third piece's spans %+v", got[2].Spans)
+	}
+}

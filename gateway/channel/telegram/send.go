@@ -29,33 +29,14 @@ var entityType = map[channel.SpanKind]string{
 // pieces converts Markdown to text and entities and splits it on line
 // boundaries into messages of at most MaxMessageLength.
 func pieces(markdown string) []piece {
-	rich := channel.ParseMarkdown(markdown)
 	var out []piece
-	start := 0
-	for _, chunk := range channel.Split(rich.Text, MaxMessageLength, channel.UTF16Len) {
-		a, b := start, start+len(chunk)
-		start = b
-		// Telegram trims a message's surrounding white space; trim it
-		// here so the entities' offsets stay true.
-		for a < b && (rich.Text[a] == '\n' || rich.Text[a] == ' ') {
-			a++
-		}
-		for b > a && strings.ContainsRune("\n \t", rune(rich.Text[b-1])) {
-			b--
-		}
-		if a == b {
-			continue
-		}
-		p := piece{text: rich.Text[a:b], plain: rich.Text[a:b]}
-		for _, s := range rich.Spans {
-			x, y := max(s.Start, a), min(s.End, b)
-			if x >= y {
-				continue
-			}
+	for _, r := range channel.SplitRich(channel.ParseMarkdown(markdown), MaxMessageLength, channel.UTF16Len) {
+		p := piece{text: r.Text, plain: r.Text}
+		for _, s := range r.Spans {
 			e := botapi.MessageEntity{
 				Type:   entityType[s.Kind],
-				Offset: channel.UTF16Len(rich.Text[a:x]),
-				Length: channel.UTF16Len(rich.Text[x:y]),
+				Offset: channel.UTF16Len(r.Text[:s.Start]),
+				Length: channel.UTF16Len(r.Text[s.Start:s.End]),
 			}
 			switch s.Kind {
 			case channel.Link:
