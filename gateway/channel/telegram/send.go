@@ -116,40 +116,25 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	if len(ps) == 0 {
 		return "", nil // nothing visible to send
 	}
-	turnKey := ""
-	if m.Turn != "" {
-		turnKey = m.ChatID + "\x00" + m.Turn
-	}
-	if m.Kind == bus.Progress && turnKey != "" {
-		return c.sendProgress(ctx, chat, m.ChatID, turnKey, ps[0])
+	key := channel.TurnKey(m)
+	if m.Kind == bus.Progress && key != "" {
+		return c.sendProgress(ctx, chat, m.ChatID, key, ps[0])
 	}
 	// The turn's progress message becomes the answer's first piece.
-	if turnKey != "" && (m.Kind == bus.Message || m.Kind == bus.Error) {
-		c.mu.Lock()
-		pid, ok := c.progress[turnKey]
-		c.mu.Unlock()
-		if ok {
-			if err := c.edit(ctx, chat, m.ChatID, pid, ps[0]); err != nil {
+	if key != "" && (m.Kind == bus.Message || m.Kind == bus.Error) {
+		if pid, ok := c.turns.Progress(key); ok {
+			if err := c.edit(ctx, chat, m.ChatID, messageID(pid), ps[0]); err != nil {
 				return "", err
 			}
-			c.mu.Lock()
-			delete(c.progress, turnKey)
-			c.mu.Unlock()
+			c.turns.SetProgress(key, "")
 			if len(ps) == 1 {
-				return strconv.FormatInt(pid, 10), nil
+				return pid, nil
 			}
 			ps = ps[1:]
 		}
 	}
-	key := ""
-	if turnKey != "" {
-		key = turnKey + "\x00" + string(m.Kind)
-	}
-	c.mu.Lock()
-	done := c.delivered[key]
-	c.mu.Unlock()
 	var last string
-	for i := done; i < len(ps); i++ {
+	for i := c.turns.Sent(key, m.Kind); i < len(ps); i++ {
 		var reply *botapi.ReplyParameters
 		if i == 0 && c.cfg.ReplyToMessage && m.ReplyTo != "" {
 			if id := messageID(m.ReplyTo); id > 0 {
@@ -158,22 +143,15 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 		}
 		id, err := c.sendPiece(ctx, chat, m.ChatID, ps[i], reply)
 		if err != nil {
-			c.mu.Lock()
-			if key != "" && !channel.IsUndeliverable(err) {
-				c.delivered[key] = i
-			} else {
-				delete(c.delivered, key)
+			if channel.IsUndeliverable(err) {
+				i = 0
 			}
-			c.mu.Unlock()
+			c.turns.SetSent(key, m.Kind, i)
 			return last, err
 		}
 		last = strconv.FormatInt(id, 10)
 	}
-	if key != "" {
-		c.mu.Lock()
-		delete(c.delivered, key)
-		c.mu.Unlock()
-	}
+	c.turns.SetSent(key, m.Kind, 0)
 	return last, nil
 }
 
@@ -212,24 +190,17 @@ func (c *Channel) edit(ctx context.Context, chat int64, dest string, id int64, p
 
 // sendProgress shows the answer so far: the first time as a new message,
 // then by editing it.
-func (c *Channel) sendProgress(ctx context.Context, chat int64, dest, turnKey string, p piece) (string, error) {
-	c.mu.Lock()
-	id, ok := c.progress[turnKey]
-	c.mu.Unlock()
-	if ok {
-		return strconv.FormatInt(id, 10), c.edit(ctx, chat, dest, id, p)
+func (c *Channel) sendProgress(ctx context.Context, chat int64, dest, key string, p piece) (string, error) {
+	if id, ok := c.turns.Progress(key); ok {
+		return id, c.edit(ctx, chat, dest, messageID(id), p)
 	}
 	id, err := c.sendPiece(ctx, chat, dest, p, nil)
 	if err != nil {
 		return "", err
 	}
-	c.mu.Lock()
-	if len(c.progress) > 10_000 {
-		clear(c.progress) // turns that never finished
-	}
-	c.progress[turnKey] = id
-	c.mu.Unlock()
-	return strconv.FormatInt(id, 10), nil
+	sid := strconv.FormatInt(id, 10)
+	c.turns.SetProgress(key, sid)
+	return sid, nil
 }
 
 // Edit replaces the text of a message the bot sent (its first piece, if

@@ -82,14 +82,12 @@ type Channel struct {
 	// pollDeadline bounds a getUpdates: past it the poll hangs.
 	pollDeadline time.Duration
 
+	// turns keeps the progress message and the pieces already sent of
+	// each turn's answer.
+	turns channel.Turns
+
 	mu sync.Mutex
 	me botapi.User
-	// progress is the message streamed progress edits, per chat and turn.
-	progress map[string]int64
-	// delivered counts the pieces of a split answer already sent, per
-	// chat, turn and kind, so that a retry after a 429 sends the rest
-	// rather than all of it again.
-	delivered map[string]int
 }
 
 // New checks cfg and builds the channel; nothing connects before Run.
@@ -157,8 +155,6 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		retryMax:       30 * time.Second,
 		requestTimeout: 30 * time.Second,
 		pollDeadline:   time.Duration(cfg.PollTimeout+10) * time.Second,
-		progress:       map[string]int64{},
-		delivered:      map[string]int{},
 	}
 	return c, nil
 }
