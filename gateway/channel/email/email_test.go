@@ -49,7 +49,7 @@ type sinkSession struct {
 }
 
 func (s *mailSink) NewSession(*smtp.Conn) (smtp.Session, error) { return &sinkSession{s: s}, nil }
-func (ss *sinkSession) AuthMechanisms() []string                 { return []string{sasl.Plain} }
+func (ss *sinkSession) AuthMechanisms() []string                { return []string{sasl.Plain} }
 func (ss *sinkSession) Auth(string) (sasl.Server, error) {
 	return sasl.NewPlainServer(func(_, user, pass string) error {
 		if user != botAddr || pass != smtpPass {
