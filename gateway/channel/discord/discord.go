@@ -200,10 +200,8 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			return errors.New("discord closed the gateway: authentication failed (4004): check channels.discord.token")
 		}
 		c.log.Warn("discord: connecting to the gateway", "err", err)
-		select {
-		case <-ctx.Done():
+		if !channel.Sleep(ctx, wait) {
 			return nil
-		case <-time.After(wait):
 		}
 		wait = min(wait*2, time.Minute)
 	}
@@ -241,22 +239,8 @@ func (c *Channel) handle(ctx context.Context, in channel.Inbox, m *discordgo.Mes
 			"username": m.Author.Username, "message_id": m.ID,
 		},
 	}
-	wait := 100 * time.Millisecond
-	for {
-		err := in.Publish(ctx, in2)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		c.log.Warn("discord: publishing a message", "err", err, "message", m.ID)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, 30*time.Second)
+	if !channel.PublishDurably(ctx, in, in2, c.log, 100*time.Millisecond) {
+		return
 	}
 	c.advance(m.ChannelID, id)
 }

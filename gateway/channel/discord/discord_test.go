@@ -13,6 +13,7 @@ import (
 
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/channel/channeltest"
 	"github.com/nbots/nb/gateway/channel/discord/discordfake"
 	"github.com/nbots/nb/internal/testbuf"
 )
@@ -24,40 +25,9 @@ var (
 	bob   = discordfake.User{ID: "100000000000000043", Username: "bob"}
 )
 
-type inbox struct {
-	mu  sync.Mutex
-	got []bus.Inbound
-}
-
-func (b *inbox) Publish(_ context.Context, m bus.Inbound) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.got = append(b.got, m)
-	return nil
-}
-
-func (b *inbox) messages() []bus.Inbound {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]bus.Inbound(nil), b.got...)
-}
-
-func (b *inbox) wait(t *testing.T, n int) []bus.Inbound {
-	t.Helper()
-	for i := 0; ; i++ {
-		if got := b.messages(); len(got) >= n {
-			return got
-		}
-		if i > 2000 {
-			t.Fatalf("received %d of %d messages", len(b.messages()), n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 type harness struct {
 	ch   *Channel
-	in   *inbox
+	in   *channeltest.Inbox
 	stop func()
 }
 
@@ -82,7 +52,7 @@ func start(t *testing.T, fake *discordfake.Server, env channel.Env) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{ch: c, in: &inbox{}}
+	h := &harness{ch: c, in: &channeltest.Inbox{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	ready := make(chan struct{})
@@ -118,7 +88,7 @@ func TestConversation(t *testing.T) {
 	dm := fake.Post("", "200000000000000001", alice, "hello")
 	fake.Post("300000000000000001", "200000000000000002", bob, "lunch?")
 	ask := fake.Post("300000000000000001", "200000000000000002", bob, "<@"+fake.Bot.ID+"> what time is it?", fake.Bot)
-	got := h.in.wait(t, 3)
+	got := h.in.Wait(t, 3)
 	if m := got[0]; m.SenderID != alice.ID || m.ChatID != dm.ChannelID || m.ID != dm.ID || m.Content != "hello" || m.Metadata["group"] != false || m.Metadata["mentioned"] != true {
 		t.Errorf("direct message %+v", m)
 	}
@@ -137,7 +107,7 @@ func TestConversation(t *testing.T) {
 	}
 	// The bot's own message, dispatched back, is not carried.
 	time.Sleep(100 * time.Millisecond)
-	if n := len(h.in.messages()); n != 3 {
+	if n := len(h.in.Messages()); n != 3 {
 		t.Errorf("%d messages", n)
 	}
 	if err := h.ch.Typing(context.Background(), ask.ChannelID); err != nil {
@@ -149,7 +119,7 @@ func TestProgressEdits(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, channel.Env{})
 	dm := fake.Post("", "200000000000000001", alice, "x")
-	h.in.wait(t, 1)
+	h.in.Wait(t, 1)
 	ctx := context.Background()
 	p, _ := h.ch.Send(ctx, bus.Outbound{Kind: bus.Progress, ChatID: dm.ChannelID, Turn: "t", Content: "thinking"})
 	f, err := h.ch.Send(ctx, bus.Outbound{Kind: bus.Message, ChatID: dm.ChannelID, Turn: "t", Content: "done"})
@@ -188,7 +158,7 @@ func TestRateLimitHeadersPerChannel(t *testing.T) {
 	h := start(t, fake, channel.Env{})
 	a := fake.Post("", "200000000000000001", alice, "x")
 	b := fake.Post("", "200000000000000009", bob, "y")
-	h.in.wait(t, 2)
+	h.in.Wait(t, 2)
 	fake.SetRateLimit(1, time.Second)
 	ctx := context.Background()
 	send := func(ch, text string) error {
@@ -230,7 +200,7 @@ func TestUndeliverable(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, channel.Env{})
 	m := fake.Post("300000000000000001", "200000000000000005", bob, "x")
-	h.in.wait(t, 1)
+	h.in.Wait(t, 1)
 	fake.Deny(m.ChannelID)
 	_, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: m.ChannelID, Content: "hi"})
 	if !channel.IsUndeliverable(err) || !strings.Contains(err.Error(), "Missing Access") {
@@ -274,9 +244,9 @@ func TestDisconnectsLoseNothing(t *testing.T) {
 			t.Fatalf("no reconnection after fault %d: %v", i, fake)
 		}
 	}
-	got := h.in.wait(t, want)
+	got := h.in.Wait(t, want)
 	time.Sleep(200 * time.Millisecond)
-	got = h.in.messages()
+	got = h.in.Messages()
 	if len(got) != want {
 		t.Errorf("%d messages published, want %d exactly once", len(got), want)
 	}
@@ -295,14 +265,14 @@ func TestRestartFetchesWhatWasMissed(t *testing.T) {
 	env := channel.Env{StateDir: t.TempDir()}
 	h := start(t, fake, env)
 	fake.Post("", "200000000000000001", alice, "one")
-	h.in.wait(t, 1)
+	h.in.Wait(t, 1)
 	h.stop()
 	fake.Post("", "200000000000000001", alice, "two")
 	fake.Post("", "200000000000000001", alice, "three")
 	h2 := start(t, fake, env)
-	got := h2.in.wait(t, 2)
+	got := h2.in.Wait(t, 2)
 	time.Sleep(200 * time.Millisecond)
-	if got = h2.in.messages(); len(got) != 2 || got[0].Content != "two" || got[1].Content != "three" {
+	if got = h2.in.Messages(); len(got) != 2 || got[0].Content != "two" || got[1].Content != "three" {
 		t.Errorf("after the restart: %+v", got)
 	}
 }
@@ -313,7 +283,7 @@ func TestRefusedToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Run(context.Background(), &inbox{}, func() { t.Error("ready") })
+	err = c.Run(context.Background(), &channeltest.Inbox{}, func() { t.Error("ready") })
 	if err == nil || !strings.Contains(err.Error(), "channels.discord.token") || strings.Contains(err.Error(), "secret-X") {
 		t.Errorf("Run: %v", err)
 	}

@@ -238,21 +238,10 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			wait = c.retryBase // a session that worked: the next failure starts over
 		}
 		c.log.Warn("email: mailbox session ended", "err", err, "retry_in", wait)
-		if !sleep(ctx, wait) {
+		if !channel.Sleep(ctx, wait) {
 			return nil
 		}
 		wait = min(wait*2, 5*time.Minute)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

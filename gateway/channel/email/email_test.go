@@ -25,6 +25,7 @@ import (
 
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/channel/channeltest"
 	"github.com/nbots/nb/internal/testbuf"
 )
 
@@ -177,40 +178,9 @@ func config(s *servers) Config {
 	}
 }
 
-type inbox struct {
-	mu  sync.Mutex
-	got []bus.Inbound
-}
-
-func (b *inbox) Publish(_ context.Context, m bus.Inbound) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.got = append(b.got, m)
-	return nil
-}
-
-func (b *inbox) messages() []bus.Inbound {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]bus.Inbound(nil), b.got...)
-}
-
-func (b *inbox) wait(t *testing.T, n int) []bus.Inbound {
-	t.Helper()
-	for i := 0; ; i++ {
-		if got := b.messages(); len(got) >= n {
-			return got
-		}
-		if i > 2000 {
-			t.Fatalf("received %d of %d mails", len(b.messages()), n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 type harness struct {
 	ch   *Channel
-	in   *inbox
+	in   *channeltest.Inbox
 	stop func()
 	logs *testbuf.Buffer
 }
@@ -227,7 +197,7 @@ func start(t *testing.T, cfg Config, env channel.Env) *harness {
 		t.Fatal(err)
 	}
 	c.poll, c.retryBase, c.timeout = 20*time.Millisecond, 5*time.Millisecond, 2*time.Second
-	h := &harness{ch: c, in: &inbox{}, logs: logs}
+	h := &harness{ch: c, in: &channeltest.Inbox{}, logs: logs}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	ready := make(chan struct{})
@@ -270,7 +240,7 @@ func TestConversationInThread(t *testing.T) {
 	s := newServers(t)
 	h := start(t, config(s), channel.Env{})
 	id := s.deliver(t, "Alice <Alice@Example.org>", "=?utf-8?q?Caf=C3=A9_plans?=", "Shall we meet at 10?", "References: <older@example.org>")
-	m := h.in.wait(t, 1)[0]
+	m := h.in.Wait(t, 1)[0]
 	if m.Channel != "email" || m.SenderID != "alice@example.org" || m.ChatID != "alice@example.org" || m.ID != id {
 		t.Errorf("%+v", m)
 	}
@@ -323,9 +293,9 @@ func TestRFC3834(t *testing.T) {
 	s.deliver(t, "list@example.org", "list", "list", "Precedence: list")
 	s.deliver(t, "spam@example.org", "junk", "junk", "Precedence: junk")
 	s.deliver(t, "bob@example.org", "person", "answer me", "Auto-Submitted: no")
-	got := h.in.wait(t, 1)
+	got := h.in.Wait(t, 1)
 	time.Sleep(200 * time.Millisecond)
-	if got = h.in.messages(); len(got) != 1 || got[0].SenderID != "bob@example.org" {
+	if got = h.in.Messages(); len(got) != 1 || got[0].SenderID != "bob@example.org" {
 		t.Errorf("carried %+v", got)
 	}
 	for _, why := range []string{"own address", "Auto-Submitted: auto-replied", "Auto-Submitted: auto-generated", "Precedence: bulk", "Precedence: list", "Precedence: junk"} {
@@ -351,7 +321,7 @@ func TestBodies(t *testing.T) {
 	s.deliver(t, "c@example.org", "alt",
 		"--B\r\nContent-Type: text/plain; charset=iso-8859-1\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\nd=E9j=E0 vu\r\n--B\r\nContent-Type: text/html\r\n\r\n<p>html</p>\r\n--B--\r\n",
 		"MIME-Version: 1.0", "Content-Type: multipart/alternative; boundary=B")
-	got := h.in.wait(t, 3)
+	got := h.in.Wait(t, 3)
 	want := []string{
 		"Subject: long\n\n" + strings.Repeat("x", 20) + "\n[… cut at channels.email.maxBodyChars]",
 		"Subject: html\n\nHello **there**",
@@ -370,14 +340,14 @@ func TestRestartNeitherReplaysNorSkips(t *testing.T) {
 	s.deliver(t, "old@example.org", "before", "mail from before the first start is not answered")
 	h := start(t, config(s), env)
 	s.deliver(t, "a@example.org", "one", "1")
-	h.in.wait(t, 1)
+	h.in.Wait(t, 1)
 	h.stop()
 	s.deliver(t, "a@example.org", "two", "2")
 	s.deliver(t, "a@example.org", "three", "3")
 	h2 := start(t, config(s), env)
-	got := h2.in.wait(t, 2)
+	got := h2.in.Wait(t, 2)
 	time.Sleep(200 * time.Millisecond)
-	if got = h2.in.messages(); len(got) != 2 || !strings.Contains(got[0].Content, "two") || !strings.Contains(got[1].Content, "three") {
+	if got = h2.in.Messages(); len(got) != 2 || !strings.Contains(got[0].Content, "two") || !strings.Contains(got[1].Content, "three") {
 		t.Errorf("after the restart: %+v", got)
 	}
 	if b, err := os.ReadFile(filepath.Join(env.StateDir, "email.cursor")); err != nil || !strings.HasSuffix(strings.TrimSpace(string(b)), ":4") {
@@ -449,9 +419,9 @@ func TestHundredDisconnectsLoseNothing(t *testing.T) {
 		time.Sleep(3 * time.Millisecond)
 		proxy.cut()
 	}
-	got := h.in.wait(t, n)
+	got := h.in.Wait(t, n)
 	time.Sleep(300 * time.Millisecond)
-	got = h.in.messages()
+	got = h.in.Messages()
 	seen := map[string]int{}
 	for _, m := range got {
 		seen[m.ID]++
@@ -477,7 +447,7 @@ func TestRefusedLoginIsFinal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Run(context.Background(), &inbox{}, func() { t.Error("ready") })
+	err = c.Run(context.Background(), &channeltest.Inbox{}, func() { t.Error("ready") })
 	if err == nil || !strings.Contains(err.Error(), "imapPassword") || strings.Contains(err.Error(), "wrong-secret") {
 		t.Errorf("Run: %v", err)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
 
-	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 )
 
@@ -106,7 +105,7 @@ func (c *Channel) session(ctx context.Context, in channel.Inbox, cursor channel.
 			return err
 		}
 		watchdog.Stop()
-		if !sleep(ctx, c.poll) {
+		if !channel.Sleep(ctx, c.poll) {
 			return nil
 		}
 	}
@@ -146,7 +145,7 @@ func (c *Channel) fetchNew(ctx context.Context, client *imapclient.Client, in ch
 			c.log.Warn("email: mail not read (gone, or larger than 25 MB)", "uid", uid)
 		} else if m, why := c.parse(raw, fmt.Sprintf("%d:%d", pos.validity, uid)); why != "" {
 			c.log.Info("email: not answered", "uid", uid, "why", why)
-		} else if !c.publish(ctx, in, m) {
+		} else if !channel.PublishDurably(ctx, in, m, c.log, c.retryBase) {
 			return ctx.Err()
 		}
 		pos.uid = uint32(uid)
@@ -160,22 +159,4 @@ func (c *Channel) fetchNew(ctx context.Context, client *imapclient.Client, in ch
 		}
 	}
 	return nil
-}
-
-func (c *Channel) publish(ctx context.Context, in channel.Inbox, m bus.Inbound) bool {
-	wait := c.retryBase
-	for {
-		err := in.Publish(ctx, m)
-		if err == nil {
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		c.log.Warn("email: publishing a mail", "err", err, "message", m.ID)
-		if !sleep(ctx, wait) {
-			return false
-		}
-		wait = min(wait*2, time.Minute)
-	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/channel/channeltest"
 )
 
 // selfSigned is a certificate for 127.0.0.1 and a client configuration
@@ -89,7 +90,7 @@ func TestTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.tls, c.poll = cliTLS, 20*time.Millisecond
-	in := &inbox{}
+	in := &channeltest.Inbox{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ready := make(chan struct{})
@@ -100,7 +101,7 @@ func TestTLS(t *testing.T) {
 		t.Fatal("not connected over TLS")
 	}
 	s.deliver(t, "alice@example.org", "secure", "over TLS")
-	m := in.wait(t, 1)[0]
+	m := in.Wait(t, 1)[0]
 	if _, err := c.Send(ctx, bus.Outbound{Kind: bus.Message, ChatID: m.ChatID, Content: "answered over STARTTLS"}); err != nil {
 		t.Fatal(err)
 	}

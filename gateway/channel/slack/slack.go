@@ -154,7 +154,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			return f
 		}
 		c.log.Warn("slack: auth.test failed", "err", err)
-		if !sleep(ctx, wait) {
+		if !channel.Sleep(ctx, wait) {
 			return nil
 		}
 		wait = min(wait*2, 30*time.Second)
@@ -192,7 +192,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 				if !ok || evt.Request == nil {
 					continue
 				}
-				if m, ok := c.inbound(api, me); ok && !c.publish(ctx, in, m) {
+				if m, ok := c.inbound(api, me); ok && !channel.PublishDurably(ctx, in, m, c.log, c.retryBase) {
 					return nil
 				}
 				// Acknowledged only now that the gateway holds it: a crash
@@ -206,35 +206,6 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 				}
 			}
 		}
-	}
-}
-
-func (c *Channel) publish(ctx context.Context, in channel.Inbox, m bus.Inbound) bool {
-	wait := c.retryBase
-	for {
-		err := in.Publish(ctx, m)
-		if err == nil {
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		c.log.Warn("slack: publishing a message", "err", err, "message", m.ID)
-		if !sleep(ctx, wait) {
-			return false
-		}
-		wait = min(wait*2, 30*time.Second)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/channel/channeltest"
 	"github.com/nbots/nb/gateway/channel/slack/slackfake"
 	"github.com/nbots/nb/internal/testbuf"
 )
@@ -20,64 +21,10 @@ const (
 	appToken = "xapp-1-A0001-3333-secretAPP"
 )
 
-type inbox struct {
-	mu   sync.Mutex
-	got  []bus.Inbound
-	fail bool
-	ch   chan struct{}
-}
-
-func newInbox() *inbox { return &inbox{ch: make(chan struct{}, 1000)} }
-
-func (b *inbox) Publish(_ context.Context, m bus.Inbound) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.fail {
-		return errors.New("bus unavailable")
-	}
-	b.got = append(b.got, m)
-	b.ch <- struct{}{}
-	return nil
-}
-
-func (b *inbox) messages() []bus.Inbound {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]bus.Inbound(nil), b.got...)
-}
-
-// unique is what the bus keeps: one message per ID.
-func (b *inbox) unique() []bus.Inbound {
-	seen := map[string]bool{}
-	var out []bus.Inbound
-	for _, m := range b.messages() {
-		if !seen[m.ID] {
-			seen[m.ID] = true
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-func (b *inbox) wait(t *testing.T, n int) []bus.Inbound {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		if got := b.unique(); len(got) >= n {
-			return got
-		}
-		select {
-		case <-b.ch:
-		case <-deadline:
-			t.Fatalf("received %d of %d messages", len(b.unique()), n)
-		}
-	}
-}
-
 type harness struct {
 	fake *slackfake.Server
 	ch   *Channel
-	in   *inbox
+	in   *channeltest.Inbox
 	stop func()
 }
 
@@ -103,7 +50,7 @@ func start(t *testing.T, fake *slackfake.Server, cfg Config) *harness {
 		t.Fatal(err)
 	}
 	c.retryBase = time.Millisecond
-	h := &harness{fake: fake, ch: c, in: newInbox()}
+	h := &harness{fake: fake, ch: c, in: &channeltest.Inbox{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	ready := make(chan struct{})
@@ -164,7 +111,7 @@ func TestDirectMessage(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, Config{})
 	ev := fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "hello"})
-	m := h.in.wait(t, 1)[0]
+	m := h.in.Wait(t, 1)[0]
 	if m.Channel != "slack" || m.SenderID != "U0001" || m.ChatID != "D0001" || m.Content != "hello" || m.ID != "D0001:"+ev.TS {
 		t.Errorf("%+v", m)
 	}
@@ -192,10 +139,10 @@ func TestChannelMentionAndThreads(t *testing.T) {
 	fake.Post(slackfake.Event{Channel: "C0001", ChannelType: "channel", User: "UBOT0001", Text: "my own"})
 	fake.Post(slackfake.Event{Channel: "C0001", ChannelType: "channel", User: "U0003", Text: "a bot", BotID: "B9"})
 	fake.Post(slackfake.Event{Channel: "C0001", ChannelType: "channel", User: "U0003", Text: "edited", Subtype: "message_changed"})
-	got := h.in.wait(t, 3)
+	got := h.in.Wait(t, 3)
 	waitAcked(t, fake)
-	if len(h.in.unique()) != 3 {
-		t.Errorf("the app's own, a bot's and an edit's messages were carried: %+v", h.in.unique())
+	if len(h.in.Unique()) != 3 {
+		t.Errorf("the app's own, a bot's and an edit's messages were carried: %+v", h.in.Unique())
 	}
 	if got[0].Metadata["mentioned"] != false || got[0].Metadata["group"] != true || got[0].ChatID != "C0001:"+chatter.TS {
 		t.Errorf("chatter %+v", got[0])
@@ -212,7 +159,7 @@ func TestChannelMentionAndThreads(t *testing.T) {
 	}
 	// app_mention for the same message: the same id, which the bus drops.
 	fake.Post(slackfake.Event{Type: "app_mention", Channel: "C0002", User: "U0002", Text: "<@UBOT0001> hi"})
-	m := h.in.wait(t, 4)[3]
+	m := h.in.Wait(t, 4)[3]
 	if m.Metadata["mentioned"] != true || m.Metadata["group"] != true {
 		t.Errorf("app_mention %+v", m)
 	}
@@ -223,7 +170,7 @@ func TestReplyInThreadOff(t *testing.T) {
 	off := false
 	h := start(t, fake, Config{ReplyInThread: &off})
 	fake.Post(slackfake.Event{Channel: "C0001", ChannelType: "channel", User: "U0001", Text: "<@UBOT0001> hi"})
-	if m := h.in.wait(t, 1)[0]; m.ChatID != "C0001" {
+	if m := h.in.Wait(t, 1)[0]; m.ChatID != "C0001" {
 		t.Errorf("chat %q", m.ChatID)
 	}
 }
@@ -247,7 +194,7 @@ func TestProgressUpdatedInPlace(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, Config{})
 	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "x"})
-	h.in.wait(t, 1)
+	h.in.Wait(t, 1)
 	p := send(t, h.ch, bus.Outbound{Kind: bus.Progress, ChatID: "D0001", Turn: "t1", Content: "Work"})
 	send(t, h.ch, bus.Outbound{Kind: bus.Progress, ChatID: "D0001", Turn: "t1", Content: "Working on it"})
 	f := send(t, h.ch, bus.Outbound{ChatID: "D0001", Turn: "t1", Content: "Done"})
@@ -265,7 +212,7 @@ func TestRateLimitPerChannel(t *testing.T) {
 	h := start(t, fake, Config{})
 	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "x"})
 	fake.Post(slackfake.Event{Channel: "D0002", ChannelType: "im", User: "U0002", Text: "y"})
-	h.in.wait(t, 2)
+	h.in.Wait(t, 2)
 	fake.SetChannelInterval(time.Second)
 	send(t, h.ch, bus.Outbound{ChatID: "D0001", Content: "one"})
 	_, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: "D0001", Content: "two"})
@@ -288,7 +235,7 @@ func TestUndeliverable(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, Config{})
 	fake.Post(slackfake.Event{Channel: "C0009", ChannelType: "channel", User: "U0001", Text: "x"})
-	h.in.wait(t, 1)
+	h.in.Wait(t, 1)
 	fake.Archive("C0009", "is_archived")
 	if _, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: "C0009", Content: "hi"}); !channel.IsUndeliverable(err) || !strings.Contains(err.Error(), "is_archived") {
 		t.Errorf("archived: %v", err)
@@ -323,7 +270,7 @@ func TestHundredDisconnectsLoseNothing(t *testing.T) {
 			t.Fatalf("no reconnection after fault %d: %v", i, err)
 		}
 	}
-	got := h.in.wait(t, n)
+	got := h.in.Wait(t, n)
 	waitAcked(t, fake)
 	if c := fake.Connections(); c < n {
 		t.Errorf("only %d connections", c)
@@ -341,18 +288,18 @@ func TestRestartLosesNothing(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, Config{})
 	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "one"})
-	h.in.wait(t, 1)
+	h.in.Wait(t, 1)
 	waitAcked(t, fake)
-	h.in.fail = true // the gateway cannot take the next one: it stays unacknowledged
+	h.in.Refuse(-1) // the gateway cannot take the next one: it stays unacknowledged
 	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "two"})
 	time.Sleep(100 * time.Millisecond)
 	h.stop()
 	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "three"})
 	h2 := start(t, fake, Config{})
-	got := h2.in.wait(t, 2)
+	got := h2.in.Wait(t, 2)
 	waitAcked(t, fake)
 	time.Sleep(100 * time.Millisecond)
-	if got = h2.in.unique(); len(got) != 2 || got[0].Content != "two" || got[1].Content != "three" {
+	if got = h2.in.Unique(); len(got) != 2 || got[0].Content != "two" || got[1].Content != "three" {
 		t.Errorf("after the restart: %+v", got)
 	}
 }
@@ -363,12 +310,12 @@ func TestRefusedToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Run(context.Background(), newInbox(), func() { t.Error("ready") })
+	err = c.Run(context.Background(), &channeltest.Inbox{}, func() { t.Error("ready") })
 	if err == nil || !strings.Contains(err.Error(), "invalid_auth") || strings.Contains(err.Error(), "secretX") {
 		t.Errorf("Run: %v", err)
 	}
 	c, _ = New(Config{BotToken: botToken, AppToken: "xapp-wrong-secretY", APIBase: fake.URL}, channel.Env{})
-	err = c.Run(context.Background(), newInbox(), func() {})
+	err = c.Run(context.Background(), &channeltest.Inbox{}, func() {})
 	if err == nil || !strings.Contains(err.Error(), "appToken") || strings.Contains(err.Error(), "secretY") {
 		t.Errorf("Run with a wrong app token: %v", err)
 	}

@@ -68,7 +68,9 @@ func TestSlowChatDelaysNoOther(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if d := time.Since(t0); d > 500*time.Millisecond {
+	// The slow chat needs two seconds (its 429's retry_after, then its
+	// answer's delay); the others must not wait for any of it.
+	if d := time.Since(t0); d > time.Second {
 		t.Errorf("twenty chats took %s beside a slow one", d)
 	}
 	if err := <-slowDone; err != nil {

@@ -23,7 +23,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
 	"github.com/nbots/nb/netguard"
@@ -219,7 +218,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			return f
 		}
 		c.log.Warn("telegram: connecting", "err", err, "retry_in", wait)
-		if !sleep(ctx, c.backoff(&wait, err)) {
+		if !channel.Sleep(ctx, c.backoff(&wait, err)) {
 			return nil
 		}
 	}
@@ -238,7 +237,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 				return f
 			}
 			c.log.Warn("telegram: getUpdates failed", "err", err)
-			if !sleep(ctx, c.backoff(&wait, err)) {
+			if !channel.Sleep(ctx, c.backoff(&wait, err)) {
 				return nil
 			}
 			continue
@@ -250,7 +249,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			}
 			if u.Message != nil {
 				m, ok := c.inbound(ctx, u.Message)
-				if ok && !c.publish(ctx, in, m) {
+				if ok && !channel.PublishDurably(ctx, in, m, c.log, c.retryBase) {
 					return nil
 				}
 			}
@@ -259,24 +258,6 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 				// The bus drops the replay a stale offset would cause.
 				c.log.Error("telegram: saving the update offset", "err", err)
 			}
-		}
-	}
-}
-
-// publish hands m to the inbox until it is durable or ctx ends.
-func (c *Channel) publish(ctx context.Context, in channel.Inbox, m bus.Inbound) bool {
-	wait := c.retryBase
-	for {
-		err := in.Publish(ctx, m)
-		if err == nil {
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		c.log.Warn("telegram: publishing a message", "err", err, "message", m.ID)
-		if !sleep(ctx, c.backoff(&wait, err)) {
-			return false
 		}
 	}
 }
@@ -291,15 +272,4 @@ func (c *Channel) backoff(wait *time.Duration, err error) time.Duration {
 	d := *wait
 	*wait = min(*wait*2, c.retryMax)
 	return d
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

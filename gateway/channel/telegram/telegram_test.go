@@ -17,6 +17,7 @@ import (
 
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/channel/channeltest"
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
 	"github.com/nbots/nb/gateway/channel/telegram/telegramfake"
 	"github.com/nbots/nb/internal/testbuf"
@@ -31,52 +32,11 @@ var (
 
 // inbox records what the channel publishes; fail makes the next
 // publishes fail.
-type inbox struct {
-	mu   sync.Mutex
-	got  []bus.Inbound
-	fail int
-	ch   chan struct{}
-}
-
-func newInbox() *inbox { return &inbox{ch: make(chan struct{}, 1000)} }
-
-func (b *inbox) Publish(_ context.Context, m bus.Inbound) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.fail > 0 {
-		b.fail--
-		return errors.New("bus unavailable")
-	}
-	b.got = append(b.got, m)
-	b.ch <- struct{}{}
-	return nil
-}
-
-func (b *inbox) messages() []bus.Inbound {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]bus.Inbound(nil), b.got...)
-}
-
-func (b *inbox) wait(t *testing.T, n int) []bus.Inbound {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		if got := b.messages(); len(got) >= n {
-			return got
-		}
-		select {
-		case <-b.ch:
-		case <-deadline:
-			t.Fatalf("received %d of %d messages", len(b.messages()), n)
-		}
-	}
-}
 
 type harness struct {
 	fake  *telegramfake.Server
 	ch    *Channel
-	in    *inbox
+	in    *channeltest.Inbox
 	logs  *testbuf.Buffer
 	env   channel.Env
 	stop  func()
@@ -126,7 +86,7 @@ func start(t *testing.T, fake *telegramfake.Server, env channel.Env, cfg Config)
 		env.StateDir = t.TempDir()
 	}
 	c, logs := newChannel(t, fake, env, cfg)
-	h := &harness{fake: fake, ch: c, in: newInbox(), logs: logs, env: env, errc: make(chan error, 1), ready: make(chan struct{})}
+	h := &harness{fake: fake, ch: c, in: &channeltest.Inbox{}, logs: logs, env: env, errc: make(chan error, 1), ready: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { h.errc <- c.Run(ctx, h.in, func() { close(h.ready) }) }()
 	var once sync.Once
@@ -177,7 +137,7 @@ func TestConversation(t *testing.T) {
 	h := start(t, fake, channel.Env{}, Config{})
 	fake.Say(alice, "hello bot")
 	fake.Say(bob, "hi")
-	got := h.in.wait(t, 2)
+	got := h.in.Wait(t, 2)
 	a, b := got[0], got[1]
 	if a.Channel != "telegram" || a.SenderID != "42|alice" || a.ChatID != "42" || a.Content != "hello bot" || a.ID != "42:1" {
 		t.Errorf("first message: %+v", a)
@@ -200,7 +160,7 @@ func TestReplyToMessage(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, channel.Env{}, Config{ReplyToMessage: true})
 	fake.Say(alice, "question")
-	m := h.in.wait(t, 1)[0]
+	m := h.in.Wait(t, 1)[0]
 	send(t, h.ch, bus.Outbound{ChatID: m.ChatID, Content: "answer", ReplyTo: m.ID})
 	if s := fake.Sent(42); len(s) != 1 || s[0].ReplyToMessage == nil || s[0].ReplyToMessage.MessageID != 1 {
 		t.Errorf("the answer does not quote the question: %+v", s)
@@ -230,7 +190,7 @@ func TestGroupMention(t *testing.T) {
 		c.msg.From, c.msg.Chat = &alice, group
 		fake.Post(c.msg)
 	}
-	got := h.in.wait(t, len(cases))
+	got := h.in.Wait(t, len(cases))
 	for i, c := range cases {
 		if got[i].Metadata["group"] != true || got[i].Metadata["mentioned"] != c.want {
 			t.Errorf("%s: metadata %v, want mentioned=%v", c.name, got[i].Metadata, c.want)
@@ -245,7 +205,7 @@ func TestLongAnswerSplitOnLines(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, channel.Env{}, Config{})
 	fake.Say(alice, "long please")
-	h.in.wait(t, 1)
+	h.in.Wait(t, 1)
 	var lines []string
 	for i := 0; len(strings.Join(lines, "\n")) < 10_000; i++ {
 		lines = append(lines, strings.Repeat("word ", 9)+"🙂 line "+string(rune('a'+i%26)))
@@ -276,7 +236,7 @@ func TestMarkdownAsEntities(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, channel.Env{}, Config{})
 	fake.Say(alice, "format")
-	h.in.wait(t, 1)
+	h.in.Wait(t, 1)
 	send(t, h.ch, bus.Outbound{ChatID: "42", Content: "**Bold** 🙂 and `code` [site](https://example.com)\n\n```go\nx := 1\n```"})
 	m := fake.Sent(42)[0]
 	if m.Text != "Bold 🙂 and code site\n\nx := 1" {
@@ -302,7 +262,7 @@ func TestUnparsableEntitiesRetriedAsPlainText(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, channel.Env{}, Config{})
 	fake.Say(alice, "x")
-	h.in.wait(t, 1)
+	h.in.Wait(t, 1)
 	fake.RejectEntities(true)
 	send(t, h.ch, bus.Outbound{ChatID: "42", Content: "**important** answer"})
 	sent := fake.Sent(42)
@@ -321,7 +281,7 @@ func TestProgressEditedInPlace(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, channel.Env{}, Config{})
 	fake.Say(alice, "x")
-	h.in.wait(t, 1)
+	h.in.Wait(t, 1)
 	p1 := send(t, h.ch, bus.Outbound{Kind: bus.Progress, ChatID: "42", Turn: "t1", Content: "Thinking"})
 	p2 := send(t, h.ch, bus.Outbound{Kind: bus.Progress, ChatID: "42", Turn: "t1", Content: "Thinking about it"})
 	send(t, h.ch, bus.Outbound{Kind: bus.Progress, ChatID: "42", Turn: "t1", Content: "Thinking about it"}) // not modified
@@ -359,7 +319,7 @@ func TestMediaFetchedIntoWorkspace(t *testing.T) {
 	// The size announced in the message is wrong; getFile's is checked too.
 	fake.Post(botapi.Message{From: &alice, Chat: botapi.Chat{ID: 42, Type: botapi.Private}, Document: &botapi.Document{FileID: big, FileUniqueID: "bg", FileName: "x.pdf", FileSize: 5}})
 	fake.Post(botapi.Message{From: &alice, Chat: botapi.Chat{ID: 42, Type: botapi.Private}, Document: &botapi.Document{FileID: big, FileUniqueID: "bg", FileName: "x.pdf", FileSize: 1001}})
-	got := h.in.wait(t, 4)
+	got := h.in.Wait(t, 4)
 	for i, want := range []string{"JPEG-bytes", "OGG-bytes"} {
 		if len(got[i].Media) != 1 {
 			t.Fatalf("message %d: media %v", i, got[i].Media)
@@ -406,7 +366,7 @@ func TestRetryAfterPerChat(t *testing.T) {
 	h := start(t, fake, channel.Env{}, Config{})
 	fake.Say(alice, "x")
 	fake.Say(bob, "y")
-	h.in.wait(t, 2)
+	h.in.Wait(t, 2)
 	fake.Inject("sendMessage", telegramfake.TooMany)
 	_, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: "42", Content: "one"})
 	var ra *channel.RetryAfter
@@ -433,7 +393,7 @@ func TestRetryAfterMidAnswerSendsTheRest(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, channel.Env{}, Config{})
 	fake.Say(alice, "x")
-	h.in.wait(t, 1)
+	h.in.Wait(t, 1)
 	long := strings.Repeat("a line of text\n", 600) // 9,000 characters: three messages
 	fake.Inject("sendMessage", 0, telegramfake.TooMany)
 	m := bus.Outbound{Kind: bus.Message, ChatID: "42", Turn: "t9", Content: long}
@@ -455,7 +415,7 @@ func TestUndeliverable(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, channel.Env{}, Config{})
 	fake.Say(alice, "x")
-	h.in.wait(t, 1)
+	h.in.Wait(t, 1)
 	fake.Block(42)
 	_, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: "42", Content: "hi"})
 	if !channel.IsUndeliverable(err) || !strings.Contains(err.Error(), "bot was blocked by the user") {
@@ -495,9 +455,9 @@ func TestHundredDisconnectsLoseNothing(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	got := h.in.wait(t, n)
+	got := h.in.Wait(t, n)
 	time.Sleep(200 * time.Millisecond)
-	got = h.in.messages()
+	got = h.in.Messages()
 	if len(got) != n {
 		t.Errorf("%d messages published, want %d exactly once", len(got), n)
 	}
@@ -519,19 +479,19 @@ func TestRestartNeitherReplaysNorSkips(t *testing.T) {
 	fake := newFake(t)
 	env := channel.Env{Workspace: t.TempDir(), StateDir: t.TempDir()}
 	h := start(t, fake, env, Config{})
-	h.in.fail = 2 // the bus is down for a moment: the offset must not move past
+	h.in.Refuse(2) // the bus is down for a moment: the offset must not move past
 	fake.Say(alice, "one")
 	fake.Say(alice, "two")
-	h.in.wait(t, 2)
+	h.in.Wait(t, 2)
 	h.stop()
 	fake.Say(alice, "three") // while the gateway is down
 	fake.Say(alice, "four")
 	// A fresh fake would not know what was confirmed: the offset file is
 	// all the second run has; give it one holding every update again.
 	h2 := start(t, fake, env, Config{})
-	got := h2.in.wait(t, 2)
+	got := h2.in.Wait(t, 2)
 	time.Sleep(300 * time.Millisecond)
-	got = h2.in.messages()
+	got = h2.in.Messages()
 	if len(got) != 2 || got[0].Content != "three" || got[1].Content != "four" {
 		t.Errorf("after the restart: %+v", got)
 	}
@@ -554,9 +514,9 @@ func TestOffsetFileIsTheOnlyMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := start(t, fake, env, Config{})
-	got := h.in.wait(t, 1)
+	got := h.in.Wait(t, 1)
 	time.Sleep(200 * time.Millisecond)
-	if got = h.in.messages(); len(got) != 1 || got[0].Content != "new" {
+	if got = h.in.Messages(); len(got) != 1 || got[0].Content != "new" {
 		t.Errorf("published %+v", got)
 	}
 }
@@ -574,7 +534,7 @@ func TestTokenNeverPrinted(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if err := c.Run(ctx, newInbox(), func() {}); err != nil {
+	if err := c.Run(ctx, &channeltest.Inbox{}, func() {}); err != nil {
 		t.Errorf("Run with an unreachable server: %v", err)
 	}
 	if !strings.Contains(logs.String(), "telegram getMe") {
@@ -588,7 +548,7 @@ func TestTokenNeverPrinted(t *testing.T) {
 func TestRefusedTokenIsFinal(t *testing.T) {
 	fake := newFake(t)
 	c, _ := newChannel(t, fake, channel.Env{Workspace: t.TempDir(), StateDir: t.TempDir()}, Config{Token: "999:revoked-secret"})
-	err := c.Run(context.Background(), newInbox(), func() { t.Error("ready with a refused token") })
+	err := c.Run(context.Background(), &channeltest.Inbox{}, func() { t.Error("ready with a refused token") })
 	if err == nil || !strings.Contains(err.Error(), "401 Unauthorized") || !strings.Contains(err.Error(), "channels.telegram.token") || strings.Contains(err.Error(), "revoked-secret") {
 		t.Errorf("Run: %v", err)
 	}
@@ -625,7 +585,7 @@ func TestProxy(t *testing.T) {
 	defer proxy.Close()
 	h := start(t, fake, channel.Env{}, Config{Proxy: proxy.URL})
 	fake.Say(alice, "through the proxy")
-	m := h.in.wait(t, 1)[0]
+	m := h.in.Wait(t, 1)[0]
 	send(t, h.ch, bus.Outbound{ChatID: m.ChatID, Content: "answer"})
 	mu.Lock()
 	defer mu.Unlock()

@@ -1,0 +1,92 @@
+// Package channeltest helps test chat channels: an Inbox that records
+// what a channel publishes and can refuse it for a while.
+package channeltest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nbots/nb/gateway/bus"
+)
+
+// Inbox records published messages. Its zero value is ready.
+type Inbox struct {
+	mu      sync.Mutex
+	got     []bus.Inbound
+	failing int
+	changed chan struct{}
+}
+
+// Refuse makes the next n publishes fail (n < 0: all until Refuse(0)).
+func (b *Inbox) Refuse(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failing = n
+}
+
+// Publish records m, unless refusing.
+func (b *Inbox) Publish(_ context.Context, m bus.Inbound) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failing != 0 {
+		if b.failing > 0 {
+			b.failing--
+		}
+		return errors.New("bus unavailable")
+	}
+	b.got = append(b.got, m)
+	if b.changed != nil {
+		close(b.changed)
+		b.changed = nil
+	}
+	return nil
+}
+
+// Messages are all the messages published, in order.
+func (b *Inbox) Messages() []bus.Inbound {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]bus.Inbound(nil), b.got...)
+}
+
+// Unique are the messages the bus would keep: the first of each ID.
+func (b *Inbox) Unique() []bus.Inbound { return unique(b.Messages()) }
+
+func unique(ms []bus.Inbound) []bus.Inbound {
+	seen := map[string]bool{}
+	var out []bus.Inbound
+	for _, m := range ms {
+		if m.ID == "" || !seen[m.ID] {
+			seen[m.ID] = true
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Wait waits until n distinct messages were published and returns them;
+// it fails the test after 20 s.
+func (b *Inbox) Wait(t testing.TB, n int) []bus.Inbound {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		b.mu.Lock()
+		got := len(unique(b.got))
+		if got < n && b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		ch := b.changed
+		b.mu.Unlock()
+		if got >= n {
+			return b.Unique()
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("received %d of %d messages", len(b.Unique()), n)
+		}
+	}
+}
