@@ -72,3 +72,52 @@ func (t *Turns) SetSent(key string, k bus.Kind, n int) {
 	}
 	t.pieces[key+"\x00"+string(k)] = n
 }
+
+// Deliver sends the pieces of m's text: a turn's progress is posted once
+// (its first piece) and then edited in place; the turn's final message or
+// error replaces the progress message with its first piece and posts the
+// rest. A failure leaves the count of pieces sent, so that the retry of
+// the same turn's message sends the rest and none twice (an
+// *Undeliverable forgets it). It returns the platform id of the last
+// message written.
+func Deliver[P any](t *Turns, m bus.Outbound, ps []P, post func(i int, p P) (string, error), edit func(id string, p P) error) (string, error) {
+	if len(ps) == 0 {
+		return "", nil
+	}
+	key := TurnKey(m)
+	if key != "" && m.Kind != bus.ToolHint {
+		if id, ok := t.Progress(key); ok {
+			if err := edit(id, ps[0]); err != nil {
+				return "", err
+			}
+			if m.Kind == bus.Progress {
+				return id, nil
+			}
+			t.SetProgress(key, "")
+			if len(ps) == 1 {
+				return id, nil
+			}
+			ps = ps[1:]
+		}
+	}
+	if m.Kind == bus.Progress {
+		ps = ps[:1]
+	}
+	var last string
+	for i := t.Sent(key, m.Kind); i < len(ps); i++ {
+		id, err := post(i, ps[i])
+		if err != nil {
+			if IsUndeliverable(err) {
+				i = 0
+			}
+			t.SetSent(key, m.Kind, i)
+			return last, err
+		}
+		last = id
+	}
+	t.SetSent(key, m.Kind, 0)
+	if m.Kind == bus.Progress {
+		t.SetProgress(key, last)
+	}
+	return last, nil
+}

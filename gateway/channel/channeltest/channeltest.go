@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/gateway/bus"
+	"github.com/nbots/nb/gateway/channel"
 )
 
 // Inbox records published messages. Its zero value is ready.
@@ -89,4 +90,55 @@ func (b *Inbox) Wait(t testing.TB, n int) []bus.Inbound {
 			t.Fatalf("received %d of %d messages", len(b.Unique()), n)
 		}
 	}
+}
+
+// Start runs c with in until the test ends, waits until it is ready (or
+// fails the test), and returns a stop function that ends Run and checks
+// it returned nil; the test's cleanup calls it too.
+func Start(t testing.TB, c channel.Channel, in channel.Inbox) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() { errc <- c.Run(ctx, in, func() { close(ready) }) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-errc:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("Run did not return after its context ended")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	select {
+	case <-ready:
+	case err := <-errc:
+		t.Fatalf("Run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not ready")
+	}
+	return stop
+}
+
+// Send sends m through c (as a final Message unless m says otherwise) and
+// fails the test on an error.
+func Send(t testing.TB, c channel.Channel, m bus.Outbound) string {
+	t.Helper()
+	if m.Kind == "" {
+		m.Kind = bus.Message
+	}
+	if m.Channel == "" {
+		m.Channel = c.Name()
+	}
+	id, err := c.Send(context.Background(), m)
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	return id
 }

@@ -321,53 +321,21 @@ func deliveryError(err error) error {
 // code fences closed and reopened across pieces. Mentions in the text
 // ping nobody. Progress of a turn is posted once and then edited.
 func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
-	ps := splitFenced(m.Content, MaxMessageLength)
-	if len(ps) == 0 {
-		return "", nil
-	}
-	key := channel.TurnKey(m)
-	if key != "" {
-		if id, ok := c.turns.Progress(key); ok {
-			if err := c.Edit(ctx, m.ChatID, id, ps[0]); err != nil {
-				return "", err
-			}
-			if m.Kind == bus.Progress {
-				return id, nil
-			}
-			c.turns.SetProgress(key, "")
-			if len(ps) == 1 {
-				return id, nil
-			}
-			ps = ps[1:]
-		}
-	}
-	if m.Kind == bus.Progress {
-		ps = ps[:1]
-	}
-	var last string
-	for i := c.turns.Sent(key, m.Kind); i < len(ps); i++ {
-		send := &discordgo.MessageSend{Content: ps[i], AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}}
-		if i == 0 && m.ReplyTo != "" {
+	post := func(i int, text string) (string, error) {
+		send := &discordgo.MessageSend{Content: text, AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}}
+		if i == 0 && m.ReplyTo != "" && m.Kind != bus.Progress {
 			send.Reference = &discordgo.MessageReference{MessageID: m.ReplyTo, ChannelID: m.ChatID, FailIfNotExists: new(bool)}
 		}
 		rctx, cancel := context.WithTimeout(ctx, c.timeout)
+		defer cancel()
 		msg, err := c.s.ChannelMessageSendComplex(m.ChatID, send, discordgo.WithContext(rctx))
-		cancel()
 		if err != nil {
-			err = deliveryError(err)
-			if channel.IsUndeliverable(err) {
-				i = 0
-			}
-			c.turns.SetSent(key, m.Kind, i)
-			return last, err
+			return "", deliveryError(err)
 		}
-		last = msg.ID
+		return msg.ID, nil
 	}
-	c.turns.SetSent(key, m.Kind, 0)
-	if m.Kind == bus.Progress {
-		c.turns.SetProgress(key, last)
-	}
-	return last, nil
+	edit := func(id, text string) error { return c.Edit(ctx, m.ChatID, id, text) }
+	return channel.Deliver(&c.turns, m, splitFenced(m.Content, MaxMessageLength), post, edit)
 }
 
 // Edit replaces the text of a message the bot sent.

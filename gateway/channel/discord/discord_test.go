@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,32 +52,12 @@ func start(t *testing.T, fake *discordfake.Server, env channel.Env) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{ch: c, in: &channeltest.Inbox{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	ready := make(chan struct{})
-	go func() { errc <- c.Run(ctx, h.in, func() { close(ready) }) }()
-	var once sync.Once
-	h.stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-errc; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
-	}
 	t.Cleanup(func() {
-		h.stop()
 		if strings.Contains(logs.String(), "secret-DISCORD") {
 			t.Errorf("the token is in the logs:\n%s", logs)
 		}
 	})
-	select {
-	case <-ready:
-	case err := <-errc:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not ready")
-	}
+	h.stop = channeltest.Start(t, c, h.in)
 	return h
 }
 

@@ -198,32 +198,12 @@ func start(t *testing.T, cfg Config, env channel.Env) *harness {
 	}
 	c.poll, c.retryBase, c.timeout = 20*time.Millisecond, 5*time.Millisecond, 2*time.Second
 	h := &harness{ch: c, in: &channeltest.Inbox{}, logs: logs}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	ready := make(chan struct{})
-	go func() { errc <- c.Run(ctx, h.in, func() { close(ready) }) }()
-	var once sync.Once
-	h.stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-errc; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
-	}
 	t.Cleanup(func() {
-		h.stop()
 		if l := logs.String(); strings.Contains(l, imapPass) || strings.Contains(l, smtpPass) {
 			t.Errorf("a password is in the logs:\n%s", l)
 		}
 	})
-	select {
-	case <-ready:
-	case err := <-errc:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not ready")
-	}
+	h.stop = channeltest.Start(t, c, h.in)
 	return h
 }
 

@@ -289,45 +289,9 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	for _, r := range channel.SplitRich(channel.ParseMarkdown(m.Content), MaxMessageLength, nil) {
 		ps = append(ps, mrkdwn(r))
 	}
-	if len(ps) == 0 {
-		return "", nil
-	}
-	key := channel.TurnKey(m)
-	if key != "" {
-		if ts, ok := c.turns.Progress(key); ok {
-			if err := c.update(ctx, m.ChatID, ch, ts, ps[0]); err != nil {
-				return "", err
-			}
-			if m.Kind == bus.Progress {
-				return ts, nil
-			}
-			c.turns.SetProgress(key, "")
-			if len(ps) == 1 {
-				return ts, nil
-			}
-			ps = ps[1:]
-		}
-	}
-	if m.Kind == bus.Progress {
-		ps = ps[:1]
-	}
-	var last string
-	for i := c.turns.Sent(key, m.Kind); i < len(ps); i++ {
-		ts, err := c.post(ctx, m.ChatID, ch, thread, ps[i])
-		if err != nil {
-			if channel.IsUndeliverable(err) {
-				i = 0
-			}
-			c.turns.SetSent(key, m.Kind, i)
-			return last, err
-		}
-		last = ts
-	}
-	c.turns.SetSent(key, m.Kind, 0)
-	if m.Kind == bus.Progress {
-		c.turns.SetProgress(key, last)
-	}
-	return last, nil
+	post := func(_ int, text string) (string, error) { return c.post(ctx, m.ChatID, ch, thread, text) }
+	edit := func(ts, text string) error { return c.update(ctx, m.ChatID, ch, ts, text) }
+	return channel.Deliver(&c.turns, m, ps, post, edit)
 }
 
 func (c *Channel) post(ctx context.Context, chatID, ch, thread, text string) (string, error) {

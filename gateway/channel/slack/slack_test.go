@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,50 +50,18 @@ func start(t *testing.T, fake *slackfake.Server, cfg Config) *harness {
 	}
 	c.retryBase = time.Millisecond
 	h := &harness{fake: fake, ch: c, in: &channeltest.Inbox{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	ready := make(chan struct{})
-	go func() { errc <- c.Run(ctx, h.in, func() { close(ready) }) }()
-	var once sync.Once
-	h.stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-errc:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Error("Run did not return after its context ended")
-			}
-		})
-	}
 	t.Cleanup(func() {
-		h.stop()
 		if l := logs.String(); strings.Contains(l, "secretBOT") || strings.Contains(l, "secretAPP") {
 			t.Errorf("a token is in the logs:\n%s", l)
 		}
 	})
-	select {
-	case <-ready:
-	case err := <-errc:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not ready")
-	}
+	h.stop = channeltest.Start(t, c, h.in)
 	return h
 }
 
 func send(t *testing.T, c *Channel, m bus.Outbound) string {
 	t.Helper()
-	if m.Kind == "" {
-		m.Kind = bus.Message
-	}
-	id, err := c.Send(context.Background(), m)
-	if err != nil {
-		t.Fatalf("Send: %v", err)
-	}
-	return id
+	return channeltest.Send(t, c, m)
 }
 
 func waitAcked(t *testing.T, fake *slackfake.Server) {

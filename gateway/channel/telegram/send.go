@@ -112,47 +112,18 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ps := pieces(m.Content)
-	if len(ps) == 0 {
-		return "", nil // nothing visible to send
-	}
-	key := channel.TurnKey(m)
-	if m.Kind == bus.Progress && key != "" {
-		return c.sendProgress(ctx, chat, m.ChatID, key, ps[0])
-	}
-	// The turn's progress message becomes the answer's first piece.
-	if key != "" && (m.Kind == bus.Message || m.Kind == bus.Error) {
-		if pid, ok := c.turns.Progress(key); ok {
-			if err := c.edit(ctx, chat, m.ChatID, messageID(pid), ps[0]); err != nil {
-				return "", err
-			}
-			c.turns.SetProgress(key, "")
-			if len(ps) == 1 {
-				return pid, nil
-			}
-			ps = ps[1:]
-		}
-	}
-	var last string
-	for i := c.turns.Sent(key, m.Kind); i < len(ps); i++ {
+	post := func(i int, p piece) (string, error) {
 		var reply *botapi.ReplyParameters
-		if i == 0 && c.cfg.ReplyToMessage && m.ReplyTo != "" {
+		if i == 0 && c.cfg.ReplyToMessage && m.ReplyTo != "" && m.Kind != bus.Progress {
 			if id := messageID(m.ReplyTo); id > 0 {
 				reply = &botapi.ReplyParameters{MessageID: id, AllowSendingWithoutReply: true}
 			}
 		}
-		id, err := c.sendPiece(ctx, chat, m.ChatID, ps[i], reply)
-		if err != nil {
-			if channel.IsUndeliverable(err) {
-				i = 0
-			}
-			c.turns.SetSent(key, m.Kind, i)
-			return last, err
-		}
-		last = strconv.FormatInt(id, 10)
+		id, err := c.sendPiece(ctx, chat, m.ChatID, p, reply)
+		return strconv.FormatInt(id, 10), err
 	}
-	c.turns.SetSent(key, m.Kind, 0)
-	return last, nil
+	edit := func(id string, p piece) error { return c.edit(ctx, chat, m.ChatID, messageID(id), p) }
+	return channel.Deliver(&c.turns, m, pieces(m.Content), post, edit)
 }
 
 func (c *Channel) sendPiece(ctx context.Context, chat int64, dest string, p piece, reply *botapi.ReplyParameters) (int64, error) {
@@ -186,21 +157,6 @@ func (c *Channel) edit(ctx context.Context, chat int64, dest string, id int64, p
 		return nil
 	}
 	return c.deliveryError(dest, err)
-}
-
-// sendProgress shows the answer so far: the first time as a new message,
-// then by editing it.
-func (c *Channel) sendProgress(ctx context.Context, chat int64, dest, key string, p piece) (string, error) {
-	if id, ok := c.turns.Progress(key); ok {
-		return id, c.edit(ctx, chat, dest, messageID(id), p)
-	}
-	id, err := c.sendPiece(ctx, chat, dest, p, nil)
-	if err != nil {
-		return "", err
-	}
-	sid := strconv.FormatInt(id, 10)
-	c.turns.SetProgress(key, sid)
-	return sid, nil
 }
 
 // Edit replaces the text of a message the bot sent (its first piece, if

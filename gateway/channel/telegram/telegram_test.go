@@ -34,14 +34,12 @@ var (
 // publishes fail.
 
 type harness struct {
-	fake  *telegramfake.Server
-	ch    *Channel
-	in    *channeltest.Inbox
-	logs  *testbuf.Buffer
-	env   channel.Env
-	stop  func()
-	errc  chan error
-	ready chan struct{}
+	fake *telegramfake.Server
+	ch   *Channel
+	in   *channeltest.Inbox
+	logs *testbuf.Buffer
+	env  channel.Env
+	stop func()
 }
 
 func newFake(t *testing.T) *telegramfake.Server {
@@ -86,50 +84,19 @@ func start(t *testing.T, fake *telegramfake.Server, env channel.Env, cfg Config)
 		env.StateDir = t.TempDir()
 	}
 	c, logs := newChannel(t, fake, env, cfg)
-	h := &harness{fake: fake, ch: c, in: &channeltest.Inbox{}, logs: logs, env: env, errc: make(chan error, 1), ready: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { h.errc <- c.Run(ctx, h.in, func() { close(h.ready) }) }()
-	var once sync.Once
-	h.stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-h.errc:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Error("Run did not return after its context ended")
-			}
-		})
-	}
+	h := &harness{fake: fake, ch: c, in: &channeltest.Inbox{}, logs: logs, env: env}
 	t.Cleanup(func() {
-		h.stop()
 		if strings.Contains(logs.String(), "secret_TOKEN") {
 			t.Errorf("the token is in the logs:\n%s", logs)
 		}
 	})
-	select {
-	case <-h.ready:
-	case err := <-h.errc:
-		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not ready")
-	}
+	h.stop = channeltest.Start(t, c, h.in)
 	return h
 }
 
 func send(t *testing.T, c *Channel, m bus.Outbound) string {
 	t.Helper()
-	if m.Kind == "" {
-		m.Kind = bus.Message
-	}
-	m.Channel = Name
-	id, err := c.Send(context.Background(), m)
-	if err != nil {
-		t.Fatalf("Send: %v", err)
-	}
-	return id
+	return channeltest.Send(t, c, m)
 }
 
 func TestConversation(t *testing.T) {
