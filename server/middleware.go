@@ -2,11 +2,8 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -82,11 +79,15 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// unread is set while the request has a body not read whole: an
+	// answer then closes the connection (see dropBody).
+	unread bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		w.closeIfUnread()
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -94,6 +95,7 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		w.closeIfUnread()
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)
@@ -134,8 +136,9 @@ const corsMethods = "GET, POST, OPTIONS, HEAD, DELETE"
 // need no token, everything else does when the server has tokens. A
 // server without tokens answers browsers only from Options.AllowOrigins,
 // and only requests addressed to a loopback name (see browserRefused). Request
-// bodies are read whole (up to Limits.MaxBody, within HeaderTimeout)
-// before the route runs, chunked ones included.
+// bodies are read whole (up to Limits.MaxBody, within BodyTimeout and at
+// BodyMinRate at least) before the route runs, chunked ones included; an
+// answer given before (401, 403, 413) closes the connection instead.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(s.serveHTTP)
 }
@@ -143,7 +146,8 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	info := &reqInfo{id: newRequestID()}
-	w := &statusWriter{ResponseWriter: rw}
+	w := &statusWriter{ResponseWriter: rw, unread: r.Body != nil && r.Body != http.NoBody}
+	defer w.dropBody()
 	h := w.Header()
 	h.Set("X-Request-Id", info.id)
 	if len(s.opts.Tokens) == 0 {
@@ -200,6 +204,7 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		s.WriteError(w, r, err)
 		return
 	}
+	w.unread = false
 	if p := cleanPath(r.URL.Path); p != r.URL.Path {
 		// The mux would redirect (//cartridges, which the Obsidian plugin
 		// sends for an address ending in /): a redirect breaks
@@ -270,38 +275,6 @@ func isLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// readBody reads the request's body whole, within the header timeout and
-// the size limit, and puts it back as a buffer.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil
-	}
-	if r.ContentLength > s.limits.MaxBody {
-		return &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is %d bytes, more than the server's limit of %d bytes (--max-body)", r.ContentLength, s.limits.MaxBody)}
-	}
-	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(s.limits.HeaderTimeout)) //nolint:errcheck // not every connection has deadlines
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.limits.MaxBody))
-	// No deadline while the route runs: the connection's background read
-	// would take a timeout for the client going away and cancel the run.
-	rc.SetReadDeadline(time.Time{}) //nolint:errcheck // as above
-	r.Body.Close()                  //nolint:errcheck // read whole
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return AsError(nil, err)
-		}
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return &Error{Status: http.StatusRequestTimeout, Message: "the request body did not arrive in time"}
-		}
-		return &Error{Status: http.StatusBadRequest, Message: "cannot read the request body: " + err.Error()}
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	return nil
 }
 
 // noRoute answers a path or method no route has, in the family's shape.
