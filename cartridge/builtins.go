@@ -26,6 +26,10 @@ type BuiltinFiles struct {
 	Workspace string
 	// Write offers write_file and edit_file (true when unset).
 	Write bool
+	// HardLinks lets the tools read regular files with more than one
+	// hard link (false when unset: such a file may also be outside the
+	// workspace).
+	HardLinks bool
 }
 
 // BuiltinExec is builtins.exec: the exec tool.
@@ -101,10 +105,11 @@ func (c *Cartridge) Builtins() (*Builtins, error) {
 	p.known(m, "builtins", "files", "exec", "web", "spawn")
 
 	if g := p.group(m["files"], "builtins.files", ""); g != nil {
-		p.known(g, "builtins.files", "workspace", "write")
+		p.known(g, "builtins.files", "workspace", "write", "hard-links")
 		b.Files = &BuiltinFiles{
 			Workspace: p.text(g, "builtins.files", "workspace", "."),
 			Write:     p.boolean(g, "builtins.files", "write", true),
+			HardLinks: p.boolean(g, "builtins.files", "hard-links", false),
 		}
 	}
 	if g := p.group(m["exec"], "builtins.exec", ""); g != nil {
