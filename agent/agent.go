@@ -135,10 +135,11 @@ func (m *Memory) Append(events ...state.Event) error {
 // verbatim from the reference.
 const DenialText = "We asked the user you're chatting with for permission, but the user did not allow you to run this tool or function."
 
-// Agent is one conversation with a cartridge: the bot's parts (provider,
-// tools, scripts) and where this conversation lives and reports. Building
-// one is cheap: a front-end that serves many conversations of one bot
-// makes an Agent per exchange from the bot's shared parts.
+// Agent is the loop of one exchange with a cartridge: the bot's parts
+// (provider, tools, scripts) and where this conversation lives and
+// reports. Front-ends do not build one: they describe an exchange
+// (bot.Exchange) and the bot builds its Agent, from its shared parts,
+// on the one path every exchange takes (Bot.Ask, Boot, Continue).
 type Agent struct {
 	Cartridge *cartridge.Cartridge
 	Mode      cartridge.Mode
