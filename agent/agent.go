@@ -135,10 +135,11 @@ func (m *Memory) Append(events ...state.Event) error {
 // verbatim from the reference.
 const DenialText = "We asked the user you're chatting with for permission, but the user did not allow you to run this tool or function."
 
-// Agent is one conversation with a cartridge: the bot's parts (provider,
-// tools, scripts) and where this conversation lives and reports. Building
-// one is cheap: a front-end that serves many conversations of one bot
-// makes an Agent per exchange from the bot's shared parts.
+// Agent is the loop of one exchange with a cartridge: the bot's parts
+// (provider, tools, scripts) and where this conversation lives and
+// reports. Front-ends do not build one: they describe an exchange
+// (bot.Exchange) and the bot builds its Agent, from its shared parts,
+// on the one path every exchange takes (Bot.Ask, Boot, Continue).
 type Agent struct {
 	Cartridge *cartridge.Cartridge
 	Mode      cartridge.Mode
@@ -154,9 +155,10 @@ type Agent struct {
 	// instruction: an OpenAI-compatible client's system and developer
 	// messages. Empty adds none.
 	System string
-	// Sampling, when set, overrides the cartridge's sampling settings
-	// (a server's client asked for them).
-	Sampling *provider.Sampling
+	// Override, when set, changes the cartridge's provider settings in
+	// this agent's requests: a server's client asked for them (sampling
+	// settings, or an agent client's parameters).
+	Override *provider.Override
 	// Stop are stop sequences for this agent's requests (a server's
 	// client sent them; see provider.Request.Stop).
 	Stop []string
@@ -197,40 +199,46 @@ type Agent struct {
 	// OutputDir keeps the whole output of tools that exceed MaxStored
 	// ("" keeps no copy).
 	OutputDir string
-	// Settings override the cartridge's provider settings in this
-	// agent's requests (the parameters an agent client sent).
-	Settings map[string]any
 	// Structured, when set, asks the model for an answer that is one
 	// JSON value following a schema (see provider.Request.Output).
 	Structured *provider.OutputSchema
+	// Loop is how Ask works towards the answer: tool calls (the
+	// default), a text ReAct loop, or a planner.
+	Loop Loop
+	// MaxTasks is a planner's budget: how many tasks run at most
+	// (DefaultMaxTasks when 0).
+	MaxTasks int
+	// OnPlan, when set, is told a planner's plan each time it changes.
+	OnPlan func(Plan)
+	// Check, when set, reads the answer of Ask: a complaint it returns
+	// is sent to the model once, and the model answers again (a planner
+	// writes its final answer again from the same results). The caller
+	// checks the second answer itself.
+	Check func(answer string) (complaint string)
+
+	// plan is the planner's last run (for its second answer).
+	lastPlan *planRun
 }
+
+// Loop is how an agent works towards its answer.
+type Loop string
+
+// The loops.
+const (
+	// LoopFunctions offers the tools to the model as functions and runs the
+	// calls it makes, round after round, until it answers ("" too).
+	LoopFunctions Loop = "functions"
+	// LoopReAct describes the tools in the system text and reads the model's
+	// Thought, Action and Action Input lines (see askReAct).
+	LoopReAct Loop = "react"
+	// LoopPlan has the model break the objective into tasks, run them one by
+	// one and write the answer from their results (see askPlan).
+	LoopPlan Loop = "plan"
+)
 
 // DefaultMaxStored is the default bound of one tool output in the state:
 // 256 KiB, five times more than any model is sent by default.
 const DefaultMaxStored = 256 << 10
-
-// Options configure New.
-type Options struct {
-	Mode         cartridge.Mode
-	Provider     provider.Provider
-	Tools        *tool.Set
-	Scripts      *script.Runtime
-	Confirmer    Confirmer
-	Conversation Conversation
-	OnEvent      func(Event)
-	Output       io.Writer
-}
-
-// New returns an agent for c with the cartridge's limits.
-func New(c *cartridge.Cartridge, o Options) (*Agent, error) {
-	a := &Agent{Cartridge: c, Mode: o.Mode, Provider: o.Provider, Tools: o.Tools, Scripts: o.Scripts,
-		Confirmer: o.Confirmer, Conversation: o.Conversation, OnEvent: o.OnEvent, Output: o.Output,
-		MaxRounds: MaxRounds(c), Budget: Budget(c, 0), Limits: DefaultTruncation()}
-	if a.Conversation == nil {
-		a.Conversation = NewMemory()
-	}
-	return a, nil
-}
 
 func (a *Agent) emit(ev Event) {
 	if a.OnEvent != nil {
@@ -258,10 +266,42 @@ type Result struct {
 	Pending []tool.Call
 }
 
-// Ask runs one exchange: the user's input (with images, for providers
-// that take them), then provider rounds until the model answers without
-// tool calls.
+// Ask runs one exchange by the agent's Loop: the user's input (with
+// images, for providers that take them, in the functions loop), then
+// the model's rounds until it answers; when Check has a complaint about
+// the answer, the model answers once more.
 func (a *Agent) Ask(ctx context.Context, input string, images ...media.Image) (*Result, error) {
+	res, err := a.ask(ctx, input, images)
+	if err != nil || a.Check == nil {
+		return res, err
+	}
+	complaint := a.Check(res.Text)
+	if complaint == "" {
+		return res, nil
+	}
+	if a.Loop == LoopPlan && a.lastPlan != nil {
+		return a.lastPlan.finalStep(ctx, complaint)
+	}
+	return a.ask(ctx, complaint, nil)
+}
+
+// ask runs input through the agent's loop.
+func (a *Agent) ask(ctx context.Context, input string, images []media.Image) (*Result, error) {
+	switch a.Loop {
+	case LoopReAct:
+		return a.askReAct(ctx, input)
+	case LoopPlan:
+		return a.askPlan(ctx, input)
+	case LoopFunctions, "":
+	default:
+		return nil, fmt.Errorf("unknown agent loop %q (functions, react or plan)", a.Loop)
+	}
+	return a.askFunctions(ctx, input, images)
+}
+
+// askFunctions runs the functions loop: the user's input, then provider
+// rounds until the model answers without tool calls.
+func (a *Agent) askFunctions(ctx context.Context, input string, images []media.Image) (*Result, error) {
 	message, err := a.prepareInput(ctx, input)
 	if err != nil {
 		return nil, err
@@ -274,8 +314,8 @@ func (a *Agent) Ask(ctx context.Context, input string, images ...media.Image) (*
 	return a.converse(ctx, a.Cartridge.Behavior("interaction"))
 }
 
-// Continue runs provider rounds on the conversation as it is, without a
-// new user message: a client that ran the Pending calls of the last
+// Continue runs provider rounds (the functions loop) on the
+// conversation as it is, without a new user message: a client that ran the Pending calls of the last
 // exchange has recorded their results.
 func (a *Agent) Continue(ctx context.Context) (*Result, error) {
 	return a.converse(ctx, a.Cartridge.Behavior("interaction"))

@@ -49,10 +49,8 @@ func benchAsk(b *testing.B, calls int) {
 		if calls > 0 {
 			p.steps = []step{{calls: round}}
 		}
-		a, err := New(c, Options{Mode: cartridge.Eval, Provider: p, Tools: tools, Scripts: rt, OnEvent: func(Event) {}})
-		if err != nil {
-			b.Fatal(err)
-		}
+		a := engine(c, cartridge.Eval, p, tools)
+		a.Scripts, a.OnEvent = rt, func(Event) {}
 		if _, err := a.Ask(context.Background(), "add them"); err != nil {
 			b.Fatal(err)
 		}

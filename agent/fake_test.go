@@ -191,16 +191,23 @@ func newHarness(t *testing.T, cart string, mode cartridge.Mode, p *scripted, c C
 	if ans, ok := c.(*answers); ok {
 		ans.allows = func(r string) bool { return cartridge.Allows(mode, r) }
 	}
-	a, err := New(cartridge, Options{Mode: mode, Provider: p, Tools: set, Confirmer: c, OnEvent: func(ev Event) {
+	a := engine(cartridge, mode, p, set)
+	a.Confirmer = c
+	a.OnEvent = func(ev Event) {
 		h.mu.Lock()
 		h.events = append(h.events, ev)
 		h.mu.Unlock()
-	}})
-	if err != nil {
-		t.Fatal(err)
 	}
 	h.agent = a
 	return h
+}
+
+// engine is the loop of one exchange on c without a bot: the limits
+// are those a bot gives an exchange on c with no history budget of the
+// host's (bot's tests run exchanges through a bot, as every front-end).
+func engine(c *cartridge.Cartridge, mode cartridge.Mode, p provider.Provider, tools *tool.Set) *Agent {
+	return &Agent{Cartridge: c, Mode: mode, Provider: p, Tools: tools, Conversation: NewMemory(),
+		MaxRounds: MaxRounds(c), Budget: Budget(c, 0), Limits: DefaultTruncation()}
 }
 
 // feedback returns the feedback events as "action: text".

@@ -25,7 +25,7 @@ func (a *Agent) request(b cartridge.Behavior, stream bool) provider.Request {
 		budget = max(budget-estimateTokens(system)-estimateTokens(b.Backdrop), 1)
 	}
 	req := provider.Request{System: system, Backdrop: b.Backdrop, Messages: Fit(msgs, budget), Stream: stream, User: a.User,
-		Settings: a.Settings, Output: a.Structured, Sampling: a.Sampling, Stop: a.Stop}
+		Override: a.Override, Output: a.Structured, Stop: a.Stop}
 	if a.Tools != nil {
 		req.Tools = a.Tools.Specs()
 	}

@@ -356,10 +356,10 @@ func TestRequestCarriesSampling(t *testing.T) {
 	p := &scripted{}
 	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil)
 	temp := 0.5
-	h.agent.Sampling = &provider.Sampling{Temperature: &temp}
+	h.agent.Override = &provider.Override{Sampling: provider.Sampling{Temperature: &temp}}
 	ask(t, h, "hi")
-	if s := p.request(0).Sampling; s == nil || *s.Temperature != 0.5 {
-		t.Errorf("sampling %+v", s)
+	if o := p.request(0).Override; o == nil || *o.Sampling.Temperature != 0.5 {
+		t.Errorf("override %+v", o)
 	}
 }
 

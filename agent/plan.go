@@ -12,25 +12,16 @@ import (
 	"github.com/nbots/nb/tool"
 )
 
-// Planner runs an agent as a Taskmaster/BabyAGI-style planner: the model
-// breaks the objective into a list of tasks, each handed to one of the
-// agent's tools (minions are tools too); after each task the model
-// revises the rest of the list from the results; when the list is empty
-// or the budget is spent, the model writes the final answer from the
-// results. Each model call is one step (a RoundStart ... RoundEnd); the
-// calls of a step are the task it hands out next. The planning steps ask
-// for structured output (provider.Request.Output), and an answer that is
-// not a valid task list is sent back once with the error.
-type Planner struct {
-	*Agent
-	// MaxTasks is the budget: how many tasks run at most (10 when 0).
-	MaxTasks int
-	// OnPlan, when set, is told the plan each time it changes (a run
-	// keeps it in its context).
-	OnPlan func(Plan)
-
-	last *planRun
-}
+// The planner (the Plan loop) runs an agent as a Taskmaster/BabyAGI-style
+// planner: the model breaks the objective into a list of tasks, each
+// handed to one of the agent's tools (minions are tools too); after each
+// task the model revises the rest of the list from the results; when the
+// list is empty or the budget (Agent.MaxTasks) is spent, the model writes
+// the final answer from the results. Each model call is one step (a
+// RoundStart ... RoundEnd); the calls of a step are the task it hands out
+// next. The planning steps ask for structured output
+// (provider.Request.Output), and an answer that is not a valid task list
+// is sent back once with the error.
 
 // Task is one entry of a plan.
 type Task struct {
@@ -80,22 +71,21 @@ var planSchema = map[string]any{
 	"required": []any{"tasks"},
 }
 
-// Ask runs the planner on an objective.
-func (p *Planner) Ask(ctx context.Context, objective string) (*Result, error) {
-	a := p.Agent
+// askPlan runs the planner on an objective.
+func (a *Agent) askPlan(ctx context.Context, objective string) (*Result, error) {
 	raw := objective
 	if err := a.record(state.Event{At: state.Now(), Who: "user", Mode: string(a.Mode), Input: &raw, Message: objective}); err != nil {
 		return nil, err
 	}
-	budget := p.MaxTasks
+	budget := a.MaxTasks
 	if budget <= 0 {
 		budget = DefaultMaxTasks
 	}
 	ctx = provider.WithRetryNotify(ctx, func(err error, attempt int, delay time.Duration) {
 		a.emit(Event{Kind: Retry, Err: err, Attempt: attempt, Delay: delay})
 	})
-	r := &planRun{Planner: p, plan: Plan{Objective: objective}}
-	p.last = r
+	r := &planRun{Agent: a, plan: Plan{Objective: objective}}
+	a.lastPlan = r
 	tasks, err := r.planStep(ctx, "Break the objective into a short list of tasks, in order. Each task is done by one of the tools, with the input you give it. An objective that needs no tool has an empty list.")
 	if err != nil {
 		return nil, err
@@ -122,18 +112,9 @@ func (p *Planner) Ask(ctx context.Context, objective string) (*Result, error) {
 	return r.finalStep(ctx, "")
 }
 
-// Fix asks again for the final answer of the last Ask, with a complaint
-// about the one given (it did not follow the output schema).
-func (p *Planner) Fix(ctx context.Context, complaint string) (*Result, error) {
-	if p.last == nil {
-		return p.Ask(ctx, complaint)
-	}
-	return p.last.finalStep(ctx, complaint)
-}
-
-// planRun is one Ask of a planner.
+// planRun is one run of the planner.
 type planRun struct {
-	*Planner
+	*Agent
 	plan  Plan
 	step  int
 	usage provider.Usage
@@ -202,7 +183,7 @@ func (r *planRun) call(ctx context.Context, req provider.Request, calls func(*pr
 	a := r.Agent
 	r.step++
 	req.Stream = a.Cartridge.Stream(a.Mode)
-	req.User, req.Settings = a.User, a.Settings
+	req.User, req.Override = a.User, a.Override
 	a.emit(Event{Kind: RoundStart, Round: r.step, Provider: a.Provider.ID(), Model: Model(a.Cartridge)})
 	resp, err := a.Provider.Complete(ctx, req, func(ev provider.Event) {
 		if ev.Kind == provider.TextDelta {

@@ -12,21 +12,16 @@ import (
 	"github.com/nbots/nb/tool"
 )
 
-// ReAct runs an agent as a text ReAct loop, for models and providers
-// without tool calling: the model writes Thought, Action and Action
-// Input lines, nb runs the action and answers with an Observation line,
-// until the model writes a Final Answer. The tools are described in the
-// system text, never offered as functions; a stop sequence keeps the
-// model from writing the observation itself (and what it writes past
-// one is ignored); an answer in neither form is fed back to the model
-// as a format error. Tool calls go through the same checks as a round
-// of function calls (validation, confirmation, feedback, events).
-type ReAct struct {
-	*Agent
-	// MaxSteps bounds the model calls of one input; 0 means the agent's
-	// MaxRounds.
-	MaxSteps int
-}
+// The ReAct loop runs an agent as a text ReAct loop, for models and
+// providers without tool calling: the model writes Thought, Action and
+// Action Input lines, nb runs the action and answers with an Observation
+// line, until the model writes a Final Answer. The tools are described in
+// the system text, never offered as functions; a stop sequence keeps the
+// model from writing the observation itself (and what it writes past one
+// is ignored); an answer in neither form is fed back to the model as a
+// format error. Tool calls go through the same checks as a round of
+// function calls (validation, confirmation, feedback, events). The
+// agent's MaxRounds bounds its steps.
 
 // ReActStop is the stop sequence of a ReAct request.
 const ReActStop = "\nObservation:"
@@ -42,9 +37,8 @@ Observation: the tool's result (it is written for you: stop after Action Input)
 Thought: I know the final answer
 Final Answer: the answer to the task`
 
-// Ask runs one input through the ReAct loop.
-func (r *ReAct) Ask(ctx context.Context, input string) (*Result, error) {
-	a := r.Agent
+// askReAct runs one input through the ReAct loop.
+func (a *Agent) askReAct(ctx context.Context, input string) (*Result, error) {
 	message, err := a.prepareInput(ctx, input)
 	if err != nil {
 		return nil, err
@@ -54,12 +48,9 @@ func (r *ReAct) Ask(ctx context.Context, input string) (*Result, error) {
 		return nil, err
 	}
 	b := a.Cartridge.Behavior("interaction")
-	system := joinNonEmpty("\n\n", b.Directive, b.Instruction, r.instructions())
+	system := joinNonEmpty("\n\n", b.Directive, b.Instruction, a.reactInstructions())
 	stream := a.Cartridge.Stream(a.Mode)
-	limit := r.MaxSteps
-	if limit <= 0 {
-		limit = a.MaxRounds
-	}
+	limit := a.MaxRounds
 	if limit <= 0 {
 		limit = 10
 	}
@@ -70,7 +61,7 @@ func (r *ReAct) Ask(ctx context.Context, input string) (*Result, error) {
 	model := Model(a.Cartridge)
 	for step := 1; step <= limit; step++ {
 		req := provider.Request{System: system, Backdrop: b.Backdrop, Messages: Fit(Messages(a.History(), nil), a.Budget), Stream: stream,
-			User: a.User, Settings: a.Settings, Stop: []string{ReActStop}}
+			User: a.User, Override: a.Override, Stop: []string{ReActStop}}
 		a.emit(Event{Kind: RoundStart, Round: step, Provider: a.Provider.ID(), Model: model})
 		resp, err := a.Provider.Complete(ctx, req, func(ev provider.Event) {
 			if ev.Kind == provider.TextDelta {
@@ -86,7 +77,7 @@ func (r *ReAct) Ask(ctx context.Context, input string) (*Result, error) {
 		var calls []tool.Call
 		var call tool.Call
 		if move.Action != "" && move.Err == "" {
-			args, problem := r.arguments(move)
+			args, problem := a.reactArguments(move)
 			if problem != "" {
 				move.Err = problem
 			} else {
@@ -123,10 +114,10 @@ func (r *ReAct) Ask(ctx context.Context, input string) (*Result, error) {
 	return nil, &LimitError{Msg: fmt.Sprintf("stopped after %d ReAct steps without a final answer; the conversation so far is kept", limit)}
 }
 
-// instructions describe the tools and the format.
-func (r *ReAct) instructions() string {
+// reactInstructions describe the tools and the format.
+func (a *Agent) reactInstructions() string {
 	var b strings.Builder
-	specs := r.Tools.Specs()
+	specs := a.Tools.Specs()
 	if len(specs) == 0 {
 		b.WriteString("You have no tools: answer at once with a Final Answer line.\n\n")
 	} else {
@@ -138,17 +129,17 @@ func (r *ReAct) instructions() string {
 		b.WriteString("\n")
 	}
 	b.WriteString(reactFormat)
-	if r.Structured != nil {
-		sch, _ := json.Marshal(r.Structured.Schema)
+	if a.Structured != nil {
+		sch, _ := json.Marshal(a.Structured.Schema)
 		fmt.Fprintf(&b, "\n\nThe Final Answer must be one JSON value on the same line, valid against this JSON Schema: %s", sch)
 	}
 	b.WriteString("\n\nBegin!")
 	return b.String()
 }
 
-// arguments decodes the Action Input: a JSON object, or plain text for
-// a tool with a single text parameter.
-func (r *ReAct) arguments(m Move) (map[string]any, string) {
+// reactArguments decodes the Action Input: a JSON object, or plain text
+// for a tool with a single text parameter.
+func (a *Agent) reactArguments(m Move) (map[string]any, string) {
 	in := strings.TrimSpace(m.Input)
 	in = strings.TrimPrefix(strings.TrimSuffix(in, "```"), "```json")
 	in = strings.TrimSpace(strings.TrimPrefix(in, "```"))
@@ -161,7 +152,7 @@ func (r *ReAct) arguments(m Move) (map[string]any, string) {
 	if err := dec.Decode(&args); err == nil && args != nil {
 		return normalizeNumbers(args).(map[string]any), ""
 	}
-	if t, ok := r.Tools.Lookup(m.Action); ok {
+	if t, ok := a.Tools.Lookup(m.Action); ok {
 		if name, ok := singleText(t.Spec().Parameters); ok {
 			var s string
 			if json.Unmarshal([]byte(in), &s) != nil {

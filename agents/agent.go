@@ -18,16 +18,17 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/agentproto"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
 )
 
-// The agent types.
+// The agent types: the loops of agent.
 const (
-	TypeFunctions = "functions"
-	TypeReAct     = "react"
-	TypePlan      = "plan"
+	TypeFunctions = string(agent.LoopFunctions)
+	TypeReAct     = string(agent.LoopReAct)
+	TypePlan      = string(agent.LoopPlan)
 )
 
 // Agent is an agent a Runtime can run: its description and the bot that

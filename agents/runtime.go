@@ -363,12 +363,14 @@ func (r *Run) execute() {
 	close(r.done)
 }
 
-// run checks the request, runs the agent and checks its result.
+// run checks the request, runs the agent's exchange and checks its
+// result. A panic of the exchange is contained by the bot (a
+// *bot.PanicError, with its stack); one here fails the run alike.
 func (r *Run) run() (o outcome) {
 	defer func() {
 		if p := recover(); p != nil {
-			o = outcome{failure: &Failure{Code: agentproto.CodeInternal, Message: fmt.Sprintf("internal error in nb (please report it): %v", p)}}
-			_ = debug.Stack()
+			pe := &bot.PanicError{Value: p, Stack: debug.Stack()}
+			o = outcome{failure: &Failure{Code: agentproto.CodeInternal, Message: pe.Error()}}
 		}
 	}()
 	a := r.agent
@@ -379,63 +381,51 @@ func (r *Run) run() (o outcome) {
 	if f != nil {
 		return outcome{failure: f}
 	}
-	if err := a.Bot.Ready(cartridge.Eval); err != nil {
-		return outcome{failure: &Failure{Code: agentproto.CodeInternal, Message: err.Error()}}
-	}
-	x := bot.Exchange{Mode: cartridge.Eval, Tools: extra, Confirmer: r, OnEvent: r.onEvent, EndUser: r.req.EndUser}
+	x := bot.Exchange{Mode: cartridge.Eval, Conversation: agent.NewMemory(), Tools: extra, Confirmer: r, OnEvent: r.onEvent, EndUser: r.req.EndUser,
+		Loop: agent.Loop(a.Type), MaxTasks: a.MaxTasks, OnPlan: r.onPlan, Start: r.start}
 	if r.top == r {
 		x.Steering = r.steering
 	}
-	ag := a.Bot.Agent(x, agent.NewMemory())
 	if a.ToolNames != nil {
-		set := &tool.Set{}
-		for _, t := range ag.Tools.Tools() {
-			if _, isExtra := t.(protocolTool); isExtra || containsMatch(a.ToolNames, t.Spec().Name) {
-				set.Add(t)
-			}
-		}
-		ag.Tools = set
+		x.ToolFilter = func(t tool.Tool) bool { return containsMatch(a.ToolNames, t.Spec().Name) }
 	}
-	r.tools = ag.Tools
-	if f := r.checkRequired(); f != nil {
-		return outcome{failure: f}
+	if settings := a.settingsFor(r.req.Parameters); settings != nil {
+		x.Override = &provider.Override{Settings: settings}
 	}
-	ag.Settings = a.settingsFor(r.req.Parameters)
 	if !a.textOutput {
-		ag.Structured = &provider.OutputSchema{Name: a.Name(), Schema: a.Repr.OutputSchema}
+		x.Structured = &provider.OutputSchema{Name: a.Name(), Schema: a.Repr.OutputSchema}
 	}
-	var ask, fix func(context.Context, string) (*agent.Result, error)
-	switch a.Type {
-	case TypeReAct:
-		re := &agent.ReAct{Agent: ag}
-		ask, fix = re.Ask, re.Ask
-	case TypePlan:
-		p := &agent.Planner{Agent: ag, MaxTasks: a.MaxTasks, OnPlan: r.onPlan}
-		ask, fix = p.Ask, p.Fix
-	default:
-		ask = func(ctx context.Context, s string) (*agent.Result, error) { return ag.Ask(ctx, s) }
-		fix = ask
+	x.Check = func(text string) string {
+		if _, problem := r.checkOutput(text); problem != "" {
+			return "Your answer is not valid against the output schema: " + problem + ". Answer again with only the JSON value, valid against the schema."
+		}
+		return ""
 	}
-	if r.top == r {
-		r.out(&agentproto.Frame{Type: agentproto.TypeRunStarted, Agent: a.Name()})
-	}
-	res, err := ask(r.ctx, inputText(r.req.Input))
+	res, err := a.Bot.Ask(r.ctx, x, inputText(r.req.Input))
 	if err != nil {
 		return outcome{failure: r.classify(err)}
 	}
 	result, problem := r.checkOutput(res.Text)
 	if problem != "" {
-		res, err = fix(r.ctx, "Your answer is not valid against the output schema: "+problem+". Answer again with only the JSON value, valid against the schema.")
-		if err != nil {
-			return outcome{failure: r.classify(err)}
-		}
-		if result, problem = r.checkOutput(res.Text); problem != "" {
-			return outcome{failure: &Failure{Code: agentproto.CodeValidation, Message: "the agent's result is not valid against its output_schema, even when asked again: " + problem}}
-		}
+		return outcome{failure: &Failure{Code: agentproto.CodeValidation, Message: "the agent's result is not valid against its output_schema, even when asked again: " + problem}}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return outcome{result: result, context: r.context, usage: r.usage}
+}
+
+// start is called by the exchange once its tools are known: it refuses
+// a run that lacks a required tool (the *Failure is the exchange's
+// error), and announces the run.
+func (r *Run) start(tools *tool.Set) error {
+	r.tools = tools
+	if f := r.checkRequired(); f != nil {
+		return f
+	}
+	if r.top == r {
+		r.out(&agentproto.Frame{Type: agentproto.TypeRunStarted, Agent: r.agent.Name()})
+	}
+	return nil
 }
 
 // validate checks input, parameters and context against the agent's

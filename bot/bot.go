@@ -316,8 +316,11 @@ func (b *Bot) check(mode cartridge.Mode) error {
 	return nil
 }
 
-// Exchange says how one exchange runs: for whom, on which conversation,
-// and where it reports.
+// Exchange is one exchange, all a front-end says about it: for whom, on
+// which conversation, where it reports, what the client adds to the
+// bot's tools and settings, and how the model works towards the answer.
+// Every front-end runs one through Ask, Boot or Continue, the one path
+// that opens its conversation, builds its agent and contains its panics.
 type Exchange struct {
 	// Mode is eval or repl (the cartridge's interfaces differ by mode).
 	Mode cartridge.Mode
@@ -340,17 +343,26 @@ type Exchange struct {
 	Confirmer agent.Confirmer
 	// Output receives what the cartridge's scripts print; nil discards it.
 	Output io.Writer
+	// ToolFilter, when set, keeps the bot's tools it says yes to (the
+	// tool_names of a minion file's agent); the exchange's own Tools are
+	// all kept.
+	ToolFilter func(tool.Tool) bool
 	// Tools are added, for this exchange only, to the bot's (a websocket
 	// client's own tools); External are offered but run by the client
 	// (see agent.Agent.External).
 	Tools    []tool.Tool
 	External []tool.Spec
+	// Start, when set, is called once the exchange is ready to run, with
+	// the tools its model is offered, before anything is sent: an error
+	// stops the exchange (an agent that lacks a tool it requires).
+	Start func(tools *tool.Set) error
 	// System is the client's system text, sent after the cartridge's
 	// directive and instruction (see agent.Agent.System).
 	System string
-	// Sampling overrides the cartridge's sampling settings for this
-	// exchange (see agent.Agent.Sampling).
-	Sampling *provider.Sampling
+	// Override changes the cartridge's provider settings for this
+	// exchange: a client's sampling settings, or an agent client's
+	// parameters (see provider.Override).
+	Override *provider.Override
 	// Stop are stop sequences (see agent.Agent.Stop).
 	Stop []string
 	// Whole asks for the answer in one piece (see agent.Agent.Whole).
@@ -358,6 +370,17 @@ type Exchange struct {
 	// Steering is asked after each round of tool calls for messages to
 	// inject (see agent.Agent.Steering).
 	Steering func() []string
+	// Structured asks for an answer that is one JSON value following a
+	// schema (see agent.Agent.Structured); Check reads the answer and may
+	// have the model answer once more (see agent.Agent.Check).
+	Structured *provider.OutputSchema
+	Check      func(answer string) (complaint string)
+	// Loop is how the model works towards the answer: functions (the
+	// default), react or plan (see agent.Loop). MaxTasks and OnPlan are
+	// a planner's budget and observer (see agent.Agent).
+	Loop     agent.Loop
+	MaxTasks int
+	OnPlan   func(agent.Plan)
 }
 
 // BusyError says a state key is held by another exchange.
@@ -401,10 +424,18 @@ func (b *Bot) HasBoot() bool {
 	return strings.TrimSpace(b.Cartridge.Behavior("boot").Instruction) != ""
 }
 
-// Agent returns the agent of one exchange on conv, for front-ends that
-// drive the loop themselves. Most call Ask.
-func (b *Bot) Agent(x Exchange, conv agent.Conversation) *agent.Agent {
+// toolsFor is the tool set of exchange x: the bot's (those x's
+// ToolFilter keeps), its spawn tool bound to x, and x's own tools.
+func (b *Bot) toolsFor(x Exchange) *tool.Set {
 	tools := b.tools
+	if x.ToolFilter != nil {
+		tools = &tool.Set{}
+		for _, t := range b.tools.Tools() {
+			if x.ToolFilter(t) {
+				tools.Add(t)
+			}
+		}
+	}
 	if b.spawns {
 		tools = b.bindSpawn(tools, x, 0)
 	}
@@ -418,10 +449,17 @@ func (b *Bot) Agent(x Exchange, conv agent.Conversation) *agent.Agent {
 		}
 		tools = set
 	}
+	return tools
+}
+
+// agent is the agent of exchange x on conv with tools: the bot's shared
+// parts and the exchange's own.
+func (b *Bot) agent(x Exchange, conv agent.Conversation, tools *tool.Set) *agent.Agent {
 	a := &agent.Agent{
-		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System, Sampling: x.Sampling, Stop: x.Stop, Whole: x.Whole,
+		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System, Override: x.Override, Stop: x.Stop, Whole: x.Whole,
 		Scripts: b.scripts, Confirmer: warned(x.Confirmer, tools), Conversation: conv, OnEvent: x.OnEvent, Output: x.Output,
 		Steering: x.Steering, MaxRounds: agent.MaxRounds(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(),
+		Structured: x.Structured, Check: x.Check, Loop: x.Loop, MaxTasks: x.MaxTasks, OnPlan: x.OnPlan,
 	}
 	if _, ok := b.Cartridge.Get("provider", "settings", "user"); ok {
 		// OpenAI's user field carries an opaque identifier, never the name.
@@ -431,7 +469,7 @@ func (b *Bot) Agent(x Exchange, conv agent.Conversation) *agent.Agent {
 }
 
 // run prepares the conversation of x, runs fn on the exchange's agent,
-// and contains a panic as the exchange's error.
+// and contains a panic as the exchange's error, with its stack.
 func (b *Bot) run(ctx context.Context, x Exchange, fn func(*agent.Agent) (*agent.Result, error)) (res *agent.Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -470,8 +508,13 @@ func (b *Bot) run(ctx context.Context, x Exchange, fn func(*agent.Agent) (*agent
 	if conv == nil {
 		conv = agent.NewMemory()
 	}
-	a := b.Agent(x, conv)
+	a := b.agent(x, conv, b.toolsFor(x))
 	a.OutputDir = outputs
+	if x.Start != nil {
+		if err := x.Start(a.Tools); err != nil {
+			return nil, err
+		}
+	}
 	return fn(a)
 }
 

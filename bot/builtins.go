@@ -142,9 +142,7 @@ func (b *Bot) spawnFor(x Exchange) builtin.SpawnFunc {
 			}
 		}
 		sub := Exchange{Mode: x.Mode, EndUser: x.EndUser, Confirmer: x.Confirmer, Output: x.Output, OnEvent: steps(x.OnEvent)}
-		a := b.Agent(sub, agent.NewMemory())
-		a.Tools = b.bindSpawn(set, x, depth)
-		a.Confirmer = warned(x.Confirmer, a.Tools)
+		a := b.agent(sub, agent.NewMemory(), b.bindSpawn(set, x, depth))
 		res, err := a.Ask(ctx, task)
 		if err != nil {
 			return "", err

@@ -73,12 +73,16 @@ func (c Config) Body() map[string]any {
 	return dropNulls(c.Settings)
 }
 
-// BodyFor starts the body of req: Body with the request's Settings
-// merged in (a mapping into a mapping key by key, anything else
-// replacing; a null removing the key).
+// BodyFor starts the body of req: Body with the settings of the
+// request's Override merged in (a mapping into a mapping key by key,
+// anything else replacing; a null removing the key). The provider then
+// writes the Override's sampling view under its own names (see
+// Override.Apply).
 func (c Config) BodyFor(req Request) map[string]any {
 	body := c.Body()
-	merge(body, req.Settings)
+	if req.Override != nil {
+		merge(body, req.Override.Settings)
+	}
 	return body
 }
 

@@ -92,13 +92,9 @@ type Request struct {
 	// with a field for it; empty uses Config.User. One bot serves many
 	// end users, so it travels with the request.
 	User string
-	// Sampling, when set, overrides the cartridge's sampling settings
-	// for this request (a server's client asked for them).
-	Sampling *Sampling
-	// Settings override the cartridge's settings for this request (the
-	// parameters a client of an agent may change), merged into them key
-	// by key, mappings recursively (see Config.BodyFor).
-	Settings map[string]any
+	// Override, when set, changes the cartridge's settings for this
+	// request: what a client of nb's servers asked for (see Override).
+	Override *Override
 	// Stop are stop sequences: the answer ends before the first of them
 	// (a ReAct agent stops the model before it invents an observation).
 	Stop []string

@@ -53,7 +53,7 @@ func TestRequestFields(t *testing.T) {
 				t.Fatal(err)
 			}
 			req := provider.Request{System: "S", Messages: []provider.Message{{Role: provider.RoleUser, Content: "hi"}},
-				Settings: tc.override, Stop: []string{"Observation:"}, Output: &provider.OutputSchema{Name: "answer", Schema: schema}}
+				Override: &provider.Override{Settings: tc.override}, Stop: []string{"Observation:"}, Output: &provider.OutputSchema{Name: "answer", Schema: schema}}
 			body, err := p.(bodyBuilder).Body(req)
 			if err != nil {
 				t.Fatal(err)

@@ -4,6 +4,33 @@ import (
 	"strings"
 )
 
+// Override is what one exchange changes in the cartridge's provider
+// settings, whichever front-end asked: Settings in the provider's own
+// keys, merged into the cartridge's (see Config.BodyFor), and Sampling,
+// a typed view of the common sampling settings that each provider writes
+// under its own keys (SamplingNames), over Settings. The OpenAI-compatible
+// server fills Sampling from a client's temperature, top_p...; an agent
+// client's parameters are in the provider's keys and fill Settings.
+type Override struct {
+	Sampling Sampling
+	Settings map[string]any
+}
+
+// Apply writes o's sampling view into body, a body BodyFor started from
+// the cartridge's settings and o's (see Sampling.Apply). A nil o does
+// nothing.
+func (o *Override) Apply(body map[string]any, providerID string, names SamplingNames) error {
+	if o == nil {
+		return nil
+	}
+	return o.Sampling.Apply(body, providerID, names)
+}
+
+// IsZero reports whether o changes nothing.
+func (o *Override) IsZero() bool {
+	return o == nil || (o.Sampling.IsZero() && len(o.Settings) == 0)
+}
+
 // Sampling are the sampling settings of one request, as a client of nb's
 // server asks for them; a nil field keeps the cartridge's setting, or the
 // API's default. (Stop sequences are Request.Stop.) Each provider sends them under its own

@@ -153,7 +153,7 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	} else {
 		delete(body, "tool_choice")
 	}
-	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+	if err := req.Override.Apply(body, ID, samplingNames); err != nil {
 		return nil, err
 	}
 	if c.cache {

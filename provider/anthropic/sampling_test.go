@@ -17,6 +17,6 @@ func TestSampling(t *testing.T) {
 		"top_k": `7`, "max_tokens": `42`})
 	p, fake = setup(t, providertest.Echo, nil)
 	full := providertest.FullSampling()
-	providertest.CheckUnsupported(t, p, provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "x"}}, Sampling: &full},
+	providertest.CheckUnsupported(t, p, provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "x"}}, Override: &provider.Override{Sampling: full}},
 		func() int { return len(fake.Recorder.Bodies()) })
 }

@@ -142,7 +142,7 @@ func (c *Client) Body(req provider.Request) (body map[string]any, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+	if err := req.Override.Apply(body, ID, samplingNames); err != nil {
 		return nil, err
 	}
 	return body, nil

@@ -60,7 +60,7 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	} else if _, ok := body["tools"]; !ok {
 		delete(body, "toolConfig")
 	}
-	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+	if err := req.Override.Apply(body, ID, samplingNames); err != nil {
 		return nil, err
 	}
 	return body, nil

@@ -113,7 +113,7 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 		}
 		body["chat_mode"] = true
 		body["messages"] = msgs
-		if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+		if err := req.Override.Apply(body, ID, samplingNames); err != nil {
 			return nil, err
 		}
 		return body, nil
@@ -125,7 +125,7 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+	if err := req.Override.Apply(body, ID, samplingNames); err != nil {
 		return nil, err
 	}
 	return body, nil

@@ -22,7 +22,7 @@ func TestSampling(t *testing.T) {
 			"max_tokens": `42`})
 		full := providertest.FullSampling()
 		p, fake = setup(t, providertest.Echo, nil, opts)
-		providertest.CheckUnsupported(t, p, provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "x"}}, Sampling: &full},
+		providertest.CheckUnsupported(t, p, provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "x"}}, Override: &provider.Override{Sampling: full}},
 			func() int { return len(fake.Recorder.Bodies()) })
 	}
 }

@@ -94,7 +94,7 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 		return nil, err
 	}
 	openai.StopAndFormat(body, req)
-	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+	if err := req.Override.Apply(body, ID, samplingNames); err != nil {
 		return nil, err
 	}
 	return body, nil

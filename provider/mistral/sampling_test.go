@@ -16,6 +16,6 @@ func TestSampling(t *testing.T) {
 		"max_tokens": `42`, "random_seed": `1234`, "presence_penalty": `0.125`, "frequency_penalty": `0.375`, "seed": `null`})
 	p, fake = setup(t, providertest.Echo, nil)
 	full := providertest.FullSampling()
-	providertest.CheckUnsupported(t, p, provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "x"}}, Sampling: &full},
+	providertest.CheckUnsupported(t, p, provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "x"}}, Override: &provider.Override{Sampling: full}},
 		func() int { return len(fake.Recorder.Bodies()) })
 }

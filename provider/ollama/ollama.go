@@ -87,7 +87,7 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 		// Ollama takes tools in the Chat Completions shape.
 		body["tools"] = openai.Tools(req.Tools)
 	}
-	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
+	if err := req.Override.Apply(body, ID, samplingNames); err != nil {
 		return nil, err
 	}
 	return body, nil

@@ -94,7 +94,7 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	if user := req.UserOr(c.cfg.User); user != "" {
 		body["user"] = user
 	}
-	if err := req.Sampling.Apply(body, ID, SamplingNames(body, c.official)); err != nil {
+	if err := req.Override.Apply(body, ID, SamplingNames(body, c.official)); err != nil {
 		return nil, err
 	}
 	provider.ApplyEffort(body, c.effort, "reasoning_effort", false)

@@ -98,7 +98,7 @@ func (c *ResponsesClient) Body(req provider.Request) (map[string]any, error) {
 	if user := req.UserOr(c.cfg.User); user != "" {
 		body["safety_identifier"] = user
 	}
-	if err := req.Sampling.Apply(body, ID, responsesSampling); err != nil {
+	if err := req.Override.Apply(body, ID, responsesSampling); err != nil {
 		return nil, err
 	}
 	if len(req.Stop) > 0 {

@@ -22,6 +22,6 @@ func TestSampling(t *testing.T) {
 	providertest.CheckSampling(t, p, fake.Recorder.Bodies, s, map[string]string{"max_completion_tokens": `42`, "max_tokens": `null`})
 	p, fake = setup(t, providertest.Echo, nil)
 	full := providertest.FullSampling()
-	providertest.CheckUnsupported(t, p, provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "x"}}, Sampling: &full},
+	providertest.CheckUnsupported(t, p, provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "x"}}, Override: &provider.Override{Sampling: full}},
 		func() int { return len(fake.Recorder.Bodies()) })
 }

@@ -26,7 +26,7 @@ func FullSampling() provider.Sampling {
 func CheckSampling(t *testing.T, p provider.Provider, bodies func() [][]byte, s provider.Sampling, want map[string]string) {
 	t.Helper()
 	for _, stream := range []bool{false, true} {
-		req := provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "hi"}}, Stream: stream, Sampling: &s}
+		req := provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "hi"}}, Stream: stream, Override: &provider.Override{Sampling: s}}
 		if _, err := p.Complete(context.Background(), req, nil); err != nil {
 			t.Fatalf("stream=%v: %v", stream, err)
 		}

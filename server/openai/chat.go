@@ -84,10 +84,11 @@ type contentPart struct {
 	ImageURL json.RawMessage `json:"image_url"`
 }
 
-// settings turns the client's sampling settings into the provider's and
-// its stop sequences, checking their ranges as OpenAI does; nil when
-// there are none.
-func (s *sampling) settings() (*provider.Sampling, []string, error) {
+// settings turns the client's sampling settings into the exchange's
+// override of the provider's (its typed sampling view) and its stop
+// sequences, checking their ranges as OpenAI does; nil when there are
+// none.
+func (s *sampling) settings() (*provider.Override, []string, error) {
 	out := &provider.Sampling{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, Seed: s.Seed,
 		PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty}
 	for _, limit := range []struct {
@@ -127,9 +128,9 @@ func (s *sampling) settings() (*provider.Sampling, []string, error) {
 		}
 	}
 	if out.IsZero() {
-		out = nil
+		return nil, stops, nil
 	}
-	return out, stops, nil
+	return &provider.Override{Sampling: *out}, stops, nil
 }
 
 // decode reads a JSON request body into v: a body that is too large, not
@@ -231,7 +232,7 @@ func (h *Handler) chatTurn(r *http.Request, req *chatRequest) (*turn, error) {
 	if t.external, err = chatTools(r.Context(), b, req.Tools); err != nil {
 		return nil, err
 	}
-	if t.sampling, t.stop, err = req.settings(); err != nil {
+	if t.override, t.stop, err = req.settings(); err != nil {
 		return nil, err
 	}
 	var system []string

@@ -34,7 +34,7 @@ type turn struct {
 	system   string
 	owner    string
 	external []tool.Spec
-	sampling *provider.Sampling
+	override *provider.Override
 	stop     []string
 	endUser  string
 	// whole is set when the client did not ask for a stream: the
@@ -102,7 +102,7 @@ func (h *Handler) run(ctx context.Context, t *turn, s sink) (out *outcome, err e
 	mem := agent.NewMemory(t.history...)
 	c := &collector{sink: s}
 	x := bot.Exchange{Mode: cartridge.Eval, Conversation: mem, EndUser: t.endUser, OnEvent: c.on,
-		Confirmer: h.confirmer, External: t.external, System: t.system, Sampling: t.sampling, Stop: t.stop, Whole: t.whole}
+		Confirmer: h.confirmer, External: t.external, System: t.system, Override: t.override, Stop: t.stop, Whole: t.whole}
 	var res *agent.Result
 	if t.input != nil {
 		res, err = t.bot.Ask(ctx, x, t.input.text, t.input.images...)

@@ -215,7 +215,7 @@ func (h *Handler) responsesTurn(r *http.Request, req *responsesRequest) (*turn, 
 	if t.external, err = responsesTools(r.Context(), b, req.Tools); err != nil {
 		return nil, nil, err
 	}
-	if t.sampling, t.stop, err = req.settings(); err != nil {
+	if t.override, t.stop, err = req.settings(); err != nil {
 		return nil, nil, err
 	}
 	var system []string
