@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nbots/nb/catalog"
 )
 
 // reqInfo is what the middleware and the handlers share about one request.
@@ -36,8 +38,8 @@ func infoFrom(ctx context.Context) *reqInfo {
 	return info
 }
 
-func leasesFrom(ctx context.Context) *leases {
-	l, _ := ctx.Value(leasesKey{}).(*leases)
+func leasesFrom(ctx context.Context) *catalog.Leases {
+	l, _ := ctx.Value(leasesKey{}).(*catalog.Leases)
 	return l
 }
 
@@ -157,7 +159,7 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Access-Control-Expose-Headers", "Retry-After, X-Request-Id")
-	l := &leases{}
+	l := &catalog.Leases{}
 	ctx := context.WithValue(context.WithValue(r.Context(), infoKey{}, info), leasesKey{}, l)
 	r = r.WithContext(ctx)
 	defer func() {
@@ -170,7 +172,7 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 				s.WriteError(w, r, &Error{Status: http.StatusInternalServerError, Message: fmt.Sprintf("internal error in nb (please report it): %v", p)})
 			}
 		}
-		l.release()
+		l.Release()
 		s.logRequest(r, info, w, time.Since(start))
 	}()
 

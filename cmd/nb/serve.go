@@ -55,7 +55,8 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		runTO       = fs.Duration("run-timeout", d.RunTimeout, "longest run (an evaluation with its tool calls)")
 		grace       = fs.Duration("grace", d.Grace, "on SIGTERM, how long runs in flight may finish before they are cancelled")
 		maxRuns     = fs.Int("max-runs", d.MaxRuns, "runs in progress at once, on the whole server")
-		perToken    = fs.Int("max-runs-per-token", 0, "runs in progress at once per token (0: --max-runs)")
+		perToken    = fs.Int("max-runs-per-token", 0, "runs in progress at once per token, those waiting on their client included (0: --max-runs)")
+		maxWaiting  = fs.Int("max-waiting-runs", 0, "agent runs waiting on their client (a tool result, a confirmation) at once, which --max-runs does not count (0: 4 × --max-runs)")
 		rate        = fs.String("rate", "", "runs NB_SERVE_TOKEN, or clients without a token, may start: `N/second|minute|hour` (default unlimited)")
 		watch       = fs.Duration("watch", 2*time.Second, "how often the cartridge folders are checked for changes (0: never)")
 		pollHold    = fs.Duration("poll-hold", 250*time.Millisecond, "how long a stream poll waits for new output before answering unchanged (0: never)")
@@ -88,7 +89,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		rest = fs.Args()[1:]
 	}
 	limits := server.Limits{HeaderTimeout: *headerTO, IdleTimeout: *idleTO, RunTimeout: *runTO, Grace: *grace,
-		MaxRuns: *maxRuns, MaxRunsPerToken: *perToken}
+		MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxWaitingRuns: *maxWaiting}
 	if *grace == 0 {
 		limits.Grace = -1
 	}
