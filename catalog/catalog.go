@@ -125,14 +125,6 @@ type entry struct {
 	served *served // nil when the bot could not be built
 }
 
-// found is a cartridge file of the folders.
-type found struct {
-	id, path, dir string
-	mod           time.Time
-	size          int64
-	err           error // a link that leads outside the folder
-}
-
 // New builds the default cartridge's bot, then loads the cartridges of
 // opts.Dirs (see Rescan).
 func New(ctx context.Context, opts Options) *Catalog {
@@ -202,25 +194,25 @@ func (c *Catalog) Rescan(ctx context.Context) {
 	next := make(map[string]*entry, len(files))
 	var retired []*served
 	for _, f := range files {
-		if e, ok := old[f.id]; ok && e.Path == f.path && e.Modified.Equal(f.mod) && e.size == f.size {
-			next[f.id] = e
+		if e, ok := old[f.ID]; ok && e.Path == f.Path && e.Modified.Equal(f.Modified) && e.size == f.Size {
+			next[f.ID] = e
 			continue
 		}
 		e := c.load(ctx, f)
 		if e == nil {
-			if prev, ok := old[f.id]; ok && prev.served != nil {
+			if prev, ok := old[f.ID]; ok && prev.served != nil {
 				retired = append(retired, prev.served)
 			}
 			continue
 		}
-		next[f.id] = e
-		if prev, ok := old[f.id]; ok && prev.served != nil {
+		next[f.ID] = e
+		if prev, ok := old[f.ID]; ok && prev.served != nil {
 			retired = append(retired, prev.served)
 		}
-		if _, existed := old[f.id]; existed {
-			c.log.Info("cartridge reloaded", "cartridge", f.id, "path", f.path, "ok", e.Err == nil)
+		if _, existed := old[f.ID]; existed {
+			c.log.Info("cartridge reloaded", "cartridge", f.ID, "path", f.Path, "ok", e.Err == nil)
 		} else if c.scanned {
-			c.log.Info("cartridge added", "cartridge", f.id, "path", f.path, "ok", e.Err == nil)
+			c.log.Info("cartridge added", "cartridge", f.ID, "path", f.Path, "ok", e.Err == nil)
 		}
 	}
 	for id, e := range old {
@@ -251,73 +243,95 @@ func (c *Catalog) Rescan(ctx context.Context) {
 }
 
 // scan lists the cartridge files of the folders: ids in folder order, the
-// first folder (then the first extension) that has an id wins. A
-// symbolic link to a file is followed while it stays inside its folder;
-// one that leads outside is listed with an error (see staysInside), and
-// links to folders are not followed.
-func (c *Catalog) scan() []found {
-	var out []found
+// first folder (then the first extension) that has an id wins.
+func (c *Catalog) scan() []File {
+	var out []File
 	seen := map[string]bool{}
 	for _, dir := range c.dirs {
-		var files []found
-		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error { //nolint:errcheck // errors are skipped one by one
-			if err != nil {
-				if p == dir {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			name := d.Name()
-			if p != dir && strings.HasPrefix(name, ".") {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if d.IsDir() {
-				return nil
-			}
-			ext := strings.ToLower(filepath.Ext(name))
-			if !slices.Contains(cartridge.Extensions, ext) {
-				return nil
-			}
-			rel, err := filepath.Rel(dir, p)
-			if err != nil {
-				return nil
-			}
-			id := filepath.ToSlash(strings.TrimSuffix(rel, filepath.Ext(rel)))
-			if d.Type()&fs.ModeSymlink != 0 {
-				if err := staysInside(dir, p); err != nil {
-					li, lerr := os.Lstat(p)
-					if lerr == nil && !errors.Is(err, fs.ErrNotExist) {
-						files = append(files, found{id: id, path: p, dir: dir, mod: li.ModTime(), size: li.Size(), err: err})
-					}
-					return nil
-				}
-			}
-			info, err := os.Stat(p) // follows a symlinked file
-			if err != nil || !info.Mode().IsRegular() {
-				return nil
-			}
-			files = append(files, found{id: id, path: p, dir: dir, mod: info.ModTime(), size: info.Size()})
-			return nil
-		})
-		// Within a folder, the extension order of name lookup decides.
-		sort.SliceStable(files, func(i, j int) bool {
-			if files[i].id != files[j].id {
-				return files[i].id < files[j].id
-			}
-			return extRank(files[i].path) < extRank(files[j].path)
-		})
-		for _, f := range files {
-			if seen[f.id] || f.id == DefaultID {
+		for _, f := range Find(dir, 0) {
+			if seen[f.ID] || f.ID == DefaultID {
 				continue
 			}
-			seen[f.id] = true
+			seen[f.ID] = true
 			out = append(out, f)
 		}
 	}
 	return out
+}
+
+// File is a file with a cartridge extension found in a folder (a
+// cartridge, or a robopage: Find does not read them).
+type File struct {
+	// ID is the path relative to Dir without the extension, with
+	// slashes.
+	ID, Path, Dir string
+	Modified      time.Time
+	Size          int64
+	// Err is set for a symbolic link that leads outside Dir: it must not
+	// be read.
+	Err error
+}
+
+// Find lists the files of dir with a cartridge extension, in its
+// subfolders down to maxDepth levels (0: all; 1: dir itself), sorted by id
+// then by the extension order of name lookup. Hidden files and folders
+// are skipped. A symbolic link to a file is followed while it stays
+// inside dir; one that leads outside is listed with Err set, and links to
+// folders are not followed. A folder that cannot be read lists nothing.
+func Find(dir string, maxDepth int) []File {
+	var files []File
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error { //nolint:errcheck // errors are skipped one by one
+		if err != nil {
+			if p == dir {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		name := d.Name()
+		if p != dir && strings.HasPrefix(name, ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() {
+			if p != dir && maxDepth > 0 && strings.Count(filepath.ToSlash(rel), "/")+1 >= maxDepth {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		ext := strings.ToLower(filepath.Ext(name))
+		if !slices.Contains(cartridge.Extensions, ext) {
+			return nil
+		}
+		id := filepath.ToSlash(strings.TrimSuffix(rel, filepath.Ext(rel)))
+		if d.Type()&fs.ModeSymlink != 0 {
+			if err := staysInside(dir, p); err != nil {
+				li, lerr := os.Lstat(p)
+				if lerr == nil && !errors.Is(err, fs.ErrNotExist) {
+					files = append(files, File{ID: id, Path: p, Dir: dir, Modified: li.ModTime(), Size: li.Size(), Err: err})
+				}
+				return nil
+			}
+		}
+		info, err := os.Stat(p) // follows a symlinked file
+		if err != nil || !info.Mode().IsRegular() {
+			return nil
+		}
+		files = append(files, File{ID: id, Path: p, Dir: dir, Modified: info.ModTime(), Size: info.Size()})
+		return nil
+	})
+	sort.SliceStable(files, func(i, j int) bool {
+		if files[i].ID != files[j].ID {
+			return files[i].ID < files[j].ID
+		}
+		return extRank(files[i].Path) < extRank(files[j].Path)
+	})
+	return files
 }
 
 func extRank(p string) int {
@@ -346,60 +360,60 @@ func staysInside(dir, p string) error {
 // load parses a cartridge file and builds its bot; nil when the file is
 // not a cartridge at all (prose without a yaml block, a YAML file with
 // neither meta nor provider, such as a robopage).
-func (c *Catalog) load(ctx context.Context, f found) *entry {
-	e := &entry{Model: Model{ID: f.id, Path: f.path, Modified: f.mod}, size: f.size}
-	if f.err != nil {
-		c.log.Warn("cartridge failed to load", "cartridge", f.id, "error", f.err.Error())
-		e.Err = relative(f.err, f.dir)
+func (c *Catalog) load(ctx context.Context, f File) *entry {
+	e := &entry{Model: Model{ID: f.ID, Path: f.Path, Modified: f.Modified}, size: f.Size}
+	if f.Err != nil {
+		c.log.Warn("cartridge failed to load", "cartridge", f.ID, "error", f.Err.Error())
+		e.Err = relative(f.Err, f.Dir)
 		return e
 	}
-	if fi, err := os.Lstat(f.path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+	if fi, err := os.Lstat(f.Path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		// Checked again: the link may have changed since the scan.
-		if err := staysInside(f.dir, f.path); err != nil {
-			c.log.Warn("cartridge failed to load", "cartridge", f.id, "error", err.Error())
-			e.Err = relative(err, f.dir)
+		if err := staysInside(f.Dir, f.Path); err != nil {
+			c.log.Warn("cartridge failed to load", "cartridge", f.ID, "error", err.Error())
+			e.Err = relative(err, f.Dir)
 			return e
 		}
 	}
-	src, err := os.ReadFile(f.path)
+	src, err := os.ReadFile(f.Path)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		err = fmt.Errorf("%s: cannot read the cartridge: %w", f.path, err)
-		c.log.Warn("cartridge failed to load", "cartridge", f.id, "error", err.Error())
-		e.Err = relative(err, f.dir)
+		err = fmt.Errorf("%s: cannot read the cartridge: %w", f.Path, err)
+		c.log.Warn("cartridge failed to load", "cartridge", f.ID, "error", err.Error())
+		e.Err = relative(err, f.Dir)
 		return e
 	}
-	format, err := cartridge.FormatOf(f.path)
+	format, err := cartridge.FormatOf(f.Path)
 	if err == nil && format == cartridge.FormatMarkdown && !hasYAMLBlock(src) {
-		c.log.Debug("not a cartridge: no yaml block", "path", f.path)
+		c.log.Debug("not a cartridge: no yaml block", "path", f.Path)
 		return nil
 	}
 	var cart *cartridge.Cartridge
 	if err == nil {
-		cart, err = cartridge.Parse(src, f.path, format, c.opts.Lookup)
+		cart, err = cartridge.Parse(src, f.Path, format, c.opts.Lookup)
 	}
 	if err != nil {
-		c.log.Warn("cartridge failed to load", "cartridge", f.id, "error", err.Error())
-		e.Err = relative(err, f.dir)
+		c.log.Warn("cartridge failed to load", "cartridge", f.ID, "error", err.Error())
+		e.Err = relative(err, f.Dir)
 		return e
 	}
 	if _, hasMeta := cart.Data["meta"]; !hasMeta {
 		if _, hasProvider := cart.Data["provider"]; !hasProvider {
-			c.log.Debug("not a cartridge: neither meta nor provider", "path", f.path)
+			c.log.Debug("not a cartridge: neither meta nor provider", "path", f.Path)
 			return nil
 		}
 	}
 	e.Cartridge = cart
-	e.Bot, err = c.Build(ctx, f.id, cart, c.opts.Host)
+	e.Bot, err = c.Build(ctx, f.ID, cart, c.opts.Host)
 	if err != nil {
-		c.log.Warn("cartridge failed to load", "cartridge", f.id, "error", err.Error())
-		e.Err = relative(err, f.dir)
+		c.log.Warn("cartridge failed to load", "cartridge", f.ID, "error", err.Error())
+		e.Err = relative(err, f.Dir)
 		return e
 	}
-	e.served = &served{bot: e.Bot, onClose: c.OnClose(f.id)}
+	e.served = &served{bot: e.Bot, onClose: c.OnClose(f.ID)}
 	return e
 }
 
