@@ -499,7 +499,7 @@ func robopageTools(ctx context.Context, c *cartridge.Cartridge, h Host) ([]tool.
 	}
 	ex := h.Robopages
 	if ex == nil {
-		ex = &robopage.Executor{Environ: h.Environ, Engine: h.Getenv("ROBOPAGES_CONTAINER_RUNTIME")}
+		ex = robopage.NewExecutor(h.Environ)
 	}
 	for _, ref := range refs {
 		tools, problems, err := robopage.LoadTools(ctx, robopage.ResolvePath(ref.Path, base, h.Environ), ref.Filter, ex)

@@ -102,7 +102,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	ex := cfg.Host.Robopages
 	if ex == nil {
-		ex = &robopage.Executor{Environ: cfg.Host.Environ, Engine: cfg.Host.Getenv("ROBOPAGES_CONTAINER_RUNTIME")}
+		ex = robopage.NewExecutor(cfg.Host.Environ)
 	}
 	for _, path := range pages {
 		tools, problems, err := robopage.LoadTools(ctx, path, "", ex)
