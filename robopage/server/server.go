@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nbots/nb/internal/httpjson"
 	"github.com/nbots/nb/robopage"
 )
 
@@ -109,7 +110,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, filter string) {
 		}
 		flavor = f
 	}
-	writeJSON(w, http.StatusOK, s.Library.List(flavor, filter))
+	httpjson.Write(w, http.StatusOK, s.Library.List(flavor, filter))
 }
 
 // Call is one element of a POST /process request.
@@ -281,7 +282,7 @@ func (s *Server) process(w http.ResponseWriter, r *http.Request) {
 		plain(w, http.StatusBadRequest, "error executing call: "+err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, results)
+	httpjson.Write(w, http.StatusOK, results)
 }
 
 // Run checks and runs a batch of calls and returns their results in order;
@@ -346,17 +347,6 @@ func plain(w http.ResponseWriter, code int, msg string) {
 	io.WriteString(w, msg)
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		plain(w, http.StatusInternalServerError, "cannot encode the answer: "+err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(code)
-	w.Write(b)
-}
 
 // CheckAddress refuses an address that other machines can reach unless
 // allowRemote is set and a token protects the server: the API runs
