@@ -347,7 +347,6 @@ func plain(w http.ResponseWriter, code int, msg string) {
 	io.WriteString(w, msg)
 }
 
-
 // CheckAddress refuses an address that other machines can reach unless
 // allowRemote is set and a token protects the server: the API runs
 // programs on this machine.
