@@ -172,10 +172,14 @@ func (c *Clients) buildTools() []tool.Tool {
 		s.mu.Lock()
 		remote := s.tools
 		s.mu.Unlock()
+		prefix := s.cfg.Prefix
+		if prefix == "" {
+			prefix = s.cfg.Name
+		}
 		for _, rt := range remote {
-			name := s.cfg.Name + "__" + rt.name
+			name := prefix + "__" + rt.name
 			for n := 2; seen[tool.MatchName(name)]; n++ {
-				name = fmt.Sprintf("%s__%s_%d", s.cfg.Name, rt.name, n)
+				name = fmt.Sprintf("%s__%s_%d", prefix, rt.name, n)
 			}
 			seen[tool.MatchName(name)] = true
 			t := &Tool{server: s, remote: rt.name, spec: tool.Spec{Name: name, Description: rt.description, Parameters: rt.schema}}
