@@ -165,7 +165,7 @@ func (b *Bot) startMCP(ctx context.Context) error {
 	if c.Path != "" {
 		dir = filepath.Dir(c.Path)
 	}
-	clients, err := mcp.Start(ctx, mcp.Config{Servers: servers, Environ: h.Environ, Dir: dir, Warn: h.Warn, Stderr: h.MCPStderr})
+	clients, err := mcp.Start(ctx, mcp.Options{Servers: servers, Environ: h.Environ, Dir: dir, Warn: h.Warn, Stderr: h.MCPStderr})
 	if err != nil {
 		return err
 	}
