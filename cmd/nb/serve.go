@@ -66,7 +66,8 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		logFormat   = fs.String("log-format", "text", "text or json")
 		logMessages = fs.Bool("log-messages", false, "put the text of the messages in the log")
 		minionFile  = fs.String("agent-minions", "", "a minion `file` (clippy's format): its agents are served too, on the default cartridge's provider (see docs/agents.md)")
-		agentHosts  = fs.String("agent-hosts", "", "a `file` of remote agent servers: the hosts clients may name as minions, and their tokens (see docs/agents.md)")
+		agentHosts  = fs.String("agent-hosts", "", "`hosts` (host or host:port, comma-separated) of remote agent servers that clients may name as minions; their tokens go in --agent-tokens (see docs/serve.md, Hosts). A file here is read as --agent-tokens")
+		agentTokens = fs.String("agent-tokens", "", "a `file` of remote agent servers' tokens, one `host[:port] token` (or ENV/NAME) per line; its hosts may be named as minions too")
 		agentID     = fs.String("agent-id", "", "this server's `id` in the chains of runs across servers (default: random)")
 		agentFrame  = fs.String("agent-max-frame", "1MiB", "largest frame a client may send on an agent run (`size`)")
 	)
@@ -155,7 +156,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		Logger: log, RequestLogger: srv.Logger, Confirmer: srv.Confirmer(), MaxBody: limits.MaxBody,
 		Admit: srv.Admit, EndUser: srv.EndUser, Owner: tokenOwner,
 	}).Register(srv)
-	closeAgents, err := a.mountAgents(ctx, srv, host, agentOptions{minions: *minionFile, hosts: *agentHosts, id: *agentID, maxFrame: *agentFrame})
+	closeAgents, err := a.mountAgents(ctx, srv, host, agentOptions{minions: *minionFile, hosts: *agentHosts, tokens: *agentTokens, id: *agentID, maxFrame: *agentFrame})
 	if err != nil {
 		srv.Close()
 		return err
