@@ -4,7 +4,7 @@ import (
 	"syscall"
 
 	"github.com/nbots/nb/robopage"
-	"github.com/nbots/nb/robopage/cli"
+	cli "github.com/nbots/nb/cmd/nb/robopages"
 	"github.com/nbots/nb/term"
 )
 

@@ -1,7 +1,7 @@
-// Package cli implements `nb robopages`: serve, run, validate, view,
+// Package robopages implements `nb robopages`: serve, run, validate, view,
 // create and install, with the flags and defaults of the robopages
 // command line. cmd/nb calls Main with the arguments after "robopages".
-package cli
+package robopages
 
 import (
 	"bufio"
