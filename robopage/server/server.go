@@ -41,6 +41,7 @@ type Server struct {
 	Log *slog.Logger
 
 	once sync.Once
+	mux  *http.ServeMux
 }
 
 func (s *Server) init() {
@@ -51,6 +52,7 @@ func (s *Server) init() {
 		if s.Log == nil {
 			s.Log = slog.Default()
 		}
+		s.mux = s.routes()
 	})
 }
 
@@ -69,23 +71,40 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reject(w, r, http.StatusBadRequest, "Origin is not allowed to make this request")
 		return
 	}
-	switch {
-	case r.URL.Path == "/process" && r.Method == http.MethodPost:
-		s.process(w, r)
-	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/"):
-		s.list(w, r, strings.TrimPrefix(r.URL.Path, "/"))
-	case strings.HasPrefix(r.URL.Path, "/"):
-		w.Header().Set("Allow", "GET")
-		if r.URL.Path == "/process" {
-			w.Header().Set("Allow", "GET, POST")
+	s.mux.ServeHTTP(w, r)
+}
+
+// routes are the API's, as net/http patterns: POST /process, GET / and
+// GET /{filter...}; any other method is 405 with an empty body, as the
+// reference answers.
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /process", s.process)
+	mux.HandleFunc("GET /{filter...}", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet { // the GET pattern takes HEAD too
+			notAllowed(w, r)
+			return
 		}
-		if r.ContentLength != 0 {
-			w.Header().Set("Connection", "close")
-		}
-		w.WriteHeader(http.StatusMethodNotAllowed)
-	default:
+		s.list(w, r, r.PathValue("filter"))
+	})
+	mux.HandleFunc("/", notAllowed)
+	return mux
+}
+
+// notAllowed answers a method the path does not take.
+func notAllowed(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasPrefix(r.URL.Path, "/") {
 		plain(w, http.StatusNotFound, "nope")
+		return
 	}
+	w.Header().Set("Allow", "GET")
+	if r.URL.Path == "/process" {
+		w.Header().Set("Allow", "GET, POST")
+	}
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+	w.WriteHeader(http.StatusMethodNotAllowed)
 }
 
 // authorized compares the request's bearer token with the server's in
