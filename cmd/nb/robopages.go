@@ -3,8 +3,8 @@ package main
 import (
 	"syscall"
 
-	"github.com/nbots/nb/robopage"
 	cli "github.com/nbots/nb/cmd/nb/robopages"
+	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/term"
 )
 
