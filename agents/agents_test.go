@@ -293,6 +293,8 @@ func TestMinionFile(t *testing.T) {
 		{"- name: A\n  description: d\n  prompt: p\n  tool_names: []\n  temperature: 2\n", "bad.yaml:5: [0].temperature: unknown key"},
 		{"- name: A\n  description: d\n  prompt: p\n  tool_names: []\n  use-openai-functions: maybe\n", "bad.yaml:5: [0].use-openai-functions: must be true or false"},
 		{"name: A\n", "bad.yaml:1: a minion file is a list of agents"},
+		// The guard of cartridges: too deep to parse safely.
+		{"- name: A\n  description: d\n  prompt: p\n  tool_names: []\n  model: " + strings.Repeat("[", 200) + strings.Repeat("]", 200) + "\n", "bad.yaml:5: the YAML nests deeper than 100 levels"},
 	} {
 		path := filepath.Join(dir, "bad.yaml")
 		os.WriteFile(path, []byte(tc.file), 0o644)

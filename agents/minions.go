@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"github.com/nbots/nb/agentproto"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/yamlguard"
 )
 
 // minionKeys are the keys of an entry of a minion file, in clippy's
@@ -23,30 +25,49 @@ var minionKeys = []string{"name", "description", "prompt", "tool_names", "model"
 var requiredMinionKeys = []string{"name", "description", "prompt", "tool_names"}
 
 // LoadMinions reads a minion file in the format of clippy's
-// specialized_minions.yaml: a YAML list of agents, each with a name, a
-// description, a prompt (added to the base cartridge's directive) and
-// tool_names (a subset of the base cartridge's tools), and optionally a
-// model (instead of the base cartridge's), use-openai-functions (false
-// makes a ReAct agent; default true, function calling) and
-// allow-feedback (true lets a client steer the agent while it runs;
-// default false). Every agent runs on base's provider.
-//
-// Unlike clippy, which drops them silently, a tool name that names none
-// of base's tools is an error that names it. Every error names the file,
-// the line and the key.
-func LoadMinions(ctx context.Context, path string, base *cartridge.Cartridge, h bot.Host) (_ []*Agent, err error) {
-	var out []*Agent
-	defer func() {
-		if err != nil {
-			// Nothing of a file that fails keeps running (MCP servers).
-			for _, a := range out {
-				a.Bot.Close() //nolint:errcheck // the load's error matters more
-			}
-		}
-	}()
+// specialized_minions.yaml (see ParseMinions) and builds its agents on
+// base (see BuildMinions).
+func LoadMinions(ctx context.Context, path string, base *cartridge.Cartridge, h bot.Host) ([]*Agent, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("minion file: %w", err)
+	}
+	specs, err := ParseMinions(src, path)
+	if err != nil {
+		return nil, err
+	}
+	return BuildMinions(ctx, specs, base, h)
+}
+
+// Minion is one agent of a minion file, as parsed.
+type Minion struct {
+	Name, Description, Prompt, Model string
+	ToolNames                        []string
+	// Functions is use-openai-functions (false: a ReAct agent);
+	// Feedback is allow-feedback.
+	Functions, Feedback bool
+	// Source is where the agent is written (file:line of its name).
+	Source string
+
+	toolWhere []string // file:line: [i].tool_names[j], per tool name
+}
+
+// ParseMinions reads the text of a minion file (path names it in
+// messages): a YAML list of agents, each with a name, a description, a
+// prompt (added to the base cartridge's directive) and tool_names (a
+// subset of the base cartridge's tools), and optionally a model (instead
+// of the base cartridge's), use-openai-functions (false makes a ReAct
+// agent; default true, function calling) and allow-feedback (true lets a
+// client steer the agent while it runs; default false). The text goes
+// through the same guard as cartridges (yamlguard: size, depth, aliases)
+// before it is parsed. Every error names the file, the line and the key.
+func ParseMinions(src []byte, path string) ([]Minion, error) {
+	if _, err := yamlguard.Check(src, cartridge.Limits); err != nil {
+		var ge *yamlguard.Error
+		if errors.As(err, &ge) {
+			return nil, fmt.Errorf("%s:%d: %s", path, ge.Line, ge.Msg)
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	file, err := parser.ParseBytes(src, 0)
 	if err != nil {
@@ -66,7 +87,7 @@ func LoadMinions(ctx context.Context, path string, base *cartridge.Cartridge, h 
 		}
 		return n.GetToken().Position.Line
 	}
-	fail := func(p, key, format string, args ...any) error {
+	where := func(p, key string) string {
 		loc := path
 		if l := line(p); l > 0 {
 			loc = fmt.Sprintf("%s:%d", path, l)
@@ -74,7 +95,10 @@ func LoadMinions(ctx context.Context, path string, base *cartridge.Cartridge, h 
 		if key != "" {
 			loc += ": " + key
 		}
-		return fmt.Errorf("%s: %s", loc, fmt.Sprintf(format, args...))
+		return loc
+	}
+	fail := func(p, key, format string, args ...any) error {
+		return fmt.Errorf("%s: %s", where(p, key), fmt.Sprintf(format, args...))
 	}
 	var entries []map[string]any
 	if err := yaml.Unmarshal(src, &entries); err != nil {
@@ -83,12 +107,7 @@ func LoadMinions(ctx context.Context, path string, base *cartridge.Cartridge, h 
 	if len(entries) == 0 {
 		return nil, fail("$", "", "no agents: a minion file is a list of agents (- name: …, description: …, prompt: …, tool_names: […])")
 	}
-	baseBot, err := bot.New(ctx, base, h)
-	if err != nil {
-		return nil, err
-	}
-	defer baseBot.Close()
-	known := baseBot.Tools()
+	var out []Minion
 	seen := map[string]int{}
 	for i, raw := range entries {
 		at := fmt.Sprintf("$[%d]", i)
@@ -134,44 +153,72 @@ func LoadMinions(ctx context.Context, path string, base *cartridge.Cartridge, h 
 			}
 			return b, nil
 		}
-		name, err := str("name")
-		if err != nil {
+		m := Minion{Source: fmt.Sprintf("%s:%d", path, line(at+".name"))}
+		var err error
+		if m.Name, err = str("name"); err != nil {
 			return nil, err
 		}
-		if strings.TrimSpace(name) == "" {
+		if strings.TrimSpace(m.Name) == "" {
 			return nil, fail(at+".name", fmt.Sprintf("[%d].name", i), "must not be empty")
 		}
-		if j, dup := seen[name]; dup {
-			return nil, fail(at+".name", fmt.Sprintf("[%d].name", i), "%q is already the name of agent %d", name, j)
+		if j, dup := seen[m.Name]; dup {
+			return nil, fail(at+".name", fmt.Sprintf("[%d].name", i), "%q is already the name of agent %d", m.Name, j)
 		}
-		seen[name] = i
-		desc, err := str("description")
-		if err != nil {
+		seen[m.Name] = i
+		if m.Description, err = str("description"); err != nil {
 			return nil, err
 		}
-		prompt, err := str("prompt")
-		if err != nil {
+		if m.Prompt, err = str("prompt"); err != nil {
 			return nil, err
 		}
-		model, err := str("model")
-		if err != nil {
+		if m.Model, err = str("model"); err != nil {
 			return nil, err
 		}
-		functions, err := flag("use_openai_functions", true)
-		if err != nil {
+		if m.Functions, err = flag("use_openai_functions", true); err != nil {
 			return nil, err
 		}
-		feedback, err := flag("allow_feedback", false)
-		if err != nil {
+		if m.Feedback, err = flag("allow_feedback", false); err != nil {
 			return nil, err
 		}
 		list, isList := e["tool_names"].([]any)
 		if !isList && e["tool_names"] != nil {
 			return nil, fail(at+".tool_names", fmt.Sprintf("[%d].tool_names", i), "must be a list of tool names")
 		}
-		var toolNames []string
 		for j, x := range list {
-			s, _ := x.(string)
+			s, isText := x.(string)
+			if !isText {
+				s = fmt.Sprint(x) // never a tool's name: BuildMinions says so
+			}
+			m.ToolNames = append(m.ToolNames, s)
+			m.toolWhere = append(m.toolWhere, where(fmt.Sprintf("%s.tool_names[%d]", at, j), fmt.Sprintf("[%d].tool_names[%d]", i, j)))
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// BuildMinions builds the agents of a parsed minion file on base: each
+// runs on base's provider with base's tools that it names. Unlike clippy,
+// which drops them silently, a tool name that names none of base's tools
+// is an error that names it. Nothing of a file that fails keeps running
+// (MCP servers).
+func BuildMinions(ctx context.Context, minions []Minion, base *cartridge.Cartridge, h bot.Host) (_ []*Agent, err error) {
+	var out []*Agent
+	defer func() {
+		if err != nil {
+			for _, a := range out {
+				a.Bot.Close() //nolint:errcheck // the load's error matters more
+			}
+		}
+	}()
+	baseBot, err := bot.New(ctx, base, h)
+	if err != nil {
+		return nil, err
+	}
+	defer baseBot.Close()
+	known := baseBot.Tools()
+	for _, m := range minions {
+		for j, s := range m.ToolNames {
 			if _, ok := known.Lookup(s); !ok || s == "" {
 				var names []string
 				for _, sp := range known.Specs() {
@@ -181,22 +228,24 @@ func LoadMinions(ctx context.Context, path string, base *cartridge.Cartridge, h 
 				if len(names) > 0 {
 					have = "its tools are " + strings.Join(names, ", ")
 				}
-				return nil, fail(fmt.Sprintf("%s.tool_names[%d]", at, j), fmt.Sprintf("[%d].tool_names[%d]", i, j),
-					"%v is not a tool of %s (%s): add it to that cartridge, or remove it from the list", x, bot.DisplayPath(base), have)
+				where := m.Source
+				if j < len(m.toolWhere) {
+					where = m.toolWhere[j]
+				}
+				return nil, fmt.Errorf("%s: %v is not a tool of %s (%s): add it to that cartridge, or remove it from the list", where, s, bot.DisplayPath(base), have)
 			}
-			toolNames = append(toolNames, s)
 		}
-		c := derive(base, name, desc, prompt, model)
+		c := derive(base, m.Name, m.Description, m.Prompt, m.Model)
 		b, err := bot.New(ctx, c, h)
 		if err != nil {
 			return nil, err
 		}
 		typ := TypeFunctions
-		if !functions {
+		if !m.Functions {
 			typ = TypeReAct
 		}
-		a := &Agent{Bot: b, Type: typ, ToolNames: toolNames, NoFeedback: !feedback, Source: fmt.Sprintf("%s:%d", path, line(at+".name"))}
-		a.Repr = agentproto.AgentRepr{Name: name, Description: desc, Type: typ, RequiredTools: toolNames}
+		a := &Agent{Bot: b, Type: typ, ToolNames: m.ToolNames, NoFeedback: !m.Feedback, Source: m.Source}
+		a.Repr = agentproto.AgentRepr{Name: m.Name, Description: m.Description, Type: typ, RequiredTools: m.ToolNames}
 		out = append(out, a)
 		if err := a.compile(); err != nil {
 			return nil, fmt.Errorf("%s: %w", a.Source, err)

@@ -38,8 +38,8 @@ func LoadRemote(path string, env func(string) (string, bool)) (Remote, error) {
 			return r, fmt.Errorf("%s:%d: write a host and at most a token (host[:port] [token or ENV/NAME])", path, n)
 		}
 		host := fields[0]
-		if u, err := url.Parse("ws://" + host); err != nil || u.Host != host || u.Path != "" {
-			return r, fmt.Errorf("%s:%d: %q is not a host or host:port", path, n, host)
+		if err := CheckHost(host); err != nil {
+			return r, fmt.Errorf("%s:%d: %w", path, n, err)
 		}
 		r.AllowHosts = append(r.AllowHosts, host)
 		if len(fields) == 2 {
@@ -61,4 +61,24 @@ func LoadRemote(path string, env func(string) (string, bool)) (Remote, error) {
 		return r, fmt.Errorf("%s: %w", path, err)
 	}
 	return r, nil
+}
+
+// CheckHost says why host is not a host or host:port that clients may
+// name as a minion's server (nil when it is one).
+func CheckHost(host string) error {
+	if u, err := url.Parse("ws://" + host); err != nil || host == "" || u.Host != host || u.Path != "" {
+		return fmt.Errorf("%q is not a host or host:port", host)
+	}
+	return nil
+}
+
+// Merge adds the hosts and tokens of o to r.
+func (r *Remote) Merge(o Remote) {
+	r.AllowHosts = append(r.AllowHosts, o.AllowHosts...)
+	for h, t := range o.Tokens {
+		if r.Tokens == nil {
+			r.Tokens = map[string]string{}
+		}
+		r.Tokens[h] = t
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nbots/nb/admission"
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/agentproto"
 	"github.com/nbots/nb/bot"
@@ -626,8 +627,10 @@ func (r *Run) Confirm(ctx context.Context, call tool.Call, _ string) (bool, erro
 }
 
 // wait waits for the client's answer to id, within the idle limit; when
-// it runs out the whole run fails with a timeout.
+// it runs out the whole run fails with a timeout. Meanwhile the run counts
+// as waiting on its client, not as in progress, for the admission of ctx.
 func (r *Run) wait(ctx context.Context, w *waiter, id, what string) (answer, error) {
+	defer admission.Waiting(ctx)()
 	t := time.NewTimer(r.rt.idleLimit())
 	defer t.Stop()
 	select {

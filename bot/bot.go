@@ -165,7 +165,7 @@ func (b *Bot) startMCP(ctx context.Context) error {
 	if c.Path != "" {
 		dir = filepath.Dir(c.Path)
 	}
-	clients, err := mcp.Start(ctx, mcp.Config{Servers: servers, Environ: h.Environ, Dir: dir, Warn: h.Warn, Stderr: h.MCPStderr})
+	clients, err := mcp.Start(ctx, mcp.Options{Servers: servers, Environ: h.Environ, Dir: dir, Warn: h.Warn, Stderr: h.MCPStderr})
 	if err != nil {
 		return err
 	}
@@ -542,7 +542,7 @@ func robopageTools(ctx context.Context, c *cartridge.Cartridge, h Host) ([]tool.
 	}
 	ex := h.Robopages
 	if ex == nil {
-		ex = &robopage.Executor{Environ: h.Environ, Engine: h.Getenv("ROBOPAGES_CONTAINER_RUNTIME")}
+		ex = robopage.NewExecutor(h.Environ)
 	}
 	for _, ref := range refs {
 		tools, problems, err := robopage.LoadTools(ctx, robopage.ResolvePath(ref.Path, base, h.Environ), ref.Filter, ex)

@@ -188,7 +188,7 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 			// The reference's defaults for the models' own shells.
 			timeout = time.Duration(profile.ShellTimeout()) * time.Second
 		}
-		ex, status, err := shell.New(shell.Config{
+		ex, status, err := shell.New(shell.Options{
 			Workspace: dir, Timeout: timeout, Sandbox: e.Sandbox, Network: e.Network,
 			Environ: o.Environ, Env: e.Env, ReadOnly: readOnly, Writable: writable, Bwrap: o.Bwrap,
 		})
@@ -200,7 +200,7 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 	}
 	if w := cfg.Web; w != nil {
 		if w.Fetch != nil {
-			tools = append(tools, web.NewFetch(web.FetchConfig{
+			tools = append(tools, web.NewFetch(web.FetchOptions{
 				Guard:    netguard.Guard{Resolver: o.Resolver, Dialer: o.Dialer, AllowHosts: w.Fetch.AllowHosts},
 				MaxBytes: w.Fetch.MaxBytes, Timeout: w.Fetch.Timeout,
 			}))
@@ -209,7 +209,7 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 			}
 		}
 		if s := w.Search; s != nil {
-			tools = append(tools, web.NewSearch(web.SearchConfig{APIKey: s.APIKey, APIKeyVar: s.APIKeyVar, Count: s.Count, BaseURL: o.SearchURL, Client: o.HTTPClient}))
+			tools = append(tools, web.NewSearch(web.SearchOptions{APIKey: s.APIKey, APIKeyVar: s.APIKeyVar, Count: s.Count, BaseURL: o.SearchURL, Client: o.HTTPClient}))
 			switch {
 			case s.APIKey == "" && s.APIKeyVar != "":
 				st.Notes = append(st.Notes, "web_search: no API key ("+s.APIKeyVar+" is not set): every search will fail")

@@ -1,6 +1,8 @@
 package cartridge
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"slices"
@@ -16,8 +18,12 @@ import (
 // nanobot use (command, args, env for a local server; url, headers for a
 // remote one).
 type MCPServer struct {
-	// Name is the server's key; its tools are offered as <Name>__<tool>.
+	// Name is the server's key, as written (io.github.someone/server-x).
 	Name string
+	// Prefix is what its tools' names start with (<Prefix>__<tool>):
+	// Name when it is made of letters, digits, '_' and '-' without "__",
+	// else a valid name made from it (see MCP).
+	Prefix string
 	// Command, Args, Env and Dir describe a server run as a child process
 	// that speaks MCP on its standard input and output. Env holds only
 	// the variables the cartridge sets; Dir is relative to the
@@ -89,14 +95,66 @@ func (c *Cartridge) MCP(env Lookup) ([]MCPServer, error) {
 		return nil, k.err
 	}
 	var out []MCPServer
-	for _, name := range c.mcpOrder(m) {
+	order := c.mcpOrder(m)
+	prefixes := mcpPrefixes(order)
+	for _, name := range order {
 		s := c.mcpServer(k, name, m[name], env)
 		if k.err != nil {
 			return nil, k.err
 		}
+		s.Prefix = prefixes[name]
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// mcpPrefixes maps server names, as users paste them from registries and
+// other tools' configurations (io.github.someone/server-x, docs.example),
+// to the prefixes of their tools' names, which providers limit to
+// letters, digits, '_' and '-', and which "__" separates from the tool's
+// own name. A name already valid is its own prefix; another becomes its
+// valid characters, each run of others one '_' (io_github_someone_server-x),
+// and when that is taken by another server of the cartridge, it gets the
+// start of its name's SHA-256 too: the prefix depends only on the names,
+// never on their order or on the process.
+func mcpPrefixes(names []string) map[string]string {
+	out := make(map[string]string, len(names))
+	taken := map[string]bool{}
+	for _, n := range names {
+		if mcpName.MatchString(n) && !strings.Contains(n, "__") {
+			out[n] = n
+			taken[strings.ToLower(n)] = true
+		}
+	}
+	for _, n := range names {
+		if _, ok := out[n]; ok {
+			continue
+		}
+		var b strings.Builder
+		under := false
+		for _, r := range n {
+			ok := r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-')
+			switch {
+			case ok:
+				b.WriteRune(r)
+				under = false
+			case !under:
+				b.WriteByte('_')
+				under = true
+			}
+		}
+		p := strings.Trim(b.String(), "_-")
+		if p == "" {
+			p = "mcp"
+		}
+		if taken[strings.ToLower(p)] {
+			sum := sha256.Sum256([]byte(n))
+			p += "_" + hex.EncodeToString(sum[:3])
+		}
+		taken[strings.ToLower(p)] = true
+		out[n] = p
+	}
+	return out
 }
 
 // mcpOrder lists the server names in the order the file gives them.
@@ -125,12 +183,8 @@ func hasKey(m map[string]any, k string) bool { _, ok := m[k]; return ok }
 func (c *Cartridge) mcpServer(k *checker, name string, v any, env Lookup) MCPServer {
 	path := "mcp." + name
 	s := MCPServer{Name: name, File: c.Path, Line: c.lineOf(path), Timeout: DefaultMCPTimeout}
-	if !mcpName.MatchString(name) {
-		k.fail(path, "a server name may only have letters, digits, '_' and '-' (it prefixes its tools' names): rename it")
-		return s
-	}
-	if strings.Contains(name, "__") {
-		k.fail(path, "a server name may not contain \"__\", which separates it from its tools' names: rename it")
+	if strings.TrimSpace(name) == "" {
+		k.fail(path, "a server needs a name: give it one")
 		return s
 	}
 	m, ok := v.(map[string]any)

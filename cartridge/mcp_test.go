@@ -1,6 +1,8 @@
 package cartridge
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -50,14 +52,14 @@ mcp:
 		t.Fatal(err)
 	}
 	want := []MCPServer{
-		{Name: "files", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv/notes", "3"},
+		{Name: "files", Prefix: "files", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-filesystem", "/srv/notes", "3"},
 			Env: map[string]string{"LOG_LEVEL": "warn"}, Transport: "stdio", Tools: []string{"read_text_file", "list_directory"},
 			Timeout: 2500 * time.Millisecond, Display: "npx -y @modelcontextprotocol/server-filesystem ENV/NOTES 3", File: "bot.yml", Line: 3},
-		{Name: "search", URL: "https://mcp.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer s3cret", "X-Plain": "s3cret"},
+		{Name: "search", Prefix: "search", URL: "https://mcp.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer s3cret", "X-Plain": "s3cret"},
 			Timeout: DefaultMCPTimeout, Display: "https://mcp.example.com/mcp", File: "bot.yml", Line: 9},
-		{Name: "legacy", URL: "https://old.example.com/sse", Transport: "sse", Timeout: DefaultMCPTimeout,
+		{Name: "legacy", Prefix: "legacy", URL: "https://old.example.com/sse", Transport: "sse", Timeout: DefaultMCPTimeout,
 			Display: "https://old.example.com/sse", File: "bot.yml", Line: 12},
-		{Name: "none", Command: "./server", Transport: "stdio", Tools: []string{}, Disabled: true, Timeout: DefaultMCPTimeout,
+		{Name: "none", Prefix: "none", Command: "./server", Transport: "stdio", Tools: []string{}, Disabled: true, Timeout: DefaultMCPTimeout,
 			Display: "./server", File: "bot.yml", Line: 16},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -104,8 +106,6 @@ func TestMCPErrors(t *testing.T) {
 		{"mcp:\n  x: {command: a, url: http://b}", "bot.yml:2: mcp.x: has both command and url"},
 		{"mcp:\n  x: {}", "bot.yml:2: mcp.x: needs command"},
 		{"mcp:\n  x: text", "bot.yml:2: mcp.x: must be a mapping"},
-		{"mcp:\n  a.b: {command: a}", "bot.yml:2: mcp.a.b: a server name may only have"},
-		{"mcp:\n  a__b: {command: a}", "bot.yml:2: mcp.a__b: a server name may not contain \"__\""},
 		{"mcp:\n  x:\n    command: a\n    arg: [b]", "bot.yml:4: mcp.x.arg: unknown key"},
 		{"mcp:\n  x:\n    command: a\n    args: b", "bot.yml:4: mcp.x.args: must be a list"},
 		{"mcp:\n  x:\n    command: a\n    args: [[b]]", "bot.yml:4: mcp.x.args[0]: must be text"},
@@ -151,5 +151,43 @@ func TestMCPMarkdownOrder(t *testing.T) {
 	}
 	if got[0].Line != 5 {
 		t.Errorf("zeta's line = %d, want 5", got[0].Line)
+	}
+}
+
+// Server names as users paste them from registries are accepted; their
+// tools' prefix is valid, stable and unique in the cartridge.
+func TestMCPServerNames(t *testing.T) {
+	src := "mcp:\n" +
+		"  io.github.someone/server-x: {command: a}\n" +
+		"  docs.example: {command: a}\n" +
+		"  docs_example: {command: a}\n" +
+		"  files: {command: a}\n" +
+		"  a__b: {command: a}\n" +
+		"  \"..\": {command: a}\n"
+	c, err := Parse([]byte(src), "bot.yml", FormatYAML, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers, err := c.MCP(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range servers {
+		got[s.Name] = s.Prefix
+	}
+	sum := sha256.Sum256([]byte("docs.example"))
+	want := map[string]string{
+		"io.github.someone/server-x": "io_github_someone_server-x",
+		"docs_example":               "docs_example", // valid: its own prefix, whatever comes first
+		"docs.example":               "docs_example_" + hex.EncodeToString(sum[:3]),
+		"files":                      "files",
+		"a__b":                       "a_b",
+		"..":                         "mcp",
+	}
+	for name, prefix := range want {
+		if got[name] != prefix {
+			t.Errorf("%q: prefix %q, want %q", name, got[name], prefix)
+		}
 	}
 }

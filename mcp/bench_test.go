@@ -33,7 +33,7 @@ func median(ds []time.Duration) float64 {
 //	go test ./mcp -run '^$' -bench ToolCall -benchtime 5000x
 func BenchmarkToolCall(b *testing.B) {
 	mark := uniqueMark(b)
-	c, err := Start(context.Background(), Config{Servers: []cartridge.MCPServer{fakeConfig(b, "fake", "ok", mark)}, Environ: testEnviron()})
+	c, err := Start(context.Background(), Options{Servers: []cartridge.MCPServer{fakeConfig(b, "fake", "ok", mark)}, Environ: testEnviron()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func BenchmarkToolCall(b *testing.B) {
 //	go test ./mcp -run '^$' -bench ConcurrentCalls -benchtime 20x
 func BenchmarkConcurrentCalls(b *testing.B) {
 	mark := uniqueMark(b)
-	c, err := Start(context.Background(), Config{Servers: []cartridge.MCPServer{fakeConfig(b, "fake", "ok", mark)}, Environ: testEnviron()})
+	c, err := Start(context.Background(), Options{Servers: []cartridge.MCPServer{fakeConfig(b, "fake", "ok", mark)}, Environ: testEnviron()})
 	if err != nil {
 		b.Fatal(err)
 	}

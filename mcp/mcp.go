@@ -19,12 +19,12 @@ import (
 )
 
 // DefaultStartTimeout bounds a server's start (the program's start, the
-// MCP handshake and the listing of its tools) unless Config says
+// MCP handshake and the listing of its tools) unless Options says
 // otherwise. It is generous because `npx -y` may download the server.
 const DefaultStartTimeout = 60 * time.Second
 
-// Config says which servers to start and how.
-type Config struct {
+// Options says which servers to start and how.
+type Options struct {
 	// Servers are the cartridge's servers (cartridge.Cartridge.MCP).
 	Servers []cartridge.MCPServer
 	// Environ is nb's environment (NAME=value entries, as os.Environ
@@ -117,7 +117,7 @@ type PromptInfo struct {
 
 // Clients are the connections to a cartridge's servers.
 type Clients struct {
-	cfg     Config
+	cfg     Options
 	ctx     context.Context // ends when the clients close
 	cancel  context.CancelFunc
 	servers []*server
@@ -133,7 +133,7 @@ type Clients struct {
 // error returned. Once started, servers run until Close, which their
 // owner calls when it is done (a REPL's Ctrl-C stops an answer, not the
 // bot).
-func Start(ctx context.Context, cfg Config) (*Clients, error) {
+func Start(ctx context.Context, cfg Options) (*Clients, error) {
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = DefaultStartTimeout
 	}
@@ -172,10 +172,14 @@ func (c *Clients) buildTools() []tool.Tool {
 		s.mu.Lock()
 		remote := s.tools
 		s.mu.Unlock()
+		prefix := s.cfg.Prefix
+		if prefix == "" {
+			prefix = s.cfg.Name
+		}
 		for _, rt := range remote {
-			name := s.cfg.Name + "__" + rt.name
+			name := prefix + "__" + rt.name
 			for n := 2; seen[tool.MatchName(name)]; n++ {
-				name = fmt.Sprintf("%s__%s_%d", s.cfg.Name, rt.name, n)
+				name = fmt.Sprintf("%s__%s_%d", prefix, rt.name, n)
 			}
 			seen[tool.MatchName(name)] = true
 			t := &Tool{server: s, remote: rt.name, spec: tool.Spec{Name: name, Description: rt.description, Parameters: rt.schema}}

@@ -18,7 +18,7 @@ import (
 	"github.com/nbots/nb/tool"
 )
 
-func start(t *testing.T, cfg Config) *Clients {
+func start(t *testing.T, cfg Options) *Clients {
 	t.Helper()
 	if cfg.Environ == nil {
 		cfg.Environ = testEnviron()
@@ -63,7 +63,7 @@ func run(t *testing.T, x tool.Tool, args map[string]any) (*tool.Result, error) {
 
 func TestFakeServerTools(t *testing.T) {
 	mark := uniqueMark(t)
-	c := start(t, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "fake", "ok", mark)}})
+	c := start(t, Options{Servers: []cartridge.MCPServer{fakeConfig(t, "fake", "ok", mark)}})
 	st := c.Status()
 	if len(st) != 1 || st[0].State != Running || st[0].Server != "fake 1.0" {
 		t.Fatalf("status = %+v", st)
@@ -119,7 +119,7 @@ func TestFailedStart(t *testing.T) {
 	bad := fakeConfig(t, "broken", "fail", mark)
 	bad.File, bad.Line = "bot.yml", 7
 	missing := cartridge.MCPServer{Name: "nocmd", Command: "nb-no-such-mcp-server", Transport: "stdio", Display: "nb-no-such-mcp-server --flag", Timeout: time.Second}
-	c := start(t, Config{Servers: []cartridge.MCPServer{bad, ok, missing}, Warn: log.Line})
+	c := start(t, Options{Servers: []cartridge.MCPServer{bad, ok, missing}, Warn: log.Line})
 
 	st := c.Status()
 	if st[0].State != Failed || st[1].State != Running || st[2].State != Failed {
@@ -151,7 +151,7 @@ func TestStartTimeout(t *testing.T) {
 	mark := uniqueMark(t)
 	var log testbuf.Buffer
 	begin := time.Now()
-	c := start(t, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "mute", "silent", mark)}, Warn: log.Line, StartTimeout: 500 * time.Millisecond})
+	c := start(t, Options{Servers: []cartridge.MCPServer{fakeConfig(t, "mute", "silent", mark)}, Warn: log.Line, StartTimeout: 500 * time.Millisecond})
 	if d := time.Since(begin); d > 5*time.Second {
 		t.Errorf("Start took %s", d)
 	}
@@ -168,7 +168,7 @@ func TestCallTimeout(t *testing.T) {
 	mark := uniqueMark(t)
 	cfg := fakeConfig(t, "slow", "ok", mark)
 	cfg.Timeout = 300 * time.Millisecond
-	c := start(t, Config{Servers: []cartridge.MCPServer{cfg}})
+	c := start(t, Options{Servers: []cartridge.MCPServer{cfg}})
 	begin := time.Now()
 	_, err := run(t, findTool(t, c, "slow__hang"), nil)
 	if err == nil || !strings.Contains(err.Error(), `MCP server "slow": hang did not answer within 300ms`) {
@@ -187,7 +187,7 @@ func TestCallTimeout(t *testing.T) {
 
 func TestCancelledCall(t *testing.T) {
 	mark := uniqueMark(t)
-	c := start(t, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "slow", "ok", mark)}})
+	c := start(t, Options{Servers: []cartridge.MCPServer{fakeConfig(t, "slow", "ok", mark)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	x := findTool(t, c, "slow__hang")
@@ -200,7 +200,7 @@ func TestCancelledCall(t *testing.T) {
 func TestExitMidCall(t *testing.T) {
 	mark := uniqueMark(t)
 	var log testbuf.Buffer
-	c := start(t, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "crashy", "ok", mark)}, Warn: log.Line})
+	c := start(t, Options{Servers: []cartridge.MCPServer{fakeConfig(t, "crashy", "ok", mark)}, Warn: log.Line})
 	exit := findTool(t, c, "crashy__exit")
 	echo := findTool(t, c, "crashy__echo")
 
@@ -241,7 +241,7 @@ func TestExitMidCall(t *testing.T) {
 
 func TestCloseStopsChildren(t *testing.T) {
 	mark := uniqueMark(t)
-	c := start(t, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "parent", "ok", mark), fakeConfig(t, "stubborn", "stubborn", mark)}})
+	c := start(t, Options{Servers: []cartridge.MCPServer{fakeConfig(t, "parent", "ok", mark), fakeConfig(t, "stubborn", "stubborn", mark)}})
 	res, err := run(t, findTool(t, c, "parent__spawn"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -272,14 +272,14 @@ func TestInterruptedStart(t *testing.T) {
 		}
 		cancel() // as Ctrl-C does while the program starts
 	}()
-	c, err := Start(ctx, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "a", "silent", mark)}, Environ: testEnviron()})
+	c, err := Start(ctx, Options{Servers: []cartridge.MCPServer{fakeConfig(t, "a", "silent", mark)}, Environ: testEnviron()})
 	if !errors.Is(err, context.Canceled) || c != nil {
 		t.Errorf("Start = %v, %v", c, err)
 	}
 	noLeftovers(t, mark)
 
 	ctx, cancel = context.WithCancel(context.Background())
-	c, err = Start(ctx, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "b", "ok", mark)}, Environ: testEnviron()})
+	c, err = Start(ctx, Options{Servers: []cartridge.MCPServer{fakeConfig(t, "b", "ok", mark)}, Environ: testEnviron()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestInterruptedStart(t *testing.T) {
 
 func TestConcurrentCalls(t *testing.T) {
 	mark := uniqueMark(t)
-	c := start(t, Config{Servers: []cartridge.MCPServer{fakeConfig(t, "fake", "ok", mark)}})
+	c := start(t, Options{Servers: []cartridge.MCPServer{fakeConfig(t, "fake", "ok", mark)}})
 	echo := findTool(t, c, "fake__echo")
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
@@ -321,7 +321,7 @@ func TestMissingEnvServer(t *testing.T) {
 	var log testbuf.Buffer
 	s := cartridge.MCPServer{Name: "search", URL: "https://mcp.example.com/mcp", Display: "https://mcp.example.com/mcp", Timeout: time.Second,
 		Missing: []cartridge.EnvRef{{Path: "mcp.search.headers.Authorization", Var: "SEARCH_TOKEN"}}}
-	c := start(t, Config{Servers: []cartridge.MCPServer{s}, Warn: log.Line})
+	c := start(t, Options{Servers: []cartridge.MCPServer{s}, Warn: log.Line})
 	st := c.Status()[0]
 	if st.State != Failed || !strings.Contains(st.Error, "mcp.search.headers.Authorization (ENV/SEARCH_TOKEN)") {
 		t.Errorf("status: %+v", st)
@@ -338,7 +338,7 @@ func TestDisabledAndAllowList(t *testing.T) {
 	allowed.Tools = []string{"echo", "nope"}
 	off := fakeConfig(t, "off", "ok", mark)
 	off.Disabled = true
-	c := start(t, Config{Servers: []cartridge.MCPServer{allowed, off}, Warn: log.Line})
+	c := start(t, Options{Servers: []cartridge.MCPServer{allowed, off}, Warn: log.Line})
 	var names []string
 	for _, x := range c.Tools() {
 		names = append(names, x.Spec().Name)

@@ -42,7 +42,7 @@ func everythingServer(t *testing.T, mark string) cartridge.MCPServer {
 
 func TestEverythingStdio(t *testing.T) {
 	mark := uniqueMark(t)
-	c := start(t, Config{Servers: []cartridge.MCPServer{everythingServer(t, mark)}})
+	c := start(t, Options{Servers: []cartridge.MCPServer{everythingServer(t, mark)}})
 	st := c.Status()[0]
 	if st.State != Running {
 		t.Fatalf("status: %+v", st)
@@ -166,7 +166,7 @@ func TestEverythingStreamableHTTP(t *testing.T) {
 	})}
 	s := cartridge.MCPServer{Name: "everything", URL: base + "/mcp", Display: base + "/mcp", Timeout: 10 * time.Second,
 		Headers: map[string]string{"X-Api-Key": "k3y"}}
-	c := start(t, Config{Servers: []cartridge.MCPServer{s}, HTTPClient: client})
+	c := start(t, Options{Servers: []cartridge.MCPServer{s}, HTTPClient: client})
 	if st := c.Status()[0]; st.State != Running || st.Transport != "streamable HTTP" {
 		t.Fatalf("status: %+v", st)
 	}
@@ -179,7 +179,7 @@ func TestEverythingStreamableHTTP(t *testing.T) {
 func TestEverythingSSE(t *testing.T) {
 	base := serveEverything(t, "sse")
 	s := cartridge.MCPServer{Name: "everything", URL: base + "/sse", Display: base + "/sse", Timeout: 10 * time.Second}
-	c := start(t, Config{Servers: []cartridge.MCPServer{s}})
+	c := start(t, Options{Servers: []cartridge.MCPServer{s}})
 	if st := c.Status()[0]; st.State != Running || st.Transport != "SSE" {
 		t.Fatalf("status: %+v", st)
 	}
@@ -198,7 +198,7 @@ func TestSSEFallback(t *testing.T) {
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close) // after the clients' Close, registered later
 	s := cartridge.MCPServer{Name: "legacy", URL: hs.URL + "/events", Display: hs.URL + "/events", Timeout: 5 * time.Second}
-	c := start(t, Config{Servers: []cartridge.MCPServer{s}})
+	c := start(t, Options{Servers: []cartridge.MCPServer{s}})
 	if st := c.Status()[0]; st.State != Running || st.Transport != "SSE" {
 		t.Fatalf("status: %+v", st)
 	}
@@ -220,7 +220,7 @@ func TestFilesystemServer(t *testing.T) {
 		Transport: "stdio", Timeout: 10 * time.Second, Display: "mcp-server-filesystem " + root,
 		Env: map[string]string{"NB_MCP_MARK": mark}, Tools: []string{"read_text_file", "list_directory"},
 	}
-	c := start(t, Config{Servers: []cartridge.MCPServer{s}})
+	c := start(t, Options{Servers: []cartridge.MCPServer{s}})
 	if st := c.Status()[0]; st.State != Running || len(st.Tools) != 2 || len(st.Hidden) == 0 {
 		t.Fatalf("status: %+v", st)
 	}

@@ -25,6 +25,18 @@ const (
 	DefaultKillGrace = 2 * time.Second
 )
 
+// ContainerRuntimeVar names the variable that chooses the container
+// engine of the pages' containers, as the robopages CLI reads it.
+const ContainerRuntimeVar = "ROBOPAGES_CONTAINER_RUNTIME"
+
+// NewExecutor returns the default executor of a process whose
+// environment is environ: its functions see environ, and the container
+// engine is $ROBOPAGES_CONTAINER_RUNTIME (docker or podman when unset).
+func NewExecutor(environ []string) *Executor {
+	engine, _ := proc.Lookup(environ, ContainerRuntimeVar)
+	return &Executor{Environ: environ, Engine: engine}
+}
+
 // Executor runs functions: it interpolates the arguments, chooses the host
 // or a container, and runs the command with a timeout, an output cap and a
 // bound on concurrent runs. The zero value is ready to use; an Executor
@@ -55,8 +67,8 @@ type Executor struct {
 	// of a container.
 	Names []string
 	// Engine is the container engine (a name or a path); empty is docker,
-	// else podman, found on PATH. (The CLI passes
-	// $ROBOPAGES_CONTAINER_RUNTIME here.)
+	// else podman, found on PATH. (NewExecutor takes it from
+	// $ROBOPAGES_CONTAINER_RUNTIME.)
 	Engine string
 	// Dir is the children's working folder; empty is the current one.
 	Dir string

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -100,59 +99,12 @@ func TestDefaultOverride(t *testing.T) {
 	}
 }
 
-// Added, changed and removed files are picked up by Rescan; a changed
-// cartridge's old bot is closed only once the request holding it ends.
-func TestRescan(t *testing.T) {
-	f := newFixture(t, map[string]string{"a.yml": cart("A")}, nil)
-	ctx := context.Background()
-	l := &leases{}
-	reqCtx := context.WithValue(ctx, leasesKey{}, l)
-	oldBot, err := f.srv.Bot(reqCtx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	oldEntry := f.srv.resolve("a")
-
-	write(t, f.dir, map[string]string{"b.yml": cart("B"), "a.yml": cart("A2", "# changed")})
-	future := time.Now().Add(2 * time.Second)
-	os.Chtimes(filepath.Join(f.dir, "a.yml"), future, future) //nolint:errcheck // size changed anyway
-	f.srv.Rescan(ctx)
-	if got := ids(f.srv.Models(ctx)); strings.Join(got, " ") != "- a b" {
-		t.Fatalf("after adding b: %v", got)
-	}
-	m, _ := f.srv.Model(ctx, "a")
-	if m.Cartridge.Meta().Name != "A2" || m.Bot == oldBot {
-		t.Fatalf("a was not reloaded: %q", m.Cartridge.Meta().Name)
-	}
-	if oldEntry.served.closed {
-		t.Fatal("the old bot was closed while a request held it")
-	}
-	l.release()
-	if !oldEntry.served.closed {
-		t.Fatal("the old bot was not closed when the request ended")
-	}
-
-	os.Remove(filepath.Join(f.dir, "b.yml"))
-	write(t, f.dir, map[string]string{"a.yml": "meta: {name: [\n"})
-	f.srv.Rescan(ctx)
-	models := f.srv.Models(ctx)
-	if got := ids(models); strings.Join(got, " ") != "- a" {
-		t.Fatalf("after removing b: %v", got)
-	}
-	if models[1].Err == nil {
-		t.Fatal("a broken edit is not reported")
-	}
-	if !strings.Contains(f.log.String(), "cartridge removed") || !strings.Contains(f.log.String(), "cartridge added") {
-		t.Errorf("no log line for the removal:\n%s", f.log)
-	}
-}
-
 // The watcher finds changes by itself.
 func TestWatch(t *testing.T) {
 	f := newFixture(t, map[string]string{"a.yml": cart("A")}, func(o *Options) { o.WatchInterval = 20 * time.Millisecond })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go f.srv.watch(ctx)
+	go f.srv.Catalog().Watch(ctx, f.srv.opts.WatchInterval)
 	write(t, f.dir, map[string]string{"new.yml": cart("New")})
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {

@@ -59,17 +59,15 @@ func (s *Server) ClientBot(ctx context.Context, src []byte) (*bot.Bot, error) {
 	h.ForceSandbox = true
 	h.HTTPClient = s.clientProviderHTTP()
 	setCartridge(ctx, ClientCartridgeName)
-	b, err := s.build(ctx, ClientCartridgeName, c, h)
+	b, err := s.cat.Build(ctx, ClientCartridgeName, c, h)
 	if err != nil {
 		return nil, &Error{Status: http.StatusBadRequest, Message: err.Error(), Err: err}
 	}
-	sv := s.newServed(ClientCartridgeName, b)
-	l := leasesFrom(ctx)
-	if l == nil || !l.add(sv) {
+	// Closed when the request (or its run) lets go.
+	if !leasesFrom(ctx).Adopt(b, s.cat.OnClose(ClientCartridgeName)) {
 		b.Close() //nolint:errcheck // nothing holds it
 		return nil, &Error{Status: http.StatusInternalServerError, Message: "a client's cartridge can only run inside a request"}
 	}
-	sv.retire() // closed when the request (or its run) lets go
 	return b, nil
 }
 

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/internal/httpjson"
 	"github.com/nbots/nb/provider"
 )
 
@@ -203,29 +203,9 @@ func openAICode(status int) string {
 	return ""
 }
 
-// WriteJSON answers with v as JSON in one write with a Content-Length
-// (clients that decode each read on its own, as the VS Code plugin does,
-// never see a character split), without HTML escaping.
-func WriteJSON(w http.ResponseWriter, status int, v any) {
-	b, err := MarshalJSON(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		b = []byte(`{"error":{"message":"cannot encode the answer"}}`)
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	w.Write(b) //nolint:errcheck // the client went away
-}
+// WriteJSON answers with v as JSON (see httpjson.Write): in one write
+// with a Content-Length, without HTML escaping.
+func WriteJSON(w http.ResponseWriter, status int, v any) { httpjson.Write(w, status, v) }
 
 // MarshalJSON encodes v without HTML escaping and without a trailing newline.
-func MarshalJSON(v any) ([]byte, error) {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return []byte(strings.TrimSuffix(b.String(), "\n")), nil
-}
+func MarshalJSON(v any) ([]byte, error) { return httpjson.Marshal(v) }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nbots/nb/catalog"
 )
 
 // reqInfo is what the middleware and the handlers share about one request.
@@ -33,8 +35,8 @@ func infoFrom(ctx context.Context) *reqInfo {
 	return info
 }
 
-func leasesFrom(ctx context.Context) *leases {
-	l, _ := ctx.Value(leasesKey{}).(*leases)
+func leasesFrom(ctx context.Context) *catalog.Leases {
+	l, _ := ctx.Value(leasesKey{}).(*catalog.Leases)
 	return l
 }
 
@@ -161,7 +163,7 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Access-Control-Expose-Headers", "Retry-After, X-Request-Id")
-	l := &leases{}
+	l := &catalog.Leases{}
 	ctx := context.WithValue(context.WithValue(r.Context(), infoKey{}, info), leasesKey{}, l)
 	r = r.WithContext(ctx)
 	defer func() {
@@ -174,7 +176,7 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 				s.WriteError(w, r, &Error{Status: http.StatusInternalServerError, Message: fmt.Sprintf("internal error in nb (please report it): %v", p)})
 			}
 		}
-		l.release()
+		l.Release()
 		s.logRequest(r, info, w, time.Since(start))
 	}()
 

@@ -1,8 +1,10 @@
-// Package server is the HTTP core of nb serve: it finds the cartridges
-// under its folders and keeps one bot per cartridge up to date as files
-// change, and puts every front-end (the Nano Bots API in server/nanobots,
-// the OpenAI-compatible API in server/openai, the agent protocol) behind
-// the same tokens, limits, logs, CORS and graceful shutdown.
+// Package server is the HTTP core of nb serve: it serves the bots of a
+// catalog (package catalog: the cartridges of its folders, one bot each,
+// kept up to date as files change) within the limits of an admission
+// (package admission), and puts every front-end (the Nano Bots API in
+// server/nanobots, the OpenAI-compatible API in server/openai, the agent
+// protocol) behind the same tokens, limits, logs, CORS and graceful
+// shutdown. It maps the catalog's and the admission's errors to HTTP.
 //
 // A front-end is an http.Handler mounted with Handle. It reaches the
 // served bots through the catalog, which honours the request's token:
@@ -24,6 +26,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -34,9 +37,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nbots/nb/admission"
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
-	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/catalog"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/tool"
 )
@@ -70,8 +74,13 @@ type Limits struct {
 	// MaxRuns bounds the runs in progress on the server.
 	MaxRuns int
 	// MaxRunsPerToken bounds the runs in progress per token (a token's
-	// own MaxRuns wins); 0 is MaxRuns.
+	// own MaxRuns wins), those waiting on their client included; 0 is
+	// MaxRuns.
 	MaxRunsPerToken int
+	// MaxWaitingRuns bounds the runs waiting on their client (an agent
+	// protocol run waiting for a tool result or a confirmation), which do
+	// not count in MaxRuns; 0 is 4 × MaxRuns.
+	MaxWaitingRuns int
 	// RunTimeout bounds one run, tool calls included (504 beyond).
 	RunTimeout time.Duration
 	// Grace is how long runs in flight may finish after a shutdown
@@ -122,6 +131,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxRunsPerToken <= 0 {
 		l.MaxRunsPerToken = l.MaxRuns
+	}
+	if l.MaxWaitingRuns <= 0 {
+		l.MaxWaitingRuns = 4 * l.MaxRuns
 	}
 	if l.RunTimeout <= 0 {
 		l.RunTimeout = d.RunTimeout
@@ -184,17 +196,11 @@ type Server struct {
 	opts   Options
 	limits Limits
 	host   bot.Host
-	lookup cartridge.Lookup
-	dirs   []string
 	log    *slog.Logger
 	mux    *http.ServeMux
 	anon   *Token
-
-	scanMu  sync.Mutex // one Rescan at a time
-	scanned bool       // the first Rescan is done (under scanMu)
-	catMu   sync.RWMutex
-	entries map[string]*entry
-	def     *entry
+	cat    *catalog.Catalog
+	adm    *admission.Controller
 
 	base       context.Context // parent of every request and run
 	cancelBase context.CancelCauseFunc
@@ -203,10 +209,6 @@ type Server struct {
 	clientHTTP     *http.Client
 	clientHTTPOnce sync.Once
 
-	runsMu    sync.Mutex
-	active    int
-	runs      sync.WaitGroup
-	draining  bool
 	closeOnce sync.Once
 }
 
@@ -218,18 +220,13 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		opts.WatchInterval = 2 * time.Second
 	}
 	s := &Server{
-		opts:    opts,
-		limits:  opts.Limits.withDefaults(),
-		log:     loggerOr(opts.Log),
-		mux:     http.NewServeMux(),
-		entries: map[string]*entry{},
-		anon:    &Token{Rate: opts.AnonymousRate},
+		opts:   opts,
+		limits: opts.Limits.withDefaults(),
+		log:    loggerOr(opts.Log),
+		mux:    http.NewServeMux(),
+		anon:   &Token{Rate: opts.AnonymousRate},
 	}
-	for _, d := range opts.Dirs {
-		if d = strings.TrimSpace(d); d != "" {
-			s.dirs = append(s.dirs, d)
-		}
-	}
+	s.adm = admission.New(admission.Limits{MaxRuns: s.limits.MaxRuns, MaxRunsPerTenant: s.limits.MaxRunsPerToken, MaxWaiting: s.limits.MaxWaitingRuns})
 	s.host = opts.Host
 	s.host.AllowHostCredentials = true
 	s.host.AllowMCP = true // the operator's cartridges start their MCP servers
@@ -237,21 +234,28 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	// ENV/NANO_BOTS_END_USER in a cartridge must not pin every client to
 	// the operator's value (the reference sets it per request).
 	environ := opts.Host.Environ
-	s.lookup = func(name string) (string, bool) {
+	lookup := func(name string) (string, bool) {
 		if name == "NANO_BOTS_END_USER" {
 			return "", false
 		}
 		return proc.Lookup(environ, name)
 	}
 	s.base, s.cancelBase = context.WithCancelCause(context.Background())
-	s.loadDefault(ctx)
-	s.Rescan(ctx)
+	s.cat = catalog.New(ctx, catalog.Options{Dirs: opts.Dirs, Host: s.host, Lookup: lookup, Log: s.log})
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	return s, nil
 }
 
 // Dirs are the folders the server serves.
-func (s *Server) Dirs() []string { return append([]string(nil), s.dirs...) }
+func (s *Server) Dirs() []string { return s.cat.Dirs() }
+
+// Catalog is the server's catalog of cartridges, for front-ends that
+// work without a request (the token filters of Models and Bot come from
+// the request's context).
+func (s *Server) Catalog() *catalog.Catalog { return s.cat }
+
+// Admission is what admits the server's runs (see Admit).
+func (s *Server) Admission() *admission.Controller { return s.adm }
 
 // Logger is the server's log, with the request id of ctx when it has one.
 func (s *Server) Logger(ctx context.Context) *slog.Logger {
@@ -333,48 +337,17 @@ func (s *Server) Admit(ctx context.Context, detached bool) (context.Context, fun
 	if tok == nil {
 		tok = s.anon
 	}
-	limit := tok.MaxRuns
-	if limit <= 0 {
-		limit = s.limits.MaxRunsPerToken
+	run, err := s.adm.Admit(&tok.tenant, admission.Policy{MaxRuns: tok.MaxRuns, Rate: tok.Rate})
+	if err != nil {
+		return nil, nil, s.admitError(err)
 	}
-	s.runsMu.Lock()
-	if s.draining {
-		s.runsMu.Unlock()
-		return nil, nil, &Error{Status: http.StatusServiceUnavailable, Message: ErrShutdown.Error() + ": no new runs", RetryAfter: s.limits.Grace}
-	}
-	if s.active >= s.limits.MaxRuns {
-		s.runsMu.Unlock()
-		return nil, nil, &Error{Status: http.StatusTooManyRequests, Code: "server_busy", RetryAfter: time.Second,
-			Message: fmt.Sprintf("the server is running its maximum of %d runs at once: try again shortly", s.limits.MaxRuns)}
-	}
-	tok.mu.Lock()
-	if tok.runs >= limit {
-		tok.mu.Unlock()
-		s.runsMu.Unlock()
-		return nil, nil, &Error{Status: http.StatusTooManyRequests, Code: "too_many_runs", RetryAfter: time.Second,
-			Message: fmt.Sprintf("this token already has its maximum of %d runs in progress: try again when one ends", limit)}
-	}
-	tok.runs++
-	tok.mu.Unlock()
-	if ok, wait := tok.take(time.Now()); !ok {
-		tok.mu.Lock()
-		tok.runs--
-		tok.mu.Unlock()
-		s.runsMu.Unlock()
-		return nil, nil, &Error{Status: http.StatusTooManyRequests, RetryAfter: wait,
-			Message: fmt.Sprintf("runs are limited to %s for this client (its token's rate, or --rate): try again in %s", tok.Rate, max(wait.Round(time.Second), time.Second))}
-	}
-	s.active++
-	s.runs.Add(1)
-	s.runsMu.Unlock()
-
-	parent := ctx
-	var l *leases
+	parent := admission.NewContext(ctx, run)
+	var l *catalog.Leases
 	var stop func() bool
 	if detached {
-		l = &leases{}
-		l.inherit(leasesFrom(ctx))
-		parent = context.WithValue(context.WithoutCancel(ctx), leasesKey{}, l)
+		l = &catalog.Leases{}
+		l.Inherit(leasesFrom(ctx))
+		parent = context.WithValue(context.WithoutCancel(parent), leasesKey{}, l)
 	}
 	runCtx, cancel := context.WithCancelCause(parent)
 	if detached {
@@ -389,31 +362,39 @@ func (s *Server) Admit(ctx context.Context, detached bool) (context.Context, fun
 			if stop != nil {
 				stop()
 			}
-			l.release()
-			tok.mu.Lock()
-			tok.runs--
-			tok.mu.Unlock()
-			s.runsMu.Lock()
-			s.active--
-			s.runsMu.Unlock()
-			s.runs.Done()
+			l.Release()
+			run.Done()
 		})
 	}
 	return runCtx, done, nil
 }
 
-// Active is the number of runs in progress.
-func (s *Server) Active() int {
-	s.runsMu.Lock()
-	defer s.runsMu.Unlock()
-	return s.active
+// admitError is a refusal of the admission in HTTP's terms: 429 with
+// Retry-After, 503 while the server stops.
+func (s *Server) admitError(err error) error {
+	var ae *admission.Error
+	if !errors.As(err, &ae) {
+		return err
+	}
+	switch ae.Reason {
+	case admission.Stopping:
+		return &Error{Status: http.StatusServiceUnavailable, Message: ErrShutdown.Error() + ": no new runs", RetryAfter: s.limits.Grace, Err: err}
+	case admission.Busy:
+		return &Error{Status: http.StatusTooManyRequests, Code: "server_busy", RetryAfter: ae.RetryAfter, Err: err,
+			Message: fmt.Sprintf("the server is running its maximum of %d runs at once: try again shortly", ae.Limit)}
+	case admission.TenantBusy:
+		return &Error{Status: http.StatusTooManyRequests, Code: "too_many_runs", RetryAfter: ae.RetryAfter, Err: err,
+			Message: fmt.Sprintf("this token already has its maximum of %d runs in progress: try again when one ends", ae.Limit)}
+	}
+	return &Error{Status: http.StatusTooManyRequests, RetryAfter: ae.RetryAfter, Err: err,
+		Message: fmt.Sprintf("runs are limited to %s for this client (its token's rate, or --rate): try again in %s", ae.Rate, max(ae.RetryAfter.Round(time.Second), time.Second))}
 }
 
-func (s *Server) isDraining() bool {
-	s.runsMu.Lock()
-	defer s.runsMu.Unlock()
-	return s.draining
-}
+// Active is the number of runs in progress, those waiting on their
+// client included.
+func (s *Server) Active() int { return s.adm.Active() }
+
+func (s *Server) isDraining() bool { return s.adm.Draining() }
 
 // Done is closed when the server has finished shutting down: front-ends
 // stop their own background work with it.
@@ -424,18 +405,7 @@ func (s *Server) Done() <-chan struct{} { return s.base.Done() }
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancelBase(ErrShutdown)
-		s.catMu.Lock()
-		entries := s.entries
-		s.entries = map[string]*entry{}
-		s.catMu.Unlock()
-		for _, e := range entries {
-			if e.served != nil {
-				e.served.retire()
-			}
-		}
-		if s.def != nil && s.def.served != nil {
-			s.def.served.retire()
-		}
+		s.cat.Close() //nolint:errcheck // never fails
 	})
 	return nil
 }
@@ -461,7 +431,7 @@ func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
 	if s.opts.WatchInterval > 0 {
-		go s.watch(watchCtx)
+		go s.cat.Watch(watchCtx, s.opts.WatchInterval)
 	}
 	var serveErr error
 	select {
@@ -475,13 +445,10 @@ func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 }
 
 func (s *Server) shutdown(hs *http.Server) {
-	s.runsMu.Lock()
-	s.draining = true
-	active := s.active
-	s.runsMu.Unlock()
+	active := s.adm.Drain()
 	s.log.Info("stopping: no new runs; runs in flight may finish", "runs", active, "grace", s.limits.Grace.String())
 	finished := make(chan struct{})
-	go func() { s.runs.Wait(); close(finished) }()
+	go func() { s.adm.Wait(); close(finished) }()
 	grace := time.NewTimer(s.limits.Grace)
 	defer grace.Stop()
 	select {
@@ -508,19 +475,6 @@ func (s *Server) shutdown(hs *http.Server) {
 		hs.Close() //nolint:errcheck // closing anyway
 	}
 	s.log.Info("stopped")
-}
-
-func (s *Server) watch(ctx context.Context) {
-	t := time.NewTicker(s.opts.WatchInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.Rescan(ctx)
-		}
-	}
 }
 
 // Listen opens the listeners of addr (host:port). "localhost" listens on

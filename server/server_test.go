@@ -15,6 +15,7 @@ import (
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/catalog"
 	"github.com/nbots/nb/netguard"
 	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
@@ -163,7 +164,7 @@ func TestParseTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tokens) != 2 || tokens[0].Rate != (Rate{60, time.Minute}) || tokens[0].MaxRuns != 2 || !tokens[0].Allows("team/x") || tokens[0].Allows("other") || !tokens[1].Allows("anything") {
+	if len(tokens) != 2 || tokens[0].Rate != (Rate{N: 60, Per: time.Minute}) || tokens[0].MaxRuns != 2 || !tokens[0].Allows("team/x") || tokens[0].Allows("other") || !tokens[1].Allows("anything") {
 		t.Fatalf("%+v", tokens)
 	}
 	r := httptest.NewRequest("GET", "/", nil)
@@ -191,28 +192,11 @@ func TestParseTokens(t *testing.T) {
 	}
 }
 
-func TestRate(t *testing.T) {
-	tok := &Token{Rate: Rate{2, time.Minute}}
-	now := time.Now()
-	for i := range 2 {
-		if ok, _ := tok.take(now); !ok {
-			t.Fatalf("run %d refused", i+1)
-		}
-	}
-	ok, wait := tok.take(now)
-	if ok || wait < 29*time.Second || wait > 31*time.Second {
-		t.Fatalf("third run: %v %v", ok, wait)
-	}
-	if ok, _ := tok.take(now.Add(31 * time.Second)); !ok {
-		t.Fatal("not refilled")
-	}
-}
-
 func TestAdmitLimits(t *testing.T) {
 	tok, _ := NewToken("a", strings.Repeat("a", 16))
 	tok.MaxRuns = 1
 	rated, _ := NewToken("b", strings.Repeat("b", 16))
-	rated.Rate = Rate{1, time.Hour}
+	rated.Rate = Rate{N: 1, Per: time.Hour}
 	f := newFixture(t, nil, func(o *Options) { o.Limits.MaxRuns = 2; o.Tokens = []*Token{tok, rated} })
 	ctxA := context.WithValue(context.Background(), infoKey{}, &reqInfo{token: tok})
 	ctxB := context.WithValue(context.Background(), infoKey{}, &reqInfo{token: rated})
@@ -364,9 +348,9 @@ func TestClientCartridgeCannotReadEnvironment(t *testing.T) {
 	srv := httptest.NewServer(attacker)
 	defer srv.Close()
 	f := newFixture(t, nil, nil)
-	l := &leases{}
+	l := &catalog.Leases{}
 	ctx := context.WithValue(context.Background(), leasesKey{}, l)
-	defer l.release()
+	defer l.Release()
 	src := `{"provider":{"id":"openai","credentials":{"address":"` + srv.URL + `","access-token":"ENV/OPENAI_API_KEY"},"settings":{"model":"m"}}}`
 	_, err := f.srv.ClientBot(ctx, []byte(src))
 	var se *Error
@@ -397,9 +381,9 @@ func TestClientCartridgeCannotReadEnvironment(t *testing.T) {
 
 func TestClientCartridgeRules(t *testing.T) {
 	f := newFixture(t, nil, nil)
-	l := &leases{}
+	l := &catalog.Leases{}
 	ctx := context.WithValue(context.Background(), leasesKey{}, l)
-	defer l.release()
+	defer l.Release()
 	base := `provider: {id: openai, credentials: {address: "http://127.0.0.1:1", access-token: k}, settings: {model: m}}` + "\n"
 	for src, want := range map[string]string{
 		base + "state: {path: /etc}\n":                        "state.path names a folder of the server",
@@ -553,9 +537,9 @@ func TestClientCartridgeReachesPublicAddressesOnly(t *testing.T) {
 	srv := httptest.NewServer(inside)
 	defer srv.Close()
 	f := newFixture(t, nil, func(o *Options) { o.ClientHosts = nil })
-	l := &leases{}
+	l := &catalog.Leases{}
 	ctx := context.WithValue(context.Background(), leasesKey{}, l)
-	defer l.release()
+	defer l.Release()
 	for _, address := range []string{srv.URL, "http://169.254.169.254", "http://[::1]:1", "http://2130706433:1"} {
 		src := `{"provider":{"id":"openai","credentials":{"address":"` + address + `","access-token":"sk-client"},"settings":{"model":"m"}}}`
 		b, err := f.srv.ClientBot(ctx, []byte(src))

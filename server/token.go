@@ -9,12 +9,11 @@ import (
 	"net/http"
 	"os"
 	"path"
-	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/nbots/nb/admission"
 )
 
 // MinTokenLength is the shortest secret a token may have.
@@ -36,12 +35,8 @@ type Token struct {
 	// --max-runs-per-token.
 	MaxRuns int
 
-	hash [sha256.Size]byte
-
-	mu     sync.Mutex
-	tokens float64 // the rate's bucket
-	last   time.Time
-	runs   int
+	hash   [sha256.Size]byte
+	tenant admission.Tenant // its runs and its rate's bucket
 }
 
 // NewToken returns a token named name for secret, allowing every
@@ -66,74 +61,12 @@ func (t *Token) Allows(id string) bool {
 	return false
 }
 
-// take spends one run of the token's rate; when none is left it returns
-// how long until one is.
-func (t *Token) take(now time.Time) (bool, time.Duration) {
-	if t.Rate.N <= 0 {
-		return true, 0
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	per := t.Rate.Per / time.Duration(t.Rate.N)
-	if t.last.IsZero() {
-		t.tokens = float64(t.Rate.N)
-	} else {
-		t.tokens = min(float64(t.Rate.N), t.tokens+float64(now.Sub(t.last))/float64(per))
-	}
-	t.last = now
-	if t.tokens >= 1 {
-		t.tokens--
-		return true, 0
-	}
-	return false, time.Duration((1 - t.tokens) * float64(per))
-}
-
 // Rate is a number of runs per period.
-type Rate struct {
-	N   int
-	Per time.Duration
-}
-
-func (r Rate) String() string {
-	if r.N <= 0 {
-		return "unlimited"
-	}
-	switch r.Per {
-	case time.Second:
-		return fmt.Sprintf("%d/second", r.N)
-	case time.Minute:
-		return fmt.Sprintf("%d/minute", r.N)
-	case time.Hour:
-		return fmt.Sprintf("%d/hour", r.N)
-	}
-	return fmt.Sprintf("%d/%s", r.N, r.Per)
-}
+type Rate = admission.Rate
 
 // ParseRate reads a rate written N/second, N/minute or N/hour (or s, m,
 // h); "" is unlimited.
-func ParseRate(s string) (Rate, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return Rate{}, nil
-	}
-	n, unit, ok := strings.Cut(s, "/")
-	count, err := strconv.Atoi(strings.TrimSpace(n))
-	if !ok || err != nil || count <= 0 {
-		return Rate{}, fmt.Errorf("rate %q: write a positive number of runs per second, minute or hour, for example 60/minute", s)
-	}
-	var per time.Duration
-	switch strings.TrimSpace(unit) {
-	case "s", "sec", "second":
-		per = time.Second
-	case "m", "min", "minute":
-		per = time.Minute
-	case "h", "hour":
-		per = time.Hour
-	default:
-		return Rate{}, fmt.Errorf("rate %q: the period must be second, minute or hour, for example 60/minute", s)
-	}
-	return Rate{N: count, Per: per}, nil
-}
+func ParseRate(s string) (Rate, error) { return admission.ParseRate(s) }
 
 // authenticate returns the token whose secret is the request's bearer
 // token. Every token is compared, in constant time, so the time taken

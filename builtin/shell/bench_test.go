@@ -75,7 +75,7 @@ func BenchmarkExecTrueBubblewrap(b *testing.B) {
 }
 
 func newBenchExec(b *testing.B, mode string) *Exec {
-	e, _, err := New(Config{Workspace: b.TempDir(), Sandbox: mode, Environ: []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}})
+	e, _, err := New(Options{Workspace: b.TempDir(), Sandbox: mode, Environ: []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}})
 	if err != nil {
 		b.Fatal(err)
 	}

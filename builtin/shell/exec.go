@@ -36,8 +36,8 @@ const (
 	drainWait = time.Second
 )
 
-// Config configures the exec tool.
-type Config struct {
+// Options configure the exec tool.
+type Options struct {
 	// Workspace is the folder commands run in (an absolute path).
 	Workspace string
 	// Timeout is a command's default time limit (DefaultTimeout if 0).
@@ -91,7 +91,7 @@ func (s Status) String() string {
 
 // Exec is the exec tool.
 type Exec struct {
-	cfg     Config
+	cfg     Options
 	shell   string
 	sandbox *sandbox // nil: unwrapped
 	status  Status
@@ -100,7 +100,7 @@ type Exec struct {
 // New returns the exec tool and how it will run commands. With
 // SandboxAuto or SandboxOn it checks, by running `true` under bubblewrap,
 // that the sandbox works on this machine.
-func New(cfg Config) (*Exec, Status, error) {
+func New(cfg Options) (*Exec, Status, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // newExec returns an exec tool on a fresh workspace.
-func newExec(t *testing.T, cfg Config) *Exec {
+func newExec(t *testing.T, cfg Options) *Exec {
 	t.Helper()
 	if cfg.Workspace == "" {
 		cfg.Workspace = t.TempDir()
@@ -33,7 +33,7 @@ func newExec(t *testing.T, cfg Config) *Exec {
 
 // sandboxed returns an exec tool under bubblewrap, or skips the test
 // loudly when bubblewrap cannot run here.
-func sandboxed(t *testing.T, cfg Config) *Exec {
+func sandboxed(t *testing.T, cfg Options) *Exec {
 	t.Helper()
 	cfg.Sandbox = SandboxOn
 	e := newExec(t, cfg)
@@ -60,19 +60,19 @@ func runExec(t *testing.T, e *Exec, args map[string]any) (text string, isError b
 }
 
 // modes runs a test without the sandbox and with it.
-func modes(t *testing.T, f func(t *testing.T, mk func(Config) *Exec)) {
+func modes(t *testing.T, f func(t *testing.T, mk func(Options) *Exec)) {
 	t.Run("unsandboxed", func(t *testing.T) {
-		f(t, func(c Config) *Exec { c.Sandbox = SandboxOff; return newExec(t, c) })
+		f(t, func(c Options) *Exec { c.Sandbox = SandboxOff; return newExec(t, c) })
 	})
 	t.Run("bubblewrap", func(t *testing.T) {
-		sandboxed(t, Config{}) // skip early when it cannot run
-		f(t, func(c Config) *Exec { return sandboxed(t, c) })
+		sandboxed(t, Options{}) // skip early when it cannot run
+		f(t, func(c Options) *Exec { return sandboxed(t, c) })
 	})
 }
 
 func TestOutputFormat(t *testing.T) {
-	modes(t, func(t *testing.T, mk func(Config) *Exec) {
-		e := mk(Config{})
+	modes(t, func(t *testing.T, mk func(Options) *Exec) {
+		e := mk(Options{})
 		for _, tc := range []struct{ cmd, want string }{
 			{"echo hello", "hello\nExit code: 0"},
 			{"echo out; echo err >&2; exit 3", "out\nSTDERR:\nerr\nExit code: 3"},
@@ -137,8 +137,8 @@ func waitNoSurvivors(t *testing.T, m string) {
 // grandchild (which ignores SIGTERM) and outlives its timeout leaves no
 // process behind, and the answer says it timed out.
 func TestTimeoutKillsGrandchildren(t *testing.T) {
-	modes(t, func(t *testing.T, mk func(Config) *Exec) {
-		e := mk(Config{})
+	modes(t, func(t *testing.T, mk func(Options) *Exec) {
+		e := mk(Options{})
 		m1, m2 := marker(), marker()
 		start := time.Now()
 		out, isErr := runExec(t, e, map[string]any{
@@ -160,8 +160,8 @@ func TestTimeoutKillsGrandchildren(t *testing.T) {
 // the background returns at once (the child holds the output pipe) and
 // leaves nothing running.
 func TestBackgroundChildAfterExit(t *testing.T) {
-	modes(t, func(t *testing.T, mk func(Config) *Exec) {
-		e := mk(Config{})
+	modes(t, func(t *testing.T, mk func(Options) *Exec) {
+		e := mk(Options{})
 		m := marker()
 		start := time.Now()
 		out, _ := runExec(t, e, map[string]any{"command": fmt.Sprintf("sleep %s & echo started", m)})
@@ -179,7 +179,7 @@ func TestBackgroundChildAfterExit(t *testing.T) {
 // leaves the process group (setsid) dies with the call: the pid namespace
 // goes with it.
 func TestSandboxKillsEscapedSession(t *testing.T) {
-	e := sandboxed(t, Config{})
+	e := sandboxed(t, Options{})
 	m := marker()
 	runExec(t, e, map[string]any{"command": fmt.Sprintf("setsid sleep %s > /dev/null 2>&1 < /dev/null & echo started", m)})
 	waitNoSurvivors(t, m)
@@ -191,9 +191,9 @@ func TestSecretsNotInherited(t *testing.T) {
 	t.Setenv("NB_TEST_SECRET_TOKEN", "s3cret-value")
 	t.Setenv("OPENAI_API_KEY", "sk-secret-value")
 	t.Setenv("NB_TEST_WANTED", "wanted-value")
-	modes(t, func(t *testing.T, mk func(Config) *Exec) {
+	modes(t, func(t *testing.T, mk func(Options) *Exec) {
 		// What cmd/nb passes: the process environment.
-		e := mk(Config{Environ: os.Environ(), Env: []string{"NB_TEST_WANTED"}})
+		e := mk(Options{Environ: os.Environ(), Env: []string{"NB_TEST_WANTED"}})
 		out, _ := runExec(t, e, map[string]any{"command": "env"})
 		if strings.Contains(out, "secret-value") || strings.Contains(out, "s3cret") {
 			t.Errorf("a secret is visible to the command:\n%s", out)
@@ -215,7 +215,7 @@ func TestSandboxConfinement(t *testing.T) {
 	other := t.TempDir()
 	os.WriteFile(filepath.Join(other, "file"), []byte("OTHER-SECRET"), 0o644)
 	environ := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home}
-	e := sandboxed(t, Config{Environ: environ})
+	e := sandboxed(t, Options{Environ: environ})
 	for _, tc := range []struct{ cmd, want string }{
 		{"echo ok > inside.txt && cat inside.txt", "ok\nExit code: 0"},
 		{"cat $HOME/credentials 2>/dev/null || echo hidden", "hidden\nExit code: 0"},
@@ -257,7 +257,7 @@ func TestSandboxConfinement(t *testing.T) {
 	if got, _ := runExec(t, e, map[string]any{"command": probe}); got != "no-network\nExit code: 0" {
 		t.Errorf("without network: %q", got)
 	}
-	withNet := sandboxed(t, Config{Environ: environ, Network: true})
+	withNet := sandboxed(t, Options{Environ: environ, Network: true})
 	if got, _ := runExec(t, withNet, map[string]any{"command": probe}); got != "connected\nExit code: 0" {
 		t.Errorf("with network: %q", got)
 	}
@@ -270,18 +270,18 @@ func TestSandboxStatus(t *testing.T) {
 	fake := filepath.Join(t.TempDir(), "bwrap")
 	os.WriteFile(fake, []byte("#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n"), 0o755)
 
-	_, st, err := New(Config{Workspace: ws, Environ: environ, Sandbox: SandboxOff})
+	_, st, err := New(Options{Workspace: ws, Environ: environ, Sandbox: SandboxOff})
 	if err != nil || st.Sandboxed || !strings.HasPrefix(st.String(), "NOT sandboxed (sandbox: off)") {
 		t.Errorf("off: %v, %v", st, err)
 	}
-	e, st, err := New(Config{Workspace: ws, Environ: environ, Sandbox: SandboxAuto, Bwrap: fake})
+	e, st, err := New(Options{Workspace: ws, Environ: environ, Sandbox: SandboxAuto, Bwrap: fake})
 	if err != nil || st.Sandboxed || st.Refused || !strings.Contains(st.String(), "Creating new namespace failed") {
 		t.Errorf("auto with a failing bwrap: %v, %v", st, err)
 	}
 	if out, _ := runExec(t, e, map[string]any{"command": "echo runs"}); out != "runs\nExit code: 0" {
 		t.Errorf("auto without a working bwrap must still run: %q", out)
 	}
-	e, st, err = New(Config{Workspace: ws, Environ: environ, Sandbox: SandboxOn, Bwrap: fake})
+	e, st, err = New(Options{Workspace: ws, Environ: environ, Sandbox: SandboxOn, Bwrap: fake})
 	if err != nil || !st.Refused || !strings.HasPrefix(st.String(), "refused: sandbox is on") {
 		t.Errorf("on with a failing bwrap: %v, %v", st, err)
 	}
@@ -291,17 +291,17 @@ func TestSandboxStatus(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
 		t.Error("the refused command ran")
 	}
-	_, st, _ = New(Config{Workspace: ws, Environ: environ, Sandbox: SandboxOn, Bwrap: "/nonexistent/bwrap"})
+	_, st, _ = New(Options{Workspace: ws, Environ: environ, Sandbox: SandboxOn, Bwrap: "/nonexistent/bwrap"})
 	if !st.Refused || !strings.Contains(st.Reason, "not installed") {
 		t.Errorf("on without bwrap: %v", st)
 	}
-	if _, _, err := New(Config{Workspace: "relative", Environ: environ}); err == nil {
+	if _, _, err := New(Options{Workspace: "relative", Environ: environ}); err == nil {
 		t.Error("a relative workspace was accepted")
 	}
 }
 
 func TestOutputCap(t *testing.T) {
-	e := newExec(t, Config{Sandbox: SandboxOff, MaxOutput: 1000})
+	e := newExec(t, Options{Sandbox: SandboxOff, MaxOutput: 1000})
 	out, _ := runExec(t, e, map[string]any{"command": "echo BEGIN; head -c 5000000 /dev/zero | tr '\\0' x; echo; echo END"})
 	if !strings.HasPrefix(out, "BEGIN\n") || !strings.HasSuffix(out, "END\nExit code: 0") || !strings.Contains(out, "bytes of output left out") {
 		t.Errorf("capped output: %.300q ... %.300q", out, out[max(0, len(out)-300):])
@@ -312,7 +312,7 @@ func TestOutputCap(t *testing.T) {
 }
 
 func TestArguments(t *testing.T) {
-	e := newExec(t, Config{Sandbox: SandboxOff, Timeout: 5 * time.Second})
+	e := newExec(t, Options{Sandbox: SandboxOff, Timeout: 5 * time.Second})
 	for _, tc := range []struct {
 		args map[string]any
 		want string
@@ -339,7 +339,7 @@ func TestArguments(t *testing.T) {
 
 // TestCancel: the user's Ctrl-C (the context) stops the command at once.
 func TestCancel(t *testing.T) {
-	e := newExec(t, Config{Sandbox: SandboxOff})
+	e := newExec(t, Options{Sandbox: SandboxOff})
 	m := marker()
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
@@ -395,8 +395,8 @@ func TestWarning(t *testing.T) {
 // may end cleanly, under bubblewrap too (bwrap does not pass signals on:
 // nb signals the sandboxed command itself).
 func TestTimeoutTermFirst(t *testing.T) {
-	modes(t, func(t *testing.T, mk func(Config) *Exec) {
-		e := mk(Config{})
+	modes(t, func(t *testing.T, mk func(Options) *Exec) {
+		e := mk(Options{})
 		out, isErr := runExec(t, e, map[string]any{"command": "trap 'echo got-term; exit 0' TERM; sleep 30 & wait", "timeout": 1})
 		if !isErr || !strings.HasPrefix(out, "got-term\n") {
 			t.Errorf("answer = %q, want the command's own words on SIGTERM, then the timeout", out)

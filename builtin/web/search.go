@@ -28,8 +28,8 @@ const (
 	maxQuery = 400
 )
 
-// SearchConfig configures web_search.
-type SearchConfig struct {
+// SearchOptions configures web_search.
+type SearchOptions struct {
 	// APIKey is the Brave Search API key (X-Subscription-Token).
 	APIKey string
 	// APIKeyVar is the variable the cartridge names for the key when
@@ -44,10 +44,10 @@ type SearchConfig struct {
 }
 
 // Search is the web_search tool.
-type Search struct{ cfg SearchConfig }
+type Search struct{ cfg SearchOptions }
 
 // NewSearch returns the web_search tool.
-func NewSearch(cfg SearchConfig) *Search {
+func NewSearch(cfg SearchOptions) *Search {
 	if cfg.Count <= 0 {
 		cfg.Count = DefaultCount
 	}

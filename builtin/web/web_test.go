@@ -73,7 +73,7 @@ func (d *fakeNet) addresses() []string {
 }
 
 // setup starts a test server with a secret page and a public-looking DNS.
-func setup(t *testing.T, cfg FetchConfig, mux *http.ServeMux) (*Fetch, *fakeNet, *atomic.Int64, string) {
+func setup(t *testing.T, cfg FetchOptions, mux *http.ServeMux) (*Fetch, *fakeNet, *atomic.Int64, string) {
 	t.Helper()
 	var secretHits atomic.Int64
 	mux.HandleFunc("/secret", func(w http.ResponseWriter, r *http.Request) {
@@ -116,7 +116,7 @@ func fetch(f *Fetch, url string) (string, bool, error) {
 // reached.
 func TestFetchRefusesInternalAddresses(t *testing.T) {
 	mux := http.NewServeMux()
-	f, netw, secretHits, local := setup(t, FetchConfig{}, mux)
+	f, netw, secretHits, local := setup(t, FetchOptions{}, mux)
 	_, port, _ := net.SplitHostPort(local)
 	mux.HandleFunc("/to-loopback", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "http://127.0.0.1:"+port+"/secret", http.StatusFound)
@@ -197,7 +197,7 @@ func TestFetchRefusesInternalAddresses(t *testing.T) {
 func TestFetchPinsTheCheckedAddress(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "public page") })
-	f, netw, secretHits, _ := setup(t, FetchConfig{}, mux)
+	f, netw, secretHits, _ := setup(t, FetchOptions{}, mux)
 	dns := f.cfg.Guard.Resolver.(*fakeDNS)
 	dns.flipTo = map[string][]string{"public.example": {"127.0.0.1"}}
 	for i := 0; i < 6; i++ {
@@ -250,7 +250,7 @@ func TestFetchPage(t *testing.T) {
 		}
 	})
 	mux.HandleFunc("/loop", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/loop", http.StatusFound) })
-	f, _, _, _ := setup(t, FetchConfig{MaxBytes: 1000, Timeout: 700 * time.Millisecond}, mux)
+	f, _, _, _ := setup(t, FetchOptions{MaxBytes: 1000, Timeout: 700 * time.Millisecond}, mux)
 
 	out, isErr, err := fetch(f, "http://public.example/start")
 	if err != nil || isErr {
@@ -293,7 +293,7 @@ func TestFetchPage(t *testing.T) {
 func TestFetchAllowHosts(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "intranet page") })
-	f, _, _, _ := setup(t, FetchConfig{Guard: netguard.Guard{AllowHosts: []string{"Intranet.test"}}}, mux)
+	f, _, _, _ := setup(t, FetchOptions{Guard: netguard.Guard{AllowHosts: []string{"Intranet.test"}}}, mux)
 	if out, _, err := fetch(f, "http://intranet.test/"); err != nil || !strings.HasSuffix(out, "intranet page") {
 		t.Errorf("an allowed intranet host: %q, %v", out, err)
 	}
@@ -346,7 +346,7 @@ func search(s *Search, args map[string]any) (string, error) {
 
 func TestSearch(t *testing.T) {
 	srv := braveFake(t, "good-key")
-	s := NewSearch(SearchConfig{APIKey: "good-key", BaseURL: srv.URL, Count: 2})
+	s := NewSearch(SearchOptions{APIKey: "good-key", BaseURL: srv.URL, Count: 2})
 	got, err := search(s, map[string]any{"query": "golang os.Root"})
 	if err != nil {
 		t.Fatal(err)
@@ -372,16 +372,16 @@ func TestSearch(t *testing.T) {
 	if _, err := search(s, map[string]any{"query": "rate"}); err == nil || !strings.Contains(err.Error(), "rate limit") || !strings.Contains(err.Error(), "Request rate limit exceeded for plan.") {
 		t.Errorf("rate limited: %v", err)
 	}
-	bad := NewSearch(SearchConfig{APIKey: "bad-key", BaseURL: srv.URL})
+	bad := NewSearch(SearchOptions{APIKey: "bad-key", BaseURL: srv.URL})
 	if _, err := search(bad, map[string]any{"query": "x"}); err == nil || !strings.Contains(err.Error(), "refused the API key") || !strings.Contains(err.Error(), "SUBSCRIPTION_TOKEN_INVALID") {
 		t.Errorf("a bad key: %v", err)
 	}
 	for _, tc := range []struct {
-		cfg  SearchConfig
+		cfg  SearchOptions
 		want string
 	}{
-		{SearchConfig{BaseURL: srv.URL, APIKeyVar: "BRAVE_API_KEY"}, "takes it from BRAVE_API_KEY, which is not set"},
-		{SearchConfig{BaseURL: srv.URL}, "set builtins.web.search.api-key"},
+		{SearchOptions{BaseURL: srv.URL, APIKeyVar: "BRAVE_API_KEY"}, "takes it from BRAVE_API_KEY, which is not set"},
+		{SearchOptions{BaseURL: srv.URL}, "set builtins.web.search.api-key"},
 	} {
 		if _, err := search(NewSearch(tc.cfg), map[string]any{"query": "x"}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("no key: %v, want %q", err, tc.want)
@@ -393,18 +393,18 @@ func TestSearch(t *testing.T) {
 	if _, err := search(s, map[string]any{"query": "x", "count": 21}); err == nil {
 		t.Error("count 21 was accepted")
 	}
-	down := NewSearch(SearchConfig{APIKey: "k", BaseURL: "http://127.0.0.1:1"})
+	down := NewSearch(SearchOptions{APIKey: "k", BaseURL: "http://127.0.0.1:1"})
 	if _, err := search(down, map[string]any{"query": "x"}); err == nil || !strings.Contains(err.Error(), "did not answer") {
 		t.Errorf("API down: %v", err)
 	}
 }
 
 func TestToolKinds(t *testing.T) {
-	var f tool.Tool = NewFetch(FetchConfig{})
+	var f tool.Tool = NewFetch(FetchOptions{})
 	if ro, ok := f.(tool.ReadOnly); ok && ro.ReadOnly() {
 		t.Error("web_fetch must need confirmation")
 	}
-	var s tool.Tool = NewSearch(SearchConfig{})
+	var s tool.Tool = NewSearch(SearchOptions{})
 	if ro, ok := s.(tool.ReadOnly); !ok || !ro.ReadOnly() {
 		t.Error("web_search must be read-only")
 	}
@@ -412,7 +412,7 @@ func TestToolKinds(t *testing.T) {
 		t.Error("web_fetch has no limits")
 	}
 	var be *netguard.BlockedError
-	_, err := NewFetch(FetchConfig{}).Run(context.Background(), tool.Call{Arguments: map[string]any{"url": "http://127.0.0.1/"}})
+	_, err := NewFetch(FetchOptions{}).Run(context.Background(), tool.Call{Arguments: map[string]any{"url": "http://127.0.0.1/"}})
 	if !errors.As(err, &be) {
 		t.Errorf("the refusal is not a *BlockedError: %v", err)
 	}

@@ -420,7 +420,7 @@ func (r *agentRun) confirm(ctx context.Context, f *agentproto.Frame) bool {
 
 // agentOptions are nb serve's flags for the agent protocol.
 type agentOptions struct {
-	minions, hosts, id, maxFrame string
+	minions, hosts, tokens, id, maxFrame string
 }
 
 // mountAgents serves the agent protocol on nb serve's server: the
@@ -436,10 +436,8 @@ func (a *App) mountAgents(ctx context.Context, srv *server.Server, host bot.Host
 	if o.id != "" {
 		rt.ID = o.id
 	}
-	if o.hosts != "" {
-		if rt.Remote, err = agents.LoadRemote(o.hosts, host.LookupEnv); err != nil {
-			return nil, err
-		}
+	if rt.Remote, err = remoteHosts(o.hosts, o.tokens, host.LookupEnv); err != nil {
+		return nil, err
 	}
 	var minions []*agents.Agent
 	closeAll := func() {
@@ -461,4 +459,33 @@ func (a *App) mountAgents(ctx context.Context, srv *server.Server, host bot.Host
 	h.Runtime = rt
 	agentsrv.Mount(srv, h, minions)
 	return closeAll, nil
+}
+
+// remoteHosts are the agent servers of --agent-hosts (a list; a file
+// there is the older form of --agent-tokens) and --agent-tokens (a file
+// of hosts with their tokens).
+func remoteHosts(hosts, tokensFile string, env func(string) (string, bool)) (agents.Remote, error) {
+	var r agents.Remote
+	for _, file := range []string{tokensFile, hosts} {
+		if file == "" {
+			continue
+		}
+		if fi, err := os.Stat(file); file == hosts && (err != nil || !fi.Mode().IsRegular()) {
+			continue // a list
+		}
+		f, err := agents.LoadRemote(file, env)
+		if err != nil {
+			return r, err
+		}
+		r.Merge(f)
+	}
+	if fi, err := os.Stat(hosts); hosts != "" && (err != nil || !fi.Mode().IsRegular()) {
+		for _, h := range splitList(hosts) {
+			if err := agents.CheckHost(h); err != nil {
+				return r, &usageError{"--agent-hosts: " + err.Error()}
+			}
+			r.AllowHosts = append(r.AllowHosts, h)
+		}
+	}
+	return r, nil
 }

@@ -3,8 +3,8 @@ package main
 import (
 	"syscall"
 
+	cli "github.com/nbots/nb/cmd/nb/robopages"
 	"github.com/nbots/nb/robopage"
-	"github.com/nbots/nb/robopage/cli"
 	"github.com/nbots/nb/term"
 )
 
@@ -36,7 +36,7 @@ func (e *signalError) ExitCode() int {
 // with the environment after .env is read.
 func (a *App) robopageExecutor() *robopage.Executor {
 	if a.executor == nil {
-		a.executor = &robopage.Executor{Environ: a.Environ, Engine: a.Getenv("ROBOPAGES_CONTAINER_RUNTIME")}
+		a.executor = robopage.NewExecutor(a.Environ)
 	}
 	return a.executor
 }

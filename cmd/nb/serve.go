@@ -60,7 +60,8 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		runTO       = fs.Duration("run-timeout", d.RunTimeout, "longest run (an evaluation with its tool calls)")
 		grace       = fs.Duration("grace", d.Grace, "on SIGTERM, how long runs in flight may finish before they are cancelled")
 		maxRuns     = fs.Int("max-runs", d.MaxRuns, "runs in progress at once, on the whole server")
-		perToken    = fs.Int("max-runs-per-token", 0, "runs in progress at once per token (0: --max-runs)")
+		perToken    = fs.Int("max-runs-per-token", 0, "runs in progress at once per token, those waiting on their client included (0: --max-runs)")
+		maxWaiting  = fs.Int("max-waiting-runs", 0, "agent runs waiting on their client (a tool result, a confirmation) at once, which --max-runs does not count (0: 4 × --max-runs)")
 		rate        = fs.String("rate", "", "runs NB_SERVE_TOKEN, or clients without a token, may start: `N/second|minute|hour` (default unlimited)")
 		watch       = fs.Duration("watch", 2*time.Second, "how often the cartridge folders are checked for changes (0: never)")
 		pollHold    = fs.Duration("poll-hold", 250*time.Millisecond, "how long a stream poll waits for new output before answering unchanged (0: never)")
@@ -70,7 +71,8 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		logFormat   = fs.String("log-format", "text", "text or json")
 		logMessages = fs.Bool("log-messages", false, "put the text of the messages in the log")
 		minionFile  = fs.String("agent-minions", "", "a minion `file` (clippy's format): its agents are served too, on the default cartridge's provider (see docs/agents.md)")
-		agentHosts  = fs.String("agent-hosts", "", "a `file` of remote agent servers: the hosts clients may name as minions, and their tokens (see docs/agents.md)")
+		agentHosts  = fs.String("agent-hosts", "", "`hosts` (host or host:port, comma-separated) of remote agent servers that clients may name as minions; their tokens go in --agent-tokens (see docs/serve.md, Hosts). A file here is read as --agent-tokens")
+		agentTokens = fs.String("agent-tokens", "", "a `file` of remote agent servers' tokens, one `host[:port] token` (or ENV/NAME) per line; its hosts may be named as minions too")
 		agentID     = fs.String("agent-id", "", "this server's `id` in the chains of runs across servers (default: random)")
 		agentFrame  = fs.String("agent-max-frame", "1MiB", "largest frame a client may send on an agent run (`size`)")
 	)
@@ -93,7 +95,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		rest = fs.Args()[1:]
 	}
 	limits := server.Limits{HeaderTimeout: *headerTO, BodyTimeout: *bodyTO, IdleTimeout: *idleTO, RunTimeout: *runTO, Grace: *grace,
-		MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxClientConns: *clientConns, MaxConns: *maxConns}
+		MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxWaitingRuns: *maxWaiting, MaxClientConns: *clientConns, MaxConns: *maxConns}
 	if *grace == 0 {
 		limits.Grace = -1
 	}
@@ -166,7 +168,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		Logger: log, RequestLogger: srv.Logger, Confirmer: srv.Confirmer(), MaxBody: limits.MaxBody,
 		Admit: srv.Admit, EndUser: srv.EndUser, Owner: tokenOwner,
 	}).Register(srv)
-	closeAgents, err := a.mountAgents(ctx, srv, host, agentOptions{minions: *minionFile, hosts: *agentHosts, id: *agentID, maxFrame: *agentFrame})
+	closeAgents, err := a.mountAgents(ctx, srv, host, agentOptions{minions: *minionFile, hosts: *agentHosts, tokens: *agentTokens, id: *agentID, maxFrame: *agentFrame})
 	if err != nil {
 		srv.Close()
 		return err

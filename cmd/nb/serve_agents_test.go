@@ -109,3 +109,30 @@ func TestServeAgents(t *testing.T) {
 		t.Errorf("the upgrades are not in the server's log:\n%s", stderr)
 	}
 }
+
+// The hosts nb serve's agents may reach: a list on the command line
+// (--agent-hosts, as --client-hosts), their tokens in a file
+// (--agent-tokens); a file given to --agent-hosts is read as tokens, as
+// before.
+func TestAgentHostsAndTokens(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("# remote servers\nagents.example:4000 ENV/REMOTE_TOKEN\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := func(name string) (string, bool) { return "r-token", name == "REMOTE_TOKEN" }
+	r, err := remoteHosts("127.0.0.1:4001, other.example", tokens, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(r.AllowHosts, " "); got != "agents.example:4000 127.0.0.1:4001 other.example" || r.Tokens["agents.example:4000"] != "r-token" || len(r.Tokens) != 1 {
+		t.Fatalf("hosts %q, tokens %d", got, len(r.Tokens))
+	}
+	r, err = remoteHosts(tokens, "", env)
+	if err != nil || strings.Join(r.AllowHosts, " ") != "agents.example:4000" || r.Tokens["agents.example:4000"] != "r-token" {
+		t.Fatalf("the older form: %+v, %v", r, err)
+	}
+	if _, err := remoteHosts("ok.example,http://bad/x", "", env); err == nil || !strings.Contains(err.Error(), `--agent-hosts: "http://bad/x" is not a host or host:port`) {
+		t.Fatalf("a bad host: %v", err)
+	}
+}

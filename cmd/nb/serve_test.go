@@ -77,12 +77,13 @@ func TestServeSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts nb serve")
 	}
-	fake := httptest.NewServer(openaitest.New(func(turn providertest.Turn) providertest.Reply {
+	provider := openaitest.New(func(turn providertest.Turn) providertest.Reply {
 		if turn.LastUser() == "long" {
 			return providertest.Reply{Chunks: []string{"never"}, Delay: 3 * time.Second}
 		}
 		return providertest.Reply{Chunks: []string{"a", "b", "c", "d", "e"}, Delay: 150 * time.Millisecond}
-	}))
+	})
+	fake := httptest.NewServer(provider)
 	defer fake.Close()
 	dir := t.TempDir()
 	src := "meta: {name: Slow}\nprovider: {id: openai, credentials: {address: ENV/OPENAI_API_ADDRESS, access-token: k}, settings: {model: m}}\n"
@@ -125,11 +126,19 @@ func TestServeSIGTERM(t *testing.T) {
 				}
 			}
 		}()
-		time.Sleep(200 * time.Millisecond)
+		// Both runs are in flight once the provider has their requests.
+		until(t, "the runs reach the provider", func() bool { return len(provider.Recorder.Bodies()) >= 2 })
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		until(t, "the server says it is stopping", func() bool {
+			resp, err := http.Get(url + "/healthz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusServiceUnavailable
+		})
 		if status, body, err := post(url+"/cartridges", `{"cartridge": "slow", "input": "late"}`); err != nil || status != 503 {
 			t.Errorf("a new run after SIGTERM: %d %s %v", status, body, err)
 		}
@@ -183,5 +192,15 @@ func waitExit(cmd *exec.Cmd, d time.Duration) error {
 		return nil
 	case <-time.After(d):
 		return fmt.Errorf("nb serve did not exit within %v of SIGTERM", d)
+	}
+}
+
+// until waits for cond, checking it every 10 ms for 10 s at most.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
 	}
 }

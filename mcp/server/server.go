@@ -32,6 +32,7 @@ import (
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/catalog"
 	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/tool"
@@ -93,21 +94,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return out
 	}
 	for _, path := range carts {
-		c, err := cfg.Host.Load(path)
+		c, b, err := catalog.Open(ctx, path, cfg.Host, cartridge.Eval)
 		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		for _, w := range c.Warnings {
-			warn(cfg.Host, w)
-		}
-		b, err := bot.New(ctx, c, cfg.Host)
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		if err := b.Ready(cartridge.Eval); err != nil {
-			b.Close()
 			s.Close()
 			return nil, err
 		}
@@ -118,7 +106,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	ex := cfg.Host.Robopages
 	if ex == nil {
-		ex = &robopage.Executor{Environ: cfg.Host.Environ, Engine: cfg.Host.Getenv("ROBOPAGES_CONTAINER_RUNTIME")}
+		ex = robopage.NewExecutor(cfg.Host.Environ)
 	}
 	for _, path := range pages {
 		tools, problems, err := robopage.LoadTools(ctx, path, "", ex)
@@ -234,24 +222,21 @@ func (s *Server) discover() (carts, pages []string, err error) {
 			}
 			continue
 		}
-		entries, err := os.ReadDir(p)
-		if err != nil {
+		if _, err := os.ReadDir(p); err != nil {
 			return nil, nil, fmt.Errorf("%s: %v", p, err)
 		}
+		files := catalog.Find(p, 1)
+		// In the order of the folder's listing, as the tools are named.
+		sort.SliceStable(files, func(i, j int) bool { return filepath.Base(files[i].Path) < filepath.Base(files[j].Path) })
 		found := false
-		for _, e := range entries {
-			name := e.Name()
-			if e.IsDir() || strings.HasPrefix(name, ".") {
-				continue
+		for _, f := range files {
+			if f.Err != nil {
+				return nil, nil, f.Err
 			}
-			if _, err := cartridge.FormatOf(name); err != nil {
-				continue
-			}
-			full := filepath.Join(p, name)
-			if isPage(full) {
-				pages = append(pages, full)
+			if isPage(f.Path) {
+				pages = append(pages, f.Path)
 			} else {
-				carts = append(carts, full)
+				carts = append(carts, f.Path)
 			}
 			found = true
 		}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/connlimit"
+	"github.com/nbots/nb/internal/httpjson"
 	"github.com/nbots/nb/robopage"
 )
 
@@ -41,6 +42,7 @@ type Server struct {
 	Log *slog.Logger
 
 	once sync.Once
+	mux  *http.ServeMux
 }
 
 func (s *Server) init() {
@@ -51,6 +53,7 @@ func (s *Server) init() {
 		if s.Log == nil {
 			s.Log = slog.Default()
 		}
+		s.mux = s.routes()
 	})
 }
 
@@ -69,23 +72,40 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reject(w, r, http.StatusBadRequest, "Origin is not allowed to make this request")
 		return
 	}
-	switch {
-	case r.URL.Path == "/process" && r.Method == http.MethodPost:
-		s.process(w, r)
-	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/"):
-		s.list(w, r, strings.TrimPrefix(r.URL.Path, "/"))
-	case strings.HasPrefix(r.URL.Path, "/"):
-		w.Header().Set("Allow", "GET")
-		if r.URL.Path == "/process" {
-			w.Header().Set("Allow", "GET, POST")
+	s.mux.ServeHTTP(w, r)
+}
+
+// routes are the API's, as net/http patterns: POST /process, GET / and
+// GET /{filter...}; any other method is 405 with an empty body, as the
+// reference answers.
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /process", s.process)
+	mux.HandleFunc("GET /{filter...}", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet { // the GET pattern takes HEAD too
+			notAllowed(w, r)
+			return
 		}
-		if r.ContentLength != 0 {
-			w.Header().Set("Connection", "close")
-		}
-		w.WriteHeader(http.StatusMethodNotAllowed)
-	default:
+		s.list(w, r, r.PathValue("filter"))
+	})
+	mux.HandleFunc("/", notAllowed)
+	return mux
+}
+
+// notAllowed answers a method the path does not take.
+func notAllowed(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasPrefix(r.URL.Path, "/") {
 		plain(w, http.StatusNotFound, "nope")
+		return
 	}
+	w.Header().Set("Allow", "GET")
+	if r.URL.Path == "/process" {
+		w.Header().Set("Allow", "GET, POST")
+	}
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+	w.WriteHeader(http.StatusMethodNotAllowed)
 }
 
 // authorized compares the request's bearer token with the server's in
@@ -110,7 +130,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, filter string) {
 		}
 		flavor = f
 	}
-	writeJSON(w, http.StatusOK, s.Library.List(flavor, filter))
+	httpjson.Write(w, http.StatusOK, s.Library.List(flavor, filter))
 }
 
 // Call is one element of a POST /process request.
@@ -282,7 +302,7 @@ func (s *Server) process(w http.ResponseWriter, r *http.Request) {
 		plain(w, http.StatusBadRequest, "error executing call: "+err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, results)
+	httpjson.Write(w, http.StatusOK, results)
 }
 
 // Run checks and runs a batch of calls and returns their results in order;
@@ -345,18 +365,6 @@ func plain(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(msg)))
 	w.WriteHeader(code)
 	io.WriteString(w, msg)
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		plain(w, http.StatusInternalServerError, "cannot encode the answer: "+err.Error())
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(code)
-	w.Write(b)
 }
 
 // CheckAddress refuses an address that other machines can reach unless

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nbots/nb/agentproto"
 	"github.com/nbots/nb/agents"
+	"github.com/nbots/nb/internal/httpjson"
 )
 
 // Defaults of a Handler.
@@ -100,16 +101,16 @@ func (h *Handler) listAgents(w http.ResponseWriter, r *http.Request) {
 	for i, a := range list {
 		out[i] = a.Repr
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpjson.Write(w, http.StatusOK, out)
 }
 
 func (h *Handler) getAgent(w http.ResponseWriter, r *http.Request) {
 	a, err := h.Runtime.Catalog.Agent(r.Context(), r.PathValue("name"))
 	if err != nil {
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{"code": agentproto.CodeUnknownAgent, "message": err.Error()}})
+		httpjson.Write(w, http.StatusNotFound, map[string]any{"error": map[string]any{"code": agentproto.CodeUnknownAgent, "message": err.Error()}})
 		return
 	}
-	writeJSON(w, http.StatusOK, a.Repr)
+	httpjson.Write(w, http.StatusOK, a.Repr)
 }
 
 func (h *Handler) listTools(w http.ResponseWriter, r *http.Request) {
@@ -117,15 +118,7 @@ func (h *Handler) listTools(w http.ResponseWriter, r *http.Request) {
 	if out == nil {
 		out = []agentproto.ToolRepr{}
 	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.Encode(v) //nolint:errcheck // the client may have gone
+	httpjson.Write(w, http.StatusOK, out)
 }
 
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
@@ -137,7 +130,7 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	if sc, ok := err.(interface{ StatusCode() int }); ok {
 		status = sc.StatusCode()
 	}
-	writeJSON(w, status, map[string]any{"error": map[string]any{"message": err.Error()}})
+	httpjson.Write(w, status, map[string]any{"error": map[string]any{"message": err.Error()}})
 }
 
 func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
@@ -154,7 +147,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 		done()
 		h.runs.Add(-1)
 		w.Header().Set("Retry-After", "5")
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]any{"code": "busy",
+		httpjson.Write(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]any{"code": "busy",
 			"message": "this server runs as many agents as it may at once: try again later"}})
 		return
 	}

@@ -199,9 +199,26 @@ func TestConnectionLimits(t *testing.T) {
 	if f := c.next(); f.Code != agentproto.CodeRateLimited {
 		t.Fatalf("fast frames: %+v", f)
 	}
-	time.Sleep(1100 * time.Millisecond)
-	c.send(&agentproto.Frame{Type: agentproto.TypeToolResult, ID: call.ID, Output: "noon"})
-	end := c.finish(nil)
+	// The tool result goes through once the rate allows a frame again
+	// (a frame over the rate is discarded and answered rate_limited).
+	var end *agentproto.Frame
+	for deadline := time.Now().Add(5 * time.Second); end == nil; {
+		c.send(&agentproto.Frame{Type: agentproto.TypeToolResult, ID: call.ID, Output: "noon"})
+		if f := c.next(); f.Code == agentproto.CodeRateLimited {
+			if time.Now().After(deadline) {
+				t.Fatal("the rate never allowed the tool result")
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		} else if f.Terminal() {
+			end = f
+			if _, err := c.read(5 * time.Second); err != errClosed {
+				t.Errorf("after the terminal frame: %v, want a normal close", err)
+			}
+		} else {
+			end = c.finish(nil)
+		}
+	}
 	if end.Type != agentproto.TypeFinalResult {
 		t.Fatalf("end %+v\n%s", end, c.dump())
 	}

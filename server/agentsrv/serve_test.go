@@ -93,7 +93,8 @@ func TestMount(t *testing.T) {
 		t.Errorf("a broken agent: %+v", end)
 	}
 
-	// One run at most: the second is refused before the upgrade.
+	// One run in progress at most: the second is refused before the
+	// upgrade, unless the first waits on its client.
 	idle()
 	c := startWith(t, teamClient, "Coder", &agentproto.Frame{Input: "call now {}", Tools: []agentproto.ToolRepr{{Name: "now"}}})
 	var call *agentproto.Frame
@@ -102,9 +103,23 @@ func TestMount(t *testing.T) {
 			call = f
 		}
 	}
-	if _, err = allClient.Start(ctx, "writer", &agentproto.Frame{Input: "hi"}); err == nil || !strings.Contains(err.Error(), "HTTP 429") {
-		t.Errorf("a second run: %v", err)
+	// The run waits on its client's tool: it counts against its token's
+	// runs (one, the server's limit), not against the runs in progress,
+	// so another token's run goes on.
+	if _, err = teamClient.Start(ctx, "Coder", &agentproto.Frame{Input: "hi"}); err == nil || !strings.Contains(err.Error(), "HTTP 429") {
+		t.Errorf("a second run of the waiting token: %v", err)
 	}
+	if end := startWith(t, allClient, "writer", &agentproto.Frame{Input: "hi"}).finish(nil); end.Type != agentproto.TypeFinalResult {
+		t.Errorf("another token's run while one waits: %+v", end)
+	}
+	idle1 := func() {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for srv.Active() != 1 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	idle1()
 	// The cartridge changes on disk while the run waits: it finishes on
 	// its bot.
 	os.WriteFile(filepath.Join(dir, "team", "coder.yml"), []byte(cart("Coder", "# changed\n")), 0o644)

@@ -164,7 +164,14 @@ func TestShutdownDuringStream(t *testing.T) {
 	_, body := f.do("POST", "/cartridges/stream", `{"cartridge":"writer","input":"hi"}`)
 	id := decodeJSON(t, body)["id"].(string)
 	stop()
-	time.Sleep(50 * time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if resp, _ := f.do("GET", "/healthz", ""); resp.StatusCode == http.StatusServiceUnavailable {
+			break // stopping
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server never said it was stopping")
+		}
+	}
 	if resp, body := f.do("POST", "/cartridges", `{"cartridge":"writer","input":"late"}`); resp.StatusCode != 503 {
 		t.Errorf("a new run while stopping: %d %s", resp.StatusCode, body)
 	}

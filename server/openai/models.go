@@ -1,10 +1,11 @@
 package openai
 
 import (
-	"encoding/json"
 	"net/http"
 	"sort"
 	"strings"
+
+	"github.com/nbots/nb/server"
 )
 
 // modelObject is a model in OpenAI's shape.
@@ -39,7 +40,7 @@ func (h *Handler) listModels(w http.ResponseWriter, r *http.Request) {
 			data = append(data, toModelObject(m))
 		}
 	}
-	writeJSON(w, http.StatusOK, struct {
+	server.WriteJSON(w, http.StatusOK, struct {
 		Object string        `json:"object"`
 		Data   []modelObject `json:"data"`
 	}{"list", data})
@@ -58,17 +59,7 @@ func (h *Handler) getModel(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, &Error{Status: http.StatusInternalServerError, Message: "model " + id + " could not be loaded: " + err.Error(), Type: "server_error", Code: "model_not_loaded"})
 		return
 	}
-	writeJSON(w, http.StatusOK, toModelObject(models[i]))
-}
-
-// writeJSON answers with v as JSON.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		WriteError(w, &Error{Status: http.StatusInternalServerError, Message: "encode the response: " + err.Error(), Type: "server_error"})
-		return
-	}
-	writeBody(w, status, body)
+	server.WriteJSON(w, http.StatusOK, toModelObject(models[i]))
 }
 
 func writeBody(w http.ResponseWriter, status int, body []byte) {

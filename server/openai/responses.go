@@ -10,6 +10,7 @@ import (
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/media"
+	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
 )
@@ -152,7 +153,7 @@ func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, responseNotFound(id, ""))
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
+	server.WriteJSON(w, http.StatusOK, struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
 		Deleted bool   `json:"deleted"`

@@ -1,4 +1,4 @@
-package server
+package catalog
 
 import (
 	"sync"
@@ -6,10 +6,9 @@ import (
 	"github.com/nbots/nb/bot"
 )
 
-// served is a bot the server hands out. It is closed once it is retired
-// (its file changed or went away, or it was a client's cartridge) and no
-// request or run holds it any more: an exchange never loses its bot
-// halfway.
+// served is a bot the catalog hands out. It is closed once it is retired
+// (its file changed or went away, or it was a one-off bot) and no lease
+// holds it any more: an exchange never loses its bot halfway.
 type served struct {
 	bot     *bot.Bot
 	onClose func(error)
@@ -66,17 +65,18 @@ func (s *served) close() {
 	}
 }
 
-// leases are the bots one request, or one run, holds; they are released
-// together when it ends.
-type leases struct {
+// Leases are the bots one request, or one run, holds: a bot the catalog
+// retires meanwhile (its file changed) is closed only once every lease
+// on it is released. The zero value is ready; a nil *Leases holds
+// nothing and lets every bot through.
+type Leases struct {
 	mu   sync.Mutex
 	list []*served
 	done bool
 }
 
-// add holds b for the request or run; false when b is closed (or the
-// leases already released).
-func (l *leases) add(b *served) bool {
+// add holds b; false when b is closed (or the leases already released).
+func (l *Leases) add(b *served) bool {
 	if l == nil {
 		return true
 	}
@@ -89,9 +89,9 @@ func (l *leases) add(b *served) bool {
 	return true
 }
 
-// inherit holds, for a run that outlives its request, every bot the
-// request holds.
-func (l *leases) inherit(from *leases) {
+// Inherit holds every bot that from holds, for a run that outlives the
+// request that started it.
+func (l *Leases) Inherit(from *Leases) {
 	if from == nil {
 		return
 	}
@@ -103,7 +103,24 @@ func (l *leases) inherit(from *leases) {
 	}
 }
 
-func (l *leases) release() {
+// Adopt holds a bot built outside the catalog (a cartridge a client
+// sent) and closes it when the leases are released, calling onClose (if
+// set) with what closing returned. false when l is nil or released: the
+// caller still owns b.
+func (l *Leases) Adopt(b *bot.Bot, onClose func(error)) bool {
+	if l == nil {
+		return false
+	}
+	sv := &served{bot: b, onClose: onClose}
+	if !l.add(sv) {
+		return false
+	}
+	sv.retire() // closed when the leases let go
+	return true
+}
+
+// Release lets go of every bot held; later adds fail.
+func (l *Leases) Release() {
 	if l == nil {
 		return
 	}

@@ -1,7 +1,7 @@
-// Package cli implements `nb robopages`: serve, run, validate, view,
+// Package robopages implements `nb robopages`: serve, run, validate, view,
 // create and install, with the flags and defaults of the robopages
 // command line. cmd/nb calls Main with the arguments after "robopages".
-package cli
+package robopages
 
 import (
 	"bufio"
@@ -213,7 +213,7 @@ func limitFlags(fs *flagSet, workers int) *limits {
 }
 
 func (c *command) executor(l *limits) *robopage.Executor {
-	ex := &robopage.Executor{Environ: c.environ, Engine: c.lookupEnv("ROBOPAGES_CONTAINER_RUNTIME")}
+	ex := robopage.NewExecutor(c.environ)
 	if l != nil {
 		ex.Timeout, ex.MaxOutput, ex.Workers, ex.Names = l.timeout, l.maxOutput, l.workers, l.env
 		if l.timeout == 0 {

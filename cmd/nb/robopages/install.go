@@ -1,4 +1,4 @@
-package cli
+package robopages
 
 import (
 	"archive/tar"
