@@ -255,8 +255,5 @@ func (a *App) serveCommand(args []string) int {
 // tokenOwner is who owns what the OpenAI API keeps for a request (stored
 // responses, the server's part of tool rounds): its token.
 func tokenOwner(r *http.Request) string {
-	if t := server.TokenFrom(r.Context()); t != nil {
-		return "token:" + t.Name
-	}
-	return ""
+	return server.Owner(r.Context())
 }

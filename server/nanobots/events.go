@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nbots/nb/eventlog"
 	"github.com/nbots/nb/server"
 )
 
@@ -36,38 +37,21 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, s *stream, from int
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the events
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	s.mu.Lock()
-	s.watchers++
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.watchers--
-		s.lastSeen = time.Now()
-		s.mu.Unlock()
-	}()
+	defer s.Watch()()
 	var b strings.Builder
 	if announce {
-		writeEvent(&b, "stream", "", snapshotJSON(s.snapshot()))
+		writeEvent(&b, "stream", "", snapshotJSON(a.snapshot(s)))
 	}
 	ticker := time.NewTicker(keepAlive)
 	defer ticker.Stop()
 	for {
-		s.mu.Lock()
-		if from > len(s.output) {
-			from = len(s.output)
-		}
-		piece := string(s.output[from:])
-		from = len(s.output)
-		state := s.state
-		snap := s.snapshotLocked()
-		ch := s.changed
-		s.lastSeen = time.Now()
-		s.mu.Unlock()
+		piece, st, end := a.output(s, from)
+		from = end
 		if piece != "" {
 			writeEvent(&b, "output", strconv.Itoa(from), map[string]string{"output": piece})
 		}
-		if state != statePending {
-			writeEvent(&b, state, strconv.Itoa(from), snapshotJSON(snap))
+		if st.Status != eventlog.Open {
+			writeEvent(&b, st.Status.String(), strconv.Itoa(from), snapshotJSON(a.snapshot(s)))
 		}
 		if b.Len() > 0 {
 			if _, err := w.Write([]byte(b.String())); err != nil {
@@ -78,11 +62,11 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, s *stream, from int
 				return
 			}
 		}
-		if state != statePending {
+		if st.Status != eventlog.Open {
 			return
 		}
 		select {
-		case <-ch:
+		case <-st.Changed:
 		case <-ticker.C:
 			b.WriteString(": keep-alive\n\n")
 		case <-r.Context().Done():
