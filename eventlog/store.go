@@ -187,24 +187,22 @@ func (s *Store[V]) expired(it *item[V], now time.Time) bool {
 	return st.Status != Open && now.Sub(st.Finished) >= s.limits.TTL
 }
 
-// trimLocked forgets entries until the store is within its limits:
-// expired ones, then the oldest ended ones, then the oldest open logs,
-// which it returns.
+// trimLocked forgets entries until the store is within its limits: the
+// oldest ended ones, then the oldest open logs, which it returns.
 func (s *Store[V]) trimLocked() (evicted []*item[V]) {
 	over := func() bool { return s.order.Len() > s.limits.Count || s.bytes > s.limits.Bytes }
 	if !over() {
 		return nil
 	}
-	now := s.now()
-	for pass := 0; pass < 3 && over(); pass++ {
+	for pass := 0; pass < 2 && over(); pass++ {
 		for el := s.order.Back(); el != nil && over(); {
 			prev := el.Prev()
 			it := el.Value.(*item[V])
 			open := it.log != nil && it.log.State().Status == Open
 			switch {
-			case pass == 0 && s.expired(it, now), pass == 1 && !open:
+			case pass == 0 && !open:
 				s.removeLocked(el)
-			case pass == 2:
+			case pass == 1:
 				s.removeLocked(el)
 				if open {
 					evicted = append(evicted, it)

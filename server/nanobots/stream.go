@@ -67,6 +67,7 @@ func (a *API) snapshot(s *stream) snapshot {
 // plugins poll in a tight loop, so this turns hundreds of empty answers a
 // second into a few, and delivers a change as soon as it comes.
 func (a *API) poll(ctx context.Context, s *stream, hold time.Duration) snapshot {
+	defer s.Watch()() // a poll that waits is a reader: the stream is not abandoned
 	served := int(s.served.Load())
 	if st := s.State(); hold > 0 && st.Status == eventlog.Open && st.TextLen == served {
 		// Only output or the end wake it: other events do not change a poll.
@@ -74,7 +75,6 @@ func (a *API) poll(ctx context.Context, s *stream, hold time.Duration) snapshot 
 	}
 	snap := a.snapshot(s)
 	s.served.Store(int64(len(snap.output)))
-	s.Seen()
 	return snap
 }
 
