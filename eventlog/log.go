@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -286,13 +287,14 @@ func (l *Log) textLocked(from, to int) string {
 	if from >= to {
 		return ""
 	}
-	b := make([]byte, 0, to-from)
+	var b strings.Builder // one copy of a long output, not two
+	b.Grow(to - from)
 	for i := from / pageSize; i < len(l.pages) && i*pageSize < to; i++ {
 		p := l.pages[i]
 		lo, hi := max(from-i*pageSize, 0), min(to-i*pageSize, len(p))
-		b = append(b, p[lo:hi]...)
+		b.Write(p[lo:hi])
 	}
-	return string(b)
+	return b.String()
 }
 
 // Events returns the events from number from (clamped), output with its

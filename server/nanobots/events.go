@@ -1,12 +1,14 @@
 package nanobots
 
 import (
+	"bytes"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/internal/jsonstr"
 	"github.com/nbots/nb/server"
 )
 
@@ -38,9 +40,9 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, s *stream, from int
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	defer s.Watch()()
-	var b strings.Builder
+	var b []byte
 	if announce {
-		writeEvent(&b, "stream", "", snapshotJSON(a.snapshot(s)))
+		b = appendEvent(b, "stream", "", marshalRun(snapshotJSON(a.snapshot(s))))
 	}
 	ticker := time.NewTicker(keepAlive)
 	defer ticker.Stop()
@@ -48,16 +50,17 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, s *stream, from int
 		piece, st, end := a.output(s, from)
 		from = end
 		if piece != "" {
-			writeEvent(&b, "output", strconv.Itoa(from), map[string]string{"output": piece})
+			data := jsonstr.Append(append(make([]byte, 0, len(piece)+16), `{"output":`...), piece)
+			b = appendEvent(b, "output", strconv.Itoa(from), append(data, '}'))
 		}
 		if st.Status != eventlog.Open {
-			writeEvent(&b, st.Status.String(), strconv.Itoa(from), snapshotJSON(a.snapshot(s)))
+			b = appendEvent(b, st.Status.String(), strconv.Itoa(from), marshalRun(snapshotJSON(a.snapshot(s))))
 		}
-		if b.Len() > 0 {
-			if _, err := w.Write([]byte(b.String())); err != nil {
+		if len(b) > 0 {
+			if _, err := w.Write(b); err != nil {
 				return
 			}
-			b.Reset()
+			b = b[:0]
 			if err := rc.Flush(); err != nil {
 				return
 			}
@@ -68,7 +71,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, s *stream, from int
 		select {
 		case <-st.Changed:
 		case <-ticker.C:
-			b.WriteString(": keep-alive\n\n")
+			b = append(b, ": keep-alive\n\n"...)
 		case <-r.Context().Done():
 			return
 		}
@@ -82,21 +85,44 @@ func (a *API) unknownEvents(w http.ResponseWriter) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	var b strings.Builder
-	writeEvent(&b, stateUnknown, "", runJSON{State: stateUnknown})
-	w.Write([]byte(b.String())) //nolint:errcheck // the client went away
+	w.Write(appendEvent(nil, stateUnknown, "", marshalRun(runJSON{State: stateUnknown}))) //nolint:errcheck // the client went away
 }
 
-func writeEvent(b *strings.Builder, event, id string, v any) {
-	data, err := server.MarshalJSON(v)
-	if err != nil {
-		data = []byte(`{}`)
-	}
-	b.WriteString("event: " + event + "\n")
+// appendEvent appends one server-sent event with data.
+func appendEvent(b []byte, event, id string, data []byte) []byte {
+	b = append(b, "event: "+event+"\n"...)
 	if id != "" {
-		b.WriteString("id: " + id + "\n")
+		b = append(b, "id: "+id+"\n"...)
 	}
-	b.WriteString("data: ")
-	b.Write(data)
-	b.WriteString("\n\n")
+	b = append(b, "data: "...)
+	b = append(b, data...)
+	return append(b, "\n\n"...)
+}
+
+// marshalRun is v as server.MarshalJSON writes it, with its output
+// escaped in place instead of through an encoder's growing buffers: the
+// output may be 64 MiB, and every poll answers it whole.
+func marshalRun(v runJSON) []byte {
+	out := v.Output
+	v.Output = ""
+	head, err := server.MarshalJSON(v)
+	if err != nil {
+		return []byte(`{}`)
+	}
+	const field = `"output":`
+	i := bytes.Index(head, []byte(field+`""`)) + len(field)
+	b := make([]byte, 0, len(head)+len(out)+len(out)/16+16)
+	b = append(b, head[:i]...)
+	b = jsonstr.Append(b, out)
+	return append(b, head[i+2:]...)
+}
+
+// writeRun answers v, as server.WriteJSON would.
+func writeRun(w http.ResponseWriter, status int, v runJSON) {
+	b := marshalRun(v)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b) //nolint:errcheck // the client went away
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/server"
 )
 
@@ -396,6 +397,7 @@ func (a *API) prepare(r *http.Request) (*job, error) {
 func (a *API) execute(ctx context.Context, j *job, out io.StringWriter) error {
 	c, mode := j.bot.Cartridge, j.x.Mode
 	log := a.srv.Logger(ctx)
+	ctx = provider.WithAnswerLimit(ctx, a.opts.MaxOutput)
 	wrote := false
 	write := func(s string) {
 		if s != "" {
@@ -487,7 +489,7 @@ func (a *API) run(w http.ResponseWriter, r *http.Request) {
 	if a.srv.LogMessages() {
 		a.srv.Logger(ctx).Info("answer", "output", out.String())
 	}
-	server.WriteJSON(w, http.StatusOK, runJSON{ID: nil, StartedAt: timeOrNull(started), FinishedAt: timeOrNull(time.Now()), State: stateFinished, Output: out.String()})
+	writeRun(w, http.StatusOK, runJSON{ID: nil, StartedAt: timeOrNull(started), FinishedAt: timeOrNull(time.Now()), State: stateFinished, Output: out.String()})
 }
 
 // failure is the error a client sees for a failed run; a failure of nb
@@ -542,7 +544,7 @@ func (a *API) createStream(w http.ResponseWriter, r *http.Request) {
 		a.events(w, r, s, 0, true)
 		return
 	}
-	server.WriteJSON(w, http.StatusOK, snapshotJSON(a.snapshot(s)))
+	writeRun(w, http.StatusOK, snapshotJSON(a.snapshot(s)))
 }
 
 func snapshotJSON(s snapshot) runJSON {
@@ -568,15 +570,19 @@ func (a *API) getStream(w http.ResponseWriter, r *http.Request) {
 	}
 	server.Quiet(r.Context())
 	if s == nil {
-		server.WriteJSON(w, http.StatusOK, runJSON{State: stateUnknown})
+		writeRun(w, http.StatusOK, runJSON{State: stateUnknown})
 		return
 	}
-	snap := a.poll(r.Context(), s, a.opts.PollHold)
+	a.hold(r.Context(), s, a.opts.PollHold)
+	s.polling.Lock()
+	defer s.polling.Unlock()
+	snap := a.snapshot(s)
+	s.served.Store(int64(len(snap.output)))
 	status := http.StatusOK
 	if snap.state == stateFailed {
 		status = http.StatusInternalServerError
 	}
-	server.WriteJSON(w, status, snapshotJSON(snap))
+	writeRun(w, status, snapshotJSON(snap))
 }
 
 // wantsEvents reports whether the client asked for server-sent events by

@@ -3,10 +3,12 @@ package nanobots
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/provider"
 )
 
 // Stream states, as the reference names them.
@@ -24,6 +26,9 @@ type stream struct {
 	*eventlog.Log
 	cancel context.CancelCauseFunc
 	served atomic.Int64 // output length the last poll answered with
+	// polling is held while a poll copies the output: polls of one stream
+	// take its memory one at a time, however many a client sends.
+	polling sync.Mutex
 }
 
 // snapshot is the stream as a poll answers it.
@@ -39,7 +44,7 @@ type snapshot struct {
 // cutNotice ends the output of a stream that reached its bytes, once it
 // is over: the output only grows, so it comes last.
 func cutNotice(limit int64) string {
-	return fmt.Sprintf("\n\n[nb: the output was cut here: it reached the server's limit of %d MiB per answer]", limit>>20)
+	return fmt.Sprintf("\n\n[nb: the output was cut here: it reached the limit of %s per answer]", provider.ByteSize(limit))
 }
 
 // output is the stream's output from byte from, with the cut notice at
@@ -62,20 +67,18 @@ func (a *API) snapshot(s *stream) snapshot {
 	return snapshot{id: s.ID(), started: st.Started, finished: st.Finished, state: st.Status.String(), output: out, errMsg: st.Err}
 }
 
-// poll answers one poll. While the stream is pending and its output has
-// not grown since the last poll, it waits up to hold for a change: the
-// plugins poll in a tight loop, so this turns hundreds of empty answers a
-// second into a few, and delivers a change as soon as it comes.
-func (a *API) poll(ctx context.Context, s *stream, hold time.Duration) snapshot {
+// hold waits before a poll. While the stream is pending and its output
+// has not grown since the last poll, it waits up to hold for a change:
+// the plugins poll in a tight loop, so this turns hundreds of empty
+// answers a second into a few, and delivers a change as soon as it
+// comes.
+func (a *API) hold(ctx context.Context, s *stream, hold time.Duration) {
 	defer s.Watch()() // a poll that waits is a reader: the stream is not abandoned
 	served := int(s.served.Load())
 	if st := s.State(); hold > 0 && st.Status == eventlog.Open && st.TextLen == served {
 		// Only output or the end wake it: other events do not change a poll.
 		s.Wait(ctx, int(^uint(0)>>1), served, hold)
 	}
-	snap := a.snapshot(s)
-	s.served.Store(int64(len(snap.output)))
-	return snap
 }
 
 // kept is the number of streams kept.
