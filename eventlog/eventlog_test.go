@@ -285,3 +285,40 @@ func BenchmarkReplay(b *testing.B) {
 		l.Output(0)
 	}
 }
+
+// A store of values (the OpenAI API's stored responses and rounds)
+// keeps at most Count entries and Bytes bytes, oldest out
+// first, and forget entries after TTL.
+func TestStoreValueBounds(t *testing.T) {
+	now := time.Unix(1000, 0)
+	m := NewStore[string](Limits{Count: 3, Bytes: 100, TTL: time.Minute}, func() time.Time { return now }, nil)
+	for _, k := range []string{"a", "b", "c", "d"} {
+		m.Put(k, "", k, 10)
+	}
+	if _, ok := m.Get("a", ""); ok {
+		t.Error("a is kept past the count")
+	}
+	if n, b := m.Stats(); n != 3 || b != 30 {
+		t.Errorf("%d entries, %d bytes", n, b)
+	}
+	m.Put("big", "", "big", 81) // 111 bytes: b and c go
+	for k, want := range map[string]bool{"b": false, "c": false, "d": true, "big": true} {
+		if _, ok := m.Get(k, ""); ok != want {
+			t.Errorf("%s kept: %v", k, ok)
+		}
+	}
+	if m.Put("huge", "", "huge", 101) {
+		t.Error("an entry larger than the store is kept")
+	}
+	now = now.Add(time.Minute)
+	if _, ok := m.Get("d", ""); ok {
+		t.Error("d is kept past its time")
+	}
+	m.Put("e", "", "e", 1)
+	if n, b := m.Stats(); n != 1 || b != 1 {
+		t.Errorf("after expiry: %d entries, %d bytes", n, b)
+	}
+	if !m.Delete("e", "") || m.Delete("e", "") {
+		t.Error("delete")
+	}
+}

@@ -187,9 +187,18 @@ func (s *Store[V]) expired(it *item[V], now time.Time) bool {
 	return st.Status != Open && now.Sub(st.Finished) >= s.limits.TTL
 }
 
-// trimLocked forgets entries until the store is within its limits: the
-// oldest ended ones, then the oldest open logs, which it returns.
+// trimLocked forgets the expired values, then entries until the store
+// is within its limits: the oldest ended ones, then the oldest open
+// logs, which it returns.
 func (s *Store[V]) trimLocked() (evicted []*item[V]) {
+	// Values other than logs expire in the order they were put.
+	now := s.now()
+	for el := s.order.Back(); el != nil; el = s.order.Back() {
+		if it := el.Value.(*item[V]); it.log != nil || now.Before(it.expires) {
+			break
+		}
+		s.removeLocked(el)
+	}
 	over := func() bool { return s.order.Len() > s.limits.Count || s.bytes > s.limits.Bytes }
 	if !over() {
 		return nil
