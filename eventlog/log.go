@@ -87,7 +87,8 @@ type Log struct {
 	used     int64 // bytes counted against max: the text and the other events
 	size     int64 // bytes of memory taken
 	clock    func() time.Time
-	changed  chan struct{} // closed, and replaced, on every change
+	changed  chan struct{} // closed, and replaced, on a change after it was handed out
+	handed   bool          // changed was handed out to a reader
 	lastSeen time.Time
 	watchers int
 	onGrow   func(delta int64)
@@ -215,10 +216,14 @@ func (l *Log) unlock() {
 	}
 }
 
-// notify wakes the readers; the caller holds mu.
+// notify wakes the readers; the caller holds mu. A channel nobody was
+// given is kept: an append costs no allocation while nobody waits.
 func (l *Log) notify() {
-	close(l.changed)
-	l.changed = make(chan struct{})
+	if l.handed {
+		close(l.changed)
+		l.changed = make(chan struct{})
+		l.handed = false
+	}
 }
 
 // Finish ends the log: Finished when err is nil, else Failed with err's
@@ -269,6 +274,7 @@ func (l *Log) State() State {
 }
 
 func (l *Log) stateLocked() State {
+	l.handed = true
 	return State{Status: l.status, Err: l.err, Started: l.started, Finished: l.finished, Cut: l.cut,
 		Events: len(l.events), TextLen: l.textLen, Size: l.size, Changed: l.changed}
 }
