@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/nbots/nb/internal/bytesize"
 )
 
 // DefaultAnswerLimit is the most nb reads of one answer of a provider,
@@ -42,27 +44,16 @@ type AnswerCutError struct {
 }
 
 func (e *AnswerCutError) Error() string {
-	return fmt.Sprintf("%s: the answer is longer than %s, the most nb reads of one answer: it was cut there", e.Provider, ByteSize(e.Limit))
+	return fmt.Sprintf("%s: the answer is longer than %s, the most nb reads of one answer: it was cut there", e.Provider, bytesize.String(e.Limit))
 }
 
 // Notice is what ends an answer kept up to the cut, for its reader.
 func (e *AnswerCutError) Notice() string {
-	return fmt.Sprintf("\n\n[nb: the answer was cut here: it reached the limit of %s per answer]", ByteSize(e.Limit))
+	return fmt.Sprintf("\n\n[nb: the answer was cut here: it reached the limit of %s per answer]", bytesize.String(e.Limit))
 }
 
 // Is makes errors.Is(err, ErrAnswerCut) true.
 func (e *AnswerCutError) Is(target error) bool { return target == ErrAnswerCut }
-
-// ByteSize writes a byte count for people: "64 MiB", "512 KiB", "1000 bytes".
-func ByteSize(n int64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
 
 // cappedBody fails the read past its limit with an *AnswerCutError.
 type cappedBody struct {

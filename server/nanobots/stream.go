@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/eventlog"
-	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/internal/bytesize"
 )
 
 // Stream states, as the reference names them.
@@ -44,7 +44,7 @@ type snapshot struct {
 // cutNotice ends the output of a stream that reached its bytes, once it
 // is over: the output only grows, so it comes last.
 func cutNotice(limit int64) string {
-	return fmt.Sprintf("\n\n[nb: the output was cut here: it reached the limit of %s per answer]", provider.ByteSize(limit))
+	return fmt.Sprintf("\n\n[nb: the output was cut here: it reached the limit of %s per answer]", bytesize.String(limit))
 }
 
 // output is the stream's output from byte from, with the cut notice at
