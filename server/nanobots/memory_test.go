@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nbots/nb/provider/providertest"
 )
 
 // The figures of TestHugeStreamMemory: a client cartridge's provider
@@ -147,6 +149,25 @@ func TestMemoryChild(t *testing.T) {
 	for in.Scan() {
 		if in.Text() == "peak" {
 			fmt.Println("PEAK " + strconv.FormatInt(peak.Load(), 10))
+		}
+	}
+}
+
+// An answer longer than the limit is cut there, kept, and says so, in a
+// stream and in a whole evaluation.
+func TestAnswerCut(t *testing.T) {
+	f := newFixture(t, setup{files: cartridges, api: Options{MaxOutput: 4096}, brain: func(providertest.Turn) providertest.Reply {
+		return providertest.Reply{Chunks: []string{strings.Repeat("x", 1000), strings.Repeat("y", 1000), strings.Repeat("z", 1000), strings.Repeat("w", 1000), strings.Repeat("v", 1000)}}
+	}})
+	const notice = "\n\n[nb: the answer was cut here: it reached the limit of 4 KiB per answer]"
+	_, body := f.do("POST", "/cartridges/stream", `{"cartridge": "writer", "input": "hi"}`)
+	final, _ := f.pollUntilDone(decodeJSON(t, body)["id"].(string))
+	_, body = f.do("POST", "/cartridges", `{"cartridge": "writer", "input": "hi"}`)
+	whole := decodeJSON(t, body)
+	for what, m := range map[string]map[string]any{"stream": final, "evaluation": whole} {
+		out, _ := m["output"].(string)
+		if m["state"] != "finished" || !strings.HasSuffix(out, notice+"\n") || len(out) > 4096 || !strings.HasPrefix(out, strings.Repeat("x", 1000)) {
+			t.Errorf("%s: state %v, %d bytes: %q", what, m["state"], len(out), out[max(len(out)-120, 0):])
 		}
 	}
 }
