@@ -75,6 +75,9 @@ func TestHugeStreamMemory(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the stream never ended")
 		}
+		if final.State != "" {
+			time.Sleep(100 * time.Millisecond) // a poll copies up to 64 MiB: not in a tight loop
+		}
 		resp, err := http.Get(url + "/cartridges/stream/" + created.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -143,7 +146,9 @@ func TestMemoryChild(t *testing.T) {
 		}
 	}()
 	defer close(stop)
-	f := newFixture(t, setup{files: cartridges})
+	// The client may take long to read a poll of 64 MiB on a loaded
+	// machine: the stream must not be taken as abandoned meanwhile.
+	f := newFixture(t, setup{files: cartridges, api: Options{AbandonAfter: -1}})
 	fmt.Println("SERVING " + f.url)
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
