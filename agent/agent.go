@@ -497,6 +497,14 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 				a.emit(Event{Kind: Reasoning, Text: ev.Text})
 			}
 		})
+		var cut *provider.AnswerCutError
+		if errors.As(err, &cut) && partial.Len() > 0 && ctx.Err() == nil {
+			// An answer longer than nb reads: what came is the answer,
+			// and it says where it was cut.
+			partial.WriteString(cut.Notice())
+			a.emit(Event{Kind: TextDelta, Text: cut.Notice()})
+			resp, err = &provider.Response{Text: partial.String(), FinishReason: "length"}, nil
+		}
 		if err != nil {
 			if partial.Len() > 0 {
 				// Keep what the user saw, marked so it is never sent back as complete.

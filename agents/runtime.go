@@ -19,6 +19,7 @@ import (
 	"github.com/nbots/nb/agentproto"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/eventlog"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/tool"
 )
@@ -216,7 +217,7 @@ func (rt *Runtime) Start(ctx context.Context, name string, req Request, out func
 		out(f)
 	}
 	r.top = r
-	r.calls = &callTable{waiting: map[string]*waiter{}, answered: map[string]bool{}}
+	r.calls = newCallTable()
 	a, err := rt.Catalog.Agent(ctx, name)
 	if err != nil {
 		f, ok := err.(*Failure)
@@ -610,41 +611,39 @@ func (r *Run) wireName(name string) string {
 // confirm_result. Calls of the client's own tools and of minions are
 // allowed unasked: the client decides about its tools, and a minion
 // confirms the tools it runs.
-func (r *Run) Confirm(ctx context.Context, call tool.Call, _ string) (bool, error) {
+func (r *Run) Confirm(ctx context.Context, call tool.Call, text string) (bool, error) {
 	if t, ok := r.tools.Lookup(call.Name); ok {
 		if _, theirs := t.(protocolTool); theirs {
 			return true, nil
 		}
 	}
 	id := r.protocolID(call.ID)
-	w := r.calls.expect(id, kindConfirm)
-	r.out(&agentproto.Frame{Type: agentproto.TypeConfirm, ID: id, Name: r.wireName(call.Name), Input: call.Arguments})
-	a, err := r.wait(ctx, w, id, "confirm_result")
+	p, err := r.calls.ask(eventlog.Question{ID: id, Kind: kindConfirm, Name: r.wireName(call.Name), Input: call.Arguments, Text: text})
 	if err != nil {
 		return false, err
 	}
-	return a.allow, nil
+	r.out(&agentproto.Frame{Type: agentproto.TypeConfirm, ID: id, Name: r.wireName(call.Name), Input: call.Arguments})
+	a, err := r.wait(ctx, p)
+	if err != nil {
+		return false, err
+	}
+	return a.Allow, nil
 }
 
-// wait waits for the client's answer to id, within the idle limit; when
-// it runs out the whole run fails with a timeout. Meanwhile the run counts
-// as waiting on its client, not as in progress, for the admission of ctx.
-func (r *Run) wait(ctx context.Context, w *waiter, id, what string) (answer, error) {
+// wait waits for the client's answer to a question, within the idle
+// limit; when it runs out the whole run fails with a timeout. Meanwhile the
+// run counts as waiting on its client, not as in progress, for the
+// admission of ctx.
+func (r *Run) wait(ctx context.Context, p *eventlog.Pending) (eventlog.Reply, error) {
 	defer admission.Waiting(ctx)()
-	t := time.NewTimer(r.rt.idleLimit())
-	defer t.Stop()
-	select {
-	case a := <-w.ch:
-		return a, nil
-	case <-ctx.Done():
-		r.calls.forget(id)
-		return answer{}, ctx.Err()
-	case <-t.C:
-		r.calls.forget(id)
-		f := &Failure{Code: agentproto.CodeTimeout, Message: fmt.Sprintf("no %s for %s within %s", what, id, r.rt.idleLimit())}
+	a, err := p.Wait(ctx, r.rt.idleLimit())
+	var te *eventlog.TimeoutError
+	if errors.As(err, &te) {
+		f := &Failure{Code: agentproto.CodeTimeout, Message: te.Error()}
 		r.top.cancel(f)
-		return answer{}, f
+		return a, f
 	}
+	return a, err
 }
 
 // hostAllowed tells whether a client may name a minion at u.

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/agentproto"
+	"github.com/nbots/nb/eventlog"
 	"github.com/nbots/nb/tool"
 )
 
@@ -22,93 +24,89 @@ type protocolTool interface {
 	protocol()
 }
 
-// The kinds of answer a client gives.
+// The kinds of answer a client gives: the questions of the run tree's
+// event log.
 const (
-	kindResult = iota
-	kindConfirm
+	kindResult  = eventlog.RunTool
+	kindConfirm = eventlog.Confirm
 )
 
-// answer is a client's answer to a call.
-type answer struct {
-	output  any
-	isError bool
-	context any
-	allow   bool
+// callTable holds the calls a run tree waits on, by protocol id: the
+// questions of the tree's event log, which the client's tool_result and
+// confirm_result frames answer, and the calls of remote minions, whose
+// answers go back to their server.
+type callTable struct {
+	log *eventlog.Log
+
+	mu       sync.Mutex
+	relayed  map[string]relayedCall
+	answered map[string]bool // relayed calls answered
 }
 
-// waiter is a call waiting for the client.
-type waiter struct {
-	kind int
-	ch   chan answer
-	// forward, when set, takes the answer instead of ch: a call of a
-	// remote minion, whose answer goes back to that server.
+// relayedCall is a call of a remote minion: forward takes its answer.
+type relayedCall struct {
+	kind    eventlog.QuestionKind
 	forward func(*agentproto.Frame)
 }
 
-// callTable holds the calls a run tree waits on, by protocol id.
-type callTable struct {
-	mu       sync.Mutex
-	waiting  map[string]*waiter
-	answered map[string]bool
+func newCallTable() *callTable {
+	return &callTable{log: eventlog.New(0), relayed: map[string]relayedCall{}, answered: map[string]bool{}}
 }
 
-// expect registers id before its frame goes out.
-func (t *callTable) expect(id string, kind int) *waiter {
-	w := &waiter{kind: kind, ch: make(chan answer, 1)}
-	t.mu.Lock()
-	t.waiting[id] = w
-	t.mu.Unlock()
-	return w
+// ask puts the question in the log before its frame goes out; the
+// caller waits for the answer with wait.
+func (t *callTable) ask(q eventlog.Question) (*eventlog.Pending, error) {
+	return t.log.Ask(q)
 }
 
 // relay registers the call id of a remote minion: its answer is passed
 // to forward.
-func (t *callTable) relay(id string, kind int, forward func(*agentproto.Frame)) {
+func (t *callTable) relay(id string, kind eventlog.QuestionKind, forward func(*agentproto.Frame)) {
 	t.mu.Lock()
-	t.waiting[id] = &waiter{kind: kind, forward: forward}
-	t.mu.Unlock()
-}
-
-func (t *callTable) forget(id string) {
-	t.mu.Lock()
-	delete(t.waiting, id)
+	t.relayed[id] = relayedCall{kind: kind, forward: forward}
 	t.mu.Unlock()
 }
 
 // answer delivers a tool_result or confirm_result; it returns the error
 // frame for one that answers no pending call.
 func (t *callTable) answer(f *agentproto.Frame) *agentproto.Frame {
-	kind, what := kindResult, "tool_call"
+	kind := kindResult
 	if f.Type == agentproto.TypeConfirmResult {
-		kind, what = kindConfirm, "confirm"
+		kind = kindConfirm
 	}
 	t.mu.Lock()
-	w, ok := t.waiting[f.ID]
-	switch {
-	case !ok && t.answered[f.ID]:
-		t.mu.Unlock()
-		e := agentproto.ErrorFrame(agentproto.CodeDuplicateResult, fmt.Sprintf("%s %s was already answered: this second answer is ignored", what, f.ID))
-		e.ID = f.ID
-		return e
-	case !ok || w.kind != kind:
-		t.mu.Unlock()
-		e := agentproto.ErrorFrame(agentproto.CodeUnknownCallID, fmt.Sprintf("no %s %s is waiting for an answer", what, f.ID))
-		e.ID = f.ID
-		return e
+	rc, relayed := t.relayed[f.ID]
+	again := t.answered[f.ID]
+	if relayed && rc.kind == kind {
+		delete(t.relayed, f.ID)
+		t.answered[f.ID] = true
 	}
-	delete(t.waiting, f.ID)
-	t.answered[f.ID] = true
 	t.mu.Unlock()
-	if w.forward != nil {
-		w.forward(f)
+	var err error
+	switch {
+	case relayed && rc.kind == kind:
+		rc.forward(f)
+		return nil
+	case again:
+		err = &eventlog.AnswerError{ID: f.ID, Kind: kind, Again: true}
+	default:
+		reply := eventlog.Reply{Output: f.Output, IsError: f.IsError, Context: f.Context}
+		if f.Allow != nil {
+			reply.Allow = *f.Allow
+		}
+		err = t.log.Answer(f.ID, kind, reply)
+	}
+	var ae *eventlog.AnswerError
+	if !errors.As(err, &ae) {
 		return nil
 	}
-	a := answer{output: f.Output, isError: f.IsError, context: f.Context}
-	if f.Allow != nil {
-		a.allow = *f.Allow
+	code := agentproto.CodeUnknownCallID
+	if ae.Again {
+		code = agentproto.CodeDuplicateResult
 	}
-	w.ch <- a
-	return nil
+	e := agentproto.ErrorFrame(code, ae.Error())
+	e.ID = f.ID
+	return e
 }
 
 // clientTool is a tool the client runs: its call goes to the client as
@@ -125,19 +123,22 @@ func (c *clientTool) Spec() tool.Spec { return c.spec }
 func (c *clientTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	r := c.r
 	id := r.protocolID(call.ID)
-	w := r.calls.expect(id, kindResult)
-	r.out(&agentproto.Frame{Type: agentproto.TypeToolCall, ID: id, Name: c.spec.Name, Input: call.Arguments, Context: r.Context()})
-	a, err := r.wait(ctx, w, id, "tool_result")
+	p, err := r.calls.ask(eventlog.Question{ID: id, Kind: kindResult, Name: c.spec.Name, Input: call.Arguments})
 	if err != nil {
 		return nil, err
 	}
-	if a.context != nil {
-		r.setContext(a.context)
+	r.out(&agentproto.Frame{Type: agentproto.TypeToolCall, ID: id, Name: c.spec.Name, Input: call.Arguments, Context: r.Context()})
+	a, err := r.wait(ctx, p)
+	if err != nil {
+		return nil, err
 	}
-	if a.isError {
-		return &tool.Result{Text: agent.Text(a.output), IsError: true}, nil
+	if a.Context != nil {
+		r.setContext(a.Context)
 	}
-	return a.output, nil
+	if a.IsError {
+		return &tool.Result{Text: agent.Text(a.Output), IsError: true}, nil
+	}
+	return a.Output, nil
 }
 
 // toolSpec is the spec of a tool the client describes.

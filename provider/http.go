@@ -158,7 +158,11 @@ func Send(ctx context.Context, r HTTPRequest) (io.ReadCloser, *http.Response, er
 		resp.Body = newIdleReader(resp.Body, cancel, limits.Idle, expired(LimitIdle, limits.Idle, false))
 		return nil, resp, ErrorFromResponse(r.Provider, resp)
 	}
-	return newIdleReader(resp.Body, cancel, limits.Idle, expired(LimitIdle, limits.Idle, false)), resp, nil
+	body := newIdleReader(resp.Body, cancel, limits.Idle, expired(LimitIdle, limits.Idle, false))
+	// The answer is read up to its limit, streamed or not: a provider may
+	// send without end, and nb keeps what it reads.
+	limit := AnswerLimit(ctx)
+	return &cappedBody{ReadCloser: body, left: limit, err: &AnswerCutError{Provider: r.Provider, Limit: limit}}, resp, nil
 }
 
 // watch runs the one time limit that applies before the response: first
@@ -308,6 +312,10 @@ func redactURL(raw string) string {
 
 // ReadError wraps an error met while reading a streamed response body.
 func ReadError(ctx context.Context, providerID string, err error, streamed bool) error {
+	var cut *AnswerCutError
+	if errors.As(err, &cut) {
+		return cut
+	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return &Error{Provider: providerID, Message: "the connection was closed before the answer was complete", Retryable: true, Streamed: streamed, Err: err}
 	}

@@ -49,6 +49,16 @@ func TokenFrom(ctx context.Context) *Token {
 	return nil
 }
 
+// Owner names who the request of ctx comes from, for what a server
+// keeps for it (streams, stored responses): its token, "" without
+// tokens. What one owner kept is unknown to another.
+func Owner(ctx context.Context) string {
+	if t := TokenFrom(ctx); t != nil {
+		return "token:" + t.Name
+	}
+	return ""
+}
+
 // RequestID returns the id of the request of ctx (sent back as
 // X-Request-Id and in every log line about it).
 func RequestID(ctx context.Context) string {

@@ -18,6 +18,8 @@ package yamlguard
 import (
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/nbots/nb/internal/bytesize"
 )
 
 // Limits bounds what Check accepts. A zero field is no limit.
@@ -79,17 +81,7 @@ func (lim Limits) CheckSize(src []byte) error {
 		return nil
 	}
 	line, col := position(src, lim.MaxBytes)
-	return &Error{Line: line, Column: col, Msg: fmt.Sprintf("the file is larger than %s", size(lim.MaxBytes))}
-}
-
-func size(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
+	return &Error{Line: line, Column: col, Msg: fmt.Sprintf("the file is larger than %s", bytesize.String(int64(lim.MaxBytes)))}
 }
 
 // position returns the line and column (in characters) of byte offset.

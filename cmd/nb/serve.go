@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/server/nanobots"
 	"github.com/nbots/nb/server/openai"
@@ -67,6 +68,8 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		pollHold    = fs.Duration("poll-hold", 250*time.Millisecond, "how long a stream poll waits for new output before answering unchanged (0: never)")
 		streamTTL   = fs.Duration("stream-ttl", 10*time.Minute, "how long a finished stream can still be read")
 		abandon     = fs.Duration("stream-abandon", 30*time.Second, "cancel a stream nobody has polled for this long (0: never)")
+		maxAnswer   = fs.String("max-answer", "64MiB", "most read of one answer of a provider, streamed or not (`size`): a longer one is cut there, and says so")
+		streamBytes = fs.String("max-stream-bytes", "256MiB", "most output kept of all the streams together (`size`): beyond it the oldest finished streams are forgotten, then the oldest running ones stopped")
 		logLevel    = fs.String("log-level", "info", "debug (every request, polls included), info, warn or error")
 		logFormat   = fs.String("log-format", "text", "text or json")
 		logMessages = fs.Bool("log-messages", false, "put the text of the messages in the log")
@@ -102,6 +105,14 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	var err error
 	if limits.MaxBody, err = parseSize(*maxBody); err != nil {
 		return &usageError{"--max-body: " + err.Error()}
+	}
+	answerLimit, err := parseSize(*maxAnswer)
+	if err != nil {
+		return &usageError{"--max-answer: " + err.Error()}
+	}
+	streamLimit, err := parseSize(*streamBytes)
+	if err != nil {
+		return &usageError{"--max-stream-bytes: " + err.Error()}
 	}
 	if limits.BodyMinRate, err = parseSize(*bodyRate); err != nil {
 		return &usageError{"--body-min-rate: " + err.Error()}
@@ -162,11 +173,19 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	api := nanobots.New(srv, nanobots.Options{Version: Version, Specification: Specification,
-		PollHold: holdOrNone(*pollHold), StreamTTL: *streamTTL, AbandonAfter: holdOrNone(*abandon)})
+		PollHold: holdOrNone(*pollHold), StreamTTL: *streamTTL, AbandonAfter: holdOrNone(*abandon),
+		MaxOutput: answerLimit, StreamBytes: streamLimit})
 	defer api.Close()
 	openai.New(srv, openai.Options{
 		Logger: log, RequestLogger: srv.Logger, Confirmer: srv.Confirmer(), MaxBody: limits.MaxBody,
-		Admit: srv.Admit, EndUser: srv.EndUser, Owner: tokenOwner,
+		Admit: func(ctx context.Context, detached bool) (context.Context, func(), error) {
+			run, done, err := srv.Admit(ctx, detached)
+			if err != nil {
+				return nil, nil, err
+			}
+			return provider.WithAnswerLimit(run, answerLimit), done, nil
+		},
+		EndUser: srv.EndUser, Owner: tokenOwner,
 	}).Register(srv)
 	closeAgents, err := a.mountAgents(ctx, srv, host, agentOptions{minions: *minionFile, hosts: *agentHosts, tokens: *agentTokens, id: *agentID, maxFrame: *agentFrame})
 	if err != nil {
@@ -269,8 +288,5 @@ func (a *App) serveCommand(args []string) int {
 // tokenOwner is who owns what the OpenAI API keeps for a request (stored
 // responses, the server's part of tool rounds): its token.
 func tokenOwner(r *http.Request) string {
-	if t := server.TokenFrom(r.Context()); t != nil {
-		return "token:" + t.Name
-	}
-	return ""
+	return server.Owner(r.Context())
 }

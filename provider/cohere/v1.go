@@ -301,7 +301,7 @@ func decodeStreamV1(ctx context.Context, body io.Reader, emit func(provider.Even
 }
 
 func decodeWholeV1(ctx context.Context, body io.Reader) (*provider.Response, error) {
-	data, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	data, err := io.ReadAll(body) // capped by provider.Send at the answer limit
 	if err != nil {
 		return nil, provider.ReadError(ctx, ID, err, false)
 	}

@@ -219,7 +219,7 @@ type wholeV2 struct {
 }
 
 func decodeWholeV2(ctx context.Context, body io.Reader) (*provider.Response, error) {
-	data, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	data, err := io.ReadAll(body) // capped by provider.Send at the answer limit
 	if err != nil {
 		return nil, provider.ReadError(ctx, ID, err, false)
 	}

@@ -264,7 +264,7 @@ func (c *Client) Complete(ctx context.Context, req provider.Request, onEvent fun
 	defer body.Close()
 	if !req.Stream {
 		d := newDecoder(nil)
-		data, err := io.ReadAll(io.LimitReader(body, 64<<20))
+		data, err := io.ReadAll(body) // capped by provider.Send at the answer limit
 		if err != nil {
 			return nil, provider.ReadError(ctx, ID, err, false)
 		}

@@ -269,7 +269,7 @@ func decodeLegacyStream(ctx context.Context, body io.Reader, onEvent func(provid
 }
 
 func decodeLegacyWhole(ctx context.Context, body io.Reader) (*provider.Response, error) {
-	data, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	data, err := io.ReadAll(body) // capped by provider.Send at the answer limit
 	if err != nil {
 		return nil, provider.ReadError(ctx, ID, err, false)
 	}

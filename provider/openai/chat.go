@@ -629,7 +629,7 @@ type whole struct {
 
 // DecodeWhole reads an answer that was not streamed (a chat.completion object).
 func (d Dialect) DecodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error) {
-	data, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	data, err := io.ReadAll(body) // capped by provider.Send at the answer limit
 	if err != nil {
 		return nil, provider.ReadError(ctx, d.ID, err, false)
 	}

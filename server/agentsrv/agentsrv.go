@@ -22,6 +22,7 @@ import (
 
 	"github.com/nbots/nb/agentproto"
 	"github.com/nbots/nb/agents"
+	"github.com/nbots/nb/internal/bytesize"
 	"github.com/nbots/nb/internal/httpjson"
 )
 
@@ -300,7 +301,7 @@ func (c *conn) read(ctx context.Context) ([]byte, error) {
 func (c *conn) frame(ctx context.Context) (*agentproto.Frame, *agentproto.Frame, error) {
 	data, err := c.read(ctx)
 	if errors.Is(err, errTooLarge) {
-		return nil, agentproto.ErrorFrame(agentproto.CodeFrameTooLarge, "the frame is larger than this server's limit of "+byteSize(c.h.maxFrame())+" and was discarded"), nil
+		return nil, agentproto.ErrorFrame(agentproto.CodeFrameTooLarge, "the frame is larger than this server's limit of "+bytesize.String(c.h.maxFrame())+" and was discarded"), nil
 	}
 	if err != nil {
 		return nil, nil, err
@@ -316,21 +317,6 @@ func (c *conn) frame(ctx context.Context) (*agentproto.Frame, *agentproto.Frame,
 		return nil, agentproto.ErrorFrame(agentproto.CodeProtocol, err.Error()), nil
 	}
 	return f, nil, nil
-}
-
-func byteSize(n int64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return itoa(n>>20) + " MiB"
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return itoa(n>>10) + " KiB"
-	}
-	return itoa(n) + " bytes"
-}
-
-func itoa(n int64) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
 
 // serve runs one connection: the run frame, the run, the client's

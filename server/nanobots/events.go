@@ -1,11 +1,14 @@
 package nanobots
 
 import (
+	"bytes"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/internal/jsonstr"
 	"github.com/nbots/nb/server"
 )
 
@@ -36,55 +39,39 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, s *stream, from int
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the events
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	s.mu.Lock()
-	s.watchers++
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.watchers--
-		s.lastSeen = time.Now()
-		s.mu.Unlock()
-	}()
-	var b strings.Builder
+	defer s.Watch()()
+	var b []byte
 	if announce {
-		writeEvent(&b, "stream", "", snapshotJSON(s.snapshot()))
+		b = appendEvent(b, "stream", "", marshalRun(snapshotJSON(a.snapshot(s))))
 	}
 	ticker := time.NewTicker(keepAlive)
 	defer ticker.Stop()
 	for {
-		s.mu.Lock()
-		if from > len(s.output) {
-			from = len(s.output)
-		}
-		piece := string(s.output[from:])
-		from = len(s.output)
-		state := s.state
-		snap := s.snapshotLocked()
-		ch := s.changed
-		s.lastSeen = time.Now()
-		s.mu.Unlock()
+		piece, st, end := a.output(s, from)
+		from = end
 		if piece != "" {
-			writeEvent(&b, "output", strconv.Itoa(from), map[string]string{"output": piece})
+			data := jsonstr.Append(append(make([]byte, 0, len(piece)+16), `{"output":`...), piece)
+			b = appendEvent(b, "output", strconv.Itoa(from), append(data, '}'))
 		}
-		if state != statePending {
-			writeEvent(&b, state, strconv.Itoa(from), snapshotJSON(snap))
+		if st.Status != eventlog.Open {
+			b = appendEvent(b, st.Status.String(), strconv.Itoa(from), marshalRun(snapshotJSON(a.snapshot(s))))
 		}
-		if b.Len() > 0 {
-			if _, err := w.Write([]byte(b.String())); err != nil {
+		if len(b) > 0 {
+			if _, err := w.Write(b); err != nil {
 				return
 			}
-			b.Reset()
+			b = b[:0]
 			if err := rc.Flush(); err != nil {
 				return
 			}
 		}
-		if state != statePending {
+		if st.Status != eventlog.Open {
 			return
 		}
 		select {
-		case <-ch:
+		case <-st.Changed:
 		case <-ticker.C:
-			b.WriteString(": keep-alive\n\n")
+			b = append(b, ": keep-alive\n\n"...)
 		case <-r.Context().Done():
 			return
 		}
@@ -98,21 +85,44 @@ func (a *API) unknownEvents(w http.ResponseWriter) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	var b strings.Builder
-	writeEvent(&b, stateUnknown, "", runJSON{State: stateUnknown})
-	w.Write([]byte(b.String())) //nolint:errcheck // the client went away
+	w.Write(appendEvent(nil, stateUnknown, "", marshalRun(runJSON{State: stateUnknown}))) //nolint:errcheck // the client went away
 }
 
-func writeEvent(b *strings.Builder, event, id string, v any) {
-	data, err := server.MarshalJSON(v)
-	if err != nil {
-		data = []byte(`{}`)
-	}
-	b.WriteString("event: " + event + "\n")
+// appendEvent appends one server-sent event with data.
+func appendEvent(b []byte, event, id string, data []byte) []byte {
+	b = append(b, "event: "+event+"\n"...)
 	if id != "" {
-		b.WriteString("id: " + id + "\n")
+		b = append(b, "id: "+id+"\n"...)
 	}
-	b.WriteString("data: ")
-	b.Write(data)
-	b.WriteString("\n\n")
+	b = append(b, "data: "...)
+	b = append(b, data...)
+	return append(b, "\n\n"...)
+}
+
+// marshalRun is v as server.MarshalJSON writes it, with its output
+// escaped in place instead of through an encoder's growing buffers: the
+// output may be 64 MiB, and every poll answers it whole.
+func marshalRun(v runJSON) []byte {
+	out := v.Output
+	v.Output = ""
+	head, err := server.MarshalJSON(v)
+	if err != nil {
+		return []byte(`{}`)
+	}
+	const field = `"output":`
+	i := bytes.Index(head, []byte(field+`""`)) + len(field)
+	b := make([]byte, 0, len(head)+len(out)+len(out)/16+16)
+	b = append(b, head[:i]...)
+	b = jsonstr.Append(b, out)
+	return append(b, head[i+2:]...)
+}
+
+// writeRun answers v, as server.WriteJSON would.
+func writeRun(w http.ResponseWriter, status int, v runJSON) {
+	b := marshalRun(v)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b) //nolint:errcheck // the client went away
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/server"
 )
 
@@ -43,13 +45,24 @@ type Options struct {
 	// MaxStreams bounds the streams kept (default 10000); the oldest
 	// finished ones are forgotten first.
 	MaxStreams int
+	// MaxOutput bounds the output of one stream in bytes (default
+	// eventlog.DefaultMaxBytes, 64 MiB): beyond it the output is cut,
+	// and a finished stream says so at the end of its output.
+	MaxOutput int64
+	// StreamBytes bounds the output of all the streams kept (default
+	// DefaultStreamBytes): beyond it the oldest finished streams are
+	// forgotten first, then the oldest running ones, which are stopped.
+	StreamBytes int64
 }
+
+// DefaultStreamBytes is the default of Options.StreamBytes.
+const DefaultStreamBytes int64 = 256 << 20
 
 // API is the Nano Bots API mounted on a server.
 type API struct {
 	srv     *server.Server
 	opts    Options
-	streams *streams
+	streams *eventlog.Store[*stream]
 	stop    chan struct{}
 }
 
@@ -68,8 +81,15 @@ func New(srv *server.Server, opts Options) *API {
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = 10000
 	}
-	a := &API{srv: srv, opts: opts, stop: make(chan struct{}),
-		streams: &streams{ttl: opts.StreamTTL, abandon: opts.AbandonAfter, max: opts.MaxStreams, byID: map[string]*stream{}}}
+	if opts.MaxOutput <= 0 {
+		opts.MaxOutput = eventlog.DefaultMaxBytes
+	}
+	if opts.StreamBytes <= 0 {
+		opts.StreamBytes = DefaultStreamBytes
+	}
+	a := &API{srv: srv, opts: opts, stop: make(chan struct{})}
+	a.streams = eventlog.NewStore(eventlog.Limits{Count: opts.MaxStreams, Bytes: opts.StreamBytes, TTL: opts.StreamTTL}, nil,
+		func(_ string, s *stream) { s.cancel(eventlog.ErrEvicted) })
 	srv.HandleFunc("GET /{$}", a.index)
 	srv.HandleFunc("GET /cartridges", a.list)
 	srv.HandleFunc("POST /cartridges/source", a.source)
@@ -99,10 +119,10 @@ func (a *API) janitor() {
 			return
 		case <-a.srv.Done():
 			return
-		case now := <-t.C:
-			a.streams.sweep(now, func(s *stream) {
+		case <-t.C:
+			for _, s := range a.streams.Sweep(a.opts.AbandonAfter) {
 				s.cancel(server.ErrClientGone)
-			})
+			}
 		}
 	}
 }
@@ -377,6 +397,7 @@ func (a *API) prepare(r *http.Request) (*job, error) {
 func (a *API) execute(ctx context.Context, j *job, out io.StringWriter) error {
 	c, mode := j.bot.Cartridge, j.x.Mode
 	log := a.srv.Logger(ctx)
+	ctx = provider.WithAnswerLimit(ctx, a.opts.MaxOutput)
 	wrote := false
 	write := func(s string) {
 		if s != "" {
@@ -468,7 +489,7 @@ func (a *API) run(w http.ResponseWriter, r *http.Request) {
 	if a.srv.LogMessages() {
 		a.srv.Logger(ctx).Info("answer", "output", out.String())
 	}
-	server.WriteJSON(w, http.StatusOK, runJSON{ID: nil, StartedAt: timeOrNull(started), FinishedAt: timeOrNull(time.Now()), State: stateFinished, Output: out.String()})
+	writeRun(w, http.StatusOK, runJSON{ID: nil, StartedAt: timeOrNull(started), FinishedAt: timeOrNull(time.Now()), State: stateFinished, Output: out.String()})
 }
 
 // failure is the error a client sees for a failed run; a failure of nb
@@ -496,23 +517,26 @@ func (a *API) createStream(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancelCause(runCtx)
 	now := time.Now()
-	s := &stream{id: newStreamID(), started: now, cancel: cancel, state: statePending, changed: make(chan struct{}), lastSeen: now}
-	a.streams.add(s)
+	s := &stream{Log: eventlog.New(a.opts.MaxOutput), cancel: cancel}
+	a.streams.Put(eventlog.NewID(), server.Owner(r.Context()), s, 0)
 	go func() {
 		defer done()
 		defer cancel(nil)
-		log := a.srv.Logger(ctx).With("stream", s.id, "cartridge", j.id)
+		log := a.srv.Logger(ctx).With("stream", s.ID(), "cartridge", j.id)
 		err := a.execute(ctx, j, s)
 		if err != nil {
 			e := server.AsError(ctx, a.failure(ctx, err))
 			log.Warn("stream failed", "status", e.Status, "error", e.Message, "duration", time.Since(now).String())
-			s.finish(err, e.Message)
+			s.Finish(err, e.Message)
 			return
 		}
-		s.finish(nil, "")
+		s.Finish(nil, "")
 		attrs := []any{"duration", time.Since(now).String()}
+		if st := s.State(); st.Cut {
+			attrs = append(attrs, "cut_at_bytes", a.opts.MaxOutput)
+		}
 		if a.srv.LogMessages() {
-			attrs = append(attrs, "output", s.snapshot().output)
+			attrs = append(attrs, "output", a.snapshot(s).output)
 		}
 		log.Info("stream finished", attrs...)
 	}()
@@ -520,7 +544,7 @@ func (a *API) createStream(w http.ResponseWriter, r *http.Request) {
 		a.events(w, r, s, 0, true)
 		return
 	}
-	server.WriteJSON(w, http.StatusOK, snapshotJSON(s.snapshot()))
+	writeRun(w, http.StatusOK, snapshotJSON(a.snapshot(s)))
 }
 
 func snapshotJSON(s snapshot) runJSON {
@@ -535,7 +559,7 @@ func snapshotJSON(s snapshot) runJSON {
 // (always 200 but for a failed stream, 500 as the reference), or its
 // events when the client asks for text/event-stream.
 func (a *API) getStream(w http.ResponseWriter, r *http.Request) {
-	s := a.streams.get(r.PathValue("id"))
+	s, _ := a.streams.Get(r.PathValue("id"), server.Owner(r.Context()))
 	if wantsEvents(r) {
 		if s == nil {
 			a.unknownEvents(w)
@@ -546,15 +570,19 @@ func (a *API) getStream(w http.ResponseWriter, r *http.Request) {
 	}
 	server.Quiet(r.Context())
 	if s == nil {
-		server.WriteJSON(w, http.StatusOK, runJSON{State: stateUnknown})
+		writeRun(w, http.StatusOK, runJSON{State: stateUnknown})
 		return
 	}
-	snap := s.poll(r.Context(), a.opts.PollHold)
+	a.hold(r.Context(), s, a.opts.PollHold)
+	s.polling.Lock()
+	defer s.polling.Unlock()
+	snap := a.snapshot(s)
+	s.served.Store(int64(len(snap.output)))
 	status := http.StatusOK
 	if snap.state == stateFailed {
 		status = http.StatusInternalServerError
 	}
-	server.WriteJSON(w, status, snapshotJSON(snap))
+	writeRun(w, status, snapshotJSON(snap))
 }
 
 // wantsEvents reports whether the client asked for server-sent events by

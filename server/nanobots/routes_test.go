@@ -201,17 +201,17 @@ func TestStreamExpiry(t *testing.T) {
 		f.pollUntilDone(id)
 		ids = append(ids, id)
 	}
-	if n := f.api.streams.len(); n != 3 {
+	if n := f.api.kept(); n != 3 {
 		t.Fatalf("%d streams kept, want 3", n)
 	}
 	if _, body := f.do("GET", "/cartridges/stream/"+ids[0], ""); !strings.Contains(body, `"state":"unknown"`) {
 		t.Fatalf("the oldest stream was kept: %s", body)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for f.api.streams.len() > 0 && time.Now().Before(deadline) {
+	for f.api.kept() > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := f.api.streams.len(); n != 0 {
+	if n := f.api.kept(); n != 0 {
 		t.Fatalf("%d streams kept after their time", n)
 	}
 }

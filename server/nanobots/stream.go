@@ -2,11 +2,13 @@ package nanobots
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"sort"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/internal/bytesize"
 )
 
 // Stream states, as the reference names them.
@@ -18,59 +20,15 @@ const (
 )
 
 // stream is one evaluation clients follow by polling or with server-sent
-// events. Its output only grows: the editor plugins insert the part of
-// each answer they have not seen.
+// events: an event log whose output only grows (the editor plugins
+// insert the part of each answer they have not seen).
 type stream struct {
-	id      string
-	started time.Time
-	cancel  context.CancelCauseFunc
-
-	mu       sync.Mutex
-	state    string
-	finished time.Time
-	output   []byte
-	errMsg   string
-	changed  chan struct{} // closed, and replaced, on every change
-	served   int           // output length the last poll answered with
-	lastSeen time.Time     // last poll, or now while an SSE client reads
-	watchers int           // SSE clients reading it
-}
-
-func newStreamID() string {
-	var b [16]byte
-	rand.Read(b[:]) //nolint:errcheck // never fails
-	return hex.EncodeToString(b[:])
-}
-
-// WriteString appends text to the output.
-func (s *stream) WriteString(text string) (int, error) {
-	if text == "" {
-		return 0, nil
-	}
-	s.mu.Lock()
-	s.output = append(s.output, text...)
-	s.notify()
-	s.mu.Unlock()
-	return len(text), nil
-}
-
-// finish ends the stream: finished, or failed with msg.
-func (s *stream) finish(err error, msg string) {
-	s.mu.Lock()
-	s.finished = time.Now()
-	if err != nil {
-		s.state, s.errMsg = stateFailed, msg
-	} else {
-		s.state = stateFinished
-	}
-	s.notify()
-	s.mu.Unlock()
-}
-
-// notify wakes the waiting polls and SSE clients; the caller holds mu.
-func (s *stream) notify() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+	*eventlog.Log
+	cancel context.CancelCauseFunc
+	served atomic.Int64 // output length the last poll answered with
+	// polling is held while a poll copies the output: polls of one stream
+	// take its memory one at a time, however many a client sends.
+	polling sync.Mutex
 }
 
 // snapshot is the stream as a poll answers it.
@@ -83,110 +41,48 @@ type snapshot struct {
 	errMsg   string
 }
 
-func (s *stream) snapshot() snapshot {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.snapshotLocked()
+// cutNotice ends the output of a stream that reached its bytes, once it
+// is over: the output only grows, so it comes last.
+func cutNotice(limit int64) string {
+	return fmt.Sprintf("\n\n[nb: the output was cut here: it reached the limit of %s per answer]", bytesize.String(limit))
 }
 
-func (s *stream) snapshotLocked() snapshot {
-	return snapshot{id: s.id, started: s.started, finished: s.finished, state: s.state, output: string(s.output), errMsg: s.errMsg}
-}
-
-// poll answers one poll. While the stream is pending and its output has
-// not grown since the last poll, it waits up to hold for a change: the
-// plugins poll in a tight loop, so this turns hundreds of empty answers a
-// second into a few, and delivers a change as soon as it comes.
-func (s *stream) poll(ctx context.Context, hold time.Duration) snapshot {
-	s.mu.Lock()
-	s.lastSeen = time.Now()
-	if hold > 0 && s.state == statePending && len(s.output) == s.served {
-		ch := s.changed
-		s.mu.Unlock()
-		t := time.NewTimer(hold)
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-ctx.Done():
+// output is the stream's output from byte from, with the cut notice at
+// the end of a finished stream that reached its bytes, and its state.
+func (a *API) output(s *stream, from int) (string, eventlog.State, int) {
+	out, st := s.Output(from)
+	end := st.TextLen
+	if st.Cut && st.Status != eventlog.Open {
+		notice := cutNotice(a.opts.MaxOutput)
+		if skip := from - st.TextLen; skip < len(notice) {
+			out += notice[max(skip, 0):]
 		}
-		t.Stop()
-		s.mu.Lock()
+		end += len(notice)
 	}
-	s.served = len(s.output)
-	s.lastSeen = time.Now()
-	snap := s.snapshotLocked()
-	s.mu.Unlock()
-	return snap
+	return out, st, end
 }
 
-// streams holds the streams by id, forgetting finished ones after a
-// while so memory stays bounded.
-type streams struct {
-	ttl     time.Duration // how long a finished stream stays readable
-	abandon time.Duration // a pending stream nobody reads for this long is cancelled
-	max     int           // streams kept at most
-
-	mu   sync.Mutex
-	byID map[string]*stream
+func (a *API) snapshot(s *stream) snapshot {
+	out, st, _ := a.output(s, 0)
+	return snapshot{id: s.ID(), started: st.Started, finished: st.Finished, state: st.Status.String(), output: out, errMsg: st.Err}
 }
 
-func (ss *streams) add(s *stream) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if len(ss.byID) >= ss.max {
-		ss.evictLocked(len(ss.byID) - ss.max + 1)
-	}
-	ss.byID[s.id] = s
-}
-
-func (ss *streams) get(id string) *stream {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return ss.byID[id]
-}
-
-func (ss *streams) len() int {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return len(ss.byID)
-}
-
-// evictLocked forgets the n streams that finished first.
-func (ss *streams) evictLocked(n int) {
-	type done struct {
-		id string
-		at time.Time
-	}
-	var list []done
-	for id, s := range ss.byID {
-		s.mu.Lock()
-		if s.state != statePending {
-			list = append(list, done{id, s.finished})
-		}
-		s.mu.Unlock()
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].at.Before(list[j].at) })
-	for i := 0; i < n && i < len(list); i++ {
-		delete(ss.byID, list[i].id)
+// hold waits before a poll. While the stream is pending and its output
+// has not grown since the last poll, it waits up to hold for a change:
+// the plugins poll in a tight loop, so this turns hundreds of empty
+// answers a second into a few, and delivers a change as soon as it
+// comes.
+func (a *API) hold(ctx context.Context, s *stream, hold time.Duration) {
+	defer s.Watch()() // a poll that waits is a reader: the stream is not abandoned
+	served := int(s.served.Load())
+	if st := s.State(); hold > 0 && st.Status == eventlog.Open && st.TextLen == served {
+		// Only output or the end wake it: other events do not change a poll.
+		s.Wait(ctx, int(^uint(0)>>1), served, hold)
 	}
 }
 
-// sweep forgets expired streams and cancels abandoned ones.
-func (ss *streams) sweep(now time.Time, onAbandon func(*stream)) {
-	ss.mu.Lock()
-	var abandoned []*stream
-	for id, s := range ss.byID {
-		s.mu.Lock()
-		switch {
-		case s.state != statePending && now.Sub(s.finished) > ss.ttl:
-			delete(ss.byID, id)
-		case s.state == statePending && s.watchers == 0 && ss.abandon > 0 && now.Sub(s.lastSeen) > ss.abandon:
-			abandoned = append(abandoned, s)
-		}
-		s.mu.Unlock()
-	}
-	ss.mu.Unlock()
-	for _, s := range abandoned {
-		onAbandon(s)
-	}
+// kept is the number of streams kept.
+func (a *API) kept() int {
+	n, _ := a.streams.Stats()
+	return n
 }

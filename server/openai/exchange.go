@@ -188,9 +188,8 @@ const (
 	roundKeyLen = 16 // hex digits
 )
 
-// keptRound is the server's part of a tool round, for its owner.
+// keptRound is the server's part of a tool round, kept for its owner.
 type keptRound struct {
-	owner  string
 	events []state.Event
 }
 
@@ -252,7 +251,7 @@ func (h *Handler) keepRound(ctx context.Context, owner string, recorded []state.
 		return calls
 	}
 	key := newKey()
-	if !h.rounds.put(key, &keptRound{owner: owner, events: recorded}, eventsSize(recorded)) {
+	if !h.rounds.Put(key, owner, &keptRound{events: recorded}, eventsSize(recorded)) {
 		h.logger(ctx).Warn("a tool round is too large to keep: the model will see only the client's part of it", "bytes", eventsSize(recorded))
 		return calls
 	}
@@ -310,7 +309,7 @@ func (h *Handler) restoreRounds(owner string, events []state.Event) ([]state.Eve
 			if key == "" {
 				break
 			}
-			if kept, ok := h.rounds.get(key); ok && kept.owner == owner {
+			if kept, ok := h.rounds.Get(key, owner); ok {
 				out = append(out, kept.events...)
 				continue
 			}

@@ -2,8 +2,8 @@ package openai
 
 import (
 	"strconv"
-	"unicode/utf8"
 
+	"github.com/nbots/nb/internal/jsonstr"
 	"github.com/nbots/nb/provider"
 )
 
@@ -11,62 +11,9 @@ import (
 // sends them: a chunk is written for every streamed piece, and
 // encoding/json's reflection costs more than the rest of the chunk.
 
-const hexDigits = "0123456789abcdef"
-
 // appendString appends s as a JSON string, as encoding/json writes it
-// without HTML escaping: invalid UTF-8 becomes U+FFFD, and U+2028 and
-// U+2029 are escaped (JavaScript reads them as line ends).
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// without HTML escaping.
+func appendString(dst []byte, s string) []byte { return jsonstr.Append(dst, s) }
 
 func appendInt(dst []byte, n int64) []byte { return strconv.AppendInt(dst, n, 10) }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/eventlog"
 	"github.com/nbots/nb/server"
 )
 
@@ -121,8 +122,8 @@ type Handler struct {
 	endUser   func(r *http.Request) string
 	owner     func(r *http.Request) string
 	now       func() time.Time
-	responses *memo[*storedResponse]
-	rounds    *memo[*keptRound]
+	responses *eventlog.Store[*storedResponse]
+	rounds    *eventlog.Store[*keptRound]
 	mux       *http.ServeMux
 }
 
@@ -138,8 +139,8 @@ func New(c Catalog, o Options) *Handler {
 	if h.now == nil {
 		h.now = time.Now
 	}
-	h.responses = newMemo[*storedResponse](o.Responses.or(DefaultResponses), h.now)
-	h.rounds = newMemo[*keptRound](o.Rounds.or(DefaultRounds), h.now)
+	h.responses = eventlog.NewStore[*storedResponse](eventlog.Limits(o.Responses.or(DefaultResponses)), h.now, nil)
+	h.rounds = eventlog.NewStore[*keptRound](eventlog.Limits(o.Rounds.or(DefaultRounds)), h.now, nil)
 	h.mux = http.NewServeMux()
 	h.Register(h.mux)
 	return h

@@ -59,7 +59,6 @@ type inputItem struct {
 // storedResponse is a response kept for previous_response_id and GET:
 // the whole conversation after it, and the response object.
 type storedResponse struct {
-	owner        string
 	conversation []state.Event
 	object       []byte
 }
@@ -128,7 +127,7 @@ func (h *Handler) keepResponse(r *http.Request, resp *responseObject, out *outco
 	}
 	if resp.Store {
 		size := eventsSize(out.conversation) + int64(len(body))
-		if !h.responses.put(resp.ID, &storedResponse{owner: h.ownerOf(r), conversation: out.conversation, object: body}, size) {
+		if !h.responses.Put(resp.ID, h.ownerOf(r), &storedResponse{conversation: out.conversation, object: body}, size) {
 			h.logger(r.Context()).Warn("a response is too large to keep for previous_response_id", "id", resp.ID, "bytes", size)
 		}
 	}
@@ -149,7 +148,7 @@ func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request) {
 // deleteResponse answers DELETE /v1/responses/{id}.
 func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, ok := h.stored(r, id); !ok || !h.responses.delete(id) {
+	if !h.responses.Delete(id, h.ownerOf(r)) {
 		WriteError(w, responseNotFound(id, ""))
 		return
 	}
@@ -162,11 +161,7 @@ func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request) {
 
 // stored is the response id kept for the owner of r.
 func (h *Handler) stored(r *http.Request, id string) (*storedResponse, bool) {
-	kept, ok := h.responses.get(id)
-	if !ok || kept.owner != h.ownerOf(r) {
-		return nil, false
-	}
-	return kept, true
+	return h.responses.Get(id, h.ownerOf(r))
 }
 
 func responseNotFound(id, param string) *Error {

@@ -11,42 +11,6 @@ import (
 	"github.com/nbots/nb/provider/providertest"
 )
 
-// The stores keep at most Count entries and Bytes bytes, oldest out
-// first, and forget entries after TTL.
-func TestMemoBounds(t *testing.T) {
-	now := time.Unix(1000, 0)
-	m := newMemo[string](StoreLimits{Count: 3, Bytes: 100, TTL: time.Minute}, func() time.Time { return now })
-	for _, k := range []string{"a", "b", "c", "d"} {
-		m.put(k, k, 10)
-	}
-	if _, ok := m.get("a"); ok {
-		t.Error("a is kept past the count")
-	}
-	if n, b := m.stats(); n != 3 || b != 30 {
-		t.Errorf("%d entries, %d bytes", n, b)
-	}
-	m.put("big", "big", 81) // 111 bytes: b and c go
-	for k, want := range map[string]bool{"b": false, "c": false, "d": true, "big": true} {
-		if _, ok := m.get(k); ok != want {
-			t.Errorf("%s kept: %v", k, ok)
-		}
-	}
-	if m.put("huge", "huge", 101) {
-		t.Error("an entry larger than the store is kept")
-	}
-	now = now.Add(time.Minute)
-	if _, ok := m.get("d"); ok {
-		t.Error("d is kept past its time")
-	}
-	m.put("e", "e", 1)
-	if n, b := m.stats(); n != 1 || b != 1 {
-		t.Errorf("after expiry: %d entries, %d bytes", n, b)
-	}
-	if !m.delete("e") || m.delete("e") {
-		t.Error("delete")
-	}
-}
-
 // The ids given to the client for a kept round carry its key; any other
 // id is left alone.
 func TestRoundIDs(t *testing.T) {
