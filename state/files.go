@@ -35,6 +35,8 @@ type Files struct {
 	Cipher *Cipher
 }
 
+var _ Store = Files{}
+
 // Env is the part of the environment the state root depends on.
 type Env struct {
 	StatePath, StateDirectory, StateHome, Home string
