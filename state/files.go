@@ -222,7 +222,13 @@ func (s *fileConversation) Begin(ctx context.Context, onBusy func()) (Turn, erro
 		unlock()
 		return nil, err
 	}
-	return &fileTurn{s: s, key: doc.Key, records: doc.History, events: FromJSON(doc.History), unlock: unlock}, nil
+	// Room for an exchange's events, so that its appends do not copy the
+	// history.
+	events := make([]Event, len(doc.History), len(doc.History)+16)
+	for i, r := range doc.History {
+		events[i] = r.Event()
+	}
+	return &fileTurn{s: s, key: doc.Key, records: doc.History, events: events, unlock: unlock}, nil
 }
 
 func (t *fileTurn) History() []Event { return t.events }

@@ -106,10 +106,16 @@ const (
 // readMeta is the known meta keys of a read event: the values as they
 // were, and the typed fields they gave.
 type readMeta struct {
-	raw    map[string]any
-	typed  Event
-	frozen []ToolCall
+	raw       map[string]any
+	calls     []ToolCall
+	reasoning string
+	extra     map[string]any
+	result    ToolResult
 }
+
+// readBare marks the read events without known meta keys (most of them),
+// without an allocation each.
+var readBare = &readMeta{}
 
 // JSON converts events to the reference's records.
 func JSON(events []Event) []JSONEvent {
@@ -158,20 +164,19 @@ func (e Event) JSON() JSONEvent {
 			}
 		}
 	}
-	var was Event
-	var wasCalls []ToolCall
-	if rd != nil {
-		was, wasCalls = rd.typed, rd.frozen
+	was := rd
+	if was == nil {
+		was = readBare
 	}
-	put(metaToolCalls, slices.Equal(e.ToolCalls, wasCalls), len(e.ToolCalls) > 0, func() any { return callsJSON(e.ToolCalls) })
-	put(metaReasoning, e.Reasoning == was.Reasoning, e.Reasoning != "", func() any { return e.Reasoning })
-	put(metaExtra, reflect.DeepEqual(e.Extra, was.Extra), len(e.Extra) > 0, func() any { return e.Extra })
+	put(metaToolCalls, slices.Equal(e.ToolCalls, was.calls), len(e.ToolCalls) > 0, func() any { return callsJSON(e.ToolCalls) })
+	put(metaReasoning, e.Reasoning == was.reasoning, e.Reasoning != "", func() any { return e.Reasoning })
+	put(metaExtra, reflect.DeepEqual(e.Extra, was.extra), len(e.Extra) > 0, func() any { return e.Extra })
 	// nb writes a result's id and name even when empty; an event read
 	// without them keeps without them.
 	tool := e.Who == RoleTool && rd == nil
-	put(metaID, e.Result.ID == was.Result.ID, tool || e.Result.ID != "", func() any { return e.Result.ID })
-	put(metaName, e.Result.Name == was.Result.Name, tool || e.Result.Name != "", func() any { return e.Result.Name })
-	put(metaIsError, e.Result.IsError == was.Result.IsError, e.Result.IsError, func() any { return true })
+	put(metaID, e.Result.ID == was.result.ID, tool || e.Result.ID != "", func() any { return e.Result.ID })
+	put(metaName, e.Result.Name == was.result.Name, tool || e.Result.Name != "", func() any { return e.Result.Name })
+	put(metaIsError, e.Result.IsError == was.result.IsError, e.Result.IsError, func() any { return true })
 	if len(meta) > 0 {
 		r.Meta = meta
 	}
@@ -191,8 +196,11 @@ func callsJSON(calls []ToolCall) []any {
 // reference's readers do); the others stay in Meta.
 func (r JSONEvent) Event() Event {
 	e := Event{At: r.At, Who: Role(r.Who), Mode: r.Mode, Input: r.Input, Message: r.Message, Output: r.Output, Partial: r.Partial, Images: r.Images}
+	e.read = readBare
+	if len(r.Meta) == 0 {
+		return e
+	}
 	rd := &readMeta{}
-	e.read = rd
 	for k, v := range r.Meta {
 		switch k {
 		case metaToolCalls:
@@ -219,8 +227,10 @@ func (r JSONEvent) Event() Event {
 		}
 		rd.raw[k] = v
 	}
-	rd.typed = Event{Reasoning: e.Reasoning, Extra: e.Extra, Result: e.Result}
-	rd.frozen = slices.Clone(e.ToolCalls)
+	if rd.raw != nil {
+		rd.calls, rd.reasoning, rd.extra, rd.result = slices.Clone(e.ToolCalls), e.Reasoning, e.Extra, e.Result
+		e.read = rd
+	}
 	return e
 }
 
