@@ -15,15 +15,8 @@ import (
 // (everything but process start and package initialisation) against an
 // instant local provider.
 func BenchmarkEval(b *testing.B) {
-	srv := httptest.NewServer(openaitest.New(func(providertest.Turn) providertest.Reply {
-		return providertest.Reply{Chunks: []string{"Hello!"}}
-	}))
-	defer srv.Close()
 	dir := b.TempDir()
-	cart := filepath.Join(dir, "bot.yml")
-	os.WriteFile(cart, []byte("meta: {name: Bench, author: nb}\nbehaviors: {interaction: {directive: Be fast.}}\nprovider: {id: openai, credentials: {address: "+srv.URL+"}, settings: {model: m}}\n"), 0o644)
-	devnull, _ := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	defer devnull.Close()
+	cart, devnull := benchSetup(b, dir)
 	b.ReportAllocs()
 	for b.Loop() {
 		app := &App{Args: []string{cart, "-", "eval", "hi"}, Stdin: devnull, Stdout: devnull, Stderr: devnull, Environ: os.Environ()}
@@ -38,15 +31,8 @@ func BenchmarkEval(b *testing.B) {
 // an exchange (lock, read, two appends, listing nothing). Each run starts
 // from a copy of the same conversation (the copy is not timed).
 func BenchmarkEvalStateful(b *testing.B) {
-	srv := httptest.NewServer(openaitest.New(func(providertest.Turn) providertest.Reply {
-		return providertest.Reply{Chunks: []string{"Hello!"}}
-	}))
-	defer srv.Close()
 	dir := b.TempDir()
-	cart := filepath.Join(dir, "bot.yml")
-	os.WriteFile(cart, []byte("meta: {name: Bench, author: nb}\nbehaviors: {interaction: {directive: Be fast.}}\nprovider: {id: openai, credentials: {address: "+srv.URL+"}, settings: {model: m}}\n"), 0o644)
-	devnull, _ := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	defer devnull.Close()
+	cart, devnull := benchSetup(b, dir)
 	run := func(root, input string) {
 		app := &App{Args: []string{cart, "K", "eval", input}, Stdin: devnull, Stdout: devnull, Stderr: devnull, Environ: append(os.Environ(), "NANO_BOTS_STATE_PATH="+root)}
 		if code := app.Run(); code != 0 {
@@ -69,4 +55,18 @@ func BenchmarkEvalStateful(b *testing.B) {
 		b.StartTimer()
 		run(root, "hi")
 	}
+}
+
+// benchSetup starts an instant local provider and writes a cartridge for
+// it in dir; devnull takes the output.
+func benchSetup(b *testing.B, dir string) (cart string, devnull *os.File) {
+	srv := httptest.NewServer(openaitest.New(func(providertest.Turn) providertest.Reply {
+		return providertest.Reply{Chunks: []string{"Hello!"}}
+	}))
+	b.Cleanup(srv.Close)
+	cart = filepath.Join(dir, "bot.yml")
+	os.WriteFile(cart, []byte("meta: {name: Bench, author: nb}\nbehaviors: {interaction: {directive: Be fast.}}\nprovider: {id: openai, credentials: {address: "+srv.URL+"}, settings: {model: m}}\n"), 0o644)
+	devnull, _ = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	b.Cleanup(func() { devnull.Close() })
+	return cart, devnull
 }
