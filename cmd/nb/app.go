@@ -242,7 +242,7 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb cartridge.yml - cartridge
 
   nb cartridge.yml - mcp
-  nb mcp serve [--listen ADDR] [--allow-tools] [CARTRIDGE|DIR ...]
+  nb mcp serve [--listen ADDR] [--cors-origins ORIGINS] [--allow-tools] [CARTRIDGE|DIR ...]
 
   nb - STATE-KEY state
   nb cartridge.yml STATE-KEY state
