@@ -96,12 +96,19 @@ type Confirmer interface {
 }
 
 // Conversation is where an exchange reads and records its history: a
-// state key held for the exchange (state.Turn), or a Memory.
+// stored conversation held for the exchange (a state.Turn), or a Memory.
 type Conversation interface {
 	// History is the conversation so far; the caller must not modify it.
 	History() []state.Event
 	// Append records events.
 	Append(events ...state.Event) error
+}
+
+// OutputKeeper is a Conversation that keeps the whole of tool outputs too
+// large for the history (a state.Turn does).
+type OutputKeeper interface {
+	// KeepOutput keeps text under the call's id; where says where it is.
+	KeepOutput(id, text string) (where string, err error)
 }
 
 // Memory is a Conversation kept in memory: a stateless REPL, or a
@@ -194,11 +201,8 @@ type Agent struct {
 	// MaxStored bounds one tool output kept in the conversation, in bytes
 	// (the model sees far less, the ToolEnd event all of it); 0 means
 	// DefaultMaxStored. A larger output is kept head and tail with a note,
-	// and whole in a file under OutputDir when that is set.
+	// and whole by the Conversation when it is an OutputKeeper.
 	MaxStored int
-	// OutputDir keeps the whole output of tools that exceed MaxStored
-	// ("" keeps no copy).
-	OutputDir string
 	// Structured, when set, asks the model for an answer that is one
 	// JSON value following a schema (see provider.Request.Output).
 	Structured *provider.OutputSchema
@@ -307,7 +311,7 @@ func (a *Agent) askFunctions(ctx context.Context, input string, images []media.I
 		return nil, err
 	}
 	raw := input
-	ev := state.Event{At: state.Now(), Who: "user", Mode: string(a.Mode), Input: &raw, Message: message, Images: images}
+	ev := state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &raw, Message: message, Images: images}
 	if err := a.record(ev); err != nil {
 		return nil, err
 	}
@@ -329,7 +333,7 @@ func (a *Agent) Boot(ctx context.Context) (*Result, error) {
 		return nil, nil
 	}
 	instr := b.Instruction
-	ev := state.Event{At: state.Now(), Who: "user", Mode: string(a.Mode), Input: &instr, Message: instr}
+	ev := state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &instr, Message: instr}
 	if err := a.record(ev); err != nil {
 		return nil, err
 	}
@@ -509,7 +513,7 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 			if partial.Len() > 0 {
 				// Keep what the user saw, marked so it is never sent back as complete.
 				text := partial.String()
-				a.record(state.Event{At: state.Now(), Who: "AI", Mode: string(a.Mode), Message: text, Partial: true}) //nolint:errcheck // the provider's error matters more
+				a.record(state.Event{At: state.Now(), Who: state.RoleAI, Mode: string(a.Mode), Message: text, Partial: true}) //nolint:errcheck // the provider's error matters more
 			}
 			return nil, err
 		}
@@ -540,7 +544,7 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 			// question, and the first would never be sent.
 			if msgs := a.Steering(); len(msgs) > 0 {
 				msg := strings.Join(msgs, "\n\n")
-				if err := a.record(state.Event{At: state.Now(), Who: "user", Mode: string(a.Mode), Input: &msg, Message: msg}); err != nil {
+				if err := a.record(state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &msg, Message: msg}); err != nil {
 					return nil, err
 				}
 			}
@@ -588,10 +592,8 @@ func (a *Agent) finish(ctx context.Context, resp *provider.Response, stream bool
 	}
 	if resp.Text != "" || resp.Reasoning != "" {
 		output := a.Cartridge.Affix(a.Mode, "output", "prefix") + res.Display + a.Cartridge.Affix(a.Mode, "output", "suffix")
-		ev := state.Event{At: state.Now(), Who: "AI", Mode: string(a.Mode), Message: resp.Text, Output: &output}
-		if meta := responseMeta(resp); meta != nil {
-			ev.Meta = meta
-		}
+		ev := state.Event{At: state.Now(), Who: state.RoleAI, Mode: string(a.Mode), Message: resp.Text, Output: &output}
+		withResponse(&ev, resp)
 		if err := a.record(ev); err != nil {
 			return nil, err
 		}
@@ -599,25 +601,16 @@ func (a *Agent) finish(ctx context.Context, resp *provider.Response, stream bool
 	return res, nil
 }
 
-func responseMeta(resp *provider.Response) map[string]any {
-	meta := map[string]any{}
-	if resp.Reasoning != "" {
-		meta["reasoning"] = resp.Reasoning
-	}
+// withResponse records in ev what the model's response carries besides
+// its text: reasoning, provider data and tool calls.
+func withResponse(ev *state.Event, resp *provider.Response) {
+	ev.Reasoning = resp.Reasoning
 	if len(resp.Extra) > 0 {
-		meta["extra"] = resp.Extra
+		ev.Extra = resp.Extra
 	}
-	if len(resp.ToolCalls) > 0 {
-		calls := make([]any, len(resp.ToolCalls))
-		for i, c := range resp.ToolCalls {
-			calls[i] = map[string]any{"id": c.ID, "name": c.Name, "arguments": c.Arguments}
-		}
-		meta["tool_calls"] = calls
+	for _, c := range resp.ToolCalls {
+		ev.ToolCalls = append(ev.ToolCalls, state.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
-	if len(meta) == 0 {
-		return nil
-	}
-	return meta
 }
 
 // LimitError stops an exchange that would not end by itself.

@@ -47,7 +47,7 @@ func TestRoundOfSeveralCallsKeepsCallOrder(t *testing.T) {
 	// The history keeps user, calls, 3 results, answer.
 	var who []string
 	for _, ev := range h.agent.History() {
-		who = append(who, ev.Who)
+		who = append(who, string(ev.Who))
 	}
 	equal(t, "history", who, []string{"user", "AI", "tool", "tool", "tool", "AI"})
 }

@@ -23,15 +23,15 @@ import (
 // exchanges, results without their call) is repaired when it is sent:
 // the key is never left unusable.
 func TestMessagesRepairBrokenHistories(t *testing.T) {
-	callsOf := func(ids ...string) map[string]any {
-		var calls []any
+	callsOf := func(ids ...string) []state.ToolCall {
+		var calls []state.ToolCall
 		for _, id := range ids {
-			calls = append(calls, map[string]any{"id": id, "name": "f", "arguments": "{}"})
+			calls = append(calls, state.ToolCall{ID: id, Name: "f", Arguments: "{}"})
 		}
-		return map[string]any{"tool_calls": calls}
+		return calls
 	}
 	result := func(id, text string) state.Event {
-		return state.Event{Who: "tool", Message: text, Meta: map[string]any{"id": id, "name": "f"}}
+		return state.Event{Who: "tool", Message: text, Result: state.ToolResult{ID: id, Name: "f"}}
 	}
 	cases := []struct {
 		name    string
@@ -40,7 +40,7 @@ func TestMessagesRepairBrokenHistories(t *testing.T) {
 	}{
 		{"interleaved exchanges", []state.Event{
 			{Who: "user", Message: "q1"}, {Who: "user", Message: "q2"},
-			{Who: "AI", Meta: callsOf("A")}, {Who: "AI", Meta: callsOf("B")},
+			{Who: "AI", ToolCalls: callsOf("A")}, {Who: "AI", ToolCalls: callsOf("B")},
 			result("B", "rb"), result("A", "ra"),
 			{Who: "AI", Message: "a1"}, {Who: "user", Message: "q3"},
 		}, "u:q2 a: t:" + InterruptedText + " a: t:rb a:a1 u:q3"},
@@ -52,7 +52,7 @@ func TestMessagesRepairBrokenHistories(t *testing.T) {
 			{Who: "user", Message: "q"}, result("X", "orphan"), {Who: "AI", Message: "a"},
 		}, "u:q a:a"},
 		{"result after a user turn", []state.Event{
-			{Who: "user", Message: "q"}, {Who: "AI", Meta: callsOf("A")}, {Who: "user", Message: "q2"}, result("A", "late"),
+			{Who: "user", Message: "q"}, {Who: "AI", ToolCalls: callsOf("A")}, {Who: "user", Message: "q2"}, result("A", "late"),
 		}, "u:q a: t:" + InterruptedText + " u:q2"},
 	}
 	for _, tc := range cases {
@@ -110,7 +110,7 @@ func TestSameCallThreeTimesStops(t *testing.T) {
 // stored and sent: nothing is lost to "json: unsupported value".
 func TestNonFiniteResultsAreStoredAndSent(t *testing.T) {
 	root := t.TempDir()
-	st, _ := state.Paths{Root: root}.Open(state.Bot{Author: "a", Name: "b"}, "u", "k")
+	st, _ := state.Files{Root: root}.Open(state.Bot{Author: "a", Name: "b"}, "u", "k")
 	div := newTool("div", nil, func(context.Context, tool.Call) (any, error) {
 		return map[string]any{"q": math.Inf(1), "list": []any{math.NaN(), math.Inf(-1), 2.5}}, nil
 	})
@@ -127,9 +127,9 @@ func TestNonFiniteResultsAreStoredAndSent(t *testing.T) {
 	if len(got) != 1 || got[0] != `1 div: {"list":["nan","-inf",2.5],"q":"inf"}` {
 		t.Errorf("sent %q", got)
 	}
-	doc, err := st.Load()
-	if err != nil || len(doc.History) != 4 {
-		t.Fatalf("stored %+v, %v", doc, err)
+	history, err := st.History(context.Background())
+	if err != nil || len(history) != 4 {
+		t.Fatalf("stored %+v, %v", history, err)
 	}
 }
 
@@ -142,7 +142,7 @@ func TestHugeOutputStoredBounded(t *testing.T) {
 	p := &scripted{steps: []step{{calls: []provider.ToolCall{call("c1", "dump", "{}")}}}}
 	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, out)
 	dir := t.TempDir()
-	h.agent.OutputDir = dir
+	h.agent.Conversation = &keeping{Memory: NewMemory(), dir: dir}
 	ask(t, h, "go")
 	var stored string
 	for _, ev := range h.agent.History() {
@@ -172,6 +172,18 @@ func TestHugeOutputStoredBounded(t *testing.T) {
 	if sent := toolMessages(p.request(1)); len(sent[0]) > 31_000 {
 		t.Errorf("the model got %d characters", len(sent[0]))
 	}
+}
+
+// keeping is a conversation in memory that keeps whole outputs in dir, as
+// a stored conversation does.
+type keeping struct {
+	*Memory
+	dir string
+}
+
+func (k *keeping) KeepOutput(id, text string) (string, error) {
+	path := filepath.Join(k.dir, id+".txt")
+	return path, os.WriteFile(path, []byte(text), 0o600)
 }
 
 // limitedTool has output limits of its own, and reads only.
@@ -230,8 +242,8 @@ func TestStructuredToolResult(t *testing.T) {
 			stored = append(stored, ev)
 		}
 	}
-	if stored[1].Meta["is_error"] != true || stored[0].Meta["is_error"] != nil {
-		t.Errorf("is_error = %v, %v", stored[0].Meta["is_error"], stored[1].Meta["is_error"])
+	if !stored[1].Result.IsError || stored[0].Result.IsError {
+		t.Errorf("is_error = %v, %v", stored[0].Result.IsError, stored[1].Result.IsError)
 	}
 }
 
@@ -259,7 +271,7 @@ func TestExternalToolsArePending(t *testing.T) {
 		offered = append(offered, sp.Name)
 	}
 	equal(t, "offered", offered, []string{"mine", "theirs"})
-	h.agent.Conversation.Append(state.Event{Who: "tool", Message: "their answer", Meta: map[string]any{"id": "2", "name": "theirs"}}) //nolint:errcheck // a Memory
+	h.agent.Conversation.Append(state.Event{Who: "tool", Message: "their answer", Result: state.ToolResult{ID: "2", Name: "theirs"}}) //nolint:errcheck // a Memory
 	res, err := h.agent.Continue(context.Background())
 	if err != nil || res.Text != "final" {
 		t.Fatalf("Continue = %+v, %v", res, err)

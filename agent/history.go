@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/nbots/nb/cartridge"
@@ -87,38 +86,30 @@ func Messages(history []state.Event, limits func(tool string) Truncation) []prov
 	// sent is an assistant's calls or a result of them.
 	inRound := false
 	for i, ev := range history {
-		if ev.Who != "tool" {
+		if ev.Who != state.RoleTool {
 			answer()
 			inRound = false
 		}
 		switch ev.Who {
-		case "user":
+		case state.RoleUser:
 			if unanswered(history, i) {
 				continue
 			}
 			out = append(out, provider.Message{Role: provider.RoleUser, Content: Text(ev.Message), Images: ev.Images})
-		case "AI":
+		case state.RoleAI:
 			if ev.Partial {
 				continue
 			}
 			m := provider.Message{Role: provider.RoleAssistant, Content: Text(ev.Message)}
-			if ev.Meta != nil {
-				m.Reasoning, _ = ev.Meta["reasoning"].(string)
-				if extra, ok := ev.Meta["extra"].(map[string]any); ok {
-					m.Extra = extra
-				}
-				m.ToolCalls = decodeCalls(ev.Meta["tool_calls"])
+			m.Reasoning, m.Extra = ev.Reasoning, ev.Extra
+			for _, c := range ev.ToolCalls {
+				m.ToolCalls = append(m.ToolCalls, provider.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 			}
 			pending = append([]provider.ToolCall(nil), m.ToolCalls...)
 			inRound = len(m.ToolCalls) > 0
 			out = append(out, m)
-		case "tool":
-			m := provider.Message{Role: provider.RoleTool, Images: ev.Images}
-			if ev.Meta != nil {
-				m.ToolCallID, _ = ev.Meta["id"].(string)
-				m.ToolName, _ = ev.Meta["name"].(string)
-				m.IsError, _ = ev.Meta["is_error"].(bool)
-			}
+		case state.RoleTool:
+			m := provider.Message{Role: provider.RoleTool, Images: ev.Images, ToolCallID: ev.Result.ID, ToolName: ev.Result.Name, IsError: ev.Result.IsError}
 			matched := false
 			for i, c := range pending {
 				if c.ID == m.ToolCallID {
@@ -149,38 +140,13 @@ func Messages(history []state.Event, limits func(tool string) Truncation) []prov
 func unanswered(history []state.Event, i int) bool {
 	for _, ev := range history[i+1:] {
 		switch {
-		case ev.Who == "user":
+		case ev.Who == state.RoleUser:
 			return true
-		case ev.Who == "AI" && !ev.Partial, ev.Who == "tool":
+		case ev.Who == state.RoleAI && !ev.Partial, ev.Who == state.RoleTool:
 			return false
 		}
 	}
 	return false
-}
-
-func decodeCalls(v any) []provider.ToolCall {
-	list, _ := v.([]any)
-	var out []provider.ToolCall
-	for _, item := range list {
-		m, _ := item.(map[string]any)
-		if m == nil {
-			continue
-		}
-		c := provider.ToolCall{}
-		c.ID, _ = m["id"].(string)
-		c.Name, _ = m["name"].(string)
-		switch args := m["arguments"].(type) {
-		case string:
-			c.Arguments = args
-		case nil:
-			c.Arguments = "{}"
-		default:
-			b, _ := json.Marshal(args)
-			c.Arguments = string(b)
-		}
-		out = append(out, c)
-	}
-	return out
 }
 
 // estimateTokens is the usual four-characters-a-token estimate.

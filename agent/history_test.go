@@ -314,14 +314,11 @@ func TestStreamedAnswerStoredOnce(t *testing.T) {
 // A stored round whose results are missing (a state written by an
 // interrupted run) still gives every call a result when sent.
 func TestMessagesAnswerEveryCall(t *testing.T) {
-	calls := []any{
-		map[string]any{"id": "1", "name": "a", "arguments": "{}"},
-		map[string]any{"id": "2", "name": "b", "arguments": "{}"},
-	}
+	calls := []state.ToolCall{{ID: "1", Name: "a", Arguments: "{}"}, {ID: "2", Name: "b", Arguments: "{}"}}
 	history := []state.Event{
 		{Who: "user", Message: "go"},
-		{Who: "AI", Meta: map[string]any{"tool_calls": calls}},
-		{Who: "tool", Message: "A", Meta: map[string]any{"id": "1", "name": "a"}},
+		{Who: "AI", ToolCalls: calls},
+		{Who: "tool", Message: "A", Result: state.ToolResult{ID: "1", Name: "a"}},
 		{Who: "user", Message: "again"},
 	}
 	got := Messages(history, nil)
@@ -332,7 +329,7 @@ func TestMessagesAnswerEveryCall(t *testing.T) {
 		t.Errorf("the synthesized result answers %s %s, want 2 b", got[3].ToolCallID, got[3].ToolName)
 	}
 	// A complete round is left as it is.
-	history = append(history[:3:3], state.Event{Who: "tool", Message: "B", Meta: map[string]any{"id": "2", "name": "b"}}, history[3])
+	history = append(history[:3:3], state.Event{Who: "tool", Message: "B", Result: state.ToolResult{ID: "2", Name: "b"}}, history[3])
 	if r := roles(Messages(history, nil)); r != "u:go a: t:A t:B u:again" {
 		t.Errorf("messages = %s", r)
 	}

@@ -74,7 +74,7 @@ var planSchema = map[string]any{
 // askPlan runs the planner on an objective.
 func (a *Agent) askPlan(ctx context.Context, objective string) (*Result, error) {
 	raw := objective
-	if err := a.record(state.Event{At: state.Now(), Who: "user", Mode: string(a.Mode), Input: &raw, Message: objective}); err != nil {
+	if err := a.record(state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &raw, Message: objective}); err != nil {
 		return nil, err
 	}
 	budget := a.MaxTasks
@@ -277,7 +277,7 @@ func (r *planRun) finalStep(ctx context.Context, complaint string) (*Result, err
 	}
 	r.lastAnswer = resp.Text
 	output := resp.Text
-	if err := a.record(state.Event{At: state.Now(), Who: "AI", Mode: string(a.Mode), Message: resp.Text, Output: &output}); err != nil {
+	if err := a.record(state.Event{At: state.Now(), Who: state.RoleAI, Mode: string(a.Mode), Message: resp.Text, Output: &output}); err != nil {
 		return nil, err
 	}
 	return &Result{Text: resp.Text, Display: resp.Text, Streamed: req.Stream, Usage: r.usage, Rounds: r.step, FinishReason: resp.FinishReason}, nil

@@ -44,7 +44,7 @@ func (a *Agent) askReAct(ctx context.Context, input string) (*Result, error) {
 		return nil, err
 	}
 	raw := input
-	if err := a.record(state.Event{At: state.Now(), Who: "user", Mode: string(a.Mode), Input: &raw, Message: message}); err != nil {
+	if err := a.record(state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &raw, Message: message}); err != nil {
 		return nil, err
 	}
 	b := a.Cartridge.Behavior("interaction")
@@ -86,7 +86,7 @@ func (a *Agent) askReAct(ctx context.Context, input string) (*Result, error) {
 			}
 		}
 		a.emit(Event{Kind: RoundEnd, Round: step, Text: resp.Text, Usage: resp.Usage, Calls: calls})
-		if err := a.record(state.Event{At: state.Now(), Who: "AI", Mode: string(a.Mode), Message: text}); err != nil {
+		if err := a.record(state.Event{At: state.Now(), Who: state.RoleAI, Mode: string(a.Mode), Message: text}); err != nil {
 			return nil, err
 		}
 		var observation string
@@ -107,7 +107,7 @@ func (a *Agent) askReAct(ctx context.Context, input string) (*Result, error) {
 				observation += "\n\n" + msg
 			}
 		}
-		if err := a.record(state.Event{At: state.Now(), Who: "user", Mode: string(a.Mode), Input: &observation, Message: observation}); err != nil {
+		if err := a.record(state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &observation, Message: observation}); err != nil {
 			return nil, err
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -52,7 +50,9 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector 
 	if resp.Text != "" {
 		message = resp.Text
 	}
-	if err := a.record(state.Event{At: state.Now(), Who: "AI", Mode: string(a.Mode), Message: message, Meta: responseMeta(resp), Output: &empty}); err != nil {
+	ev := state.Event{At: state.Now(), Who: state.RoleAI, Mode: string(a.Mode), Message: message, Output: &empty}
+	withResponse(&ev, resp)
+	if err := a.record(ev); err != nil {
 		return nil, err
 	}
 	jobs := make([]*job, len(resp.ToolCalls))
@@ -202,13 +202,10 @@ func readOnly(t tool.Tool) bool {
 }
 
 // resultEvent is the stored result of a call: the output, bounded by
-// MaxStored (the whole of a larger one goes to a file under OutputDir).
+// MaxStored (the whole of a larger one is kept by the conversation).
 func (a *Agent) resultEvent(j *job) state.Event {
-	meta := map[string]any{"id": j.call.ID, "name": j.call.Name}
-	if j.isError {
-		meta["is_error"] = true
-	}
-	return state.Event{At: state.Now(), Who: "tool", Mode: string(a.Mode), Message: a.bounded(j), Images: j.images, Meta: meta}
+	return state.Event{At: state.Now(), Who: state.RoleTool, Mode: string(a.Mode), Message: a.bounded(j), Images: j.images,
+		Result: state.ToolResult{ID: j.call.ID, Name: j.call.Name, IsError: j.isError}}
 }
 
 // bounded returns a job's result as it is stored: whole when small, else
@@ -230,8 +227,8 @@ func (a *Agent) bounded(j *job) any {
 		return j.result
 	}
 	where := ""
-	if a.OutputDir != "" {
-		if path, err := saveOutput(a.OutputDir, j.call.ID, text); err == nil {
+	if keeper, ok := a.conversation().(OutputKeeper); ok {
+		if path, err := keeper.KeepOutput(j.call.ID, text); err == nil {
 			where = "; the whole output is in " + path
 		} else {
 			where = "; it could not be kept whole: " + err.Error()
@@ -268,24 +265,6 @@ func (w *countWriter) Write(p []byte) (int, error) {
 		return 0, errCounted
 	}
 	return len(p), nil
-}
-
-// saveOutput writes a tool's whole output to dir/<call id>.txt.
-func saveOutput(dir, id, text string) (string, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	name := strings.Map(func(r rune) rune {
-		if r == '/' || r == '\\' || r == 0 || r == '.' {
-			return '_'
-		}
-		return r
-	}, id)
-	if name == "" {
-		name = "output"
-	}
-	path := filepath.Join(dir, name+".txt")
-	return path, os.WriteFile(path, []byte(text), 0o600)
 }
 
 // InterruptedText is the result of a call that never ran because the

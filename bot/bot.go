@@ -44,7 +44,7 @@ type Bot struct {
 	provider provider.Provider
 	tools    *tool.Set
 	scripts  *script.Runtime
-	paths    state.Paths
+	store    state.Store
 	budget   int
 	mcp      *mcp.Clients
 	closers  []func() error
@@ -94,7 +94,7 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 		host:      h,
 		provider:  provider.WithRetry(prov, policy),
 		tools:     &tool.Set{},
-		paths:     h.StatePaths(c),
+		store:     h.StateStore(c),
 		budget:    agent.Budget(c, h.historyBudget()),
 	}
 	b.scripts = script.New(script.Options{
@@ -480,9 +480,8 @@ func (b *Bot) run(ctx context.Context, x Exchange, fn func(*agent.Agent) (*agent
 		return nil, err
 	}
 	conv := x.Conversation
-	outputs := ""
 	if conv == nil && x.Key != "" {
-		store, err := b.paths.Open(StateBot(b.Cartridge), b.host.EndUser(b.Cartridge, x.EndUser), x.Key)
+		stored, err := b.Conversation(x.EndUser, x.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -494,7 +493,7 @@ func (b *Bot) run(ctx context.Context, x Exchange, fn func(*agent.Agent) (*agent
 				}
 			}
 		}
-		turn, err := store.Begin(ctx, onBusy)
+		turn, err := stored.Begin(ctx, onBusy)
 		if errors.Is(err, state.ErrBusy) {
 			return nil, &BusyError{Key: x.Key}
 		}
@@ -503,13 +502,11 @@ func (b *Bot) run(ctx context.Context, x Exchange, fn func(*agent.Agent) (*agent
 		}
 		defer turn.End()
 		conv = turn
-		outputs = filepath.Join(store.Dir, "outputs")
 	}
 	if conv == nil {
 		conv = agent.NewMemory()
 	}
 	a := b.agent(x, conv, b.toolsFor(x))
-	a.OutputDir = outputs
 	if x.Start != nil {
 		if err := x.Start(a.Tools); err != nil {
 			return nil, err
@@ -518,12 +515,13 @@ func (b *Bot) run(ctx context.Context, x Exchange, fn func(*agent.Agent) (*agent
 	return fn(a)
 }
 
-// StatePaths says where the bot's states live.
-func (b *Bot) StatePaths() state.Paths { return b.paths }
+// StateStore keeps the bot's conversations.
+func (b *Bot) StateStore() state.Store { return b.store }
 
-// Store is the state of one key for an end user ("" for the host's).
-func (b *Bot) Store(endUser, key string) (*state.Store, error) {
-	return b.paths.Open(StateBot(b.Cartridge), b.host.EndUser(b.Cartridge, endUser), key)
+// Conversation is the stored conversation of one key for an end user
+// ("" for the host's).
+func (b *Bot) Conversation(endUser, key string) (state.Conversation, error) {
+	return b.store.Open(StateBot(b.Cartridge), b.host.EndUser(b.Cartridge, endUser), key)
 }
 
 // robopageTools loads the tools a cartridge's robopages key names

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
+	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
 
 	_ "github.com/nbots/nb/provider/google"
@@ -107,11 +109,11 @@ func TestOneExchangePerKey(t *testing.T) {
 	if res.Text != "echo: hello again" {
 		t.Errorf("answer %q", res.Text)
 	}
-	store, _ := b.Store("", "K")
-	doc, _ := store.Load()
+	store, _ := b.Conversation("", "K")
+	history, _ := store.History(context.Background())
 	var who []string
-	for _, ev := range doc.History {
-		who = append(who, ev.Who)
+	for _, ev := range history {
+		who = append(who, string(ev.Who))
 	}
 	if got := strings.Join(who, " "); got != "user AI tool AI user AI tool AI user AI" {
 		t.Errorf("history = %s", got)
@@ -225,5 +227,27 @@ func TestHostCredentialsFollowTheHost(t *testing.T) {
 	var he *provider.HostCredentialsError
 	if !errors.As(err, &he) {
 		t.Errorf("err = %v, want a HostCredentialsError", err)
+	}
+}
+
+// A host's Store keeps the conversations of its bots instead of the
+// files of the state path.
+func TestHostStore(t *testing.T) {
+	url := fakeOpenAI(t, providertest.Echo)
+	c := cartridgeFor(t, url, "")
+	files, shared := t.TempDir(), state.Files{Root: t.TempDir()}
+	b, err := New(context.Background(), c, Host{Environ: []string{"NANO_BOTS_STATE_PATH=" + files}, Store: shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Ask(context.Background(), Exchange{Mode: cartridge.Eval, Key: "K"}, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	conv, _ := shared.Open(StateBot(c), "unknown", "K")
+	if history, err := conv.History(context.Background()); err != nil || len(history) != 2 {
+		t.Errorf("the host's store holds %d events, %v; want 2", len(history), err)
+	}
+	if entries, _ := os.ReadDir(files); len(entries) != 0 {
+		t.Errorf("the state path was written: %v", entries)
 	}
 }

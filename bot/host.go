@@ -58,6 +58,9 @@ type Host struct {
 	// web_search's client and address, bubblewrap's path (tests use them
 	// to need no network). The bot sets Environ, Spawn and Depth itself.
 	Builtins builtin.Options
+	// Store keeps the conversations of every cartridge; nil keeps each
+	// cartridge's in files (see StateStore).
+	Store state.Store
 }
 
 // Getenv returns the value of name in the host's environment, "" when unset.
@@ -115,10 +118,16 @@ func (h Host) Load(name string) (*cartridge.Cartridge, error) {
 // when it is set.
 func (h Host) Password() string { return h.Getenv("NANO_BOTS_ENCRYPTION_PASSWORD") }
 
-// StatePaths says where a cartridge's states live for this host.
-func (h Host) StatePaths(c *cartridge.Cartridge) state.Paths {
+// StateStore is the store of a cartridge's conversations on this host:
+// the host's Store, else files under the cartridge's state.path (or
+// NANO_BOTS_STATE_PATH, or the XDG state folder), encrypted when
+// NANO_BOTS_ENCRYPTION_PASSWORD is set.
+func (h Host) StateStore(c *cartridge.Cartridge) state.Store {
+	if h.Store != nil {
+		return h.Store
+	}
 	root := state.RootFrom(c.String("state", "path"), c.String("state", "directory"), h.StateEnv())
-	p := state.Paths{Root: root}
+	p := state.Files{Root: root}
 	if pw := h.Password(); pw != "" {
 		p.Cipher = state.NewCipher(pw)
 	}

@@ -83,28 +83,28 @@ func TestPaths(t *testing.T) {
 			t.Errorf("root %q gives %q", root, got)
 		}
 	}
-	p := Paths{Root: "/home/user/.local/state/nano-bots"}
+	p := Files{Root: "/home/user/.local/state/nano-bots"}
 	st, err := p.Open(Bot{Author: "Author Name", Name: "Nano Bot Name", Version: "0.0.1"}, "end-user-name", "E15D")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "/home/user/.local/state/nano-bots/go-nano-bots/author-name/nano-bot-name/0-0-1/end-user-name/E15D/state.json"; st.File() != want {
-		t.Errorf("plain path\n got %s\nwant %s", st.File(), want)
+	if want := "/home/user/.local/state/nano-bots/go-nano-bots/author-name/nano-bot-name/0-0-1/end-user-name/E15D/state.json"; st.HistoryLocation() != want {
+		t.Errorf("plain path\n got %s\nwant %s", st.HistoryLocation(), want)
 	}
 	p.Cipher = NewCipher("")
 	st, _ = p.Open(Bot{Author: "None", Name: "Unknown", Version: "0.0.0"}, "unknown", "E15D")
-	if want := "/home/user/.local/state/nano-bots/go-nano-bots/none/unknown/0-0-0/_O7OjYUESagb46YSeUeSfSMzoO1Yg0BZrHx90k5x3_d3pvhFLz-DhnJ0J6HygYg=/_O7OjYUESagb46YSeUeSfSMzoO1Yg0BZTu5BsFvd1pEbPF-yuD-c4kIreYs=/state.json"; st.File() != want {
-		t.Errorf("encrypted path\n got %s\nwant %s", st.File(), want)
+	if want := "/home/user/.local/state/nano-bots/go-nano-bots/none/unknown/0-0-0/_O7OjYUESagb46YSeUeSfSMzoO1Yg0BZrHx90k5x3_d3pvhFLz-DhnJ0J6HygYg=/_O7OjYUESagb46YSeUeSfSMzoO1Yg0BZTu5BsFvd1pEbPF-yuD-c4kIreYs=/state.json"; st.HistoryLocation() != want {
+		t.Errorf("encrypted path\n got %s\nwant %s", st.HistoryLocation(), want)
 	}
 	if _, err := p.Open(Bot{Name: "x"}, "u", "k"); err == nil {
 		t.Error("no author accepted")
 	}
 	for _, key := range []string{"../../etc", ".", "..", "a/b", "ünï"} {
-		c := Paths{}.Component(key)
+		c := Files{}.Component(key)
 		if c == "." || c == ".." || filepath.Base(c) != c {
 			t.Errorf("unsafe component %q for %q", c, key)
 		}
-		if back, _ := (Paths{}).Uncomponent(c); back != key {
+		if back, _ := (Files{}).Uncomponent(c); back != key {
 			t.Errorf("round trip %q -> %q -> %q", key, c, back)
 		}
 	}
@@ -112,7 +112,7 @@ func TestPaths(t *testing.T) {
 
 func TestAppendConcurrent(t *testing.T) {
 	for _, cipher := range []*Cipher{nil, NewCipher("pw")} {
-		p := Paths{Root: t.TempDir(), Cipher: cipher}
+		p := Files{Root: t.TempDir(), Cipher: cipher}
 		bot := Bot{Author: "a", Name: "b", Version: "1"}
 		var wg sync.WaitGroup
 		for i := 0; i < 20; i++ {
@@ -120,25 +120,25 @@ func TestAppendConcurrent(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				st, _ := p.Open(bot, "u", "K")
-				if err := st.Append(Event{Who: "user", Message: fmt.Sprint(i)}, Event{Who: "AI", Message: fmt.Sprint(i)}); err != nil {
+				if err := Append(context.Background(), st, Event{Who: "user", Message: fmt.Sprint(i)}, Event{Who: "AI", Message: fmt.Sprint(i)}); err != nil {
 					t.Error(err)
 				}
 			}()
 		}
 		wg.Wait()
 		st, _ := p.Open(bot, "u", "K")
-		doc, err := st.Load()
+		history, err := st.History(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(doc.History) != 40 {
-			t.Fatalf("%d events, want 40", len(doc.History))
+		if len(history) != 40 {
+			t.Fatalf("%d events, want 40", len(history))
 		}
-		data, _ := os.ReadFile(st.File())
+		data, _ := os.ReadFile(st.HistoryLocation())
 		if (cipher != nil) == (data[0] == '{') {
 			t.Errorf("encryption %v but file starts %q", cipher != nil, data[:1])
 		}
-		list, err := p.List(bot)
+		list, err := p.List(context.Background(), bot)
 		keys := list.Keys
 		if err != nil || len(keys) != 1 || keys[0].Key != "K" || keys[0].EndUser != "u" || keys[0].Events != 40 || list.Unreadable != 0 {
 			t.Fatalf("list %+v %v", list, err)
@@ -146,22 +146,22 @@ func TestAppendConcurrent(t *testing.T) {
 		if existed, err := st.Delete(context.Background()); err != nil || !existed {
 			t.Fatal(existed, err)
 		}
-		if list, _ := p.List(bot); len(list.Keys) != 0 {
+		if list, _ := p.List(context.Background(), bot); len(list.Keys) != 0 {
 			t.Fatalf("after delete: %+v", list)
 		}
 	}
 }
 
 func TestEncryptedNeedsPassword(t *testing.T) {
-	p := Paths{Root: t.TempDir(), Cipher: NewCipher("pw")}
+	p := Files{Root: t.TempDir(), Cipher: NewCipher("pw")}
 	st, _ := p.Open(Bot{Author: "a", Name: "b"}, "u", "K")
-	st.Append(Event{Who: "user", Message: "x"})
-	plain := &Store{Dir: st.Dir, Key: "K"}
-	if _, err := plain.Load(); err == nil {
+	Append(context.Background(), st, Event{Who: "user", Message: "x"})
+	plain := &fileConversation{dir: st.Location(), key: "K"}
+	if _, err := plain.History(context.Background()); err == nil {
 		t.Fatal("read an encrypted state without a password")
 	}
-	wrong := &Store{Dir: st.Dir, Key: "K", Cipher: NewCipher("nope")}
-	if _, err := wrong.Load(); err == nil {
+	wrong := &fileConversation{dir: st.Location(), key: "K", cipher: NewCipher("nope")}
+	if _, err := wrong.History(context.Background()); err == nil {
 		t.Fatal("read with the wrong password")
 	}
 }
@@ -171,7 +171,7 @@ func TestEncryptedNeedsPassword(t *testing.T) {
 // it does not want to wait, so the events of two exchanges never
 // interleave.
 func TestTurnHoldsTheKey(t *testing.T) {
-	p := Paths{Root: t.TempDir()}
+	p := Files{Root: t.TempDir()}
 	bot := Bot{Author: "a", Name: "b"}
 	st, _ := p.Open(bot, "u", "K")
 	first, err := st.Begin(context.Background(), nil)
@@ -223,30 +223,30 @@ func TestTurnHoldsTheKey(t *testing.T) {
 // of the key (the state, its lock, any other file), and deleting again
 // is not an error.
 func TestStaleTempsRemovedAndDeleteIsComplete(t *testing.T) {
-	p := Paths{Root: t.TempDir()}
+	p := Files{Root: t.TempDir()}
 	st, _ := p.Open(Bot{Author: "a", Name: "b"}, "u", "K")
-	if err := st.Append(Event{Who: "user", Message: "x"}); err != nil {
+	if err := Append(context.Background(), st, Event{Who: "user", Message: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		if err := os.WriteFile(filepath.Join(st.Dir, fmt.Sprintf(".state-%d.tmp", i)), make([]byte, 1024), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(st.Location(), fmt.Sprintf(".state-%d.tmp", i)), make([]byte, 1024), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := st.Append(Event{Who: "AI", Message: "y"}); err != nil {
+	if err := Append(context.Background(), st, Event{Who: "AI", Message: "y"}); err != nil {
 		t.Fatal(err)
 	}
-	entries, _ := os.ReadDir(st.Dir)
+	entries, _ := os.ReadDir(st.Location())
 	for _, e := range entries {
 		if strings.HasSuffix(e.Name(), ".tmp") {
 			t.Errorf("stale temporary file %s left", e.Name())
 		}
 	}
-	os.WriteFile(filepath.Join(st.Dir, "tool-output.txt"), []byte("big"), 0o600) //nolint:errcheck // checked by Delete
+	os.WriteFile(filepath.Join(st.Location(), "tool-output.txt"), []byte("big"), 0o600) //nolint:errcheck // checked by Delete
 	if existed, err := st.Delete(context.Background()); err != nil || !existed {
 		t.Fatalf("Delete = %v, %v", existed, err)
 	}
-	if _, err := os.Stat(st.Dir); !os.IsNotExist(err) {
+	if _, err := os.Stat(st.Location()); !os.IsNotExist(err) {
 		t.Errorf("the key's folder is still there: %v", err)
 	}
 	if existed, err := st.Delete(context.Background()); err != nil || existed {
@@ -260,16 +260,16 @@ func TestListCountsUnreadable(t *testing.T) {
 	root := t.TempDir()
 	bot := Bot{Author: "a", Name: "b"}
 	for i, pw := range []string{"one", "one", "two"} {
-		st, _ := (Paths{Root: root, Cipher: NewCipher(pw)}).Open(bot, "u", fmt.Sprint("K", i))
-		if err := st.Append(Event{Who: "user", Message: "x"}); err != nil {
+		st, _ := (Files{Root: root, Cipher: NewCipher(pw)}).Open(bot, "u", fmt.Sprint("K", i))
+		if err := Append(context.Background(), st, Event{Who: "user", Message: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	list, err := (Paths{Root: root, Cipher: NewCipher("two")}).List(bot)
+	list, err := (Files{Root: root, Cipher: NewCipher("two")}).List(context.Background(), bot)
 	if err != nil || len(list.Keys) != 1 || list.Unreadable != 2 {
 		t.Errorf("with password two: %+v, %v; want 1 key and 2 unreadable", list, err)
 	}
-	list, err = (Paths{Root: root}).List(bot)
+	list, err = (Files{Root: root}).List(context.Background(), bot)
 	if err != nil || len(list.Keys) != 0 || list.Unreadable != 3 {
 		t.Errorf("without a password: %+v, %v; want 3 unreadable", list, err)
 	}
@@ -280,16 +280,16 @@ func TestListCountsUnreadable(t *testing.T) {
 // empty, never bring a deleted conversation back; and the deletion does
 // not fail because an exchange began on the key meanwhile.
 func TestDeleteRacesBegin(t *testing.T) {
-	p := Paths{Root: t.TempDir()}
+	p := Files{Root: t.TempDir()}
 	bot := Bot{Author: "a", Name: "b"}
 	for i := range 20 {
 		st, _ := p.Open(bot, "u", fmt.Sprint("K", i))
-		if err := st.Append(Event{Who: "user", Message: "old"}); err != nil {
+		if err := Append(context.Background(), st, Event{Who: "user", Message: "old"}); err != nil {
 			t.Fatal(err)
 		}
 		// Files to remove make the deletion take a while.
 		for j := range 200 {
-			if err := os.WriteFile(filepath.Join(st.Dir, fmt.Sprintf("f%d", j)), nil, 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(st.Location(), fmt.Sprintf("f%d", j)), nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -326,13 +326,13 @@ func TestDeleteRacesBegin(t *testing.T) {
 		if deleteErr != nil {
 			t.Fatalf("round %d: Delete: %v", i, deleteErr)
 		}
-		doc, err := st.Load()
+		history, err := st.History(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range doc.History {
+		for _, e := range history {
 			if e.Message == "old" {
-				t.Fatalf("round %d: the deleted conversation came back: %v", i, doc.History)
+				t.Fatalf("round %d: the deleted conversation came back: %v", i, history)
 			}
 		}
 	}

@@ -18,8 +18,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"key":"k","history":[{"who":"tool","message":{"any":["json",1,true,null]}}]}`))
 	f.Add([]byte("not json and not base64!"))
 	f.Add([]byte(`{"history":[{"message":1e999}]}`))
-	plain := &Store{Dir: "/state/k", Key: "k"}
-	secret := &Store{Dir: "/state/k", Key: "k", Cipher: NewCipher("password")}
+	plain := &fileConversation{dir: "/state/k", key: "k"}
+	secret := &fileConversation{dir: "/state/k", key: "k", cipher: NewCipher("password")}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		doc, err := plain.decode(data)
 		check(t, doc, err)
@@ -41,9 +41,18 @@ func FuzzDecode(f *testing.F) {
 		if !bytes.Equal(out, out2) {
 			t.Fatalf("round trip:\n%s\n%s", out, out2)
 		}
+		// Read as typed events and written back unchanged, the
+		// records are the same bytes.
+		typed, err := json.Marshal(&Document{Key: doc.Key, History: JSON(FromJSON(doc.History))})
+		if err != nil {
+			t.Fatalf("typed events do not encode: %v", err)
+		}
+		if !bytes.Equal(out, typed) {
+			t.Fatalf("typed round trip:\n%s\n%s", out, typed)
+		}
 		// Encrypted, it decodes the same.
 		if text := bytes.TrimSpace(data); len(text) > 0 {
-			sealed, err := secret.Cipher.Encrypt(text)
+			sealed, err := secret.cipher.Encrypt(text)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -628,24 +628,19 @@ func (a *App) historyFile(c *cartridge.Cartridge) string {
 		// encrypts: with encryption on, the REPL keeps none.
 		return ""
 	}
-	root := state.RootFrom("", "", a.host().StateEnv())
-	name := "default"
+	abs := ""
 	if c.Path != "" {
-		m := c.Meta()
-		if m.Author != "" && m.Name != "" {
-			name = state.Slug(m.Author) + "_" + state.Slug(m.Name)
-		} else {
-			abs, _ := filepath.Abs(c.Path)
-			name = state.Slug(strings.ReplaceAll(abs, "/", " "))
-		}
+		abs, _ = filepath.Abs(c.Path)
 	}
-	return filepath.Join(root, state.Implementation, "repl-history", name+".history")
+	m := c.Meta()
+	return state.LineHistoryFile(a.host().StateEnv(), m.Author, m.Name, abs)
 }
 
 // stateCommand prints, lists or deletes stored conversations.
 func (a *App) stateCommand(cart *cartridge.Cartridge, key string, rest []string) error {
 	host := a.host()
-	paths := host.StatePaths(cart)
+	store := host.StateStore(cart)
+	ctx := context.Background()
 	stateBot := bot.StateBot(cart)
 	endUser := host.EndUser(cart, "")
 	sub := ""
@@ -654,13 +649,13 @@ func (a *App) stateCommand(cart *cartridge.Cartridge, key string, rest []string)
 	}
 	switch sub {
 	case "list":
-		list, err := paths.List(stateBot)
+		list, err := store.List(ctx, stateBot)
 		if err != nil {
 			return err
 		}
 		a.reportUnreadable(list.Unreadable)
 		if len(list.Keys) == 0 {
-			dir, _ := paths.CartridgeDir(stateBot)
+			dir, _ := store.Location(stateBot)
 			fmt.Fprintf(a.Stderr, "nb: no stored conversations in %s\n", dir)
 			return nil
 		}
@@ -677,36 +672,36 @@ func (a *App) stateCommand(cart *cartridge.Cartridge, key string, rest []string)
 			}
 			return &usageError{"state needs a state key (- is stateless): nb CARTRIDGE KEY state, or nb CARTRIDGE - state list"}
 		}
-		store, err := paths.Open(stateBot, endUser, key)
+		conv, err := store.Open(stateBot, endUser, key)
 		if err != nil {
 			return err
 		}
 		if sub == "delete" {
-			existed, err := store.Delete(context.Background())
+			existed, err := conv.Delete(ctx)
 			if err != nil {
 				return err
 			}
 			if existed {
-				fmt.Fprintf(a.Stderr, "nb: deleted the state of key %q (%s)\n", key, store.Dir)
+				fmt.Fprintf(a.Stderr, "nb: deleted the state of key %q (%s)\n", key, conv.Location())
 			} else {
-				fmt.Fprintf(a.Stderr, "nb: nothing is stored under key %q (%s)\n", key, store.Dir)
+				fmt.Fprintf(a.Stderr, "nb: nothing is stored under key %q (%s)\n", key, conv.Location())
 			}
 			return nil
 		}
-		doc, err := store.Load()
+		history, err := conv.History(ctx)
 		if err != nil {
 			return err
 		}
-		if len(doc.History) == 0 {
-			if list, err := paths.List(stateBot); err == nil {
+		if len(history) == 0 {
+			if list, err := store.List(ctx, stateBot); err == nil {
 				a.reportUnreadable(list.Unreadable)
 			}
 		}
 		out := struct {
-			Path    string        `json:"path"`
-			Key     string        `json:"key"`
-			History []state.Event `json:"history"`
-		}{store.File(), key, doc.History}
+			Path    string            `json:"path"`
+			Key     string            `json:"key"`
+			History []state.JSONEvent `json:"history"`
+		}{conv.HistoryLocation(), key, state.JSON(history)}
 		enc := json.NewEncoder(a.Stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)

@@ -325,7 +325,7 @@ func (h *Handler) userOf(r *http.Request, client string) string {
 // input. When the conversation ends otherwise (tool results), there is
 // none and the exchange continues.
 func splitInput(events []state.Event) ([]state.Event, *userInput) {
-	if n := len(events); n > 0 && events[n-1].Who == "user" {
+	if n := len(events); n > 0 && events[n-1].Who == state.RoleUser {
 		last := events[n-1]
 		return events[:n-1], &userInput{text: agentText(last.Message), images: last.Images}
 	}
@@ -340,7 +340,7 @@ func agentText(v any) string {
 // appendUser adds a user message; one that follows another user message
 // joins it (nb's history keeps one user turn between answers).
 func appendUser(events []state.Event, text string, images []media.Image) []state.Event {
-	if n := len(events); n > 0 && events[n-1].Who == "user" {
+	if n := len(events); n > 0 && events[n-1].Who == state.RoleUser {
 		last := &events[n-1]
 		prev := agentText(last.Message)
 		switch {
@@ -354,28 +354,20 @@ func appendUser(events []state.Event, text string, images []media.Image) []state
 		return events
 	}
 	raw := text
-	return append(events, state.Event{At: state.Now(), Who: "user", Mode: "eval", Input: &raw, Message: text, Images: images})
+	return append(events, state.Event{At: state.Now(), Who: state.RoleUser, Mode: "eval", Input: &raw, Message: text, Images: images})
 }
 
 func aiEvent(text string, calls []clientCall, reasoning string) state.Event {
-	ev := state.Event{At: state.Now(), Who: "AI", Mode: "eval"}
+	ev := state.Event{At: state.Now(), Who: state.RoleAI, Mode: "eval"}
 	if text != "" || len(calls) == 0 {
 		ev.Message = text
 	}
-	if len(calls) > 0 || reasoning != "" {
-		ev.Meta = map[string]any{}
-		if len(calls) > 0 {
-			ev.Meta["tool_calls"] = callsMeta(calls)
-		}
-		if reasoning != "" {
-			ev.Meta["reasoning"] = reasoning
-		}
-	}
+	ev.ToolCalls, ev.Reasoning = calls, reasoning
 	return ev
 }
 
 func toolEvent(id, name, output string) state.Event {
-	return state.Event{At: state.Now(), Who: "tool", Mode: "eval", Message: output, Meta: map[string]any{"id": id, "name": name}}
+	return state.Event{At: state.Now(), Who: state.RoleTool, Mode: "eval", Message: output, Result: state.ToolResult{ID: id, Name: name}}
 }
 
 // chatTools turns the client's tools into specs offered beside the

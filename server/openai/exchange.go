@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,9 +72,7 @@ type outcome struct {
 }
 
 // clientCall is a call to one of the client's tools.
-type clientCall struct {
-	ID, Name, Arguments string
-}
+type clientCall = state.ToolCall
 
 // run runs t, passing the answer to s as it comes.
 func (h *Handler) run(ctx context.Context, t *turn, s sink) (out *outcome, err error) {
@@ -115,7 +114,7 @@ func (h *Handler) run(ctx context.Context, t *turn, s sink) (out *outcome, err e
 	out = &outcome{res: res, text: c.all.String(), reasoning: c.thought.String(), conversation: mem.History()}
 	if len(res.Pending) > 0 {
 		recorded := out.conversation[len(t.history):]
-		if t.input != nil && len(recorded) > 0 && recorded[0].Who == "user" {
+		if t.input != nil && len(recorded) > 0 && recorded[0].Who == state.RoleUser {
 			recorded = recorded[1:]
 		}
 		out.calls = h.keepRound(ctx, t.owner, recorded, res.Pending)
@@ -227,7 +226,7 @@ func newKey() string {
 func (h *Handler) keepRound(ctx context.Context, owner string, recorded []state.Event, pending []tool.Call) []clientCall {
 	var last *state.Event
 	for i := len(recorded) - 1; i >= 0; i-- {
-		if recorded[i].Who == "AI" {
+		if recorded[i].Who == state.RoleAI {
 			last = &recorded[i]
 			break
 		}
@@ -239,14 +238,14 @@ func (h *Handler) keepRound(ctx context.Context, owner string, recorded []state.
 		for _, p := range pending {
 			isPending[p.ID] = true
 		}
-		for _, c := range metaCalls(last.Meta) {
+		for _, c := range last.ToolCalls {
 			all++
 			if isPending[c.ID] {
 				calls = append(calls, c)
 			}
 		}
 	}
-	whole := len(recorded) == 1 && last != nil && all == len(calls) && last.Meta["reasoning"] == nil && last.Meta["extra"] == nil
+	whole := len(recorded) == 1 && last != nil && all == len(calls) && last.Reasoning == "" && len(last.Extra) == 0
 	if whole {
 		return calls
 	}
@@ -267,16 +266,16 @@ func (h *Handler) keepRound(ctx context.Context, owner string, recorded []state.
 func (h *Handler) restoreRounds(owner string, events []state.Event) ([]state.Event, int) {
 	marked := false
 	for _, ev := range events {
-		if ev.Who == "tool" {
-			if id, _ := ev.Meta["id"].(string); id != "" {
+		if ev.Who == state.RoleTool {
+			if id := ev.Result.ID; id != "" {
 				if _, key := splitID(id); key != "" {
 					marked = true
 					break
 				}
 			}
 		}
-		if ev.Who == "AI" {
-			for _, c := range metaCalls(ev.Meta) {
+		if ev.Who == state.RoleAI {
+			for _, c := range ev.ToolCalls {
 				if _, key := splitID(c.ID); key != "" {
 					marked = true
 				}
@@ -290,15 +289,14 @@ func (h *Handler) restoreRounds(owner string, events []state.Event) ([]state.Eve
 	lost := 0
 	for _, ev := range events {
 		switch ev.Who {
-		case "tool":
-			if id, _ := ev.Meta["id"].(string); id != "" {
+		case state.RoleTool:
+			if id := ev.Result.ID; id != "" {
 				if orig, key := splitID(id); key != "" {
-					ev.Meta = cloneMeta(ev.Meta)
-					ev.Meta["id"] = orig
+					ev.Result.ID = orig
 				}
 			}
-		case "AI":
-			calls := metaCalls(ev.Meta)
+		case state.RoleAI:
+			calls := slices.Clone(ev.ToolCalls)
 			key := ""
 			for _, c := range calls {
 				if _, k := splitID(c.ID); k != "" {
@@ -317,47 +315,11 @@ func (h *Handler) restoreRounds(owner string, events []state.Event) ([]state.Eve
 			for i := range calls {
 				calls[i].ID, _ = splitID(calls[i].ID)
 			}
-			ev.Meta = cloneMeta(ev.Meta)
-			ev.Meta["tool_calls"] = callsMeta(calls)
+			ev.ToolCalls = calls
 		}
 		out = append(out, ev)
 	}
 	return out, lost
-}
-
-// metaCalls reads the tool calls of an AI event (see agent's history).
-func metaCalls(meta map[string]any) []clientCall {
-	list, _ := meta["tool_calls"].([]any)
-	out := make([]clientCall, 0, len(list))
-	for _, item := range list {
-		m, _ := item.(map[string]any)
-		if m == nil {
-			continue
-		}
-		c := clientCall{}
-		c.ID, _ = m["id"].(string)
-		c.Name, _ = m["name"].(string)
-		c.Arguments, _ = m["arguments"].(string)
-		out = append(out, c)
-	}
-	return out
-}
-
-// callsMeta is the meta.tool_calls of calls.
-func callsMeta(calls []clientCall) []any {
-	out := make([]any, len(calls))
-	for i, c := range calls {
-		out[i] = map[string]any{"id": c.ID, "name": c.Name, "arguments": c.Arguments}
-	}
-	return out
-}
-
-func cloneMeta(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // eventsSize estimates the memory events take, for the stores' bounds.
@@ -368,13 +330,11 @@ func eventsSize(events []state.Event) int64 {
 		for _, img := range ev.Images {
 			n += int64(len(img.Data) + len(img.URL))
 		}
-		for _, c := range metaCalls(ev.Meta) {
+		for _, c := range ev.ToolCalls {
 			n += 64 + int64(len(c.ID)+len(c.Name)+len(c.Arguments))
 		}
-		if r, ok := ev.Meta["reasoning"].(string); ok {
-			n += int64(len(r))
-		}
-		if ev.Meta["extra"] != nil {
+		n += int64(len(ev.Reasoning))
+		if ev.Extra != nil {
 			n += 1024
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/nbots/nb/bot"
@@ -276,7 +277,7 @@ func inputEvents(raw json.RawMessage, history []state.Event) ([]state.Event, []s
 	}
 	names := map[string]string{} // call id -> tool name
 	for _, ev := range history {
-		for _, c := range metaCalls(ev.Meta) {
+		for _, c := range ev.ToolCalls {
 			names[c.ID] = c.Name
 		}
 	}
@@ -311,7 +312,7 @@ func inputEvents(raw json.RawMessage, history []state.Event) ([]state.Event, []s
 				if err != nil {
 					return nil, nil, err
 				}
-				if open >= 0 && len(metaCalls(events[open].Meta)) == 0 {
+				if open >= 0 && len(events[open].ToolCalls) == 0 {
 					prev := agentText(events[open].Message)
 					events[open].Message = prev + text
 					continue
@@ -337,11 +338,7 @@ func inputEvents(raw json.RawMessage, history []state.Event) ([]state.Event, []s
 				continue
 			}
 			ev := &events[open]
-			calls := append(metaCalls(ev.Meta), c)
-			if ev.Meta == nil {
-				ev.Meta = map[string]any{}
-			}
-			ev.Meta["tool_calls"] = callsMeta(calls)
+			ev.ToolCalls = append(slices.Clone(ev.ToolCalls), c)
 			if agentText(ev.Message) == "" {
 				ev.Message = nil
 			}

@@ -65,7 +65,7 @@ func TestChatTurnConversation(t *testing.T) {
 	if tr.system != "S1\n\nS2" {
 		t.Errorf("system %q", tr.system)
 	}
-	if len(tr.history) != 2 || tr.history[0].Message != "a\n\nb" || tr.history[1].Message != "A" || tr.history[1].Meta["reasoning"] != "thought" {
+	if len(tr.history) != 2 || tr.history[0].Message != "a\n\nb" || tr.history[1].Message != "A" || tr.history[1].Reasoning != "thought" {
 		t.Errorf("history %+v", tr.history)
 	}
 	if tr.input == nil || tr.input.text != "look" || len(tr.input.images) != 2 {
