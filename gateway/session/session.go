@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nbots/nb/internal/atomicfile"
 	"github.com/nbots/nb/state"
 )
 
@@ -489,7 +490,7 @@ func (s *Session) Clear() error {
 	}
 	meta := Meta{Type: "metadata", Key: s.Key, CreatedAt: now.Format(TimeLayout), UpdatedAt: now.Format(TimeLayout), Metadata: s.meta.Metadata}
 	b, _ := json.Marshal(meta)
-	if err := writeAtomic(s.Path, append(b, '\n')); err != nil {
+	if err := atomicfile.WriteFile(s.Path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("session %s: %w", s.Path, err)
 	}
 	f, err := os.OpenFile(s.Path, os.O_WRONLY|os.O_APPEND, 0o600)
@@ -506,37 +507,6 @@ func (s *Session) close() error {
 	defer s.mu.Unlock()
 	err := s.syncLocked()
 	return errors.Join(err, s.f.Close())
-}
-
-// writeAtomic writes a file by a synced temporary file renamed over it,
-// then syncs the folder.
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o600)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync() //nolint:errcheck // best effort: the rename is done
-		d.Close()
-	}
-	return nil
 }
 
 // fromEvent converts an agent event into a message line.
