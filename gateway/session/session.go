@@ -10,6 +10,7 @@ package session
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nbots/nb/internal/atomicfile"
@@ -499,6 +501,64 @@ func (s *Session) Clear() error {
 	}
 	s.f.Close()
 	s.f, s.meta, s.events, s.size, s.dirty = f, meta, nil, int64(len(b)+1), false
+	return nil
+}
+
+// Lock takes the session's lock shared with other processes (nb gateway
+// chat beside the running gateway) for one turn, and rereads what another
+// process appended meanwhile. It waits for the lock until ctx ends; the
+// returned function releases it.
+func (s *Session) Lock(ctx context.Context) (func(), error) {
+	lf, err := os.OpenFile(s.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: lock: %w", s.Path, err)
+	}
+	for wait := time.Millisecond; ; wait = min(wait*2, 50*time.Millisecond) {
+		err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			lf.Close()
+			return nil, fmt.Errorf("session %s: lock: %w", s.Path, err)
+		}
+		select {
+		case <-ctx.Done():
+			lf.Close()
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	unlock := func() { lf.Close() } // closing releases the lock
+	if err := s.refresh(); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// refresh rereads the file when another process changed it: the lines it
+// appended, or the whole file when it was replaced (/new).
+func (s *Session) refresh() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fi, err := os.Stat(s.Path)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	cur, err := s.f.Stat()
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	if os.SameFile(fi, cur) && fi.Size() == s.size {
+		return nil
+	}
+	fresh, err := s.m.load(s.Key)
+	if err != nil {
+		return err
+	}
+	s.f.Close()
+	s.f, s.meta, s.events, s.size, s.dirty = fresh.f, fresh.meta, fresh.events, fresh.size, false
 	return nil
 }
 

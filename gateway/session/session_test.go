@@ -2,6 +2,7 @@ package session
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -272,5 +273,36 @@ func TestLoad10MB(t *testing.T) {
 	t.Logf("10 MB session loaded in %v wall, %v CPU (goal 50 ms)", best, bestCPU)
 	if !raceEnabled && bestCPU > 500*time.Millisecond { // a shared machine: only a gross regression fails
 		t.Fatalf("10 MB session took %v of CPU", bestCPU)
+	}
+}
+
+// TestTwoProcesses: a second manager (nb gateway chat) appends under the
+// lock; the first sees its lines at its next turn.
+func TestTwoProcesses(t *testing.T) {
+	m1 := newManager(t)
+	m2 := &Manager{Dir: m1.Dir, open: map[string]*Session{}}
+	defer m2.Close()
+	s1, _ := m1.Get("cli:direct")
+	s2, _ := m2.Get("cli:direct")
+	unlock, err := s2.Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	if _, err := s1.Lock(ctx); err == nil {
+		t.Fatal("the lock was taken twice")
+	}
+	cancel()
+	in := "from the terminal"
+	s2.Append(state.Event{Who: "user", Message: in, Input: &in}, state.Event{Who: "AI", Message: "ok"})
+	s2.Sync()
+	unlock()
+	unlock1, err := s1.Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock1()
+	if h := s1.History(); len(h) != 2 || agent.Text(h[0].Message) != in {
+		t.Fatalf("%+v", h)
 	}
 }
