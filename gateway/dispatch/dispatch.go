@@ -81,6 +81,9 @@ func (d *Dispatcher) Deliver(ctx context.Context, ch channel.Channel, m bus.Outb
 		if !d.Progress {
 			return nil
 		}
+		if streamed, _ := m.Metadata[channel.MetaStreamed].(bool); streamed && !ch.Capabilities().Edits {
+			return nil // the answer so far, for channels that edit it in place
+		}
 	case bus.ToolHint:
 		if !d.ToolHints {
 			return nil
