@@ -218,3 +218,24 @@ func TestPromptOrder(t *testing.T) {
 		last = i
 	}
 }
+
+func TestInitWorkspaceNeverOverwrites(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir+"/SOUL.md", "mine")
+	written, err := InitWorkspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range written {
+		if strings.HasSuffix(w, "SOUL.md") {
+			t.Fatal("SOUL.md overwritten")
+		}
+	}
+	if len(written) != 5 {
+		t.Fatalf("%v", written)
+	}
+	again, _ := InitWorkspace(dir)
+	if len(again) != 0 {
+		t.Fatal(again)
+	}
+}

@@ -249,6 +249,11 @@ func expandHome(p string, env Env) string {
 //go:embed default.json
 var defaultJSON []byte
 
+// Starter is the commented configuration nb gateway init writes.
+//
+//go:embed starter.jsonc
+var Starter []byte
+
 // Load reads path ("" for the embedded default), applies the environment
 // and the workspace flag ("" keeps the configured one).
 func Load(path, workspace string, env Env) (*Config, error) {
@@ -263,6 +268,7 @@ func Load(path, workspace string, env Env) (*Config, error) {
 	if name == "" {
 		name = "the default configuration"
 	}
+	data = stripComments(data)
 	var raw any
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -545,4 +551,46 @@ func kindName(t reflect.Type) string {
 		return "an object"
 	}
 	return t.Kind().String()
+}
+
+// stripComments blanks // and /* */ comments outside strings (nb gateway
+// init writes a commented file; nanobot's own files have none), keeping
+// every newline so that error lines stay right.
+func stripComments(data []byte) []byte {
+	if !bytes.Contains(data, []byte("/")) {
+		return data
+	}
+	out := bytes.Clone(data)
+	inString, escaped := false, false
+	for i := 0; i < len(out); i++ {
+		c := out[i]
+		switch {
+		case inString:
+			if escaped {
+				escaped = false
+			} else if c == '\\' {
+				escaped = true
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '/' && i+1 < len(out) && out[i+1] == '/':
+			for ; i < len(out) && out[i] != '\n'; i++ {
+				out[i] = ' '
+			}
+		case c == '/' && i+1 < len(out) && out[i+1] == '*':
+			out[i], out[i+1] = ' ', ' '
+			for i += 2; i < len(out) && !(out[i] == '*' && i+1 < len(out) && out[i+1] == '/'); i++ {
+				if out[i] != '\n' {
+					out[i] = ' '
+				}
+			}
+			if i+1 < len(out) {
+				out[i], out[i+1] = ' ', ' '
+				i++
+			}
+		}
+	}
+	return out
 }

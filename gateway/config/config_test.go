@@ -163,3 +163,18 @@ func TestBadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestStarterLoads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gateway.json")
+	os.WriteFile(path, Starter, 0o600)
+	c, err := Load(path, "", Env{"HOME=/h", "ANTHROPIC_API_KEY=k", "BRAVE_API_KEY=b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 0 || c.Agents.Defaults.Model != "anthropic/claude-sonnet-4-5" || c.Providers["anthropic"].APIKey != "k" {
+		t.Fatalf("%+v %q", c.Agents.Defaults, c.Warnings)
+	}
+	if string(stripComments([]byte(`{"a": "http://x/*y*/"} // c`))) != `{"a": "http://x/*y*/"}     ` {
+		t.Fatal("comments inside strings must stay")
+	}
+}

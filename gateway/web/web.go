@@ -9,8 +9,8 @@ package web
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
