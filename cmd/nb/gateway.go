@@ -559,4 +559,3 @@ func (a *App) gatewayChat(ctx context.Context, args []string) error {
 		}
 	}
 }
-
