@@ -46,6 +46,7 @@ func main() {
 		calls.Add(1)
 		return providertest.Reply{Chunks: []string{"echo: ", t.LastUser()}}
 	})
+	fake.SplitBytes = 1 << 20 // one write per frame: an instant model
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 

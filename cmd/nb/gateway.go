@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -289,6 +290,11 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	log, err := a.gatewayLogger(*logLevel)
 	if err != nil {
 		return err
+	}
+	if a.Getenv("GOMEMLIMIT") == "" {
+		// An always-on assistant should stay small: the collector works
+		// harder as the heap nears 24 MiB (a soft limit, never a failure).
+		debug.SetMemoryLimit(24 << 20)
 	}
 	c, err := a.loadGatewayConfig(f)
 	if err != nil {
