@@ -22,6 +22,7 @@ import (
 	"github.com/nbots/nb/gateway/dispatch"
 	"github.com/nbots/nb/gateway/session"
 	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
 )
@@ -149,4 +150,37 @@ func TestBrowserChecks(t *testing.T) {
 	if code != 503 || r.Ready || r.Channels["web"] != "connected" || r.Channels["telegram"] != "connecting" {
 		t.Fatal(code, body)
 	}
+}
+
+func TestTokens(t *testing.T) {
+	srv, g := start(t)
+	tok, _ := server.NewToken("", "0123456789abcdef0123")
+	s := &Server{Gateway: g, Sessions: g.Sessions, Tokens: []*server.Token{tok}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	h := s.Handler()
+	for _, tc := range []struct {
+		path, auth string
+		host       string
+		want       int
+	}{
+		{"/ready", "", "", 401},
+		{"/ready", "Bearer nope-nope-nope-nope", "", 401},
+		{"/ready", "Bearer 0123456789abcdef0123", "", 503},
+		{"/ready?token=0123456789abcdef0123", "", "", 503},
+		{"/health", "", "", 200},
+		{"/", "", "assistant.example:18790", 200}, // with a token, any name may serve the page
+	} {
+		req := httptest.NewRequest("GET", tc.path, nil)
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		if tc.host != "" {
+			req.Host = tc.host
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != tc.want {
+			t.Errorf("%s %q: %d, want %d: %s", tc.path, tc.auth, w.Code, tc.want, w.Body)
+		}
+	}
+	_ = srv
 }
