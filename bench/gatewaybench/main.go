@@ -47,6 +47,7 @@ func main() {
 		return providertest.Reply{Chunks: []string{"echo: ", t.LastUser()}}
 	})
 	fake.SplitBytes = 1 << 20 // one write per frame: an instant model
+	fake.Recorder = nil       // keeps no request bodies
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 

@@ -109,13 +109,17 @@ func (b *Local) Outbound(ctx context.Context, channel string, fn func(context.Co
 	return b.out(channel).consume(ctx, fn)
 }
 
-// Close implements Bus: consumers return, publishing fails.
+// Close implements Bus: consumers return, publishing fails, and Close
+// waits for the handlers still running (their contexts should be
+// cancelled first), so that what they use can be closed after it.
 func (b *Local) Close() error {
 	b.mu.Lock()
 	b.closed = true
 	b.mu.Unlock()
 	b.in.close()
 	b.outs.Range(func(_, v any) bool { v.(*lanes[Outbound]).close(); return true })
+	b.in.running.Wait()
+	b.outs.Range(func(_, v any) bool { v.(*lanes[Outbound]).running.Wait(); return true })
 	return nil
 }
 
@@ -127,6 +131,7 @@ type lanes[T any] struct {
 	consumer *consumer[T]
 	done     chan struct{}
 	closed   bool
+	running  sync.WaitGroup // drain goroutines
 }
 
 type lane[T any] struct {
@@ -162,6 +167,7 @@ func (l *lanes[T]) startLocked(key string, q *lane[T]) {
 		return
 	}
 	q.busy = true
+	l.running.Add(1)
 	go l.drain(l.consumer, key, q)
 }
 
@@ -192,6 +198,7 @@ func (l *lanes[T]) consume(ctx context.Context, fn func(context.Context, T) erro
 // drain delivers q's messages in order until it is empty; a message whose
 // handler fails is delivered again after a growing wait.
 func (l *lanes[T]) drain(c *consumer[T], key string, q *lane[T]) {
+	defer l.running.Done()
 	wait := l.b.retry()
 	for {
 		l.mu.Lock()
