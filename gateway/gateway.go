@@ -257,7 +257,9 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	if g.ExtraTools != nil {
 		tools = append(tools, g.ExtraTools(d)...)
 	}
-	lastProgress := time.Time{}
+	// Streamed progress starts after half a second: a quick answer is
+	// sent once, whole.
+	lastProgress := time.Now()
 	onEvent := func(ev agent.Event) {
 		switch ev.Kind {
 		case agent.RoundStart:

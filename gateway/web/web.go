@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -66,6 +67,10 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[string]map[*conn]bool // chat -> sockets
+	// chats are the web sessions and when they were last answered, read
+	// from the sessions folder once, then kept up to date here: a reply
+	// must not cost a listing of every session file.
+	chats map[string]time.Time
 }
 
 type conn struct {
@@ -235,17 +240,44 @@ func (s *Server) subscribe(chat string, c *conn) {
 	s.conns[chat][c] = true
 }
 
-func (s *Server) sendSessions(ctx context.Context, c *conn) {
-	list, err := s.Sessions.List()
-	if err != nil {
+// loadChatsLocked reads the web sessions from the sessions folder, once.
+func (s *Server) loadChatsLocked() {
+	if s.chats != nil {
 		return
 	}
-	out := []SessionInfo{}
+	s.chats = map[string]time.Time{}
+	list, err := s.Sessions.List()
+	if err != nil {
+		s.log().Warn("web chat: cannot list the sessions", "error", err)
+		return
+	}
 	for _, i := range list {
 		if chat, ok := strings.CutPrefix(i.Key, gateway.WebChannel+":"); ok {
-			out = append(out, SessionInfo{ChatID: chat, UpdatedAt: i.UpdatedAt})
+			s.chats[chat] = i.UpdatedAt
 		}
 	}
+}
+
+// answered records that chat was answered; it reports whether the chat
+// is new to the list.
+func (s *Server) answered(chat string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loadChatsLocked()
+	_, known := s.chats[chat]
+	s.chats[chat] = time.Now()
+	return !known
+}
+
+func (s *Server) sendSessions(ctx context.Context, c *conn) {
+	s.mu.Lock()
+	s.loadChatsLocked()
+	out := make([]SessionInfo, 0, len(s.chats))
+	for chat, at := range s.chats {
+		out = append(out, SessionInfo{ChatID: chat, UpdatedAt: at})
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.After(out[j].UpdatedAt) })
 	c.write(ctx, Frame{Type: "sessions", Sessions: out}) //nolint:errcheck // the socket's reader ends it
 }
 
@@ -301,9 +333,9 @@ func (s *Server) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	if delivered == 0 {
 		return "", &channel.Undeliverable{Reason: fmt.Sprintf("the web chat of %s went away: %v", m.ChatID, last)}
 	}
-	if m.Kind == bus.Message {
+	if m.Kind == bus.Message && s.answered(m.ChatID) {
 		for _, c := range targets {
-			s.sendSessions(ctx, c)
+			s.sendSessions(ctx, c) // a new session in the list
 		}
 	}
 	return "progress", nil
