@@ -108,10 +108,12 @@ func main() {
 	fmt.Printf("idle %v after start, web chat on: RSS %.1f MB (anonymous %.1f MB); model calls while idle: %d\n", *idle, rss, anon, calls.Load())
 
 	for phase := 1; phase <= 2; phase++ {
+		cpu0 := cpuTime(cmd.Process.Pid)
 		n, p50, p99, took, bad := turnsThroughWS(base, *sessions, *turns)
+		cpu := cpuTime(cmd.Process.Pid) - cpu0
 		rss, anon := memory(cmd.Process.Pid)
-		fmt.Printf("phase %d: %d turns through /ws over %d sessions in %v: %.0f turns/s, p50 %v, p99 %v, %d out of order; RSS after: %.1f MB (anonymous %.1f MB)\n",
-			phase, n, *sessions, took.Round(time.Millisecond), float64(n)/took.Seconds(), p50, p99, bad, rss, anon)
+		fmt.Printf("phase %d: %d turns through /ws over %d sessions in %v: %.0f turns/s, p50 %v, p99 %v, %d out of order; nb's CPU %v a turn; RSS after: %.1f MB (anonymous %.1f MB)\n",
+			phase, n, *sessions, took.Round(time.Millisecond), float64(n)/took.Seconds(), p50, p99, bad, (cpu / time.Duration(n)).Round(time.Microsecond), rss, anon)
 	}
 	sessionsDir := filepath.Join(home, "data", "nb", "gateway", "sessions")
 	files, _ := filepath.Glob(filepath.Join(sessionsDir, "web_*.jsonl"))
@@ -125,6 +127,23 @@ func freePort() string {
 	}
 	defer ln.Close()
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// cpuTime is the user and system time pid used (from /proc, in ticks of
+// 10 ms).
+func cpuTime(pid int) time.Duration {
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s := string(data)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+2:]
+	}
+	f := strings.Fields(s)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.Atoi(f[11])
+	k, _ := strconv.Atoi(f[12])
+	return time.Duration(u+k) * 10 * time.Millisecond
 }
 
 // memory reads VmRSS and RssAnon of pid, in MB.
