@@ -504,8 +504,12 @@ func (a *App) gatewayChat(ctx context.Context, args []string) error {
 	go g.Run(runCtx) //nolint:errcheck // ends with runCtx
 	replies := make(chan bus.Outbound, 16)
 	go g.Bus.Outbound(runCtx, gateway.CLIChannel, func(ctx context.Context, m bus.Outbound) error { //nolint:errcheck // same
-		replies <- m
-		return nil
+		select {
+		case replies <- m:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	})
 	chat := "direct"
 	override := ""
