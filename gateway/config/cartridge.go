@@ -263,16 +263,22 @@ func (c *Config) providerSection() (map[string]any, error) {
 			creds["access-token"] = key
 		}
 		settings["max_tokens"] = orDefault(d.MaxTokens, 8192)
-		if d.ReasoningEffort != "" {
-			settings["reasoning_effort"] = d.ReasoningEffort
-		}
 	}
 	if d.Temperature != nil && s.id != "google" {
 		settings["temperature"] = *d.Temperature
 	}
 	out := map[string]any{"id": s.id, "credentials": creds, "settings": settings}
+	options := map[string]any{}
 	if s.id == "google" {
-		out["options"] = map[string]any{"model": model}
+		options["model"] = model
+	}
+	if d.ReasoningEffort != "" {
+		// nb maps it onto each API (OpenAI's reasoning_effort,
+		// Anthropic's thinking budget, Gemini's thinkingBudget).
+		options["reasoning-effort"] = d.ReasoningEffort
+	}
+	if len(options) > 0 {
+		out["options"] = options
 	}
 	return out, nil
 }
@@ -308,7 +314,8 @@ func (c *Config) builtins() (map[string]any, []string) {
 	var warnings []string
 	t := c.Tools
 	b := map[string]any{
-		"files": map[string]any{"workspace": c.Workspace, "write": true},
+		// nanobot's editing tool (edit_file with old_text/new_text), whatever the model.
+		"files": map[string]any{"workspace": c.Workspace, "write": true, "profile": "nanobot"},
 		"web":   map[string]any{"fetch": true},
 		"spawn": map[string]any{"max-depth": 1},
 	}

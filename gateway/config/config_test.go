@@ -68,6 +68,9 @@ func TestLoadNanobotConfig(t *testing.T) {
 	if err != nil || len(servers) != 1 || servers[0].Name != "my_files" || strings.Join(servers[0].Tools, ",") != "read,list" {
 		t.Fatalf("mcp %+v %v", servers, err)
 	}
+	if bi.Files.Profile != "nanobot" {
+		t.Fatalf("editing tool profile %q: nanobot's edit_file is wanted", bi.Files.Profile)
+	}
 	if c.ExtraHeaders()["X-Team_Id"] != "t1" {
 		t.Fatal(c.ExtraHeaders())
 	}
