@@ -41,7 +41,7 @@ start_fake() {
 # start_nb ENV...: nb serve on 127.0.0.1:3048 over $carts; sets NB_PID.
 start_nb() {
 	env "$@" OPENAI_API_ADDRESS="$FAKE" "$out/nb" serve --listen 127.0.0.1:3048 --log-level warn \
-		--max-runs 20000 --watch 0 "$carts" >"$out/openai/nb.log" 2>&1 &
+		--max-runs 20000 --max-client-conns 20000 --max-conns 20000 --watch 0 "$carts" >"$out/openai/nb.log" 2>&1 &
 	NB_PID=$!
 	pids+=("$NB_PID")
 	for _ in $(seq 100); do curl -sf http://127.0.0.1:3048/v1/models >/dev/null 2>&1 && return; sleep 0.1; done

@@ -138,6 +138,7 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 		if err != nil {
 			return nil, st, fail("builtins.files.workspace", "%v", err)
 		}
+		ws.AllowHardLinks(cfg.Files.HardLinks)
 		filesDir, st.Workspace = ws.Dir(), ws.Dir()
 		profile = files.Profile(cfg.Files.Profile)
 		if profile == files.ProfileAuto {

@@ -26,6 +26,10 @@ type BuiltinFiles struct {
 	Workspace string
 	// Write offers write_file and the editing tool (true when unset).
 	Write bool
+	// HardLinks lets the tools read regular files with more than one
+	// hard link (false when unset: such a file may also be outside the
+	// workspace).
+	HardLinks bool
 	// Profile is the shape of the editing tool: auto (by provider and
 	// model, the default), openai (apply_patch), anthropic, gemini or
 	// nanobot (see builtin/files.Profile).
@@ -107,11 +111,12 @@ func (c *Cartridge) Builtins() (*Builtins, error) {
 	p.known(m, "builtins", "files", "exec", "web", "spawn")
 
 	if g := p.group(m["files"], "builtins.files", ""); g != nil {
-		p.known(g, "builtins.files", "workspace", "write", "profile")
+		p.known(g, "builtins.files", "workspace", "write", "profile", "hard-links")
 		b.Files = &BuiltinFiles{
 			Workspace: p.text(g, "builtins.files", "workspace", "."),
 			Write:     p.boolean(g, "builtins.files", "write", true),
 			Profile:   p.text(g, "builtins.files", "profile", "auto"),
+			HardLinks: p.boolean(g, "builtins.files", "hard-links", false),
 		}
 		switch b.Files.Profile {
 		case "auto", "openai", "anthropic", "gemini", "nanobot":

@@ -35,7 +35,7 @@ func TestBuiltinsDefaultsAndSettings(t *testing.T) {
 		return "", false
 	}
 	src := `builtins:
-  files: {workspace: ./ws, write: false}
+  files: {workspace: ./ws, write: false, hard-links: true}
   exec: {timeout: 2.5, sandbox: on, network: true, env: [GOPATH], writable: ~/.cache/go-build}
   web:
     fetch: {allow-hosts: [intranet.example], max-bytes: 1000, timeout: 5}
@@ -51,7 +51,7 @@ func TestBuiltinsDefaultsAndSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Builtins{
-		Files: &BuiltinFiles{Workspace: "./ws", Write: false, Profile: "auto"},
+		Files: &BuiltinFiles{Workspace: "./ws", Write: false, Profile: "auto", HardLinks: true},
 		Exec:  &BuiltinExec{Timeout: 2500 * time.Millisecond, Sandbox: "on", Network: true, Env: []string{"GOPATH"}, Writable: []string{"~/.cache/go-build"}},
 		Web: &BuiltinWeb{
 			Fetch:  &BuiltinFetch{AllowHosts: []string{"intranet.example"}, MaxBytes: 1000, Timeout: 5 * time.Second},

@@ -2,11 +2,8 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -82,11 +79,15 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// unread is set while the request has a body not read whole: an
+	// answer then closes the connection (see dropBody).
+	unread bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		w.closeIfUnread()
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -94,6 +95,7 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		w.closeIfUnread()
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)
@@ -134,8 +136,9 @@ const corsMethods = "GET, POST, OPTIONS, HEAD, DELETE"
 // need no token, everything else does when the server has tokens. A
 // server without tokens answers browsers only from Options.AllowOrigins,
 // and only requests addressed to a loopback name (see browserRefused). Request
-// bodies are read whole (up to Limits.MaxBody, within HeaderTimeout)
-// before the route runs, chunked ones included.
+// bodies are read whole (up to Limits.MaxBody, within BodyTimeout and at
+// BodyMinRate at least) before the route runs, chunked ones included; an
+// answer given before (401, 403, 413) closes the connection instead.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(s.serveHTTP)
 }
@@ -143,7 +146,8 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	info := &reqInfo{id: newRequestID()}
-	w := &statusWriter{ResponseWriter: rw}
+	w := &statusWriter{ResponseWriter: rw, unread: r.Body != nil && r.Body != http.NoBody}
+	defer w.dropBody()
 	h := w.Header()
 	h.Set("X-Request-Id", info.id)
 	if len(s.opts.Tokens) == 0 {
@@ -200,6 +204,7 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		s.WriteError(w, r, err)
 		return
 	}
+	w.unread = false
 	if p := cleanPath(r.URL.Path); p != r.URL.Path {
 		// The mux would redirect (//cartridges, which the Obsidian plugin
 		// sends for an address ending in /): a redirect breaks
@@ -228,23 +233,56 @@ var DefaultOrigins = []string{"app://obsidian.md"}
 // from an allowed origin, and requests that reach a loopback listener
 // must be addressed to a loopback name.
 func (s *Server) browserRefused(r *http.Request) string {
+	allowed := s.opts.AllowOrigins
+	if allowed == nil {
+		allowed = DefaultOrigins
+	}
+	g := BrowserGuard{Origins: allowed, Why: "this server has no token, so it answers", Fix: "start nb serve with --cors-origins %s to allow it, or set NB_SERVE_TOKEN", HostFix: "set NB_SERVE_TOKEN to serve other names"}
+	return g.Refused(r)
+}
+
+// BrowserGuard keeps web pages away from a server on this machine: a
+// request with an Origin header (a browser's) is answered only from an
+// allowed origin, and a request that reaches a loopback listener only
+// when it is addressed to a loopback name (a page whose name a DNS
+// rebinding points at 127.0.0.1 would otherwise be same-origin). nb serve
+// applies it without tokens, nb mcp serve always (the MCP specification
+// asks servers to validate Origin).
+type BrowserGuard struct {
+	// Origins are the allowed origins; "*" is any.
+	Origins []string
+	// Why starts a refusal ("this server answers"); Fix says how to allow
+	// an origin (%s is the origin); HostFix how to serve other host names.
+	Why, Fix, HostFix string
+}
+
+// Refused says why g does not answer r, "" when it does.
+func (g BrowserGuard) Refused(r *http.Request) string {
 	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && isLoopbackAddr(la.String()) && r.Host != "" && !isLoopbackHost(r.Host) {
-		return fmt.Sprintf("this server has no token, so it answers only requests addressed to localhost, 127.0.0.1 or ::1, not %q (a web page could reach it through DNS rebinding); set NB_SERVE_TOKEN to serve other names", r.Host)
+		return fmt.Sprintf("%s only requests addressed to localhost, 127.0.0.1 or ::1, not %q (a web page could reach it through DNS rebinding); %s", g.Why, r.Host, g.HostFix)
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return ""
 	}
-	allowed := s.opts.AllowOrigins
-	if allowed == nil {
-		allowed = DefaultOrigins
-	}
-	for _, o := range allowed {
+	for _, o := range g.Origins {
 		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
 			return ""
 		}
 	}
-	return fmt.Sprintf("this server has no token and does not answer the web page of origin %q (any page the user opens could use it otherwise): start nb serve with --cors-origins %s to allow it, or set NB_SERVE_TOKEN", origin, origin)
+	return fmt.Sprintf("%s no web page of origin %q (any page the user opens could use it otherwise): %s", g.Why, origin, fmt.Sprintf(g.Fix, origin))
+}
+
+// Handler answers 403 to the requests g refuses, and passes the others
+// to h.
+func (g BrowserGuard) Handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if msg := g.Refused(r); msg != "" {
+			http.Error(w, msg, http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // isLoopbackAddr reports whether addr (host:port) is a loopback address.
@@ -270,38 +308,6 @@ func isLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// readBody reads the request's body whole, within the header timeout and
-// the size limit, and puts it back as a buffer.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil
-	}
-	if r.ContentLength > s.limits.MaxBody {
-		return &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is %d bytes, more than the server's limit of %d bytes (--max-body)", r.ContentLength, s.limits.MaxBody)}
-	}
-	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(s.limits.HeaderTimeout)) //nolint:errcheck // not every connection has deadlines
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.limits.MaxBody))
-	// No deadline while the route runs: the connection's background read
-	// would take a timeout for the client going away and cancel the run.
-	rc.SetReadDeadline(time.Time{}) //nolint:errcheck // as above
-	r.Body.Close()                  //nolint:errcheck // read whole
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return AsError(nil, err)
-		}
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return &Error{Status: http.StatusRequestTimeout, Message: "the request body did not arrive in time"}
-		}
-		return &Error{Status: http.StatusBadRequest, Message: "cannot read the request body: " + err.Error()}
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	return nil
 }
 
 // noRoute answers a path or method no route has, in the family's shape.

@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,9 +46,23 @@ import (
 type Limits struct {
 	// MaxBody is the largest request body, in bytes (413 beyond).
 	MaxBody int64
-	// HeaderTimeout bounds the time to read a request's header, and
-	// then its body.
+	// HeaderTimeout bounds the time to read a request's header.
 	HeaderTimeout time.Duration
+	// BodyTimeout bounds the time to read a request's whole body (408
+	// beyond, and the connection is closed).
+	BodyTimeout time.Duration
+	// BodyMinRate is the slowest a request body may arrive, in bytes a
+	// second on average, counted after its first BodyGrace: a body that
+	// falls behind is cut (408) before BodyTimeout.
+	BodyMinRate int64
+	// MaxClientConns bounds the open connections of one client address
+	// (a trusted proxy's are bounded by MaxConns only): the excess is
+	// answered 429 and closed before its request is read.
+	MaxClientConns int
+	// MaxConns bounds the open connections in all: the excess waits to
+	// be accepted. It is kept below half the process's limit of open
+	// files, so that the server never runs out of them.
+	MaxConns int
 	// IdleTimeout is how long a kept-alive connection may wait for its
 	// next request (clients such as node keep idle sockets 5 s: keep it
 	// well above).
@@ -66,12 +81,16 @@ type Limits struct {
 
 // DefaultLimits are the limits of a server that sets none.
 var DefaultLimits = Limits{
-	MaxBody:       4 << 20,
-	HeaderTimeout: 10 * time.Second,
-	IdleTimeout:   2 * time.Minute,
-	MaxRuns:       64,
-	RunTimeout:    10 * time.Minute,
-	Grace:         30 * time.Second,
+	MaxBody:        4 << 20,
+	HeaderTimeout:  10 * time.Second,
+	BodyTimeout:    30 * time.Second,
+	BodyMinRate:    4 << 10,
+	MaxClientConns: 64,
+	MaxConns:       1024,
+	IdleTimeout:    2 * time.Minute,
+	MaxRuns:        64,
+	RunTimeout:     10 * time.Minute,
+	Grace:          30 * time.Second,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -85,6 +104,19 @@ func (l Limits) withDefaults() Limits {
 	if l.IdleTimeout <= 0 {
 		l.IdleTimeout = d.IdleTimeout
 	}
+	if l.BodyTimeout <= 0 {
+		l.BodyTimeout = d.BodyTimeout
+	}
+	if l.BodyMinRate <= 0 {
+		l.BodyMinRate = d.BodyMinRate
+	}
+	if l.MaxClientConns <= 0 {
+		l.MaxClientConns = d.MaxClientConns
+	}
+	if l.MaxConns <= 0 {
+		l.MaxConns = d.MaxConns
+	}
+	l.MaxConns = min(l.MaxConns, maxConnsForFiles())
 	if l.MaxRuns <= 0 {
 		l.MaxRuns = d.MaxRuns
 	}
@@ -131,6 +163,10 @@ type Options struct {
 	// otherwise not public (a model server on the local network); every
 	// other such address is refused (see ClientBot).
 	ClientHosts []string
+	// TrustedProxies are the reverse proxies in front of the server:
+	// their connections' X-Forwarded-For names the client (see EndUser),
+	// and only MaxConns bounds them. No other connection's is believed.
+	TrustedProxies []netip.Prefix
 	// AllowOrigins are the origins of the browser pages a server without
 	// tokens answers (see Handler); nil is DefaultOrigins, "*" is any.
 	AllowOrigins []string
@@ -250,23 +286,14 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 // EndUser is the end user of an exchange for r, as the reference builds
 // it: the client's address, "-", and the NANO_BOTS_END_USER header (the
-// editor plugins send "<editor>-<setting>"). The address is the last
-// X-Forwarded-For entry when the request comes through a proxy on this
-// machine. With a named token, the token's name comes first, so the
-// clients of two tokens never share a conversation.
+// editor plugins send "<editor>-<setting>"). The address is the
+// connection's; X-Forwarded-For is read only on connections from
+// Options.TrustedProxies (anyone else could write another user's address
+// there and take their conversations). With a named token, the token's
+// name comes first, so the clients of two tokens never share a
+// conversation.
 func (s *Server) EndUser(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
-			parts := strings.Split(xff[len(xff)-1], ",")
-			if last := strings.TrimSpace(parts[len(parts)-1]); last != "" {
-				host = last
-			}
-		}
-	}
+	host := s.clientAddr(r)
 	user := host + "-" + strings.TrimSpace(r.Header.Get("NANO_BOTS_END_USER"))
 	if tok := TokenFrom(r.Context()); tok != nil && tok.Name != "" {
 		user = tok.Name + "/" + user
@@ -427,8 +454,9 @@ func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, len(lns))
+	conns := s.connLimiter()
 	for _, ln := range lns {
-		go func() { errc <- hs.Serve(ln) }()
+		go func() { errc <- hs.Serve(conns.Listen(ln)) }()
 	}
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()

@@ -299,6 +299,10 @@ func TestListenLocalhost(t *testing.T) {
 	}
 }
 
+// X-Forwarded-For names the end user only on a connection from a
+// trusted proxy (--trusted-proxies); by default, none is trusted, not
+// even one on this machine: with a shared token any local program could
+// otherwise take another user's address, and their conversations.
 func TestEndUser(t *testing.T) {
 	f := newFixture(t, nil, nil)
 	r := httptest.NewRequest("GET", "/", nil)
@@ -306,17 +310,48 @@ func TestEndUser(t *testing.T) {
 	r.Header.Set("nano_bots_end_user", "obsidian-me")
 	r.Header.Set("X-Forwarded-For", "10.0.0.1")
 	if got := f.srv.EndUser(r); got != "203.0.113.7-obsidian-me" {
-		t.Errorf("from afar: %q (X-Forwarded-For is trusted only from this machine)", got)
+		t.Errorf("from afar: %q (X-Forwarded-For is trusted only from a trusted proxy)", got)
 	}
 	r.RemoteAddr = "127.0.0.1:5555"
 	r.Header.Set("X-Forwarded-For", "6.6.6.6, 198.51.100.9")
-	if got := f.srv.EndUser(r); got != "198.51.100.9-obsidian-me" {
-		t.Errorf("through a local proxy: %q", got)
+	if got := f.srv.EndUser(r); got != "127.0.0.1-obsidian-me" {
+		t.Errorf("from this machine, no trusted proxy: %q", got)
 	}
 	tok := &Token{Name: "team"}
 	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, &reqInfo{token: tok}))
-	if got := f.srv.EndUser(r); got != "team/198.51.100.9-obsidian-me" {
+	if got := f.srv.EndUser(r); got != "team/127.0.0.1-obsidian-me" {
 		t.Errorf("with a token: %q", got)
+	}
+
+	proxies, err := ParseProxies("127.0.0.1, 10.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f = newFixture(t, nil, func(o *Options) { o.TrustedProxies = proxies })
+	for _, tc := range []struct{ remote, xff, want string }{
+		{"127.0.0.1:5555", "6.6.6.6, 198.51.100.9", "198.51.100.9"},
+		// The proxy chain is walked from the right: trusted hops are
+		// skipped, the first other address is the client.
+		{"127.0.0.1:5555", "6.6.6.6, 198.51.100.9, 10.1.2.3", "198.51.100.9"},
+		{"[::ffff:127.0.0.1]:5555", "198.51.100.9", "198.51.100.9"},
+		// A hop that is not an address ends the walk at the connection.
+		{"127.0.0.1:5555", "198.51.100.9, unknown", "127.0.0.1"},
+		{"127.0.0.1:5555", "", "127.0.0.1"},
+		// Not a trusted proxy: the header is the client's to write.
+		{"[::1]:5555", "198.51.100.9", "::1"},
+		{"203.0.113.7:5555", "198.51.100.9", "203.0.113.7"},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = tc.remote
+		if tc.xff != "" {
+			r.Header.Set("X-Forwarded-For", tc.xff)
+		}
+		if got := f.srv.EndUser(r); got != tc.want+"-" {
+			t.Errorf("%s, X-Forwarded-For %q: %q, want %q", tc.remote, tc.xff, got, tc.want+"-")
+		}
+	}
+	if _, err := ParseProxies("10.0.0.0/33"); err == nil || !strings.Contains(err.Error(), `"10.0.0.0/33" is not an address or a network`) {
+		t.Errorf("bad network: %v", err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/nbots/nb/tool"
 )
@@ -26,12 +27,65 @@ type Confirmer struct {
 	Reader LineReader
 	// Stderr receives the notice when there is no terminal.
 	Stderr io.Writer
+	// Approval is what the user approved beforehand (--yes,
+	// --allow-tool) and, as the session goes, by answering "a" (always);
+	// nil approves nothing beforehand and remembers nothing.
+	Approval *Approval
+}
+
+// Approval is what a user approved without being asked each time: every
+// call (All), or every call of some tools.
+type Approval struct {
+	All bool
+	mu  sync.Mutex
+	// tools are approved tool names.
+	tools map[string]bool
+}
+
+// Allow approves every call of the tool name.
+func (a *Approval) Allow(name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.tools == nil {
+		a.tools = map[string]bool{}
+	}
+	a.tools[name] = true
+}
+
+// Allows reports whether calls of name were approved.
+func (a *Approval) Allows(name string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.All || a.tools[name]
+}
+
+// Clone returns a copy: each session keeps its own "always" answers.
+func (a *Approval) Clone() *Approval {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := &Approval{All: a.All}
+	for name := range a.tools {
+		c.Allow(name)
+	}
+	return c
+}
+
+// always are the answers that approve a tool for the rest of the session.
+func always(answer string) bool {
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "a", "always":
+		return true
+	}
+	return false
 }
 
 // Confirm implements agent.Confirmer: the user's answer allows the call
 // when the cartridge's yes-words say so. Ctrl-C at the question stops the
 // exchange (an error); end of input is "no".
 func (c *Confirmer) Confirm(ctx context.Context, call tool.Call, text string) (bool, error) {
+	if c.Approval != nil && c.Approval.Allows(call.Name) {
+		return true, nil
+	}
 	prompt := c.Printer.Feedback("confirming", text)
 	reader := c.Reader
 	if reader == nil {
@@ -51,6 +105,10 @@ func (c *Confirmer) Confirm(ctx context.Context, call tool.Call, text string) (b
 		return false, err
 	case err != nil:
 		return false, nil
+	}
+	if always(line) && c.Approval != nil {
+		c.Approval.Allow(call.Name)
+		return true, nil
 	}
 	return c.Printer.Cartridge.Allows(c.Printer.Mode, line), nil
 }

@@ -156,3 +156,28 @@ func TestColorEnabled(t *testing.T) {
 		t.Errorf("unknown colour: %q", got)
 	}
 }
+
+// "a" (always) approves the call and every later call of that tool in the
+// session, without asking again; other tools are still asked about.
+func TestConfirmerAlways(t *testing.T) {
+	c := parse(t, "meta: {}\n")
+	p := &Printer{Cartridge: c, Mode: cartridge.REPL}
+	r := &lines{line: "a"}
+	conf := &Confirmer{Printer: p, Reader: r, Approval: &Approval{}}
+	if ok, err := conf.Confirm(context.Background(), tool.Call{Name: "exec"}, "exec {}"); !ok || err != nil {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	r.line, r.prompt = "n", ""
+	if ok, _ := conf.Confirm(context.Background(), tool.Call{Name: "exec"}, "exec {}"); !ok || r.prompt != "" {
+		t.Errorf("exec asked again (%q) or denied", r.prompt)
+	}
+	if ok, _ := conf.Confirm(context.Background(), tool.Call{Name: "write_file"}, "write_file {}"); ok || r.prompt == "" {
+		t.Errorf("write_file was not asked about")
+	}
+	pre := &Approval{}
+	pre.Allow("grep")
+	conf = &Confirmer{Printer: p, Reader: &lines{line: "n"}, Approval: pre.Clone()}
+	if ok, _ := conf.Confirm(context.Background(), tool.Call{Name: "grep"}, "grep {}"); !ok {
+		t.Error("--allow-tool grep did not approve grep")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"strconv"
@@ -112,7 +113,24 @@ func (w *Workspace) openRegular(p string) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s is not a regular file (%s)", p, info.Mode().Type())
 	}
+	if err := w.checkLinks(p, info); err != nil {
+		f.Close()
+		return nil, err
+	}
 	return f, nil
+}
+
+// checkLinks refuses a regular file with more than one hard link, unless
+// the cartridge allows them: another name of the file may lie outside the
+// workspace, and os.Root cannot see that.
+func (w *Workspace) checkLinks(p string, info fs.FileInfo) error {
+	if w.hardLinks {
+		return nil
+	}
+	if n := linkCount(info); n > 1 {
+		return fmt.Errorf("%s has %d hard links: another of its names may be outside the workspace, so the file tools do not read it (the cartridge may allow it with builtins.files.hard-links: true)", p, n)
+	}
+	return nil
 }
 
 // looksBinary reports whether the start of a file is not UTF-8 text: it

@@ -332,6 +332,9 @@ func (t *grepTool) Run(ctx context.Context, call tool.Call) (any, error) {
 			return nil
 		}
 		defer f.Close()
+		if info, err := f.Stat(); err != nil || t.w.checkLinks(name, info) != nil {
+			return nil // skipped, like a binary file
+		}
 		br := bufio.NewReaderSize(f, 64<<10)
 		sample, _ := br.Peek(sniffBytes)
 		if looksBinary(sample, len(sample) < sniffBytes) {

@@ -20,7 +20,16 @@ import (
 type Workspace struct {
 	root *os.Root
 	dir  string
+	// hardLinks lets the tools read regular files with more than one
+	// name (see AllowHardLinks).
+	hardLinks bool
 }
+
+// AllowHardLinks lets the tools read regular files that have more than
+// one link (builtins.files.hard-links). By default they are refused: a
+// hard link made inside the workspace to a file outside it is the file
+// itself, which os.Root cannot tell from a file of the workspace.
+func (w *Workspace) AllowHardLinks(allow bool) { w.hardLinks = allow }
 
 // Open opens the workspace at dir (an absolute path, or relative to the
 // process's working directory).

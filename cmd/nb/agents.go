@@ -204,7 +204,7 @@ func (a *App) agentsRun(args []string) error {
 		}
 		r.lent, r.lentCart = tools, cart
 		printer := &term.Printer{W: a.Stderr, Err: a.Stderr, Cartridge: cart, Mode: cartridge.Eval, Color: term.ColorEnabled(a.Getenv, a.Stderr, a.Stderr)}
-		r.confirmer = &term.Confirmer{Printer: printer, Stderr: a.Stderr}
+		r.confirmer = &term.Confirmer{Printer: printer, Stderr: a.Stderr, Approval: a.approve.Clone()}
 		for _, sp := range tools.Specs() {
 			t, _ := tools.Lookup(sp.Name)
 			run.Tools = append(run.Tools, agentproto.ToolRepr{Name: t.Spec().Name, Description: sp.Description, InputSchema: sp.Parameters})
@@ -409,7 +409,7 @@ func (r *agentRun) confirm(ctx context.Context, f *agentproto.Frame) bool {
 	c := r.confirmer
 	if c == nil {
 		cart := cartridge.Default(nil)
-		c = &term.Confirmer{Printer: &term.Printer{W: r.app.Stderr, Err: r.app.Stderr, Cartridge: cart, Mode: cartridge.Eval}, Stderr: r.app.Stderr}
+		c = &term.Confirmer{Printer: &term.Printer{W: r.app.Stderr, Err: r.app.Stderr, Cartridge: cart, Mode: cartridge.Eval}, Stderr: r.app.Stderr, Approval: r.app.approve.Clone()}
 	}
 	args, _ := f.Input.(map[string]any)
 	r.confirmMu.Lock()

@@ -58,6 +58,8 @@ type App struct {
 	dotenv     map[string]bool // the variables .env set
 	dotenvPath string
 	executor   *robopage.Executor
+	// approve is what --yes and --allow-tool approved from the shell.
+	approve term.Approval
 }
 
 // Getenv returns a variable of the environment, "" when unset.
@@ -73,7 +75,10 @@ func (e *usageError) Error() string { return e.msg + " (see nb help)" }
 
 // Run dispatches the command line and returns the exit code.
 func (a *App) Run() int {
-	args := a.Args
+	args, err := a.approvalFlags(a.Args)
+	if err != nil {
+		return a.report(err)
+	}
 	if len(args) == 0 {
 		return a.help()
 	}
@@ -81,8 +86,10 @@ func (a *App) Run() int {
 	case "", "help", "-h", "--help":
 		return a.help()
 	case "version", "--version":
-		fmt.Fprintln(a.Stdout, Version)
+		io.WriteString(a.Stdout, versionText()) //nolint:errcheck // nothing to do about a closed stdout
 		return exitOK
+	case "completion":
+		return a.report(a.completion(args[1:]))
 	case "specification":
 		fmt.Fprintln(a.Stdout, Specification)
 		return exitOK
@@ -217,7 +224,7 @@ func (a *App) checkDotEnv(c *cartridge.Cartridge) error {
 }
 
 func (a *App) help() int {
-	io.WriteString(a.Stdout, helpText) //nolint:errcheck // nothing to do about a closed stdout
+	io.WriteString(a.Stdout, helpText+"\n"+environmentHelp("")) //nolint:errcheck // nothing to do about a closed stdout
 	return exitOK
 }
 
@@ -240,7 +247,7 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb cartridge.yml - cartridge
 
   nb cartridge.yml - mcp
-  nb mcp serve [--listen ADDR] [--allow-tools] [CARTRIDGE|DIR ...]
+  nb mcp serve [--listen ADDR] [--cors-origins ORIGINS] [--allow-tools] [CARTRIDGE|DIR ...]
 
   nb - STATE-KEY state
   nb cartridge.yml STATE-KEY state
@@ -259,6 +266,7 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb security
   nb specification
   nb version
+  nb completion bash|zsh|fish
   nb help
 
 eval reads the message from its words, or else from standard input:
@@ -267,11 +275,12 @@ eval reads the message from its words, or else from standard input:
 serve answers the Nano Bots API (the editor plugins' server) for the
 cartridges of the folders; nb serve --help lists its flags.
 
-Environment: NANO_BOTS_CARTRIDGES_PATH, NANO_BOTS_STATE_PATH,
-NANO_BOTS_END_USER, NANO_BOTS_ENCRYPTION_PASSWORD, NANO_BOTS_HISTORY_BUDGET,
-NB_SERVE_TOKEN (nb serve, nb mcp serve --listen), NO_COLOR,
-CLICOLOR_FORCE; a .env file in the working directory is read (NB_DOTENV=0
-turns it off).
+Tools that ask before they run can be approved from the shell:
+  nb --yes bot.yml - eval "..."              every call of this run
+  nb --allow-tool exec bot.yml - repl        that tool (repeatable)
+and "a" (always) at a confirmation approves that tool for the session.
+
+  nb completion bash|zsh|fish                shell completion
 `
 
 func (a *App) security() int {
@@ -298,8 +307,8 @@ func (a *App) security() int {
 // command line is checked before the cartridge is looked for: a mistake
 // in it is a usage error (exit 2) whatever the cartridge.
 func (a *App) cartridgeCommand(args []string) error {
-	if len(args) < 3 {
-		return &usageError{"missing command: give eval, repl, state or cartridge after the cartridge and the state key"}
+	if err := a.commandSlip(args); err != nil {
+		return err
 	}
 	cmd, rest := args[2], args[3:]
 	switch cmd {
@@ -411,7 +420,7 @@ func (a *App) newSession(ctx context.Context, cart *cartridge.Cartridge, key str
 	if term.IsTerminal(a.Stderr) && a.Getenv("TERM") != "dumb" && a.Getenv("TERM") != "" {
 		printer.Status = a.Stderr
 	}
-	confirmer := &term.Confirmer{Printer: printer, Stderr: a.Stderr}
+	confirmer := &term.Confirmer{Printer: printer, Stderr: a.Stderr, Approval: a.approve.Clone()}
 	s := bot.NewSession(b, bot.Exchange{
 		Mode: mode, Key: key, Wait: true,
 		OnEvent: printer.OnEvent, Confirmer: confirmer, Output: a.Stderr,

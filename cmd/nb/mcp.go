@@ -106,7 +106,7 @@ func firstLine(s string) string {
 	return " — " + s
 }
 
-const mcpUsage = `usage: nb mcp serve [--listen ADDR] [--allow-tools] [CARTRIDGE|DIR ...]
+const mcpUsage = `usage: nb mcp serve [--listen ADDR] [--cors-origins ORIGINS] [--allow-tools] [CARTRIDGE|DIR ...]
 
 Serves cartridges (each a tool: a message in, the bot's answer out) and
 robopage functions (each a tool) to MCP clients, over standard input and
@@ -116,6 +116,10 @@ Without a path, the cartridges of the cartridge folders are served.
   --listen ADDR   serve streamable HTTP on ADDR (host:port; :port is
                   127.0.0.1:port). Any address other than loopback needs
                   NB_SERVE_TOKEN, which clients send as Authorization: Bearer.
+  --cors-origins ORIGINS
+                  the origins of the browser pages answered over HTTP,
+                  comma-separated (* for any); by default none: a request
+                  with an Origin header gets 403
   --allow-tools   run tools that need confirmation without asking when the
                   client cannot be asked (no MCP elicitation); else they are
                   denied
@@ -134,6 +138,7 @@ func (a *App) mcpCommand(args []string) error {
 	fs.SetOutput(io.Discard)
 	listen := fs.String("listen", "", "")
 	allow := fs.Bool("allow-tools", false, "")
+	origins := fs.String("cors-origins", "", "")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			io.WriteString(a.Stdout, mcpUsage) //nolint:errcheck // nothing to do about a closed stdout
@@ -154,7 +159,7 @@ func (a *App) mcpCommand(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	host := a.host()
-	srv, err := mcpserver.New(ctx, mcpserver.Config{Host: host, Paths: fs.Args(), AllowTools: *allow, Output: a.Stderr, Version: Version})
+	srv, err := mcpserver.New(ctx, mcpserver.Config{Host: host, Paths: fs.Args(), AllowTools: *allow, Output: a.Stderr, Version: Version, AllowOrigins: splitList(*origins)})
 	if err != nil {
 		return err
 	}

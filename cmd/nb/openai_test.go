@@ -167,9 +167,9 @@ func between(s, start, end string) string {
 
 // 200 streamed answers at once through nb serve, to cartridges on every
 // provider, each whole and its own (the server's default of 64 runs at
-// once is raised).
+// once, and of 64 connections per client address, are raised).
 func TestServeOpenAIConcurrentStreams(t *testing.T) {
-	url, _, _ := openaiServe(t, "--max-runs", "256")
+	url, _, _ := openaiServe(t, "--max-runs", "256", "--max-client-conns", "256")
 	var models []string
 	for p := range providerSection {
 		models = append(models, "weather-"+p)

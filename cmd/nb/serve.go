@@ -50,7 +50,12 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		clientHosts = fs.String("client-hosts", "", "hosts (names or addresses, comma-separated) that the providers of cartridges sent by clients may reach although they are not public: loopback, private, link-local")
 		origins     = fs.String("cors-origins", strings.Join(server.DefaultOrigins, ","), "without tokens, the `origins` of the browser pages served, comma-separated (* for any page: any site the user visits could then use the server)")
 		maxBody     = fs.String("max-body", "4MiB", "largest request `size` (bytes, KiB or MiB)")
-		headerTO    = fs.Duration("header-timeout", d.HeaderTimeout, "time to read a request's header, and then its body")
+		headerTO    = fs.Duration("header-timeout", d.HeaderTimeout, "time to read a request's header")
+		bodyTO      = fs.Duration("body-timeout", d.BodyTimeout, "time to read a request's whole body (408 beyond)")
+		bodyRate    = fs.String("body-min-rate", "4KiB", "slowest a request body may come, per second, after its first 2 s (`size`; 408 below)")
+		clientConns = fs.Int("max-client-conns", d.MaxClientConns, "open connections one client address may hold; more are refused with 429")
+		maxConns    = fs.Int("max-conns", d.MaxConns, "open connections in all (at most half the open-file limit); more wait to be accepted")
+		proxies     = fs.String("trusted-proxies", "", "`addresses` or networks (CIDR, comma-separated) of the reverse proxies in front of the server: only their X-Forwarded-For is believed, and --max-client-conns does not apply to them")
 		idleTO      = fs.Duration("idle-timeout", d.IdleTimeout, "how long an idle kept-alive connection stays open")
 		runTO       = fs.Duration("run-timeout", d.RunTimeout, "longest run (an evaluation with its tool calls)")
 		grace       = fs.Duration("grace", d.Grace, "on SIGTERM, how long runs in flight may finish before they are cancelled")
@@ -87,14 +92,21 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		dirs = append(dirs, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
-	limits := server.Limits{HeaderTimeout: *headerTO, IdleTimeout: *idleTO, RunTimeout: *runTO, Grace: *grace,
-		MaxRuns: *maxRuns, MaxRunsPerToken: *perToken}
+	limits := server.Limits{HeaderTimeout: *headerTO, BodyTimeout: *bodyTO, IdleTimeout: *idleTO, RunTimeout: *runTO, Grace: *grace,
+		MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxClientConns: *clientConns, MaxConns: *maxConns}
 	if *grace == 0 {
 		limits.Grace = -1
 	}
 	var err error
 	if limits.MaxBody, err = parseSize(*maxBody); err != nil {
 		return &usageError{"--max-body: " + err.Error()}
+	}
+	if limits.BodyMinRate, err = parseSize(*bodyRate); err != nil {
+		return &usageError{"--body-min-rate: " + err.Error()}
+	}
+	trusted, err := server.ParseProxies(*proxies)
+	if err != nil {
+		return &usageError{"--trusted-proxies: " + err.Error()}
 	}
 	anonRate, err := server.ParseRate(*rate)
 	if err != nil {
@@ -141,7 +153,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	srv, err := server.New(ctx, server.Options{
 		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
 		AllowUnconfirmed: *unconfirmed, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
-		AllowOrigins: splitList(*origins), ClientHosts: splitList(*clientHosts),
+		AllowOrigins: splitList(*origins), ClientHosts: splitList(*clientHosts), TrustedProxies: trusted,
 		Log: log, LogMessages: *logMessages,
 	})
 	if err != nil {

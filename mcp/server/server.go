@@ -33,6 +33,7 @@ import (
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/robopage"
+	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/tool"
 )
 
@@ -53,6 +54,9 @@ type Config struct {
 	Output io.Writer
 	// Version is nb's version, given to clients.
 	Version string
+	// AllowOrigins are the origins of the browser pages the HTTP handler
+	// answers ("*" is any); none by default (see Handler).
+	AllowOrigins []string
 }
 
 // Server is nb's bots as an MCP server.
@@ -173,9 +177,20 @@ func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteClos
 // Handler serves MCP over streamable HTTP at any path it is mounted on.
 // With a token, every request must carry Authorization: Bearer <token>
 // (compared in constant time); without, it must come from a loopback
-// address the caller chose to listen on.
+// address the caller chose to listen on. Either way, as the MCP
+// specification requires, a request with an Origin header is answered
+// only from Config.AllowOrigins, and one that reaches a loopback
+// listener only when it names a loopback host (nb serve's check,
+// server.BrowserGuard): a web page must not reach the bots.
 func (s *Server) Handler(token string) http.Handler {
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp }, nil)
+	guard := server.BrowserGuard{Origins: s.cfg.AllowOrigins, Why: "nb mcp serve answers",
+		Fix: "start nb mcp serve with --cors-origins %s to allow it", HostFix: "listen on another address to serve other names"}
+	return guard.Handler(s.authorized(token, sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp }, nil)))
+}
+
+// authorized passes to h the requests that carry the token, when there
+// is one.
+func (s *Server) authorized(token string, h http.Handler) http.Handler {
 	if token == "" {
 		return h
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -405,5 +406,58 @@ func TestNothingToServe(t *testing.T) {
 	}
 	if _, err := New(context.Background(), Config{Paths: []string{filepath.Join(dir, "nope.yml")}}); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("a missing cartridge: %v", err)
+	}
+}
+
+// Over HTTP the Origin header is checked as nb serve checks it, with a
+// token or without (the MCP specification requires it): a web page gets
+// 403 unless its origin is allowed; a request that reaches the loopback
+// listener addressed to another name gets 403 too (DNS rebinding).
+func TestHTTPOrigin(t *testing.T) {
+	dir, host := setup(t, providertest.Echo, map[string]string{"bot.yml": provider})
+	for _, token := range []string{"", "s3cret"} {
+		s, err := New(context.Background(), Config{Host: host, Paths: []string{filepath.Join(dir, "bot.yml")}, AllowOrigins: []string{"https://app.example"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		hs := httptest.NewServer(s.Handler(token))
+		defer hs.Close()
+		for _, tc := range []struct {
+			origin, host string
+			status       int
+		}{
+			{"https://evil.com", "", 403},
+			{"null", "", 403},
+			{"http://localhost:8080", "", 403},
+			{"", "evil.com", 403},
+			{"https://app.example", "", 200},
+			{"", "", 200},
+		} {
+			req, _ := http.NewRequest("POST", hs.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if tc.origin != "" {
+				req.Header.Set("Origin", tc.origin)
+			}
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Errorf("token %q, Origin %q, Host %q: status %d: %s", token, tc.origin, tc.host, resp.StatusCode, body)
+			}
+			if tc.origin == "https://evil.com" && !strings.Contains(string(body), `nb mcp serve answers no web page of origin "https://evil.com" (any page the user opens could use it otherwise): start nb mcp serve with --cors-origins https://evil.com to allow it`) {
+				t.Errorf("refusal: %s", body)
+			}
+		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nbots/nb/connlimit"
 	"github.com/nbots/nb/robopage"
 )
 
@@ -434,7 +435,7 @@ func (l Limits) withDefaults() Limits {
 // as long as its executor allows: no write timeout cuts its answer.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, lim Limits) error {
 	lim = lim.withDefaults()
-	ln = newLimitListener(ln, lim.MaxClientConns, lim.MaxConns)
+	ln = connlimit.New(lim.MaxClientConns, lim.MaxConns, nil, "ask for a higher --max-client-conns").Listen(ln)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: lim.HeaderTimeout, ReadTimeout: lim.ReadTimeout, IdleTimeout: lim.IdleTimeout}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -26,10 +26,10 @@ type chatRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	Tools     []chatTool      `json:"tools"`
-	Functions json.RawMessage `json:"functions"`
-	User      string          `json:"user"`
-	N         *int            `json:"n"`
+	Tools     toolList[chatTool] `json:"tools"`
+	Functions json.RawMessage    `json:"functions"`
+	User      string             `json:"user"`
+	N         *int               `json:"n"`
 	sampling
 }
 
@@ -143,6 +143,10 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) error {
 		return badRequest("", "the request has no body: send a JSON object")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return e
+		}
 		var te *json.UnmarshalTypeError
 		if ok := asTypeError(err, &te); ok && te.Field != "" {
 			return badRequest(te.Field, "invalid value for %s: expected %s, got JSON %s", te.Field, te.Type, te.Value)
@@ -162,6 +166,12 @@ func asTypeError(err error, te **json.UnmarshalTypeError) bool {
 
 // chatCompletions answers POST /v1/chat/completions.
 func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	r, done, err := h.admitRequest(r)
+	if err != nil {
+		WriteError(w, apiError(err, "", ""))
+		return
+	}
+	defer done()
 	var req chatRequest
 	if err := h.decode(w, r, &req); err != nil {
 		WriteError(w, apiError(err, "", ""))
@@ -218,7 +228,7 @@ func (h *Handler) chatTurn(r *http.Request, req *chatRequest) (*turn, error) {
 		return nil, err
 	}
 	t := &turn{bot: b, model: req.Model, endUser: h.userOf(r, req.User), owner: h.ownerOf(r), whole: !req.Stream}
-	if t.external, err = chatTools(b, req.Tools); err != nil {
+	if t.external, err = chatTools(r.Context(), b, req.Tools); err != nil {
 		return nil, err
 	}
 	if t.sampling, t.stop, err = req.settings(); err != nil {
@@ -369,43 +379,21 @@ func toolEvent(id, name, output string) state.Event {
 
 // chatTools turns the client's tools into specs offered beside the
 // cartridge's.
-func chatTools(b *bot.Bot, tools []chatTool) ([]tool.Spec, error) {
-	specs := make([]tool.Spec, 0, len(tools))
+func chatTools(ctx context.Context, b *bot.Bot, tools []chatTool) ([]tool.Spec, error) {
+	c, err := newToolChecker(b, len(tools))
+	if err != nil {
+		return nil, err
+	}
 	for i, t := range tools {
 		param := fmt.Sprintf("tools[%d]", i)
 		if t.Type != "function" {
 			return nil, badRequest(param+".type", "unsupported tool type %q: only function tools are supported", t.Type)
 		}
-		spec, err := clientSpec(b, specs, param+".function.name", t.Function.Name, t.Function.Description, t.Function.Parameters)
-		if err != nil {
+		if err := c.add(ctx, param+".function.name", t.Function.Name, t.Function.Description, t.Function.Parameters); err != nil {
 			return nil, err
 		}
-		specs = append(specs, spec)
 	}
-	return specs, nil
-}
-
-// clientSpec checks one of the client's tools: a name every provider
-// takes, that no cartridge tool and no earlier client tool has.
-func clientSpec(b *bot.Bot, earlier []tool.Spec, param, name, description string, parameters map[string]any) (tool.Spec, error) {
-	if name == "" {
-		return tool.Spec{}, badRequest(param, "a function tool needs a name")
-	}
-	if tool.ProviderName(name) != name {
-		return tool.Spec{}, badRequest(param, "invalid function name %q: use letters, digits, '_' and '-' (at most 64, not starting with a digit or '-')", name)
-	}
-	if _, ok := b.Tools().Lookup(name); ok {
-		return tool.Spec{}, badRequest(param, "the function name %q is taken by a tool of cartridge %s: rename the client's function", name, b.Cartridge.Meta().Name)
-	}
-	for _, s := range earlier {
-		if tool.MatchName(s.Name) == tool.MatchName(name) {
-			return tool.Spec{}, badRequest(param, "two functions are named %q", name)
-		}
-	}
-	if parameters == nil {
-		parameters = tool.DefaultParameters()
-	}
-	return tool.Spec{Name: name, Description: description, Parameters: parameters}, nil
+	return c.specs, nil
 }
 
 // messageContent reads a message's content (param is its place in the

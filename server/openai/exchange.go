@@ -78,12 +78,14 @@ type clientCall struct {
 // run runs t, passing the answer to s as it comes.
 func (h *Handler) run(ctx context.Context, t *turn, s sink) (out *outcome, err error) {
 	if h.admit != nil {
-		run, done, refused := h.admit(ctx, false)
-		if refused != nil {
-			return nil, refused
+		if !admitted(ctx) {
+			run, done, refused := h.admit(ctx, false)
+			if refused != nil {
+				return nil, refused
+			}
+			defer done()
+			ctx = run
 		}
-		defer done()
-		ctx = run
 		defer func() {
 			// A run the server stopped says why: its deadline, or the
 			// server stopping (a client gone is answered by nobody).

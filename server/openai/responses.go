@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,20 +17,20 @@ import (
 // responsesRequest is the body of POST /v1/responses: the fields nb
 // reads. Others are accepted and ignored (see docs/openai.md).
 type responsesRequest struct {
-	Model              string            `json:"model"`
-	Input              json.RawMessage   `json:"input"`
-	Instructions       json.RawMessage   `json:"instructions"`
-	Tools              []responsesTool   `json:"tools"`
-	ToolChoice         json.RawMessage   `json:"tool_choice"`
-	PreviousResponseID string            `json:"previous_response_id"`
-	Conversation       json.RawMessage   `json:"conversation"`
-	Stream             bool              `json:"stream"`
-	Store              *bool             `json:"store"`
-	Background         *bool             `json:"background"`
-	User               string            `json:"user"`
-	SafetyIdentifier   string            `json:"safety_identifier"`
-	Metadata           map[string]string `json:"metadata"`
-	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
+	Model              string                  `json:"model"`
+	Input              json.RawMessage         `json:"input"`
+	Instructions       json.RawMessage         `json:"instructions"`
+	Tools              toolList[responsesTool] `json:"tools"`
+	ToolChoice         json.RawMessage         `json:"tool_choice"`
+	PreviousResponseID string                  `json:"previous_response_id"`
+	Conversation       json.RawMessage         `json:"conversation"`
+	Stream             bool                    `json:"stream"`
+	Store              *bool                   `json:"store"`
+	Background         *bool                   `json:"background"`
+	User               string                  `json:"user"`
+	SafetyIdentifier   string                  `json:"safety_identifier"`
+	Metadata           map[string]string       `json:"metadata"`
+	ParallelToolCalls  *bool                   `json:"parallel_tool_calls"`
 	sampling
 }
 
@@ -64,6 +65,12 @@ type storedResponse struct {
 
 // createResponse answers POST /v1/responses.
 func (h *Handler) createResponse(w http.ResponseWriter, r *http.Request) {
+	r, done, err := h.admitRequest(r)
+	if err != nil {
+		WriteError(w, apiError(err, "", ""))
+		return
+	}
+	defer done()
 	var req responsesRequest
 	if err := h.decode(w, r, &req); err != nil {
 		WriteError(w, apiError(err, "", ""))
@@ -205,7 +212,7 @@ func (h *Handler) responsesTurn(r *http.Request, req *responsesRequest) (*turn, 
 		user = req.User
 	}
 	t := &turn{bot: b, model: req.Model, endUser: h.userOf(r, user), owner: h.ownerOf(r), whole: !req.Stream}
-	if t.external, err = responsesTools(b, req.Tools); err != nil {
+	if t.external, err = responsesTools(r.Context(), b, req.Tools); err != nil {
 		return nil, nil, err
 	}
 	if t.sampling, t.stop, err = req.settings(); err != nil {
@@ -230,8 +237,11 @@ func (h *Handler) responsesTurn(r *http.Request, req *responsesRequest) (*turn, 
 }
 
 // responsesTools turns the client's function tools into specs.
-func responsesTools(b *bot.Bot, tools []responsesTool) ([]tool.Spec, error) {
-	specs := make([]tool.Spec, 0, len(tools))
+func responsesTools(ctx context.Context, b *bot.Bot, tools []responsesTool) ([]tool.Spec, error) {
+	c, err := newToolChecker(b, len(tools))
+	if err != nil {
+		return nil, err
+	}
 	for i, t := range tools {
 		param := fmt.Sprintf("tools[%d]", i)
 		if t.Type != "function" {
@@ -241,13 +251,11 @@ func responsesTools(b *bot.Bot, tools []responsesTool) ([]tool.Spec, error) {
 		if t.Description != nil {
 			desc = *t.Description
 		}
-		spec, err := clientSpec(b, specs, param+".name", t.Name, desc, t.Parameters)
-		if err != nil {
+		if err := c.add(ctx, param+".name", t.Name, desc, t.Parameters); err != nil {
 			return nil, err
 		}
-		specs = append(specs, spec)
 	}
-	return specs, nil
+	return c.specs, nil
 }
 
 // inputEvents appends the request's input to history: a text is a user

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// envVar is an environment variable nb reads.
+type envVar struct {
+	Name string
+	// Commands are the commands that read it ("" for every command).
+	Commands string
+	Doc      string
+}
+
+// environment is every variable nb reads, the one table `nb help` and the
+// subcommands' help print. TestEnvironmentTable fails when the code reads
+// a variable of nb's own (NANO_BOTS_*, NB_*, ROBOPAGES_*) that is not here.
+var environment = []envVar{
+	{"NANO_BOTS_CARTRIDGES_PATH", "", "folders (colon-separated) where cartridges are looked up; nb serve's default folders"},
+	{"NANO_BOTS_CARTRIDGES_DIRECTORY", "", "the reference's older name of NANO_BOTS_CARTRIDGES_PATH"},
+	{"NANO_BOTS_STATE_PATH", "", "where conversations are kept (default $XDG_STATE_HOME/nano-bots)"},
+	{"NANO_BOTS_STATE_DIRECTORY", "", "the reference's older name of NANO_BOTS_STATE_PATH"},
+	{"NANO_BOTS_END_USER", "", "whose conversations these are (default unknown)"},
+	{"NANO_BOTS_ENCRYPTION_PASSWORD", "", "encrypts the state files (nb security tells whether it does)"},
+	{"NANO_BOTS_HISTORY_BUDGET", "", "the history sent to the provider, in estimated tokens"},
+	{"NB_DOTENV", "", "0 ignores the .env file of the working directory"},
+	{"NB_SERVE_TOKEN", "serve, mcp serve", "the token clients must send (required beyond loopback)"},
+	{"NB_AGENTS_TOKEN", "agents", "the token sent to an nb server's agents"},
+	{"ROBOPAGES_PATH", "robopages", "where robopages are looked up"},
+	{"ROBOPAGES_TOKEN", "robopages serve", "the token clients of the robopages server must send"},
+	{"ROBOPAGES_CONTAINER_RUNTIME", "", "docker or podman, for robopages that run in containers"},
+	{"NO_COLOR", "", "no colours"},
+	{"CLICOLOR_FORCE", "", "colours even when output is not a terminal"},
+	{"TERM", "repl", "dumb, or unset, makes the REPL read plain lines"},
+	{"HTTPS_PROXY, HTTP_PROXY, NO_PROXY", "", "the proxy of providers' requests"},
+}
+
+// environmentHelp lists the variables read by command ("" for all of
+// nb's), for help texts.
+func environmentHelp(command string) string {
+	var rows []envVar
+	for _, v := range environment {
+		if command == "" || v.Commands == "" || strings.Contains(", "+v.Commands+",", ", "+command+",") {
+			rows = append(rows, v)
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Commands == "" && rows[j].Commands != "" })
+	var b strings.Builder
+	b.WriteString("Environment:\n")
+	for _, v := range rows {
+		doc := v.Doc
+		if v.Commands != "" && command == "" {
+			doc += " (" + v.Commands + ")"
+		}
+		fmt.Fprintf(&b, "  %-34s %s\n", v.Name, doc)
+	}
+	b.WriteString("A .env file in the working directory fills unset variables (NB_DOTENV=0 turns it off).\n\n")
+	return b.String()
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/nbots/nb/cartridge"
+)
+
+// subcommands are nb's own commands, for suggestions and completion.
+var subcommands = []string{"serve", "agents", "mcp", "robopages", "gateway", "security", "specification", "version", "completion", "help"}
+
+// cartridgeCommands are the commands after a cartridge and a state key.
+var cartridgeCommands = []string{"eval", "repl", "state", "cartridge", "mcp"}
+
+// approvalFlags takes the leading --yes, -y and --allow-tool NAME flags
+// (before the cartridge, so that eval's words stay free to start with a
+// dash) and returns the rest of the arguments.
+func (a *App) approvalFlags(args []string) ([]string, error) {
+	for len(args) > 0 {
+		f := args[0]
+		switch {
+		case f == "--yes" || f == "-y":
+			a.approve.All = true
+			args = args[1:]
+		case f == "--allow-tool":
+			if len(args) < 2 || strings.TrimSpace(args[1]) == "" {
+				return nil, &usageError{"--allow-tool needs a tool's name (nb --allow-tool exec bot.yml - repl)"}
+			}
+			for _, name := range strings.Split(args[1], ",") {
+				a.approve.Allow(strings.TrimSpace(name))
+			}
+			args = args[2:]
+		case strings.HasPrefix(f, "--allow-tool="):
+			for _, name := range strings.Split(strings.TrimPrefix(f, "--allow-tool="), ",") {
+				a.approve.Allow(strings.TrimSpace(name))
+			}
+			args = args[1:]
+		default:
+			return args, nil
+		}
+	}
+	return args, nil
+}
+
+// commandSlip names the common slips of nb CARTRIDGE STATE-KEY COMMAND: a
+// mistyped subcommand (nb serv), a forgotten state key (nb bot.yml eval
+// hi), a forgotten command (nb bot.yml).
+func (a *App) commandSlip(args []string) error {
+	if !strings.ContainsAny(args[0], "/.") && args[0] != "-" {
+		if s := nearest(args[0], subcommands); s != "" {
+			// Only when no cartridge has that name.
+			if _, err := cartridge.Find(args[0], a.host().CartridgeEnv()); err != nil {
+				return &usageError{fmt.Sprintf("unknown command %q: did you mean nb %s?", args[0], s)}
+			}
+		}
+	}
+	if len(args) >= 2 && isOneOf(args[1], cartridgeCommands) && (len(args) < 3 || !isOneOf(args[2], cartridgeCommands)) {
+		return &usageError{fmt.Sprintf("the state key is missing: nb %s - %s (- keeps no conversation; a key keeps one)", args[0], strings.Join(args[1:], " "))}
+	}
+	switch len(args) {
+	case 1:
+		return &usageError{fmt.Sprintf("missing the state key and the command: nb %s - eval \"message\" (or - repl, - state, - cartridge; a key instead of - keeps the conversation)", args[0])}
+	case 2:
+		return &usageError{"missing command: give eval, repl, state or cartridge after the cartridge and the state key"}
+	}
+	return nil
+}
+
+func isOneOf(s string, list []string) bool {
+	for _, x := range list {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// nearest is the word of list within two edits of s ("" when none).
+func nearest(s string, list []string) string {
+	best, dist := "", 3
+	for _, w := range list {
+		if d := editDistance(s, w); d < dist && d < len(w) {
+			best, dist = w, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// versionText is nb version: the version, the commit and its date when
+// the binary was built from a checkout, the Go version and platform.
+func versionText() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "nb %s (Nano Bots specification %s)\n", Version, Specification)
+	commit, when, dirty := "unknown", "", ""
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.time":
+				when = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = " (with uncommitted changes)"
+				}
+			}
+		}
+	}
+	if buildDate != "" {
+		when = buildDate
+	}
+	fmt.Fprintf(&b, "commit: %s%s\n", commit, dirty)
+	if when != "" {
+		fmt.Fprintf(&b, "date: %s\n", when)
+	}
+	fmt.Fprintf(&b, "go: %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return b.String()
+}
+
+// buildDate is set at link time (-ldflags "-X main.buildDate=…"); without
+// it nb version shows the commit's date.
+var buildDate string

@@ -1,0 +1,144 @@
+// Package channeltest helps test chat channels: an Inbox that records
+// what a channel publishes and can refuse it for a while.
+package channeltest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nbots/nb/gateway/bus"
+	"github.com/nbots/nb/gateway/channel"
+)
+
+// Inbox records published messages. Its zero value is ready.
+type Inbox struct {
+	mu      sync.Mutex
+	got     []bus.Inbound
+	failing int
+	changed chan struct{}
+}
+
+// Refuse makes the next n publishes fail (n < 0: all until Refuse(0)).
+func (b *Inbox) Refuse(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failing = n
+}
+
+// Publish records m, unless refusing.
+func (b *Inbox) Publish(_ context.Context, m bus.Inbound) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failing != 0 {
+		if b.failing > 0 {
+			b.failing--
+		}
+		return errors.New("bus unavailable")
+	}
+	b.got = append(b.got, m)
+	if b.changed != nil {
+		close(b.changed)
+		b.changed = nil
+	}
+	return nil
+}
+
+// Messages are all the messages published, in order.
+func (b *Inbox) Messages() []bus.Inbound {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]bus.Inbound(nil), b.got...)
+}
+
+// Unique are the messages the bus would keep: the first of each ID.
+func (b *Inbox) Unique() []bus.Inbound { return unique(b.Messages()) }
+
+func unique(ms []bus.Inbound) []bus.Inbound {
+	seen := map[string]bool{}
+	var out []bus.Inbound
+	for _, m := range ms {
+		if m.ID == "" || !seen[m.ID] {
+			seen[m.ID] = true
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Wait waits until n distinct messages were published and returns them;
+// it fails the test after 20 s.
+func (b *Inbox) Wait(t testing.TB, n int) []bus.Inbound {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		b.mu.Lock()
+		got := len(unique(b.got))
+		if got < n && b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		ch := b.changed
+		b.mu.Unlock()
+		if got >= n {
+			return b.Unique()
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("received %d of %d messages", len(b.Unique()), n)
+		}
+	}
+}
+
+// Start runs c with in until the test ends, waits until it is ready (or
+// fails the test), and returns a stop function that ends Run and checks
+// it returned nil; the test's cleanup calls it too.
+func Start(t testing.TB, c channel.Channel, in channel.Inbox) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() { errc <- c.Run(ctx, in, func() { close(ready) }) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-errc:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("Run did not return after its context ended")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	select {
+	case <-ready:
+	case err := <-errc:
+		t.Fatalf("Run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not ready")
+	}
+	return stop
+}
+
+// Send sends m through c (as a final Message unless m says otherwise) and
+// fails the test on an error.
+func Send(t testing.TB, c channel.Channel, m bus.Outbound) string {
+	t.Helper()
+	if m.Kind == "" {
+		m.Kind = bus.Message
+	}
+	if m.Channel == "" {
+		m.Channel = c.Name()
+	}
+	id, err := c.Send(context.Background(), m)
+	if err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	return id
+}

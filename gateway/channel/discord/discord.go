@@ -1,0 +1,403 @@
+// Package discord is the gateway's Discord channel: a bot connected to
+// Discord's Gateway (with discordgo, which heartbeats and resumes a
+// dropped connection with its session id and sequence) that answers
+// through the REST API, honouring the rate-limit headers of each
+// channel's bucket. It remembers the last message it handed over in each
+// channel, so that after a restart (a new session, which Discord does
+// not replay) it fetches what was written meanwhile: no replay, no gap.
+//
+// Identity: Inbound.SenderID is the author's user id (a snowflake,
+// "123456789012345678"); ChatID is the channel id.
+package discord
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"github.com/gorilla/websocket"
+
+	"github.com/nbots/nb/gateway/bus"
+	"github.com/nbots/nb/gateway/channel"
+)
+
+// Name is the channel's configuration name, channels.discord.
+const Name = "discord"
+
+// MaxMessageLength is Discord's limit on a message's content.
+const MaxMessageLength = 2000
+
+// DefaultIntents are nanobot's: guilds, guild messages, direct messages
+// and message content (37377).
+const DefaultIntents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages | discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
+
+// Config is channels.discord (nanobot's keys, plus apiBase).
+type Config struct {
+	Enabled bool `json:"enabled"`
+	// Token is the bot's token (Developer Portal → Bot).
+	Token string `json:"token"`
+	// AllowFrom lists user ids; the gateway checks SenderID against it.
+	AllowFrom []string `json:"allowFrom"`
+	// GroupPolicy is "mention" (default: in servers, answer when
+	// mentioned) or "open"; the gateway applies it.
+	GroupPolicy string `json:"groupPolicy,omitempty"`
+	// Intents overrides DefaultIntents.
+	Intents int `json:"intents,omitempty"`
+	// APIBase replaces https://discord.com (the tests' fake).
+	APIBase string `json:"apiBase,omitempty"`
+}
+
+// Channel is one Discord bot.
+type Channel struct {
+	cfg     Config
+	env     channel.Env
+	log     *slog.Logger
+	s       *discordgo.Session
+	turns   channel.Turns
+	timeout time.Duration
+
+	mu     sync.Mutex
+	me     string
+	last   map[string]uint64 // channel -> last message handed over
+	cursor channel.Cursor
+}
+
+// rewrite sends discord.com's requests to another server.
+type rewrite struct {
+	base *url.URL
+	next http.RoundTripper
+}
+
+func (r rewrite) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Host == "discord.com" {
+		req = req.Clone(req.Context())
+		req.URL.Scheme, req.URL.Host = r.base.Scheme, r.base.Host
+		req.Host = r.base.Host
+	}
+	return r.next.RoundTrip(req)
+}
+
+// New checks cfg and builds the channel; nothing connects before Run.
+func New(cfg Config, env channel.Env) (*Channel, error) {
+	tok := strings.TrimPrefix(strings.TrimSpace(cfg.Token), "Bot ")
+	if tok == "" || strings.ContainsAny(tok, " \t\n") {
+		return nil, errors.New("channels.discord.token is empty or not a bot token: copy it from the Developer Portal (your application → Bot → Reset Token)")
+	}
+	switch cfg.GroupPolicy {
+	case "", "mention", "open":
+	default:
+		return nil, fmt.Errorf("channels.discord.groupPolicy is %q: use \"mention\" or \"open\"", cfg.GroupPolicy)
+	}
+	s, err := discordgo.New("Bot " + tok)
+	if err != nil {
+		return nil, fmt.Errorf("discord: %w", err)
+	}
+	var transport http.RoundTripper = http.DefaultTransport
+	if cfg.APIBase != "" {
+		u, err := url.Parse(cfg.APIBase)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("channels.discord.apiBase %q is not an http or https URL", cfg.APIBase)
+		}
+		transport = rewrite{base: u, next: http.DefaultTransport}
+	}
+	s.Client = &http.Client{Transport: transport, Timeout: 30 * time.Second}
+	s.ShouldRetryOnRateLimit = false // the gateway waits, per destination
+	s.SyncEvents = true              // in order, one at a time
+	s.LogLevel = -1                  // its messages go through our logger
+	s.Identify.Intents = DefaultIntents
+	if cfg.Intents != 0 {
+		s.Identify.Intents = discordgo.Intent(cfg.Intents)
+	}
+	return &Channel{cfg: cfg, env: env, log: env.Log().With("channel", Name), s: s, timeout: 30 * time.Second, last: map[string]uint64{}}, nil
+}
+
+// Name is "discord".
+func (c *Channel) Name() string { return Name }
+
+// Capabilities: 2,000 characters of Discord's Markdown, edits, typing.
+func (c *Channel) Capabilities() channel.Capabilities {
+	return channel.Capabilities{MaxMessageLength: MaxMessageLength, Markdown: channel.CommonMark, Edits: true, Typing: true}
+}
+
+func status(err error) int {
+	var re *discordgo.RESTError
+	if errors.As(err, &re) && re.Response != nil {
+		return re.Response.StatusCode
+	}
+	return 0
+}
+
+// Run connects to the Gateway and receives until ctx ends.
+func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
+	cursor, err := c.env.Cursor(Name)
+	if err != nil {
+		return fmt.Errorf("discord: %w", err)
+	}
+	saved, err := cursor.Load()
+	if err != nil {
+		return fmt.Errorf("discord: %w", err)
+	}
+	last := map[string]string{}
+	if saved != "" {
+		if err := json.Unmarshal([]byte(saved), &last); err != nil {
+			return fmt.Errorf("discord: the saved positions in %s are not readable: %v", cursor.Path, err)
+		}
+	}
+	c.mu.Lock()
+	c.cursor = cursor
+	for ch, id := range last {
+		n, _ := strconv.ParseUint(id, 10, 64)
+		c.last[ch] = n
+	}
+	c.mu.Unlock()
+	me, err := c.s.User("@me", discordgo.WithContext(ctx))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if status(err) == http.StatusUnauthorized {
+			return errors.New("discord refused the bot token (401 Unauthorized): check channels.discord.token")
+		}
+		return fmt.Errorf("discord: %w", err)
+	}
+	c.mu.Lock()
+	c.me = me.ID
+	c.mu.Unlock()
+	var once sync.Once
+	c.s.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) {
+		// A new session (the first, or after an invalid one): Discord does
+		// not replay what was written without us; fetch it.
+		c.catchUp(ctx, in)
+		once.Do(ready)
+	})
+	c.s.AddHandler(func(_ *discordgo.Session, r *discordgo.Resumed) {
+		c.log.Info("discord: session resumed")
+	})
+	c.s.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) {
+		c.handle(ctx, in, m.Message)
+	})
+	c.s.AddHandler(func(_ *discordgo.Session, d *discordgo.Disconnect) {
+		c.log.Warn("discord: gateway disconnected; reconnecting")
+	})
+	wait := time.Second
+	for {
+		err := c.s.Open()
+		if err == nil {
+			break
+		}
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) && ce.Code == 4004 {
+			return errors.New("discord closed the gateway: authentication failed (4004): check channels.discord.token")
+		}
+		c.log.Warn("discord: connecting to the gateway", "err", err)
+		if !channel.Sleep(ctx, wait) {
+			return nil
+		}
+		wait = min(wait*2, time.Minute)
+	}
+	<-ctx.Done()
+	c.s.Close() //nolint:errcheck // shutting down
+	return nil
+}
+
+// handle publishes a message once, in order, and records its id.
+func (c *Channel) handle(ctx context.Context, in channel.Inbox, m *discordgo.Message) {
+	id, _ := strconv.ParseUint(m.ID, 10, 64)
+	c.mu.Lock()
+	me, done := c.me, id <= c.last[m.ChannelID]
+	c.mu.Unlock()
+	if done || m.Author == nil || m.Author.ID == me || m.Author.Bot {
+		c.advance(m.ChannelID, id)
+		return
+	}
+	group := m.GuildID != ""
+	mentioned := !group
+	for _, u := range m.Mentions {
+		if u.ID == me {
+			mentioned = true
+		}
+	}
+	if m.ReferencedMessage != nil && m.ReferencedMessage.Author != nil && m.ReferencedMessage.Author.ID == me {
+		mentioned = true
+	}
+	content := strings.TrimSpace(strings.NewReplacer("<@"+me+">", "", "<@!"+me+">", "").Replace(m.Content))
+	in2 := bus.Inbound{
+		Channel: Name, ID: m.ID, SenderID: m.Author.ID, ChatID: m.ChannelID, Content: content,
+		Timestamp: m.Timestamp.UTC(),
+		Metadata: map[string]any{
+			"group": group, "mentioned": mentioned, "guild_id": m.GuildID,
+			"username": m.Author.Username, "message_id": m.ID,
+		},
+	}
+	if !channel.PublishDurably(ctx, in, in2, c.log, 100*time.Millisecond) {
+		return
+	}
+	c.advance(m.ChannelID, id)
+}
+
+// advance records the channel's last handed-over message and saves all.
+func (c *Channel) advance(ch string, id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id <= c.last[ch] {
+		return
+	}
+	c.last[ch] = id
+	out := make(map[string]string, len(c.last))
+	for k, v := range c.last {
+		out[k] = strconv.FormatUint(v, 10)
+	}
+	b, _ := json.Marshal(out)
+	if err := c.cursor.Save(string(b)); err != nil {
+		c.log.Error("discord: saving positions", "err", err)
+	}
+}
+
+// catchUp publishes, per known channel, what was written after its last
+// handed-over message, oldest first.
+func (c *Channel) catchUp(ctx context.Context, in channel.Inbox) {
+	c.mu.Lock()
+	chans := make(map[string]uint64, len(c.last))
+	for k, v := range c.last {
+		chans[k] = v
+	}
+	c.mu.Unlock()
+	for ch, after := range chans {
+		for {
+			ms, err := c.s.ChannelMessages(ch, 100, "", strconv.FormatUint(after, 10), "", discordgo.WithContext(ctx))
+			if err != nil {
+				c.log.Warn("discord: fetching missed messages", "channel", ch, "err", err)
+				break
+			}
+			sort.Slice(ms, func(i, j int) bool { return snowflake(ms[i].ID) < snowflake(ms[j].ID) })
+			for _, m := range ms {
+				c.handle(ctx, in, m)
+				after = max(after, snowflake(m.ID))
+			}
+			if len(ms) < 100 {
+				break
+			}
+		}
+	}
+}
+
+func snowflake(id string) uint64 {
+	n, _ := strconv.ParseUint(id, 10, 64)
+	return n
+}
+
+// deliveryError sorts REST failures.
+func deliveryError(err error) error {
+	var rl *discordgo.RateLimitError
+	if errors.As(err, &rl) && rl.RateLimit != nil && rl.TooManyRequests != nil {
+		return &channel.RetryAfter{After: max(rl.RetryAfter, 10*time.Millisecond), Err: errors.New("discord: 429 too many requests")}
+	}
+	var re *discordgo.RESTError
+	if errors.As(err, &re) && re.Response != nil {
+		reason := re.Response.Status
+		if re.Message != nil && re.Message.Message != "" {
+			reason = fmt.Sprintf("%d %s (code %d)", re.Response.StatusCode, re.Message.Message, re.Message.Code)
+		}
+		switch re.Response.StatusCode {
+		case http.StatusForbidden, http.StatusNotFound, http.StatusBadRequest:
+			return &channel.Undeliverable{Reason: reason}
+		}
+		return fmt.Errorf("discord: %s", reason)
+	}
+	return fmt.Errorf("discord: %w", err)
+}
+
+// Send posts m's text, split at 2,000 characters on line boundaries with
+// code fences closed and reopened across pieces. Mentions in the text
+// ping nobody. Progress of a turn is posted once and then edited.
+func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
+	post := func(i int, text string) (string, error) {
+		send := &discordgo.MessageSend{Content: text, AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}}
+		if i == 0 && m.ReplyTo != "" && m.Kind != bus.Progress {
+			send.Reference = &discordgo.MessageReference{MessageID: m.ReplyTo, ChannelID: m.ChatID, FailIfNotExists: new(bool)}
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+		msg, err := c.s.ChannelMessageSendComplex(m.ChatID, send, discordgo.WithContext(rctx))
+		if err != nil {
+			return "", deliveryError(err)
+		}
+		return msg.ID, nil
+	}
+	edit := func(id, text string) error { return c.Edit(ctx, m.ChatID, id, text) }
+	return channel.Deliver(&c.turns, m, splitFenced(m.Content, MaxMessageLength), post, edit)
+}
+
+// Edit replaces the text of a message the bot sent.
+func (c *Channel) Edit(ctx context.Context, chatID, id, content string) error {
+	ps := splitFenced(content, MaxMessageLength)
+	if len(ps) == 0 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	_, err := c.s.ChannelMessageEditComplex(&discordgo.MessageEdit{ID: id, Channel: chatID, Content: &ps[0],
+		AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}}, discordgo.WithContext(rctx))
+	if err != nil {
+		return deliveryError(err)
+	}
+	return nil
+}
+
+// Typing shows "typing…" for a few seconds.
+func (c *Channel) Typing(ctx context.Context, chatID string) error {
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if err := c.s.ChannelTyping(chatID, discordgo.WithContext(rctx)); err != nil {
+		return deliveryError(err)
+	}
+	return nil
+}
+
+// splitFenced splits Markdown on line boundaries, closing a code fence
+// at the end of a piece and reopening it (with its language) at the
+// start of the next, so no piece shows half a code block as prose.
+func splitFenced(md string, limit int) []string {
+	const reserve = 64 // room for a closing and an opening fence line
+	var out []string
+	open := "" // the fence line open at the end of the previous piece
+	for _, piece := range channel.Split(strings.TrimSpace(md), limit-reserve-len(open), nil) {
+		text := piece
+		if open != "" {
+			text = open + "\n" + text
+		}
+		for _, line := range strings.Split(piece, "\n") {
+			if t := strings.TrimSpace(line); strings.HasPrefix(t, "```") {
+				if open == "" {
+					open = t
+				} else {
+					open = ""
+				}
+			}
+		}
+		text = strings.TrimRight(text, "\n ")
+		if open != "" {
+			text += "\n```"
+		}
+		if strings.TrimSpace(text) != "" {
+			out = append(out, text)
+		}
+	}
+	return out
+}
+
+var (
+	_ channel.Channel = (*Channel)(nil)
+	_ channel.Editor  = (*Channel)(nil)
+	_ channel.Typer   = (*Channel)(nil)
+)

@@ -1,0 +1,465 @@
+// Package discordfake is a Discord server for tests, written from
+// Discord's developer documentation: the Gateway (a WebSocket sending
+// Hello with the heartbeat interval, answering Identify with READY and a
+// session id, Heartbeats with Heartbeat ACKs, numbering dispatches with
+// a sequence, replaying after a Resume the dispatches the client missed
+// and then RESUMED, or answering Invalid Session; closing with 4004 on a
+// bad token) and the REST API the channel calls (GET gateway, users/@me,
+// channel messages: create, edit, list after an id; typing), with the
+// rate-limit headers on every answer and 429 with retry_after when a
+// channel's bucket is empty.
+package discordfake
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// User is a Discord user.
+type User struct {
+	ID       string `json:"id"`
+	Username string `json:"username"`
+	Bot      bool   `json:"bot,omitempty"`
+}
+
+// Message is a Discord message object (the fields the channel reads).
+type Message struct {
+	ID               string            `json:"id"`
+	ChannelID        string            `json:"channel_id"`
+	GuildID          string            `json:"guild_id,omitempty"`
+	Author           User              `json:"author"`
+	Content          string            `json:"content"`
+	Timestamp        string            `json:"timestamp"`
+	EditedTimestamp  *string           `json:"edited_timestamp"`
+	Mentions         []User            `json:"mentions"`
+	MessageReference *MessageReference `json:"message_reference,omitempty"`
+}
+
+// MessageReference is what a reply points to.
+type MessageReference struct {
+	MessageID string `json:"message_id"`
+	ChannelID string `json:"channel_id,omitempty"`
+}
+
+type payload struct {
+	Op int             `json:"op"`
+	D  json.RawMessage `json:"d"`
+	S  *int64          `json:"s"`
+	T  *string         `json:"t"`
+}
+
+// Server is a fake Discord on a loopback port.
+type Server struct {
+	// URL is the server's base (apiBase).
+	URL   string
+	Token string
+	Bot   User
+
+	srv *http.Server
+	mu  sync.Mutex
+
+	changed  chan struct{}
+	snow     int64
+	session  string
+	seq      int64
+	events   []payload // this session's dispatches, for resumes
+	conn     *websocket.Conn
+	conns    int
+	resumes  int
+	invalid  bool
+	messages map[string][]*Message // per channel, people's and the bot's
+	channels map[string]string     // channel -> guild ("" for a DM)
+	denied   map[string]bool
+	limit    int
+	window   time.Duration
+	buckets  map[string]*bucket
+}
+
+type bucket struct {
+	remaining int
+	reset     time.Time
+}
+
+// New starts a server for token (without "Bot ").
+func New(token string) (*Server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		URL: "http://" + ln.Addr().String(), Token: token,
+		Bot:     User{ID: "900000000000000001", Username: "nb", Bot: true},
+		changed: make(chan struct{}), snow: 1_100_000_000_000_000_000,
+		messages: map[string][]*Message{}, channels: map[string]string{}, denied: map[string]bool{},
+		limit: 5, window: time.Second, buckets: map[string]*bucket{},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /gateway", s.gateway)
+	mux.HandleFunc("GET /gateway/", s.gateway)
+	mux.HandleFunc("/api/{version}/{rest...}", s.rest)
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go s.srv.Serve(ln) //nolint:errcheck // ends with Close
+	return s, nil
+}
+
+// Close stops the server.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.conn != nil {
+		s.conn.CloseNow() //nolint:errcheck // closing
+	}
+	s.mu.Unlock()
+	s.srv.Close()
+}
+
+func (s *Server) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *Server) id() string {
+	s.snow++
+	return strconv.FormatInt(s.snow, 10)
+}
+
+// Post makes a person write in a channel (guild "" for a direct
+// message); it returns the message, dispatched as MESSAGE_CREATE.
+func (s *Server) Post(guild, channel string, from User, content string, mentions ...User) Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.channels[channel] = guild
+	m := &Message{ID: s.id(), ChannelID: channel, GuildID: guild, Author: from, Content: content,
+		Timestamp: time.Now().UTC().Format(time.RFC3339Nano), Mentions: append([]User{}, mentions...)}
+	s.messages[channel] = append(s.messages[channel], m)
+	s.dispatch("MESSAGE_CREATE", m)
+	return *m
+}
+
+// dispatch numbers and sends an event; called with s.mu held.
+func (s *Server) dispatch(t string, d any) {
+	b, _ := json.Marshal(d)
+	s.seq++
+	seq := s.seq
+	p := payload{Op: 0, D: b, S: &seq, T: &t}
+	s.events = append(s.events, p)
+	if s.conn != nil {
+		s.write(s.conn, p)
+	}
+}
+
+func (s *Server) write(c *websocket.Conn, v any) {
+	b, _ := json.Marshal(v)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.Write(ctx, websocket.MessageText, b) //nolint:errcheck // a lost frame is the client's to resume
+}
+
+// Drop closes the gateway connection without a close frame.
+func (s *Server) Drop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil {
+		s.conn.CloseNow() //nolint:errcheck // the point
+		s.conn = nil
+	}
+}
+
+// Reconnect sends opcode 7: the client must reconnect and resume.
+func (s *Server) Reconnect() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil {
+		s.write(s.conn, map[string]any{"op": 7, "d": nil})
+	}
+}
+
+// InvalidateSession makes the next resume fail with opcode 9.
+func (s *Server) InvalidateSession() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.invalid = true
+}
+
+// Deny makes sending to the channel fail with 403 Missing Access.
+func (s *Server) Deny(channel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.denied[channel] = true
+}
+
+// SetRateLimit sets each channel's message bucket: n requests per window.
+func (s *Server) SetRateLimit(n int, window time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limit, s.window = n, window
+}
+
+// Stats are the gateway connections and successful resumes so far.
+func (s *Server) Stats() (conns, resumes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns, s.resumes
+}
+
+// WaitConnected waits for the n-th gateway connection to be ready.
+func (s *Server) WaitConnected(ctx context.Context, n int) error {
+	for {
+		s.mu.Lock()
+		ok, ch := s.conns >= n && s.conn != nil, s.changed
+		s.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// Sent returns the bot's messages in a channel.
+func (s *Server) Sent(channel string) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Message
+	for _, m := range s.messages[channel] {
+		if m.Author.ID == s.Bot.ID {
+			out = append(out, *m)
+		}
+	}
+	return out
+}
+
+func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	if err != nil {
+		return
+	}
+	c.SetReadLimit(1 << 20)
+	ctx := r.Context()
+	s.write(c, map[string]any{"op": 10, "d": map[string]any{"heartbeat_interval": 41250}, "s": nil, "t": nil})
+	for {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			s.mu.Lock()
+			if s.conn == c {
+				s.conn = nil
+			}
+			s.mu.Unlock()
+			return
+		}
+		var p payload
+		if json.Unmarshal(data, &p) != nil {
+			c.Close(4002, "Error while decoding payload.") //nolint:errcheck // closing
+			return
+		}
+		switch p.Op {
+		case 1:
+			s.write(c, map[string]any{"op": 11})
+		case 2:
+			var id struct {
+				Token   string `json:"token"`
+				Intents int    `json:"intents"`
+			}
+			json.Unmarshal(p.D, &id) //nolint:errcheck // checked below
+			if strings.TrimPrefix(id.Token, "Bot ") != s.Token {
+				c.Close(4004, "Authentication failed.") //nolint:errcheck // closing
+				return
+			}
+			s.mu.Lock()
+			s.session, s.seq, s.events, s.invalid = s.id(), 0, nil, false
+			s.attach(c)
+			s.dispatch("READY", map[string]any{"v": 10, "user": s.Bot, "session_id": s.session,
+				"resume_gateway_url": "ws" + strings.TrimPrefix(s.URL, "http") + "/gateway", "guilds": []any{}, "private_channels": []any{}})
+			s.mu.Unlock()
+		case 6:
+			var rs struct {
+				Token     string `json:"token"`
+				SessionID string `json:"session_id"`
+				Seq       int64  `json:"seq"`
+			}
+			json.Unmarshal(p.D, &rs) //nolint:errcheck // checked below
+			s.mu.Lock()
+			if s.invalid || rs.SessionID != s.session || strings.TrimPrefix(rs.Token, "Bot ") != s.Token {
+				s.invalid = false
+				s.session = ""
+				s.write(c, map[string]any{"op": 9, "d": false})
+				s.mu.Unlock()
+				continue
+			}
+			s.resumes++
+			s.attach(c)
+			for _, e := range s.events {
+				if *e.S > rs.Seq {
+					s.write(c, e)
+				}
+			}
+			t := "RESUMED"
+			s.write(c, payload{Op: 0, D: json.RawMessage("{}"), S: &s.seq, T: &t})
+			s.mu.Unlock()
+		}
+	}
+}
+
+// attach makes c the connection dispatches go to; called with s.mu held.
+func (s *Server) attach(c *websocket.Conn) {
+	if s.conn != nil && s.conn != c {
+		s.conn.CloseNow() //nolint:errcheck // one connection at a time
+	}
+	s.conn = c
+	s.conns++
+	s.notify()
+}
+
+func apiError(w http.ResponseWriter, status, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"message": msg, "code": code}) //nolint:errcheck // the client went away
+}
+
+func reply(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if v != nil {
+		json.NewEncoder(w).Encode(v) //nolint:errcheck // the client went away
+	}
+}
+
+func (s *Server) rest(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(r.PathValue("rest"), "/")
+	if len(parts) == 1 && parts[0] == "gateway" {
+		reply(w, 200, map[string]string{"url": "ws" + strings.TrimPrefix(s.URL, "http") + "/gateway"})
+		return
+	}
+	if r.Header.Get("Authorization") != "Bot "+s.Token {
+		apiError(w, 401, 0, "401: Unauthorized")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case len(parts) == 2 && parts[0] == "users" && parts[1] == "@me":
+		reply(w, 200, s.Bot)
+	case len(parts) >= 3 && parts[0] == "channels" && parts[2] == "typing":
+		reply(w, 204, nil)
+	case len(parts) >= 3 && parts[0] == "channels" && parts[2] == "messages":
+		ch := parts[1]
+		if _, ok := s.channels[ch]; !ok {
+			apiError(w, 404, 10003, "Unknown Channel")
+			return
+		}
+		if r.Method == http.MethodGet {
+			s.list(w, r, ch)
+			return
+		}
+		if s.denied[ch] {
+			apiError(w, 403, 50001, "Missing Access")
+			return
+		}
+		if !s.take(w, ch) {
+			return
+		}
+		var body struct {
+			Content          string            `json:"content"`
+			MessageReference *MessageReference `json:"message_reference"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			apiError(w, 400, 50109, "The request body contains invalid JSON.")
+			return
+		}
+		if len([]rune(body.Content)) > 2000 {
+			apiError(w, 400, 50035, "Invalid Form Body: content: Must be 2000 or fewer in length.")
+			return
+		}
+		if strings.TrimSpace(body.Content) == "" {
+			apiError(w, 400, 50006, "Cannot send an empty message")
+			return
+		}
+		if r.Method == http.MethodPatch && len(parts) == 4 {
+			for _, m := range s.messages[ch] {
+				if m.ID == parts[3] && m.Author.ID == s.Bot.ID {
+					now := time.Now().UTC().Format(time.RFC3339Nano)
+					m.Content, m.EditedTimestamp = body.Content, &now
+					s.notify()
+					reply(w, 200, m)
+					return
+				}
+			}
+			apiError(w, 404, 10008, "Unknown Message")
+			return
+		}
+		m := &Message{ID: s.id(), ChannelID: ch, GuildID: s.channels[ch], Author: s.Bot, Content: body.Content,
+			Timestamp: time.Now().UTC().Format(time.RFC3339Nano), Mentions: []User{}, MessageReference: body.MessageReference}
+		s.messages[ch] = append(s.messages[ch], m)
+		s.notify()
+		reply(w, 200, m)
+	default:
+		apiError(w, 404, 0, "404: Not Found")
+	}
+}
+
+// take spends one request of the channel's bucket and writes the
+// rate-limit headers, or answers 429; called with s.mu held.
+func (s *Server) take(w http.ResponseWriter, ch string) bool {
+	now := time.Now()
+	b := s.buckets[ch]
+	if b == nil || now.After(b.reset) {
+		b = &bucket{remaining: s.limit, reset: now.Add(s.window)}
+		s.buckets[ch] = b
+	}
+	after := b.reset.Sub(now).Seconds()
+	h := w.Header()
+	h.Set("X-RateLimit-Limit", strconv.Itoa(s.limit))
+	h.Set("X-RateLimit-Reset", strconv.FormatFloat(float64(b.reset.UnixMilli())/1000, 'f', 3, 64))
+	h.Set("X-RateLimit-Reset-After", strconv.FormatFloat(after, 'f', 3, 64))
+	h.Set("X-RateLimit-Bucket", "bucket-"+ch)
+	if b.remaining <= 0 {
+		h.Set("X-RateLimit-Remaining", "0")
+		h.Set("Retry-After", strconv.Itoa(int(after)+1))
+		h.Set("X-RateLimit-Scope", "user")
+		reply(w, 429, map[string]any{"message": "You are being rate limited.", "retry_after": after, "global": false})
+		return false
+	}
+	b.remaining--
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(b.remaining))
+	return true
+}
+
+// list answers GET messages?after=ID&limit=N: the messages after ID,
+// newest first, as Discord returns them.
+func (s *Server) list(w http.ResponseWriter, r *http.Request, ch string) {
+	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	limit, err := strconv.Atoi(r.URL.Query().Get("limit"))
+	if err != nil || limit <= 0 || limit > 100 {
+		limit = 50
+	}
+	var out []*Message
+	for _, m := range s.messages[ch] {
+		if id, _ := strconv.ParseInt(m.ID, 10, 64); id > after {
+			out = append(out, m)
+		}
+	}
+	if len(out) > limit {
+		out = out[:limit] // the oldest ones after the id
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
+	reply(w, 200, out)
+}
+
+// String describes the server's state for failing tests.
+func (s *Server) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprintf("discordfake: %d connections, %d resumes, seq %d", s.conns, s.resumes, s.seq)
+}

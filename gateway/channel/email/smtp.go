@@ -1,0 +1,201 @@
+package email
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"mime"
+	"mime/quotedprintable"
+	"net"
+	"net/mail"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+
+	"github.com/nbots/nb/gateway/bus"
+	"github.com/nbots/nb/gateway/channel"
+)
+
+// repliedSet is the Message-IDs already answered, kept in a file so that
+// a restart answers none twice.
+type repliedSet struct {
+	file  channel.Cursor
+	ids   map[string]bool
+	order []string
+}
+
+const keepReplied = 5000
+
+func loadReplied(env channel.Env) (*repliedSet, error) {
+	cur, err := env.Cursor(Name + ".replied")
+	if err != nil {
+		return nil, err
+	}
+	s, err := cur.Load()
+	if err != nil {
+		return nil, err
+	}
+	r := &repliedSet{file: cur, ids: map[string]bool{}}
+	for _, id := range strings.Fields(s) {
+		r.ids[id] = true
+		r.order = append(r.order, id)
+	}
+	return r, nil
+}
+
+func (r *repliedSet) has(id string) bool { return r != nil && r.ids[id] }
+
+func (r *repliedSet) add(id string) error {
+	if r == nil || id == "" || r.ids[id] {
+		return nil
+	}
+	r.ids[id] = true
+	r.order = append(r.order, id)
+	if len(r.order) > keepReplied {
+		for _, old := range r.order[:len(r.order)-keepReplied] {
+			delete(r.ids, old)
+		}
+		r.order = append([]string(nil), r.order[len(r.order)-keepReplied:]...)
+	}
+	return r.file.Save(strings.Join(r.order, "\n"))
+}
+
+// Send mails m's text to its correspondent, in the thread of their last
+// mail (or of m.ReplyTo, a Message-ID). Progress and tool hints are not
+// mailed.
+func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
+	if m.Kind == bus.Progress || m.Kind == bus.ToolHint {
+		return "", nil
+	}
+	if !on(c.cfg.AutoReplyEnabled) {
+		return "", &channel.Undeliverable{Reason: "channels.email.autoReplyEnabled is false"}
+	}
+	to, err := mail.ParseAddress(m.ChatID)
+	if err != nil {
+		return "", &channel.Undeliverable{Reason: fmt.Sprintf("%q is not an email address", m.ChatID)}
+	}
+	addr := strings.ToLower(to.Address)
+	if addr == c.self {
+		return "", &channel.Undeliverable{Reason: "the mailbox never writes to its own address (RFC 3834)"}
+	}
+	c.mu.Lock()
+	t, ok := c.threads[m.ReplyTo]
+	if !ok || m.ReplyTo == "" {
+		t = c.threads[addr]
+	}
+	answered := t.messageID != "" && c.replied.has(t.messageID)
+	c.mu.Unlock()
+	if answered {
+		return "", &channel.Undeliverable{Reason: "already answered " + t.messageID + " (RFC 3834: one answer per mail)"}
+	}
+	id, msg := c.compose(addr, t, m.Content)
+	if err := c.smtpSend(ctx, addr, msg); err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	err = c.replied.add(t.messageID)
+	c.mu.Unlock()
+	if err != nil {
+		c.log.Error("email: recording an answer", "err", err)
+	}
+	return id, nil
+}
+
+// compose writes the answer: threaded, marked auto-replied, UTF-8
+// quoted-printable.
+func (c *Channel) compose(to string, t thread, text string) (string, []byte) {
+	var rnd [12]byte
+	rand.Read(rnd[:]) //nolint:errcheck // never fails
+	domain := c.self[strings.LastIndexByte(c.self, '@')+1:]
+	id := "<" + hex.EncodeToString(rnd[:]) + "@" + domain + ">"
+	subject := t.subject
+	if subject == "" {
+		subject = "Message from your assistant"
+	} else if !strings.HasPrefix(strings.ToLower(subject), strings.ToLower(strings.TrimSpace(c.cfg.SubjectPrefix))) {
+		subject = c.cfg.SubjectPrefix + subject
+	}
+	var b bytes.Buffer
+	header := func(k, v string) { fmt.Fprintf(&b, "%s: %s\r\n", k, v) }
+	header("From", (&mail.Address{Address: c.cfg.FromAddress}).String())
+	header("To", (&mail.Address{Address: to}).String())
+	header("Subject", mime.QEncoding.Encode("utf-8", subject))
+	header("Date", time.Now().Format(time.RFC1123Z))
+	header("Message-ID", id)
+	if t.messageID != "" {
+		header("In-Reply-To", t.messageID)
+		header("References", t.references)
+	}
+	header("Auto-Submitted", "auto-replied")
+	header("MIME-Version", "1.0")
+	header("Content-Type", "text/plain; charset=utf-8")
+	header("Content-Transfer-Encoding", "quoted-printable")
+	b.WriteString("\r\n")
+	qp := quotedprintable.NewWriter(&b)
+	qp.Write([]byte(strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\n", "\r\n"))) //nolint:errcheck // a buffer
+	qp.Close()                                                                                 //nolint:errcheck // a buffer
+	return id, b.Bytes()
+}
+
+func (c *Channel) smtpSend(ctx context.Context, to string, msg []byte) error {
+	addr := net.JoinHostPort(c.cfg.SMTPHost, strconv.Itoa(c.cfg.SMTPPort))
+	d := net.Dialer{Timeout: 30 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("SMTP %s: %w", addr, err)
+	}
+	conn.SetDeadline(time.Now().Add(c.timeout)) //nolint:errcheck // a fresh connection
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	var cl *smtp.Client
+	switch {
+	case c.cfg.SMTPUseSSL:
+		cl = smtp.NewClient(tls.Client(conn, c.tlsConfig(c.cfg.SMTPHost)))
+	case on(c.cfg.SMTPUseTLS):
+		if cl, err = smtp.NewClientStartTLS(conn, c.tlsConfig(c.cfg.SMTPHost)); err != nil {
+			conn.Close()
+			return fmt.Errorf("SMTP %s: STARTTLS: %w", addr, err)
+		}
+	default:
+		cl = smtp.NewClient(conn)
+	}
+	defer cl.Close()
+	err = func() error {
+		if c.cfg.SMTPUsername != "" {
+			if err := cl.Auth(sasl.NewPlainClient("", c.cfg.SMTPUsername, c.cfg.SMTPPassword)); err != nil {
+				return fmt.Errorf("login: %w", err)
+			}
+		}
+		if err := cl.Mail(c.self, nil); err != nil {
+			return err
+		}
+		if err := cl.Rcpt(to, nil); err != nil {
+			return err
+		}
+		w, err := cl.Data()
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(msg); err != nil {
+			return err
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+		return cl.Quit()
+	}()
+	if err == nil {
+		return nil
+	}
+	var se *smtp.SMTPError
+	if errors.As(err, &se) && se.Code >= 500 {
+		return &channel.Undeliverable{Reason: fmt.Sprintf("SMTP %s: %d %s", addr, se.Code, se.Message)}
+	}
+	return fmt.Errorf("SMTP %s: %w", addr, err)
+}

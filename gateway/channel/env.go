@@ -1,0 +1,103 @@
+package channel
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nbots/nb/netguard"
+)
+
+// Env is what the gateway gives every channel it builds.
+type Env struct {
+	// Workspace is the agent's workspace: inbound media are stored under
+	// Workspace/media/<channel>/.
+	Workspace string
+	// StateDir holds the channel's receive position (Telegram's update
+	// offset, an IMAP UID), one file per channel.
+	StateDir string
+	// Logger receives the channel's events, secrets redacted (nil: discard).
+	Logger *slog.Logger
+	// Guard checks every connection that fetches inbound media, as it does
+	// web_fetch's; nil builds one from the system's resolver.
+	Guard *netguard.Guard
+}
+
+// Log is the Env's logger, or one that discards.
+func (e Env) Log() *slog.Logger {
+	if e.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.Logger
+}
+
+// MediaDir is the folder, created if needed, where the named channel
+// stores what people send it.
+func (e Env) MediaDir(channel string) (string, error) {
+	if e.Workspace == "" {
+		return "", errors.New("no workspace to store media in")
+	}
+	dir := filepath.Join(e.Workspace, "media", channel)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("media folder: %w", err)
+	}
+	return dir, nil
+}
+
+// Cursor is a channel's receive position, kept in one small file and
+// replaced atomically, so that a restart resumes where the last
+// published message left off: no replay, no gap.
+type Cursor struct {
+	Path string
+}
+
+// Cursor is the named channel's position file under StateDir.
+func (e Env) Cursor(channel string) (Cursor, error) {
+	if e.StateDir == "" {
+		return Cursor{}, errors.New("no state folder to keep the receive position in")
+	}
+	if err := os.MkdirAll(e.StateDir, 0o700); err != nil {
+		return Cursor{}, fmt.Errorf("state folder: %w", err)
+	}
+	return Cursor{Path: filepath.Join(e.StateDir, channel+".cursor")}, nil
+}
+
+// Load returns the saved position, "" when there is none yet.
+func (c Cursor) Load() (string, error) {
+	b, err := os.ReadFile(c.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read receive position: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Save replaces the position: written to a temporary file, synced, then
+// renamed over the old one, so a crash leaves the old position or the
+// new one.
+func (c Cursor) Save(pos string) error {
+	f, err := os.CreateTemp(filepath.Dir(c.Path), ".cursor-*")
+	if err != nil {
+		return fmt.Errorf("save receive position: %w", err)
+	}
+	defer os.Remove(f.Name()) //nolint:errcheck // gone after the rename
+	_, err = f.WriteString(pos + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), c.Path)
+	}
+	if err != nil {
+		return fmt.Errorf("save receive position: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,335 @@
+// Package slack is the gateway's Slack channel: a Slack app connected by
+// Socket Mode (no public URL needed), which acknowledges each event once
+// the gateway has made it durable (Slack redelivers what was not
+// acknowledged, so a restart or a dropped socket loses nothing) and
+// answers with chat.postMessage in the thread of the message, Markdown
+// turned into mrkdwn, progress by chat.update.
+//
+// Identity: Inbound.SenderID is the Slack user id ("U0123ABCD"); ChatID
+// is the conversation id, followed by ":<thread ts>" when the answer goes
+// into a thread ("C0123ABCD:1700000000.000100"), so a thread is its own
+// session.
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	slackapi "github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+	"github.com/slack-go/slack/socketmode"
+
+	"github.com/nbots/nb/gateway/bus"
+	"github.com/nbots/nb/gateway/channel"
+)
+
+// Name is the channel's configuration name, channels.slack.
+const Name = "slack"
+
+// MaxMessageLength is where answers are split: Slack truncates a message
+// past 40,000 characters and advises 4,000.
+const MaxMessageLength = 4000
+
+// DMConfig is channels.slack.dm.
+type DMConfig struct {
+	// Enabled answers direct messages (default true).
+	Enabled *bool `json:"enabled,omitempty"`
+	// Policy is "open" or "allowlist" (the gateway applies it).
+	Policy string `json:"policy,omitempty"`
+	// AllowFrom lists user ids allowed in direct messages.
+	AllowFrom []string `json:"allowFrom,omitempty"`
+}
+
+// Config is channels.slack (nanobot's keys, plus apiBase).
+type Config struct {
+	Enabled bool `json:"enabled"`
+	// Mode is "socket", the only one.
+	Mode string `json:"mode,omitempty"`
+	// BotToken is the xoxb- token; AppToken the xapp- token with
+	// connections:write.
+	BotToken string `json:"botToken"`
+	AppToken string `json:"appToken"`
+	// AllowFrom lists user ids; the gateway checks SenderID against it.
+	AllowFrom []string `json:"allowFrom"`
+	// GroupPolicy is "mention" (default), "open" or "allowlist"
+	// (GroupAllowFrom lists channel ids); the gateway applies it.
+	GroupPolicy    string   `json:"groupPolicy,omitempty"`
+	GroupAllowFrom []string `json:"groupAllowFrom,omitempty"`
+	// ReplyInThread answers channel messages in their thread (default
+	// true).
+	ReplyInThread *bool    `json:"replyInThread,omitempty"`
+	DM            DMConfig `json:"dm,omitempty"`
+	// APIBase is the Web API's URL (default https://slack.com/api/).
+	APIBase string `json:"apiBase,omitempty"`
+}
+
+// Channel is one Slack app.
+type Channel struct {
+	cfg   Config
+	log   *slog.Logger
+	api   *slackapi.Client
+	pacer channel.Pacer
+	turns channel.Turns
+
+	retryBase time.Duration
+}
+
+// New checks cfg and builds the channel; nothing connects before Run.
+func New(cfg Config, env channel.Env) (*Channel, error) {
+	if !strings.HasPrefix(cfg.BotToken, "xoxb-") {
+		return nil, errors.New("channels.slack.botToken must be the app's bot token (xoxb-…, OAuth & Permissions)")
+	}
+	if !strings.HasPrefix(cfg.AppToken, "xapp-") {
+		return nil, errors.New("channels.slack.appToken must be an app-level token (xapp-…, Basic Information) with connections:write")
+	}
+	if cfg.Mode != "" && cfg.Mode != "socket" {
+		return nil, fmt.Errorf("channels.slack.mode %q is not supported: only \"socket\" (Socket Mode)", cfg.Mode)
+	}
+	switch cfg.GroupPolicy {
+	case "", "mention", "open", "allowlist":
+	default:
+		return nil, fmt.Errorf("channels.slack.groupPolicy is %q: use \"mention\", \"open\" or \"allowlist\"", cfg.GroupPolicy)
+	}
+	opts := []slackapi.Option{
+		slackapi.OptionAppLevelToken(cfg.AppToken),
+		slackapi.OptionHTTPClient(&http.Client{Timeout: 30 * time.Second}),
+	}
+	if cfg.APIBase != "" {
+		u, err := url.Parse(cfg.APIBase)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("channels.slack.apiBase %q is not an http or https URL", cfg.APIBase)
+		}
+		opts = append(opts, slackapi.OptionAPIURL(strings.TrimRight(cfg.APIBase, "/")+"/"))
+	}
+	return &Channel{
+		cfg:       cfg,
+		log:       env.Log().With("channel", Name),
+		api:       slackapi.New(cfg.BotToken, opts...),
+		retryBase: 500 * time.Millisecond,
+	}, nil
+}
+
+// Name is "slack".
+func (c *Channel) Name() string { return Name }
+
+// Capabilities: 4,000 characters, mrkdwn, edits.
+func (c *Channel) Capabilities() channel.Capabilities {
+	return channel.Capabilities{MaxMessageLength: MaxMessageLength, Markdown: channel.Slack, Edits: true}
+}
+
+// authFailures are the Web API errors no retry cures.
+var authFailures = map[string]bool{"invalid_auth": true, "not_authed": true, "account_inactive": true, "token_revoked": true, "missing_scope": true, "not_allowed_token_type": true}
+
+func final(err error) error {
+	var e slackapi.SlackErrorResponse
+	if errors.As(err, &e) && authFailures[e.Err] {
+		return fmt.Errorf("slack refused the app's token (%s): check channels.slack.botToken and appToken", e.Err)
+	}
+	if authFailures[err.Error()] {
+		return fmt.Errorf("slack refused the app's token (%s): check channels.slack.appToken (an xapp- token with connections:write)", err.Error())
+	}
+	return nil
+}
+
+// Run connects by Socket Mode and receives until ctx ends.
+func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
+	var me string
+	wait := c.retryBase
+	for {
+		auth, err := c.api.AuthTestContext(ctx)
+		if err == nil {
+			me = auth.UserID
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if f := final(err); f != nil {
+			return f
+		}
+		c.log.Warn("slack: auth.test failed", "err", err)
+		if !channel.Sleep(ctx, wait) {
+			return nil
+		}
+		wait = min(wait*2, 30*time.Second)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sm := socketmode.New(c.api)
+	runErr := make(chan error, 1)
+	go func() { runErr <- sm.RunContext(ctx) }()
+	readied := false
+	for {
+		select {
+		case err := <-runErr:
+			if ctx.Err() != nil {
+				return nil
+			}
+			if f := final(err); f != nil {
+				return f
+			}
+			return fmt.Errorf("slack: socket mode ended: %w", err)
+		case evt := <-sm.Events:
+			switch evt.Type {
+			case socketmode.EventTypeHello:
+				if !readied {
+					readied = true
+					c.log.Info("slack: connected", "bot_user", me)
+					ready()
+				}
+			case socketmode.EventTypeConnectionError:
+				if e, ok := evt.Data.(*slackapi.ConnectionErrorEvent); ok {
+					c.log.Warn("slack: connecting", "err", e.ErrorObj)
+				}
+			case socketmode.EventTypeEventsAPI:
+				api, ok := evt.Data.(slackevents.EventsAPIEvent)
+				if !ok || evt.Request == nil {
+					continue
+				}
+				if m, ok := c.inbound(api, me); ok && !channel.PublishDurably(ctx, in, m, c.log, c.retryBase) {
+					return nil
+				}
+				// Acknowledged only now that the gateway holds it: a crash
+				// before this makes Slack send it again.
+				if err := sm.AckCtx(ctx, evt.Request.EnvelopeID, nil); err != nil && ctx.Err() == nil {
+					c.log.Warn("slack: acknowledging an event", "err", err)
+				}
+			case socketmode.EventTypeSlashCommand, socketmode.EventTypeInteractive:
+				if evt.Request != nil {
+					sm.AckCtx(ctx, evt.Request.EnvelopeID, nil) //nolint:errcheck // not carried; acknowledged so Slack stops retrying
+				}
+			}
+		}
+	}
+}
+
+// inbound turns a message or app_mention event into the bus's form.
+func (c *Channel) inbound(ev slackevents.EventsAPIEvent, me string) (bus.Inbound, bool) {
+	var user, text, ts, thread, ch, chType, botID, subtype string
+	mention := false
+	switch e := ev.InnerEvent.Data.(type) {
+	case *slackevents.MessageEvent:
+		user, text, ts, thread, ch, chType, botID, subtype = e.User, e.Text, e.TimeStamp, e.ThreadTimeStamp, e.Channel, e.ChannelType, e.BotID, e.SubType
+	case *slackevents.AppMentionEvent:
+		user, text, ts, thread, ch, botID = e.User, e.Text, e.TimeStamp, e.ThreadTimeStamp, e.Channel, e.BotID
+		chType, mention = "channel", true
+	default:
+		return bus.Inbound{}, false
+	}
+	// Edits, deletions, joins and bots (the app itself among them) are
+	// not people talking.
+	if user == "" || user == me || botID != "" || (subtype != "" && subtype != "file_share" && subtype != "thread_broadcast") {
+		return bus.Inbound{}, false
+	}
+	group := chType != "im"
+	tag := "<@" + me + ">"
+	if strings.Contains(text, tag) {
+		mention = true
+		text = strings.TrimSpace(strings.ReplaceAll(text, tag, ""))
+	}
+	chatID := ch
+	if thread != "" {
+		chatID = ch + ":" + thread
+	} else if group && (c.cfg.ReplyInThread == nil || *c.cfg.ReplyInThread) {
+		chatID = ch + ":" + ts
+	}
+	return bus.Inbound{
+		Channel:   Name,
+		ID:        ch + ":" + ts,
+		SenderID:  user,
+		ChatID:    chatID,
+		Content:   text,
+		Timestamp: tsTime(ts),
+		Metadata: map[string]any{
+			"group": group, "mentioned": mention || !group, "channel_type": chType,
+			"channel": ch, "ts": ts, "thread_ts": thread,
+		},
+	}, true
+}
+
+func tsTime(ts string) time.Time {
+	var sec, usec int64
+	fmt.Sscanf(ts, "%d.%d", &sec, &usec) //nolint:errcheck // a malformed ts is time zero
+	return time.Unix(sec, usec*1000).UTC()
+}
+
+// dest splits a ChatID into the conversation and the thread.
+func dest(chatID string) (ch, thread string) {
+	ch, thread, _ = strings.Cut(chatID, ":")
+	return ch, thread
+}
+
+// undeliverable are the Web API errors that retrying cannot cure.
+var undeliverable = map[string]bool{"channel_not_found": true, "not_in_channel": true, "is_archived": true, "msg_too_long": true, "no_text": true, "restricted_action": true, "cannot_reply_to_message": true, "user_not_found": true}
+
+func (c *Channel) deliveryError(chatID string, err error) error {
+	var rl *slackapi.RateLimitedError
+	if errors.As(err, &rl) {
+		c.pacer.Defer(chatID, rl.RetryAfter)
+		return &channel.RetryAfter{After: rl.RetryAfter, Err: err}
+	}
+	var e slackapi.SlackErrorResponse
+	if errors.As(err, &e) && undeliverable[e.Err] {
+		return &channel.Undeliverable{Reason: e.Err}
+	}
+	return fmt.Errorf("slack: %w", err)
+}
+
+// Send delivers m in its conversation (and thread). Progress of a turn
+// is posted once and then updated; the final answer replaces it.
+func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
+	ch, thread := dest(m.ChatID)
+	var ps []string
+	for _, r := range channel.SplitRich(channel.ParseMarkdown(m.Content), MaxMessageLength, nil) {
+		ps = append(ps, mrkdwn(r))
+	}
+	post := func(_ int, text string) (string, error) { return c.post(ctx, m.ChatID, ch, thread, text) }
+	edit := func(ts, text string) error { return c.update(ctx, m.ChatID, ch, ts, text) }
+	return channel.Deliver(&c.turns, m, ps, post, edit)
+}
+
+func (c *Channel) post(ctx context.Context, chatID, ch, thread, text string) (string, error) {
+	if err := c.pacer.Wait(ctx, chatID); err != nil {
+		return "", err
+	}
+	opts := []slackapi.MsgOption{slackapi.MsgOptionText(text, false)}
+	if thread != "" {
+		opts = append(opts, slackapi.MsgOptionTS(thread))
+	}
+	_, ts, err := c.api.PostMessageContext(ctx, ch, opts...)
+	if err != nil {
+		return "", c.deliveryError(chatID, err)
+	}
+	return ts, nil
+}
+
+func (c *Channel) update(ctx context.Context, chatID, ch, ts, text string) error {
+	if err := c.pacer.Wait(ctx, chatID); err != nil {
+		return err
+	}
+	if _, _, _, err := c.api.UpdateMessageContext(ctx, ch, ts, slackapi.MsgOptionText(text, false)); err != nil {
+		return c.deliveryError(chatID, err)
+	}
+	return nil
+}
+
+// Edit replaces the text of a message the app posted.
+func (c *Channel) Edit(ctx context.Context, chatID, id, content string) error {
+	ch, _ := dest(chatID)
+	rs := channel.SplitRich(channel.ParseMarkdown(content), MaxMessageLength, nil)
+	if len(rs) == 0 {
+		return nil
+	}
+	return c.update(ctx, chatID, ch, id, mrkdwn(rs[0]))
+}
+
+var (
+	_ channel.Channel = (*Channel)(nil)
+	_ channel.Editor  = (*Channel)(nil)
+)

@@ -1,0 +1,603 @@
+// Package telegramfake is a Telegram Bot API server for tests, written
+// from the API's documentation (https://core.telegram.org/bots/api): the
+// same URLs (/bot<token>/<method>, /file/bot<token>/<path>), the same
+// envelope ({"ok":…,"result":…} or {"ok":false,"error_code":…,
+// "description":…,"parameters":{"retry_after":…}}), getUpdates long
+// polling with offsets that confirm earlier updates, sendMessage and
+// editMessageText with entities checked against the text, getFile, and
+// the API's own error texts. Tests make people write to the bot, read
+// what the bot sent, and inject failures: connection resets, 5xx, polls
+// that hang, 429s per chat.
+package telegramfake
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf16"
+
+	"github.com/nbots/nb/gateway/channel/telegram/botapi"
+)
+
+// Fault is a failure the server answers one request with.
+type Fault int
+
+// Faults.
+const (
+	// Reset closes the connection without an answer.
+	Reset Fault = iota + 1
+	// BadGateway answers 502 in the API's envelope.
+	BadGateway
+	// Hang answers nothing until the client gives up.
+	Hang
+	// TooMany answers 429 with retry_after 1.
+	TooMany
+)
+
+// Server is a fake Bot API server on a loopback port.
+type Server struct {
+	// URL is the apiBase to give the channel.
+	URL string
+	// Token is the only token it accepts.
+	Token string
+	// Bot is the bot's own user (getMe).
+	Bot botapi.User
+
+	srv *http.Server
+	ln  net.Listener
+
+	mu         sync.Mutex
+	changed    chan struct{} // closed and replaced on every change
+	nextUpdate int64
+	updates    []botapi.Update // not yet confirmed
+	nextMsg    map[int64]int64
+	sent       map[int64][]*botapi.Message // the bot's messages per chat
+	chats      map[int64]botapi.Chat
+	blocked    map[int64]bool
+	files      map[string][]byte
+	faults     map[string][]Fault
+	calls      map[string]int
+	interval   time.Duration
+	lastSend   map[int64]time.Time
+	delay      map[int64]time.Duration
+	rejectEnts bool
+	poller     chan struct{} // closes the running getUpdates (409)
+}
+
+// New starts a server for token on 127.0.0.1.
+func New(token string) (*Server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		URL:        "http://" + ln.Addr().String(),
+		Token:      token,
+		Bot:        botapi.User{ID: 7000001, IsBot: true, FirstName: "nb", Username: "nb_test_bot"},
+		ln:         ln,
+		changed:    make(chan struct{}),
+		nextUpdate: 100000,
+		nextMsg:    map[int64]int64{},
+		sent:       map[int64][]*botapi.Message{},
+		chats:      map[int64]botapi.Chat{},
+		blocked:    map[int64]bool{},
+		files:      map[string][]byte{},
+		faults:     map[string][]Fault{},
+		calls:      map[string]int{},
+		lastSend:   map[int64]time.Time{},
+		delay:      map[int64]time.Duration{},
+	}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	go s.srv.Serve(ln) //nolint:errcheck // ends with Close
+	return s, nil
+}
+
+// Close stops the server.
+func (s *Server) Close() {
+	s.srv.Close()
+}
+
+func (s *Server) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Post makes a person send m: the server gives it a message id in its
+// chat and queues an update. It returns the message as sent.
+func (s *Server) Post(m botapi.Message) botapi.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.chats[m.Chat.ID] = m.Chat
+	s.nextMsg[m.Chat.ID]++
+	m.MessageID = s.nextMsg[m.Chat.ID]
+	if m.Date == 0 {
+		m.Date = time.Now().Unix()
+	}
+	s.nextUpdate++
+	msg := m
+	s.updates = append(s.updates, botapi.Update{UpdateID: s.nextUpdate, Message: &msg})
+	s.notify()
+	return m
+}
+
+// Say is Post of a text from a person in their private chat.
+func (s *Server) Say(from botapi.User, text string) botapi.Message {
+	return s.Post(botapi.Message{From: &from, Chat: botapi.Chat{ID: from.ID, Type: botapi.Private, FirstName: from.FirstName, Username: from.Username}, Text: text})
+}
+
+// AddFile stores content and returns its file_id.
+func (s *Server) AddFile(content []byte) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := fmt.Sprintf("file-%d", len(s.files)+1)
+	s.files[id] = content
+	return id
+}
+
+// Sent returns the bot's messages in a chat, as they are now (edits
+// applied).
+func (s *Server) Sent(chatID int64) []botapi.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]botapi.Message, 0, len(s.sent[chatID]))
+	for _, m := range s.sent[chatID] {
+		out = append(out, *m)
+	}
+	return out
+}
+
+// WaitSent waits until the bot has sent n messages to the chat.
+func (s *Server) WaitSent(ctx context.Context, chatID int64, n int) ([]botapi.Message, error) {
+	for {
+		s.mu.Lock()
+		got, ch := len(s.sent[chatID]), s.changed
+		s.mu.Unlock()
+		if got >= n {
+			return s.Sent(chatID), nil
+		}
+		select {
+		case <-ctx.Done():
+			return s.Sent(chatID), fmt.Errorf("chat %d: %d of %d messages: %w", chatID, got, n, ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+// Pending is how many updates have not been confirmed by a later
+// getUpdates offset.
+func (s *Server) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.updates)
+}
+
+// Calls is how many requests the method received.
+func (s *Server) Calls(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[method]
+}
+
+// Inject queues faults for the next requests to method.
+func (s *Server) Inject(method string, faults ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults[method] = append(s.faults[method], faults...)
+}
+
+// Block makes the chat refuse the bot (403, as after the person blocked it).
+func (s *Server) Block(chatID int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.blocked[chatID] = true
+}
+
+// SetChatInterval is the least time between two messages (sent or
+// edited) of the bot in one chat; sooner gets 429 with retry_after.
+func (s *Server) SetChatInterval(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.interval = d
+}
+
+// SetChatDelay makes every answer about the chat come d late: a slow
+// destination.
+func (s *Server) SetChatDelay(chatID int64, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delay[chatID] = d
+}
+
+// RejectEntities makes messages with entities fail as Telegram fails on
+// entities it cannot parse.
+func (s *Server) RejectEntities(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rejectEnts = on
+}
+
+type apiError struct {
+	code        int
+	description string
+	retryAfter  int
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	if rest, ok := strings.CutPrefix(path, "/file/bot"); ok {
+		s.serveFile(w, rest)
+		return
+	}
+	rest, ok := strings.CutPrefix(path, "/bot")
+	if !ok {
+		writeError(w, apiError{code: 404, description: "Not Found"})
+		return
+	}
+	token, method, _ := strings.Cut(rest, "/")
+	if token != s.Token {
+		writeError(w, apiError{code: 401, description: "Unauthorized"})
+		return
+	}
+	s.mu.Lock()
+	s.calls[method]++
+	var fault Fault
+	if q := s.faults[method]; len(q) > 0 {
+		fault, s.faults[method] = q[0], q[1:]
+	}
+	s.mu.Unlock()
+	switch fault {
+	case Reset:
+		if hj, ok := w.(http.Hijacker); ok {
+			if c, _, err := hj.Hijack(); err == nil {
+				if tc, ok := c.(*net.TCPConn); ok {
+					tc.SetLinger(0) //nolint:errcheck // a reset, not a clean close
+				}
+				c.Close()
+				return
+			}
+		}
+	case BadGateway:
+		writeError(w, apiError{code: 502, description: "Bad Gateway"})
+		return
+	case Hang:
+		<-r.Context().Done()
+		return
+	case TooMany:
+		writeError(w, apiError{code: 429, description: "Too Many Requests: retry after 1", retryAfter: 1})
+		return
+	}
+	params, err := readParams(r)
+	if err != nil {
+		writeError(w, apiError{code: 400, description: "Bad Request: " + err.Error()})
+		return
+	}
+	var result any
+	var aerr *apiError
+	switch method {
+	case "getMe":
+		result = s.Bot
+	case "getUpdates":
+		result, aerr = s.getUpdates(r.Context(), params)
+	case "sendMessage":
+		result, aerr = s.sendMessage(r.Context(), params)
+	case "editMessageText":
+		result, aerr = s.editMessageText(r.Context(), params)
+	case "sendChatAction", "deleteWebhook":
+		result = true
+	case "getFile":
+		result, aerr = s.getFile(params)
+	default:
+		aerr = &apiError{code: 404, description: "Not Found"}
+	}
+	if aerr != nil {
+		writeError(w, *aerr)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(botapi.Response[any]{OK: true, Result: result}) //nolint:errcheck // the client went away
+}
+
+func writeError(w http.ResponseWriter, e apiError) {
+	r := botapi.Response[any]{OK: false, ErrorCode: e.code, Description: e.description}
+	if e.retryAfter > 0 {
+		r.Parameters = &botapi.ResponseParameters{RetryAfter: e.retryAfter}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.code)
+	json.NewEncoder(w).Encode(r) //nolint:errcheck // the client went away
+}
+
+// params holds a request's parameters from JSON, a form or the query, as
+// the Bot API accepts all three.
+type params map[string]json.RawMessage
+
+func readParams(r *http.Request) (params, error) {
+	p := params{}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+			return nil, fmt.Errorf("can't parse JSON request: %v", err)
+		}
+		return p, nil
+	}
+	if err := r.ParseMultipartForm(1 << 20); err != nil && err != http.ErrNotMultipart {
+		return nil, err
+	}
+	for k, v := range r.Form {
+		if len(v) == 0 {
+			continue
+		}
+		if json.Valid([]byte(v[0])) && !strings.HasPrefix(v[0], "\"") {
+			p[k] = json.RawMessage(v[0])
+		} else {
+			b, _ := json.Marshal(v[0])
+			p[k] = b
+		}
+	}
+	return p, nil
+}
+
+func (p params) int(key string) (int64, bool) {
+	raw, ok := p[key]
+	if !ok {
+		return 0, false
+	}
+	var n int64
+	if json.Unmarshal(raw, &n) == nil {
+		return n, true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+func (p params) str(key string) string {
+	var s string
+	json.Unmarshal(p[key], &s) //nolint:errcheck // absent or not a string: ""
+	return s
+}
+
+func (p params) entities() ([]botapi.MessageEntity, error) {
+	raw, ok := p["entities"]
+	if !ok {
+		return nil, nil
+	}
+	var es []botapi.MessageEntity
+	if err := json.Unmarshal(raw, &es); err != nil {
+		var s string
+		if json.Unmarshal(raw, &s) != nil || json.Unmarshal([]byte(s), &es) != nil {
+			return nil, fmt.Errorf("can't parse entities JSON object")
+		}
+	}
+	return es, nil
+}
+
+func (s *Server) getUpdates(ctx context.Context, p params) (any, *apiError) {
+	offset, _ := p.int("offset")
+	limit, ok := p.int("limit")
+	if !ok || limit <= 0 || limit > 100 {
+		limit = 100
+	}
+	timeout, _ := p.int("timeout")
+	deadline := time.NewTimer(time.Duration(timeout) * time.Second)
+	defer deadline.Stop()
+	s.mu.Lock()
+	if s.poller != nil {
+		close(s.poller) // the older request ends with 409
+	}
+	mine := make(chan struct{})
+	s.poller = mine
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.poller == mine {
+			s.poller = nil
+		}
+		s.mu.Unlock()
+	}()
+	for {
+		s.mu.Lock()
+		if offset > 0 {
+			// "An update is considered confirmed as soon as getUpdates is
+			// called with an offset higher than its update_id."
+			i := 0
+			for i < len(s.updates) && s.updates[i].UpdateID < offset {
+				i++
+			}
+			s.updates = s.updates[i:]
+		}
+		out := make([]botapi.Update, 0, min(int64(len(s.updates)), limit))
+		for _, u := range s.updates {
+			if int64(len(out)) == limit {
+				break
+			}
+			out = append(out, u)
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		if len(out) > 0 || timeout <= 0 {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, &apiError{code: 499, description: "client went away"}
+		case <-mine:
+			return nil, &apiError{code: 409, description: "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"}
+		case <-deadline.C:
+			return []botapi.Update{}, nil
+		case <-ch:
+		}
+	}
+}
+
+func (s *Server) chat(p params) (botapi.Chat, *apiError) {
+	id, ok := p.int("chat_id")
+	if !ok {
+		return botapi.Chat{}, &apiError{code: 400, description: "Bad Request: chat_id is empty"}
+	}
+	c, ok := s.chats[id]
+	if !ok {
+		return botapi.Chat{}, &apiError{code: 400, description: "Bad Request: chat not found"}
+	}
+	if s.blocked[id] {
+		return botapi.Chat{}, &apiError{code: 403, description: "Forbidden: bot was blocked by the user"}
+	}
+	return c, nil
+}
+
+// pace applies the chat's delay and rate limit; called with s.mu held,
+// it may release it while it sleeps.
+func (s *Server) pace(ctx context.Context, chatID int64) *apiError {
+	if d := s.delay[chatID]; d > 0 {
+		s.mu.Unlock()
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
+	}
+	if s.interval > 0 {
+		now := time.Now()
+		if last, ok := s.lastSend[chatID]; ok && now.Sub(last) < s.interval {
+			wait := int(math.Ceil((s.interval - now.Sub(last)).Seconds()))
+			return &apiError{code: 429, description: fmt.Sprintf("Too Many Requests: retry after %d", wait), retryAfter: wait}
+		}
+		s.lastSend[chatID] = now
+	}
+	return nil
+}
+
+func checkText(text string, es []botapi.MessageEntity, reject bool) *apiError {
+	n := len(utf16.Encode([]rune(text)))
+	if strings.TrimSpace(text) == "" {
+		return &apiError{code: 400, description: "Bad Request: message text is empty"}
+	}
+	if n > 4096 {
+		return &apiError{code: 400, description: "Bad Request: message is too long"}
+	}
+	if reject && len(es) > 0 {
+		return &apiError{code: 400, description: "Bad Request: can't parse entities: Unsupported start tag \"x\" at byte offset 0"}
+	}
+	for _, e := range es {
+		if e.Offset < 0 || e.Length <= 0 || e.Offset+e.Length > n {
+			return &apiError{code: 400, description: fmt.Sprintf("Bad Request: can't parse entities: entity beginning at UTF-16 offset %d ends after the end of the text at UTF-16 offset %d", e.Offset, n)}
+		}
+		if e.Type == "text_link" && e.URL == "" {
+			return &apiError{code: 400, description: "Bad Request: can't parse entities: text_link entity has no URL"}
+		}
+	}
+	return nil
+}
+
+func (s *Server) sendMessage(ctx context.Context, p params) (any, *apiError) {
+	es, err := p.entities()
+	if err != nil {
+		return nil, &apiError{code: 400, description: "Bad Request: " + err.Error()}
+	}
+	text := p.str("text")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, aerr := s.chat(p)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := checkText(text, es, s.rejectEnts); aerr != nil {
+		return nil, aerr
+	}
+	if aerr := s.pace(ctx, c.ID); aerr != nil {
+		return nil, aerr
+	}
+	s.nextMsg[c.ID]++
+	bot := s.Bot
+	m := &botapi.Message{MessageID: s.nextMsg[c.ID], From: &bot, Chat: c, Date: time.Now().Unix(), Text: text, Entities: es}
+	if raw, ok := p["reply_parameters"]; ok {
+		var rp botapi.ReplyParameters
+		if json.Unmarshal(raw, &rp) == nil && rp.MessageID > 0 {
+			m.ReplyToMessage = &botapi.Message{MessageID: rp.MessageID, Chat: c}
+		}
+	}
+	s.sent[c.ID] = append(s.sent[c.ID], m)
+	s.notify()
+	return m, nil
+}
+
+func (s *Server) editMessageText(ctx context.Context, p params) (any, *apiError) {
+	es, err := p.entities()
+	if err != nil {
+		return nil, &apiError{code: 400, description: "Bad Request: " + err.Error()}
+	}
+	text := p.str("text")
+	id, _ := p.int("message_id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, aerr := s.chat(p)
+	if aerr != nil {
+		return nil, aerr
+	}
+	var m *botapi.Message
+	for _, x := range s.sent[c.ID] {
+		if x.MessageID == id {
+			m = x
+		}
+	}
+	if m == nil {
+		return nil, &apiError{code: 400, description: "Bad Request: message to edit not found"}
+	}
+	if aerr := checkText(text, es, s.rejectEnts); aerr != nil {
+		return nil, aerr
+	}
+	if m.Text == text && entitiesEqual(m.Entities, es) {
+		return nil, &apiError{code: 400, description: "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message"}
+	}
+	if aerr := s.pace(ctx, c.ID); aerr != nil {
+		return nil, aerr
+	}
+	m.Text, m.Entities, m.EditDate = text, es, time.Now().Unix()
+	s.notify()
+	return m, nil
+}
+
+func entitiesEqual(a, b []botapi.MessageEntity) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+func (s *Server) getFile(p params) (any, *apiError) {
+	id := p.str("file_id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, ok := s.files[id]
+	if !ok {
+		return nil, &apiError{code: 400, description: "Bad Request: invalid file_id"}
+	}
+	return botapi.File{FileID: id, FileUniqueID: "u" + id, FileSize: int64(len(data)), FilePath: "documents/" + id + ".bin"}, nil
+}
+
+func (s *Server) serveFile(w http.ResponseWriter, rest string) {
+	token, path, _ := strings.Cut(rest, "/")
+	if token != s.Token {
+		writeError(w, apiError{code: 401, description: "Unauthorized"})
+		return
+	}
+	id := strings.TrimSuffix(strings.TrimPrefix(path, "documents/"), ".bin")
+	s.mu.Lock()
+	data, ok := s.files[id]
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, apiError{code: 404, description: "Not Found"})
+		return
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.Write(data) //nolint:errcheck // the client went away
+}

@@ -1,0 +1,102 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/nbots/nb/connlimit"
+)
+
+// BodyGrace is how long a request body may take before BodyMinRate
+// applies: its first bytes may be slow to come (a client's TLS, its
+// first buffer).
+const BodyGrace = 2 * time.Second
+
+// readBody reads the request's body whole and puts it back as a buffer:
+// up to MaxBody, within BodyTimeout, and at BodyMinRate at least after
+// BodyGrace. A body that breaks a limit is not read further: dropBody
+// closes the connection after the answer.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	if r.ContentLength > s.limits.MaxBody {
+		return &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is %d bytes, more than the server's limit of %d bytes (--max-body)", r.ContentLength, s.limits.MaxBody)}
+	}
+	rc := http.NewResponseController(w)
+	now := time.Now()
+	br := &paced{r: http.MaxBytesReader(w, r.Body, s.limits.MaxBody), rc: rc, start: now, end: now.Add(s.limits.BodyTimeout), rate: s.limits.BodyMinRate}
+	body, err := io.ReadAll(br)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return AsError(nil, err)
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return &Error{Status: http.StatusRequestTimeout, Message: fmt.Sprintf("the request body did not arrive in time: a body must come at %d bytes a second at least (--body-min-rate) and whole within %s (--body-timeout)", s.limits.BodyMinRate, s.limits.BodyTimeout)}
+		}
+		return &Error{Status: http.StatusBadRequest, Message: "cannot read the request body: " + err.Error()}
+	}
+	// No deadline while the route runs: the connection's background read
+	// would take a timeout for the client going away and cancel the run.
+	rc.SetReadDeadline(time.Time{}) //nolint:errcheck // not every connection has deadlines
+	r.Body.Close()                  //nolint:errcheck // read whole
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return nil
+}
+
+// paced reads a body with a read deadline before each read: the body
+// must be whole by end, and by start+BodyGrace+n/rate it must have sent
+// more than its first n bytes.
+type paced struct {
+	r          io.Reader
+	rc         *http.ResponseController
+	start, end time.Time
+	rate       int64
+	n          int64
+}
+
+func (p *paced) Read(b []byte) (int, error) {
+	due := p.start.Add(BodyGrace + time.Duration(float64(p.n)/float64(p.rate)*float64(time.Second)))
+	if due.After(p.end) {
+		due = p.end
+	}
+	p.rc.SetReadDeadline(due) //nolint:errcheck // not every connection has deadlines
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	return n, err
+}
+
+// closeIfUnread marks an answer given before the request's body was read
+// whole as the connection's last.
+func (w *statusWriter) closeIfUnread() {
+	if w.unread {
+		w.Header().Set("Connection", "close")
+	}
+}
+
+// dropBody stops the reading of a body the server did not read whole (an
+// answer came first, or the body broke a limit): net/http would otherwise
+// read up to 256 KiB of it after the answer, with no deadline, to keep the
+// connection. With a deadline in the past that read fails at once and the
+// connection is closed.
+func (w *statusWriter) dropBody() {
+	if w.unread {
+		http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now()) //nolint:errcheck // not every connection has deadlines
+	}
+}
+
+// connLimiter bounds the connections of the server's listeners: per
+// client address (not a trusted proxy's) and in all.
+func (s *Server) connLimiter() *connlimit.Limiter {
+	return connlimit.New(s.limits.MaxClientConns, s.limits.MaxConns, func(a netip.Addr) bool { return s.trustedProxy(a) },
+		"start nb serve with a higher --max-client-conns (or name your proxy with --trusted-proxies)")
+}
