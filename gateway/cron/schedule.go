@@ -106,4 +106,3 @@ func instant(c time.Time, loc *time.Location) time.Time {
 	}
 	return guess
 }
-
