@@ -9,25 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nbots/nb/gateway/clock"
 	"github.com/nbots/nb/internal/atomicfile"
 )
-
-// Clock is the scheduler's time: the system's in production, a fake one
-// in tests.
-type Clock interface {
-	Now() time.Time
-	// After sends the time once d has passed.
-	After(d time.Duration) <-chan time.Time
-}
-
-// SystemClock is the real time.
-type SystemClock struct{}
-
-// Now is time.Now.
-func (SystemClock) Now() time.Time { return time.Now() }
-
-// After is time.After.
-func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // RunFunc runs one job (the gateway runs its message as an agent turn in
 // session "cron:<id>" and delivers the answer when the payload says so).
@@ -39,7 +23,7 @@ type Scheduler struct {
 	// RunJob runs a due job.
 	RunJob RunFunc
 	// Clock defaults to the system's.
-	Clock Clock
+	Clock clock.Clock
 	// Zone is agents.defaults.timezone, the zone of cron expressions
 	// without a tz; nil is UTC.
 	Zone *time.Location
@@ -226,9 +210,9 @@ func (s *Scheduler) runOne(ctx context.Context, j Job) {
 	}
 }
 
-func (s *Scheduler) clock() Clock {
+func (s *Scheduler) clock() clock.Clock {
 	if s.Clock == nil {
-		return SystemClock{}
+		return clock.System{}
 	}
 	return s.Clock
 }

@@ -12,38 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nbots/nb/gateway/clock"
 	"github.com/nbots/nb/internal/testbuf"
 )
-
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	ch <- c.Now()
-	return ch
-}
 
 // runs records the runs of jobs, by job id.
 type runs struct {
 	mu sync.Mutex
 	at map[string][]time.Time
-	c  *fakeClock
+	c  *clock.Fake
 }
 
 func (r *runs) run(_ context.Context, j Job) error {
@@ -100,7 +77,7 @@ func TestTransitionDays(t *testing.T) {
 			loc := mustZone(t, tc.zone)
 			start := time.Date(tc.day.Year(), tc.day.Month(), tc.day.Day(), 0, 0, 0, 0, loc)
 			end := time.Date(tc.day.Year(), tc.day.Month(), tc.day.Day()+1, 0, 0, 0, 0, loc)
-			clock := &fakeClock{now: start.Add(-time.Minute)}
+			clock := clock.NewFake(start.Add(-time.Minute))
 			st := NewStore(t.TempDir())
 			r := &runs{c: clock}
 			j := addJob(t, st, Spec{Name: "half-hourly", Message: "m", Cron: "0,30 * * * *", TZ: tc.zone}, clock.Now())
@@ -138,7 +115,7 @@ func TestTransitionDays(t *testing.T) {
 // schedule.
 func TestMissedSlotsRunOnce(t *testing.T) {
 	start := time.Date(2026, 6, 1, 8, 59, 0, 0, time.UTC)
-	clock := &fakeClock{now: start}
+	clock := clock.NewFake(start)
 	st := NewStore(t.TempDir())
 	r := &runs{c: clock}
 	j := addJob(t, st, Spec{Name: "hourly", Message: "m", Cron: "0 * * * *"}, start)
@@ -166,7 +143,7 @@ func TestMissedSlotsRunOnce(t *testing.T) {
 // each slot once.
 func TestClaimSurvivesCrash(t *testing.T) {
 	start := time.Date(2026, 6, 1, 8, 59, 0, 0, time.UTC)
-	clock := &fakeClock{now: start}
+	clock := clock.NewFake(start)
 	st := NewStore(t.TempDir())
 	j := addJob(t, st, Spec{Name: "every", Message: "m", Every: time.Minute}, start)
 	clock.Set(start.Add(time.Minute))
