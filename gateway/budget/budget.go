@@ -74,10 +74,10 @@ type Ledger struct {
 }
 
 type ledgerFile struct {
-	Day      string            `json:"day"`
-	Today    map[Source]Usage  `json:"today"`
-	Sessions map[string]Usage  `json:"sessions"`
-	Days     map[string]Usage  `json:"days,omitempty"` // totals of past days, the last 31
+	Day      string           `json:"day"`
+	Today    map[Source]Usage `json:"today"`
+	Sessions map[string]Usage `json:"sessions"`
+	Days     map[string]Usage `json:"days,omitempty"` // totals of past days, the last 31
 }
 
 // Exceeded is the error of Check when a budget is spent. Its message is
