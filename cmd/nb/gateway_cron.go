@@ -29,7 +29,7 @@ var cronOptions = map[string]struct {
 	"-d": {"deliver", false}, "--deliver": {"deliver", false},
 	"--to": {"to", true}, "--channel": {"channel", true},
 	"--disable": {"disable", false},
-	"-f": {"force", false}, "--force": {"force", false},
+	"-f":        {"force", false}, "--force": {"force", false},
 }
 
 // gatewayCron runs nb gateway cron in the workspace; zone is
