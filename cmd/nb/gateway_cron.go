@@ -20,16 +20,25 @@ var cronOptions = map[string]struct {
 	long  string
 	value bool
 }{
-	"-a": {"all", false}, "--all": {"all", false},
-	"-n": {"name", true}, "--name": {"name", true},
-	"-m": {"message", true}, "--message": {"message", true},
-	"-e": {"every", true}, "--every": {"every", true},
-	"-c": {"cron", true}, "--cron": {"cron", true},
-	"--tz": {"tz", true}, "--at": {"at", true},
-	"-d": {"deliver", false}, "--deliver": {"deliver", false},
-	"--to": {"to", true}, "--channel": {"channel", true},
+	"-a":        {"all", false},
+	"--all":     {"all", false},
+	"-n":        {"name", true},
+	"--name":    {"name", true},
+	"-m":        {"message", true},
+	"--message": {"message", true},
+	"-e":        {"every", true},
+	"--every":   {"every", true},
+	"-c":        {"cron", true},
+	"--cron":    {"cron", true},
+	"--tz":      {"tz", true},
+	"--at":      {"at", true},
+	"-d":        {"deliver", false},
+	"--deliver": {"deliver", false},
+	"--to":      {"to", true},
+	"--channel": {"channel", true},
 	"--disable": {"disable", false},
-	"-f":        {"force", false}, "--force": {"force", false},
+	"-f":        {"force", false},
+	"--force":   {"force", false},
 }
 
 // gatewayCron runs nb gateway cron in the workspace; zone is
