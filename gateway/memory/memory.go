@@ -58,6 +58,12 @@ type Consolidator struct {
 	// Window is nanobot's memoryWindow: a session is consolidated when its
 	// unconsolidated tail reaches Window messages, keeping Window/2 (default 100).
 	Window int
+	// ContextTokens, when set, also makes a session due when the estimated
+	// tokens of its tail reach it (nanobot's token-based trigger: the
+	// gateway sets contextWindowTokens - maxTokens - 1024); the oldest
+	// messages are then consolidated, up to a user message, until the tail
+	// is about half of it.
+	ContextTokens int
 	// Timeout bounds one model call (default 2 minutes).
 	Timeout time.Duration
 	// Now is the clock (default time.Now).
@@ -133,10 +139,11 @@ func (c *Consolidator) ReadMemory() (string, error) {
 }
 
 // Maybe starts consolidating the session in the background when its tail
-// has reached Window messages and no consolidation of it runs; it never
-// waits. It reports whether it started one.
-func (c *Consolidator) Maybe(key string, tail int) bool {
-	if tail < c.window() {
+// (tail messages, tailTokens estimated by EstimateTokens) has reached
+// Window messages or ContextTokens, and no consolidation of it runs; it
+// never waits. It reports whether it started one.
+func (c *Consolidator) Maybe(key string, tail, tailTokens int) bool {
+	if !c.due(tail, tailTokens) {
 		return false
 	}
 	c.runMu.Lock()
@@ -191,10 +198,7 @@ func (c *Consolidator) Consolidate(ctx context.Context, key string, all bool) er
 	cursor = min(max(cursor, 0), len(msgs))
 	end := len(msgs)
 	if !all {
-		if len(msgs)-cursor < c.window() {
-			return nil
-		}
-		end = len(msgs) - c.window()/2
+		end = c.chunkEnd(msgs, cursor)
 	}
 	if end <= cursor {
 		return nil
@@ -232,6 +236,51 @@ func (c *Consolidator) Consolidate(ctx context.Context, key string, all bool) er
 		return errCrashed
 	}
 	return c.finish(ctx, j, s)
+}
+
+func (c *Consolidator) due(tail, tailTokens int) bool {
+	return tail >= c.window() || (c.ContextTokens > 0 && tailTokens >= c.ContextTokens)
+}
+
+// chunkEnd is where the chunk to consolidate ends: before the last
+// Window/2 messages when the tail has Window; when its tokens reach
+// ContextTokens, at the first user message from which the rest is at most
+// half of them, if that is further. cursor when nothing is due.
+func (c *Consolidator) chunkEnd(msgs []Message, cursor int) int {
+	tail := msgs[cursor:]
+	tokens := EstimateTokens(tail)
+	if !c.due(len(tail), tokens) {
+		return cursor
+	}
+	end := cursor
+	if len(tail) >= c.window() {
+		end = len(msgs) - c.window()/2
+	}
+	if c.ContextTokens > 0 && tokens >= c.ContextTokens {
+		removed, need := 0, tokens-c.ContextTokens/2
+		for i := cursor; i < len(msgs); i++ {
+			if i > cursor && msgs[i].Role == "user" {
+				if i > end {
+					end = i
+				}
+				if removed >= need {
+					break
+				}
+			}
+			removed += EstimateTokens(msgs[i : i+1])
+		}
+	}
+	return end
+}
+
+// EstimateTokens is a generous estimate of the tokens of messages: one per
+// 3 bytes of content, and 4 for each message's framing.
+func EstimateTokens(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += (len(m.Content)+len(m.Role)+2)/3 + 4
+	}
+	return n
 }
 
 // keepable says whether update may replace current: never emptied, never

@@ -142,13 +142,13 @@ func TestMaybeNeverWaits(t *testing.T) {
 			return saveMemory("[2026-03-15 14:30] x", "m"), nil
 		})}
 	start := time.Now()
-	if !c.Maybe("k", 21) {
+	if !c.Maybe("k", 21, 0) {
 		t.Fatal("not started")
 	}
-	if c.Maybe("k", 21) {
+	if c.Maybe("k", 21, 0) {
 		t.Error("a second consolidation of the same session started")
 	}
-	if c.Maybe("other", 3) {
+	if c.Maybe("other", 3, 0) {
 		t.Error("started below the window")
 	}
 	if d := time.Since(start); d > 100*time.Millisecond {
@@ -184,5 +184,35 @@ func TestForgetIsExplicit(t *testing.T) {
 	}
 	if m, _ := c.ReadMemory(); m != "- one fact\n" {
 		t.Errorf("after Forget: %q", m)
+	}
+}
+
+// TestTokenTrigger is nanobot's check: 120 tokens per message over
+// u1,a1,u2,a2,u3 with a budget below the total archives [u1,a1,u2,a2]
+// (up to the user message from which the rest fits half the budget).
+func TestTokenTrigger(t *testing.T) {
+	s := &memSession{}
+	for _, role := range []string{"user", "assistant", "user", "assistant", "user"} {
+		// 120 tokens: (len+role+2)/3 + 4
+		content := strings.Repeat("x", 348-len(role)-2)
+		s.msgs = append(s.msgs, Message{Role: role, Content: content})
+	}
+	if n := EstimateTokens(s.msgs[:1]); n != 120 {
+		t.Fatalf("estimate %d", n)
+	}
+	var chunk string
+	c := &Consolidator{Workspace: t.TempDir(), Window: 100, ContextTokens: 500, Open: func(context.Context, string) (Session, error) { return s, nil },
+		Model: modelcall.Func(func(_ context.Context, r modelcall.Request) (modelcall.Reply, error) {
+			chunk = r.User
+			return saveMemory("[2026-03-15 14:30] x", "m"), nil
+		})}
+	if c.Maybe("k", 5, 400) {
+		t.Error("due below the budget")
+	}
+	if err := c.Consolidate(context.Background(), "k", false); err != nil {
+		t.Fatal(err)
+	}
+	if s.cursor != 4 || strings.Count(chunk, "USER:")+strings.Count(chunk, "ASSISTANT:") != 4 {
+		t.Errorf("cursor %d, chunk of %d messages", s.cursor, strings.Count(chunk, "\n["))
 	}
 }
