@@ -21,6 +21,7 @@ import (
 	"github.com/nbots/nb/gateway/clock"
 	"github.com/nbots/nb/gateway/modelcall"
 	"github.com/nbots/nb/internal/atomicfile"
+	"github.com/nbots/nb/provider"
 )
 
 // Source is who made a model call.
@@ -32,7 +33,7 @@ const (
 	Cron          Source = "cron"
 	Heartbeat     Source = "heartbeat"
 	Consolidation Source = "consolidation"
-	SubAgent      Source = "sub-agent"
+	SubAgent      Source = "subagent"
 )
 
 // Sources are the sources in the order /status lists them.
@@ -306,6 +307,18 @@ func (l *Ledger) now() time.Time {
 	}
 	return l.Clock.Now()
 }
+
+// Allow is Check for the gateway's Budget seam (the source does not
+// matter: every call counts against both budgets).
+func (l *Ledger) Allow(session, source string) error { return l.Check(session) }
+
+// Spent is Record for the gateway's Budget seam.
+func (l *Ledger) Spent(session, source string, u provider.Usage) {
+	l.Record(session, Source(source), Usage{u.InputTokens, u.OutputTokens})
+}
+
+// Status is /status's budget line.
+func (l *Ledger) Status(session string) string { return l.Report(session).String() }
 
 // Guard wraps a Caller so that its calls are checked against the ledger
 // first and counted after, under the request's Source and Session.

@@ -138,6 +138,16 @@ func (c *Consolidator) ReadMemory() (string, error) {
 	return string(b), nil
 }
 
+// LongTerm is MEMORY.md for the system prompt ("" when absent or
+// unreadable: a prompt is still made).
+func (c *Consolidator) LongTerm() string {
+	m, err := c.ReadMemory()
+	if err != nil {
+		c.logger().Warn("memory: " + err.Error())
+	}
+	return m
+}
+
 // Maybe starts consolidating the session in the background when its tail
 // (tail messages, tailTokens estimated by EstimateTokens) has reached
 // Window messages or ContextTokens, and no consolidation of it runs; it

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/goccy/go-yaml"
 )
@@ -272,25 +274,87 @@ func escape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
+// Set gives the system prompt its skills, read again at most once a
+// second, so that a skill the user adds is seen at the next turn.
+type Set struct {
+	Loader Loader
+	// Warn receives the loader's warnings, each once; nil drops them.
+	Warn func(msg string)
+
+	mu     sync.Mutex
+	at     time.Time
+	skills []Skill
+	warned map[string]bool
+}
+
+// Skills returns the current skills.
+func (s *Set) Skills() []Skill {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.skills != nil && time.Since(s.at) < time.Second {
+		return s.skills
+	}
+	skills, errs := s.Loader.Load()
+	if s.warned == nil {
+		s.warned = map[string]bool{}
+	}
+	for _, err := range errs {
+		if msg := err.Error(); !s.warned[msg] && s.Warn != nil {
+			s.warned[msg] = true
+			s.Warn(msg)
+		}
+	}
+	if skills == nil {
+		skills = []Skill{}
+	}
+	s.skills, s.at = skills, time.Now()
+	return skills
+}
+
+// Always is the "### Skill: name" bodies of the available always skills,
+// joined as nanobot joins them ("" for none).
+func (s *Set) Always() string {
+	a, err := always(s.Skills())
+	if err != nil && s.Warn != nil {
+		s.Warn(err.Error())
+	}
+	return a
+}
+
+// always joins the bodies of the available always skills; a body that
+// cannot be read is left out and reported.
+func always(skills []Skill) (string, error) {
+	var parts []string
+	var errs []error
+	for _, sk := range skills {
+		if !sk.Always || !sk.Available() {
+			continue
+		}
+		body, err := sk.Body()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		parts = append(parts, "### Skill: "+sk.Name+"\n\n"+body)
+	}
+	return strings.Join(parts, "\n\n---\n\n"), errors.Join(errs...)
+}
+
+// Summary is the XML summary of the skills ("" for none).
+func (s *Set) Summary() string { return Summary(s.Skills()) }
+
 // Prompt is the skills' part of the system prompt, nanobot's two sections
 // ("# Active Skills" with the bodies of the available always skills, then
 // "# Skills" with the summary), joined as the prompt's parts are; "" when
 // there is no skill.
 func Prompt(skills []Skill) (string, error) {
 	var parts []string
-	var always []string
-	for _, s := range skills {
-		if !s.Always || !s.Available() {
-			continue
-		}
-		body, err := s.Body()
-		if err != nil {
-			return "", err
-		}
-		always = append(always, "### Skill: "+s.Name+"\n\n"+body)
+	a, err := always(skills)
+	if err != nil {
+		return "", err
 	}
-	if len(always) > 0 {
-		parts = append(parts, "# Active Skills\n\n"+strings.Join(always, "\n\n---\n\n"))
+	if a != "" {
+		parts = append(parts, "# Active Skills\n\n"+a)
 	}
 	if sum := Summary(skills); sum != "" {
 		parts = append(parts, "# Skills\n\nThe following skills extend your capabilities. To use a skill, read its SKILL.md file using the read_file tool.\nSkills with available=\"false\" need dependencies installed first - you can try installing them with apt/brew.\n\n"+sum)

@@ -98,3 +98,17 @@ func FuzzSkillFile(f *testing.F) {
 		}
 	})
 }
+
+// TestSet: the gateway's seam gives the same sections as Prompt.
+func TestSet(t *testing.T) {
+	ws := t.TempDir()
+	write(t, filepath.Join(ws, "skills", "a", "SKILL.md"), "---\nname: a\ndescription: A\nalways: true\n---\nbody a\n")
+	write(t, filepath.Join(ws, "skills", "b", "SKILL.md"), "---\nname: b\nmetadata: {\"nanobot\":{\"always\":true}}\n---\nbody b\n")
+	s := &Set{Loader: Loader{Workspace: ws}}
+	if got := s.Always(); got != "### Skill: a\n\nbody a\n\n---\n\n### Skill: b\n\nbody b" {
+		t.Errorf("Always: %q", got)
+	}
+	if got := s.Summary(); !strings.HasPrefix(got, "<skills>\n  <skill available=\"true\">\n    <name>a</name>\n    <description>A</description>") {
+		t.Errorf("Summary: %q", got)
+	}
+}
