@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -204,9 +203,9 @@ func (a *App) cronAdd(ctx context.Context, store *cron.Store, zone *time.Locatio
 		spec.Every = time.Duration(secs) * time.Second
 	}
 	if s := opts["at"]; s != "" {
-		t, err := parseAt(s, zone)
+		t, err := cron.ParseISO(s, zone)
 		if err != nil {
-			return &usageError{err.Error()}
+			return &usageError{"--at: " + err.Error()}
 		}
 		spec.At = t
 	}
@@ -222,20 +221,6 @@ func (a *App) cronAdd(ctx context.Context, store *cron.Store, zone *time.Locatio
 	}
 	fmt.Fprintf(a.Stdout, "✓ Added job '%s' (%s)\n", job.Name, job.ID)
 	return nil
-}
-
-// parseAt reads an ISO time as Python's datetime.fromisoformat does for
-// nanobot: with an offset, or a wall-clock time in zone.
-func parseAt(s string, zone *time.Location) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	for _, layout := range []string{"2006-01-02T15:04:05.999999", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02"} {
-		if t, err := time.ParseInLocation(layout, s, zone); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, errors.New("--at " + s + ": not an ISO time (like 2026-03-15T09:00 or 2026-03-15T09:00:00+01:00)")
 }
 
 // cronFlags reads the options among the words: --name VALUE, --name=VALUE
