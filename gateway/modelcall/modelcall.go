@@ -49,3 +49,22 @@ type Func func(ctx context.Context, req Request) (Reply, error)
 
 // Call calls f.
 func (f Func) Call(ctx context.Context, req Request) (Reply, error) { return f(ctx, req) }
+
+// Provider is a Caller on a provider (the assistant's bot's, with its
+// retries): one Complete with the system text, the user message and the
+// tools. The common model has no forced tool choice, so ToolChoice is
+// not sent: the model chooses, as nanobot falls back to when a provider
+// refuses a forced choice.
+func Provider(p provider.Provider) Caller {
+	return Func(func(ctx context.Context, req Request) (Reply, error) {
+		resp, err := p.Complete(ctx, provider.Request{
+			System:   req.System,
+			Messages: []provider.Message{{Role: provider.RoleUser, Content: req.User}},
+			Tools:    req.Tools,
+		}, nil)
+		if err != nil {
+			return Reply{}, err
+		}
+		return Reply{Content: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, Usage: resp.Usage}, nil
+	})
+}
