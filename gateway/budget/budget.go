@@ -317,8 +317,20 @@ func (l *Ledger) Spent(session, source string, u provider.Usage) {
 	l.Record(session, Source(source), Usage{u.InputTokens, u.OutputTokens})
 }
 
-// Status is /status's budget line.
-func (l *Ledger) Status(session string) string { return l.Report(session).String() }
+// Status is /status's budget line: each budget set, its use and reset
+// ("today 1,500 of 200,000 tokens, resets 00:00 UTC; this session 300 of
+// 50,000 tokens, resets with /new"); "" when no budget is set.
+func (l *Ledger) Status(session string) string {
+	r := l.Report(session)
+	var parts []string
+	if lim := r.Limits.DailyTokens; lim > 0 {
+		parts = append(parts, fmt.Sprintf("today %s of %s tokens, resets %s", thousands(r.TodayTotal), thousands(lim), r.Resets.Format("15:04 MST")))
+	}
+	if lim := r.Limits.SessionTokens; lim > 0 {
+		parts = append(parts, fmt.Sprintf("this session %s of %s tokens, resets with /new", thousands(r.Session.Total()), thousands(lim)))
+	}
+	return strings.Join(parts, "; ")
+}
 
 // Guard wraps a Caller so that its calls are checked against the ledger
 // first and counted after, under the request's Source and Session.

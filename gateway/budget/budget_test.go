@@ -47,6 +47,12 @@ func TestBudgetsCheckedBeforeTheCall(t *testing.T) {
 	if got := l.Report("telegram:1").String(); got != "Tokens today: 1,500 of 1,500 (cron 500, consolidation 1,000); this session: 1,000 of 1,000" {
 		t.Errorf("report: %s", got)
 	}
+	if got := l.Status("telegram:1"); got != "today 1,500 of 1,500 tokens, resets 00:00 EST; this session 1,000 of 1,000 tokens, resets with /new" {
+		t.Errorf("status: %s", got)
+	}
+	if got := (&Ledger{}).Status("x"); got != "" {
+		t.Errorf("status without budgets: %q", got)
+	}
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
 	}

@@ -187,7 +187,8 @@ func (c *Consolidator) Wait() { c.wg.Wait() }
 // Consolidate consolidates one chunk of the session now: the tail but the
 // last Window/2 messages when the tail has reached Window, or, with all
 // (nanobot's /new), the whole tail. A failed model call changes nothing
-// (after RawAfter failures in a row the chunk is archived raw).
+// (after RawAfter failures in a row the chunk is archived raw; with all,
+// at once, so that /new never fails for the model and loses nothing).
 func (c *Consolidator) Consolidate(ctx context.Context, key string, all bool) error {
 	unlock, err := c.lock(ctx)
 	if err != nil {
@@ -221,7 +222,7 @@ func (c *Consolidator) Consolidate(ctx context.Context, key string, all bool) er
 	entry, update, err := c.ask(ctx, key, current, lines)
 	if err != nil {
 		n := c.failed(key)
-		if n < RawAfter {
+		if n < RawAfter && !all {
 			return err
 		}
 		c.logger().Warn(fmt.Sprintf("memory consolidation of %s failed %d times (%v): archiving %d messages raw", key, n, err, end-cursor))

@@ -216,3 +216,21 @@ func TestTokenTrigger(t *testing.T) {
 		t.Errorf("cursor %d, chunk of %d messages", s.cursor, strings.Count(chunk, "\n["))
 	}
 }
+
+// TestNewArchivesRawWhenTheModelFails: /new does not wait for three
+// failures: the tail goes to HISTORY.md raw at once.
+func TestNewArchivesRawWhenTheModelFails(t *testing.T) {
+	s := session(2)
+	c := &Consolidator{Workspace: t.TempDir(), Open: func(context.Context, string) (Session, error) { return s, nil },
+		Now: func() time.Time { return time.Date(2026, 3, 15, 14, 40, 0, 0, time.UTC) },
+		Model: modelcall.Func(func(context.Context, modelcall.Request) (modelcall.Reply, error) {
+			return modelcall.Reply{Content: "echo"}, nil
+		})}
+	if err := c.Consolidate(context.Background(), "k", true); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := os.ReadFile(c.HistoryPath())
+	if !strings.HasPrefix(string(h), "[2026-03-15 14:40] [RAW] 3 messages\n[2026-03-15 14:30] USER: question 0\n") || s.cursor != 3 {
+		t.Errorf("HISTORY.md %q, cursor %d", h, s.cursor)
+	}
+}
