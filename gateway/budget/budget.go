@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -222,6 +223,9 @@ func (l *Ledger) flushLocked(now time.Time) error {
 	}
 	data, err := json.MarshalIndent(l.data, "", "  ")
 	if err != nil {
+		return fmt.Errorf("budget: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(l.Path), 0o700); err != nil {
 		return fmt.Errorf("budget: %w", err)
 	}
 	if err := atomicfile.WriteFile(l.Path, append(data, '\n'), 0o600); err != nil {

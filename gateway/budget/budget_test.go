@@ -15,7 +15,7 @@ import (
 func TestBudgetsCheckedBeforeTheCall(t *testing.T) {
 	ny, _ := time.LoadLocation("America/New_York")
 	fake := clock.NewFake(time.Date(2026, 11, 26, 18, 48, 0, 0, ny))
-	path := filepath.Join(t.TempDir(), "usage.json")
+	path := filepath.Join(t.TempDir(), "state", "usage.json") // a folder to make
 	l := &Ledger{Limits: Limits{SessionTokens: 1000, DailyTokens: 1500}, Path: path, Zone: ny, Clock: fake}
 	calls := 0
 	model := Guard(modelcall.Func(func(context.Context, modelcall.Request) (modelcall.Reply, error) {
