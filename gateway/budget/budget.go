@@ -96,10 +96,10 @@ type Exceeded struct {
 
 func (e *Exceeded) Error() string {
 	if e.Budget == "session" {
-		return fmt.Sprintf("This session's token budget (%s tokens) is spent: %s used. It resets when you start a new session with /new.", thousands(e.Limit), thousands(e.Used))
+		return fmt.Sprintf("This session's token budget (%s tokens) is spent: %s used. It resets when you start a new session with /new.", Thousands(e.Limit), Thousands(e.Used))
 	}
 	return fmt.Sprintf("The daily token budget (%s tokens) is spent: %s used today. It resets at %s (in %s).",
-		thousands(e.Limit), thousands(e.Used), e.Resets.Format("15:04 MST, Mon 2 Jan"), roughly(e.Resets.Sub(e.now)))
+		Thousands(e.Limit), Thousands(e.Used), e.Resets.Format("15:04 MST, Mon 2 Jan"), roughly(e.Resets.Sub(e.now)))
 }
 
 // Check says whether session may make a call now: nil, or *Exceeded.
@@ -176,29 +176,29 @@ func (r Report) String() string {
 	var parts []string
 	for _, s := range Sources {
 		if u, ok := r.Today[s]; ok && u.Total() > 0 {
-			parts = append(parts, string(s)+" "+thousands(u.Total()))
+			parts = append(parts, string(s)+" "+Thousands(u.Total()))
 		}
 	}
 	var extra []string
 	for s, u := range r.Today {
 		if !knownSource(s) && u.Total() > 0 {
-			extra = append(extra, string(s)+" "+thousands(u.Total()))
+			extra = append(extra, string(s)+" "+Thousands(u.Total()))
 		}
 	}
 	sort.Strings(extra)
 	parts = append(parts, extra...)
-	out := "Tokens today: " + thousands(r.TodayTotal) + of(r.Limits.DailyTokens)
+	out := "Tokens today: " + Thousands(r.TodayTotal) + of(r.Limits.DailyTokens)
 	if len(parts) > 0 {
 		out += " (" + strings.Join(parts, ", ") + ")"
 	}
-	return out + "; this session: " + thousands(r.Session.Total()) + of(r.Limits.SessionTokens)
+	return out + "; this session: " + Thousands(r.Session.Total()) + of(r.Limits.SessionTokens)
 }
 
 func of(limit int) string {
 	if limit <= 0 {
 		return ""
 	}
-	return " of " + thousands(limit)
+	return " of " + Thousands(limit)
 }
 
 func knownSource(s Source) bool {
@@ -328,10 +328,10 @@ func (l *Ledger) Status(session string) string {
 	r := l.Report(session)
 	var parts []string
 	if lim := r.Limits.DailyTokens; lim > 0 {
-		parts = append(parts, fmt.Sprintf("today %s of %s tokens, resets %s", thousands(r.TodayTotal), thousands(lim), r.Resets.Format("15:04 MST")))
+		parts = append(parts, fmt.Sprintf("today %s of %s tokens, resets %s", Thousands(r.TodayTotal), Thousands(lim), r.Resets.Format("15:04 MST")))
 	}
 	if lim := r.Limits.SessionTokens; lim > 0 {
-		parts = append(parts, fmt.Sprintf("this session %s of %s tokens, resets with /new", thousands(r.Session.Total()), thousands(lim)))
+		parts = append(parts, fmt.Sprintf("this session %s of %s tokens, resets with /new", Thousands(r.Session.Total()), Thousands(lim)))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -351,8 +351,8 @@ func Guard(c modelcall.Caller, l *Ledger) modelcall.Caller {
 	})
 }
 
-// thousands writes n with thousands separators: 200,000.
-func thousands(n int) string {
+// Thousands writes n with thousands separators: 200,000.
+func Thousands(n int) string {
 	s := fmt.Sprint(n)
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")
