@@ -194,7 +194,10 @@ func (s *Scheduler) missed(j Job, slot, now time.Time) int {
 func (s *Scheduler) runOne(ctx context.Context, j Job) {
 	err := s.RunJob(ctx, j)
 	status, msg := "ok", (*string)(nil)
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		status, msg = "error", ptr("interrupted: the gateway stopped during the run")
+	case err != nil:
 		status, msg = "error", ptr(err.Error())
 		s.logger().Warn(fmt.Sprintf("cron: job %q (%s) failed: %v", j.Name, j.ID, err))
 	}
