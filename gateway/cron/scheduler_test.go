@@ -155,29 +155,24 @@ func TestClaimSurvivesCrash(t *testing.T) {
 		crashed.Tick(context.Background())
 	}()
 	r := &runs{c: clock}
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := &Scheduler{Store: st, Clock: clock, RunJob: r.run}
-			s.Tick(context.Background())
-		}()
+	tickTogether := func() { // four schedulers (processes) at once
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := &Scheduler{Store: st, Clock: clock, RunJob: r.run}
+				s.Tick(context.Background())
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	tickTogether()
 	if got := r.get(j.ID); len(got) != 0 {
 		t.Fatalf("the crashed slot ran again: %v", got)
 	}
 	clock.Set(start.Add(2 * time.Minute))
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := &Scheduler{Store: st, Clock: clock, RunJob: r.run}
-			s.Tick(context.Background())
-		}()
-	}
-	wg.Wait()
+	tickTogether()
 	if got := r.get(j.ID); len(got) != 1 {
 		t.Fatalf("4 schedulers ran the slot %d times", len(got))
 	}
