@@ -110,10 +110,20 @@ func TestKill9(t *testing.T) {
 	for i := range 20 {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$")
 		cmd.Env = append(os.Environ(), "NB_MEMORY_KILL_DIR="+dir)
+		before := fileLen(filepath.Join(dir, "msgs.jsonl"))
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(50+rng.IntN(250)) * time.Millisecond)
+		// Once it works (a loaded machine or the race detector may take a
+		// while to start it), kill it at a random moment.
+		for deadline := time.Now().Add(time.Minute); fileLen(filepath.Join(dir, "msgs.jsonl")) <= before; {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatal("the child wrote nothing in a minute")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		c := &Consolidator{Workspace: dir, Window: 8, Open: func(context.Context, string) (Session, error) { return s, nil }}
@@ -132,4 +142,12 @@ func TestKill9(t *testing.T) {
 			}
 		}
 	}
+}
+
+func fileLen(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
