@@ -80,8 +80,9 @@ func TestGatewayCronWhileRunning(t *testing.T) {
 		return nil
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go s.Run(ctx) //nolint:errcheck // ends with ctx
+	stopped := make(chan struct{})
+	defer func() { cancel(); <-stopped }() // before the folder is removed
+	go func() { s.Run(ctx); close(stopped) }() //nolint:errcheck // ends with ctx
 	for !cron.NewStore(ws).Running() {
 		time.Sleep(5 * time.Millisecond)
 	}
