@@ -465,8 +465,7 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 			}
 			return nil, err
 		}
-		usage.InputTokens += resp.Usage.InputTokens
-		usage.OutputTokens += resp.Usage.OutputTokens
+		usage.Add(resp.Usage)
 		calls := make([]tool.Call, len(resp.ToolCalls))
 		for i, c := range resp.ToolCalls {
 			calls[i] = tool.Call{ID: c.ID, Name: c.Name, Arguments: decodeArguments(c.Arguments)}

@@ -212,8 +212,7 @@ func (r *planRun) call(ctx context.Context, req provider.Request, calls func(*pr
 	if err != nil {
 		return nil, err
 	}
-	r.usage.InputTokens += resp.Usage.InputTokens
-	r.usage.OutputTokens += resp.Usage.OutputTokens
+	r.usage.Add(resp.Usage)
 	var cs []tool.Call
 	if calls != nil {
 		cs = calls(resp)

@@ -80,8 +80,7 @@ func (r *ReAct) Ask(ctx context.Context, input string) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		usage.InputTokens += resp.Usage.InputTokens
-		usage.OutputTokens += resp.Usage.OutputTokens
+		usage.Add(resp.Usage)
 		text := cutObservation(resp.Text)
 		move := ParseReAct(text)
 		var calls []tool.Call

@@ -582,7 +582,8 @@ func (r *Run) onEvent(ev agent.Event) {
 		r.mu.Lock()
 		step := r.step
 		streamed := r.deltas.String()
-		u := agentproto.Usage{InputTokens: ev.Usage.InputTokens, OutputTokens: ev.Usage.OutputTokens}
+		u := agentproto.Usage{InputTokens: ev.Usage.InputTokens, OutputTokens: ev.Usage.OutputTokens,
+			CacheReadTokens: ev.Usage.CacheReadTokens, CacheWriteTokens: ev.Usage.CacheWriteTokens, ReasoningTokens: ev.Usage.ReasoningTokens}
 		r.usage = r.usage.Add(u)
 		r.mu.Unlock()
 		if r.req.Chunks && streamed != ev.Text && strings.HasPrefix(ev.Text, streamed) {

@@ -121,7 +121,9 @@ func TestCodingAgentExample(t *testing.T) {
 		call("glob", map[string]any{"pattern": "**/*.go"}),
 		call("read_file", map[string]any{"path": "stats.go"}),
 		call("exec", map[string]any{"command": "go test ./..."}),
-		call("edit_file", map[string]any{"path": "stats.go", "old_text": "return sum / float64(len(xs)-1), nil", "new_text": "return sum / float64(len(xs)), nil"}),
+		// The example's model is OpenAI's: its files profile edits with
+		// apply_patch.
+		call("apply_patch", map[string]any{"input": "*** Begin Patch\n*** Update File: stats.go\n@@\n \tfor _, x := range xs {\n \t\tsum += x\n \t}\n-\treturn sum / float64(len(xs)-1), nil\n+\treturn sum / float64(len(xs)), nil\n }\n*** End Patch\n"}),
 		call("exec", map[string]any{"command": "go test ./... && go vet ./..."}),
 		text("Mean divided the sum by one value too few. I changed it to divide by len(xs); go test and go vet pass."),
 	}}
@@ -168,7 +170,7 @@ func TestCodingAgentExample(t *testing.T) {
 		{"glob", []string{"stats.go", "stats_test.go"}},
 		{"read_file", []string{"21| \treturn sum / float64(len(xs)-1), nil", "(End of file: 37 lines.)"}},
 		{"the failing go test", []string{"--- FAIL: TestMean", "FAIL", "Exit code: 1"}},
-		{"edit_file", []string{"Edited stats.go: replaced 1 occurrence.", "21| \treturn sum / float64(len(xs)), nil"}},
+		{"apply_patch", []string{"Done. The patch changed:\nM stats.go"}},
 		{"the passing go test", []string{"ok  \texample.com/stats", "Exit code: 0"}},
 	}
 	for i, c := range checks {
@@ -183,10 +185,10 @@ func TestCodingAgentExample(t *testing.T) {
 		t.Errorf("stats.go was not fixed:\n%s", fixed)
 	}
 	// Reading ran unasked; the edit and the commands were confirmed.
-	if want := []string{"exec", "edit_file", "exec"}; !slices.Equal(conf.asked, want) {
+	if want := []string{"exec", "apply_patch", "exec"}; !slices.Equal(conf.asked, want) {
 		t.Errorf("confirmations asked for %v, want %v", conf.asked, want)
 	}
-	if want := []string{"glob", "read_file", "exec", "edit_file", "exec"}; !slices.Equal(feedback, want) {
+	if want := []string{"glob", "read_file", "exec", "apply_patch", "exec"}; !slices.Equal(feedback, want) {
 		t.Errorf("feedback for %v, want %v", feedback, want)
 	}
 	// The example itself is untouched.

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/nbots/nb/builtin/files"
 	"github.com/nbots/nb/builtin/shell"
@@ -63,6 +64,8 @@ type Status struct {
 	Tools []string
 	// Workspace is the files group's folder ("" when the group is off).
 	Workspace string
+	// Profile is the files group's editing profile, as chosen.
+	Profile files.Profile
 	// Exec is the exec tool's status (nil when exec is off).
 	Exec *shell.Status
 	// ExecWorkspace is the folder commands run in.
@@ -80,6 +83,7 @@ func (s Status) Lines() []string {
 	}
 	if s.Workspace != "" {
 		out = append(out, "files: workspace "+s.Workspace)
+		out = append(out, "files: profile "+s.Profile.String())
 	}
 	if s.Exec != nil {
 		out = append(out, "exec: "+s.Exec.String())
@@ -124,6 +128,7 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 
 	var tools []tool.Tool
 	var filesDir string
+	var profile files.Profile
 	if cfg.Files != nil {
 		dir, err := resolve("builtins.files.workspace", cfg.Files.Workspace)
 		if err != nil {
@@ -134,7 +139,17 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 			return nil, st, fail("builtins.files.workspace", "%v", err)
 		}
 		filesDir, st.Workspace = ws.Dir(), ws.Dir()
-		tools = append(tools, files.Tools(ws, cfg.Files.Write)...)
+		profile = files.Profile(cfg.Files.Profile)
+		if profile == files.ProfileAuto {
+			prov := c.Provider()
+			model, _ := prov.Settings["model"].(string)
+			if m, ok := prov.Options["model"].(string); ok && model == "" {
+				model = m
+			}
+			profile = files.ProfileFor(prov.ID, model)
+		}
+		st.Profile = profile
+		tools = append(tools, files.Tools(ws, cfg.Files.Write, profile)...)
 	}
 	if e := cfg.Exec; e != nil {
 		key, dir := "builtins.exec.workspace", e.Workspace
@@ -167,8 +182,13 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 		if err != nil {
 			return nil, st, err
 		}
+		timeout := e.Timeout
+		if timeout == 0 {
+			// The reference's defaults for the models' own shells.
+			timeout = time.Duration(profile.ShellTimeout()) * time.Second
+		}
 		ex, status, err := shell.New(shell.Config{
-			Workspace: dir, Timeout: e.Timeout, Sandbox: e.Sandbox, Network: e.Network,
+			Workspace: dir, Timeout: timeout, Sandbox: e.Sandbox, Network: e.Network,
 			Environ: o.Environ, Env: e.Env, ReadOnly: readOnly, Writable: writable, Bwrap: o.Bwrap,
 		})
 		if err != nil {

@@ -24,8 +24,12 @@ type BuiltinFiles struct {
 	// Workspace is the folder the tools work in, as written (relative to
 	// the cartridge's folder, or absolute); "." when unset.
 	Workspace string
-	// Write offers write_file and edit_file (true when unset).
+	// Write offers write_file and the editing tool (true when unset).
 	Write bool
+	// Profile is the shape of the editing tool: auto (by provider and
+	// model, the default), openai (apply_patch), anthropic, gemini or
+	// nanobot (see builtin/files.Profile).
+	Profile string
 }
 
 // BuiltinExec is builtins.exec: the exec tool.
@@ -33,7 +37,9 @@ type BuiltinExec struct {
 	// Workspace is where commands run, as written; empty means the
 	// files group's workspace, else ".".
 	Workspace string
-	// Timeout is a command's default time limit (60 s when unset).
+	// Timeout is a command's default time limit; 0 when unset, which
+	// takes the files profile's (10 s for OpenAI's models, 120 s for
+	// Anthropic's) or else 60 s.
 	Timeout time.Duration
 	// Sandbox is auto (bubblewrap when it works here), on (refuse to
 	// run without it) or off.
@@ -101,17 +107,23 @@ func (c *Cartridge) Builtins() (*Builtins, error) {
 	p.known(m, "builtins", "files", "exec", "web", "spawn")
 
 	if g := p.group(m["files"], "builtins.files", ""); g != nil {
-		p.known(g, "builtins.files", "workspace", "write")
+		p.known(g, "builtins.files", "workspace", "write", "profile")
 		b.Files = &BuiltinFiles{
 			Workspace: p.text(g, "builtins.files", "workspace", "."),
 			Write:     p.boolean(g, "builtins.files", "write", true),
+			Profile:   p.text(g, "builtins.files", "profile", "auto"),
+		}
+		switch b.Files.Profile {
+		case "auto", "openai", "anthropic", "gemini", "nanobot":
+		default:
+			p.fail("builtins.files.profile", "must be auto (by the provider and model), openai (apply_patch), anthropic, gemini or nanobot, not %q", b.Files.Profile)
 		}
 	}
 	if g := p.group(m["exec"], "builtins.exec", ""); g != nil {
 		p.known(g, "builtins.exec", "workspace", "timeout", "sandbox", "network", "env", "read-only", "writable")
 		e := &BuiltinExec{
 			Workspace: p.text(g, "builtins.exec", "workspace", ""),
-			Timeout:   p.seconds(g, "builtins.exec", "timeout", 60*time.Second),
+			Timeout:   p.seconds(g, "builtins.exec", "timeout", 0),
 			Sandbox:   p.text(g, "builtins.exec", "sandbox", "auto"),
 			Network:   p.boolean(g, "builtins.exec", "network", false),
 			Env:       p.list(g, "builtins.exec", "env"),

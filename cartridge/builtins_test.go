@@ -51,7 +51,7 @@ func TestBuiltinsDefaultsAndSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Builtins{
-		Files: &BuiltinFiles{Workspace: "./ws", Write: false},
+		Files: &BuiltinFiles{Workspace: "./ws", Write: false, Profile: "auto"},
 		Exec:  &BuiltinExec{Timeout: 2500 * time.Millisecond, Sandbox: "on", Network: true, Env: []string{"GOPATH"}, Writable: []string{"~/.cache/go-build"}},
 		Web: &BuiltinWeb{
 			Fetch:  &BuiltinFetch{AllowHosts: []string{"intranet.example"}, MaxBytes: 1000, Timeout: 5 * time.Second},
@@ -70,8 +70,8 @@ func TestBuiltinsDefaultsAndSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = &Builtins{
-		Files: &BuiltinFiles{Workspace: ".", Write: true},
-		Exec:  &BuiltinExec{Timeout: 60 * time.Second, Sandbox: "auto"},
+		Files: &BuiltinFiles{Workspace: ".", Write: true, Profile: "auto"},
+		Exec:  &BuiltinExec{Sandbox: "auto"},
 		Web:   &BuiltinWeb{Fetch: &BuiltinFetch{}},
 		Spawn: &BuiltinSpawn{MaxDepth: 2},
 		Line:  1,

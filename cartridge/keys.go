@@ -99,6 +99,8 @@ var knownKeys = func() *keys {
 		"mcp", anything,
 		"builtins", anything,
 		"agent", anything,
+		// The project context (Cartridge.Context).
+		"context", anything,
 	)
 }()
 

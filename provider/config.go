@@ -28,6 +28,23 @@ func (c Config) Option(keys ...string) string {
 	return lookupString(c.Options, keys...)
 }
 
+// OptionBool reads a boolean option as a cartridge writes it: true or
+// false, as YAML booleans or as strings.
+func OptionBool(v any) (bool, error) {
+	switch t := v.(type) {
+	case bool:
+		return t, nil
+	case string:
+		switch strings.ToLower(strings.TrimSpace(t)) {
+		case "true", "yes", "on":
+			return true, nil
+		case "false", "no", "off":
+			return false, nil
+		}
+	}
+	return false, fmt.Errorf("want true or false, got %v", v)
+}
+
 func lookupString(m map[string]any, keys ...string) string {
 	for _, k := range keys {
 		for _, variant := range []string{k, strings.ReplaceAll(k, "-", "_"), strings.ReplaceAll(k, "_", "-")} {

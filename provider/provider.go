@@ -168,9 +168,30 @@ type Event struct {
 }
 
 // Usage counts tokens as the provider reports them; zero means unknown.
+// InputTokens counts every token of the prompt, cached ones included, and
+// OutputTokens every token of the answer, reasoning included: the cache
+// and reasoning counts say how much of each was read from or written to
+// the provider's prompt cache, or spent thinking.
 type Usage struct {
 	InputTokens  int `json:"input_tokens,omitempty"`
 	OutputTokens int `json:"output_tokens,omitempty"`
+	// CacheReadTokens are input tokens read from the prompt cache (billed
+	// at a fraction of the input price); CacheWriteTokens were written to
+	// it (Anthropic bills them above the input price).
+	CacheReadTokens  int `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
+	// ReasoningTokens are output tokens the model spent thinking.
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
+}
+
+// Add adds v's counts to u's: the usage of an exchange is the sum of its
+// rounds.
+func (u *Usage) Add(v Usage) {
+	u.InputTokens += v.InputTokens
+	u.OutputTokens += v.OutputTokens
+	u.CacheReadTokens += v.CacheReadTokens
+	u.CacheWriteTokens += v.CacheWriteTokens
+	u.ReasoningTokens += v.ReasoningTokens
 }
 
 // The finish reasons of the common model: why the model stopped. Every

@@ -501,10 +501,10 @@ func TestIgnoreRules(t *testing.T) {
 
 func TestToolKinds(t *testing.T) {
 	w := workspace(t, nil)
-	for _, tl := range Tools(w, true) {
+	for _, tl := range append(Tools(w, true, ProfileNanobot), ApplyPatch(w), ProfileGemini.EditTool(w)) {
 		name := tl.Spec().Name
 		ro, isRO := tl.(tool.ReadOnly)
-		wantRO := name != "write_file" && name != "edit_file"
+		wantRO := name != "write_file" && name != "edit_file" && name != "apply_patch" && name != "replace"
 		if (isRO && ro.ReadOnly()) != wantRO {
 			t.Errorf("%s: read-only = %v, want %v", name, isRO && ro.ReadOnly(), wantRO)
 		}
@@ -512,11 +512,11 @@ func TestToolKinds(t *testing.T) {
 			t.Errorf("%s has no output limits", name)
 		}
 	}
-	if n := len(Tools(w, false)); n != 4 {
+	if n := len(Tools(w, false, ProfileNanobot)); n != 4 {
 		t.Errorf("without write: %d tools, want 4", n)
 	}
 	want := map[string]tool.Limits{"read_file": {Chars: 50_000, Lines: ReadLines + 10}, "grep": {Chars: 20_000, Lines: 200}, "glob": {Chars: 20_000, Lines: 500}}
-	for _, tl := range Tools(w, true) {
+	for _, tl := range Tools(w, true, ProfileNanobot) {
 		if l, ok := want[tl.Spec().Name]; ok && tl.(tool.Limited).OutputLimits() != l {
 			t.Errorf("%s limits = %+v, want %+v", tl.Spec().Name, tl.(tool.Limited).OutputLimits(), l)
 		}

@@ -114,10 +114,10 @@ func unwrap(err error) error {
 
 // Tools returns the group's tools on w: read_file, list_dir, glob and
 // grep, and when write is true write_file and edit_file.
-func Tools(w *Workspace, write bool) []tool.Tool {
+func Tools(w *Workspace, write bool, profile Profile) []tool.Tool {
 	tools := []tool.Tool{ReadFile(w), ListDir(w), Glob(w), Grep(w)}
 	if write {
-		tools = append(tools, WriteFile(w), EditFile(w))
+		tools = append(tools, WriteFile(w), profile.EditTool(w))
 	}
 	return tools
 }

@@ -141,76 +141,49 @@ func (w *Workspace) writeAtomic(p string, data []byte, mode fs.FileMode) error {
 	return nil
 }
 
-// EditFile returns the edit_file tool.
-func EditFile(w *Workspace) tool.Tool { return &editFile{w: w} }
+// EditFile returns the edit_file tool in nanobot's shape (old_text,
+// new_text, replace_all); see Profile for the other shapes.
+func EditFile(w *Workspace) tool.Tool { return &editTool{w: w, shape: editShapes[ProfileNanobot]} }
 
-type editFile struct{ w *Workspace }
-
-func (t *editFile) Spec() tool.Spec {
-	return tool.Spec{
-		Name: "edit_file",
-		Description: "Replace text in a file of the workspace. old_text must match the file exactly (whitespace and indentation included) " +
-			"and occur exactly once, unless replace_all is true; include enough surrounding lines to make it unique. " +
-			"Copy the text from read_file's answer without the \"N| \" line numbers.",
-		Parameters: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"path":        map[string]any{"type": "string", "description": "The file's path, relative to the workspace."},
-				"old_text":    map[string]any{"type": "string", "description": "The exact text to replace."},
-				"new_text":    map[string]any{"type": "string", "description": "The text to put in its place."},
-				"replace_all": map[string]any{"type": "boolean", "description": "Replace every occurrence instead of exactly one (default false)."},
-			},
-			"required": []any{"path", "old_text", "new_text"},
-		},
-	}
-}
-
-// OutputLimits: the attractor's 10,000 characters.
-func (t *editFile) OutputLimits() tool.Limits { return tool.Limits{Chars: 10_000} }
-
-func (t *editFile) Run(ctx context.Context, call tool.Call) (any, error) {
-	p, err := arg.String(call.Arguments, "path", true)
+// readText reads a text file of the workspace whole, for the tools that
+// rewrite files (named in errors), with its mode.
+func (w *Workspace) readText(p, toolName string) (string, fs.FileMode, error) {
+	mode, _, err := w.target(p)
 	if err != nil {
-		return nil, err
+		return "", 0, err
 	}
-	oldText, err := arg.String(call.Arguments, "old_text", true)
+	f, err := w.openRegular(p)
 	if err != nil {
-		return nil, err
-	}
-	newText, err := arg.String(call.Arguments, "new_text", true)
-	if err != nil {
-		return nil, err
-	}
-	all, err := arg.Bool(call.Arguments, "replace_all", false)
-	if err != nil {
-		return nil, err
-	}
-	if oldText == "" {
-		return nil, errors.New("old_text is empty: give the exact text to replace (to write a whole file, use write_file)")
-	}
-	if oldText == newText {
-		return nil, errors.New("old_text and new_text are the same: there is nothing to change")
-	}
-	mode, _, err := t.w.target(p)
-	if err != nil {
-		return nil, err
-	}
-	f, err := t.w.openRegular(p)
-	if err != nil {
-		return nil, err
+		return "", 0, err
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxEditFile+1))
 	f.Close()
 	if err != nil {
-		return nil, fmt.Errorf("cannot read %s: %v", p, unwrap(err))
+		return "", 0, fmt.Errorf("cannot read %s: %v", p, unwrap(err))
 	}
 	if len(data) > maxEditFile {
-		return nil, fmt.Errorf("%s is larger than %d MB: edit_file does not rewrite files that large", p, maxEditFile>>20)
+		return "", 0, fmt.Errorf("%s is larger than %d MB: %s does not rewrite files that large", p, maxEditFile>>20, toolName)
 	}
 	if looksBinary(data[:min(len(data), sniffBytes)], true) {
-		return nil, fmt.Errorf("%s is a binary file (not UTF-8 text): edit_file only edits text", p)
+		return "", 0, fmt.Errorf("%s is a binary file (not UTF-8 text): %s only edits text", p, toolName)
 	}
-	content := string(data)
+	return string(data), mode, nil
+}
+
+// replace replaces oldText with newText in the file p: exactly once, or
+// every occurrence with all, or exactly expected times when expected > 0.
+// The names are the tool's own names of its arguments, for its errors.
+func (w *Workspace) replace(p, oldText, newText string, all bool, expected int, names editShape) (string, error) {
+	if oldText == "" {
+		return "", fmt.Errorf("%s is empty: give the exact text to replace (to write a whole file, use write_file)", names.old)
+	}
+	if oldText == newText {
+		return "", fmt.Errorf("%s and %s are the same: there is nothing to change", names.old, names.new)
+	}
+	content, mode, err := w.readText(p, names.name)
+	if err != nil {
+		return "", err
+	}
 	n := strings.Count(content, oldText)
 	if n == 0 && strings.Contains(content, "\r\n") && !strings.Contains(oldText, "\r\n") {
 		// The model copied the text from read_file, which shows lines
@@ -221,19 +194,24 @@ func (t *editFile) Run(ctx context.Context, call tool.Call) (any, error) {
 	}
 	switch {
 	case n == 0:
-		return nil, fmt.Errorf("old_text was not found in %s: it must match the file exactly, whitespace and indentation included; read the file again (read_file) and copy the text without the line numbers", p)
-	case n > 1 && !all:
-		return nil, fmt.Errorf("old_text occurs %d times in %s, but must occur exactly once: include more of the surrounding lines to make it unique, or set replace_all to true to replace every occurrence", n, p)
+		return "", fmt.Errorf("%s was not found in %s: it must match the file exactly, whitespace and indentation included; read the file again (read_file) and copy the text without the line numbers", names.old, p)
+	case expected > 0 && n != expected:
+		return "", fmt.Errorf("%s occurs %d times in %s, but %s is %d: include more of the surrounding lines, or set %s to %d", names.old, n, p, names.count, expected, names.count, n)
+	case n > 1 && !all && expected == 0:
+		if names.all == "" {
+			return "", fmt.Errorf("%s occurs %d times in %s, but must occur exactly once: include more of the surrounding lines to make it unique, or set %s to %d to replace every occurrence", names.old, n, p, names.count, n)
+		}
+		return "", fmt.Errorf("%s occurs %d times in %s, but must occur exactly once: include more of the surrounding lines to make it unique, or set %s to true to replace every occurrence", names.old, n, p, names.all)
 	}
 	first := strings.Index(content, oldText)
 	var updated string
-	if all {
+	if n > 1 {
 		updated = strings.ReplaceAll(content, oldText, newText)
 	} else {
 		updated = content[:first] + newText + content[first+len(oldText):]
 	}
-	if err := t.w.writeAtomic(p, []byte(updated), mode); err != nil {
-		return nil, err
+	if err := w.writeAtomic(p, []byte(updated), mode); err != nil {
+		return "", err
 	}
 	what := "1 occurrence"
 	if n > 1 {

@@ -81,7 +81,7 @@ func TestGatewayCronWhileRunning(t *testing.T) {
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
-	defer func() { cancel(); <-stopped }() // before the folder is removed
+	defer func() { cancel(); <-stopped }()     // before the folder is removed
 	go func() { s.Run(ctx); close(stopped) }() //nolint:errcheck // ends with ctx
 	for !cron.NewStore(ws).Running() {
 		time.Sleep(5 * time.Millisecond)

@@ -44,6 +44,10 @@ type Client struct {
 	cfg     provider.Config
 	url     string
 	headers map[string]string
+	// cache sets prompt-cache breakpoints (see markCache).
+	cache bool
+	// effort is provider.options.reasoning-effort (see think).
+	effort provider.Effort
 }
 
 // New builds a client. The api-key is required for the official address;
@@ -62,7 +66,18 @@ func New(cfg provider.Config) (provider.Provider, error) {
 	if version == "" {
 		version = DefaultVersion
 	}
-	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/messages"), headers: map[string]string{"anthropic-version": version}}
+	effort, err := cfg.ReasoningEffort()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/messages"), headers: map[string]string{"anthropic-version": version}, cache: true, effort: effort}
+	if v, ok := cfg.Options["cache"]; ok {
+		on, err := provider.OptionBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: provider.options.cache: %w", ID, err)
+		}
+		c.cache = on
+	}
 	if key != "" {
 		c.headers["x-api-key"] = key
 	}
@@ -98,6 +113,13 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	body := c.cfg.BodyFor(req)
 	if _, ok := body["max_tokens"]; !ok {
 		body["max_tokens"] = DefaultMaxTokens
+		if budget := c.effort.Budget(); budget > 0 {
+			// Thinking counts against max_tokens: leave the answer its own.
+			body["max_tokens"] = budget + DefaultMaxTokens
+		}
+	}
+	if err := c.think(body); err != nil {
+		return nil, err
 	}
 	if len(req.Stop) > 0 {
 		body["stop_sequences"] = req.Stop
@@ -134,7 +156,83 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	if err := req.Sampling.Apply(body, ID, samplingNames); err != nil {
 		return nil, err
 	}
+	if c.cache {
+		markCache(body)
+	}
 	return body, nil
+}
+
+// think turns the reasoning effort into extended thinking
+// ({type: enabled, budget_tokens}) unless the settings have a thinking
+// key. The API wants the budget below max_tokens and at least 1,024.
+func (c *Client) think(body map[string]any) error {
+	budget := c.effort.Budget()
+	if _, set := body["thinking"]; set || budget == 0 {
+		return nil
+	}
+	if limit, ok := body["max_tokens"].(int); ok && limit <= budget {
+		budget = limit / 2
+		if budget < 1024 {
+			return fmt.Errorf("%s: provider.options.reasoning-effort: max_tokens %d leaves no room for thinking (it needs at least 1,024 tokens and an answer)", ID, limit)
+		}
+	}
+	body["thinking"] = map[string]any{"type": "enabled", "budget_tokens": budget}
+	return nil
+}
+
+// ephemeral is the cache_control value of a breakpoint: the API's
+// five-minute prompt cache.
+func ephemeral() map[string]any { return map[string]any{"type": "ephemeral"} }
+
+// markCache sets the prompt-cache breakpoints of a request body
+// (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching):
+// on the last tool definition, on the system text and on the last block
+// of the last two user turns, four in all (the API's maximum). The cache
+// key is the request's prefix in the API's order, tools then system then
+// messages, so in a tool loop each round reads everything up to the
+// previous round's last user turn from the cache and writes only what the
+// round added; a new exchange on the same conversation reads the system
+// and tools. The cartridge turns it off with provider.options.cache:
+// false. Prompt caching is generally available: no beta header is needed.
+func markCache(body map[string]any) {
+	if tools, ok := body["tools"].([]any); ok && len(tools) > 0 {
+		if last, ok := tools[len(tools)-1].(map[string]any); ok {
+			last["cache_control"] = ephemeral()
+		}
+	}
+	if system, ok := body["system"].(string); ok && system != "" {
+		body["system"] = []any{map[string]any{"type": "text", "text": system, "cache_control": ephemeral()}}
+	}
+	msgs, _ := body["messages"].([]any)
+	marked := 0
+	for i := len(msgs) - 1; i >= 0 && marked < 2; i-- {
+		m, ok := msgs[i].(map[string]any)
+		if !ok || m["role"] != "user" {
+			continue
+		}
+		switch content := m["content"].(type) {
+		case string:
+			m["content"] = []any{map[string]any{"type": "text", "text": content, "cache_control": ephemeral()}}
+		case []any:
+			last, ok := content[len(content)-1].(map[string]any)
+			if !ok {
+				continue
+			}
+			// The block may be shared with the conversation (thinking blocks
+			// are; user blocks are built per request, but stay safe).
+			block := make(map[string]any, len(last)+1)
+			for k, v := range last {
+				block[k] = v
+			}
+			block["cache_control"] = ephemeral()
+			blocks := append([]any(nil), content...)
+			blocks[len(blocks)-1] = block
+			m["content"] = blocks
+		default:
+			continue
+		}
+		marked++
+	}
 }
 
 // samplingNames are Anthropic's names of the sampling settings; the
@@ -299,6 +397,13 @@ func (u usage) input() int {
 	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
 }
 
+// common is the usage in the common model: input counts every prompt
+// token, cached or not (the API's input_tokens counts only the uncached
+// ones after the last breakpoint).
+func (u usage) common() provider.Usage {
+	return provider.Usage{InputTokens: u.input(), OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
+}
+
 type event struct {
 	Type    string `json:"type"`
 	Index   int    `json:"index"`
@@ -361,8 +466,7 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 		switch e.Type {
 		case "message_start":
 			if e.Message != nil {
-				resp.Usage.InputTokens = e.Message.Usage.input()
-				resp.Usage.OutputTokens = e.Message.Usage.OutputTokens
+				resp.Usage = e.Message.Usage.common()
 			}
 		case "content_block_start":
 			if e.ContentBlock == nil {
@@ -416,9 +520,13 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 				stop = e.Delta.StopReason
 			}
 			if e.Usage != nil {
+				// message_delta's usage is cumulative; the input and cache
+				// counts it repeats (or omits) are those of message_start.
 				resp.Usage.OutputTokens = e.Usage.OutputTokens
 				if in := e.Usage.input(); in > 0 {
-					resp.Usage.InputTokens = in
+					u := e.Usage.common()
+					u.OutputTokens = e.Usage.OutputTokens
+					resp.Usage = u
 				}
 			}
 		case "message_stop":
@@ -507,7 +615,7 @@ func decodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error
 		msg, code := provider.ParseErrorBody(data)
 		return nil, &provider.Error{Provider: ID, Message: msg, Code: code}
 	}
-	resp := &provider.Response{Usage: provider.Usage{InputTokens: w.Usage.input(), OutputTokens: w.Usage.OutputTokens}}
+	resp := &provider.Response{Usage: w.Usage.common()}
 	var text, reasoning strings.Builder
 	for _, b := range w.Content {
 		switch b.Type {

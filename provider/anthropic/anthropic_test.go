@@ -24,7 +24,7 @@ func setup(t *testing.T, brain providertest.Brain, settings map[string]any) (pro
 	if settings == nil {
 		settings = map[string]any{"model": "claude-3-5-sonnet-20240620"}
 	}
-	p, err := provider.New(provider.Config{ID: "anthropic", Credentials: map[string]any{"address": srv.URL + "/", "api-key": "sk-ant-test"}, Settings: settings, User: "soft-user", HTTPClient: srv.Client()})
+	p, err := provider.New(provider.Config{ID: "anthropic", Credentials: map[string]any{"address": srv.URL + "/", "api-key": "sk-ant-test"}, Options: map[string]any{"cache": false}, Settings: settings, User: "soft-user", HTTPClient: srv.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +364,7 @@ func TestUnknownEventsIgnored(t *testing.T) {
 	defer srv.Close()
 	p, _ := anthropic.New(provider.Config{ID: "anthropic", Credentials: map[string]any{"address": srv.URL, "api-key": "k"}, HTTPClient: srv.Client()})
 	resp, err := p.Complete(context.Background(), provider.Request{Messages: []provider.Message{user("x")}, Stream: true}, nil)
-	if err != nil || resp.Text != "Hello" || resp.FinishReason != provider.FinishLength || resp.RawFinishReason != "max_tokens" || resp.Usage != (provider.Usage{InputTokens: 5, OutputTokens: 2}) {
+	if err != nil || resp.Text != "Hello" || resp.FinishReason != provider.FinishLength || resp.RawFinishReason != "max_tokens" || resp.Usage != (provider.Usage{InputTokens: 5, OutputTokens: 2, CacheReadTokens: 2}) {
 		t.Fatalf("%+v %v", resp, err)
 	}
 }

@@ -78,6 +78,9 @@ type Client struct {
 	// hint is what to check on 401/403 (and on an invalid API key, which
 	// Google answers with 400).
 	hint string
+	// effort is provider.options.reasoning-effort, sent as
+	// generationConfig.thinkingConfig.thinkingBudget unless set.
+	effort provider.Effort
 }
 
 // New builds a client from the cartridge's provider section. It checks the
@@ -99,7 +102,11 @@ func New(cfg provider.Config) (provider.Provider, error) {
 		return nil, fmt.Errorf("%s: provider.options.model is not set (for example gemini-2.5-flash)", ID)
 	}
 	model = strings.TrimPrefix(model, "models/")
-	c := &Client{cfg: cfg, model: model, address: cfg.Credential("address")}
+	effort, err := cfg.ReasoningEffort()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, model: model, address: cfg.Credential("address"), effort: effort}
 	c.http = wrapClient(cfg.HTTPClient)
 
 	var given []string
@@ -112,7 +119,6 @@ func New(cfg provider.Config) (provider.Provider, error) {
 		return nil, fmt.Errorf("%s: provider.credentials.%s are mutually exclusive: keep only one of api-key, file-path and file-contents", ID, strings.Join(given, ", provider.credentials."))
 	}
 	c.service = cfg.Credential("service")
-	var err error
 	switch c.service {
 	case "":
 		return nil, &provider.MissingCredentialError{Provider: ID, Key: "service"}

@@ -330,7 +330,7 @@ func TestStoppedAnswers(t *testing.T) {
 	// MAX_TOKENS is an answer, not an error.
 	p = raw(t, 200, "text/event-stream", `data: {"candidates": [{"content": {"parts": [{"text": "Lo"}],"role": "model"},"finishReason": "MAX_TOKENS","index": 0}],"usageMetadata": {"promptTokenCount": 3,"candidatesTokenCount": 1,"thoughtsTokenCount": 4,"totalTokenCount": 8}}`+"\n\n")
 	resp, err = p.Complete(context.Background(), provider.Request{Stream: true}, nil)
-	if err != nil || resp.Text != "Lo" || resp.FinishReason != "length" || resp.Usage != (provider.Usage{InputTokens: 3, OutputTokens: 5}) {
+	if err != nil || resp.Text != "Lo" || resp.FinishReason != "length" || resp.Usage != (provider.Usage{InputTokens: 3, OutputTokens: 5, ReasoningTokens: 4}) {
 		t.Errorf("%+v %v", resp, err)
 	}
 }
@@ -503,4 +503,15 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestThinkingAndCachedTokens reads Gemini's thoughtsTokenCount (reasoning,
+// part of the output) and cachedContentTokenCount (part of the prompt).
+func TestThinkingAndCachedTokens(t *testing.T) {
+	p := raw(t, 200, "application/json", `{"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":5000,"candidatesTokenCount":40,"totalTokenCount":5540,"cachedContentTokenCount":4096,"thoughtsTokenCount":500,"promptTokensDetails":[{"modality":"TEXT","tokenCount":5000}]},"modelVersion":"gemini-2.5-flash","responseId":"r1"}`)
+	resp, err := p.Complete(context.Background(), provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Content: "hi"}}}, nil)
+	want := provider.Usage{InputTokens: 5000, OutputTokens: 540, ReasoningTokens: 500, CacheReadTokens: 4096}
+	if err != nil || resp.Usage != want {
+		t.Fatalf("usage %+v (%v), want %+v", resp, err, want)
+	}
 }

@@ -44,6 +44,7 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 		}
 		body["generationConfig"] = gc
 	}
+	provider.ApplyEffort(body, c.effort, "generationConfig.thinkingConfig.thinkingBudget", true)
 	body["contents"] = contents
 	if req.System != "" {
 		body["systemInstruction"] = map[string]any{"parts": []any{map[string]any{"text": req.System}}}

@@ -33,6 +33,9 @@ type chunk struct {
 		PromptTokenCount     int `json:"promptTokenCount"`
 		CandidatesTokenCount int `json:"candidatesTokenCount"`
 		ThoughtsTokenCount   int `json:"thoughtsTokenCount"`
+		// CachedContentTokenCount is the part of the prompt read from
+		// the context cache (implicit caching on Gemini 2.5 and later).
+		CachedContentTokenCount int `json:"cachedContentTokenCount"`
 	} `json:"usageMetadata"`
 	Error json.RawMessage `json:"error"`
 }
@@ -97,8 +100,9 @@ func (d *decoder) feed(ch *chunk) error {
 	}
 	d.seen = true
 	if ch.UsageMetadata != nil {
-		d.usage = provider.Usage{InputTokens: ch.UsageMetadata.PromptTokenCount,
-			OutputTokens: ch.UsageMetadata.CandidatesTokenCount + ch.UsageMetadata.ThoughtsTokenCount}
+		u := ch.UsageMetadata
+		d.usage = provider.Usage{InputTokens: u.PromptTokenCount, OutputTokens: u.CandidatesTokenCount + u.ThoughtsTokenCount,
+			ReasoningTokens: u.ThoughtsTokenCount, CacheReadTokens: u.CachedContentTokenCount}
 	}
 	if pf := ch.PromptFeedback; pf != nil && pf.BlockReason != "" {
 		d.blocked, d.blockedMsg = pf.BlockReason, pf.BlockReasonMessage

@@ -49,6 +49,9 @@ type Client struct {
 // The current API takes it as a bearer token, the legacy one as
 // "Authorization: Key <api-key>".
 func New(cfg provider.Config) (provider.Provider, error) {
+	if err := cfg.RefuseEffort(); err != nil {
+		return nil, err
+	}
 	address := cfg.Credential("address")
 	key := cfg.Credential("api-key")
 	if address == "" {

@@ -41,6 +41,9 @@ type Client struct {
 // New builds a client. The api-key is required for the official address
 // only: a self-hosted deployment behind credentials.address may need none.
 func New(cfg provider.Config) (provider.Provider, error) {
+	if err := cfg.RefuseEffort(); err != nil {
+		return nil, err
+	}
 	address := cfg.Credential("address")
 	key := cfg.Credential("api-key")
 	if address == "" {

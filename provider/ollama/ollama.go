@@ -31,6 +31,9 @@ type Client struct {
 	cfg     provider.Config
 	url     string
 	headers map[string]string
+	// effort is provider.options.reasoning-effort, sent as think (true,
+	// or false for none) unless the settings have think.
+	effort provider.Effort
 }
 
 // New builds a client; no credential is required.
@@ -39,7 +42,11 @@ func New(cfg provider.Config) (provider.Provider, error) {
 	if address == "" {
 		address = DefaultAddress
 	}
-	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/api/chat"), headers: map[string]string{}}
+	effort, err := cfg.ReasoningEffort()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/api/chat"), headers: map[string]string{}, effort: effort}
 	if token := cfg.Credential("access-token", "api-key"); token != "" {
 		c.headers["Authorization"] = "Bearer " + token
 	}
@@ -68,6 +75,11 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	}
 	if req.Output != nil {
 		body["format"] = req.Output.Schema
+	}
+	if c.effort != "" {
+		if _, set := body["think"]; !set {
+			body["think"] = c.effort != provider.EffortNone
+		}
 	}
 	body["messages"] = msgs
 	body["stream"] = req.Stream

@@ -444,13 +444,30 @@ func (m *message) reasoning() string {
 	return m.Content.thinking + string(m.ReasoningContent) + string(m.Reasoning)
 }
 
+// usage is Chat Completions' usage object; the details are OpenAI's
+// (https://platform.openai.com/docs/api-reference/chat/object#chat/object-usage):
+// cached_tokens of the prompt, reasoning_tokens of the completion. Both
+// are already counted in prompt_tokens and completion_tokens.
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
 }
 
 func (u *usage) common() provider.Usage {
-	return provider.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+	out := provider.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+	if d := u.PromptTokensDetails; d != nil {
+		out.CacheReadTokens = d.CachedTokens
+	}
+	if d := u.CompletionTokensDetails; d != nil {
+		out.ReasoningTokens = d.ReasoningTokens
+	}
+	return out
 }
 
 type chunk struct {

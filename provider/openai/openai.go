@@ -1,11 +1,13 @@
 // Package openai speaks the OpenAI Chat Completions API
 // (POST /v1/chat/completions), streamed over server-sent events. It also
 // serves every OpenAI-compatible server (vLLM, llama.cpp's server, LM Studio,
-// OpenRouter, Groq) through credentials.address.
+// OpenRouter, Groq) through credentials.address. With provider.options.api:
+// responses it speaks the Responses API instead (responses.go).
 package openai
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/nbots/nb/provider"
@@ -28,6 +30,9 @@ type Client struct {
 	url      string
 	headers  map[string]string
 	official bool // the address is OpenAI's own
+	// effort is provider.options.reasoning-effort, sent as
+	// reasoning_effort unless the settings have it.
+	effort provider.Effort
 }
 
 // New builds a client. The access token is required for the official
@@ -42,14 +47,25 @@ func New(cfg provider.Config) (provider.Provider, error) {
 			return nil, &provider.MissingCredentialError{Provider: ID, Key: "access-token"}
 		}
 	}
-	c := &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/chat/completions"), headers: map[string]string{}, official: official}
+	effort, err := cfg.ReasoningEffort()
+	if err != nil {
+		return nil, err
+	}
+	headers := map[string]string{}
 	if token != "" {
-		c.headers["Authorization"] = "Bearer " + token
+		headers["Authorization"] = "Bearer " + token
 	}
 	if org := cfg.Credential("organization", "organization-id"); org != "" {
-		c.headers["OpenAI-Organization"] = org
+		headers["OpenAI-Organization"] = org
 	}
-	return c, nil
+	switch api := cfg.Option("api"); api {
+	case "", "chat":
+	case "responses":
+		return newResponses(cfg, address, headers, effort)
+	default:
+		return nil, fmt.Errorf("%s: provider.options.api: %q is not an API nb speaks (chat, the default, or responses)", ID, api)
+	}
+	return &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/chat/completions"), headers: headers, official: official, effort: effort}, nil
 }
 
 // ID implements provider.Provider.
@@ -81,6 +97,7 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	if err := req.Sampling.Apply(body, ID, SamplingNames(body, c.official)); err != nil {
 		return nil, err
 	}
+	provider.ApplyEffort(body, c.effort, "reasoning_effort", false)
 	return body, nil
 }
 

@@ -73,7 +73,7 @@ func chatCompletion(id string, created int64, model string, out *outcome) []byte
 	b = append(b, `,"refusal":null,"annotations":[]},"logprobs":null,"finish_reason":`...)
 	b = appendString(b, finishReason(out.res, len(out.calls)))
 	b = append(b, `}],"usage":`...)
-	b = appendChatUsage(b, out.res.Usage.InputTokens, out.res.Usage.OutputTokens)
+	b = appendChatUsage(b, out.res.Usage)
 	b = append(b, "}\n"...)
 	return b
 }
@@ -120,7 +120,7 @@ func (h *Handler) streamChat(w http.ResponseWriter, r *http.Request, t *turn, id
 	if includeUsage {
 		b = cs.head()
 		b = append(b, `"choices":[],"usage":`...)
-		b = appendChatUsage(b, out.res.Usage.InputTokens, out.res.Usage.OutputTokens)
+		b = appendChatUsage(b, out.res.Usage)
 		b = append(b, '}')
 		cs.data(b)
 	}

@@ -3,6 +3,8 @@ package openai
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/nbots/nb/provider"
 )
 
 // The answers are written by hand, field by field in the order OpenAI
@@ -71,13 +73,17 @@ func appendInt(dst []byte, n int64) []byte { return strconv.AppendInt(dst, n, 10
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // appendUsage appends chat completions' usage object.
-func appendChatUsage(dst []byte, in, out int) []byte {
+func appendChatUsage(dst []byte, u provider.Usage) []byte {
 	dst = append(dst, `{"prompt_tokens":`...)
-	dst = appendInt(dst, int64(in))
+	dst = appendInt(dst, int64(u.InputTokens))
 	dst = append(dst, `,"completion_tokens":`...)
-	dst = appendInt(dst, int64(out))
+	dst = appendInt(dst, int64(u.OutputTokens))
 	dst = append(dst, `,"total_tokens":`...)
-	dst = appendInt(dst, int64(in+out))
-	dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
+	dst = appendInt(dst, int64(u.InputTokens+u.OutputTokens))
+	dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+	dst = appendInt(dst, int64(u.CacheReadTokens))
+	dst = append(dst, `,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":`...)
+	dst = appendInt(dst, int64(u.ReasoningTokens))
+	dst = append(dst, `,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
 	return dst
 }

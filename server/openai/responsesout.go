@@ -130,6 +130,8 @@ func (r *responseObject) finish(out *outcome, now int64) {
 	}
 	r.CompletedAt = &now
 	u := &responseUsage{InputTokens: out.res.Usage.InputTokens, OutputTokens: out.res.Usage.OutputTokens}
+	u.InputTokensDetails.CachedTokens = out.res.Usage.CacheReadTokens
+	u.OutputTokensDetails.ReasoningTokens = out.res.Usage.ReasoningTokens
 	u.TotalTokens = u.InputTokens + u.OutputTokens
 	r.Usage = u
 }

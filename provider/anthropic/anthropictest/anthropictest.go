@@ -33,6 +33,9 @@ type Server struct {
 	Recorder *providertest.Recorder
 	// SplitBytes is the size of the pieces streams are written in (default 7).
 	SplitBytes int
+	// Cache, when set, simulates the prompt cache in the usage the fake
+	// reports; without it every answer reports 9 input tokens.
+	Cache *PromptCache
 
 	mu     sync.Mutex
 	header http.Header
@@ -94,11 +97,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if providertest.WriteReplyError(w, reply, ErrorBodies) {
 		return
 	}
+	usage := CacheUsage{Input: 9}
+	if s.Cache != nil {
+		usage = s.Cache.Use(body)
+	}
 	if turn.Stream {
-		s.stream(w, turn, reply)
+		s.stream(w, turn, reply, usage)
 		return
 	}
-	whole(w, turn, reply)
+	whole(w, turn, reply, usage)
 }
 
 func callID(c providertest.Call, i int) string {
@@ -108,14 +115,14 @@ func callID(c providertest.Call, i int) string {
 	return fmt.Sprintf("toolu_01fake%d", i)
 }
 
-func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply) {
+func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply, u CacheUsage) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(200)
 	n := providertest.SplitSize(s.SplitBytes)
 	send := func(typ, data string) {
 		providertest.WriteSplit(w, "event: "+typ+"\ndata: "+data+"\n\n", n)
 	}
-	send("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_01fake","type":"message","role":"assistant","content":[],"model":%s,"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":9,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}}`, providertest.JSONString(t.Model)))
+	send("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_01fake","type":"message","role":"assistant","content":[],"model":%s,"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,"output_tokens":1}}}`, providertest.JSONString(t.Model), u.Input, u.CacheCreation, u.CacheRead))
 	send("ping", `{"type": "ping"}`)
 	index := 0
 	if reply.Reasoning != "" {
@@ -172,7 +179,7 @@ func (s *Server) stream(w http.ResponseWriter, t providertest.Turn, reply provid
 	send("message_stop", `{"type":"message_stop"}`)
 }
 
-func whole(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply) {
+func whole(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply, u CacheUsage) {
 	content := []any{}
 	if reply.Reasoning != "" {
 		content = append(content, map[string]any{"type": "thinking", "thinking": reply.Reasoning, "signature": Signature})
@@ -195,7 +202,7 @@ func whole(w http.ResponseWriter, t providertest.Turn, reply providertest.Reply)
 	out := map[string]any{
 		"id": "msg_01fake", "type": "message", "role": "assistant", "model": t.Model, "content": content,
 		"stop_reason": stop, "stop_sequence": nil,
-		"usage": map[string]any{"input_tokens": 9, "output_tokens": 12},
+		"usage": map[string]any{"input_tokens": u.Input, "cache_creation_input_tokens": u.CacheCreation, "cache_read_input_tokens": u.CacheRead, "output_tokens": 12},
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(out) //nolint:errcheck // client may have gone
