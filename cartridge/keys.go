@@ -156,6 +156,19 @@ func warningLine(w string) int {
 	return n
 }
 
+// Nearest returns the key of known nearest to name (a typo of it), or ""
+// when none is near: other configuration readers (the gateway's) warn
+// about unknown keys the way cartridges do.
+func Nearest(name string, known []string) string {
+	best, bestDist := "", 3
+	for _, k := range known {
+		if d := distance(strings.ToLower(name), strings.ToLower(k)); d < bestDist && d < len(k) {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
 // suggestion names the known key nearest to name, or lists them all.
 func suggestion(name string, known []string) string {
 	best, bestDist := "", 3

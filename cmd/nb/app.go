@@ -94,6 +94,11 @@ func (a *App) Run() int {
 			a.loadDotEnv()
 			return a.serveCommand(args[1:])
 		}
+	case "gateway":
+		if isGatewayCommand(args) {
+			a.loadDotEnv()
+			return a.gatewayCommand(args[1:])
+		}
 	case "agents":
 		if isAgentsCommand(args) {
 			a.loadDotEnv()
@@ -244,6 +249,9 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
 
   nb serve [--listen localhost:3048] [DIR...]
   nb robopages serve|run|validate|view|create|install ...
+
+  nb gateway [--config FILE] [--workspace DIR] [--listen 127.0.0.1:18790]
+  nb gateway init | chat [-m MESSAGE] [-s SESSION] | pair CODE
 
   nb agents list http://host:port
   nb agents run http://host:port/NAME "message" [--tools cartridge.yml]

@@ -1,0 +1,571 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/gateway"
+	"github.com/nbots/nb/gateway/access"
+	"github.com/nbots/nb/gateway/bus"
+	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/config"
+	"github.com/nbots/nb/gateway/dispatch"
+	gwsession "github.com/nbots/nb/gateway/session"
+	"github.com/nbots/nb/gateway/web"
+	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/server"
+)
+
+// gatewayRuntime is what nb gateway built: the features that plug in
+// (memory, cron, heartbeat, budgets, skills, the platform channels) get
+// it through the registries below.
+type gatewayRuntime struct {
+	App      *App
+	Config   *config.Config
+	Host     bot.Host
+	Bot      *bot.Bot
+	Gateway  *gateway.Gateway
+	Sessions *gwsession.Manager
+	Access   *access.Checker
+	Log      *slog.Logger
+	// Channels are the channels the dispatcher delivers through; a hook
+	// may add its own.
+	Channels []channel.Channel
+	// Background are run beside the gateway until it stops (a
+	// scheduler, the heartbeat).
+	Background []func(ctx context.Context) error
+}
+
+// Registries the other gateway features fill from their init functions
+// (cmd/nb/gateway_cron.go and the like):
+var (
+	// gatewayHooks run once the gateway is built, before it starts.
+	gatewayHooks []func(ctx context.Context, rt *gatewayRuntime) error
+	// gatewaySubcommands are nb gateway NAME ... (cron, status).
+	gatewaySubcommands = map[string]func(a *App, args []string) error{}
+	// gatewayChannels build the platform channels of channels.<name>.
+	gatewayChannels = map[string]func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error){}
+)
+
+// isGatewayCommand tells nb gateway from a cartridge named gateway.
+func isGatewayCommand(args []string) bool {
+	if len(args) == 0 || args[0] != "gateway" {
+		return false
+	}
+	if len(args) >= 3 {
+		switch args[2] {
+		case "eval", "repl", "state", "cartridge", "mcp":
+			return false
+		}
+	}
+	return true
+}
+
+// gatewayCommand runs nb gateway ... with SIGINT and SIGTERM as its stop.
+func (a *App) gatewayCommand(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(args) > 0 {
+		switch args[0] {
+		case "init":
+			return a.report(a.gatewayInit(args[1:]))
+		case "pair":
+			return a.report(a.gatewayPair(args[1:]))
+		case "chat":
+			return a.report(a.gatewayChat(ctx, args[1:]))
+		}
+		if fn, ok := gatewaySubcommands[args[0]]; ok {
+			return a.report(fn(a, args[1:]))
+		}
+	}
+	return a.report(a.gatewayServe(ctx, args))
+}
+
+// gatewayFlags are the flags every nb gateway command takes.
+type gatewayFlags struct {
+	config, workspace *string
+}
+
+func (a *App) gatewayFlagSet(name, usage string) (*flag.FlagSet, gatewayFlags) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(a.Stderr)
+	f := gatewayFlags{
+		config:    fs.String("config", "", "the configuration `file` (default: NB_GATEWAY_CONFIG, $XDG_CONFIG_HOME/nb/gateway.json, ~/.nanobot/config.json)"),
+		workspace: fs.String("workspace", "", "the workspace `folder` (default: agents.defaults.workspace, else $XDG_DATA_HOME/nb/gateway)"),
+	}
+	fs.Usage = func() {
+		fmt.Fprint(a.Stderr, usage)
+		fs.PrintDefaults()
+	}
+	return fs, f
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) (bool, error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, nil
+		}
+		return false, &usageError{msg: err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return false, &usageError{msg: fmt.Sprintf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
+	}
+	return false, nil
+}
+
+// loadGatewayConfig finds and reads the configuration, printing its
+// warnings.
+func (a *App) loadGatewayConfig(f gatewayFlags) (*config.Config, error) {
+	env := config.Env(a.Environ)
+	path, err := config.Find(*f.config, env)
+	if err != nil {
+		return nil, err
+	}
+	c, err := config.Load(path, *f.workspace, env)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range c.Warnings {
+		fmt.Fprintln(a.Stderr, "nb: warning: "+w)
+	}
+	return c, nil
+}
+
+// pairingStore is where a workspace's approvals live: outside the
+// workspace, which the assistant's tools can write.
+func (a *App) pairingStore(workspace string) string {
+	base := a.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		base = filepath.Join(a.Getenv("HOME"), ".local", "state")
+	}
+	sum := sha256.Sum256([]byte(workspace))
+	return filepath.Join(base, "nb", "gateway", "pairing-"+hex.EncodeToString(sum[:6])+".json")
+}
+
+// accessRules are the channels' access settings.
+func accessRules(c *config.Config) (map[string]access.ChannelRules, error) {
+	rules := map[string]access.ChannelRules{}
+	for name := range c.Channels.Each {
+		cc, err := c.Channels.Channel(name)
+		if err != nil {
+			return nil, err
+		}
+		if !cc.Enabled {
+			continue
+		}
+		rules[name] = access.ChannelRules{AllowFrom: cc.AllowFrom, GroupPolicy: cc.GroupPolicy, NoPairing: name == "email"}
+	}
+	return rules, nil
+}
+
+// headerTransport adds providers.<name>.extraHeaders to the provider's
+// requests.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.headers {
+		r.Header.Set(k, v)
+	}
+	return t.base.RoundTrip(r)
+}
+
+// buildGateway builds the assistant and the gateway around it.
+func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logger) (*gatewayRuntime, error) {
+	for _, d := range gateway.Layout {
+		if err := os.MkdirAll(filepath.Join(c.Workspace, d), 0o700); err != nil {
+			return nil, fmt.Errorf("workspace %s: %w", c.Workspace, err)
+		}
+	}
+	host := a.host()
+	if h := c.ExtraHeaders(); len(h) > 0 {
+		base := *provider.DefaultHTTPClient()
+		rt := base.Transport
+		if rt == nil {
+			rt = http.DefaultTransport
+		}
+		base.Transport = headerTransport{base: rt, headers: h}
+		host.HTTPClient = &base
+	}
+	var cart *cartridge.Cartridge
+	var err error
+	if name := c.Agents.Defaults.Cartridge; name != "" {
+		if cart, err = host.Load(name); err != nil {
+			return nil, fmt.Errorf("agents.defaults.cartridge: %w", err)
+		}
+	} else {
+		var warnings []string
+		cart, warnings, err = c.Cartridge(cartridge.Default(host.LookupEnv), config.Env(a.Environ))
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range warnings {
+			fmt.Fprintln(a.Stderr, "nb: warning: "+w)
+		}
+	}
+	b, err := bot.New(ctx, cart, host)
+	if err != nil {
+		return nil, err
+	}
+	sessions, err := gwsession.NewManager(filepath.Join(c.Workspace, "sessions"))
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	sessions.Warn = func(msg string) { log.Warn(msg) }
+	rules, err := accessRules(c)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	checker := &access.Checker{Channels: rules, Store: a.pairingStore(c.Workspace), Warn: func(msg string) { log.Warn(msg) }}
+	var loc *time.Location
+	if tz := c.Agents.Defaults.Timezone; tz != "" {
+		if loc, err = time.LoadLocation(tz); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("agents.defaults.timezone: unknown time zone %q", tz)
+		}
+	}
+	g := &gateway.Gateway{
+		Bus: bus.NewLocal(), Sessions: sessions, Access: checker, Runner: gateway.BotRunner{Bot: b},
+		Prompt: &gateway.Prompt{Workspace: c.Workspace, Location: loc}, Log: log,
+	}
+	rt := &gatewayRuntime{App: a, Config: c, Host: host, Bot: b, Gateway: g, Sessions: sessions, Access: checker, Log: log}
+	for _, hook := range gatewayHooks {
+		if err := hook(ctx, rt); err != nil {
+			rt.close()
+			return nil, err
+		}
+	}
+	return rt, nil
+}
+
+func (rt *gatewayRuntime) close() {
+	rt.Gateway.Bus.Close()
+	rt.Sessions.Close()
+	rt.Bot.Close()
+}
+
+// gatewayLogger logs to standard error, as nb serve does.
+func (a *App) gatewayLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, &usageError{msg: fmt.Sprintf("--log-level %q: use debug, info, warn or error", level)}
+	}
+	return slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// gatewayServe runs nb gateway: the assistant, its channels and its
+// listener, until ctx ends.
+func (a *App) gatewayServe(ctx context.Context, args []string) error {
+	fs, f := a.gatewayFlagSet("nb gateway", "usage: nb gateway [flags]\n       nb gateway init | chat [-m MESSAGE] [-s SESSION] | pair CODE\n\nRuns the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). Flags:\n\n")
+	listen := fs.String("listen", "", "`host:port` of the web chat and /health (default: gateway.host and gateway.port, 127.0.0.1:18790)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	log, err := a.gatewayLogger(*logLevel)
+	if err != nil {
+		return err
+	}
+	if a.Getenv("GOMEMLIMIT") == "" {
+		// An always-on assistant should stay small: the collector works
+		// harder as the heap nears 24 MiB (a soft limit, never a failure).
+		debug.SetMemoryLimit(24 << 20)
+	}
+	c, err := a.loadGatewayConfig(f)
+	if err != nil {
+		return err
+	}
+	var tokens []*server.Token
+	if secret := a.Getenv("NB_GATEWAY_TOKEN"); secret != "" {
+		t, err := server.NewToken("", secret)
+		if err != nil {
+			return fmt.Errorf("NB_GATEWAY_TOKEN: %w", err)
+		}
+		tokens = []*server.Token{t}
+	}
+	addr := *listen
+	if addr == "" {
+		host, port := c.Gateway.Host, c.Gateway.Port
+		if port == 0 {
+			port = 18790
+		}
+		if host == "" || ((host == "0.0.0.0" || host == "::") && len(tokens) == 0) {
+			if host != "" {
+				fmt.Fprintf(a.Stderr, "nb: warning: gateway.host is %s, but without NB_GATEWAY_TOKEN the gateway listens on 127.0.0.1 only (nanobot bound no server there)\n", host)
+			}
+			host = "127.0.0.1"
+		}
+		addr = net.JoinHostPort(host, strconv.Itoa(port))
+	}
+	if err := server.CheckListen(addr, len(tokens)); err != nil {
+		return fmt.Errorf("refusing to listen on %s without a token: anyone who reaches it could talk to your assistant; set NB_GATEWAY_TOKEN to a secret of %d or more random characters, or listen on 127.0.0.1", addr, server.MinTokenLength)
+	}
+	lns, err := server.Listen(addr)
+	if err != nil {
+		return err
+	}
+	rt, err := a.buildGateway(ctx, c, log)
+	if err != nil {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		return err
+	}
+	defer rt.close()
+	g := rt.Gateway
+	ws := &web.Server{Gateway: g, Sessions: rt.Sessions, Tokens: tokens, Log: log}
+	rt.Channels = append([]channel.Channel{ws}, rt.Channels...)
+	for name := range c.Channels.Each {
+		cc, _ := c.Channels.Channel(name)
+		if !cc.Enabled {
+			continue
+		}
+		build, ok := gatewayChannels[name]
+		if !ok {
+			g.Expect(name)
+			g.Connected(name, fmt.Errorf("channel %s is not supported by this nb", name))
+			log.Error("channel not started: this nb has no such channel", "channel", name)
+			continue
+		}
+		ch, err := build(c.Channels.Each[name], rt)
+		if err != nil {
+			return fmt.Errorf("channels.%s: %w", name, err)
+		}
+		rt.Channels = append(rt.Channels, ch)
+	}
+	d := &dispatch.Dispatcher{Bus: g.Bus, Channels: rt.Channels, Log: log, Progress: c.Channels.Progress(), ToolHints: c.Channels.SendToolHints, MaxRetries: c.Channels.MaxRetries()}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	run := func(fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(runCtx) //nolint:errcheck // each logs its own failures
+		}()
+	}
+	run(g.Run)
+	run(d.Run)
+	for _, ch := range rt.Channels {
+		g.Expect(ch.Name())
+		run(func(ctx context.Context) error { return g.RunChannel(ctx, ch) })
+	}
+	for _, bg := range rt.Background {
+		run(bg)
+	}
+	hs := &http.Server{Handler: ws.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	for _, ln := range lns {
+		go hs.Serve(ln) //nolint:errcheck // ErrServerClosed at shutdown
+	}
+	log.Info("nb gateway started", "listen", lns[0].Addr().String(), "workspace", c.Workspace, "config", orDefaultName(c.Path), "model", g.Runner.Model())
+	if c.RestrictToWorkspace() {
+		if st := rt.Bot.Builtins(); st.Exec != nil {
+			log.Info("exec", "status", st.Exec.String())
+		}
+	}
+	<-ctx.Done()
+	log.Info("nb gateway stopping")
+	shut, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	hs.Shutdown(shut) //nolint:errcheck // best effort
+	cancel()
+	wg.Wait()
+	return nil
+}
+
+func orDefaultName(p string) string {
+	if p == "" {
+		return "(built-in default)"
+	}
+	return p
+}
+
+// gatewayInit writes the starting configuration and the workspace
+// templates, never overwriting a file.
+func (a *App) gatewayInit(args []string) error {
+	fs, f := a.gatewayFlagSet("nb gateway init", "usage: nb gateway init [--config FILE] [--workspace DIR]\n\nWrites a commented starting configuration (default $XDG_CONFIG_HOME/nb/gateway.json)\nand the workspace's templates; an existing file is never overwritten. Flags:\n\n")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	path := *f.config
+	if path == "" {
+		path = config.NBPath(config.Env(a.Environ))
+	}
+	if path == "" {
+		return errors.New("nb gateway init: neither XDG_CONFIG_HOME nor HOME is set: pass --config FILE")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	cf, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case errors.Is(err, os.ErrExist):
+		fmt.Fprintf(a.Stdout, "kept      %s (it exists)\n", path)
+	case err != nil:
+		return err
+	default:
+		_, err = cf.Write(config.Starter)
+		if cerr := cf.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.Stdout, "wrote     %s\n", path)
+	}
+	c, err := config.Load(path, *f.workspace, config.Env(append(a.Environ, "ANTHROPIC_API_KEY=", "BRAVE_API_KEY=")))
+	if err != nil {
+		return err
+	}
+	written, err := gateway.InitWorkspace(c.Workspace)
+	for _, w := range written {
+		fmt.Fprintf(a.Stdout, "wrote     %s\n", w)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.Stdout, "workspace %s\nnext: edit %s, then run nb gateway and open http://127.0.0.1:18790/\n", c.Workspace, path)
+	return nil
+}
+
+// gatewayPair approves a pairing code.
+func (a *App) gatewayPair(args []string) error {
+	fs, f := a.gatewayFlagSet("nb gateway pair", "usage: nb gateway pair CODE\n\nLets the sender who was given CODE talk to the assistant. Flags:\n\n")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return &usageError{msg: err.Error()}
+	}
+	if fs.NArg() != 1 {
+		return &usageError{msg: "nb gateway pair: give the pairing code (ABCD-EFGH)"}
+	}
+	c, err := a.loadGatewayConfig(f)
+	if err != nil {
+		return err
+	}
+	checker := &access.Checker{Store: a.pairingStore(c.Workspace)}
+	ap, err := checker.Approve(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.Stdout, "paired %s:%s: they can talk to the assistant now\n", ap.Channel, ap.SenderID)
+	return nil
+}
+
+// gatewayChat talks to the assistant from the terminal, on the
+// workspace's session cli:direct (or -s), locked against the running
+// gateway's turns on it.
+func (a *App) gatewayChat(ctx context.Context, args []string) error {
+	fs, f := a.gatewayFlagSet("nb gateway chat", "usage: nb gateway chat [-m MESSAGE] [-s SESSION]\n\nTalks to the assistant from the terminal: one message, or a conversation\n(exit, quit, /exit, /quit, :q or Ctrl-D to leave). Flags:\n\n")
+	message := fs.String("m", "", "one `message`: print the answer and exit")
+	sessionKey := fs.String("s", "cli:direct", "the `session` key")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := a.loadGatewayConfig(f)
+	if err != nil {
+		return err
+	}
+	rt, err := a.buildGateway(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer rt.close()
+	g := rt.Gateway
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go g.Run(runCtx) //nolint:errcheck // ends with runCtx
+	replies := make(chan bus.Outbound, 16)
+	go g.Bus.Outbound(runCtx, gateway.CLIChannel, func(ctx context.Context, m bus.Outbound) error { //nolint:errcheck // same
+		select {
+		case replies <- m:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	chat := "direct"
+	override := ""
+	if *sessionKey != "cli:direct" {
+		override = *sessionKey
+	}
+	ask := func(text string) error {
+		m := bus.Inbound{Channel: gateway.CLIChannel, SenderID: "user", ChatID: chat, Content: text, Timestamp: time.Now(), SessionKeyOverride: override}
+		if err := g.Inbox(gateway.CLIChannel).Publish(ctx, m); err != nil {
+			return err
+		}
+		for {
+			select {
+			case r := <-replies:
+				switch r.Kind {
+				case bus.ToolHint:
+					fmt.Fprintf(a.Stderr, "  ⚙ %s\n", r.Content)
+				case bus.Progress:
+					if s, _ := r.Metadata[channel.MetaStreamed].(bool); !s {
+						fmt.Fprintf(a.Stderr, "  %s\n", r.Content)
+					}
+				case bus.Error:
+					fmt.Fprintln(a.Stdout, r.Content)
+					return nil
+				default:
+					fmt.Fprintln(a.Stdout, r.Content)
+					return nil
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	if *message != "" {
+		return ask(*message)
+	}
+	in := bufio.NewScanner(a.Stdin)
+	in.Buffer(nil, 1<<20)
+	for {
+		fmt.Fprint(a.Stdout, "🐈 > ")
+		if !in.Scan() {
+			fmt.Fprintln(a.Stdout)
+			return in.Err()
+		}
+		line := strings.TrimSpace(in.Text())
+		switch line {
+		case "":
+			continue
+		case "exit", "quit", "/exit", "/quit", ":q":
+			return nil
+		}
+		if err := ask(line); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		}
+	}
+}

@@ -1,0 +1,416 @@
+// Package access decides who may talk to the gateway's assistant and
+// where it may send: one function, Authorize, that every entry point
+// crosses (channel messages, the web chat, cron jobs, the heartbeat,
+// sub-agents, the message tool's targets, the terminal). It denies by
+// default: a channel's allowFrom lists exact identities, an empty list
+// admits nobody, and an unknown sender of a direct message gets a pairing
+// code that the owner approves (nb gateway pair CODE, or /pair CODE from
+// an allowed chat). Approvals live in a store outside the workspace, where
+// the assistant's own tools cannot write.
+package access
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nbots/nb/internal/atomicfile"
+)
+
+// Entry names an entry point.
+type Entry string
+
+// Entry points.
+const (
+	// Channel is a message from a chat platform.
+	Channel Entry = "channel"
+	// Web is the web chat and the websocket of the gateway's listener.
+	Web Entry = "web"
+	// Terminal is nb gateway chat, run by the owner on this machine.
+	Terminal Entry = "terminal"
+	// Cron is a cron job's turn and its delivery.
+	Cron Entry = "cron"
+	// Heartbeat is the heartbeat's turn and its delivery.
+	Heartbeat Entry = "heartbeat"
+	// Subagent is a sub-agent's result going back to its session.
+	Subagent Entry = "subagent"
+	// MessageTool is the message tool sending to a chat.
+	MessageTool Entry = "message_tool"
+)
+
+// Request is what is to be authorised.
+type Request struct {
+	Entry Entry
+	// Channel, SenderID and ChatID say who writes (Channel) or where the
+	// message goes (the other entries).
+	Channel, SenderID, ChatID string
+	// Group is true for a message in a group chat; Mentioned when it
+	// mentions the bot.
+	Group, Mentioned bool
+	// Authenticated is true when the listener authenticated the request
+	// (Web: a loopback request from the gateway's own page, or a token).
+	Authenticated bool
+}
+
+// Verdict is the decision.
+type Verdict int
+
+// Verdicts.
+const (
+	// Deny: nothing is answered, nothing is sent.
+	Deny Verdict = iota
+	// Allow: the turn runs, or the message is sent.
+	Allow
+	// Ignore: a group message that does not concern the bot.
+	Ignore
+	// Pair: an unknown sender of a direct message; Decision.Code is its
+	// pairing code, Decision.NewCode says whether to tell it (once).
+	Pair
+)
+
+// Decision is Authorize's answer.
+type Decision struct {
+	Verdict Verdict
+	// Reason says why, for the log.
+	Reason string
+	// Code is the pairing code (Pair); NewCode is true the first time.
+	Code    string
+	NewCode bool
+}
+
+// ChannelRules are a channel's access settings.
+type ChannelRules struct {
+	// AllowFrom are the identities that may talk: "<id>", or
+	// "<channel>:<id>"; "*" admits everyone.
+	AllowFrom []string
+	// GroupPolicy is "mention" (the default: answer in groups when
+	// mentioned) or "open" (answer every group message).
+	GroupPolicy string
+	// NoPairing turns pairing codes off (email: a code would go to
+	// whoever forged a From).
+	NoPairing bool
+}
+
+// CodeLifetime is how long a pairing code can be approved.
+const CodeLifetime = 10 * time.Minute
+
+// Checker holds the rules and the pairing store.
+type Checker struct {
+	// Channels are the rules of each channel by name.
+	Channels map[string]ChannelRules
+	// Store is the pairing store's file.
+	Store string
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+	// Warn receives a repaired store's warning.
+	Warn func(string)
+
+	mu       sync.Mutex
+	state    store
+	modTime  time.Time
+	size     int64
+	recorded map[string]bool // destinations allowed senders wrote from
+}
+
+type store struct {
+	Pending  []Pending  `json:"pending"`
+	Approved []Approval `json:"approved"`
+}
+
+// Pending is a pairing code waiting for the owner.
+type Pending struct {
+	Code     string    `json:"code"`
+	Channel  string    `json:"channel"`
+	SenderID string    `json:"sender_id"`
+	ChatID   string    `json:"chat_id"`
+	Expires  time.Time `json:"expires"`
+}
+
+// Approval is a sender the owner paired.
+type Approval struct {
+	Channel  string    `json:"channel"`
+	SenderID string    `json:"sender_id"`
+	ChatID   string    `json:"chat_id"`
+	At       time.Time `json:"at"`
+}
+
+func (c *Checker) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// Authorize is the one check of every entry point.
+func (c *Checker) Authorize(r Request) Decision {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch r.Entry {
+	case Terminal:
+		return Decision{Verdict: Allow, Reason: "the owner's terminal"}
+	case Web:
+		if r.Authenticated {
+			return Decision{Verdict: Allow, Reason: "the gateway's web chat (loopback or token)"}
+		}
+		return Decision{Reason: "an unauthenticated web request"}
+	case Channel:
+		return c.channelLocked(r)
+	case Cron, Heartbeat, Subagent, MessageTool:
+		if c.destinationLocked(r.Channel, r.ChatID) {
+			return Decision{Verdict: Allow, Reason: "an allowed destination"}
+		}
+		return Decision{Reason: fmt.Sprintf("%s:%s is not a chat of an allowed sender", r.Channel, r.ChatID)}
+	}
+	return Decision{Reason: "an unknown entry point"}
+}
+
+func (c *Checker) channelLocked(r Request) Decision {
+	rules, ok := c.Channels[r.Channel]
+	if !ok {
+		return Decision{Reason: "channel " + r.Channel + " is not configured"}
+	}
+	if r.SenderID == "" {
+		return Decision{Reason: "a message without a sender"}
+	}
+	if r.Group && !r.Mentioned && rules.GroupPolicy != "open" {
+		return Decision{Verdict: Ignore, Reason: "a group message without a mention"}
+	}
+	if matches(r.Channel, rules.AllowFrom, r.SenderID) {
+		c.record(r.Channel, r.ChatID)
+		return Decision{Verdict: Allow, Reason: "in allowFrom"}
+	}
+	c.reloadLocked()
+	for _, a := range c.state.Approved {
+		if a.Channel == r.Channel && a.SenderID == r.SenderID {
+			c.record(r.Channel, r.ChatID)
+			return Decision{Verdict: Allow, Reason: "paired"}
+		}
+	}
+	if r.Group || rules.NoPairing {
+		return Decision{Reason: "not in allowFrom"}
+	}
+	now := c.now()
+	for _, p := range c.state.Pending {
+		if p.Channel == r.Channel && p.SenderID == r.SenderID && now.Before(p.Expires) {
+			return Decision{Verdict: Pair, Code: p.Code, Reason: "waiting for pairing"}
+		}
+	}
+	code := c.newCodeLocked()
+	err := c.updateLocked(func(s *store) error {
+		s.Pending = append(s.Pending, Pending{Code: code, Channel: r.Channel, SenderID: r.SenderID, ChatID: r.ChatID, Expires: now.Add(CodeLifetime)})
+		return nil
+	})
+	if err != nil {
+		return Decision{Reason: "pairing store: " + err.Error()}
+	}
+	return Decision{Verdict: Pair, Code: code, NewCode: true, Reason: "an unknown sender: pairing code issued"}
+}
+
+// record remembers a chat an allowed sender wrote from: the assistant may
+// send there later (cron, heartbeat, message tool).
+func (c *Checker) record(channel, chat string) {
+	if c.recorded == nil {
+		c.recorded = map[string]bool{}
+	}
+	c.recorded[channel+"\x00"+chat] = true
+}
+
+// destinationLocked tells whether the assistant may send to chat: the
+// local chats, a chat an allowed sender wrote from, or a chat whose id an
+// allowFrom entry or an approval names.
+func (c *Checker) destinationLocked(channel, chat string) bool {
+	switch channel {
+	case "cli", "web", "system":
+		return chat != ""
+	}
+	if channel == "" || chat == "" {
+		return false
+	}
+	if c.recorded[channel+"\x00"+chat] {
+		return true
+	}
+	rules, ok := c.Channels[channel]
+	if !ok {
+		return false
+	}
+	if matches(channel, rules.AllowFrom, chat) && !slices.Contains(rules.AllowFrom, "*") {
+		return true
+	}
+	c.reloadLocked()
+	for _, a := range c.state.Approved {
+		if a.Channel == channel && (a.ChatID == chat || a.SenderID == chat) {
+			return true
+		}
+	}
+	return false
+}
+
+// matches applies allowFrom to a sender: exact entries, with or without
+// the "<channel>:" prefix, "*" for everyone; Telegram's senders are
+// "<id>|<username>" and either part may match (Telegram only).
+func matches(channel string, allow []string, sender string) bool {
+	if sender == "" {
+		return false
+	}
+	ids := []string{sender}
+	if channel == "telegram" && strings.Contains(sender, "|") {
+		ids = append(ids, strings.Split(sender, "|")...)
+	}
+	for _, e := range allow {
+		e = strings.TrimSpace(e)
+		if e == "*" {
+			return true
+		}
+		e = strings.TrimPrefix(e, channel+":")
+		if e == "" {
+			continue
+		}
+		for _, id := range ids {
+			if id != "" && (e == id || (channel == "telegram" && strings.TrimPrefix(e, "@") == id)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// codeAlphabet leaves out letters and digits that look alike.
+const codeAlphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+
+func (c *Checker) newCodeLocked() string {
+	for {
+		var b [8]byte
+		rand.Read(b[:]) //nolint:errcheck // never fails
+		var s strings.Builder
+		for i, x := range b {
+			if i == 4 {
+				s.WriteByte('-')
+			}
+			s.WriteByte(codeAlphabet[int(x)%len(codeAlphabet)])
+		}
+		code := s.String()
+		if !slices.ContainsFunc(c.state.Pending, func(p Pending) bool { return p.Code == code }) {
+			return code
+		}
+	}
+}
+
+// Approve pairs the sender of code; it fails on an unknown or expired
+// code.
+func (c *Checker) Approve(code string) (Approval, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	code = strings.ToUpper(strings.TrimSpace(code))
+	var got Approval
+	err := c.updateLocked(func(s *store) error {
+		now := c.now()
+		for i, p := range s.Pending {
+			if p.Code != code {
+				continue
+			}
+			s.Pending = append(s.Pending[:i], s.Pending[i+1:]...)
+			if !now.Before(p.Expires) {
+				return fmt.Errorf("pairing code %s has expired (codes live %v): ask the sender to write again for a new one", code, CodeLifetime)
+			}
+			got = Approval{Channel: p.Channel, SenderID: p.SenderID, ChatID: p.ChatID, At: now}
+			s.Approved = append(s.Approved, got)
+			return nil
+		}
+		return fmt.Errorf("no pairing code %s is waiting (codes live %v)", code, CodeLifetime)
+	})
+	return got, err
+}
+
+// Approved lists the paired senders.
+func (c *Checker) Approved() []Approval {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reloadLocked()
+	return slices.Clone(c.state.Approved)
+}
+
+// reloadLocked rereads the store when another process changed it.
+func (c *Checker) reloadLocked() {
+	if c.Store == "" {
+		return
+	}
+	fi, err := os.Stat(c.Store)
+	if err != nil {
+		return
+	}
+	if fi.ModTime().Equal(c.modTime) && fi.Size() == c.size {
+		return
+	}
+	c.state = c.readLocked()
+	c.modTime, c.size = fi.ModTime(), fi.Size()
+}
+
+func (c *Checker) readLocked() store {
+	var s store
+	data, err := os.ReadFile(c.Store)
+	if err != nil {
+		return s
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		if c.Warn != nil {
+			c.Warn(fmt.Sprintf("pairing store %s is not valid JSON (%v): starting from an empty one; approvals must be given again", c.Store, err))
+		}
+		return store{}
+	}
+	return s
+}
+
+// updateLocked changes the store under an exclusive lock shared with the
+// other processes (nb gateway pair while the gateway runs), and writes it
+// atomically.
+func (c *Checker) updateLocked(change func(*store) error) error {
+	if c.Store == "" {
+		return change(&c.state)
+	}
+	if err := os.MkdirAll(filepath.Dir(c.Store), 0o700); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(c.Store+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing unlocks too
+	s := c.readLocked()
+	now := c.now()
+	s.Pending = slices.DeleteFunc(s.Pending, func(p Pending) bool { return now.Sub(p.Expires) > time.Hour })
+	if err := change(&s); err != nil {
+		c.state = s
+		if werr := writeJSON(c.Store, s); werr != nil {
+			return errors.Join(err, werr)
+		}
+		return err
+	}
+	c.state = s
+	if err := writeJSON(c.Store, s); err != nil {
+		return fmt.Errorf("pairing store %s: %w", c.Store, err)
+	}
+	if fi, err := os.Stat(c.Store); err == nil {
+		c.modTime, c.size = fi.ModTime(), fi.Size()
+	}
+	return nil
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, append(data, '\n'), 0o600)
+}

@@ -1,0 +1,142 @@
+package access
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func newChecker(t *testing.T) (*Checker, *time.Time) {
+	t.Helper()
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	c := &Checker{
+		Store: filepath.Join(t.TempDir(), "pairing.json"),
+		Now:   func() time.Time { return now },
+		Channels: map[string]ChannelRules{
+			"telegram": {AllowFrom: []string{"111", "bob", "444|carol"}},
+			"discord":  {AllowFrom: []string{"discord:900"}, GroupPolicy: "open"},
+			"email":    {AllowFrom: []string{"allow@email.com"}, NoPairing: true},
+			"slack":    {AllowFrom: nil},
+			"matrix":   {AllowFrom: []string{"*"}},
+		},
+	}
+	return c, &now
+}
+
+// TestAuthorize is the table of every entry point.
+func TestAuthorize(t *testing.T) {
+	c, _ := newChecker(t)
+	// An allowed sender writes from a chat: the assistant may send there later.
+	if d := c.Authorize(Request{Entry: Channel, Channel: "telegram", SenderID: "111|alice", ChatID: "555"}); d.Verdict != Allow {
+		t.Fatal(d)
+	}
+	for _, tc := range []struct {
+		name string
+		r    Request
+		want Verdict
+	}{
+		// channels
+		{"telegram id|username, id part", Request{Entry: Channel, Channel: "telegram", SenderID: "111|zed"}, Allow},
+		{"telegram id|username, username part", Request{Entry: Channel, Channel: "telegram", SenderID: "222|bob"}, Allow},
+		{"telegram whole id|username entry", Request{Entry: Channel, Channel: "telegram", SenderID: "444|carol"}, Allow},
+		{"telegram whole entry is not a part", Request{Entry: Channel, Channel: "telegram", SenderID: "444|dan"}, Pair},
+		{"telegram unknown", Request{Entry: Channel, Channel: "telegram", SenderID: "333|eve"}, Pair},
+		{"telegram group, no mention", Request{Entry: Channel, Channel: "telegram", SenderID: "111|alice", Group: true}, Ignore},
+		{"telegram group, mentioned", Request{Entry: Channel, Channel: "telegram", SenderID: "111|alice", Group: true, Mentioned: true}, Allow},
+		{"telegram group, unknown, mentioned: no pairing in groups", Request{Entry: Channel, Channel: "telegram", SenderID: "9|x", Group: true, Mentioned: true}, Deny},
+		{"channel-prefixed entry", Request{Entry: Channel, Channel: "discord", SenderID: "900"}, Allow},
+		{"open groups", Request{Entry: Channel, Channel: "discord", SenderID: "900", Group: true}, Allow},
+		{"the | split is Telegram's only", Request{Entry: Channel, Channel: "email", SenderID: "attacker|allow@email.com"}, Deny},
+		{"email exact", Request{Entry: Channel, Channel: "email", SenderID: "allow@email.com"}, Allow},
+		{"empty allowFrom admits nobody (pairing)", Request{Entry: Channel, Channel: "slack", SenderID: "U1"}, Pair},
+		{"star", Request{Entry: Channel, Channel: "matrix", SenderID: "@x:y"}, Allow},
+		{"unconfigured channel", Request{Entry: Channel, Channel: "qq", SenderID: "1"}, Deny},
+		{"empty sender", Request{Entry: Channel, Channel: "matrix", SenderID: ""}, Deny},
+		// web chat and terminal
+		{"web authenticated", Request{Entry: Web, ChatID: "a", Authenticated: true}, Allow},
+		{"web unauthenticated", Request{Entry: Web, ChatID: "a"}, Deny},
+		{"terminal", Request{Entry: Terminal, Channel: "cli", ChatID: "direct"}, Allow},
+		// cron, heartbeat, sub-agents, message tool: destinations
+		{"cron to a chat an allowed sender used", Request{Entry: Cron, Channel: "telegram", ChatID: "555"}, Allow},
+		{"cron to a stranger's chat", Request{Entry: Cron, Channel: "telegram", ChatID: "666"}, Deny},
+		{"cron to the terminal", Request{Entry: Cron, Channel: "cli", ChatID: "direct"}, Allow},
+		{"heartbeat to an allowFrom id", Request{Entry: Heartbeat, Channel: "telegram", ChatID: "bob"}, Allow},
+		{"heartbeat nowhere", Request{Entry: Heartbeat}, Deny},
+		{"subagent back to its web session", Request{Entry: Subagent, Channel: "web", ChatID: "s1"}, Allow},
+		{"subagent to a stranger", Request{Entry: Subagent, Channel: "slack", ChatID: "U1"}, Deny},
+		{"message tool to a stranger", Request{Entry: MessageTool, Channel: "telegram", ChatID: "777"}, Deny},
+		{"message tool to everyone's channel needs a known chat", Request{Entry: MessageTool, Channel: "matrix", ChatID: "!room"}, Deny},
+		{"message tool to an unconfigured channel", Request{Entry: MessageTool, Channel: "qq", ChatID: "1"}, Deny},
+		{"unknown entry", Request{Entry: "sdk"}, Deny},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if d := c.Authorize(tc.r); d.Verdict != tc.want {
+				t.Fatalf("%+v: got %+v", tc.r, d)
+			}
+		})
+	}
+}
+
+func TestPairing(t *testing.T) {
+	c, now := newChecker(t)
+	eve := Request{Entry: Channel, Channel: "telegram", SenderID: "333|eve", ChatID: "333"}
+	d := c.Authorize(eve)
+	if d.Verdict != Pair || !d.NewCode || !regexp.MustCompile(`^[A-Z2-9]{4}-[A-Z2-9]{4}$`).MatchString(d.Code) {
+		t.Fatalf("%+v", d)
+	}
+	// Told once: the second message gets the same code, not announced again.
+	if d2 := c.Authorize(eve); d2.Verdict != Pair || d2.NewCode || d2.Code != d.Code {
+		t.Fatalf("%+v", d2)
+	}
+	other := c.Authorize(Request{Entry: Channel, Channel: "slack", SenderID: "U2", ChatID: "D2"})
+	if other.Code == d.Code {
+		t.Fatal("codes are not unique")
+	}
+	// Another process (nb gateway pair) approves through the store.
+	cli := &Checker{Store: c.Store, Now: c.Now}
+	if _, err := cli.Approve("nope-nope"); err == nil || !strings.Contains(err.Error(), "no pairing code NOPE-NOPE") {
+		t.Fatal(err)
+	}
+	a, err := cli.Approve(strings.ToLower(d.Code))
+	if err != nil || a.SenderID != "333|eve" {
+		t.Fatal(a, err)
+	}
+	if _, err := cli.Approve(d.Code); err == nil {
+		t.Fatal("a code approved twice")
+	}
+	// The running gateway sees it without a restart.
+	*now = now.Add(time.Second) // a different mtime is not needed: size changes too
+	if d := c.Authorize(eve); d.Verdict != Allow {
+		t.Fatalf("%+v", d)
+	}
+	if d := c.Authorize(Request{Entry: MessageTool, Channel: "telegram", ChatID: "333"}); d.Verdict != Allow {
+		t.Fatalf("a paired chat is a destination: %+v", d)
+	}
+	// Expired codes cannot be approved; issuing a code keeps approvals.
+	*now = now.Add(CodeLifetime + time.Minute)
+	if _, err := cli.Approve(other.Code); err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Fatal(err)
+	}
+	if d := c.Authorize(Request{Entry: Channel, Channel: "slack", SenderID: "U3", ChatID: "D3"}); d.Verdict != Pair || !d.NewCode {
+		t.Fatal(d)
+	}
+	if len(cli.Approved()) != 1 {
+		t.Fatal(cli.Approved())
+	}
+}
+
+func TestCorruptedStoreResets(t *testing.T) {
+	c, _ := newChecker(t)
+	var warned string
+	c.Warn = func(s string) { warned = s }
+	os.WriteFile(c.Store, []byte("{not json"), 0o600)
+	if d := c.Authorize(Request{Entry: Channel, Channel: "telegram", SenderID: "4|z", ChatID: "4"}); d.Verdict != Pair {
+		t.Fatal(d)
+	}
+	if !strings.Contains(warned, "not valid JSON") {
+		t.Fatal(warned)
+	}
+}

@@ -1,0 +1,113 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/nbots/nb/gateway/bus"
+)
+
+// helpText is /help's answer.
+const helpText = `🐈 nb commands:
+/new — Start a new conversation (what it held goes to memory first)
+/stop — Stop the current task
+/status — Model, session size and today's token use
+/pair CODE — Let the sender of a pairing code talk to me
+/help — Show available commands`
+
+// command runs an in-chat command; ok is false for an ordinary message.
+func (g *Gateway) command(ctx context.Context, m bus.Inbound) (reply string, ok bool) {
+	text := strings.TrimSpace(m.Content)
+	if !strings.HasPrefix(text, "/") {
+		return "", false
+	}
+	name, arg, _ := strings.Cut(text, " ")
+	switch strings.ToLower(name) {
+	case "/help":
+		return helpText, true
+	case "/new":
+		return g.newSession(ctx, m.SessionKey()), true
+	case "/stop":
+		return g.stop(m.SessionKey()), true
+	case "/status":
+		return g.status(m.SessionKey()), true
+	case "/pair":
+		code := strings.TrimSpace(arg)
+		if code == "" {
+			return "Usage: /pair CODE", true
+		}
+		a, err := g.Access.Approve(code)
+		if err != nil {
+			return err.Error(), true
+		}
+		return fmt.Sprintf("Paired %s:%s: they can talk to me now.", a.Channel, a.SenderID), true
+	}
+	return "", false
+}
+
+// newSession archives the session into memory (when the memory package
+// is plugged in), then clears it, under the session's lock.
+func (g *Gateway) newSession(ctx context.Context, key string) string {
+	sess, err := g.Sessions.Get(key)
+	if err != nil {
+		g.log().Error("/new", "session", key, "error", err)
+		return errorReply
+	}
+	unlock, err := sess.Lock(ctx)
+	if err != nil {
+		return errorReply
+	}
+	defer unlock()
+	if g.Consolidator != nil {
+		if err := g.Consolidator.Archive(ctx, sess); err != nil {
+			g.log().Error("/new: memory archival failed", "session", key, "error", err)
+			return "Memory archival failed, session not cleared. Please try again."
+		}
+	}
+	if err := sess.Clear(); err != nil {
+		g.log().Error("/new", "session", key, "error", err)
+		return errorReply
+	}
+	return "New session started."
+}
+
+// status is /status's answer.
+func (g *Gateway) status(key string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "🐈 nb gateway\nModel: %s\n", g.Runner.Model())
+	if sess, err := g.Sessions.Get(key); err == nil {
+		m := sess.Meta()
+		fmt.Fprintf(&b, "Session: %s, %d messages (%d unconsolidated), %s\n", key, sess.Len(), sess.Len()-m.LastConsolidated, size(sess.Size()))
+	}
+	g.mu.Lock()
+	total := 0
+	var sources []string
+	for s, n := range g.tokens {
+		total += n
+		sources = append(sources, fmt.Sprintf("%s %d", s, n))
+	}
+	g.mu.Unlock()
+	sort.Strings(sources)
+	fmt.Fprintf(&b, "Tokens today: %d", total)
+	if len(sources) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(sources, ", "))
+	}
+	if g.Budget != nil {
+		if s := g.Budget.Status(key); s != "" {
+			fmt.Fprintf(&b, "\nBudget: %s", s)
+		}
+	}
+	return b.String()
+}
+
+func size(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

@@ -1,0 +1,144 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nbots/nb/gateway/bus"
+	"github.com/nbots/nb/gateway/channel"
+)
+
+// fakeChannel records sends and answers with scripted errors.
+type fakeChannel struct {
+	mu     sync.Mutex
+	sends  []bus.Outbound
+	at     []time.Time
+	errs   map[string][]error // chat -> errors of the next sends
+	edits  int
+	block  chan struct{}
+	edits2 bool
+}
+
+func (f *fakeChannel) Name() string { return "fake" }
+func (f *fakeChannel) Capabilities() channel.Capabilities {
+	return channel.Capabilities{Edits: f.edits2}
+}
+func (f *fakeChannel) Run(ctx context.Context, in channel.Inbox, ready func()) error { return nil }
+func (f *fakeChannel) Send(ctx context.Context, m bus.Outbound) (string, error) {
+	if m.ChatID == "slow" && f.block != nil {
+		<-f.block
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if errs := f.errs[m.ChatID]; len(errs) > 0 {
+		f.errs[m.ChatID] = errs[1:]
+		return "", errs[0]
+	}
+	f.sends = append(f.sends, m)
+	f.at = append(f.at, time.Now())
+	return "id1", nil
+}
+func (f *fakeChannel) Edit(ctx context.Context, chat, id, content string) error {
+	f.mu.Lock()
+	f.edits++
+	f.mu.Unlock()
+	return nil
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestRetryAfterAndRetries(t *testing.T) {
+	ch := &fakeChannel{errs: map[string][]error{
+		"a": {&channel.RetryAfter{After: 150 * time.Millisecond, Err: errors.New("429")}},
+		"b": {errors.New("reset"), errors.New("reset")},
+		"c": {&channel.Undeliverable{Reason: "bot was blocked by the user"}},
+		"d": {errors.New("x"), errors.New("x"), errors.New("x")},
+	}}
+	var undelivered []string
+	d := &Dispatcher{Log: quiet(), MaxRetries: 2, Backoff: time.Millisecond, Undeliverable: func(m bus.Outbound, reason string) {
+		undelivered = append(undelivered, m.ChatID+": "+reason)
+	}}
+	ctx := context.Background()
+	start := time.Now()
+	if err := d.Deliver(ctx, ch, bus.Outbound{Kind: bus.Message, Channel: "fake", ChatID: "a", Content: "hi", Turn: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) < 150*time.Millisecond || len(ch.sends) != 1 {
+		t.Fatalf("retry_after not waited: %v, %d sends", time.Since(start), len(ch.sends))
+	}
+	// The same turn's reply to the same destination is not sent twice.
+	d.Deliver(ctx, ch, bus.Outbound{Kind: bus.Message, Channel: "fake", ChatID: "a", Content: "hi", Turn: "t1"})
+	if len(ch.sends) != 1 {
+		t.Fatal("sent twice")
+	}
+	d.Deliver(ctx, ch, bus.Outbound{Kind: bus.Message, Channel: "fake", ChatID: "b", Content: "hi", Turn: "t1"})
+	d.Deliver(ctx, ch, bus.Outbound{Kind: bus.Message, Channel: "fake", ChatID: "c", Content: "hi", Turn: "t1"})
+	d.Deliver(ctx, ch, bus.Outbound{Kind: bus.Message, Channel: "fake", ChatID: "d", Content: "hi", Turn: "t1"})
+	if len(ch.sends) != 2 || ch.sends[1].ChatID != "b" {
+		t.Fatalf("%+v", ch.sends)
+	}
+	if len(undelivered) != 2 || undelivered[0] != "c: undeliverable: bot was blocked by the user" || undelivered[1] != "d: failed 3 times, last: x" {
+		t.Fatalf("%q", undelivered)
+	}
+}
+
+func TestKindsAndEdits(t *testing.T) {
+	ch := &fakeChannel{edits2: true}
+	d := &Dispatcher{Log: quiet(), Progress: true}
+	ctx := context.Background()
+	d.Deliver(ctx, ch, bus.Outbound{Kind: bus.ToolHint, ChatID: "a", Content: "exec(ls)", Turn: "t"})
+	d.Deliver(ctx, ch, bus.Outbound{Kind: bus.Progress, ChatID: "a", Content: "Hel", Turn: "t"})
+	d.Deliver(ctx, ch, bus.Outbound{Kind: bus.Progress, ChatID: "a", Content: "Hello", Turn: "t"})
+	d.Deliver(ctx, ch, bus.Outbound{Kind: bus.Message, ChatID: "a", Content: "Hello!", Turn: "t"})
+	if len(ch.sends) != 2 || ch.edits != 1 || ch.sends[1].Content != "Hello!" {
+		t.Fatalf("sends %+v edits %d (tool hints are off, the second progress edits the first)", ch.sends, ch.edits)
+	}
+}
+
+// TestPacedPerDestination: a slow chat and pacing of one chat never delay
+// another chat, through the bus.
+func TestPacedPerDestination(t *testing.T) {
+	ch := &fakeChannel{block: make(chan struct{})}
+	b := bus.NewLocal()
+	defer b.Close()
+	d := &Dispatcher{Bus: b, Channels: []channel.Channel{ch}, Log: quiet(), Interval: 100 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go d.Run(ctx)
+	b.PublishOutbound(ctx, bus.Outbound{Kind: bus.Message, Channel: "fake", ChatID: "slow", Content: "1"})
+	start := time.Now()
+	for i := range 3 {
+		b.PublishOutbound(ctx, bus.Outbound{Kind: bus.Message, Channel: "fake", ChatID: "x", Content: string(rune('a' + i))})
+		b.PublishOutbound(ctx, bus.Outbound{Kind: bus.Message, Channel: "fake", ChatID: "y", Content: string(rune('a' + i))})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ch.mu.Lock()
+		n := len(ch.sends)
+		ch.mu.Unlock()
+		if n == 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sends while one chat is stuck", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(start)
+	if took < 200*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("3 messages to each of 2 chats paced at 100 ms took %v (want ~200 ms, in parallel)", took)
+	}
+	ch.mu.Lock()
+	for i := 2; i < len(ch.sends); i++ {
+		if ch.sends[i].ChatID == ch.sends[i-2].ChatID && ch.at[i].Sub(ch.at[i-2]) < 90*time.Millisecond && ch.sends[i-1].ChatID != ch.sends[i].ChatID {
+			t.Fatalf("pacing not kept for %s", ch.sends[i].ChatID)
+		}
+	}
+	ch.mu.Unlock()
+	close(ch.block)
+}

@@ -1,0 +1,488 @@
+// Package gateway is nb's personal-assistant gateway: it takes what people
+// write through the channels (bus.Inbound), checks who they are
+// (package access), runs the agent's turn on their session (nanobot's
+// JSONL files, package session) with a system prompt built from the
+// workspace, and publishes the answer (bus.Outbound) for the dispatcher
+// to deliver. Turns of one session run one at a time, sessions in
+// parallel. Memory consolidation, cron, the heartbeat, budgets and skills
+// plug in through the Memory, Skills, Budget and Consolidator seams and
+// Direct.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nbots/nb/agent"
+	"github.com/nbots/nb/gateway/access"
+	"github.com/nbots/nb/gateway/bus"
+	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/session"
+	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/tool"
+)
+
+// Sources of token use, for the ledger and the budgets.
+const (
+	SourceChat          = "chat"
+	SourceCron          = "cron"
+	SourceHeartbeat     = "heartbeat"
+	SourceConsolidation = "consolidation"
+	SourceSubagent      = "subagent"
+)
+
+// Budget is asked before each model call (a seam: gateway/budget
+// implements it). Allow's error is shown to the user as it is: it says
+// which budget is spent and when it resets.
+type Budget interface {
+	Allow(session, source string) error
+	Spent(session, source string, u provider.Usage)
+	// Status is /status's budget line.
+	Status(session string) string
+}
+
+// Consolidator archives a session's unconsolidated messages into memory
+// before /new clears it (a seam: gateway/memory implements it).
+type Consolidator interface {
+	Archive(ctx context.Context, s *session.Session) error
+}
+
+// AfterTurn is told after each turn (memory consolidation in the
+// background: a seam).
+type AfterTurn func(s *session.Session)
+
+// Gateway runs the assistant.
+type Gateway struct {
+	Bus      bus.Bus
+	Sessions *session.Manager
+	Access   *access.Checker
+	Runner   Runner
+	Prompt   *Prompt
+	Log      *slog.Logger
+
+	// Seams for the memory, budget and cron packages; nil is off.
+	Budget       Budget
+	Consolidator Consolidator
+	AfterTurn    AfterTurn
+	// ExtraTools are offered in every turn (the cron tool).
+	ExtraTools func(d Direct) []tool.Tool
+
+	mu       sync.Mutex
+	running  map[string]map[*runningTurn]bool
+	channels map[string]string // channel -> "" connected, or why not
+	expected []string
+	tokens   map[string]int // today's tokens by source
+	day      string
+}
+
+type runningTurn struct{ cancel context.CancelFunc }
+
+func (g *Gateway) log() *slog.Logger {
+	if g.Log != nil {
+		return g.Log
+	}
+	return slog.Default()
+}
+
+// Inbox is what the channel named name publishes to: /stop is handled at
+// once (it must reach the turn it stops, which holds the session's queue);
+// everything else goes on the bus.
+func (g *Gateway) Inbox(name string) channel.Inbox { return inbox{g} }
+
+type inbox struct{ g *Gateway }
+
+func (i inbox) Publish(ctx context.Context, m bus.Inbound) error {
+	if strings.TrimSpace(m.Content) == "/stop" {
+		if i.g.authorize(m).Verdict == access.Allow {
+			i.g.reply(ctx, m, "", i.g.stop(m.SessionKey()))
+		}
+		return nil
+	}
+	_, err := i.g.Bus.PublishInbound(ctx, m)
+	return err
+}
+
+// Run takes inbound messages until ctx ends.
+func (g *Gateway) Run(ctx context.Context) error {
+	return g.Bus.Inbound(ctx, g.handle)
+}
+
+// Local channels: their messages come from nb's own front-ends.
+const (
+	WebChannel = "web"
+	CLIChannel = "cli"
+	SystemChan = "system"
+	// MetaWebAuthenticated (bool) is set by the web chat on the messages
+	// of requests its listener authenticated (loopback or token).
+	MetaWebAuthenticated = "_nb_web_authenticated"
+)
+
+// authorize is the gateway's one call of access.Authorize for a message.
+func (g *Gateway) authorize(m bus.Inbound) access.Decision {
+	r := access.Request{Entry: access.Channel, Channel: m.Channel, SenderID: m.SenderID, ChatID: m.ChatID}
+	r.Group, _ = m.Metadata[channel.MetaGroup].(bool)
+	r.Mentioned, _ = m.Metadata[channel.MetaMentioned].(bool)
+	switch m.Channel {
+	case WebChannel:
+		r.Entry = access.Web
+		r.Authenticated, _ = m.Metadata[MetaWebAuthenticated].(bool)
+	case CLIChannel:
+		r.Entry = access.Terminal
+	case SystemChan:
+		// A sub-agent's result, for its origin chat "channel:chat".
+		r.Entry = access.Subagent
+		r.Channel, r.ChatID, _ = strings.Cut(m.ChatID, ":")
+	}
+	return g.Access.Authorize(r)
+}
+
+// handle runs one inbound message.
+func (g *Gateway) handle(ctx context.Context, m bus.Inbound) error {
+	d := g.authorize(m)
+	switch d.Verdict {
+	case access.Pair:
+		if d.NewCode {
+			g.reply(ctx, m, "", fmt.Sprintf("I don't know you yet. Your pairing code is %s: ask my owner to run `nb gateway pair %s` (or to send /pair %s from an allowed chat). It is valid for %d minutes.",
+				d.Code, d.Code, d.Code, int(access.CodeLifetime/time.Minute)))
+		}
+		g.log().Warn("message from an unknown sender", "channel", m.Channel, "sender", m.SenderID, "pairing", d.NewCode)
+		return nil
+	case access.Allow:
+	default:
+		g.log().Info("message not answered", "channel", m.Channel, "sender", m.SenderID, "reason", d.Reason)
+		return nil
+	}
+	if reply, ok := g.command(ctx, m); ok {
+		g.reply(ctx, m, "", reply)
+		return nil
+	}
+	key, channelName, chat := m.SessionKey(), m.Channel, m.ChatID
+	if m.Channel == SystemChan {
+		channelName, chat, _ = strings.Cut(m.ChatID, ":")
+		key = channelName + ":" + chat
+	}
+	_, err := g.turn(ctx, Direct{SessionKey: key, Channel: channelName, ChatID: chat, Content: m.Content, Source: SourceChat, Deliver: true, ReplyTo: m.ID})
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return err // shutting down: the bus keeps the message
+	}
+	return nil
+}
+
+// Direct is a turn that does not come from a channel message: a cron
+// job, the heartbeat (nanobot's process_direct), or a channel message.
+type Direct struct {
+	// Entry is the entry point for the delivery's authorisation (Cron,
+	// Heartbeat); "" is a channel message, already authorised.
+	Entry access.Entry
+	// SessionKey is the session the turn runs on ("cron:<id>",
+	// "heartbeat").
+	SessionKey string
+	// Channel and ChatID are where the answer goes when Deliver is set.
+	Channel, ChatID string
+	Content         string
+	// Source is the ledger's source (SourceCron...).
+	Source  string
+	Deliver bool
+	ReplyTo string
+}
+
+// RunDirect runs a turn for cron or the heartbeat and returns its answer;
+// it is delivered when d.Deliver and the destination is allowed.
+func (g *Gateway) RunDirect(ctx context.Context, d Direct) (string, error) {
+	if d.Deliver {
+		if dec := g.Access.Authorize(access.Request{Entry: d.Entry, Channel: d.Channel, ChatID: d.ChatID}); dec.Verdict != access.Allow {
+			g.log().Warn("delivery refused", "entry", d.Entry, "channel", d.Channel, "chat", d.ChatID, "reason", dec.Reason)
+			d.Deliver = false
+		}
+	}
+	return g.turn(ctx, d)
+}
+
+// Nanobot's answers, verbatim.
+const (
+	errorReply = "Sorry, I encountered an error."
+	emptyReply = "I've completed processing but have no response to give."
+)
+
+var thinkBlock = regexp.MustCompile(`(?s)<think>.*?</think>`)
+
+// turn runs the agent on d's session, one turn at a time per session
+// (across processes too), and publishes the answer.
+func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
+	sess, err := g.Sessions.Get(d.SessionKey)
+	if err != nil {
+		g.log().Error("session", "key", d.SessionKey, "error", err)
+		g.publish(ctx, d, bus.Error, "", errorReply)
+		return "", err
+	}
+	unlock, err := sess.Lock(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	turnCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rt := g.track(d.SessionKey, cancel)
+	defer g.untrack(d.SessionKey, rt)
+
+	turnID := newID()
+	if g.Budget != nil {
+		if err := g.Budget.Allow(d.SessionKey, d.Source); err != nil {
+			g.publish(ctx, d, bus.Error, turnID, err.Error())
+			return "", err
+		}
+	}
+	var (
+		mu        sync.Mutex
+		streamed  strings.Builder
+		budgetErr error
+		sentSame  bool
+	)
+	msgTool := &messageTool{g: g, from: d, onSent: func(ch, chat string) {
+		if ch == d.Channel && chat == d.ChatID {
+			mu.Lock()
+			sentSame = true
+			mu.Unlock()
+		}
+	}}
+	tools := []tool.Tool{msgTool}
+	if g.ExtraTools != nil {
+		tools = append(tools, g.ExtraTools(d)...)
+	}
+	// Streamed progress starts after half a second: a quick answer is
+	// sent once, whole.
+	lastProgress := time.Now()
+	onEvent := func(ev agent.Event) {
+		switch ev.Kind {
+		case agent.RoundStart:
+			if ev.Round > 1 && g.Budget != nil {
+				if err := g.Budget.Allow(d.SessionKey, d.Source); err != nil {
+					mu.Lock()
+					budgetErr = err
+					mu.Unlock()
+					cancel()
+				}
+			}
+		case agent.TextDelta:
+			mu.Lock()
+			streamed.WriteString(ev.Text)
+			text := streamed.String()
+			due := time.Since(lastProgress) > 500*time.Millisecond
+			if due {
+				lastProgress = time.Now()
+			}
+			mu.Unlock()
+			if due && d.Deliver {
+				g.publishMeta(ctx, d, bus.Progress, turnID, text, map[string]any{channel.MetaStreamed: true})
+			}
+		case agent.RoundEnd:
+			g.spent(d.SessionKey, d.Source, ev.Usage)
+			mu.Lock()
+			streamed.Reset()
+			mu.Unlock()
+			if len(ev.Calls) > 0 && d.Deliver {
+				if t := strings.TrimSpace(thinkBlock.ReplaceAllString(ev.Text, "")); t != "" {
+					g.publish(ctx, d, bus.Progress, turnID, t)
+				}
+				g.publish(ctx, d, bus.ToolHint, turnID, toolHint(ev.Calls))
+			}
+		}
+	}
+	ans, err := g.Runner.Run(turnCtx, Turn{Conversation: sess, Input: d.Content, System: g.Prompt.Build(d.Channel, d.ChatID), Tools: tools, OnEvent: onEvent})
+	// The turn's messages are durable before anyone hears of them.
+	if serr := sess.Sync(); serr != nil {
+		g.log().Error("session sync", "key", d.SessionKey, "error", serr)
+		err = errors.Join(err, serr)
+	}
+	mu.Lock()
+	bErr, same := budgetErr, sentSame
+	mu.Unlock()
+	switch {
+	case bErr != nil:
+		g.publish(ctx, d, bus.Error, turnID, bErr.Error())
+		return "", bErr
+	case err != nil && turnCtx.Err() != nil && ctx.Err() == nil:
+		return "", context.Canceled // /stop: its own reply says so
+	case err != nil && ctx.Err() != nil:
+		return "", ctx.Err()
+	case err != nil:
+		g.log().Error("turn failed", "session", d.SessionKey, "error", err)
+		g.publish(ctx, d, bus.Error, turnID, errorReply)
+		return "", err
+	}
+	text := strings.TrimSpace(thinkBlock.ReplaceAllString(ans.Text, ""))
+	if text == "" {
+		text = emptyReply
+	}
+	if g.AfterTurn != nil {
+		g.AfterTurn(sess)
+	}
+	if !same {
+		g.publish(ctx, d, bus.Message, turnID, text)
+	}
+	return text, nil
+}
+
+// toolHint shows calls as nanobot does: name("first argument").
+func toolHint(calls []tool.Call) string {
+	var parts []string
+	for _, c := range calls {
+		arg := ""
+		for _, k := range []string{"path", "command", "query", "url", "content", "task", "message"} {
+			if v, ok := c.Arguments[k].(string); ok {
+				arg = v
+				break
+			}
+		}
+		if len(arg) > 40 {
+			arg = arg[:40] + "…"
+		}
+		if arg != "" {
+			parts = append(parts, fmt.Sprintf("%s(%q)", c.Name, arg))
+		} else {
+			parts = append(parts, c.Name)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (g *Gateway) publish(ctx context.Context, d Direct, kind bus.Kind, turn, text string) {
+	g.publishMeta(ctx, d, kind, turn, text, nil)
+}
+
+func (g *Gateway) publishMeta(ctx context.Context, d Direct, kind bus.Kind, turn, text string, meta map[string]any) {
+	if !d.Deliver {
+		return
+	}
+	if err := g.Bus.PublishOutbound(ctx, bus.Outbound{Kind: kind, Channel: d.Channel, ChatID: d.ChatID, Content: text, ReplyTo: d.ReplyTo, Turn: turn, Metadata: meta}); err != nil {
+		g.log().Error("reply not queued", "channel", d.Channel, "chat", d.ChatID, "error", err)
+	}
+}
+
+// reply answers a message outside a turn (commands, pairing).
+func (g *Gateway) reply(ctx context.Context, m bus.Inbound, turn, text string) {
+	g.publish(ctx, Direct{Channel: m.Channel, ChatID: m.ChatID, ReplyTo: m.ID, Deliver: true}, bus.Message, turn, text)
+}
+
+func (g *Gateway) track(key string, cancel context.CancelFunc) *runningTurn {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.running == nil {
+		g.running = map[string]map[*runningTurn]bool{}
+	}
+	if g.running[key] == nil {
+		g.running[key] = map[*runningTurn]bool{}
+	}
+	rt := &runningTurn{cancel: cancel}
+	g.running[key][rt] = true
+	return rt
+}
+
+func (g *Gateway) untrack(key string, rt *runningTurn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.running[key], rt)
+	if len(g.running[key]) == 0 {
+		delete(g.running, key)
+	}
+}
+
+// stop cancels the session's running turns (and with them their tool
+// processes and sub-agents).
+func (g *Gateway) stop(key string) string {
+	g.mu.Lock()
+	n := 0
+	for rt := range g.running[key] {
+		rt.cancel()
+		n++
+	}
+	g.mu.Unlock()
+	if n == 0 {
+		return "No active task to stop."
+	}
+	return fmt.Sprintf("⏹ Stopped %d task(s).", n)
+}
+
+// spent records a call's tokens in today's ledger and the budget.
+func (g *Gateway) spent(key, source string, u provider.Usage) {
+	if g.Budget != nil {
+		g.Budget.Spent(key, source, u)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	today := time.Now().Format(time.DateOnly)
+	if g.day != today || g.tokens == nil {
+		g.day, g.tokens = today, map[string]int{}
+	}
+	g.tokens[source] += u.InputTokens + u.OutputTokens
+}
+
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:]) //nolint:errcheck // never fails
+	return hex.EncodeToString(b[:])
+}
+
+// Channel readiness, for /ready.
+
+// Expect names the enabled channels /ready waits for.
+func (g *Gateway) Expect(names ...string) {
+	g.mu.Lock()
+	g.expected = append(g.expected, names...)
+	g.mu.Unlock()
+}
+
+// Connected records that a channel connected once (err nil) or why it
+// could not.
+func (g *Gateway) Connected(name string, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.channels == nil {
+		g.channels = map[string]string{}
+	}
+	if err != nil {
+		g.channels[name] = err.Error()
+	} else if _, seen := g.channels[name]; !seen {
+		g.channels[name] = ""
+	}
+}
+
+// Ready reports whether every expected channel connected or said why not,
+// and each channel's state ("connected" or the reason).
+func (g *Gateway) Ready() (bool, map[string]string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[string]string{}
+	ready := true
+	for _, name := range g.expected {
+		st, ok := g.channels[name]
+		switch {
+		case !ok:
+			ready = false
+			out[name] = "connecting"
+		case st == "":
+			out[name] = "connected"
+		default:
+			out[name] = st
+		}
+	}
+	return ready, out
+}
+
+// RunChannel runs one channel until ctx ends, recording when it is ready.
+func (g *Gateway) RunChannel(ctx context.Context, ch channel.Channel) error {
+	err := ch.Run(ctx, g.Inbox(ch.Name()), func() { g.Connected(ch.Name(), nil) })
+	if err != nil && ctx.Err() == nil {
+		g.Connected(ch.Name(), err)
+		g.log().Error("channel stopped", "channel", ch.Name(), "error", err)
+	}
+	return err
+}

@@ -1,0 +1,699 @@
+// Package session keeps the gateway's conversations in nanobot's session
+// files: sessions/<channel>_<chat_id>.jsonl under the workspace, a
+// metadata record first, then one message per line in OpenAI's shape with
+// a timestamp. Files are only ever appended to, so a crash can tear at
+// most the last line: it is cut off on load and kept aside in a
+// quarantine file. A Session is the agent's Conversation: the runtime
+// reads its history and appends the turn's events to it.
+package session
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"errors"
+	"fmt"
+	sjson "github.com/segmentio/encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nbots/nb/internal/atomicfile"
+	"github.com/nbots/nb/state"
+)
+
+// TimeLayout is nanobot's timestamp format (Python's isoformat of a naive
+// local datetime with microseconds).
+const TimeLayout = "2006-01-02T15:04:05.000000"
+
+// MaxToolResult is how much of a tool's result a session keeps (nanobot's
+// maxToolResultChars); the model saw it cut to its own limits anyway.
+const MaxToolResult = 16_000
+
+// Meta is the metadata record, the first line of a session file.
+type Meta struct {
+	Type             string         `json:"_type"`
+	Key              string         `json:"key"`
+	CreatedAt        string         `json:"created_at"`
+	UpdatedAt        string         `json:"updated_at"`
+	Metadata         map[string]any `json:"metadata"`
+	LastConsolidated int            `json:"last_consolidated"`
+}
+
+// Message is one message line, in the shape nanobot writes.
+type Message struct {
+	Role             string     `json:"role"`
+	Content          any        `json:"content"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string     `json:"tool_call_id,omitempty"`
+	Name             string     `json:"name,omitempty"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	Timestamp        string     `json:"timestamp,omitempty"`
+	// Extra is what a provider needs sent back (thinking signatures):
+	// an nb field that nanobot ignores.
+	Extra map[string]any `json:"nb_extra,omitempty"`
+	// IsError marks a failed tool call's result (an nb field).
+	IsError bool `json:"nb_error,omitempty"`
+}
+
+// ToolCall is an assistant's tool call, OpenAI's shape.
+type ToolCall struct {
+	ID       string   `json:"id"`
+	Type     string   `json:"type"`
+	Function Function `json:"function"`
+}
+
+// Function is a tool call's name and JSON-text arguments.
+type Function struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// FileName is the file of a session key: nanobot's safe_filename of the
+// key with ":" replaced by "_".
+func FileName(key string) string {
+	name := strings.ReplaceAll(key, ":", "_")
+	var b strings.Builder
+	for _, r := range name {
+		switch r {
+		case '<', '>', ':', '"', '/', '\\', '|', '?', '*':
+			b.WriteByte('_')
+		default:
+			if r < 0x20 {
+				b.WriteByte('_')
+				continue
+			}
+			b.WriteRune(r)
+		}
+	}
+	return strings.TrimSpace(b.String()) + ".jsonl"
+}
+
+// Manager opens the sessions of one workspace and keeps them open.
+type Manager struct {
+	// Dir is the sessions folder (<workspace>/sessions).
+	Dir string
+	// Warn receives what was repaired (a torn last line); nil drops it.
+	Warn func(msg string)
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+
+	mu   sync.Mutex
+	open map[string]*Session
+}
+
+// NewManager returns the manager of the sessions under dir, creating it.
+func NewManager(dir string) (*Manager, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("sessions folder: %w", err)
+	}
+	return &Manager{Dir: dir, open: map[string]*Session{}}, nil
+}
+
+func (m *Manager) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+// Get returns the session of key, loading it from its file or creating
+// it. Every caller of one key gets the same *Session.
+func (m *Manager) Get(key string) (*Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.open[key]; ok {
+		return s, nil
+	}
+	s, err := m.load(key)
+	if err != nil {
+		return nil, err
+	}
+	m.open[key] = s
+	return s, nil
+}
+
+// Close closes every open session's file.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var errs []error
+	for k, s := range m.open {
+		errs = append(errs, s.close())
+		delete(m.open, k)
+	}
+	return errors.Join(errs...)
+}
+
+// Info describes a session file for listings.
+type Info struct {
+	Key       string    `json:"key"`
+	UpdatedAt time.Time `json:"updated_at"`
+	Messages  int       `json:"messages"`
+}
+
+// List describes the sessions on disk, most recently written first. It
+// reads only each file's first line (and its size), as nanobot does.
+func (m *Manager) List() ([]Info, error) {
+	entries, err := os.ReadDir(m.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("sessions folder: %w", err)
+	}
+	var out []Info
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".jsonl") {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		info := Info{Key: strings.TrimSuffix(e.Name(), ".jsonl"), UpdatedAt: fi.ModTime()}
+		if f, err := os.Open(filepath.Join(m.Dir, e.Name())); err == nil {
+			line, _ := bufio.NewReader(f).ReadBytes('\n')
+			f.Close()
+			var meta Meta
+			if json.Unmarshal(line, &meta) == nil && meta.Type == "metadata" && meta.Key != "" {
+				info.Key = meta.Key
+			}
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.After(out[j].UpdatedAt) })
+	return out, nil
+}
+
+// Session is one conversation: its metadata, its messages, and the file
+// they are appended to. Its methods are safe for concurrent use; the
+// gateway runs one turn at a time on a session.
+type Session struct {
+	Key  string
+	Path string
+
+	m      *Manager
+	mu     sync.Mutex
+	f      *os.File
+	meta   Meta
+	events []state.Event // every message, as the agent's events
+	dirty  bool          // written since the last Sync
+	size   int64
+}
+
+// load reads the file of key, repairing a torn last line.
+func (m *Manager) load(key string) (*Session, error) {
+	path := filepath.Join(m.Dir, FileName(key))
+	s := &Session{Key: key, Path: path, m: m}
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("session %s: %w", path, err)
+	}
+	good := 0 // bytes of complete, valid lines
+	lineNo := 0
+	for off := 0; off < len(data); {
+		nl := bytes.IndexByte(data[off:], '\n')
+		if nl < 0 {
+			break // a last line without its newline: torn
+		}
+		line := data[off : off+nl]
+		lineNo++
+		next := off + nl + 1
+		if len(bytes.TrimSpace(line)) == 0 {
+			good, off = next, next
+			continue
+		}
+		if err := s.decodeLine(line); err != nil {
+			if next == len(data) {
+				break // the last line is torn though newline-ended (a partial write of a multi-byte sequence)
+			}
+			m.warn(fmt.Sprintf("session %s:%d: skipped a line that is not a message (%v)", path, lineNo, err))
+		}
+		good, off = next, next
+	}
+	if good < len(data) {
+		if err := m.quarantine(path, data[good:]); err != nil {
+			return nil, err
+		}
+		if err := os.Truncate(path, int64(good)); err != nil {
+			return nil, fmt.Errorf("session %s: cut its torn last line: %w", path, err)
+		}
+		data = data[:good]
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", path, err)
+	}
+	s.f, s.size = f, int64(len(data))
+	if s.meta.Type == "" {
+		now := m.now().Format(TimeLayout)
+		s.meta = Meta{Type: "metadata", Key: key, CreatedAt: now, UpdatedAt: now, Metadata: map[string]any{}}
+		if err := s.writeLocked(s.meta); err != nil {
+			return nil, err
+		}
+		if err := s.syncLocked(); err != nil {
+			return nil, err
+		}
+	}
+	if s.meta.LastConsolidated > len(s.events) {
+		s.meta.LastConsolidated = len(s.events)
+	}
+	return s, nil
+}
+
+func (m *Manager) warn(msg string) {
+	if m.Warn != nil {
+		m.Warn(msg)
+	}
+}
+
+// quarantine keeps a torn tail beside the session, never losing bytes.
+func (m *Manager) quarantine(path string, tail []byte) error {
+	q := fmt.Sprintf("%s.torn-%s", path, m.now().UTC().Format("20060102T150405.000000000"))
+	if err := os.WriteFile(q, tail, 0o600); err != nil {
+		return fmt.Errorf("session %s: keep its torn last line aside in %s: %w", path, q, err)
+	}
+	m.warn(fmt.Sprintf("session %s: its last line was torn (%d bytes, a crash while writing?): cut off and kept in %s", path, len(tail), q))
+	return nil
+}
+
+// record is any line of a session file: a metadata record or a message.
+type record struct {
+	Type             string          `json:"_type"`
+	Key              string          `json:"key"`
+	CreatedAt        string          `json:"created_at"`
+	UpdatedAt        string          `json:"updated_at"`
+	Metadata         map[string]any  `json:"metadata"`
+	LastConsolidated int             `json:"last_consolidated"`
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	ToolCalls        []ToolCall      `json:"tool_calls"`
+	ToolCallID       string          `json:"tool_call_id"`
+	Name             string          `json:"name"`
+	ReasoningContent string          `json:"reasoning_content"`
+	Timestamp        string          `json:"timestamp"`
+	Extra            map[string]any  `json:"nb_extra"`
+	IsError          bool            `json:"nb_error"`
+}
+
+// decodeLine reads one line: a metadata record (the last one read wins,
+// so a cursor is advanced by appending a record) or a message. One
+// decoding per line: a 10 MB session loads in tens of milliseconds.
+func (s *Session) decodeLine(line []byte) error {
+	var r record
+	// segmentio's decoder reads encoding/json's format 3-4 times faster.
+	if err := sjson.Unmarshal(line, &r); err != nil {
+		return err
+	}
+	if r.Type == "metadata" {
+		meta := Meta{Type: r.Type, Key: r.Key, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Metadata: r.Metadata, LastConsolidated: r.LastConsolidated}
+		if meta.Metadata == nil {
+			meta.Metadata = map[string]any{}
+		}
+		if meta.CreatedAt == "" {
+			meta.CreatedAt = s.meta.CreatedAt
+		}
+		s.meta = meta
+		return nil
+	}
+	if r.Role == "" {
+		return errors.New("no role")
+	}
+	msg := Message{Role: r.Role, ToolCalls: r.ToolCalls, ToolCallID: r.ToolCallID, Name: r.Name,
+		ReasoningContent: r.ReasoningContent, Timestamp: r.Timestamp, Extra: r.Extra, IsError: r.IsError}
+	if c := r.Content; len(c) > 0 && c[0] == '"' {
+		var str string
+		if err := sjson.Unmarshal(c, &str); err != nil {
+			return err
+		}
+		msg.Content = str
+	} else if len(c) > 0 && string(c) != "null" {
+		var v any
+		if err := json.Unmarshal(c, &v); err != nil {
+			return err
+		}
+		msg.Content = v
+	}
+	s.events = append(s.events, toEvent(msg))
+	return nil
+}
+
+// History implements agent.Conversation: the messages after the
+// consolidated ones (those live in MEMORY.md and HISTORY.md).
+func (s *Session) History() []state.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ev := s.events[s.meta.LastConsolidated:]
+	return ev[:len(ev):len(ev)]
+}
+
+// Append implements agent.Conversation: each event becomes a message line,
+// written (not yet synced: see Sync) before Append returns. Partial
+// answers are not kept, as nanobot keeps no failed answer.
+func (s *Session) Append(events ...state.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.m.now().Format(TimeLayout)
+	for _, ev := range events {
+		if ev.Partial {
+			continue
+		}
+		msg, ok := fromEvent(ev, now)
+		if !ok {
+			continue
+		}
+		if err := s.writeLocked(msg); err != nil {
+			return err
+		}
+		ev.At = msg.Timestamp
+		s.events = append(s.events, ev)
+	}
+	s.meta.UpdatedAt = now
+	return nil
+}
+
+// Sync makes what was appended durable (fsync): the gateway calls it
+// before it sends a reply.
+func (s *Session) Sync() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.syncLocked()
+}
+
+func (s *Session) syncLocked() error {
+	if !s.dirty {
+		return nil
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("session %s: sync: %w", s.Path, err)
+	}
+	s.dirty = false
+	return nil
+}
+
+func (s *Session) writeLocked(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	b = append(b, '\n')
+	// One write call per line: O_APPEND puts it whole at the end; a crash
+	// in the middle leaves a torn last line that the next load repairs.
+	n, err := s.f.Write(b)
+	s.size += int64(n)
+	s.dirty = true
+	if err != nil {
+		return fmt.Errorf("session %s: write: %w", s.Path, err)
+	}
+	return nil
+}
+
+// Meta returns a copy of the session's metadata record.
+func (s *Session) Meta() Meta {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.meta
+}
+
+// Messages returns every message, consolidated ones included, as lines.
+func (s *Session) Messages() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Message, 0, len(s.events))
+	for _, ev := range s.events {
+		if m, ok := fromEvent(ev, ev.At); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Len is the number of messages, consolidated ones included.
+func (s *Session) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.events)
+}
+
+// Events returns every message, consolidated ones included, as the
+// agent's events (memory consolidation reads them).
+func (s *Session) Events() []state.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.events[:len(s.events):len(s.events)]
+}
+
+// Size is the file's size in bytes.
+func (s *Session) Size() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.size
+}
+
+// SetConsolidated advances last_consolidated (memory consolidation moved
+// the messages before n into MEMORY.md and HISTORY.md) by appending a
+// metadata record, synced: the last record read wins, in nb and in
+// nanobot. n never goes back nor past the messages.
+func (s *Session) SetConsolidated(n int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n <= s.meta.LastConsolidated {
+		return nil
+	}
+	if n > len(s.events) {
+		n = len(s.events)
+	}
+	s.meta.LastConsolidated = n
+	s.meta.UpdatedAt = s.m.now().Format(TimeLayout)
+	if err := s.writeLocked(s.meta); err != nil {
+		return err
+	}
+	return s.syncLocked()
+}
+
+// Clear starts the session afresh (/new): the file is replaced, atomically,
+// by one holding only a new metadata record; the old one is kept beside
+// it as <file>.<time>.bak, never lost.
+func (s *Session) Clear() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.m.now()
+	if err := s.syncLocked(); err != nil {
+		return err
+	}
+	bak := fmt.Sprintf("%s.%s.bak", s.Path, now.UTC().Format("20060102T150405.000000000"))
+	if err := os.Link(s.Path, bak); err != nil {
+		return fmt.Errorf("session %s: keep the old session: %w", s.Path, err)
+	}
+	meta := Meta{Type: "metadata", Key: s.Key, CreatedAt: now.Format(TimeLayout), UpdatedAt: now.Format(TimeLayout), Metadata: s.meta.Metadata}
+	b, _ := json.Marshal(meta)
+	if err := atomicfile.WriteFile(s.Path, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	f, err := os.OpenFile(s.Path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	s.f.Close()
+	s.f, s.meta, s.events, s.size, s.dirty = f, meta, nil, int64(len(b)+1), false
+	return nil
+}
+
+// Lock takes the session's lock shared with other processes (nb gateway
+// chat beside the running gateway) for one turn, and rereads what another
+// process appended meanwhile. It waits for the lock until ctx ends; the
+// returned function releases it.
+func (s *Session) Lock(ctx context.Context) (func(), error) {
+	lf, err := os.OpenFile(s.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: lock: %w", s.Path, err)
+	}
+	for wait := time.Millisecond; ; wait = min(wait*2, 50*time.Millisecond) {
+		err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			lf.Close()
+			return nil, fmt.Errorf("session %s: lock: %w", s.Path, err)
+		}
+		select {
+		case <-ctx.Done():
+			lf.Close()
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	unlock := func() { lf.Close() } // closing releases the lock
+	if err := s.refresh(); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// refresh rereads the file when another process changed it: the lines it
+// appended, or the whole file when it was replaced (/new).
+func (s *Session) refresh() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fi, err := os.Stat(s.Path)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	cur, err := s.f.Stat()
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	if os.SameFile(fi, cur) && fi.Size() == s.size {
+		return nil
+	}
+	fresh, err := s.m.load(s.Key)
+	if err != nil {
+		return err
+	}
+	s.f.Close()
+	s.f, s.meta, s.events, s.size, s.dirty = fresh.f, fresh.meta, fresh.events, fresh.size, false
+	return nil
+}
+
+func (s *Session) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.syncLocked()
+	return errors.Join(err, s.f.Close())
+}
+
+// fromEvent converts an agent event into a message line.
+func fromEvent(ev state.Event, ts string) (Message, bool) {
+	switch ev.Who {
+	case "user":
+		return Message{Role: "user", Content: text(ev.Message), Timestamp: ts}, true
+	case "AI":
+		m := Message{Role: "assistant", Timestamp: ts}
+		if t := text(ev.Message); t != "" || ev.Message != nil {
+			m.Content = t
+		}
+		if ev.Meta != nil {
+			m.ReasoningContent, _ = ev.Meta["reasoning"].(string)
+			m.Extra, _ = ev.Meta["extra"].(map[string]any)
+			list, _ := ev.Meta["tool_calls"].([]any)
+			for _, item := range list {
+				c, _ := item.(map[string]any)
+				if c == nil {
+					continue
+				}
+				tc := ToolCall{Type: "function"}
+				tc.ID, _ = c["id"].(string)
+				tc.Function.Name, _ = c["name"].(string)
+				switch a := c["arguments"].(type) {
+				case string:
+					tc.Function.Arguments = a
+				case nil:
+					tc.Function.Arguments = "{}"
+				default:
+					b, _ := json.Marshal(a)
+					tc.Function.Arguments = string(b)
+				}
+				m.ToolCalls = append(m.ToolCalls, tc)
+			}
+		}
+		if m.Content == nil && len(m.ToolCalls) == 0 {
+			return m, false // nanobot keeps no empty assistant message
+		}
+		return m, true
+	case "tool":
+		c := text(ev.Message)
+		if len(c) > MaxToolResult {
+			c = c[:MaxToolResult] + "\n... (truncated)"
+		}
+		m := Message{Role: "tool", Content: c, Timestamp: ts}
+		if ev.Meta != nil {
+			m.ToolCallID, _ = ev.Meta["id"].(string)
+			m.Name, _ = ev.Meta["name"].(string)
+			m.IsError, _ = ev.Meta["is_error"].(bool)
+		}
+		return m, true
+	}
+	return Message{}, false
+}
+
+// toEvent converts a message line into the agent's event.
+func toEvent(m Message) state.Event {
+	ev := state.Event{At: m.Timestamp}
+	switch m.Role {
+	case "user":
+		ev.Who = "user"
+		t := text(m.Content)
+		ev.Message, ev.Input = t, &t
+	case "assistant":
+		ev.Who = "AI"
+		if m.Content != nil {
+			ev.Message = text(m.Content)
+		}
+		meta := map[string]any{}
+		if len(m.ToolCalls) > 0 {
+			var calls []any
+			for _, c := range m.ToolCalls {
+				calls = append(calls, map[string]any{"id": c.ID, "name": c.Function.Name, "arguments": c.Function.Arguments})
+			}
+			meta["tool_calls"] = calls
+		}
+		if m.ReasoningContent != "" {
+			meta["reasoning"] = m.ReasoningContent
+		}
+		if m.Extra != nil {
+			meta["extra"] = m.Extra
+		}
+		if len(meta) > 0 {
+			ev.Meta = meta
+		}
+	case "tool":
+		ev.Who = "tool"
+		ev.Message = text(m.Content)
+		ev.Meta = map[string]any{"id": m.ToolCallID, "name": m.Name}
+		if m.IsError {
+			ev.Meta["is_error"] = true
+		}
+	default:
+		ev.Who = m.Role // system and others: the agent leaves them out
+		ev.Message = text(m.Content)
+	}
+	return ev
+}
+
+// text is a message content as text: a string as it is, content blocks
+// (nanobot's multimodal user messages) as their text parts, anything else
+// as JSON.
+func text(v any) string {
+	switch t := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return t
+	case []any:
+		var parts []string
+		for _, b := range t {
+			if m, ok := b.(map[string]any); ok {
+				if s, ok := m["text"].(string); ok {
+					parts = append(parts, s)
+				} else if m["type"] == "image_url" {
+					parts = append(parts, "[image]")
+				}
+			}
+		}
+		return strings.Join(parts, "\n")
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+var _ io.Closer = (*Manager)(nil)

@@ -1,0 +1,186 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
+
+	"github.com/nbots/nb/agent"
+	"github.com/nbots/nb/gateway"
+	"github.com/nbots/nb/gateway/access"
+	"github.com/nbots/nb/gateway/bus"
+	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/dispatch"
+	"github.com/nbots/nb/gateway/session"
+	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/server"
+	"github.com/nbots/nb/state"
+	"github.com/nbots/nb/tool"
+)
+
+// fakeRunner streams "echo: <input>" and calls a tool first when asked.
+type fakeRunner struct{}
+
+func (fakeRunner) Model() string { return "fake/echo" }
+
+func (fakeRunner) Run(ctx context.Context, t gateway.Turn) (gateway.Answer, error) {
+	in := t.Input
+	t.Conversation.Append(state.Event{Who: "user", Message: in, Input: &in})
+	if strings.Contains(in, "tool") {
+		t.OnEvent(agent.Event{Kind: agent.RoundEnd, Calls: []tool.Call{{Name: "read_file", Arguments: map[string]any{"path": "notes.md"}}}})
+	}
+	t.OnEvent(agent.Event{Kind: agent.TextDelta, Text: "echo: "})
+	t.OnEvent(agent.Event{Kind: agent.TextDelta, Text: in})
+	t.OnEvent(agent.Event{Kind: agent.RoundEnd, Usage: provider.Usage{InputTokens: 3}})
+	t.Conversation.Append(state.Event{Who: "AI", Message: "echo: " + in})
+	return gateway.Answer{Text: "echo: " + in}, nil
+}
+
+func start(t *testing.T) (*httptest.Server, *gateway.Gateway) {
+	t.Helper()
+	dir := t.TempDir()
+	sm, _ := session.NewManager(dir + "/sessions")
+	t.Cleanup(func() { sm.Close() })
+	b := bus.NewLocal()
+	t.Cleanup(func() { b.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := &gateway.Gateway{Bus: b, Sessions: sm, Runner: fakeRunner{}, Prompt: &gateway.Prompt{Workspace: dir}, Log: log,
+		Access: &access.Checker{Store: dir + "/pairing.json"}}
+	s := &Server{Gateway: g, Sessions: sm, Log: log}
+	d := &dispatch.Dispatcher{Bus: b, Channels: []channel.Channel{s}, Log: log, Progress: true, ToolHints: true}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go g.Run(ctx)
+	go d.Run(ctx)
+	g.Expect("web", "telegram")
+	go g.RunChannel(ctx, s)
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return srv, g
+}
+
+func TestWebChatOverWebsocket(t *testing.T) {
+	srv, g := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {srv.URL}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	var f Frame
+	if err := wsjson.Read(ctx, ws, &f); err != nil || f.Type != "sessions" {
+		t.Fatal(f, err)
+	}
+	wsjson.Write(ctx, ws, Frame{Type: "message", ChatID: "c1", Content: "use a tool"})
+	var kinds []string
+	for {
+		if err := wsjson.Read(ctx, ws, &f); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, f.Type)
+		if f.Type == "message" {
+			break
+		}
+	}
+	if f.Content != "echo: use a tool" || f.ChatID != "c1" || !strings.Contains(strings.Join(kinds, ","), "tool_hint") {
+		t.Fatalf("%+v after %v", f, kinds)
+	}
+	// The session list follows the answer.
+	if err := wsjson.Read(ctx, ws, &f); err != nil || f.Type != "sessions" || len(f.Sessions) != 1 || f.Sessions[0].ChatID != "c1" {
+		t.Fatalf("%+v %v", f, err)
+	}
+	sess, _ := g.Sessions.Get("web:c1")
+	if sess.Len() != 2 {
+		t.Fatal(sess.Len())
+	}
+	wsjson.Write(ctx, ws, Frame{Type: "bogus"})
+	if wsjson.Read(ctx, ws, &f); f.Type != "error" || !strings.Contains(f.Content, "unknown frame type") {
+		t.Fatal(f)
+	}
+}
+
+func TestBrowserChecks(t *testing.T) {
+	srv, _ := start(t)
+	get := func(path string, h map[string]string) (int, string) {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		for k, v := range h {
+			if k == "Host" {
+				req.Host = v
+			} else {
+				req.Header.Set(k, v)
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/health", nil); code != 200 || !strings.Contains(body, `"ok"`) {
+		t.Fatal(code, body)
+	}
+	if code, body := get("/", nil); code != 200 || !strings.Contains(body, "<title>nb gateway</title>") {
+		t.Fatal(code, body)
+	}
+	if code, body := get("/ws", map[string]string{"Origin": "https://evil.example"}); code != 403 || !strings.Contains(body, "evil.example") {
+		t.Fatal(code, body)
+	}
+	if code, body := get("/", map[string]string{"Host": "rebind.example:18790"}); code != 403 || !strings.Contains(body, "DNS rebinding") {
+		t.Fatal(code, body)
+	}
+	// /ready waits for every channel: telegram never connected.
+	code, body := get("/ready", nil)
+	var r struct {
+		Ready    bool
+		Channels map[string]string
+	}
+	json.Unmarshal([]byte(body), &r)
+	if code != 503 || r.Ready || r.Channels["web"] != "connected" || r.Channels["telegram"] != "connecting" {
+		t.Fatal(code, body)
+	}
+}
+
+func TestTokens(t *testing.T) {
+	srv, g := start(t)
+	tok, _ := server.NewToken("", "0123456789abcdef0123")
+	s := &Server{Gateway: g, Sessions: g.Sessions, Tokens: []*server.Token{tok}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	h := s.Handler()
+	for _, tc := range []struct {
+		path, auth string
+		host       string
+		want       int
+	}{
+		{"/ready", "", "", 401},
+		{"/ready", "Bearer nope-nope-nope-nope", "", 401},
+		{"/ready", "Bearer 0123456789abcdef0123", "", 503},
+		{"/ready?token=0123456789abcdef0123", "", "", 503},
+		{"/health", "", "", 200},
+		{"/", "", "assistant.example:18790", 200}, // with a token, any name may serve the page
+	} {
+		req := httptest.NewRequest("GET", tc.path, nil)
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		if tc.host != "" {
+			req.Host = tc.host
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != tc.want {
+			t.Errorf("%s %q: %d, want %d: %s", tc.path, tc.auth, w.Code, tc.want, w.Body)
+		}
+	}
+	_ = srv
+}
