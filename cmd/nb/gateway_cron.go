@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/nbots/nb/gateway"
+	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/cron"
+	"github.com/nbots/nb/tool"
 )
 
 const gatewayCronUsage = "use nb gateway cron list [-a] | add --name N --message M (--every SECONDS | --cron EXPR [--tz ZONE] | --at ISO) [--deliver] [--to CHAT --channel CH] | remove ID | enable ID [--disable] | run ID [--force]"
@@ -256,4 +260,83 @@ func cronFlags(args []string) (map[string]string, []string, error) {
 		opts[o.long] = value
 	}
 	return opts, words, nil
+}
+
+// nb gateway cron, the cron scheduler and the agent's cron tool, plugged
+// into nb gateway.
+func init() {
+	gatewaySubcommands["cron"] = (*App).gatewayCronCommand
+	gatewayHooks = append(gatewayHooks, gatewayCronHook)
+}
+
+// gatewayCronCommand finds the workspace and zone as nb gateway does
+// (--config and --workspace may come anywhere) and runs gatewayCron.
+func (a *App) gatewayCronCommand(args []string) error {
+	cfg, ws := "", ""
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		name, value, has := strings.Cut(args[i], "=")
+		if name != "--config" && name != "--workspace" && name != "-config" && name != "-workspace" {
+			rest = append(rest, args[i])
+			continue
+		}
+		if !has {
+			if i+1 >= len(args) {
+				return &usageError{name + " needs a value"}
+			}
+			i++
+			value = args[i]
+		}
+		if strings.HasSuffix(name, "config") {
+			cfg = value
+		} else {
+			ws = value
+		}
+	}
+	c, err := a.loadGatewayConfig(gatewayFlags{config: &cfg, workspace: &ws})
+	if err != nil {
+		return err
+	}
+	return a.gatewayCron(c.Workspace, gatewayZone(c.Agents.Defaults.Timezone), rest)
+}
+
+// gatewayCronHook runs the workspace's jobs beside the gateway (each as a
+// turn in session cron:<id>, as nanobot's process_direct) and gives every
+// turn the cron tool.
+func gatewayCronHook(_ context.Context, rt *gatewayRuntime) error {
+	g := rt.Gateway
+	store := cron.NewStore(rt.Config.Workspace)
+	zone := gatewayZone(rt.Config.Agents.Defaults.Timezone)
+	sched := &cron.Scheduler{Store: store, Zone: zone, Log: rt.Log, RunJob: func(ctx context.Context, j cron.Job) error {
+		channel, chat := "cli", "direct"
+		if j.Payload.Channel != nil && *j.Payload.Channel != "" {
+			channel = *j.Payload.Channel
+		}
+		if j.Payload.To != nil && *j.Payload.To != "" {
+			chat = *j.Payload.To
+		}
+		_, err := g.RunDirect(ctx, gateway.Direct{
+			Entry: access.Cron, SessionKey: "cron:" + j.ID, Channel: channel, ChatID: chat,
+			Content: j.Payload.Message, Source: gateway.SourceCron,
+			Deliver: j.Payload.Deliver && j.Payload.To != nil && *j.Payload.To != "",
+		})
+		return err
+	}}
+	rt.Background = append(rt.Background, func(ctx context.Context) error {
+		err := sched.Run(ctx)
+		if errors.Is(err, cron.ErrRunning) {
+			rt.Log.Warn("cron: " + err.Error() + ": this gateway runs none")
+			return nil
+		}
+		return err
+	})
+	prev := g.ExtraTools
+	g.ExtraTools = func(d gateway.Direct) []tool.Tool {
+		var tools []tool.Tool
+		if prev != nil {
+			tools = prev(d)
+		}
+		return append(tools, &cron.Tool{Store: store, Zone: zone, Channel: d.Channel, ChatID: d.ChatID, InCronJob: d.Source == gateway.SourceCron})
+	}
+	return nil
 }
