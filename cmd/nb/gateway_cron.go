@@ -1,0 +1,342 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nbots/nb/gateway"
+	"github.com/nbots/nb/gateway/access"
+	"github.com/nbots/nb/gateway/cron"
+	"github.com/nbots/nb/tool"
+)
+
+const gatewayCronUsage = "use nb gateway cron list [-a] | add --name N --message M (--every SECONDS | --cron EXPR [--tz ZONE] | --at ISO) [--deliver] [--to CHAT --channel CH] | remove ID | enable ID [--disable] | run ID [--force]"
+
+// cronOptions are the options of nb gateway cron, with nanobot's short
+// forms.
+var cronOptions = map[string]struct {
+	long  string
+	value bool
+}{
+	"-a":        {"all", false},
+	"--all":     {"all", false},
+	"-n":        {"name", true},
+	"--name":    {"name", true},
+	"-m":        {"message", true},
+	"--message": {"message", true},
+	"-e":        {"every", true},
+	"--every":   {"every", true},
+	"-c":        {"cron", true},
+	"--cron":    {"cron", true},
+	"--tz":      {"tz", true},
+	"--at":      {"at", true},
+	"-d":        {"deliver", false},
+	"--deliver": {"deliver", false},
+	"--to":      {"to", true},
+	"--channel": {"channel", true},
+	"--disable": {"disable", false},
+	"-f":        {"force", false},
+	"--force":   {"force", false},
+}
+
+// gatewayCron runs nb gateway cron in the workspace; zone is
+// agents.defaults.timezone (nil: the machine's). It edits cron/jobs.json
+// under the lock the running gateway's scheduler takes too, so it works
+// whether or not the gateway runs, and a job added while it runs fires
+// without a restart.
+func (a *App) gatewayCron(workspace string, zone *time.Location, args []string) error {
+	if len(args) == 0 {
+		return &usageError{"missing command: " + gatewayCronUsage}
+	}
+	if zone == nil {
+		zone = time.Local
+	}
+	opts, words, err := cronFlags(args[1:])
+	if err != nil {
+		return err
+	}
+	allowed := map[string]string{
+		"list": "all", "add": "name message every cron tz at deliver to channel",
+		"remove": "", "enable": "disable", "run": "force",
+	}
+	known, ok := allowed[args[0]]
+	if !ok {
+		return &usageError{fmt.Sprintf("unknown command %q: %s", args[0], gatewayCronUsage)}
+	}
+	for name := range opts {
+		if !strings.Contains(" "+known+" ", " "+name+" ") {
+			return &usageError{fmt.Sprintf("nb gateway cron %s takes no --%s: %s", args[0], name, gatewayCronUsage)}
+		}
+	}
+	store := cron.NewStore(workspace)
+	ctx := context.Background()
+	switch args[0] {
+	case "list":
+		if len(words) > 0 {
+			return &usageError{"nb gateway cron list takes no argument: " + gatewayCronUsage}
+		}
+		return a.cronList(store, zone, opts["all"] != "")
+	case "add":
+		if len(words) > 0 {
+			return &usageError{fmt.Sprintf("unexpected %q: %s", words[0], gatewayCronUsage)}
+		}
+		return a.cronAdd(ctx, store, zone, opts)
+	}
+	if len(words) != 1 {
+		return &usageError{fmt.Sprintf("nb gateway cron %s takes one job id: %s", args[0], gatewayCronUsage)}
+	}
+	id := words[0]
+	var msg string
+	err = store.Edit(ctx, func(f *cron.File) error {
+		i := f.Find(id)
+		if i < 0 {
+			return fmt.Errorf("job %s not found", id)
+		}
+		j := &f.Jobs[i]
+		now := time.Now()
+		switch args[0] {
+		case "remove":
+			f.Jobs = append(f.Jobs[:i], f.Jobs[i+1:]...)
+			msg = "✓ Removed job " + id
+		case "enable":
+			j.Enabled = opts["disable"] == ""
+			j.UpdatedAtMs = now.UnixMilli()
+			j.State.NextRunAtMs = nil
+			if next, ok := j.Schedule.Next(now, zone); ok && j.Enabled {
+				ms := next.UnixMilli()
+				j.State.NextRunAtMs = &ms
+			}
+			msg = fmt.Sprintf("✓ Job '%s' %s", j.Name, map[bool]string{true: "enabled", false: "disabled"}[j.Enabled])
+		case "run":
+			if !j.Enabled && opts["force"] == "" {
+				return fmt.Errorf("job %s is disabled: --force runs it anyway", id)
+			}
+			j.RunNow = true
+			if store.Running() {
+				msg = fmt.Sprintf("✓ Job '%s' handed to the running gateway: it runs now", j.Name)
+			} else {
+				msg = fmt.Sprintf("✓ Job '%s' queued: the gateway is not running; it runs when the gateway starts", j.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(a.Stdout, msg)
+	return nil
+}
+
+func (a *App) cronList(store *cron.Store, zone *time.Location, all bool) error {
+	f, err := store.Load()
+	if err != nil {
+		return err
+	}
+	var jobs []cron.Job
+	for _, j := range f.Jobs {
+		if all || j.Enabled {
+			jobs = append(jobs, j)
+		}
+	}
+	if len(jobs) == 0 {
+		fmt.Fprintln(a.Stdout, "No scheduled jobs.")
+		return nil
+	}
+	w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tName\tSchedule\tStatus\tNext Run")
+	for _, j := range jobs {
+		sched := "one-time"
+		switch j.Schedule.Kind {
+		case cron.KindEvery:
+			if j.Schedule.EveryMs != nil {
+				sched = fmt.Sprintf("every %ds", *j.Schedule.EveryMs/1000)
+			}
+		case cron.KindCron:
+			if j.Schedule.Expr != nil {
+				sched = *j.Schedule.Expr
+				if j.Schedule.TZ != nil && *j.Schedule.TZ != "" {
+					sched += " (" + *j.Schedule.TZ + ")"
+				}
+			}
+		}
+		status := "enabled"
+		if !j.Enabled {
+			status = "disabled"
+		}
+		next := ""
+		if j.State.NextRunAtMs != nil && j.Enabled {
+			loc, err := j.Schedule.Zone(zone)
+			if err != nil {
+				loc = zone
+			}
+			next = time.UnixMilli(*j.State.NextRunAtMs).In(loc).Format("2006-01-02 15:04 MST")
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, sched, status, next)
+	}
+	return w.Flush()
+}
+
+func (a *App) cronAdd(ctx context.Context, store *cron.Store, zone *time.Location, opts map[string]string) error {
+	if opts["tz"] != "" && opts["cron"] == "" {
+		return &usageError{"--tz can only be used with --cron"}
+	}
+	if opts["name"] == "" || opts["message"] == "" {
+		return &usageError{"nb gateway cron add needs --name and --message: " + gatewayCronUsage}
+	}
+	spec := cron.Spec{Name: opts["name"], Message: opts["message"], Cron: opts["cron"], TZ: opts["tz"],
+		Deliver: opts["deliver"] != "", To: opts["to"], Channel: opts["channel"]}
+	n := 0
+	for _, k := range []string{"every", "cron", "at"} {
+		if opts[k] != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return &usageError{"give one of --every, --cron or --at: " + gatewayCronUsage}
+	}
+	if s := opts["every"]; s != "" {
+		secs, err := strconv.Atoi(s)
+		if err != nil || secs <= 0 {
+			return &usageError{fmt.Sprintf("--every %s: a whole number of seconds above 0", s)}
+		}
+		spec.Every = time.Duration(secs) * time.Second
+	}
+	if s := opts["at"]; s != "" {
+		t, err := cron.ParseISO(s, zone)
+		if err != nil {
+			return &usageError{"--at: " + err.Error()}
+		}
+		spec.At = t
+	}
+	job, err := cron.NewJob(spec, time.Now(), zone)
+	if err != nil {
+		return err
+	}
+	if err := store.Edit(ctx, func(f *cron.File) error {
+		f.Jobs = append(f.Jobs, job)
+		return nil
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.Stdout, "✓ Added job '%s' (%s)\n", job.Name, job.ID)
+	return nil
+}
+
+// cronFlags reads the options among the words: --name VALUE, --name=VALUE
+// and nanobot's short forms (-n VALUE).
+func cronFlags(args []string) (map[string]string, []string, error) {
+	opts := map[string]string{}
+	var words []string
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if !strings.HasPrefix(arg, "-") || arg == "-" {
+			words = append(words, arg)
+			continue
+		}
+		flag, value, hasValue := strings.Cut(arg, "=")
+		o, ok := cronOptions[flag]
+		if !ok {
+			return nil, nil, &usageError{fmt.Sprintf("unknown option %s: %s", flag, gatewayCronUsage)}
+		}
+		if !o.value {
+			if hasValue {
+				return nil, nil, &usageError{flag + " takes no value"}
+			}
+			opts[o.long] = "true"
+			continue
+		}
+		if !hasValue {
+			if i+1 >= len(args) {
+				return nil, nil, &usageError{flag + " needs a value"}
+			}
+			i++
+			value = args[i]
+		}
+		opts[o.long] = value
+	}
+	return opts, words, nil
+}
+
+// nb gateway cron, the cron scheduler and the agent's cron tool, plugged
+// into nb gateway.
+func init() {
+	gatewaySubcommands["cron"] = (*App).gatewayCronCommand
+	gatewayHooks = append(gatewayHooks, gatewayCronHook)
+}
+
+// gatewayCronCommand finds the workspace and zone as nb gateway does
+// (--config and --workspace may come anywhere) and runs gatewayCron.
+func (a *App) gatewayCronCommand(args []string) error {
+	cfg, ws := "", ""
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		name, value, has := strings.Cut(args[i], "=")
+		if name != "--config" && name != "--workspace" && name != "-config" && name != "-workspace" {
+			rest = append(rest, args[i])
+			continue
+		}
+		if !has {
+			if i+1 >= len(args) {
+				return &usageError{name + " needs a value"}
+			}
+			i++
+			value = args[i]
+		}
+		if strings.HasSuffix(name, "config") {
+			cfg = value
+		} else {
+			ws = value
+		}
+	}
+	c, err := a.loadGatewayConfig(gatewayFlags{config: &cfg, workspace: &ws})
+	if err != nil {
+		return err
+	}
+	return a.gatewayCron(c.Workspace, gatewayZone(c.Agents.Defaults.Timezone), rest)
+}
+
+// gatewayCronHook runs the workspace's jobs beside the gateway (each as a
+// turn in session cron:<id>, as nanobot's process_direct) and gives every
+// turn the cron tool.
+func gatewayCronHook(_ context.Context, rt *gatewayRuntime) error {
+	g := rt.Gateway
+	store := cron.NewStore(rt.Config.Workspace)
+	zone := gatewayZone(rt.Config.Agents.Defaults.Timezone)
+	sched := &cron.Scheduler{Store: store, Zone: zone, Log: rt.Log, RunJob: func(ctx context.Context, j cron.Job) error {
+		channel, chat := "cli", "direct"
+		if j.Payload.Channel != nil && *j.Payload.Channel != "" {
+			channel = *j.Payload.Channel
+		}
+		if j.Payload.To != nil && *j.Payload.To != "" {
+			chat = *j.Payload.To
+		}
+		_, err := g.RunDirect(ctx, gateway.Direct{
+			Entry: access.Cron, SessionKey: "cron:" + j.ID, Channel: channel, ChatID: chat,
+			Content: j.Payload.Message, Source: gateway.SourceCron,
+			Deliver: j.Payload.Deliver && j.Payload.To != nil && *j.Payload.To != "",
+		})
+		return err
+	}}
+	rt.Background = append(rt.Background, func(ctx context.Context) error {
+		err := sched.Run(ctx)
+		if errors.Is(err, cron.ErrRunning) {
+			rt.Log.Warn("cron: " + err.Error() + ": this gateway runs none")
+			return nil
+		}
+		return err
+	})
+	prev := g.ExtraTools
+	g.ExtraTools = func(d gateway.Direct) []tool.Tool {
+		var tools []tool.Tool
+		if prev != nil {
+			tools = prev(d)
+		}
+		return append(tools, &cron.Tool{Store: store, Zone: zone, Channel: d.Channel, ChatID: d.ChatID, InCronJob: d.Source == gateway.SourceCron})
+	}
+	return nil
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nbots/nb/gateway"
+	"github.com/nbots/nb/gateway/access"
+	"github.com/nbots/nb/gateway/budget"
+	"github.com/nbots/nb/gateway/cron"
+	"github.com/nbots/nb/gateway/heartbeat"
+	"github.com/nbots/nb/gateway/memory"
+	"github.com/nbots/nb/gateway/modelcall"
+	gwsession "github.com/nbots/nb/gateway/session"
+	"github.com/nbots/nb/gateway/skills"
+	"github.com/nbots/nb/state"
+)
+
+// The assistant's memory, heartbeat, budgets and skills (issue 20 §2),
+// plugged into the gateway's seams once it is built.
+func init() {
+	gatewayHooks = append(gatewayHooks, gatewayFeatures)
+}
+
+func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
+	c, g := rt.Config, rt.Gateway
+	d := c.Agents.Defaults
+	zone := gatewayZone(d.Timezone)
+
+	ledger := &budget.Ledger{
+		Limits: budget.Limits{SessionTokens: d.Budget.SessionTokens, DailyTokens: d.Budget.DailyTokens},
+		Path:   gatewayStateFile(rt.App, c.Workspace, "usage"),
+		Zone:   zone,
+	}
+	g.Budget = ledger
+	rt.Background = append(rt.Background, func(ctx context.Context) error {
+		<-ctx.Done()
+		return ledger.Flush()
+	})
+
+	set := &skills.Set{Loader: skills.Loader{Workspace: c.Workspace}, Warn: func(msg string) { rt.Log.Warn(msg) }}
+	cons := &memory.Consolidator{
+		Workspace: c.Workspace,
+		Model:     budget.Guard(modelcall.Provider(rt.Bot.Provider()), ledger),
+		Window:    d.MemoryWindow,
+		Log:       rt.Log,
+		Open: func(_ context.Context, key string) (memory.Session, error) {
+			s, err := rt.Sessions.Get(key)
+			if err != nil {
+				return nil, err
+			}
+			return consolidatedSession{s}, nil
+		},
+	}
+	if d.ContextWindowTokens > 0 {
+		cons.ContextTokens = d.ContextWindowTokens - max(d.MaxTokens, 0) - 1024
+	}
+	if g.Prompt != nil {
+		g.Prompt.Skills = set
+		g.Prompt.Memory = cons
+	}
+	g.Consolidator = archiver{cons, ledger}
+	prev := g.AfterTurn
+	g.AfterTurn = func(s *gwsession.Session) {
+		if prev != nil {
+			prev(s)
+		}
+		n, from := s.Len(), s.Meta().LastConsolidated
+		tokens := 0
+		if cons.ContextTokens > 0 {
+			tokens = memory.EstimateTokens(consolidatedSession{s}.messages()[min(from, n):])
+		}
+		cons.Maybe(s.Key, n-from, tokens)
+	}
+	rt.Background = append(rt.Background, func(ctx context.Context) error {
+		if err := cons.Recover(ctx); err != nil {
+			rt.Log.Warn("memory: " + err.Error())
+		}
+		<-ctx.Done()
+		cons.Wait()
+		return nil
+	})
+
+	hb := c.Gateway.Heartbeat
+	if hb.Enabled == nil || *hb.Enabled {
+		svc := &heartbeat.Service{
+			Workspace: c.Workspace,
+			Interval:  time.Duration(hb.IntervalS) * time.Second,
+			Zone:      zone,
+			Log:       rt.Log,
+			Execute: func(ctx context.Context, prompt string) error {
+				// Isolated: the beat's session replays none of its past
+				// beats (the file keeps them).
+				if s, err := rt.Sessions.Get(heartbeat.Session); err == nil {
+					if err := s.SetConsolidated(s.Len()); err != nil {
+						return err
+					}
+				}
+				channel, chat := heartbeatTarget(rt)
+				_, err := g.RunDirect(ctx, gateway.Direct{
+					Entry: access.Heartbeat, SessionKey: heartbeat.Session,
+					Channel: channel, ChatID: chat, Content: prompt,
+					Source: gateway.SourceHeartbeat, Deliver: channel != "cli",
+				})
+				return err
+			},
+		}
+		rt.Background = append(rt.Background, svc.Run)
+	}
+	return nil
+}
+
+// heartbeatTarget is where a beat's answer goes, as nanobot chooses: the
+// most recently updated session on a channel other than cli and system,
+// else cli:direct (not delivered).
+func heartbeatTarget(rt *gatewayRuntime) (string, string) {
+	infos, err := rt.Sessions.List()
+	if err == nil {
+		for _, in := range infos {
+			ch, chat, ok := strings.Cut(in.Key, ":")
+			if !ok || ch == "cli" || ch == "system" || ch == "cron" || in.Key == heartbeat.Session {
+				continue
+			}
+			return ch, chat
+		}
+	}
+	return "cli", "direct"
+}
+
+// archiver is /new's consolidation: everything left goes to memory, and
+// the session's budget starts again with the new session.
+type archiver struct {
+	c *memory.Consolidator
+	l *budget.Ledger
+}
+
+func (a archiver) Archive(ctx context.Context, s *gwsession.Session) error {
+	if err := a.c.Consolidate(ctx, s.Key, true); err != nil {
+		return err
+	}
+	a.l.ResetSession(s.Key)
+	return nil
+}
+
+// consolidatedSession is a gateway session as memory consolidation reads
+// it: message i is event i, as last_consolidated counts them.
+type consolidatedSession struct{ s *gwsession.Session }
+
+func (c consolidatedSession) Load(context.Context) ([]memory.Message, int, error) {
+	return c.messages(), c.s.Meta().LastConsolidated, nil
+}
+
+func (c consolidatedSession) SetCursor(_ context.Context, n int) error {
+	return c.s.SetConsolidated(n)
+}
+
+func (c consolidatedSession) messages() []memory.Message {
+	events := c.s.Events()
+	out := make([]memory.Message, len(events))
+	for i, ev := range events {
+		m := memory.Message{Role: string(ev.Who), Timestamp: ev.At}
+		if ev.Who == state.RoleAI {
+			m.Role = "assistant"
+		}
+		switch v := ev.Message.(type) {
+		case string:
+			m.Content = v
+		case nil:
+		default:
+			b, _ := json.Marshal(v)
+			m.Content = string(b)
+		}
+		for _, call := range ev.ToolCalls {
+			if call.Name != "" {
+				m.Tools = append(m.Tools, call.Name)
+			}
+		}
+		out[i] = m
+	}
+	return out
+}
+
+// gatewayZone is agents.defaults.timezone (checked when the configuration
+// was loaded); UTC when unset, as nanobot's default.
+func gatewayZone(name string) *time.Location {
+	if name == "" {
+		return time.UTC
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return time.UTC
+	}
+	return loc
+}
+
+// gatewayStateFile is a file of the workspace's that its assistant must
+// not write (its tools can write the workspace): beside the pairing
+// store, named after the workspace.
+func gatewayStateFile(a *App, workspace, name string) string {
+	sum := sha256.Sum256([]byte(workspace))
+	return filepath.Join(filepath.Dir(a.pairingStore(workspace)), name+"-"+hex.EncodeToString(sum[:6])+".json")
+}
+
+func init() {
+	gatewaySubcommands["status"] = (*App).gatewayStatus
+}
+
+// gatewayStatus is nb gateway status: the workspace, today's tokens by
+// source against the budgets, the memory files and the cron jobs.
+func (a *App) gatewayStatus(args []string) error {
+	fs, f := a.gatewayFlagSet("nb gateway status", "usage: nb gateway status\n\nShows the workspace, today's token use by source and the budgets, memory and cron jobs. Flags:\n\n")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	c, err := a.loadGatewayConfig(f)
+	if err != nil {
+		return err
+	}
+	d := c.Agents.Defaults
+	zone := gatewayZone(d.Timezone)
+	ledger := &budget.Ledger{
+		Limits: budget.Limits{SessionTokens: d.Budget.SessionTokens, DailyTokens: d.Budget.DailyTokens},
+		Path:   gatewayStateFile(a, c.Workspace, "usage"),
+		Zone:   zone,
+	}
+	r := ledger.Report("")
+	fmt.Fprintf(a.Stdout, "Workspace: %s\n", c.Workspace)
+	fmt.Fprintf(a.Stdout, "Tokens today: %s", budget.Thousands(r.TodayTotal))
+	if r.Limits.DailyTokens > 0 {
+		fmt.Fprintf(a.Stdout, " of %s (resets %s)", budget.Thousands(r.Limits.DailyTokens), r.Resets.Format("15:04 MST"))
+	}
+	fmt.Fprintln(a.Stdout)
+	for _, s := range budget.Sources {
+		fmt.Fprintf(a.Stdout, "  %-14s %s\n", s, budget.Thousands(r.Today[s].Total()))
+	}
+	if r.Limits.SessionTokens > 0 {
+		fmt.Fprintf(a.Stdout, "Session budget: %s tokens\n", budget.Thousands(r.Limits.SessionTokens))
+	}
+	cons := &memory.Consolidator{Workspace: c.Workspace}
+	for _, p := range []string{cons.MemoryPath(), cons.HistoryPath()} {
+		if fi, err := os.Stat(p); err == nil {
+			fmt.Fprintf(a.Stdout, "%s: %d bytes\n", filepath.Base(p), fi.Size())
+		} else {
+			fmt.Fprintf(a.Stdout, "%s: none\n", filepath.Base(p))
+		}
+	}
+	jobs, err := cron.NewStore(c.Workspace).Load()
+	if err != nil {
+		return err
+	}
+	enabled := 0
+	for _, j := range jobs.Jobs {
+		if j.Enabled {
+			enabled++
+		}
+	}
+	running := "not running"
+	if cron.NewStore(c.Workspace).Running() {
+		running = "running"
+	}
+	fmt.Fprintf(a.Stdout, "Cron jobs: %d enabled, %d in all (scheduler %s)\n", enabled, len(jobs.Jobs), running)
+	return nil
+}

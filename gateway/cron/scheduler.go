@@ -1,0 +1,256 @@
+package cron
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nbots/nb/gateway/clock"
+	"github.com/nbots/nb/internal/atomicfile"
+)
+
+// RunFunc runs one job (the gateway runs its message as an agent turn in
+// session "cron:<id>" and delivers the answer when the payload says so).
+type RunFunc func(ctx context.Context, job Job) error
+
+// Scheduler runs the jobs of a Store when they are due.
+type Scheduler struct {
+	Store *Store
+	// RunJob runs a due job.
+	RunJob RunFunc
+	// Clock defaults to the system's.
+	Clock clock.Clock
+	// Zone is agents.defaults.timezone, the zone of cron expressions
+	// without a tz; nil is UTC.
+	Zone *time.Location
+	// Poll is how often jobs.json is checked for edits by other processes
+	// (default 1 s): a job added meanwhile runs without a restart.
+	Poll time.Duration
+	// Log receives warnings (a failed run, missed slots); nil discards.
+	Log *slog.Logger
+
+	seen fileStamp
+}
+
+// ErrRunning is returned by Scheduler.Run when another process already
+// schedules the jobs of this workspace.
+var ErrRunning = errors.New("another gateway already runs the cron jobs of this workspace")
+
+// SchedulerLockPath is the file that a running scheduler holds locked:
+// `nb gateway cron` uses it to tell whether a gateway runs the jobs.
+func (s *Store) SchedulerLockPath() string {
+	return filepath.Join(filepath.Dir(s.Path), ".scheduler.lock")
+}
+
+// Running reports whether a scheduler runs the jobs of the store now.
+func (s *Store) Running() bool {
+	if err := os.MkdirAll(filepath.Dir(s.Path), 0o700); err != nil {
+		return false
+	}
+	unlock, err := atomicfile.TryLock(s.SchedulerLockPath())
+	if err != nil {
+		return errors.Is(err, atomicfile.ErrLocked)
+	}
+	unlock()
+	return false
+}
+
+// Run schedules until ctx ends. It returns ErrRunning when another
+// process schedules the same jobs.
+func (s *Scheduler) Run(ctx context.Context) error {
+	if err := os.MkdirAll(filepath.Dir(s.Store.Path), 0o700); err != nil {
+		return fmt.Errorf("cron: %w", err)
+	}
+	unlock, err := atomicfile.TryLock(s.Store.SchedulerLockPath())
+	if errors.Is(err, atomicfile.ErrLocked) {
+		return ErrRunning
+	}
+	if err != nil {
+		return fmt.Errorf("cron: %w", err)
+	}
+	defer unlock()
+	for {
+		next, err := s.Tick(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.logger().Warn("cron: " + err.Error())
+		}
+		wait := s.poll()
+		if !next.IsZero() {
+			wait = min(wait, max(next.Sub(s.clock().Now()), 0))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.clock().After(wait):
+		}
+	}
+}
+
+// Tick runs the jobs due now and returns when the next one is due (zero:
+// none). Due jobs are claimed (their next slot computed and saved) under
+// the store's lock before they run, so that a slot runs once even if the
+// process dies during the run or two processes tick together; they run
+// one after the other, as nanobot runs them.
+func (s *Scheduler) Tick(ctx context.Context) (time.Time, error) {
+	now := s.clock().Now()
+	stamp := stampOf(s.Store.Path)
+	if stamp.same(s.seen) && !s.seen.nextDue.IsZero() && now.Before(s.seen.nextDue) {
+		return s.seen.nextDue, nil // nothing changed, nothing due
+	}
+	var due []Job
+	var next time.Time
+	err := s.Store.Edit(ctx, func(f *File) error {
+		due, next = s.claim(f, now)
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	s.seen = stampOf(s.Store.Path)
+	s.seen.nextDue = next
+	for _, j := range due {
+		if ctx.Err() != nil {
+			break
+		}
+		s.runOne(ctx, j)
+	}
+	if len(due) > 0 {
+		s.seen = fileStamp{} // our own status writes: read again
+	}
+	return next, nil
+}
+
+// claim takes the jobs of f due at now, advancing their schedules, and
+// returns them with the earliest next run of all jobs.
+func (s *Scheduler) claim(f *File, now time.Time) ([]Job, time.Time) {
+	var due []Job
+	var next time.Time
+	nowMs := now.UnixMilli()
+	kept := f.Jobs[:0]
+	for _, j := range f.Jobs {
+		run := j.RunNow
+		j.RunNow = false
+		if j.Enabled && j.State.NextRunAtMs == nil {
+			// Added by hand or by a writer that left the first run to us.
+			if t, ok := j.Schedule.Next(now, s.Zone); ok {
+				j.State.NextRunAtMs = ptr(t.UnixMilli())
+			} else if j.Schedule.Kind == KindAt && j.Schedule.AtMs != nil {
+				j.State.NextRunAtMs = ptr(*j.Schedule.AtMs) // past: run once now
+			}
+		}
+		if j.Enabled && j.State.NextRunAtMs != nil && *j.State.NextRunAtMs <= nowMs {
+			slot := time.UnixMilli(*j.State.NextRunAtMs)
+			if missed := s.missed(j, slot, now); missed > 0 {
+				s.logger().Warn(fmt.Sprintf("cron: job %q (%s) missed %d run(s) while the gateway was stopped; running it once now", j.Name, j.ID, missed))
+			}
+			run = true
+			j.State.LastRunAtMs = ptr(nowMs)
+			if t, ok := j.Schedule.Next(now, s.Zone); ok && j.Schedule.Kind != KindAt {
+				j.State.NextRunAtMs = ptr(t.UnixMilli())
+			} else {
+				j.State.NextRunAtMs = nil
+				if j.Schedule.Kind == KindAt {
+					if j.DeleteAfterRun {
+						due = append(due, j)
+						continue
+					}
+					j.Enabled = false
+				}
+			}
+			j.UpdatedAtMs = nowMs
+		}
+		if run {
+			due = append(due, j)
+		}
+		if j.Enabled && j.State.NextRunAtMs != nil {
+			if t := time.UnixMilli(*j.State.NextRunAtMs); next.IsZero() || t.Before(next) {
+				next = t
+			}
+		}
+		kept = append(kept, j)
+	}
+	f.Jobs = kept
+	return due, next
+}
+
+// missed counts the slots after slot that passed before now.
+func (s *Scheduler) missed(j Job, slot, now time.Time) int {
+	n := 0
+	for t, ok := j.Schedule.Next(slot, s.Zone); ok && !t.After(now) && n < 10_000; t, ok = j.Schedule.Next(t, s.Zone) {
+		if j.Schedule.Kind == KindEvery {
+			// every is counted from the last run, not on a grid
+			return int(now.Sub(slot) / (time.Duration(*j.Schedule.EveryMs) * time.Millisecond))
+		}
+		n++
+	}
+	return n
+}
+
+// runOne runs a claimed job and records how it went.
+func (s *Scheduler) runOne(ctx context.Context, j Job) {
+	err := s.RunJob(ctx, j)
+	status, msg := "ok", (*string)(nil)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		status, msg = "error", ptr("interrupted: the gateway stopped during the run")
+	case err != nil:
+		status, msg = "error", ptr(err.Error())
+		s.logger().Warn(fmt.Sprintf("cron: job %q (%s) failed: %v", j.Name, j.ID, err))
+	}
+	werr := s.Store.Edit(context.WithoutCancel(ctx), func(f *File) error {
+		if i := f.Find(j.ID); i >= 0 {
+			f.Jobs[i].State.LastStatus = ptr(status)
+			f.Jobs[i].State.LastError = msg
+		}
+		return nil
+	})
+	if werr != nil {
+		s.logger().Warn("cron: " + werr.Error())
+	}
+}
+
+func (s *Scheduler) clock() clock.Clock {
+	if s.Clock == nil {
+		return clock.System{}
+	}
+	return s.Clock
+}
+
+func (s *Scheduler) poll() time.Duration {
+	if s.Poll <= 0 {
+		return time.Second
+	}
+	return s.Poll
+}
+
+func (s *Scheduler) logger() *slog.Logger {
+	if s.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Log
+}
+
+// fileStamp tells whether jobs.json changed since the last read, so that an
+// idle scheduler takes no lock and parses nothing.
+type fileStamp struct {
+	size    int64
+	mod     time.Time
+	ino     uint64
+	nextDue time.Time
+}
+
+func (f fileStamp) same(g fileStamp) bool {
+	return !f.mod.IsZero() && f.size == g.size && f.mod.Equal(g.mod) && f.ino == g.ino
+}
+
+func stampOf(path string) fileStamp {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}
+	}
+	return fileStamp{size: fi.Size(), mod: fi.ModTime(), ino: inode(fi)}
+}

@@ -1,0 +1,616 @@
+// Package memory is the gateway's long-term memory as nanobot keeps it:
+// memory/MEMORY.md (facts, always in the prompt, rewritten by the model)
+// and memory/HISTORY.md (an append-only log). A Consolidator moves the old
+// part of a session into them with the model's save_memory call, in the
+// background, so that every message ends up either in the session's
+// unconsolidated tail or in HISTORY.md exactly once, whatever the model
+// answers and wherever the process dies.
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nbots/nb/gateway/modelcall"
+	"github.com/nbots/nb/internal/atomicfile"
+	"github.com/nbots/nb/tool"
+)
+
+// Message is what consolidation reads of a session message.
+type Message struct {
+	Role    string
+	Content string
+	// Tools are the names of the tools the message called.
+	Tools []string
+	// Timestamp is the message's ISO time as the session file has it.
+	Timestamp string
+}
+
+// Session is a conversation whose old messages are consolidated. The
+// gateway's session store implements it.
+type Session interface {
+	// Load returns the messages and the persisted last_consolidated cursor.
+	Load(ctx context.Context) (msgs []Message, cursor int, err error)
+	// SetCursor persists last_consolidated (atomically: a crash leaves the
+	// old value or the new one).
+	SetCursor(ctx context.Context, cursor int) error
+}
+
+// Consolidator consolidates the sessions of one workspace. Its zero value
+// is not usable: set Workspace, Model and Open.
+type Consolidator struct {
+	// Workspace is the gateway's workspace (memory/ is under it).
+	Workspace string
+	// Model makes the save_memory call.
+	Model modelcall.Caller
+	// Open returns a session by key (to finish, after a crash, a
+	// consolidation of a session nobody has opened yet).
+	Open func(ctx context.Context, key string) (Session, error)
+	// Window is nanobot's memoryWindow: a session is consolidated when its
+	// unconsolidated tail reaches Window messages, keeping Window/2 (default 100).
+	Window int
+	// ContextTokens, when set, also makes a session due when the estimated
+	// tokens of its tail reach it (nanobot's token-based trigger: the
+	// gateway sets contextWindowTokens - maxTokens - 1024); the oldest
+	// messages are then consolidated, up to a user message, until the tail
+	// is about half of it.
+	ContextTokens int
+	// Timeout bounds one model call (default 2 minutes).
+	Timeout time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Log receives warnings; nil discards them.
+	Log *slog.Logger
+
+	mu       sync.Mutex // one consolidation at a time: MEMORY.md is shared
+	runMu    sync.Mutex // guards running; never held long, so Maybe never waits
+	running  map[string]bool
+	failures map[string]int
+	wg       sync.WaitGroup
+
+	// crash, in tests, stops a consolidation at a named point as kill -9 would.
+	crash func(point string) bool
+}
+
+// RawAfter is how many consecutive failed calls make a consolidation
+// archive the messages unsummarised, as nanobot does.
+const RawAfter = 3
+
+const (
+	systemPrompt = "You are a memory consolidation agent. Call the save_memory tool with your consolidation of the conversation."
+	userPrompt   = "Process this conversation and call the save_memory tool with your consolidation.\n\n## Current Long-term Memory\n%s\n\n## Conversation to Process\n%s"
+)
+
+// SaveMemory is the tool the model is asked to call.
+var SaveMemory = tool.Spec{
+	Name:        "save_memory",
+	Description: "Save the memory consolidation result to persistent storage.",
+	Parameters: map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"history_entry": map[string]any{
+				"type":        "string",
+				"description": "A paragraph (2-5 sentences) summarizing key events/decisions/topics. Start with [YYYY-MM-DD HH:MM]. Include detail useful for grep search.",
+			},
+			"memory_update": map[string]any{
+				"type":        "string",
+				"description": "Full updated long-term memory as markdown. Include all existing facts plus new ones. Return unchanged if nothing new.",
+			},
+		},
+		"required": []any{"history_entry", "memory_update"},
+	},
+}
+
+// MemoryPath is memory/MEMORY.md of the workspace.
+func (c *Consolidator) MemoryPath() string { return filepath.Join(c.Workspace, "memory", "MEMORY.md") }
+
+// HistoryPath is memory/HISTORY.md of the workspace.
+func (c *Consolidator) HistoryPath() string {
+	return filepath.Join(c.Workspace, "memory", "HISTORY.md")
+}
+
+func (c *Consolidator) journalPath() string {
+	return filepath.Join(c.Workspace, "memory", ".consolidating.json")
+}
+
+func (c *Consolidator) lockPath() string {
+	return filepath.Join(c.Workspace, "memory", ".lock")
+}
+
+// ReadMemory is MEMORY.md's content ("" when absent).
+func (c *Consolidator) ReadMemory() (string, error) {
+	b, err := os.ReadFile(c.MemoryPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read memory: %w", err)
+	}
+	return string(b), nil
+}
+
+// LongTerm is MEMORY.md for the system prompt ("" when absent or
+// unreadable: a prompt is still made).
+func (c *Consolidator) LongTerm() string {
+	m, err := c.ReadMemory()
+	if err != nil {
+		c.logger().Warn("memory: " + err.Error())
+	}
+	return m
+}
+
+// Maybe starts consolidating the session in the background when its tail
+// (tail messages, tailTokens estimated by EstimateTokens) has reached
+// Window messages or ContextTokens, and no consolidation of it runs; it
+// never waits. It reports whether it started one.
+func (c *Consolidator) Maybe(key string, tail, tailTokens int) bool {
+	if !c.due(tail, tailTokens) {
+		return false
+	}
+	c.runMu.Lock()
+	if c.running == nil {
+		c.running = map[string]bool{}
+	}
+	if c.running[key] {
+		c.runMu.Unlock()
+		return false
+	}
+	c.running[key] = true
+	c.runMu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			c.runMu.Lock()
+			delete(c.running, key)
+			c.runMu.Unlock()
+		}()
+		if err := c.Consolidate(context.Background(), key, false); err != nil {
+			c.logger().Warn("memory consolidation of " + key + ": " + err.Error())
+		}
+	}()
+	return true
+}
+
+// Wait waits for the background consolidations.
+func (c *Consolidator) Wait() { c.wg.Wait() }
+
+// Consolidate consolidates one chunk of the session now: the tail but the
+// last Window/2 messages when the tail has reached Window, or, with all
+// (nanobot's /new), the whole tail. A failed model call changes nothing
+// (after RawAfter failures in a row the chunk is archived raw; with all,
+// at once, so that /new never fails for the model and loses nothing).
+func (c *Consolidator) Consolidate(ctx context.Context, key string, all bool) error {
+	unlock, err := c.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := c.recoverLocked(ctx); err != nil {
+		return err
+	}
+	s, err := c.Open(ctx, key)
+	if err != nil {
+		return fmt.Errorf("open session %s: %w", key, err)
+	}
+	msgs, cursor, err := s.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("load session %s: %w", key, err)
+	}
+	cursor = min(max(cursor, 0), len(msgs))
+	end := len(msgs)
+	if !all {
+		end = c.chunkEnd(msgs, cursor)
+	}
+	if end <= cursor {
+		return nil
+	}
+	lines := formatLines(msgs[cursor:end])
+	current, err := c.ReadMemory()
+	if err != nil {
+		return err
+	}
+	entry, update, err := c.ask(ctx, key, current, lines)
+	if err != nil {
+		n := c.failed(key)
+		if n < RawAfter && !all {
+			return err
+		}
+		c.logger().Warn(fmt.Sprintf("memory consolidation of %s failed %d times (%v): archiving %d messages raw", key, n, err, end-cursor))
+		entry = fmt.Sprintf("[%s] [RAW] %d messages\n%s", c.now().Format("2006-01-02 15:04"), end-cursor, lines)
+		update = current
+	}
+	c.resetFailures(key)
+	if update != current && !c.keepable(current, update) {
+		c.logger().Warn(fmt.Sprintf("memory consolidation of %s: the model's memory_update (%d bytes) would empty MEMORY.md or shrink it by more than half (%d bytes): kept", key, len(update), len(current)))
+		update = current
+	}
+	hsize, err := fileSize(c.HistoryPath())
+	if err != nil {
+		return err
+	}
+	j := journal{Key: key, From: cursor, To: end, HistorySize: hsize, Entry: entry + "\n\n", Memory: update}
+	data, _ := json.Marshal(j)
+	if err := atomicfile.WriteFile(c.journalPath(), data, 0o600); err != nil {
+		return err
+	}
+	if c.crashAt("journal") {
+		return errCrashed
+	}
+	return c.finish(ctx, j, s)
+}
+
+func (c *Consolidator) due(tail, tailTokens int) bool {
+	return tail >= c.window() || (c.ContextTokens > 0 && tailTokens >= c.ContextTokens)
+}
+
+// chunkEnd is where the chunk to consolidate ends: before the last
+// Window/2 messages when the tail has Window; when its tokens reach
+// ContextTokens, at the first user message from which the rest is at most
+// half of them, if that is further. cursor when nothing is due.
+func (c *Consolidator) chunkEnd(msgs []Message, cursor int) int {
+	tail := msgs[cursor:]
+	tokens := EstimateTokens(tail)
+	if !c.due(len(tail), tokens) {
+		return cursor
+	}
+	end := cursor
+	if len(tail) >= c.window() {
+		end = len(msgs) - c.window()/2
+	}
+	if c.ContextTokens > 0 && tokens >= c.ContextTokens {
+		removed, need := 0, tokens-c.ContextTokens/2
+		for i := cursor; i < len(msgs); i++ {
+			if i > cursor && msgs[i].Role == "user" {
+				if i > end {
+					end = i
+				}
+				if removed >= need {
+					break
+				}
+			}
+			removed += EstimateTokens(msgs[i : i+1])
+		}
+	}
+	return end
+}
+
+// EstimateTokens is a generous estimate of the tokens of messages: one per
+// 3 bytes of content, and 4 for each message's framing.
+func EstimateTokens(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += (len(m.Content)+len(m.Role)+2)/3 + 4
+	}
+	return n
+}
+
+// keepable says whether update may replace current: never emptied, never
+// shrunk by more than half (Forget does that, on the user's word).
+func (c *Consolidator) keepable(current, update string) bool {
+	if strings.TrimSpace(update) == "" {
+		return strings.TrimSpace(current) == ""
+	}
+	return len(update)*2 >= len(current)
+}
+
+// Forget replaces MEMORY.md with content, however much shorter: the
+// explicit forget that consolidation never does on its own.
+func (c *Consolidator) Forget(ctx context.Context, content string) error {
+	unlock, err := c.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return atomicfile.WriteFile(c.MemoryPath(), []byte(content), 0o600)
+}
+
+// Recover finishes a consolidation that a crash interrupted. The gateway
+// calls it on start; Consolidate calls it too.
+func (c *Consolidator) Recover(ctx context.Context) error {
+	unlock, err := c.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return c.recoverLocked(ctx)
+}
+
+// journal is a consolidation decided but perhaps not fully written: enough
+// to finish it, idempotently, after a crash.
+type journal struct {
+	Key         string `json:"key"`
+	From        int    `json:"from"`
+	To          int    `json:"to"`
+	HistorySize int64  `json:"history_size"`
+	Entry       string `json:"entry"`
+	Memory      string `json:"memory"`
+}
+
+func (c *Consolidator) recoverLocked(ctx context.Context) error {
+	data, err := os.ReadFile(c.journalPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", c.journalPath(), err)
+	}
+	var j journal
+	if err := json.Unmarshal(data, &j); err != nil {
+		// Written atomically, so never torn; unreadable means edited by hand.
+		c.logger().Warn(fmt.Sprintf("memory: %s is not readable (%v): removed", c.journalPath(), err))
+		return c.removeJournal()
+	}
+	s, err := c.Open(ctx, j.Key)
+	if err != nil {
+		return fmt.Errorf("open session %s: %w", j.Key, err)
+	}
+	return c.finish(ctx, j, s)
+}
+
+// finish writes what the journal says, skipping what is already written:
+// the HISTORY.md entry, MEMORY.md, the cursor; then removes the journal.
+func (c *Consolidator) finish(ctx context.Context, j journal, s Session) error {
+	_, cursor, err := s.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("load session %s: %w", j.Key, err)
+	}
+	if cursor != j.From {
+		if cursor != j.To {
+			c.logger().Warn(fmt.Sprintf("memory: session %s moved (cursor %d, expected %d): the interrupted consolidation is dropped", j.Key, cursor, j.From))
+		}
+		return c.removeJournal()
+	}
+	if err := c.appendHistory(j); err != nil {
+		return err
+	}
+	if c.crashAt("history") {
+		return errCrashed
+	}
+	if current, err := c.ReadMemory(); err != nil {
+		return err
+	} else if current != j.Memory {
+		if err := atomicfile.WriteFile(c.MemoryPath(), []byte(j.Memory), 0o600); err != nil {
+			return err
+		}
+	}
+	if c.crashAt("memory") {
+		return errCrashed
+	}
+	if err := s.SetCursor(ctx, j.To); err != nil {
+		return fmt.Errorf("save session %s: %w", j.Key, err)
+	}
+	if c.crashAt("cursor") {
+		return errCrashed
+	}
+	return c.removeJournal()
+}
+
+// appendHistory appends the entry at the journal's offset unless it is
+// there already; a torn append (a crash mid-write) is cut off first.
+func (c *Consolidator) appendHistory(j journal) error {
+	path := c.HistoryPath()
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("append history: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("append history: %w", err)
+	}
+	size, at := fi.Size(), j.HistorySize
+	if size >= at+int64(len(j.Entry)) {
+		buf := make([]byte, len(j.Entry))
+		if _, err := f.ReadAt(buf, at); err == nil && string(buf) == j.Entry {
+			return nil // written before the crash
+		}
+	}
+	if size < at || size > at+int64(len(j.Entry)) {
+		// Changed by someone else since: append at the end.
+		c.logger().Warn("memory: HISTORY.md changed during a consolidation; appending at its end")
+		at = size
+	}
+	if err := f.Truncate(at); err != nil {
+		return fmt.Errorf("append history: %w", err)
+	}
+	data := []byte(j.Entry)
+	if c.crashAt("history-torn") {
+		f.WriteAt(data[:len(data)/2], at) //nolint:errcheck // simulating a torn write
+		return errCrashed
+	}
+	if _, err := f.WriteAt(data, at); err != nil {
+		return fmt.Errorf("append history: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("append history: %w", err)
+	}
+	if size == 0 {
+		atomicfile.SyncDir(filepath.Dir(path))
+	}
+	return nil
+}
+
+func (c *Consolidator) removeJournal() error {
+	if err := os.Remove(c.journalPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("memory: %w", err)
+	}
+	atomicfile.SyncDir(filepath.Dir(c.journalPath()))
+	return nil
+}
+
+// ask makes the save_memory call and reads its arguments leniently: a
+// JSON text inside a string, a list of one object, values that are not
+// strings (nanobot issue #1042) are all accepted; a missing call, a
+// missing or empty history_entry, arguments that are not JSON are errors.
+func (c *Consolidator) ask(ctx context.Context, key, current, lines string) (entry, update string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	mem := current
+	if strings.TrimSpace(mem) == "" {
+		mem = "(empty)"
+	}
+	reply, err := c.Model.Call(ctx, modelcall.Request{
+		Source:     "consolidation",
+		Session:    key,
+		System:     systemPrompt,
+		User:       fmt.Sprintf(userPrompt, mem, lines),
+		Tools:      []tool.Spec{SaveMemory},
+		ToolChoice: SaveMemory.Name,
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("model call: %w", err)
+	}
+	if len(reply.ToolCalls) == 0 {
+		return "", "", errors.New("the model did not call save_memory")
+	}
+	call := reply.ToolCalls[0]
+	for _, tc := range reply.ToolCalls {
+		if tc.Name == SaveMemory.Name {
+			call = tc
+			break
+		}
+	}
+	args, err := decodeArgs(call.Arguments)
+	if err != nil {
+		return "", "", err
+	}
+	entry = strings.TrimSpace(asText(args["history_entry"]))
+	if entry == "" {
+		return "", "", errors.New("save_memory without a history_entry")
+	}
+	update = current
+	if v, ok := args["memory_update"]; ok && v != nil {
+		update = asText(v)
+	}
+	return entry, update, nil
+}
+
+func decodeArgs(text string) (map[string]any, error) {
+	var v any
+	if err := json.Unmarshal([]byte(text), &v); err != nil {
+		return nil, fmt.Errorf("save_memory arguments are not JSON: %v", err)
+	}
+	if s, ok := v.(string); ok { // JSON inside a string
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			return nil, fmt.Errorf("save_memory arguments are not JSON: %v", err)
+		}
+	}
+	if l, ok := v.([]any); ok && len(l) > 0 {
+		v = l[0]
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("save_memory arguments are not an object")
+	}
+	return m, nil
+}
+
+// asText is a value as text: strings as they are, anything else as JSON.
+func asText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// formatLines writes messages as nanobot's consolidation prompt lists them:
+// "[2026-03-15 14:30] USER [tools: a, b]: content", empty contents skipped.
+func formatLines(msgs []Message) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		if m.Content == "" {
+			continue
+		}
+		ts := m.Timestamp
+		if len(ts) > 16 {
+			ts = ts[:16]
+		}
+		ts = strings.Replace(ts, "T", " ", 1)
+		tools := ""
+		if len(m.Tools) > 0 {
+			tools = " [tools: " + strings.Join(m.Tools, ", ") + "]"
+		}
+		fmt.Fprintf(&b, "[%s] %s%s: %s\n", ts, strings.ToUpper(m.Role), tools, m.Content)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+func (c *Consolidator) lock(ctx context.Context) (func(), error) {
+	if err := os.MkdirAll(filepath.Join(c.Workspace, "memory"), 0o700); err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	c.mu.Lock()
+	unlock, err := atomicfile.Lock(ctx, c.lockPath())
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	return func() { unlock(); c.mu.Unlock() }, nil
+}
+
+var errCrashed = errors.New("crashed (test)")
+
+func (c *Consolidator) crashAt(point string) bool { return c.crash != nil && c.crash(point) }
+
+func (c *Consolidator) failed(key string) int {
+	if c.failures == nil {
+		c.failures = map[string]int{}
+	}
+	c.failures[key]++
+	return c.failures[key]
+}
+
+func (c *Consolidator) resetFailures(key string) { delete(c.failures, key) }
+
+func (c *Consolidator) window() int {
+	if c.Window <= 0 {
+		return 100
+	}
+	return c.Window
+}
+
+func (c *Consolidator) timeout() time.Duration {
+	if c.Timeout <= 0 {
+		return 2 * time.Minute
+	}
+	return c.Timeout
+}
+
+func (c *Consolidator) now() time.Time {
+	if c.Now == nil {
+		return time.Now()
+	}
+	return c.Now()
+}
+
+func (c *Consolidator) logger() *slog.Logger {
+	if c.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Log
+}
+
+func fileSize(path string) (int64, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("memory: %w", err)
+	}
+	return fi.Size(), nil
+}

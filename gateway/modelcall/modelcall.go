@@ -1,0 +1,70 @@
+// Package modelcall is the one model call, without an agent loop, that the
+// gateway's background features make: memory consolidation asks for a
+// save_memory call, the heartbeat for a heartbeat decision. They take a
+// Caller; the gateway implements it with its bot, so that these packages
+// know neither cartridges nor providers' APIs.
+package modelcall
+
+import (
+	"context"
+
+	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/tool"
+)
+
+// Request is one call: a system text, one user message, the tools offered.
+type Request struct {
+	// Source names who calls, for the token ledger: "consolidation",
+	// "heartbeat".
+	Source string
+	// Session is the session the call is for ("heartbeat", "telegram:42"),
+	// for the budget.
+	Session string
+	System  string
+	User    string
+	Tools   []tool.Spec
+	// ToolChoice names the tool the model must call; "" lets it choose.
+	// A Caller whose provider refuses a forced choice retries with "".
+	ToolChoice string
+}
+
+// Reply is the model's answer.
+type Reply struct {
+	Content string
+	// ToolCalls are the calls as the model sent them: their Arguments may be
+	// anything (malformed JSON, a list, a string holding JSON).
+	ToolCalls []provider.ToolCall
+	// FinishReason is the provider's, mapped to provider's constants.
+	FinishReason string
+	Usage        provider.Usage
+}
+
+// Caller makes one call.
+type Caller interface {
+	Call(ctx context.Context, req Request) (Reply, error)
+}
+
+// Func is a function as a Caller.
+type Func func(ctx context.Context, req Request) (Reply, error)
+
+// Call calls f.
+func (f Func) Call(ctx context.Context, req Request) (Reply, error) { return f(ctx, req) }
+
+// Provider is a Caller on a provider (the assistant's bot's, with its
+// retries): one Complete with the system text, the user message and the
+// tools. The common model has no forced tool choice, so ToolChoice is
+// not sent: the model chooses, as nanobot falls back to when a provider
+// refuses a forced choice.
+func Provider(p provider.Provider) Caller {
+	return Func(func(ctx context.Context, req Request) (Reply, error) {
+		resp, err := p.Complete(ctx, provider.Request{
+			System:   req.System,
+			Messages: []provider.Message{{Role: provider.RoleUser, Content: req.User}},
+			Tools:    req.Tools,
+		}, nil)
+		if err != nil {
+			return Reply{}, err
+		}
+		return Reply{Content: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, Usage: resp.Usage}, nil
+	})
+}
