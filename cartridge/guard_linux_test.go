@@ -232,8 +232,11 @@ func TestWorstAccepted(t *testing.T) {
 		if out != "<nil>" && !strings.Contains(out, "no yaml code block") {
 			t.Errorf("%s: %s", tt.name, out)
 		}
-		if elapsed > 3*time.Second || peak > 500<<20 {
-			t.Errorf("%s: %v and %d MB", tt.name, elapsed, peak>>20)
+		// The child's CPU time, not the wall clock: under the race
+		// detector, with other packages' tests on the same two cores,
+		// the wall clock measures the machine's load.
+		if cpu > 3*time.Second || peak > 500<<20 {
+			t.Errorf("%s: %v of CPU (%v wall) and %d MB", tt.name, cpu, elapsed, peak>>20)
 		}
 		t.Logf("%s (%d KB): parsed in %v, peak RSS %.0f MB (CPU time of the whole child %v)", tt.name, len(tt.src)>>10, elapsed.Round(time.Millisecond), float64(peak)/(1<<20), cpu.Round(time.Millisecond))
 	}

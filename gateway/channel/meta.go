@@ -5,7 +5,7 @@ package channel
 // the channel's groupPolicy is open).
 const (
 	// MetaGroup (bool) is true for a message in a group chat or room.
-	MetaGroup = "is_group"
+	MetaGroup = "group"
 	// MetaMentioned (bool) is true when the message mentions the bot (or
 	// replies to it).
 	MetaMentioned = "mentioned"

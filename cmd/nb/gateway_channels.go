@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/channel/discord"
+	"github.com/nbots/nb/gateway/channel/email"
+	"github.com/nbots/nb/gateway/channel/slack"
+	"github.com/nbots/nb/gateway/channel/telegram"
+)
+
+// The chat platforms nb gateway starts from channels.<name> (the keys of
+// nanobot's configuration; docs/gateway-channels.md).
+func init() {
+	gatewayChannels[telegram.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		var cfg telegram.Config
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return telegram.New(cfg, rt.channelEnv())
+	}
+	gatewayChannels[slack.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		var cfg slack.Config
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return slack.New(cfg, rt.channelEnv())
+	}
+	gatewayChannels[discord.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		var cfg discord.Config
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return discord.New(cfg, rt.channelEnv())
+	}
+	gatewayChannels[email.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		var cfg email.Config
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return email.New(cfg, rt.channelEnv())
+	}
+}
+
+// decodeChannel reads a channel's section (keys in camelCase, as the
+// configuration loader left them) into its Config; a value of the wrong
+// type is named, without the section's values (they hold tokens).
+func decodeChannel(raw json.RawMessage, cfg any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(cfg); err != nil {
+		var te *json.UnmarshalTypeError
+		if ok := asTypeError(err, &te); ok {
+			return fmt.Errorf("%s must be %s, not %s", te.Field, strings.TrimPrefix(te.Type.String(), "[]"), te.Value)
+		}
+		return fmt.Errorf("unreadable settings")
+	}
+	return nil
+}
+
+func asTypeError(err error, te **json.UnmarshalTypeError) bool {
+	t, ok := err.(*json.UnmarshalTypeError)
+	if ok {
+		*te = t
+	}
+	return ok
+}
+
+// channelEnv is what the platform channels get: the workspace (inbound
+// media go under media/<channel>), a folder beside the pairing store for
+// their receive positions, and the gateway's logger.
+func (rt *gatewayRuntime) channelEnv() channel.Env {
+	pairing := rt.App.pairingStore(rt.Config.Workspace)
+	dir := filepath.Join(filepath.Dir(pairing), "channels-"+strings.TrimSuffix(strings.TrimPrefix(filepath.Base(pairing), "pairing-"), ".json"))
+	return channel.Env{Workspace: rt.Config.Workspace, StateDir: dir, Logger: rt.Log}
+}
