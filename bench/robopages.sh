@@ -4,6 +4,6 @@
 # Usage: bench/robopages.sh [count]
 set -e
 cd "$(dirname "$0")/.."
-go test ./robopage/server -run '^$' \
+go test ./robopage/pageserver -run '^$' \
 	-bench 'ProcessOverhead|SpawnEcho|ExecutorEcho|ProcessEcho' \
 	-benchtime 500x -count "${1:-3}"

@@ -2,7 +2,7 @@
 // catalog (package catalog: the cartridges of its folders, one bot each,
 // kept up to date as files change) within the limits of an admission
 // (package admission), and puts every front-end (the Nano Bots API in
-// server/nanobots, the OpenAI-compatible API in server/openai, the agent
+// server/nanobots, the OpenAI-compatible API in server/openaiapi, the agent
 // protocol) behind the same tokens, limits, logs, CORS and graceful
 // shutdown. It maps the catalog's and the admission's errors to HTTP.
 //

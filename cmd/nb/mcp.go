@@ -17,7 +17,7 @@ import (
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/mcp"
-	mcpserver "github.com/nbots/nb/mcp/server"
+	"github.com/nbots/nb/mcp/mcpserver"
 )
 
 // mcpStatus prints the cartridge's MCP servers (nb CART - mcp): each

@@ -19,7 +19,7 @@ import (
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/server/nanobots"
-	"github.com/nbots/nb/server/openai"
+	"github.com/nbots/nb/server/openaiapi"
 )
 
 // isServeCommand tells nb serve from a cartridge named serve
@@ -176,7 +176,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		PollHold: holdOrNone(*pollHold), StreamTTL: *streamTTL, AbandonAfter: holdOrNone(*abandon),
 		MaxOutput: answerLimit, StreamBytes: streamLimit})
 	defer api.Close()
-	openai.New(srv, openai.Options{
+	openaiapi.New(srv, openaiapi.Options{
 		Logger: log, RequestLogger: srv.Logger, Confirmer: srv.Confirmer(), MaxBody: limits.MaxBody,
 		Admit: func(ctx context.Context, detached bool) (context.Context, func(), error) {
 			run, done, err := srv.Admit(ctx, detached)

@@ -23,7 +23,7 @@ import (
 
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/robopage"
-	"github.com/nbots/nb/robopage/server"
+	"github.com/nbots/nb/robopage/pageserver"
 )
 
 //go:embed templates
@@ -283,7 +283,7 @@ func (c *command) serve(args []string) error {
 	// would be printed in the help.
 	fs.stringVar(&token, "", "token", "", "TOKEN", "require \"Authorization: Bearer TOKEN\" on every request (default $ROBOPAGES_TOKEN)")
 	fs.boolVar(&allowRemote, "", "allow-remote", "listen on an address other machines can reach (needs --token)")
-	fs.intVar(&maxClient, "max-client-conns", server.DefaultMaxClientConns, "N", "open connections one client address may hold; more are refused with 429")
+	fs.intVar(&maxClient, "max-client-conns", pageserver.DefaultMaxClientConns, "N", "open connections one client address may hold; more are refused with 429")
 	lim := limitFlags(fs, 0)
 	ssh := sshFlags(fs)
 	if err := fs.parse(args, c.stdout); err != nil {
@@ -295,7 +295,7 @@ func (c *command) serve(args []string) error {
 	if token == "" {
 		token = c.lookupEnv("ROBOPAGES_TOKEN")
 	}
-	if err := server.CheckAddress(addr, allowRemote, token); err != nil {
+	if err := pageserver.CheckAddress(addr, allowRemote, token); err != nil {
 		return err
 	}
 	lib, err := c.load(c.pagesPath(*path), filter)
@@ -314,7 +314,7 @@ func (c *command) serve(args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(c.stderr, nil))
 	fmt.Fprintf(c.stderr, "serving %d functions of %d pages on http://%s\n", len(lib.Functions()), len(lib.Pages), ln.Addr())
-	return server.Serve(c.ctx, ln, &server.Server{Library: lib, Executor: ex, Token: token, Log: log}, server.Limits{MaxClientConns: maxClient})
+	return pageserver.Serve(c.ctx, ln, &pageserver.Server{Library: lib, Executor: ex, Token: token, Log: log}, pageserver.Limits{MaxClientConns: maxClient})
 }
 
 // warn prints a problem of Prefetch or Validate as a warning.

@@ -1,7 +1,0 @@
-//go:build race
-
-package openai
-
-// raceEnabled is set when the tests run under the race detector, which
-// makes the timed tests several times slower.
-const raceEnabled = true
