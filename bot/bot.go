@@ -58,9 +58,9 @@ type Bot struct {
 	builtins builtin.Status
 	// context is the cartridge's context key (ProjectContext).
 	context cartridge.ContextSettings
-	spawns   bool
-	mu       sync.Mutex
-	depths   map[int]*tool.Set // sub-agents' tool sets
+	spawns  bool
+	mu      sync.Mutex
+	depths  map[int]*tool.Set // sub-agents' tool sets
 }
 
 // New builds the bot of c: its provider (with retries), scripts and
