@@ -56,7 +56,7 @@ type Bot struct {
 	// its built-in tools run; spawns is set when they include spawn.
 	own      []tool.Tool
 	builtins builtin.Status
-	// context is the cartridge's context key (ProjectContext).
+	// context is the cartridge's context key (see projectContext).
 	context cartridge.ContextSettings
 	spawns  bool
 	mu      sync.Mutex
