@@ -158,6 +158,11 @@ type Agent struct {
 	// round that calls one ends the exchange with the calls in
 	// Result.Pending, after the round's other calls ran.
 	External []tool.Spec
+	// Context is what the model is told about where it works (the
+	// environment block and the project's instructions, package project),
+	// sent first, before the cartridge's directive and instruction, which
+	// come later and win. Empty adds none.
+	Context string
 	// System is more system text, after the cartridge's directive and
 	// instruction: an OpenAI-compatible client's system and developer
 	// messages. Empty adds none.

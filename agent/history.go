@@ -15,7 +15,7 @@ func (a *Agent) request(b cartridge.Behavior, stream bool) provider.Request {
 	// specification lists it as what the bot should do next, so it follows
 	// the directive in the system text, which every provider can place. A
 	// client's own system text comes last: the cartridge speaks first.
-	system := joinNonEmpty("\n\n", b.Directive, b.Instruction, a.System)
+	system := joinNonEmpty("\n\n", a.Context, b.Directive, b.Instruction, a.System)
 	msgs := Messages(a.History(), a.limitsFor)
 	budget := a.Budget
 	if budget > 0 {

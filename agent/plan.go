@@ -153,7 +153,7 @@ func (r *planRun) system(task string) string {
 		fmt.Fprintf(&s, "- %s: %s\n  input schema: %s\n", sp.Name, strings.TrimSpace(sp.Description), params)
 	}
 	fmt.Fprintf(&s, "\n%s", task)
-	return joinNonEmpty("\n\n", b.Directive, b.Instruction, s.String())
+	return joinNonEmpty("\n\n", r.Context, b.Directive, b.Instruction, s.String())
 }
 
 // state describes the plan to the model.

@@ -48,7 +48,7 @@ func (a *Agent) askReAct(ctx context.Context, input string) (*Result, error) {
 		return nil, err
 	}
 	b := a.Cartridge.Behavior("interaction")
-	system := joinNonEmpty("\n\n", b.Directive, b.Instruction, a.reactInstructions())
+	system := joinNonEmpty("\n\n", a.Context, b.Directive, b.Instruction, a.reactInstructions())
 	stream := a.Cartridge.Stream(a.Mode)
 	limit := a.MaxRounds
 	if limit <= 0 {

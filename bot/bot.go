@@ -56,9 +56,11 @@ type Bot struct {
 	// its built-in tools run; spawns is set when they include spawn.
 	own      []tool.Tool
 	builtins builtin.Status
-	spawns   bool
-	mu       sync.Mutex
-	depths   map[int]*tool.Set // sub-agents' tool sets
+	// context is the cartridge's context key (see projectContext).
+	context cartridge.ContextSettings
+	spawns  bool
+	mu      sync.Mutex
+	depths  map[int]*tool.Set // sub-agents' tool sets
 }
 
 // New builds the bot of c: its provider (with retries), scripts and
@@ -117,6 +119,10 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 		return nil, err
 	}
 	if err := b.addBuiltins(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if b.context, err = contextSettings(c); err != nil {
 		b.Close()
 		return nil, err
 	}
@@ -461,6 +467,7 @@ func (b *Bot) agent(x Exchange, conv agent.Conversation, tools *tool.Set) *agent
 		Steering: x.Steering, MaxRounds: agent.MaxRounds(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(),
 		Structured: x.Structured, Check: x.Check, Loop: x.Loop, MaxTasks: x.MaxTasks, OnPlan: x.OnPlan,
 	}
+	a.Context = b.projectContext()
 	if _, ok := b.Cartridge.Get("provider", "settings", "user"); ok {
 		// OpenAI's user field carries an opaque identifier, never the name.
 		a.User = state.NewCipher(b.host.Password()).Soft(b.host.EndUser(b.Cartridge, x.EndUser))

@@ -367,17 +367,28 @@ func (a *App) cartridgeCommand(args []string) error {
 // run (the exec sandbox above all), as YAML comments: the output stays a
 // cartridge.
 func (a *App) builtinsStatus(cart *cartridge.Cartridge) error {
-	if b, err := cart.Builtins(); b == nil {
+	var b strings.Builder
+	if bs, err := cart.Builtins(); err != nil {
 		return err
+	} else if bs != nil {
+		st, err := bot.BuiltinsStatus(cart, a.host())
+		if err != nil {
+			return err
+		}
+		b.WriteString("# builtins, as they will run here:\n")
+		for _, line := range st.Lines() {
+			b.WriteString("#   " + line + "\n")
+		}
 	}
-	st, err := bot.BuiltinsStatus(cart, a.host())
+	ctx, ok, err := bot.ContextOf(cart, a.host())
 	if err != nil {
 		return err
 	}
-	var b strings.Builder
-	b.WriteString("# builtins, as they will run here:\n")
-	for _, line := range st.Lines() {
-		b.WriteString("#   " + line + "\n")
+	if ok {
+		b.WriteString("# context, as it would be sent first in the system prompt (the context key):\n")
+		for _, line := range strings.Split(ctx.Text(), "\n") {
+			b.WriteString(strings.TrimRight("#   "+line, " ") + "\n")
+		}
 	}
 	io.WriteString(a.Stdout, b.String()) //nolint:errcheck // nothing to do about a closed stdout
 	return nil

@@ -153,6 +153,9 @@ func (c *Config) Cartridge(base *cartridge.Cartridge, env Env) (*cartridge.Cartr
 	b, w := c.builtins()
 	warnings = append(warnings, w...)
 	doc["builtins"] = b
+	// The gateway writes its own system prompt in nanobot's order (the
+	// workspace's AGENTS.md among the bootstrap files): no second copy.
+	doc["context"] = false
 	if mcp := c.mcp(); len(mcp) > 0 {
 		doc["mcp"] = mcp
 	}

@@ -1,0 +1,67 @@
+package bot
+
+import (
+	"path/filepath"
+
+	"github.com/nbots/nb/builtin"
+	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/project"
+)
+
+// contextSettings reads the cartridge's context key: on by default for
+// cartridges with file or exec built-ins, which work in a folder the
+// model should know about.
+func contextSettings(c *cartridge.Cartridge) (cartridge.ContextSettings, error) {
+	b, err := c.Builtins()
+	if err != nil {
+		return cartridge.ContextSettings{}, err
+	}
+	return c.Context(b != nil && (b.Files != nil || b.Exec != nil))
+}
+
+// gather is the project context of c: about the files workspace, else the
+// folder commands run in, else the cartridge's folder.
+func gather(c *cartridge.Cartridge, set cartridge.ContextSettings, st builtin.Status) project.Context {
+	dir := "."
+	switch {
+	case st.Workspace != "":
+		dir = st.Workspace
+	case st.ExecWorkspace != "":
+		dir = st.ExecWorkspace
+	case c.Path != "":
+		dir = filepath.Dir(c.Path)
+	}
+	p := c.Provider()
+	model, _ := p.Settings["model"].(string)
+	if m, ok := p.Options["model"].(string); ok && model == "" {
+		model = m
+	}
+	return project.Gather(project.Options{
+		Dir: dir, Provider: p.ID, Model: model,
+		Environment: set.Environment, Docs: set.Docs, Budget: set.Budget,
+	})
+}
+
+// ContextOf is what a bot of c would tell the model about where it works
+// (ok false when the cartridge sends no context), without building the
+// bot: `nb CART - cartridge` shows it.
+func ContextOf(c *cartridge.Cartridge, h Host) (ctx project.Context, ok bool, err error) {
+	set, err := contextSettings(c)
+	if err != nil || !set.On {
+		return project.Context{}, false, err
+	}
+	st, err := BuiltinsStatus(c, h)
+	if err != nil {
+		return project.Context{}, false, err
+	}
+	return gather(c, set, st), true, nil
+}
+
+// projectContext is the context's text for one exchange ("" when off).
+// It is gathered anew for each exchange: the date and the files change.
+func (b *Bot) projectContext() string {
+	if !b.context.On {
+		return ""
+	}
+	return gather(b.Cartridge, b.context, b.builtins).Text()
+}
