@@ -171,13 +171,7 @@ func Nearest(name string, known []string) string {
 
 // suggestion names the known key nearest to name, or lists them all.
 func suggestion(name string, known []string) string {
-	best, bestDist := "", 3
-	for _, k := range known {
-		if d := distance(strings.ToLower(name), k); d < bestDist && d < len(k) {
-			best, bestDist = k, d
-		}
-	}
-	if best != "" {
+	if best := Nearest(name, known); best != "" {
 		return fmt.Sprintf(": did you mean %q?", best)
 	}
 	seen := map[string]bool{}

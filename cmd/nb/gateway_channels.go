@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -54,20 +55,12 @@ func decodeChannel(raw json.RawMessage, cfg any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(cfg); err != nil {
 		var te *json.UnmarshalTypeError
-		if ok := asTypeError(err, &te); ok {
+		if errors.As(err, &te) {
 			return fmt.Errorf("%s must be %s, not %s", te.Field, strings.TrimPrefix(te.Type.String(), "[]"), te.Value)
 		}
 		return fmt.Errorf("unreadable settings")
 	}
 	return nil
-}
-
-func asTypeError(err error, te **json.UnmarshalTypeError) bool {
-	t, ok := err.(*json.UnmarshalTypeError)
-	if ok {
-		*te = t
-	}
-	return ok
 }
 
 // channelEnv is what the platform channels get: the workspace (inbound

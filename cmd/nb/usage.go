@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/nbots/nb/cartridge"
@@ -50,14 +51,14 @@ func (a *App) approvalFlags(args []string) ([]string, error) {
 // hi), a forgotten command (nb bot.yml).
 func (a *App) commandSlip(args []string) error {
 	if !strings.ContainsAny(args[0], "/.") && args[0] != "-" {
-		if s := nearest(args[0], subcommands); s != "" {
+		if s := cartridge.Nearest(args[0], subcommands); s != "" {
 			// Only when no cartridge has that name.
 			if _, err := cartridge.Find(args[0], a.host().CartridgeEnv()); err != nil {
 				return &usageError{fmt.Sprintf("unknown command %q: did you mean nb %s?", args[0], s)}
 			}
 		}
 	}
-	if len(args) >= 2 && isOneOf(args[1], cartridgeCommands) && (len(args) < 3 || !isOneOf(args[2], cartridgeCommands)) {
+	if len(args) >= 2 && slices.Contains(cartridgeCommands, args[1]) && (len(args) < 3 || !slices.Contains(cartridgeCommands, args[2])) {
 		return &usageError{fmt.Sprintf("the state key is missing: nb %s - %s (- keeps no conversation; a key keeps one)", args[0], strings.Join(args[1:], " "))}
 	}
 	switch len(args) {
@@ -67,46 +68,6 @@ func (a *App) commandSlip(args []string) error {
 		return &usageError{"missing command: give eval, repl, state or cartridge after the cartridge and the state key"}
 	}
 	return nil
-}
-
-func isOneOf(s string, list []string) bool {
-	for _, x := range list {
-		if s == x {
-			return true
-		}
-	}
-	return false
-}
-
-// nearest is the word of list within two edits of s ("" when none).
-func nearest(s string, list []string) string {
-	best, dist := "", 3
-	for _, w := range list {
-		if d := editDistance(s, w); d < dist && d < len(w) {
-			best, dist = w, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // versionText is nb version: the version, the commit and its date when
