@@ -32,12 +32,8 @@ func gather(c *cartridge.Cartridge, set cartridge.ContextSettings, st builtin.St
 		dir = filepath.Dir(c.Path)
 	}
 	p := c.Provider()
-	model, _ := p.Settings["model"].(string)
-	if m, ok := p.Options["model"].(string); ok && model == "" {
-		model = m
-	}
 	return project.Gather(project.Options{
-		Dir: dir, Provider: p.ID, Model: model,
+		Dir: dir, Provider: p.ID, Model: p.Model(),
 		Environment: set.Environment, Docs: set.Docs, Budget: set.Budget,
 	})
 }

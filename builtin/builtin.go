@@ -143,11 +143,7 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 		profile = files.Profile(cfg.Files.Profile)
 		if profile == files.ProfileAuto {
 			prov := c.Provider()
-			model, _ := prov.Settings["model"].(string)
-			if m, ok := prov.Options["model"].(string); ok && model == "" {
-				model = m
-			}
-			profile = files.ProfileFor(prov.ID, model)
+			profile = files.ProfileFor(prov.ID, prov.Model())
 		}
 		st.Profile = profile
 		tools = append(tools, files.Tools(ws, cfg.Files.Write, profile)...)

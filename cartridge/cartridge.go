@@ -586,6 +586,17 @@ func (c *Cartridge) Provider() Provider {
 	}
 }
 
+// Model is the provider's model: provider.settings.model, else
+// provider.options.model (where Google's cartridges keep it); "" when
+// neither names one.
+func (p Provider) Model() string {
+	if m, ok := p.Settings["model"].(string); ok && m != "" {
+		return m
+	}
+	m, _ := p.Options["model"].(string)
+	return m
+}
+
 // RawString returns the text at path before ENV substitution.
 func (c *Cartridge) RawString(path ...string) string {
 	var cur any = c.Raw
