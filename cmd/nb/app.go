@@ -61,6 +61,8 @@ type App struct {
 	executor   *robopage.Executor
 	// approve is what --yes and --allow-tool approved from the shell.
 	approve term.Approval
+	// lastFlags is the flag set made last (nb help --man reads it).
+	lastFlags *cliflag.Set
 }
 
 // Getenv returns a variable of the environment, "" when unset.
@@ -84,19 +86,34 @@ func (a *App) Run() int {
 		return a.help()
 	}
 	switch args[0] {
-	case "", "help", "-h", "--help":
+	case "", "-h", "--help":
 		return a.help()
-	case "version", "--version":
+	case "help":
+		return a.report(a.helpCommand(args[1:]))
+	case "--version":
 		io.WriteString(a.Stdout, versionText()) //nolint:errcheck // nothing to do about a closed stdout
 		return exitOK
-	case "completion":
-		return a.report(a.completion(args[1:]))
-	case "specification":
-		fmt.Fprintln(a.Stdout, Specification)
+	case "version", "specification", "security":
+		if isCartridgeCommand(args) {
+			break
+		}
+		if err := a.simpleCommand(args); err != nil {
+			return a.report(err)
+		}
+		switch args[0] {
+		case "version":
+			io.WriteString(a.Stdout, versionText()) //nolint:errcheck // nothing to do about a closed stdout
+		case "specification":
+			fmt.Fprintln(a.Stdout, Specification)
+		default:
+			a.loadDotEnv()
+			return a.security()
+		}
 		return exitOK
-	case "security":
-		a.loadDotEnv()
-		return a.security()
+	case "completion":
+		if !isCartridgeCommand(args) {
+			return a.report(a.completion(args[1:]))
+		}
 	case "serve":
 		if isServeCommand(args) {
 			a.loadDotEnv()
@@ -252,7 +269,7 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb cartridge.yml - cartridge
 
   nb cartridge.yml - mcp
-  nb mcp serve [--listen ADDR] [--cors-origins ORIGINS] [--allow-tools] [CARTRIDGE|DIR ...]
+  nb mcp serve [--listen ADDR] [--cors-origins ORIGINS] [--yes] [CARTRIDGE|DIR ...]
 
   nb - STATE-KEY state
   nb cartridge.yml STATE-KEY state
@@ -263,16 +280,17 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb robopages serve|run|validate|view|create|install ...
 
   nb gateway [--config FILE] [--workspace DIR] [--listen 127.0.0.1:18790]
-  nb gateway init | chat [-m MESSAGE] [-s SESSION] | pair CODE
+  nb gateway init | chat [--message TEXT] [--session KEY] | pair CODE | status | cron ...
 
   nb agents list http://host:port
-  nb agents run http://host:port/NAME "message" [--tools cartridge.yml]
+  nb agents run http://host:port/NAME "message" [--tools cartridge.yml] [--yes]
 
   nb security
   nb specification
   nb version
   nb completion bash|zsh|fish
-  nb help
+  nb help [COMMAND...]                     (or nb COMMAND --help)
+  nb help --man                            the manual page, in roff
 
 eval reads the message from its words, or else from standard input:
   cat article.txt | nb translate.yml - eval | nb summarize.yml - eval

@@ -11,6 +11,16 @@ import (
 // cartridges (files ending in .yml, .yaml or .md, here and in the
 // folders of NANO_BOTS_CARTRIDGES_PATH) where a cartridge goes.
 func (a *App) completion(args []string) error {
+	fs := a.flags("nb completion", "nb completion bash|zsh|fish", `Prints the shell's completion script: nb's commands and their flags, the
+commands after a cartridge and a state key, and cartridges (files ending in
+.yml, .yaml or .md, here and in the folders of NANO_BOTS_CARTRIDGES_PATH).
+  bash: eval "$(nb completion bash)"   (in ~/.bashrc)
+  zsh:  eval "$(nb completion zsh)"    (in ~/.zshrc)
+  fish: nb completion fish | source    (in ~/.config/fish/config.fish)`)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	args = fs.Args()
 	if len(args) != 1 {
 		return &usageError{"give the shell: nb completion bash, zsh or fish"}
 	}
