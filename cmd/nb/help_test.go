@@ -75,7 +75,9 @@ func TestHelpEveryCommand(t *testing.T) {
 	}
 
 	// Every subcommand dispatched has a help.
-	covered := func(p ...string) bool { return slices.ContainsFunc(helpPaths, func(h []string) bool { return slices.Equal(h, p) }) }
+	covered := func(p ...string) bool {
+		return slices.ContainsFunc(helpPaths, func(h []string) bool { return slices.Equal(h, p) })
+	}
 	for _, c := range subcommands {
 		if c != "help" && !covered(c) {
 			t.Errorf("nb %s is not in helpPaths", c)
