@@ -47,11 +47,15 @@ type Runner interface {
 // BotRunner runs turns on a bot built from the assistant's cartridge.
 type BotRunner struct {
 	Bot *bot.Bot
+	// Confirmer decides the tool calls that ask for a confirmation; nil
+	// denies them (nobody can confirm in a chat). nb gateway chat --yes
+	// sets one.
+	Confirmer agent.Confirmer
 }
 
 // Run implements Runner.
 func (r BotRunner) Run(ctx context.Context, t Turn) (Answer, error) {
-	res, err := r.Bot.Ask(ctx, bot.Exchange{Mode: cartridge.REPL, Conversation: t.Conversation, System: t.System, Tools: t.Tools, OnEvent: t.OnEvent}, t.Input)
+	res, err := r.Bot.Ask(ctx, bot.Exchange{Mode: cartridge.REPL, Conversation: t.Conversation, System: t.System, Tools: t.Tools, OnEvent: t.OnEvent, Confirmer: r.Confirmer}, t.Input)
 	if err != nil {
 		return Answer{}, err
 	}

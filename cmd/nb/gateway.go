@@ -481,8 +481,15 @@ func (a *App) gatewayChat(ctx context.Context, args []string) error {
 	fs, f := a.gatewayFlagSet("nb gateway chat", "nb gateway chat [flags]", "Talks to the assistant from the terminal: one message, or a conversation\n(exit, quit, /exit, /quit, :q or Ctrl-D to leave).")
 	message := fs.StringP("message", "m", "", "one `message`: print the answer and exit")
 	sessionKey := fs.StringP("session", "s", "cli:direct", "the `session` key")
+	yes := fs.BoolP("yes", "y", false, "run every tool call that asks for a confirmation, in this chat's turns (else they are denied: nobody is asked in a chat)")
+	allowTools := fs.StringSlice("allow-tool", nil, "run the calls of the tool `name` without a confirmation (repeatable, or comma-separated)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
+	}
+	approval := a.approve.Clone()
+	approval.All = approval.All || *yes
+	for _, t := range *allowTools {
+		approval.Allow(t)
 	}
 	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c, err := a.loadGatewayConfig(f)
@@ -495,6 +502,10 @@ func (a *App) gatewayChat(ctx context.Context, args []string) error {
 	}
 	defer rt.close()
 	g := rt.Gateway
+	if r, ok := g.Runner.(gateway.BotRunner); ok {
+		r.Confirmer = approvedTools{approval}
+		g.Runner = r
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go g.Run(runCtx) //nolint:errcheck // ends with runCtx
