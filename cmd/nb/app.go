@@ -17,6 +17,7 @@ import (
 	"github.com/joho/godotenv"
 
 	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/builtin"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/cmd/nb/cliflag"
 	"github.com/nbots/nb/proc"
@@ -63,6 +64,9 @@ type App struct {
 	approve term.Approval
 	// lastFlags is the flag set made last (nb help --man reads it).
 	lastFlags *cliflag.Set
+	// requireSandbox refuses exec's commands where bubblewrap cannot run
+	// (nb gateway without --allow-unsandboxed-exec).
+	requireSandbox bool
 }
 
 // Getenv returns a variable of the environment, "" when unset.
@@ -427,6 +431,7 @@ func (a *App) host() bot.Host {
 		FennelCacheDir:       a.fennelCacheDir(),
 		Robopages:            a.robopageExecutor(),
 		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
+		Builtins:             builtin.Options{RequireSandbox: a.requireSandbox},
 	}
 }
 

@@ -89,7 +89,6 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	dirs := fs.Args()
 	limits := server.Limits{HeaderTimeout: *headerTO, BodyTimeout: *bodyTO, IdleTimeout: *idleTO, RunTimeout: *runTO, Grace: *grace,
 		MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxWaitingRuns: *maxWaiting, MaxClientConns: *clientConns, MaxConns: *maxConns}
-	_ = unsandboxed
 	if *grace == 0 {
 		limits.Grace = -1
 	}
@@ -144,6 +143,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	}
 
 	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: a.fennelCacheDir()}
+	host.Builtins.RequireSandbox = !*unsandboxed
 	if len(dirs) == 0 {
 		env := host.CartridgeEnv()
 		if strings.TrimSpace(env.CartridgesPath) != "" || strings.TrimSpace(env.CartridgesDirectory) != "" {

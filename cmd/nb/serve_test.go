@@ -204,3 +204,38 @@ func until(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// nb serve fails closed: a cartridge's exec with sandbox: auto is refused
+// where bubblewrap cannot run, unless the operator passes
+// --allow-unsandboxed-exec.
+func TestServeUnsandboxedExec(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts nb serve")
+	}
+	fake := httptest.NewServer(openaitest.New(providertest.Echo))
+	defer fake.Close()
+	dir := t.TempDir()
+	src := "meta: {name: Shell}\nsafety: {tools: {confirmable: false}}\nbuiltins: {exec: {}}\nprovider: {id: openai, credentials: {address: ENV/OPENAI_API_ADDRESS, access-token: k}, settings: {model: m}}\n"
+	if err := os.WriteFile(filepath.Join(dir, "shell.yml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A bwrap that fails, as in a container without the privileges.
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "bwrap"), []byte("#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"OPENAI_API_ADDRESS=" + fake.URL, "PATH=" + bin + ":" + os.Getenv("PATH")}
+	ask := `{"cartridge": "shell", "input": "call exec {\"command\": \"echo ran-unsandboxed\"}"}`
+
+	_, url, _ := nbServe(t, dir, env)
+	status, body, err := post(url+"/cartridges", ask)
+	if err != nil || status != 200 || !strings.Contains(body, "this server runs commands only sandboxed") || !strings.Contains(body, "--allow-unsandboxed-exec") || strings.Contains(body, "ran-unsandboxed\\n") {
+		t.Errorf("without --allow-unsandboxed-exec: %d %s %v", status, body, err)
+	}
+
+	_, url, _ = nbServe(t, dir, env, "--allow-unsandboxed-exec")
+	status, body, err = post(url+"/cartridges", ask)
+	if err != nil || status != 200 || !strings.Contains(body, "ran-unsandboxed\\n") {
+		t.Errorf("with --allow-unsandboxed-exec: %d %s %v", status, body, err)
+	}
+}
