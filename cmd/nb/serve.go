@@ -150,7 +150,12 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 			dirs = env.Directories()
 			dirs = dirs[:len(dirs)-1] // the variables' folders, not the default one
 		} else {
-			dirs = []string{env.DefaultDirectory()}
+			// A user in a folder of cartridges serves that folder.
+			wd, err := os.Getwd()
+			if err != nil {
+				return fmt.Errorf("the current folder: %w (name the folders to serve: nb serve DIR)", err)
+			}
+			dirs = []string{wd}
 		}
 	}
 	for _, dir := range dirs {
@@ -207,8 +212,43 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	}
 	log.Info("serving", "cartridges", len(models), "failed", broken, "folders", strings.Join(dirs, ":"),
 		"listen", strings.Join(addrs, " "), "tokens", len(tokens))
-	fmt.Fprintf(a.Stderr, "nb: serving %d cartridges on %s (Ctrl-C stops)\n", len(models), strings.Join(addrs, " and "))
+	fmt.Fprintf(a.Stderr, "nb: serving %s on %s (Ctrl-C stops)\n", served(models, dirs), strings.Join(addrs, " and "))
 	return srv.Serve(ctx, lns...)
+}
+
+// served says what nb serve serves: "2 cartridges of /srv/carts, and
+// the default cartridge", "1 cartridge of ...", "no cartridges of ...
+// (only the default cartridge)", with those that failed to load.
+func served(models []server.Model, dirs []string) string {
+	n, broken, def := 0, 0, false
+	for _, m := range models {
+		if m.ID == server.DefaultID {
+			def = true
+			continue
+		}
+		n++
+		if m.Err != nil {
+			broken++
+		}
+	}
+	count := fmt.Sprintf("%d cartridges", n)
+	switch n {
+	case 0:
+		count = "no cartridges"
+	case 1:
+		count = "1 cartridge"
+	}
+	s := count + " of " + strings.Join(dirs, ", ")
+	if broken > 0 {
+		s += fmt.Sprintf(" (%d failed to load: see the log)", broken)
+	}
+	switch {
+	case def && n == 0:
+		s += " (only the default cartridge)"
+	case def:
+		s += ", and the default cartridge,"
+	}
+	return s
 }
 
 // splitList reads a comma-separated flag; "" is an empty list.

@@ -13,6 +13,10 @@ import (
 	"github.com/nbots/nb/server"
 )
 
+// DefaultDescription describes the built-in default cartridge's agent,
+// whose meta (the specification's) says only "Unknown".
+const DefaultDescription = "nb's built-in default cartridge: a general assistant on the default provider, without tools"
+
 // Mount serves the agent protocol on nb serve's server: its routes are
 // behind the server's tokens, request log and limits (each run counts as
 // one of the server's runs, with its deadline and its shutdown), the
@@ -108,6 +112,9 @@ func (c *ServerCatalog) view(ctx context.Context) view {
 		switch {
 		case f.id == server.DefaultID:
 			a = a.Renamed("default") // the built-in default cartridge
+			if a.Repr.Description == "Unknown" { // the specification's default meta
+				a.Repr.Description = DefaultDescription
+			}
 		case names[a.Name()] > 1:
 			a = a.Renamed(f.id)
 		}

@@ -225,7 +225,7 @@ func (h *Handler) chatTurn(r *http.Request, req *chatRequest) (*turn, error) {
 	if len(req.Messages) == 0 {
 		return nil, badRequest("messages", "messages must hold at least one message")
 	}
-	b, err := h.catalog.Bot(r.Context(), req.Model)
+	b, err := h.catalog.Bot(r.Context(), cartridgeID(req.Model))
 	if err != nil {
 		return nil, err
 	}
