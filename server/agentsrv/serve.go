@@ -111,7 +111,7 @@ func (c *ServerCatalog) view(ctx context.Context) view {
 		a := f.agent
 		switch {
 		case f.id == server.DefaultID:
-			a = a.Renamed("default") // the built-in default cartridge
+			a = a.Renamed("default")             // the built-in default cartridge
 			if a.Repr.Description == "Unknown" { // the specification's default meta
 				a.Repr.Description = DefaultDescription
 			}
