@@ -147,7 +147,7 @@ func (c *ServerCatalog) Agent(ctx context.Context, name string) (*agents.Agent, 
 		return a, nil
 	}
 	if err, ok := v.failed[name]; ok {
-		return nil, &agents.Failure{Code: agentproto.CodeInternal, Message: fmt.Sprintf("the cartridge %q cannot run as an agent: %v", name, err)}
+		return nil, &agents.Failure{Code: agentproto.CodeCartridge, Message: fmt.Sprintf("the cartridge %q cannot run as an agent: %v", name, err)}
 	}
 	if _, err := c.Server.Model(ctx, name); err != nil {
 		return nil, &agents.Failure{Code: agentproto.CodeUnknownAgent, Message: err.Error()}
