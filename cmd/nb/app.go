@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -338,6 +339,13 @@ func (a *App) cartridgeCommand(args []string) error {
 		return err
 	}
 	cmd, rest := args[2], args[3:]
+	if cmd != "eval" && (slices.Contains(rest, "--help") || slices.Contains(rest, "-h")) {
+		// Eval's words are the message; the other commands take no
+		// dashed words, so --help there is the command's help.
+		if _, ok := cartridgeHelp[cmd]; ok {
+			return a.helpCommand([]string{cmd})
+		}
+	}
 	switch cmd {
 	case "eval", "state", "cartridge", "mcp":
 	case "repl":
