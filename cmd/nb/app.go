@@ -90,6 +90,9 @@ func (a *App) Run() int {
 	if len(args) == 0 {
 		return a.help()
 	}
+	if f := args[0]; len(f) > 1 && f[0] == '-' && f != "-h" && f != "--help" && f != "--version" {
+		return a.report(leadingFlagError(f))
+	}
 	switch args[0] {
 	case "", "-h", "--help":
 		return a.help()

@@ -48,6 +48,17 @@ func (a *App) approvalFlags(args []string) ([]string, error) {
 	return args, nil
 }
 
+// leadingFlagError explains a flag before the cartridge or the command
+// that nb does not take there (nb --yse bot.yml - eval hi).
+func leadingFlagError(f string) error {
+	name, _, _ := strings.Cut(strings.TrimLeft(f, "-"), "=")
+	msg := fmt.Sprintf("unknown flag %s", f)
+	if near := cartridge.Nearest(name, []string{"yes", "allow-tool", "help", "version"}); near != "" {
+		msg += fmt.Sprintf(": did you mean --%s?", near)
+	}
+	return &usageError{msg + " (before the cartridge nb takes --yes, --allow-tool NAME, --help and --version; a command's own flags come after it: nb serve --listen ...)"}
+}
+
 // commandSlip names the common slips of nb CARTRIDGE STATE-KEY COMMAND: a
 // mistyped subcommand (nb serv), a forgotten state key (nb bot.yml eval
 // hi), a forgotten command (nb bot.yml).
