@@ -283,6 +283,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	fs, f := a.gatewayFlagSet("nb gateway", "nb gateway [flags]\nnb gateway init | chat | pair | status | cron ... [flags]", "Runs the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). nb gateway COMMAND --help tells more of each command.")
 	listen := fs.String("listen", "", "`host:port` of the web chat and /health (default: gateway.host and gateway.port, 127.0.0.1:18790)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	tokenFlag := fs.String("token", "", "the `token` of the web chat and websocket (default NB_GATEWAY_TOKEN; prefer the variable: a flag shows in the process list)")
 	unsandboxed := fs.Bool("allow-unsandboxed-exec", false, "let exec with sandbox: auto run commands without a sandbox where bubblewrap cannot run (by default they are refused)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -302,10 +303,14 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 		return err
 	}
 	var tokens []*server.Token
-	if secret := a.Getenv("NB_GATEWAY_TOKEN"); secret != "" {
+	secret, from := *tokenFlag, "--token"
+	if secret == "" {
+		secret, from = a.Getenv("NB_GATEWAY_TOKEN"), "NB_GATEWAY_TOKEN"
+	}
+	if secret != "" {
 		t, err := server.NewToken("", secret)
 		if err != nil {
-			return fmt.Errorf("NB_GATEWAY_TOKEN: %w", err)
+			return fmt.Errorf("%s: %w", from, err)
 		}
 		tokens = []*server.Token{t}
 	}
@@ -324,7 +329,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 		addr = net.JoinHostPort(host, strconv.Itoa(port))
 	}
 	if err := server.CheckListen(addr, len(tokens)); err != nil {
-		return fmt.Errorf("refusing to listen on %s without a token: anyone who reaches it could talk to your assistant; set NB_GATEWAY_TOKEN to a secret of %d or more random characters, or listen on 127.0.0.1", addr, server.MinTokenLength)
+		return fmt.Errorf("refusing to listen on %s without a token: anyone who reaches it could talk to your assistant; set NB_GATEWAY_TOKEN (or --token) to a secret of %d or more random characters, or listen on 127.0.0.1", addr, server.MinTokenLength)
 	}
 	lns, err := server.Listen(addr)
 	if err != nil {
