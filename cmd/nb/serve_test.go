@@ -263,10 +263,7 @@ func TestServeDefaultFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"OPENAI_API_ADDRESS=" + fake.URL, "OPENAI_API_KEY=k"}
-	_, url, stderr := nbServeIn(t, dir, env)
-	if want := "nb: serving 1 cartridge of " + dir + ", and the default cartridge, on " + url + " "; !strings.Contains(stderr.String(), want) {
-		t.Errorf("stderr lacks %q:\n%s", want, stderr)
-	}
+	cmd, url, stderr := nbServeIn(t, dir, env)
 	resp, err := http.Get(url + "/v1/models")
 	if err != nil {
 		t.Fatal(err)
@@ -288,5 +285,15 @@ func TestServeDefaultFolder(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(body), `"description":"nb's built-in default cartridge`) {
 		t.Errorf("/agents/default: %s", body)
+	}
+	// stderr is read once nb serve has ended (its writes race a read).
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitExit(cmd, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if want := "nb: serving 1 cartridge of " + dir + ", and the default cartridge, on " + url + " "; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
 	}
 }
