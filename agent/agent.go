@@ -75,7 +75,8 @@ const (
 	TurnLimit
 	// LoopDetection says the model repeats the same tool calls (Text):
 	// the first time, the text is the warning sent to the model; when the
-	// pattern goes on after it, the exchange stops with this text.
+	// pattern goes on after it, the exchange stops with this text
+	// (IsError set, and Result.Notice says the same).
 	LoopDetection
 	// Warning is something the user should know that does not stop the
 	// exchange (Text): the context nearly full, old tool outputs
@@ -662,7 +663,7 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 		if k, n := detector.add(calls); k > 0 {
 			if warned {
 				notice := fmt.Sprintf("stopped: the model keeps repeating the same %s (%s) after it was warned; the conversation so far is kept", plural(k, "tool call", "tool calls"), strings.Join(detector.pattern(k), ", "))
-				a.emit(Event{Kind: LoopDetection, Text: notice})
+				a.emit(Event{Kind: LoopDetection, Text: notice, IsError: true})
 				return stopped(round, StopLoop, notice), nil
 			}
 			warned = true

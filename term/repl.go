@@ -178,7 +178,8 @@ func (r *REPL) Run(ctx context.Context) error {
 
 	if r.Session.HasBoot() {
 		r.exchange(ctx, interrupts, func(ctx context.Context) error {
-			_, err := r.Session.Boot(ctx)
+			res, err := r.Session.Boot(ctx)
+			r.notice(res)
 			return err
 		})
 	}
@@ -202,10 +203,28 @@ func (r *REPL) Run(ctx context.Context) error {
 		if strings.TrimSpace(message) == "" {
 			continue
 		}
+		if strings.TrimSpace(message) == StatusCommand {
+			fmt.Fprintln(r.Stderr, r.Printer.Figures())
+			continue
+		}
 		r.exchange(ctx, interrupts, func(ctx context.Context) error {
-			_, err := r.Session.Ask(ctx, message)
+			res, err := r.Session.Ask(ctx, message)
+			r.notice(res)
 			return err
 		})
+	}
+}
+
+// StatusCommand, typed alone at the prompt, shows the context's size
+// against its budget and the tokens used so far, instead of sending it.
+const StatusCommand = "/status"
+
+// notice shows why an exchange stopped without an answer (a limit), and
+// how to go on: the conversation is kept and the prompt comes back.
+func (r *REPL) notice(res *agent.Result) {
+	if res != nil && res.Notice != "" {
+		r.Printer.EndStatus()
+		fmt.Fprintln(r.Stderr, "\nnb: "+res.Notice)
 	}
 }
 

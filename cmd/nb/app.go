@@ -509,7 +509,7 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 		return &usageError{"nothing to send: give the message as words after eval, or on standard input"}
 	}
 	s.printer.Prefix()
-	_, err = s.Ask(ctx, input)
+	res, err := s.Ask(ctx, input)
 	s.printer.EndStatus()
 	if err != nil {
 		if s.printer.Wrote {
@@ -523,6 +523,14 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 		return err
 	}
 	s.printer.Suffix()
+	if res != nil && res.Notice != "" {
+		// A limit stopped the exchange before an answer: the state key
+		// keeps the conversation, and the notice says how to go on.
+		if s.printer.Wrote {
+			io.WriteString(a.Stdout, "\n") //nolint:errcheck // end the partial line
+		}
+		return &reportedError{res.Notice}
+	}
 	return nil
 }
 
