@@ -30,6 +30,9 @@ const (
 	TypeFinalResult  = "final_result"
 	TypeError        = "error"
 	TypeConfirm      = "confirm"
+	// TypeEvent carries one of the loop's events (an nb addition, when
+	// the run frame asks for events).
+	TypeEvent = "event"
 )
 
 // The error codes of error frames.
@@ -80,6 +83,8 @@ type Frame struct {
 	Tools      []ToolRepr     `json:"tools,omitempty"`
 	Minions    []MinionRef    `json:"minions,omitempty"`
 	Chunks     bool           `json:"chunks,omitempty"`
+	// Events asks for event frames (run).
+	Events bool `json:"events,omitempty"`
 	// Chain is the servers and runs that led to this run (run), or that
 	// a refused run would have closed into a cycle (error).
 	Chain []Hop `json:"chain,omitempty"`
@@ -98,6 +103,19 @@ type Frame struct {
 	IsError bool   `json:"is_error,omitempty"`
 	// Result is a run's or a minion's result (final_result, minion_result).
 	Result any `json:"result,omitempty"`
+	// Stopped says a limit ended the run (or minion) before an answer
+	// (final_result, minion_result: "round_limit" or "loop_detected",
+	// with Message saying how to go on).
+	Stopped string `json:"stopped,omitempty"`
+
+	// Kind is an event's kind (event: session_start, session_end,
+	// user_input, steering_injected, turn_limit, loop_detection,
+	// warning, error), with Message its text, Step the round of a
+	// turn_limit, IsError set on the loop_detection that stops the run,
+	// ContextTokens and ContextBudget a warning's figures.
+	Kind          string `json:"kind,omitempty"`
+	ContextTokens int    `json:"context_tokens,omitempty"`
+	ContextBudget int    `json:"context_budget,omitempty"`
 
 	// Code and Message describe an error (error; Message also a failed
 	// minion_result).

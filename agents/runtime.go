@@ -146,11 +146,13 @@ type Request struct {
 	// EndUser is who the run is for (a server's client), passed to the
 	// exchanges (see bot.Exchange.EndUser).
 	EndUser string
+	// Events asks for event frames (see eventFrame).
+	Events bool
 }
 
 // RequestFrom reads a run frame.
 func RequestFrom(f *agentproto.Frame) Request {
-	return Request{Input: f.Input, Context: f.Context, Parameters: f.Parameters, Tools: f.Tools, Minions: f.Minions, Chunks: f.Chunks, Chain: f.Chain}
+	return Request{Input: f.Input, Context: f.Context, Parameters: f.Parameters, Tools: f.Tools, Minions: f.Minions, Chunks: f.Chunks, Chain: f.Chain, Events: f.Events}
 }
 
 // Failure ends a run with an error frame.
@@ -346,6 +348,9 @@ type outcome struct {
 	context any
 	usage   agentproto.Usage
 	failure *Failure
+	// stopped and notice say a limit ended the run before an answer
+	// (agent.Result.Stopped and Notice).
+	stopped, notice string
 }
 
 // execute runs the agent and sends the terminal frame.
@@ -356,7 +361,7 @@ func (r *Run) execute() {
 		return
 	}
 	if r.top == r {
-		r.out(&agentproto.Frame{Type: agentproto.TypeFinalResult, Result: o.result, Context: o.context, Usage: &o.usage})
+		r.out(&agentproto.Frame{Type: agentproto.TypeFinalResult, Result: o.result, Context: o.context, Usage: &o.usage, Stopped: o.stopped, Message: o.notice})
 	}
 	r.mu.Lock()
 	r.result = o.result
@@ -406,6 +411,13 @@ func (r *Run) run() (o outcome) {
 	res, err := a.Bot.Ask(r.ctx, x, inputText(r.req.Input))
 	if err != nil {
 		return outcome{failure: r.classify(err)}
+	}
+	if res.Stopped != "" {
+		// A limit ended the run before an answer: a result of none, and
+		// why, with the context and usage so far.
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return outcome{context: r.context, usage: r.usage, stopped: res.Stopped, notice: res.Notice}
 	}
 	result, problem := r.checkOutput(res.Text)
 	if problem != "" {
@@ -546,6 +558,11 @@ func (r *Run) protocolID(providerID string) string {
 
 // onEvent turns the agent's events into frames.
 func (r *Run) onEvent(ev agent.Event) {
+	if r.req.Events {
+		if f := eventFrame(ev); f != nil {
+			r.out(f)
+		}
+	}
 	switch ev.Kind {
 	case agent.RoundStart:
 		r.mu.Lock()
@@ -595,6 +612,27 @@ func (r *Run) onEvent(ev agent.Event) {
 		}
 		r.out(&agentproto.Frame{Type: agentproto.TypeToolResult, ID: r.protocolID(ev.Call.ID), Name: r.wireName(ev.Call.Name), Output: ev.Output, IsError: ev.IsError})
 	}
+}
+
+// eventFrame is the event frame of the loop's events the other frames do
+// not carry (the reference's session, input, steering, limit, loop,
+// warning and error events); nil for the others.
+func eventFrame(ev agent.Event) *agentproto.Frame {
+	switch ev.Kind {
+	case agent.SessionStart, agent.SessionEnd, agent.UserInput, agent.SteeringInjected, agent.TurnLimit, agent.LoopDetection, agent.Warning, agent.Error:
+	default:
+		return nil
+	}
+	f := &agentproto.Frame{Type: agentproto.TypeEvent, Kind: ev.Kind.String(), Message: ev.Text}
+	switch ev.Kind {
+	case agent.TurnLimit:
+		f.Step = ev.Round
+	case agent.Warning:
+		f.ContextTokens, f.ContextBudget = ev.ContextTokens, ev.ContextBudget
+	case agent.LoopDetection:
+		f.IsError = ev.IsError
+	}
+	return f
 }
 
 // wireName is a tool's own name for a name the provider sent.
