@@ -75,8 +75,8 @@ type Gateway struct {
 	// ExtraTools are offered in every turn (the cron tool).
 	ExtraTools func(d Direct) []tool.Tool
 
-	mu       sync.Mutex
-	running  map[string]map[*runningTurn]bool
+	mu      sync.Mutex
+	running map[string]map[*runningTurn]bool
 	// steered are the messages a running turn took as steering, by
 	// channel and id: when the bus delivers them they are not answered
 	// again (see inbox.Publish).
