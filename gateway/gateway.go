@@ -80,7 +80,9 @@ type Gateway struct {
 	// steered are the messages a running turn took as steering, by
 	// channel and id: when the bus delivers them they are not answered
 	// again (see inbox.Publish).
-	steered  map[string]bool
+	steered map[string]bool
+	// contexts are the last request's size and budget by session (/status).
+	contexts map[string][2]int
 	channels map[string]string // channel -> "" connected, or why not
 	expected []string
 	tokens   map[string]int // today's tokens by source
@@ -338,6 +340,14 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	onEvent := func(ev agent.Event) {
 		switch ev.Kind {
 		case agent.RoundStart:
+			if ev.ContextBudget > 0 {
+				g.mu.Lock()
+				if g.contexts == nil {
+					g.contexts = map[string][2]int{}
+				}
+				g.contexts[d.SessionKey] = [2]int{ev.ContextTokens, ev.ContextBudget}
+				g.mu.Unlock()
+			}
 			if ev.Round > 1 && g.Budget != nil {
 				if err := g.Budget.Allow(d.SessionKey, d.Source); err != nil {
 					mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/state"
 )
@@ -107,5 +108,25 @@ func TestSteeringAfterTheLastRoundIsTheNextTurn(t *testing.T) {
 	}
 	if m := h.next(t); m.Content != "done: are you there?" {
 		t.Fatalf("answer %q", m.Content)
+	}
+}
+
+// contextRunner reports a request's size, as the agent's RoundStart does.
+type contextRunner struct{ echoRunner }
+
+func (r *contextRunner) Run(ctx context.Context, t Turn) (Answer, error) {
+	t.OnEvent(agent.Event{Kind: agent.RoundStart, Round: 1, ContextTokens: 120_000, ContextBudget: 150_000})
+	return r.echoRunner.Run(ctx, t)
+}
+
+// /status shows the session's last request against the context budget.
+func TestStatusShowsTheContext(t *testing.T) {
+	h := newHarness(t)
+	h.g.Runner = &contextRunner{}
+	h.send(t, tg("hello"))
+	h.next(t)
+	h.send(t, tg("/status"))
+	if m := h.next(t); !strings.Contains(m.Content, "Context: ~120000 of 150000 estimated tokens (80%)") {
+		t.Fatal(m.Content)
 	}
 }
