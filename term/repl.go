@@ -46,6 +46,19 @@ type REPL struct {
 	ReportError func(error)
 	// probe replaces ProbeCursor in tests.
 	probe func(in, out *os.File, timeout time.Duration) (bool, []byte)
+	// typeahead reads lines while answers run (plain terminal input).
+	typeahead *typeahead
+}
+
+// Steering gives the running exchange the lines the user typed while it
+// ran (bot.Exchange.Steering): after the current round of tool calls the
+// model reads them. Only a plain terminal's lines are read meanwhile;
+// with the line editor a line typed during an answer is the next message.
+func (r *REPL) Steering() []string {
+	if r.typeahead == nil {
+		return nil
+	}
+	return r.typeahead.Steering()
 }
 
 // exitWords leave the REPL. The reference sent quit to the bot; people
@@ -175,6 +188,18 @@ func (r *REPL) Run(ctx context.Context) error {
 		defer signal.Stop(interrupts)
 	}
 	interactive := mode != Piped
+	if mode == Plain {
+		r.typeahead = newTypeahead(read, more, r.Stderr)
+		if r.Confirmer != nil {
+			r.Confirmer.Reader = r.typeahead
+		}
+		typed := r.typeahead
+		read = func(p string) (string, error) {
+			io.WriteString(r.Printer.W, p) //nolint:errcheck // a terminal or a file
+			return typed.wait()
+		}
+		more = ""
+	}
 
 	if r.Session.HasBoot() {
 		r.exchange(ctx, interrupts, func(ctx context.Context) error {
@@ -271,6 +296,10 @@ func (r *REPL) exchange(ctx context.Context, interrupts chan os.Signal, run func
 			case <-done:
 			}
 		}()
+	}
+	if r.typeahead != nil {
+		r.typeahead.setBusy(true)
+		defer r.typeahead.setBusy(false)
 	}
 	r.Printer.Prefix()
 	err := run(ctx)

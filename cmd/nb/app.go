@@ -607,6 +607,7 @@ func (a *App) repl(cart *cartridge.Cartridge, key string) error {
 			fmt.Fprintln(a.Stderr, "nb: "+err.Error())
 		},
 	}
+	s.Exchange.Steering = r.Steering // lines typed while an answer runs
 	if err := r.Run(context.Background()); err != nil {
 		return err
 	}
