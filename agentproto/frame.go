@@ -85,6 +85,9 @@ type Frame struct {
 	Chunks     bool           `json:"chunks,omitempty"`
 	// Events asks for event frames (run).
 	Events bool `json:"events,omitempty"`
+	// FollowUps keeps the connection open after final_result, for input
+	// frames that start follow-ups on the same conversation (run).
+	FollowUps bool `json:"follow_ups,omitempty"`
 	// Chain is the servers and runs that led to this run (run), or that
 	// a refused run would have closed into a cycle (error).
 	Chain []Hop `json:"chain,omitempty"`

@@ -148,11 +148,14 @@ type Request struct {
 	EndUser string
 	// Events asks for event frames (see eventFrame).
 	Events bool
+	// FollowUps keeps the connection open after a final_result: an input
+	// frame then starts a follow-up on the same conversation.
+	FollowUps bool
 }
 
 // RequestFrom reads a run frame.
 func RequestFrom(f *agentproto.Frame) Request {
-	return Request{Input: f.Input, Context: f.Context, Parameters: f.Parameters, Tools: f.Tools, Minions: f.Minions, Chunks: f.Chunks, Chain: f.Chain, Events: f.Events}
+	return Request{Input: f.Input, Context: f.Context, Parameters: f.Parameters, Tools: f.Tools, Minions: f.Minions, Chunks: f.Chunks, Chain: f.Chain, Events: f.Events, FollowUps: f.FollowUps}
 }
 
 // Failure ends a run with an error frame.
@@ -178,6 +181,8 @@ type Run struct {
 	out      func(*agentproto.Frame)
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
+	// memory is the run's conversation, which a follow-up goes on.
+	memory *agent.Memory
 	done     chan struct{}
 	calls    *callTable
 	top      *Run // the run the client started (itself for a top run)
@@ -239,6 +244,43 @@ func (rt *Runtime) Start(ctx context.Context, name string, req Request, out func
 	return r
 }
 
+// FollowUp starts a run that goes on the conversation of prev, which
+// ended with a final_result: input is the user's next message, the
+// context prev's last. It sends run_started with a run id of its own,
+// then the run's frames, as Start does.
+func (rt *Runtime) FollowUp(ctx context.Context, prev *Run, input string, out func(*agentproto.Frame)) *Run {
+	req := prev.req
+	req.Input, req.Context = input, prev.Context()
+	r := rt.newRun(ctx, nil, req, nil)
+	r.out = func(f *agentproto.Frame) {
+		f.RunID = r.ID
+		out(f)
+	}
+	r.top, r.calls, r.agent, r.memory = r, newCallTable(), prev.agent, prev.memory
+	if n := len(prev.chain); n > 0 {
+		r.chain = append(append([]agentproto.Hop(nil), prev.chain[:n-1]...), agentproto.Hop{Server: rt.ID, RunID: r.ID, Agent: prev.agent.Name()})
+	}
+	go r.execute()
+	return r
+}
+
+// Answered reports whether the run is over with a final_result: a
+// follow-up may go on its conversation.
+func (r *Run) Answered() bool {
+	select {
+	case <-r.done:
+	default:
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failure == nil && r.agent != nil
+}
+
+// IdleTimeout is how long the server waits for the client (see
+// IdleLimit).
+func (rt *Runtime) IdleTimeout() time.Duration { return rt.idleLimit() }
+
 // checkChain refuses a run that would close a cycle through this server
 // or go deeper than MaxDepth.
 func (rt *Runtime) checkChain(chain []agentproto.Hop, agentName string) *Failure {
@@ -266,7 +308,8 @@ func chainText(chain []agentproto.Hop) string {
 }
 
 func (rt *Runtime) newRun(ctx context.Context, parent *Run, req Request, out func(*agentproto.Frame)) *Run {
-	r := &Run{ID: "r_" + randomHex(6), rt: rt, req: req, out: out, done: make(chan struct{}), ids: map[string]string{}, context: req.Context}
+	r := &Run{ID: "r_" + randomHex(6), rt: rt, req: req, out: out, done: make(chan struct{}), ids: map[string]string{}, context: req.Context,
+		memory: agent.NewMemory()}
 	if parent != nil {
 		r.top, r.calls = parent.top, parent.calls
 	}
@@ -388,7 +431,7 @@ func (r *Run) run() (o outcome) {
 	if f != nil {
 		return outcome{failure: f}
 	}
-	x := bot.Exchange{Mode: cartridge.Eval, Conversation: agent.NewMemory(), Tools: extra, Confirmer: r, OnEvent: r.onEvent, EndUser: r.req.EndUser,
+	x := bot.Exchange{Mode: cartridge.Eval, Conversation: r.memory, Tools: extra, Confirmer: r, OnEvent: r.onEvent, EndUser: r.req.EndUser,
 		Loop: agent.Loop(a.Type), MaxTasks: a.MaxTasks, OnPlan: r.onPlan, Start: r.start}
 	if r.top == r {
 		x.Steering = r.steering

@@ -264,3 +264,49 @@ func TestRoundLimitAndEvents(t *testing.T) {
 		t.Errorf("events: %s\n%s", got, c.dump())
 	}
 }
+
+// With follow_ups, the connection stays open after final_result: an
+// input frame starts a follow-up run on the same conversation (its own
+// run_started and run id), and stop closes the connection.
+func TestFollowUp(t *testing.T) {
+	url, rec := fakeOpenAI(t, providertest.Echo)
+	srv, _ := serve(t, nil, newAgent(t, t.TempDir(), url, "Echo", ""))
+	c := start(t, srv.URL, "Echo", &agentproto.Frame{Input: "hello", FollowUps: true})
+	until := func(typ string) *agentproto.Frame {
+		for {
+			if f := c.next(); f.Type == typ {
+				return f
+			}
+		}
+	}
+	first := c.runID
+	if end := until(agentproto.TypeFinalResult); end.Result != "echo: hello" {
+		t.Fatalf("first result %+v", end)
+	}
+	c.send(&agentproto.Frame{Type: agentproto.TypeInput, Content: "again"})
+	c.runID = "" // the follow-up is a run of its own
+	started := until(agentproto.TypeRunStarted)
+	if started.RunID == first || started.Agent != "Echo" {
+		t.Errorf("follow-up run_started %+v (first run %s)", started, first)
+	}
+	if end := until(agentproto.TypeFinalResult); end.Result != "echo: again" {
+		t.Fatalf("follow-up result %+v", end)
+	}
+	turn, err := openaiTurn(rec.Bodies()[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	for _, m := range turn.Messages {
+		if m.Role != "system" {
+			said = append(said, m.Role+": "+m.Content)
+		}
+	}
+	if got := strings.Join(said, " | "); got != "user: hello | assistant: echo: hello | user: again" {
+		t.Errorf("the follow-up's request: %s", got)
+	}
+	c.send(&agentproto.Frame{Type: agentproto.TypeStop})
+	if _, err := c.read(5 * time.Second); err != errClosed {
+		t.Errorf("after stop: %v, want a normal close", err)
+	}
+}
