@@ -175,14 +175,14 @@ type Run struct {
 	// ID is the run's id.
 	ID string
 
-	rt       *Runtime
-	agent    *Agent
-	req      Request
-	out      func(*agentproto.Frame)
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
+	rt     *Runtime
+	agent  *Agent
+	req    Request
+	out    func(*agentproto.Frame)
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 	// memory is the run's conversation, which a follow-up goes on.
-	memory *agent.Memory
+	memory   *agent.Memory
 	done     chan struct{}
 	calls    *callTable
 	top      *Run // the run the client started (itself for a top run)
