@@ -748,11 +748,6 @@ func withResponse(ev *state.Event, resp *provider.Response) {
 	}
 }
 
-// LimitError stops an exchange that would not end by itself.
-type LimitError struct{ Msg string }
-
-func (e *LimitError) Error() string { return e.Msg }
-
 // MaxRounds is the cartridge's round limit: safety.tools.rounds, else 10.
 func MaxRounds(c *cartridge.Cartridge) int {
 	if v, ok := c.Get("safety", "tools", "rounds"); ok {

@@ -554,11 +554,10 @@ func (r *Run) classify(err error) *Failure {
 	}
 	var pe *provider.Error
 	var ue *provider.UnsupportedError
-	var le *agent.LimitError
 	switch {
 	case errors.As(err, &pe), errors.As(err, &ue):
 		return &Failure{Code: agentproto.CodeProvider, Message: err.Error()}
-	case errors.As(err, &le), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded):
 		return &Failure{Code: agentproto.CodeTimeout, Message: err.Error()}
 	case errors.Is(err, context.Canceled):
 		return &Failure{Code: agentproto.CodeCancelled, Message: "the run was cancelled"}
