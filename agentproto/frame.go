@@ -8,6 +8,8 @@ package agentproto
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/nbots/nb/state"
 )
 
 // The frame types.
@@ -202,21 +204,9 @@ type ToolCall struct {
 
 // Usage counts tokens. Input and output count every token; the cache and
 // reasoning counts say how much of them was read from or written to the
-// provider's prompt cache, or spent thinking.
-type Usage struct {
-	InputTokens      int `json:"input_tokens"`
-	OutputTokens     int `json:"output_tokens"`
-	CacheReadTokens  int `json:"cache_read_tokens,omitempty"`
-	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
-	ReasoningTokens  int `json:"reasoning_tokens,omitempty"`
-}
-
-// Add returns the sum of u and v.
-func (u Usage) Add(v Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens,
-		CacheReadTokens: u.CacheReadTokens + v.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
-		ReasoningTokens: u.ReasoningTokens + v.ReasoningTokens}
-}
+// provider's prompt cache, or spent thinking. It is the shape the state
+// keeps an exchange's usage in.
+type Usage = state.Usage
 
 // Hop is one run in a chain of runs across servers: which server, which
 // run, which agent.
