@@ -64,7 +64,13 @@ func (t *typeahead) take(msg string) bool {
 		return true
 	}
 	trimmed := strings.TrimSpace(msg)
-	if !t.busy || exitWords[trimmed] || trimmed == StatusCommand {
+	if exitWords[trimmed] || trimmed == StatusCommand {
+		return false
+	}
+	if !t.busy {
+		// The prompt takes it and an exchange starts: what comes next
+		// is for that exchange, even before it has begun.
+		t.busy = trimmed != ""
 		return false
 	}
 	if trimmed == "" {

@@ -601,6 +601,7 @@ func TestPTYREPLQueuedLine(t *testing.T) {
 	url, rec := fakeOpenAI(t)
 	ptyCartridge(t, dir, url, "safety: {tools: {confirmable: false}}\n")
 	c := startNBWith(t, dir, ptyOptions{env: []string{"TERM=dumb"}}, "bot.yml", "-", "repl")
+	c.expect("🤖> ")
 	c.send(slowCall + "\r")
 	time.Sleep(300 * time.Millisecond)
 	c.send("in metric units\r")
