@@ -46,14 +46,16 @@ type REPL struct {
 	ReportError func(error)
 	// probe replaces ProbeCursor in tests.
 	probe func(in, out *os.File, timeout time.Duration) (bool, []byte)
-	// typeahead reads lines while answers run (plain terminal input).
+	// typeahead reads lines while answers run; watch is set when it
+	// does so only during answers (the line editor reads at the prompt).
 	typeahead *typeahead
+	watch     bool
 }
 
 // Steering gives the running exchange the lines the user typed while it
 // ran (bot.Exchange.Steering): after the current round of tool calls the
-// model reads them. Only a plain terminal's lines are read meanwhile;
-// with the line editor a line typed during an answer is the next message.
+// model reads them. Piped input is read one message at a time, never
+// meanwhile.
 func (r *REPL) Steering() []string {
 	if r.typeahead == nil {
 		return nil
@@ -188,17 +190,37 @@ func (r *REPL) Run(ctx context.Context) error {
 		defer signal.Stop(interrupts)
 	}
 	interactive := mode != Piped
-	if mode == Plain {
-		r.typeahead = newTypeahead(read, more, r.Stderr)
+	switch mode {
+	case Plain:
+		// A goroutine reads every line; the prompt, the running answer
+		// and its questions take them from it.
+		typed := newTypeahead(r.Stderr)
+		typed.readFrom(read, more)
+		r.typeahead = typed
 		if r.Confirmer != nil {
-			r.Confirmer.Reader = r.typeahead
+			r.Confirmer.Reader = typed
 		}
-		typed := r.typeahead
 		read = func(p string) (string, error) {
 			io.WriteString(r.Printer.W, p) //nolint:errcheck // a terminal or a file
 			return typed.wait()
 		}
 		more = ""
+	case Editor:
+		// The line editor reads at the prompt; while an answer runs,
+		// exchange has watch read the lines typed.
+		typed := newTypeahead(r.Stderr)
+		r.typeahead, r.watch = typed, true
+		if r.Confirmer != nil {
+			r.Confirmer.Reader = pausing{t: typed, inner: r.Confirmer.Reader}
+		}
+		edit := read
+		read = func(p string) (string, error) {
+			if msg, ok := typed.leftover(); ok {
+				io.WriteString(r.Printer.W, p+msg+"\n") //nolint:errcheck // a terminal
+				return msg, nil
+			}
+			return edit(p)
+		}
 	}
 
 	if r.Session.HasBoot() {
@@ -300,6 +322,9 @@ func (r *REPL) exchange(ctx context.Context, interrupts chan os.Signal, run func
 	if r.typeahead != nil {
 		r.typeahead.setBusy(true)
 		defer r.typeahead.setBusy(false)
+		if r.watch {
+			defer r.typeahead.watch(r.Stdin)()
+		}
 	}
 	r.Printer.Prefix()
 	err := run(ctx)
