@@ -717,3 +717,54 @@ func randomHex(n int) string {
 	rand.Read(b) //nolint:errcheck // never fails
 	return hex.EncodeToString(b)
 }
+
+var (
+	_ state.Enumerator   = (*Store)(nil)
+	_ state.OutputLister = (*conversation)(nil)
+)
+
+// Bots lists the bots with stored conversations.
+func (s *Store) Bots(ctx context.Context) ([]state.Bot, error) {
+	rows, err := s.pool.Query(ctx, "SELECT DISTINCT bot FROM nb_conversations ORDER BY bot")
+	if err != nil {
+		return nil, s.fail("list the bots", ctxErr(ctx, err))
+	}
+	paths, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, s.fail("list the bots", ctxErr(ctx, err))
+	}
+	out := make([]state.Bot, 0, len(paths))
+	for _, p := range paths {
+		b, err := state.BotFromPath(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.place, err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// Outputs lists the names of the kept outputs.
+func (c *conversation) Outputs(ctx context.Context) ([]string, error) {
+	rows, err := c.s.pool.Query(ctx, `SELECT o.name FROM nb_outputs o JOIN nb_conversations c ON c.id = o.conversation
+		WHERE c.bot = $1 AND c.sealed = $2 AND c.end_user = $3 AND c.key = $4 ORDER BY o.name`, c.args()...)
+	if err != nil {
+		return nil, c.s.fail("list the outputs of "+c.n.display, ctxErr(ctx, err))
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return nil, c.s.fail("list the outputs of "+c.n.display, ctxErr(ctx, err))
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		if c.n.sealed {
+			plain, err := c.s.cipher.Decrypt(string(n))
+			if err != nil {
+				return nil, fmt.Errorf("%s: an output's name: %w", c.Location(), err)
+			}
+			n = plain
+		}
+		out[i] = string(n)
+	}
+	return out, nil
+}
