@@ -24,19 +24,7 @@ const readyTimeout = 3 * time.Second
 // hosts and databases but never their credentials.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	Quiet(r.Context())
-	checks := map[string]string{}
-	ok := true
-	for _, c := range s.opts.Checks {
-		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
-		err := c.Run(ctx)
-		cancel()
-		if err != nil {
-			ok = false
-			checks[c.Name] = err.Error()
-			continue
-		}
-		checks[c.Name] = "ok"
-	}
+	ok, checks := RunChecks(r.Context(), s.opts.Checks)
 	body := map[string]any{"ready": ok, "checks": checks}
 	if s.isDraining() {
 		ok = false
@@ -48,4 +36,20 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("not ready", "checks", checks)
 	}
 	WriteJSON(w, status, body)
+}
+
+// RunChecks runs checks, each within a few seconds: ok when all pass;
+// results maps each name to "ok" or its failure.
+func RunChecks(ctx context.Context, checks []Check) (ok bool, results map[string]string) {
+	ok, results = true, map[string]string{}
+	for _, c := range checks {
+		cctx, cancel := context.WithTimeout(ctx, readyTimeout)
+		err := c.Run(cctx)
+		cancel()
+		results[c.Name] = "ok"
+		if err != nil {
+			ok, results[c.Name] = false, err.Error()
+		}
+	}
+	return ok, results
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/script/fennel"
 	"github.com/nbots/nb/state"
+	"github.com/nbots/nb/state/storeurl"
 	"github.com/nbots/nb/term"
 )
 
@@ -60,6 +61,9 @@ type App struct {
 	executor   *robopage.Executor
 	// approve is what --yes and --allow-tool approved from the shell.
 	approve term.Approval
+	// store is the conversation store of --store or NB_STORE (nil: the
+	// files), see openStore.
+	store *storeurl.Store
 }
 
 // Getenv returns a variable of the environment, "" when unset.
@@ -116,6 +120,11 @@ func (a *App) Run() int {
 		return a.report(a.mcpCommand(args[1:]))
 	case "robopages":
 		return a.robopages(args[1:])
+	case "state":
+		if isStateCommand(args) {
+			a.loadDotEnv()
+			return a.report(a.stateTransfer(args[1:]))
+		}
 	}
 	a.loadDotEnv()
 	return a.report(a.cartridgeCommand(args))
@@ -332,6 +341,10 @@ func (a *App) cartridgeCommand(args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := a.openStore(context.Background(), ""); err != nil {
+		return err
+	}
+	defer a.closeStore()
 	for _, w := range cart.Warnings {
 		fmt.Fprintln(a.Stderr, "nb: warning: "+w)
 	}
@@ -404,6 +417,7 @@ func (a *App) host() bot.Host {
 		FennelCacheDir:       a.fennelCacheDir(),
 		Robopages:            a.robopageExecutor(),
 		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
+		Store:                a.sharedStore(),
 	}
 }
 

@@ -78,6 +78,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		agentTokens = fs.String("agent-tokens", "", "a `file` of remote agent servers' tokens, one `host[:port] token` (or ENV/NAME) per line; its hosts may be named as minions too")
 		agentID     = fs.String("agent-id", "", "this server's `id` in the chains of runs across servers (default: random)")
 		agentFrame  = fs.String("agent-max-frame", "1MiB", "largest frame a client may send on an agent run (`size`)")
+		storeURL    = fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
 	)
 	fs.Usage = func() {
 		fmt.Fprint(a.Stderr, "usage: nb serve [flags] [DIR...]\n\nServes the cartridges of the folders (default: NANO_BOTS_CARTRIDGES_PATH, else the\ndefault cartridges folder) over the Nano Bots API, the OpenAI-compatible API\n(/v1: see docs/openai.md) and the agent protocol. Flags:\n\n")
@@ -148,7 +149,11 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		return err
 	}
 
-	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: a.fennelCacheDir()}
+	if err := a.openStore(ctx, *storeURL); err != nil {
+		return err
+	}
+	defer a.closeStore()
+	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: a.fennelCacheDir(), Store: a.sharedStore()}
 	if len(dirs) == 0 {
 		env := host.CartridgeEnv()
 		if strings.TrimSpace(env.CartridgesPath) != "" || strings.TrimSpace(env.CartridgesDirectory) != "" {
@@ -167,7 +172,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
 		AllowUnconfirmed: *unconfirmed, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
 		AllowOrigins: splitList(*origins), ClientHosts: splitList(*clientHosts), TrustedProxies: trusted,
-		Log: log, LogMessages: *logMessages,
+		Log: log, LogMessages: *logMessages, Checks: a.storeChecks(),
 	})
 	if err != nil {
 		return err
@@ -211,7 +216,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		addrs[i] = "http://" + ln.Addr().String()
 	}
 	log.Info("serving", "cartridges", len(models), "failed", broken, "folders", strings.Join(dirs, ":"),
-		"listen", strings.Join(addrs, " "), "tokens", len(tokens))
+		"listen", strings.Join(addrs, " "), "tokens", len(tokens), "store", a.storeName())
 	fmt.Fprintf(a.Stderr, "nb: serving %d cartridges on %s (Ctrl-C stops)\n", len(models), strings.Join(addrs, " and "))
 	return srv.Serve(ctx, lns...)
 }
