@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/nbots/nb/internal/pgurl"
@@ -228,6 +229,13 @@ const (
 		SELECT pg_notify('` + channel + `', $6) FROM d`
 	// channel is where released leases are announced.
 	channel = "nb_state_free"
+	// asyncSQL makes the rest of a batch's transaction commit without
+	// waiting for the disk. Lease writes (claim, renewal, release) need
+	// no durability: a claim lost in a crash of the server fails its
+	// holder's next Append (which checks the lease), and the durable
+	// commit of an Append flushes every claim before it; a lost release
+	// or renewal only delays a takeover until the lease expires.
+	asyncSQL = "SELECT set_config('synchronous_commit', 'off', true)"
 )
 
 // hold takes the conversation's lease for holder, waiting as Begin says;
@@ -280,12 +288,16 @@ func (c *conversation) hold(ctx context.Context, holder string, onBusy func(), r
 // claim tries once to take the lease, and reads the history with read.
 func (c *conversation) claim(ctx context.Context, holder string, read bool) (data []string, ok bool, err error) {
 	var b pgx.Batch
+	b.Queue(asyncSQL)
 	b.Queue(claimSQL, c.args(holder, c.s.ttl.Seconds())...)
 	if read {
 		b.Queue(heldHistorySQL, c.args(holder)...)
 	}
 	br := c.s.pool.SendBatch(ctx, &b)
 	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, false, c.s.fail("take the conversation "+c.n.display, ctxErr(ctx, err))
+	}
 	var one int
 	switch err := br.QueryRow().Scan(&one); {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -323,10 +335,10 @@ func ctxErr(ctx context.Context, err error) error {
 func (c *conversation) release(holder string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rows, err := c.s.pool.Query(ctx, releaseSQL, c.args(holder, c.n.wake)...)
-	if err == nil {
-		rows.Close() // best effort: an unreleased lease expires
-	}
+	var b pgx.Batch
+	b.Queue(asyncSQL)
+	b.Queue(releaseSQL, c.args(holder, c.n.wake)...)
+	c.s.pool.SendBatch(ctx, &b).Close() //nolint:errcheck // best effort: an unreleased lease expires
 }
 
 // decode reads stored events.
@@ -511,7 +523,18 @@ func (t *turn) renew() {
 		}
 		sent := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		tag, err := t.c.s.pool.Exec(ctx, renewSQL, t.c.args(t.holder, t.c.s.ttl.Seconds())...)
+		var b pgx.Batch
+		b.Queue(asyncSQL)
+		b.Queue(renewSQL, t.c.args(t.holder, t.c.s.ttl.Seconds())...)
+		br := t.c.s.pool.SendBatch(ctx, &b)
+		_, err := br.Exec()
+		var tag pgconn.CommandTag
+		if err == nil {
+			tag, err = br.Exec()
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 		cancel()
 		switch {
 		case err == nil && tag.RowsAffected() == 1:
