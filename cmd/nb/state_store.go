@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/nbots/nb/cmd/nb/cliflag"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/state/storeurl"
@@ -79,17 +79,13 @@ func isStateCommand(args []string) bool {
 // stateTransfer runs nb state export|import [--store URL].
 func (a *App) stateTransfer(args []string) error {
 	export := args[0] == "export"
-	fs := flag.NewFlagSet("nb state "+args[0], flag.ContinueOnError)
-	fs.SetOutput(a.Stderr)
-	storeURL := fs.String("store", "", "the `URL` of the store: "+storeFlagDoc)
-	fs.Usage = func() {
-		if export {
-			fmt.Fprint(a.Stderr, "usage: nb state export [--store URL] > FILE\n\nWrites every conversation of the store (default: NB_STORE, else the state files)\nto standard output, one JSON line each (encrypted with NANO_BOTS_ENCRYPTION_PASSWORD\nwhen it is set). Flags:\n\n")
-		} else {
-			fmt.Fprint(a.Stderr, "usage: nb state import [--store URL] < FILE\n\nStores the conversations of an export read on standard input; those the store\nholds already are left as they are. Flags:\n\n")
-		}
-		fs.PrintDefaults()
+	var fs *cliflag.Set
+	if export {
+		fs = a.flags("nb state export", "nb state export [--store URL] > FILE", "Writes every conversation of the store (default: NB_STORE, else the state files)\nto standard output, one JSON line each (encrypted with NANO_BOTS_ENCRYPTION_PASSWORD\nwhen it is set). See docs/scale-out.md.")
+	} else {
+		fs = a.flags("nb state import", "nb state import [--store URL] < FILE", "Stores the conversations of an export read on standard input; those the store\nholds already are left as they are. See docs/scale-out.md.")
 	}
+	storeURL := fs.String("store", "", "the `URL` of the store: "+storeFlagDoc)
 	if help, err := parseFlags(fs, args[1:]); help || err != nil {
 		return err
 	}
