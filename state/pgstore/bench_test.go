@@ -23,7 +23,8 @@ import (
 //
 // exchange: one exchange (Begin, the user's event, the answer, End) on
 // one of 50 conversations; p50 and p99 are reported, and the PostgreSQL
-// sub-benchmark reports its p50 overhead over the files'. claims: leases
+// sub-benchmark reports its p50 overhead over the files' on disk
+// (overhead-p50-ms) and in memory (over-memory-p50-ms). claims: leases
 // taken and released (Begin and End without an append) on distinct
 // conversations from 8 goroutines. appends: one-event appends from 8
 // goroutines, each holding its own conversation.
@@ -52,21 +53,39 @@ func BenchmarkStore(b *testing.B) {
 	}
 	defer os.RemoveAll(dir)
 	files := state.Files{Root: dir}
-
-	var filesP50 time.Duration
-	for _, s := range []struct {
-		name  string
-		store state.Store
-	}{{"files", files}, {"postgres", pg}} {
-		b.Run("exchange/"+s.name, func(b *testing.B) {
-			p50 := exchanges(b, s.store)
-			if s.name == "files" {
-				filesP50 = p50
-			} else if filesP50 > 0 {
-				b.ReportMetric(float64(p50-filesP50)/1e6, "overhead-p50-ms")
-			}
-		})
+	stores := []state.Store{files, pg}
+	names := []string{"files", "postgres"}
+	// The files in memory too, when there is /dev/shm: the store's own
+	// cost, without the disk's syncs.
+	if mem, err := os.MkdirTemp("/dev/shm", "nb-bench-files-"); err == nil {
+		defer os.RemoveAll(mem)
+		stores = append(stores, state.Files{Root: mem})
+		names = append(names, "memory")
 	}
+	b.Run("exchange", func(b *testing.B) {
+		// One exchange on each store in turn, so that all see the same
+		// load (this machine's load varies from second to second).
+		times := exchanges(b, stores)
+		p50 := make([]time.Duration, len(stores))
+		for i, ts := range times {
+			p50[i] = percentile(ts, 50)
+			b.ReportMetric(float64(p50[i])/1e6, names[i]+"-p50-ms")
+		}
+		b.ReportMetric(float64(percentile(times[1], 99))/1e6, "postgres-p99-ms")
+		// The overhead: the median of the differences of the exchanges
+		// run side by side.
+		diff := make([]time.Duration, len(times[0]))
+		for j := range diff {
+			diff[j] = times[1][j] - times[0][j]
+		}
+		b.ReportMetric(float64(percentile(diff, 50))/1e6, "overhead-p50-ms")
+		if len(stores) > 2 {
+			for j := range diff {
+				diff[j] = times[1][j] - times[2][j]
+			}
+			b.ReportMetric(float64(percentile(diff, 50))/1e6, "over-memory-p50-ms")
+		}
+	})
 	b.Run("claims/postgres", func(b *testing.B) {
 		var n atomic.Int64
 		b.SetParallelism(4) // 8 goroutines on 2 cores
@@ -110,36 +129,46 @@ func BenchmarkStore(b *testing.B) {
 
 var benchBot = state.Bot{Author: "Bench", Name: "Store", Version: "1"}
 
-// exchanges runs b.N exchanges and reports their p50 and p99.
-func exchanges(b *testing.B, s state.Store) time.Duration {
+// exchanges runs b.N exchanges on each store, in turn, and returns
+// their durations per store.
+func exchanges(b *testing.B, stores []state.Store) [][]time.Duration {
 	ctx := context.Background()
-	convs := make([]state.Conversation, 50)
-	for i := range convs {
-		convs[i], _ = s.Open(benchBot, "user", fmt.Sprint("key", i))
+	convs := make([][]state.Conversation, len(stores))
+	times := make([][]time.Duration, len(stores))
+	for i, s := range stores {
+		convs[i] = make([]state.Conversation, 50)
+		for j := range convs[i] {
+			convs[i][j], _ = s.Open(benchBot, "user", fmt.Sprint("key", j))
+		}
+		times[i] = make([]time.Duration, 0, b.N)
 	}
 	q := state.Event{Who: state.RoleUser, Mode: "eval", Message: "What is the weather like in Zürich today?"}
 	a := state.Event{Who: state.RoleAI, Mode: "eval", Message: "Sunny, 21 °C, a light wind from the west."}
-	times := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
-	for i := range b.N {
-		start := time.Now()
-		turn, err := convs[i%len(convs)].Begin(ctx, nil)
-		if err != nil {
-			b.Fatal(err)
+	for n := range b.N {
+		for i := range stores {
+			start := time.Now()
+			turn, err := convs[i][n%50].Begin(ctx, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := turn.Append(q); err != nil {
+				b.Fatal(err)
+			}
+			if err := turn.Append(a); err != nil {
+				b.Fatal(err)
+			}
+			turn.End()
+			times[i] = append(times[i], time.Since(start))
 		}
-		if err := turn.Append(q); err != nil {
-			b.Fatal(err)
-		}
-		if err := turn.Append(a); err != nil {
-			b.Fatal(err)
-		}
-		turn.End()
-		times = append(times, time.Since(start))
 	}
 	b.StopTimer()
-	slices.Sort(times)
-	p50, p99 := times[len(times)/2], times[len(times)*99/100]
-	b.ReportMetric(float64(p50)/1e6, "p50-ms")
-	b.ReportMetric(float64(p99)/1e6, "p99-ms")
-	return p50
+	return times
+}
+
+// percentile returns the p-th percentile of ts (sorting a copy).
+func percentile(ts []time.Duration, p int) time.Duration {
+	s := slices.Clone(ts)
+	slices.Sort(s)
+	return s[min(len(s)*p/100, len(s)-1)]
 }
