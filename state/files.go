@@ -437,8 +437,7 @@ func writeAtomic(path string, data []byte) error {
 // (with create, the directory is made again when Delete removed it).
 func lockKey(ctx context.Context, dir string, onBusy func(), create bool) (func(), error) {
 	path := filepath.Join(dir, lockName)
-	told := false
-	delay := 5 * time.Millisecond
+	wait := BusyWait{First: 5 * time.Millisecond, Max: 100 * time.Millisecond}
 	for {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil && create && errors.Is(err, os.ErrNotExist) {
@@ -467,18 +466,9 @@ func lockKey(ctx context.Context, dir string, onBusy func(), create bool) (func(
 		if onBusy == nil {
 			return nil, ErrBusy
 		}
-		if !told {
-			onBusy()
-			told = true
+		if err := wait.Wait(ctx, onBusy, nil); err != nil {
+			return nil, err
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-		delay = min(delay*2, 100*time.Millisecond)
 	}
 }
 

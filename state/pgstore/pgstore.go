@@ -243,11 +243,10 @@ const (
 // sent is when the claim that took it was sent: the lease lasts at
 // least the TTL from then.
 func (c *conversation) hold(ctx context.Context, holder string, onBusy func(), read bool) (rows []string, sent time.Time, err error) {
-	var (
-		ch    chan struct{}
-		told  bool
-		delay = 10 * time.Millisecond
-	)
+	var ch chan struct{}
+	// The poll finds leases that expired (their holders cannot announce
+	// it) and releases whose announcement was missed.
+	wait := state.BusyWait{First: 10 * time.Millisecond, Max: 250 * time.Millisecond}
 	for {
 		sent = time.Now()
 		rows, ok, err := c.claim(ctx, holder, read)
@@ -266,22 +265,9 @@ func (c *conversation) hold(ctx context.Context, holder string, onBusy func(), r
 			ch, unregister = c.s.wake.register(c.n.wake)
 			defer unregister()
 		}
-		if !told {
-			onBusy()
-			told = true
+		if err := wait.Wait(ctx, onBusy, ch); err != nil {
+			return nil, sent, err
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, sent, ctx.Err()
-		case <-ch:
-			t.Stop()
-		case <-t.C:
-		}
-		// The poll finds leases that expired (their holders cannot
-		// announce it) and releases whose announcement was missed.
-		delay = min(delay*2, 250*time.Millisecond)
 	}
 }
 
