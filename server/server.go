@@ -193,6 +193,9 @@ type Options struct {
 	Log *slog.Logger
 	// LogMessages puts the text of messages in the log (off by default).
 	LogMessages bool
+	// Checks are what GET /ready checks besides the server's own state
+	// (the stores it must reach).
+	Checks []Check
 }
 
 // Server serves the bots of a set of cartridge folders over HTTP.
@@ -251,6 +254,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.base, s.cancelBase = context.WithCancelCause(context.Background())
 	s.cat = catalog.New(ctx, catalog.Options{Dirs: opts.Dirs, Host: s.host, Lookup: lookup, Log: s.log})
 	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /ready", s.ready)
 	return s, nil
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/script/fennel"
 	"github.com/nbots/nb/state"
+	"github.com/nbots/nb/state/storeurl"
 	"github.com/nbots/nb/term"
 )
 
@@ -61,6 +62,9 @@ type App struct {
 	executor   *robopage.Executor
 	// approve is what --yes and --allow-tool approved from the shell.
 	approve term.Approval
+	// store is the conversation store of --store or NB_STORE (nil: the
+	// files), see openStore.
+	store *storeurl.Store
 }
 
 // Getenv returns a variable of the environment, "" when unset.
@@ -117,6 +121,11 @@ func (a *App) Run() int {
 		return a.report(a.mcpCommand(args[1:]))
 	case "robopages":
 		return a.robopages(args[1:])
+	case "state":
+		if isStateCommand(args) {
+			a.loadDotEnv()
+			return a.report(a.stateTransfer(args[1:]))
+		}
 	}
 	a.loadDotEnv()
 	return a.report(a.cartridgeCommand(args))
@@ -258,6 +267,7 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb cartridge.yml STATE-KEY state
   nb cartridge.yml - state list
   nb cartridge.yml STATE-KEY state delete
+  nb state export|import [--store URL]      move conversations between stores
 
   nb serve [--listen localhost:3048] [DIR...]
   nb robopages serve|run|validate|view|create|install ...
@@ -337,6 +347,10 @@ func (a *App) cartridgeCommand(args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := a.openStore(context.Background(), ""); err != nil {
+		return err
+	}
+	defer a.closeStore()
 	for _, w := range cart.Warnings {
 		fmt.Fprintln(a.Stderr, "nb: warning: "+w)
 	}
@@ -409,6 +423,7 @@ func (a *App) host() bot.Host {
 		FennelCacheDir:       a.fennelCacheDir(),
 		Robopages:            a.robopageExecutor(),
 		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
+		Store:                a.sharedStore(),
 	}
 }
 
