@@ -237,6 +237,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.host = opts.Host
 	s.host.AllowHostCredentials = true
 	s.host.AllowMCP = true // the operator's cartridges start their MCP servers
+	if s.host.EventLog == nil {
+		// Every exchange's events, at debug level (--log-level debug).
+		s.host.EventLog = s.log
+	}
 	// The end user of a served exchange is always the client's: an
 	// ENV/NANO_BOTS_END_USER in a cartridge must not pin every client to
 	// the operator's value (the reference sets it per request).

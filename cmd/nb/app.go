@@ -529,7 +529,7 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 		return &usageError{"nothing to send: give the message as words after eval, or on standard input"}
 	}
 	s.printer.Prefix()
-	_, err = s.Ask(ctx, input)
+	res, err := s.Ask(ctx, input)
 	s.printer.EndStatus()
 	if err != nil {
 		if s.printer.Wrote {
@@ -543,6 +543,14 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 		return err
 	}
 	s.printer.Suffix()
+	if res != nil && res.Notice != "" {
+		// A limit stopped the exchange before an answer: the state key
+		// keeps the conversation, and the notice says how to go on.
+		if s.printer.Wrote {
+			io.WriteString(a.Stdout, "\n") //nolint:errcheck // end the partial line
+		}
+		return &reportedError{res.Notice}
+	}
 	return nil
 }
 
@@ -619,6 +627,7 @@ func (a *App) repl(cart *cartridge.Cartridge, key string) error {
 			fmt.Fprintln(a.Stderr, "nb: "+err.Error())
 		},
 	}
+	s.Exchange.Steering = r.Steering // lines typed while an answer runs
 	if err := r.Run(context.Background()); err != nil {
 		return err
 	}
