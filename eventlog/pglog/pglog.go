@@ -82,9 +82,9 @@ func (o Options) withDefaults() Options {
 // Store is the shared state of nb serve's replicas in one PostgreSQL
 // database. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
-	opts Options
-	name string // the database, without credentials, for messages
+	pool      *pgxpool.Pool
+	opts      Options
+	name      string // the database, without credentials, for messages
 	closePool bool
 
 	health atomic.Pointer[error] // nil: reachable
