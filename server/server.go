@@ -41,6 +41,7 @@ import (
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/catalog"
+	"github.com/nbots/nb/eventlog"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/tool"
 )
@@ -189,6 +190,11 @@ type Options struct {
 	Log *slog.Logger
 	// LogMessages puts the text of messages in the log (off by default).
 	LogMessages bool
+	// Shared, when set, is the store shared with the server's other
+	// replicas (package eventlog/pglog): the front-ends keep their
+	// streams, responses and runs there, and the server takes no work
+	// while it cannot reach it (see GET /ready).
+	Shared eventlog.Shared
 }
 
 // Server serves the bots of a set of cartridge folders over HTTP.
@@ -243,6 +249,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.base, s.cancelBase = context.WithCancelCause(context.Background())
 	s.cat = catalog.New(ctx, catalog.Options{Dirs: opts.Dirs, Host: s.host, Lookup: lookup, Log: s.log})
 	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /ready", s.ready)
 	return s, nil
 }
 
