@@ -96,7 +96,7 @@ func storeError(err error) *Error {
 
 // keptResponseJSON is a stored response in the shared store.
 type keptResponseJSON struct {
-	Conversation []state.Event  `json:"conversation"`
+	Conversation []state.Event   `json:"conversation"`
 	Object       json.RawMessage `json:"object"`
 }
 
