@@ -78,6 +78,8 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		agentTokens = fs.String("agent-tokens", "", "a `file` of remote agent servers' tokens, one `host[:port] token` (or ENV/NAME) per line; its hosts may be named as minions too")
 		agentID     = fs.String("agent-id", "", "this server's `id` in the chains of runs across servers (default: random)")
 		agentFrame  = fs.String("agent-max-frame", "1MiB", "largest frame a client may send on an agent run (`size`)")
+		store       = fs.String("store", "", "a PostgreSQL `URL` (postgres://…) whose database the server's replicas share: streams, stored responses, tool rounds and agent runs are kept there, so any replica answers (default NB_STORE; none: in memory; see docs/scale-out.md)")
+		replicaID   = fs.String("replica-id", "", "this replica's `name` in the shared store (default: the host name and a random suffix)")
 	)
 	fs.Usage = func() {
 		fmt.Fprint(a.Stderr, "usage: nb serve [flags] [DIR...]\n\nServes the cartridges of the folders (default: NANO_BOTS_CARTRIDGES_PATH, else the\ndefault cartridges folder) over the Nano Bots API, the OpenAI-compatible API\n(/v1: see docs/openai.md) and the agent protocol. Flags:\n\n")
@@ -163,11 +165,18 @@ func (a *App) serve(ctx context.Context, args []string) error {
 			log.Warn("cartridge folder not found: its cartridges appear when it is created", "folder", dir)
 		}
 	}
+	shared, err := a.openServeStore(ctx, *store, *replicaID, log)
+	if err != nil {
+		return err
+	}
+	if shared != nil {
+		defer shared.Close()
+	}
 	srv, err := server.New(ctx, server.Options{
 		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
 		AllowUnconfirmed: *unconfirmed, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
 		AllowOrigins: splitList(*origins), ClientHosts: splitList(*clientHosts), TrustedProxies: trusted,
-		Log: log, LogMessages: *logMessages,
+		Log: log, LogMessages: *logMessages, Shared: sharedOrNil(shared),
 	})
 	if err != nil {
 		return err
@@ -185,7 +194,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 			}
 			return provider.WithAnswerLimit(run, answerLimit), done, nil
 		},
-		EndUser: srv.EndUser, Owner: tokenOwner,
+		EndUser: srv.EndUser, Owner: tokenOwner, Shared: srv.Shared(),
 	}).Register(srv)
 	closeAgents, err := a.mountAgents(ctx, srv, host, agentOptions{minions: *minionFile, hosts: *agentHosts, tokens: *agentTokens, id: *agentID, maxFrame: *agentFrame})
 	if err != nil {

@@ -250,7 +250,7 @@ func (h *Handler) keepRound(ctx context.Context, owner string, recorded []state.
 		return calls
 	}
 	key := newKey()
-	if ok, err := h.rounds.put(ctx, key, owner, &keptRound{events: recorded}, eventsSize(recorded)); err != nil {
+	if ok, err := h.rounds.Put(ctx, key, owner, &keptRound{events: recorded}, eventsSize(recorded)); err != nil {
 		h.logger(ctx).Warn("a tool round could not be kept: the model will see only the client's part of it", "error", err.Error())
 		return calls
 	} else if !ok {
@@ -310,9 +310,9 @@ func (h *Handler) restoreRounds(ctx context.Context, owner string, events []stat
 			if key == "" {
 				break
 			}
-			kept, ok, err := h.rounds.get(ctx, key, owner)
+			kept, ok, err := h.rounds.Get(ctx, key, owner)
 			if err != nil {
-				return nil, 0, err
+				return nil, 0, storeError(err)
 			}
 			if ok {
 				out = append(out, kept.events...)

@@ -126,8 +126,8 @@ type Handler struct {
 	endUser   func(r *http.Request) string
 	owner     func(r *http.Request) string
 	now       func() time.Time
-	responses *keeper[*storedResponse]
-	rounds    *keeper[*keptRound]
+	responses *eventlog.Keeper[*storedResponse]
+	rounds    *eventlog.Keeper[*keptRound]
 	mux       *http.ServeMux
 }
 
@@ -143,8 +143,8 @@ func New(c Catalog, o Options) *Handler {
 	if h.now == nil {
 		h.now = time.Now
 	}
-	h.responses = newKeeper("response", eventlog.Limits(o.Responses.or(DefaultResponses)), h.now, o.Shared, encodeResponse, decodeResponse)
-	h.rounds = newKeeper("tool_round", eventlog.Limits(o.Rounds.or(DefaultRounds)), h.now, o.Shared, encodeRound, decodeRound)
+	h.responses = eventlog.NewKeeper("response", eventlog.Limits(o.Responses.or(DefaultResponses)), h.now, o.Shared, encodeResponse, decodeResponse)
+	h.rounds = eventlog.NewKeeper("tool_round", eventlog.Limits(o.Rounds.or(DefaultRounds)), h.now, o.Shared, encodeRound, decodeRound)
 	h.mux = http.NewServeMux()
 	h.Register(h.mux)
 	return h

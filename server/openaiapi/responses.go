@@ -128,7 +128,7 @@ func (h *Handler) keepResponse(r *http.Request, resp *responseObject, out *outco
 	}
 	if resp.Store {
 		size := eventsSize(out.conversation) + int64(len(body))
-		ok, err := h.responses.put(r.Context(), resp.ID, h.ownerOf(r), &storedResponse{conversation: out.conversation, object: body}, size)
+		ok, err := h.responses.Put(r.Context(), resp.ID, h.ownerOf(r), &storedResponse{conversation: out.conversation, object: body}, size)
 		switch {
 		case err != nil:
 			h.logger(r.Context()).Warn("a response could not be kept for previous_response_id", "id", resp.ID, "error", err.Error())
@@ -157,9 +157,9 @@ func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request) {
 // deleteResponse answers DELETE /v1/responses/{id}.
 func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	deleted, err := h.responses.del(r.Context(), id, h.ownerOf(r))
+	deleted, err := h.responses.Delete(r.Context(), id, h.ownerOf(r))
 	if err != nil {
-		WriteError(w, apiError(err, "", ""))
+		WriteError(w, storeError(err))
 		return
 	}
 	if !deleted {
@@ -175,7 +175,11 @@ func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request) {
 
 // stored is the response id kept for the owner of r.
 func (h *Handler) stored(r *http.Request, id string) (*storedResponse, bool, error) {
-	return h.responses.get(r.Context(), id, h.ownerOf(r))
+	kept, ok, err := h.responses.Get(r.Context(), id, h.ownerOf(r))
+	if err != nil {
+		return nil, false, storeError(err)
+	}
+	return kept, ok, nil
 }
 
 func responseNotFound(id, param string) *Error {
