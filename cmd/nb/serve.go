@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/eventlog/pglog"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/server/nanobots"
@@ -80,6 +81,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		agentFrame  = fs.String("agent-max-frame", "1MiB", "largest frame a client may send on an agent run (`size`)")
 		store       = fs.String("store", "", "a PostgreSQL `URL` (postgres://…) whose database the server's replicas share: streams, stored responses, tool rounds and agent runs are kept there, so any replica answers (default NB_STORE; none: in memory; see docs/scale-out.md)")
 		replicaID   = fs.String("replica-id", "", "this replica's `name` in the shared store (default: the host name and a random suffix)")
+		replicaDead = fs.Duration("replica-timeout", 10*time.Second, "with --store: how long a replica may go without reaching the store before the others take its running streams and agent runs for lost")
 	)
 	fs.Usage = func() {
 		fmt.Fprint(a.Stderr, "usage: nb serve [flags] [DIR...]\n\nServes the cartridges of the folders (default: NANO_BOTS_CARTRIDGES_PATH, else the\ndefault cartridges folder) over the Nano Bots API, the OpenAI-compatible API\n(/v1: see docs/openai.md) and the agent protocol. Flags:\n\n")
@@ -165,7 +167,7 @@ func (a *App) serve(ctx context.Context, args []string) error {
 			log.Warn("cartridge folder not found: its cartridges appear when it is created", "folder", dir)
 		}
 	}
-	shared, err := a.openServeStore(ctx, *store, *replicaID, log)
+	shared, err := a.openServeStore(ctx, *store, pglog.Options{Replica: *replicaID, DeadAfter: *replicaDead, Log: log})
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/nbots/nb/eventlog"
@@ -12,7 +11,7 @@ import (
 
 // openServeStore opens the store nb serve's replicas share: --store, else
 // NB_STORE; nil when neither is set (everything stays in memory).
-func (a *App) openServeStore(ctx context.Context, flagURL, replica string, log *slog.Logger) (*pglog.Store, error) {
+func (a *App) openServeStore(ctx context.Context, flagURL string, o pglog.Options) (*pglog.Store, error) {
 	url := strings.TrimSpace(flagURL)
 	if url == "" {
 		url = strings.TrimSpace(a.Getenv("NB_STORE"))
@@ -23,11 +22,11 @@ func (a *App) openServeStore(ctx context.Context, flagURL, replica string, log *
 	if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
 		return nil, &usageError{fmt.Sprintf("--store %s: nb serve shares its state in PostgreSQL only: give a postgres:// URL", pglog.Redact(url))}
 	}
-	s, err := pglog.Open(ctx, url, pglog.Options{Replica: replica, Log: log})
+	s, err := pglog.Open(ctx, url, o)
 	if err != nil {
 		return nil, err
 	}
-	log.Info("sharing state with the other replicas", "store", s.Name(), "replica", s.Replica())
+	o.Log.Info("sharing state with the other replicas", "store", s.Name(), "replica", s.Replica())
 	return s, nil
 }
 

@@ -153,6 +153,9 @@ func (s *Store) Follow(ctx context.Context, id, owner string, maxBytes int64) (*
 	f := &follower{s: s, id: id, l: eventlog.NewCopy(maxBytes, started), stop: make(chan struct{}), wake: make(chan struct{}, 1)}
 	s.watch(id, f.wake)
 	ended, err := f.read(ctx)
+	if err == nil && !ended {
+		ended, err = f.checkWriter(ctx) // a log of a replica that is gone is not followed
+	}
 	if err != nil || ended {
 		s.unwatch(id, f.wake)
 		if err != nil {
