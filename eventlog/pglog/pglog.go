@@ -40,8 +40,8 @@ type Options struct {
 	// take it for gone and fail the logs it was writing (default 10 s).
 	DeadAfter time.Duration
 	// Batch is how long a published log gathers output before it is
-	// written (default 2 ms): a few writes a second per stream at most,
-	// whatever the model's pace.
+	// written (default 2 ms; negative: no wait): a stream is written a few
+	// hundred times a second at most, whatever the model's pace.
 	Batch time.Duration
 	// Poll is how often a copy looks for news when no notification came
 	// (default 1 s): notifications wake it sooner.
@@ -67,7 +67,7 @@ func (o Options) withDefaults() Options {
 	if o.DeadAfter <= 0 {
 		o.DeadAfter = 10 * time.Second
 	}
-	if o.Batch <= 0 {
+	if o.Batch == 0 {
 		o.Batch = 2 * time.Millisecond
 	}
 	if o.Poll <= 0 {
