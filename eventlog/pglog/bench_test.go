@@ -19,10 +19,10 @@ func BenchmarkEvent(b *testing.B) {
 		l := eventlog.New(1 << 40) // never full, however many rounds
 		benchEvents(b, l, l)
 	})
-	for _, batch := range []time.Duration{0, -1} {
+	for _, batch := range []time.Duration{0, 2 * time.Millisecond} {
 		name := "postgres"
-		if batch < 0 {
-			name += "-nobatch"
+		if batch > 0 {
+			name += "-batch2ms"
 		}
 		b.Run(name, func(b *testing.B) { benchShared(b, batch) })
 	}
@@ -112,4 +112,48 @@ func BenchmarkValue(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkFollow is the first read, on another replica, of a finished
+// stream of 4 KiB: what a poll that reaches a replica without a copy
+// adds (later polls read the copy, as on one machine).
+func BenchmarkFollow(b *testing.B) {
+	url := pgtest.New(b)
+	ctx := context.Background()
+	a, err := pglog.Open(ctx, url, pglog.Options{Replica: "a"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	r, err := pglog.Open(ctx, url, pglog.Options{Replica: "b"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	l := eventlog.New(0)
+	if err := a.Publish(ctx, "s", "", l, eventlog.Limits{Count: 10, Bytes: 1 << 30, TTL: time.Minute}, nil); err != nil {
+		b.Fatal(err)
+	}
+	for range 64 {
+		l.WriteString(string(make([]byte, 64)))
+	}
+	l.Finish(nil, "")
+	for {
+		c, stop, err := r.Follow(ctx, "s", "", 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		stop()
+		if c.State().Status != eventlog.Open {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for b.Loop() {
+		c, stop, err := r.Follow(ctx, "s", "", 0)
+		if err != nil || c.State().TextLen != 4096 {
+			b.Fatal(err)
+		}
+		stop()
+	}
 }

@@ -16,8 +16,8 @@ import (
 const maxChunk = 1 << 20
 
 // Publish implements eventlog.Shared: the log's row is written now, its
-// output and state as they change, gathered for Options.Batch, each
-// write in one round trip that also notifies the followers.
+// output and state as they change, each write one round trip that also
+// notifies the followers; what comes during a write goes in the next.
 func (s *Store) Publish(ctx context.Context, id, owner string, l *eventlog.Log, lim eventlog.Limits, lost func(error)) error {
 	if err := s.Err(); err != nil {
 		return err

@@ -39,9 +39,11 @@ type Options struct {
 	// DeadAfter is how long a replica may go unheard before the others
 	// take it for gone and fail the logs it was writing (default 10 s).
 	DeadAfter time.Duration
-	// Batch is how long a published log gathers output before it is
-	// written (default 2 ms; negative: no wait): a stream is written a few
-	// hundred times a second at most, whatever the model's pace.
+	// Batch, when positive, is how long a published log gathers output
+	// before it is written. By default there is no wait: the output that
+	// comes while one write is in flight goes in the next, so a stream is
+	// written at most once per round trip to the database, whatever the
+	// model's pace.
 	Batch time.Duration
 	// Poll is how often a copy looks for news when no notification came
 	// (default 1 s): notifications wake it sooner.
@@ -66,9 +68,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DeadAfter <= 0 {
 		o.DeadAfter = 10 * time.Second
-	}
-	if o.Batch == 0 {
-		o.Batch = 2 * time.Millisecond
 	}
 	if o.Poll <= 0 {
 		o.Poll = time.Second
