@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/nbots/nb/eventlog"
 	"github.com/nbots/nb/eventlog/pglog"
 	"github.com/nbots/nb/internal/pgtest"
@@ -185,3 +187,34 @@ func TestOpenErrorRedacted(t *testing.T) {
 type tlog struct{ t *testing.T }
 
 func (w tlog) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+
+// A replica whose log the others failed (they took it for gone while it
+// could not reach the store) is told so at its next write, and stops the
+// exchange.
+func TestPublishTaken(t *testing.T) {
+	url := pgtest.New(t)
+	a := replica(t, url, "a", pglog.Options{})
+	ctx := context.Background()
+	l := eventlog.New(0)
+	lost := make(chan error, 1)
+	if err := a.Publish(ctx, "s1", "", l, limits, func(err error) { lost <- err }); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE nb_serve_logs SET status = 2, err = 'lost' WHERE id = 's1'`); err != nil {
+		t.Fatal(err)
+	}
+	l.WriteString("more")
+	select {
+	case err := <-lost:
+		if !strings.Contains(err.Error(), "took stream s1 for lost") {
+			t.Errorf("lost: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer was not told")
+	}
+}
