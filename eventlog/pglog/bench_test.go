@@ -2,6 +2,7 @@ package pglog_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -9,6 +10,9 @@ import (
 	"github.com/nbots/nb/eventlog/pglog"
 	"github.com/nbots/nb/internal/pgtest"
 )
+
+// quiet keeps the benchmarks' output clean.
+var quiet = slog.New(slog.DiscardHandler)
 
 // BenchmarkEvent is the time from a piece of output written on one
 // replica to a reader seeing it: in memory, the reader of the same log;
@@ -32,16 +36,8 @@ func benchShared(b *testing.B, batch time.Duration) {
 	{
 		url := pgtest.New(b)
 		ctx := context.Background()
-		a, err := pglog.Open(ctx, url, pglog.Options{Replica: "a", Batch: batch})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer a.Close()
-		r, err := pglog.Open(ctx, url, pglog.Options{Replica: "b"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer r.Close()
+		a := replica(b, url, "a", pglog.Options{Log: quiet, Batch: batch})
+		r := replica(b, url, "b", pglog.Options{Log: quiet})
 		l := eventlog.New(1 << 40)
 		if err := a.Publish(ctx, "s", "", l, eventlog.Limits{Count: 10, Bytes: 1 << 30, TTL: time.Minute}, nil); err != nil {
 			b.Fatal(err)
@@ -90,16 +86,8 @@ func BenchmarkValue(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) {
 		url := pgtest.New(b)
 		ctx := context.Background()
-		a, err := pglog.Open(ctx, url, pglog.Options{Replica: "a"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer a.Close()
-		r, err := pglog.Open(ctx, url, pglog.Options{Replica: "b"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer r.Close()
+		a := replica(b, url, "a", pglog.Options{Log: quiet})
+		r := replica(b, url, "b", pglog.Options{Log: quiet})
 		i := 0
 		for b.Loop() {
 			i++
@@ -120,16 +108,8 @@ func BenchmarkValue(b *testing.B) {
 func BenchmarkFollow(b *testing.B) {
 	url := pgtest.New(b)
 	ctx := context.Background()
-	a, err := pglog.Open(ctx, url, pglog.Options{Replica: "a"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer a.Close()
-	r, err := pglog.Open(ctx, url, pglog.Options{Replica: "b"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
+	a := replica(b, url, "a", pglog.Options{Log: quiet})
+	r := replica(b, url, "b", pglog.Options{Log: quiet})
 	l := eventlog.New(0)
 	if err := a.Publish(ctx, "s", "", l, eventlog.Limits{Count: 10, Bytes: 1 << 30, TTL: time.Minute}, nil); err != nil {
 		b.Fatal(err)

@@ -322,22 +322,21 @@ func pgFormat(goFormat string) string {
 	return string(out)
 }
 
-// LastRead implements eventlog.Shared.
+// LastRead implements eventlog.Shared: how long ago on the database's
+// clock, taken from now on this one's.
 func (s *Store) LastRead(ctx context.Context, id string) (time.Time, error) {
-	var at *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT read FROM nb_serve_logs WHERE id = $1`, id).Scan(&at)
-	if errors.Is(err, pgx.ErrNoRows) || at == nil {
+	var ago *time.Duration
+	err := s.pool.QueryRow(ctx, `SELECT now() - read FROM nb_serve_logs WHERE id = $1`, id).Scan(&ago)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, nil
 	}
 	if err != nil {
 		return time.Time{}, s.failed(err)
 	}
-	// The database's clock: how long ago, on ours.
-	var ago time.Duration
-	if err := s.pool.QueryRow(ctx, `SELECT now() - $1::timestamptz`, *at).Scan(&ago); err != nil {
-		return time.Time{}, s.failed(err)
+	if ago == nil {
+		return time.Time{}, nil
 	}
-	return time.Now().Add(-ago), nil
+	return time.Now().Add(-*ago), nil
 }
 
 // watch wakes ch when the log id changes.

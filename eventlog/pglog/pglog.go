@@ -152,9 +152,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 		return nil, err
 	}
 	s.wg.Add(3)
-	go s.heartbeat()
+	go s.every(o.Heartbeat, s.heartbeat)
 	go s.listen()
-	go s.janitor()
+	go s.every(o.Janitor, s.janitor)
 	return s, nil
 }
 
@@ -234,23 +234,27 @@ func unreachable(err error) bool {
 // heartbeat tells the others this replica is alive, and finds out
 // whether it reaches the database.
 func (s *Store) heartbeat() {
+	ctx, cancel := context.WithTimeout(context.Background(), max(2*s.opts.Heartbeat, 2*time.Second))
+	defer cancel()
+	if s.beat(ctx) != nil {
+		return
+	}
+	if s.health.Swap(nil) != nil {
+		s.opts.Log.Info("shared store reachable again: taking work", "store", s.name)
+	}
+}
+
+// every calls f every d until the store closes.
+func (s *Store) every(d time.Duration, f func()) {
 	defer s.wg.Done()
-	t := time.NewTicker(s.opts.Heartbeat)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), max(2*s.opts.Heartbeat, 2*time.Second))
-		err := s.beat(ctx)
-		cancel()
-		if err != nil {
-			continue
-		}
-		if s.health.Swap(nil) != nil {
-			s.opts.Log.Info("shared store reachable again: taking work", "store", s.name)
+			f()
 		}
 	}
 }

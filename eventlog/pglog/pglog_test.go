@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 var limits = eventlog.Limits{Count: 100, Bytes: 1 << 20, TTL: time.Minute}
 
 // replica opens a store named name on url, closed when the test ends.
-func replica(t *testing.T, url, name string, o pglog.Options) *pglog.Store {
+func replica(t testing.TB, url, name string, o pglog.Options) *pglog.Store {
 	t.Helper()
 	o.Replica = name
 	if o.Log == nil {
@@ -184,7 +184,7 @@ func TestOpenErrorRedacted(t *testing.T) {
 	}
 }
 
-type tlog struct{ t *testing.T }
+type tlog struct{ t testing.TB }
 
 func (w tlog) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
 
@@ -216,5 +216,41 @@ func TestPublishTaken(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the writer was not told")
+	}
+}
+
+// A copy that is read says so: the writer's replica learns its log was
+// read elsewhere.
+func TestLastRead(t *testing.T) {
+	url := pgtest.New(t)
+	a := replica(t, url, "a", pglog.Options{})
+	b := replica(t, url, "b", pglog.Options{})
+	ctx := context.Background()
+	l := eventlog.New(0)
+	if err := a.Publish(ctx, "s1", "", l, limits, nil); err != nil {
+		t.Fatal(err)
+	}
+	if at, err := a.LastRead(ctx, "s1"); err != nil || !at.IsZero() {
+		t.Fatalf("before any read: %v %v", at, err)
+	}
+	c, stop, err := b.Follow(ctx, "s1", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.Output(0) // a reader of the copy
+		at, err := a.LastRead(ctx, "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !at.IsZero() && time.Since(at) < 5*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never read: %v", at)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -60,23 +60,13 @@ func (s *Store) setLimits(kind string, lim eventlog.Limits) {
 // writers gave, and fails the open logs of replicas that are gone. Every
 // replica runs it; each statement is right whoever runs it first.
 func (s *Store) janitor() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.opts.Janitor)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		if s.Err() != nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := s.sweep(ctx); err != nil {
-			s.opts.Log.Warn("could not clean the shared store", "error", err.Error())
-		}
-		cancel()
+	if s.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.sweep(ctx); err != nil {
+		s.opts.Log.Warn("could not clean the shared store", "error", err.Error())
 	}
 }
 
