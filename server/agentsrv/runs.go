@@ -28,7 +28,8 @@ const DefaultRunTTL = 10 * time.Minute
 
 // reconnectWait is how long a reconnection waits for the end of a run
 // that still runs: a run whose connection dropped ends within moments.
-const reconnectWait = 5 * time.Second
+// (A variable for the tests.)
+var reconnectWait = 5 * time.Second
 
 // runRecord is what a reconnecting client may learn of a run.
 type runRecord struct {
