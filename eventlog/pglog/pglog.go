@@ -128,22 +128,29 @@ func Open(ctx context.Context, rawURL string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the store %s: %v", name, redactErr(err, rawURL))
 	}
-	s, err := New(ctx, pool, o)
+	s, err := start(ctx, pool, o, name, true)
 	if err != nil {
 		pool.Close()
+		if strings.Contains(err.Error(), name) {
+			return nil, redactErr(err, rawURL) // it says which store
+		}
 		return nil, fmt.Errorf("the store %s: %v", name, redactErr(err, rawURL))
 	}
-	s.name = name
-	s.closePool = true
 	return s, nil
 }
 
 // New returns the store of this replica on pool, creating the tables it
 // needs if they are missing. Close does not close pool.
 func New(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
-	o = o.withDefaults()
 	cc := pool.Config().ConnConfig
-	s := &Store{pool: pool, opts: o, name: fmt.Sprintf("postgres://%s:%d/%s", cc.Host, cc.Port, cc.Database),
+	return start(ctx, pool, o, fmt.Sprintf("postgres://%s:%d/%s", cc.Host, cc.Port, cc.Database), false)
+}
+
+// start returns the store on pool, named name in messages; closePool:
+// Close closes pool.
+func start(ctx context.Context, pool *pgxpool.Pool, o Options, name string, closePool bool) (*Store, error) {
+	o = o.withDefaults()
+	s := &Store{pool: pool, opts: o, name: name, closePool: closePool,
 		waiters: map[string]map[chan struct{}]bool{}, limits: map[string]eventlog.Limits{}, stop: make(chan struct{})}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err

@@ -182,6 +182,7 @@ func TestOpenErrorRedacted(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "s3cret-pass") || !strings.Contains(err.Error(), "postgres://nb@127.0.0.1:1/db") {
 		t.Fatalf("error: %v", err)
 	}
+	t.Log(err)
 }
 
 type tlog struct{ t testing.TB }
