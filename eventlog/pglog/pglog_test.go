@@ -255,3 +255,58 @@ func TestLastRead(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Beyond the count or the bytes their writers gave, the oldest values of
+// a kind and the oldest ended logs are forgotten; open logs are not.
+func TestLimits(t *testing.T) {
+	url := pgtest.New(t)
+	a := replica(t, url, "a", pglog.Options{Janitor: 100 * time.Millisecond})
+	ctx := context.Background()
+	two := eventlog.Limits{Count: 2, Bytes: 1 << 20, TTL: time.Minute}
+	for _, id := range []string{"v1", "v2", "v3"} {
+		if err := a.Put(ctx, "response", id, "", []byte(id), two); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	one := eventlog.Limits{Count: 1, Bytes: 1 << 20, TTL: time.Minute}
+	var open *eventlog.Log
+	for i, id := range []string{"l1", "l2", "l3"} {
+		l := eventlog.New(0)
+		if err := a.Publish(ctx, id, "", l, one, nil); err != nil {
+			t.Fatal(err)
+		}
+		l.WriteString(id)
+		if i < 2 {
+			l.Finish(nil, "")
+		} else {
+			open = l
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	defer open.Finish(nil, "")
+	until := time.Now().Add(10 * time.Second)
+	for {
+		_, err1 := a.Get(ctx, "response", "v1", "")
+		c, _, _ := a.Follow(ctx, "l1", "", 0)
+		if errors.Is(err1, eventlog.ErrUnknown) && c == nil {
+			break
+		}
+		if time.Now().After(until) {
+			t.Fatalf("not trimmed: v1 %v, l1 %v", err1, c != nil)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, id := range []string{"v2", "v3"} {
+		if _, err := a.Get(ctx, "response", id, ""); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+	for _, id := range []string{"l2", "l3"} {
+		if c, stop, err := a.Follow(ctx, id, "", 0); c == nil || err != nil {
+			t.Errorf("%s: %v", id, err)
+		} else {
+			stop()
+		}
+	}
+}
