@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -27,16 +28,8 @@ func (s *Server) unshared() error {
 	return nil
 }
 
-// ready answers GET /ready: 200 when the server takes work, 503 saying
-// why not (stopping, or its shared store out of reach).
-func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
-	Quiet(r.Context())
-	switch err := s.unshared(); {
-	case s.isDraining():
-		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "stopping"})
-	case err != nil:
-		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unready", "store": err.(*Error).Err.Error()})
-	default:
-		WriteJSON(w, http.StatusOK, map[string]any{"status": "ready"})
-	}
+// sharedCheck is the shared store's part of GET /ready: the store's own
+// view (its heartbeat, every second), not a query of its own.
+func sharedCheck(shared eventlog.Shared) Check {
+	return Check{Name: "serve state", Run: func(context.Context) error { return shared.Err() }}
 }

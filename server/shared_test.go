@@ -51,11 +51,11 @@ func TestSharedStoreUnreachable(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b), resp.Header
 	}
-	if code, body, _ := get("/ready"); code != 200 || !strings.Contains(body, `"ready"`) {
+	if code, body, _ := get("/ready"); code != 200 || !strings.Contains(body, `"ready":true`) {
 		t.Errorf("ready: %d %s", code, body)
 	}
 	store.down.Store(true)
-	if code, body, _ := get("/ready"); code != 503 || !strings.Contains(body, `"unready"`) || !strings.Contains(body, "is unreachable: connection refused") {
+	if code, body, _ := get("/ready"); code != 503 || !strings.Contains(body, `"ready":false`) || !strings.Contains(body, `"serve state":"the shared store postgres://db/nb is unreachable: connection refused"`) {
 		t.Errorf("ready while down: %d %s", code, body)
 	}
 	if code, _, _ := get("/healthz"); code != 200 {

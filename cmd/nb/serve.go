@@ -82,9 +82,9 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		agentTokens = fs.String("agent-tokens", "", "a `file` of remote agent servers' tokens, one `host[:port] token` (or ENV/NAME) per line; its hosts may be named as minions too")
 		agentID     = fs.String("agent-id", "", "this server's `id` in the chains of runs across servers (default: random)")
 		agentFrame  = fs.String("agent-max-frame", "1MiB", "largest frame a client may send on an agent run (`size`)")
-		store       = fs.String("store", "", "a PostgreSQL `URL` (postgres://…) whose database the server's replicas share: streams, stored responses, tool rounds and agent runs are kept there, so any replica answers (default NB_STORE; none: in memory; see docs/scale-out.md)")
-		replicaID   = fs.String("replica-id", "", "this replica's `name` in the shared store (default: the host name and a random suffix)")
-		replicaDead = fs.Duration("replica-timeout", 10*time.Second, "with --store: how long a replica may go without reaching the store before the others take its running streams and agent runs for lost")
+		storeURL    = fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
+		replicaID   = fs.String("replica-id", "", "with a postgres:// --store: this replica's `name` among the replicas that share nb serve's streams, responses and runs (default: the host name and a random suffix)")
+		replicaDead = fs.Duration("replica-timeout", 10*time.Second, "with a postgres:// --store: how long a replica may go without reaching the database before the others take its running streams and agent runs for lost")
 	)
 	fs.Old("allow-unconfirmed-tools", "yes")
 	if err := fs.Parse(args); err != nil {
@@ -147,7 +147,11 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		return err
 	}
 
-	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: a.fennelCacheDir()}
+	if err := a.openStore(ctx, *storeURL); err != nil {
+		return err
+	}
+	defer a.closeStore()
+	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: a.fennelCacheDir(), Store: a.sharedStore()}
 	if len(dirs) == 0 {
 		env := host.CartridgeEnv()
 		if strings.TrimSpace(env.CartridgesPath) != "" || strings.TrimSpace(env.CartridgesDirectory) != "" {
@@ -162,7 +166,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 			log.Warn("cartridge folder not found: its cartridges appear when it is created", "folder", dir)
 		}
 	}
-	shared, err := a.openServeStore(ctx, *store, pglog.Options{Replica: *replicaID, DeadAfter: *replicaDead, Log: log})
+	shared, err := a.openServeStore(ctx, *storeURL, pglog.Options{Replica: *replicaID, DeadAfter: *replicaDead, Log: log})
 	if err != nil {
 		return err
 	}
@@ -173,7 +177,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
 		AllowUnconfirmed: *yes, AllowTools: *allowTools, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
 		AllowOrigins: splitList(*origins), ClientHosts: *clientHosts, TrustedProxies: trusted,
-		Log: log, LogMessages: *logMessages, Shared: sharedOrNil(shared),
+		Log: log, LogMessages: *logMessages, Checks: a.storeChecks(), Shared: sharedOrNil(shared),
 	})
 	if err != nil {
 		return err
@@ -217,7 +221,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		addrs[i] = "http://" + ln.Addr().String()
 	}
 	log.Info("serving", "cartridges", len(models), "failed", broken, "folders", strings.Join(dirs, ":"),
-		"listen", strings.Join(addrs, " "), "tokens", len(tokens))
+		"listen", strings.Join(addrs, " "), "tokens", len(tokens), "store", a.storeName())
 	fmt.Fprintf(a.Stderr, "nb: serving %d cartridges on %s (Ctrl-C stops)\n", len(models), strings.Join(addrs, " and "))
 	return srv.Serve(ctx, lns...)
 }

@@ -13,9 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/internal/pgurl"
 )
 
 // Options configure a Store. Zero values take the defaults.
@@ -104,37 +103,22 @@ const logKind = "\x00log"
 // of a log that changed.
 const notifyChannel = "nb_serve_logs"
 
-// Open connects to the PostgreSQL database at rawURL (postgres://…),
+// Open connects to the PostgreSQL database at rawURL (postgres://…,
+// through package pgurl: its errors never carry the credentials),
 // creates the tables it needs if they are missing, and returns the store
-// of this replica. Errors name the database without its credentials.
+// of this replica. The pool's connections are named "nb serve REPLICA"
+// (application_name) unless the URL names them.
 func Open(ctx context.Context, rawURL string, o Options) (*Store, error) {
-	name := Redact(rawURL)
-	cfg, err := pgxpool.ParseConfig(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("the store %s: %v", name, redactErr(err, rawURL))
-	}
 	o = o.withDefaults()
-	if cfg.ConnConfig.RuntimeParams == nil {
-		cfg.ConnConfig.RuntimeParams = map[string]string{}
-	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = "nb serve " + o.Replica
-	if cfg.MaxConns < 8 {
-		cfg.MaxConns = 8 // the listener holds one
-	}
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgurl.Open(ctx, rawURL, "nb serve "+o.Replica)
 	if err != nil {
-		return nil, fmt.Errorf("the store %s: %v", name, redactErr(err, rawURL))
+		return nil, fmt.Errorf("nb serve's shared state: %w", err)
 	}
+	name := pgurl.Place(rawURL)
 	s, err := start(ctx, pool, o, name, true)
 	if err != nil {
 		pool.Close()
-		if strings.Contains(err.Error(), name) {
-			return nil, redactErr(err, rawURL) // it says which store
-		}
-		return nil, fmt.Errorf("the store %s: %v", name, redactErr(err, rawURL))
+		return nil, pgurl.Scrub(err, rawURL)
 	}
 	return s, nil
 }
@@ -293,31 +277,6 @@ func (s *Store) Alive(ctx context.Context, replica string) (bool, error) {
 		return false, s.failed(err)
 	}
 	return alive, nil
-}
-
-// Redact is a database URL without its password, for messages and logs.
-func Redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Scheme == "" {
-		return "(a database URL that does not parse)"
-	}
-	if u.User != nil {
-		u.User = url.User(u.User.Username())
-	}
-	u.RawQuery = ""
-	return u.String()
-}
-
-// redactErr keeps a URL's password out of an error's message.
-func redactErr(err error, rawURL string) error {
-	u, perr := url.Parse(rawURL)
-	if perr != nil || u.User == nil {
-		return err
-	}
-	if p, ok := u.User.Password(); ok && p != "" {
-		return errors.New(strings.ReplaceAll(err.Error(), p, "xxxxx"))
-	}
-	return err
 }
 
 func randomHex(n int) string {
