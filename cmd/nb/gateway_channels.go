@@ -11,6 +11,7 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/discord"
 	"github.com/nbots/nb/gateway/channel/email"
+	"github.com/nbots/nb/gateway/channel/matrix"
 	"github.com/nbots/nb/gateway/channel/slack"
 	"github.com/nbots/nb/gateway/channel/telegram"
 )
@@ -45,6 +46,13 @@ func init() {
 			return nil, err
 		}
 		return email.New(cfg, rt.channelEnv())
+	}
+	gatewayChannels[matrix.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		var cfg matrix.Config
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return matrix.New(cfg, rt.channelEnv())
 	}
 }
 

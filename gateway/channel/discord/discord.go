@@ -335,12 +335,12 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 		return msg.ID, nil
 	}
 	edit := func(id, text string) error { return c.Edit(ctx, m.ChatID, id, text) }
-	return channel.Deliver(&c.turns, m, splitFenced(m.Content, MaxMessageLength), post, edit)
+	return channel.Deliver(&c.turns, m, channel.SplitFenced(m.Content, MaxMessageLength), post, edit)
 }
 
 // Edit replaces the text of a message the bot sent.
 func (c *Channel) Edit(ctx context.Context, chatID, id, content string) error {
-	ps := splitFenced(content, MaxMessageLength)
+	ps := channel.SplitFenced(content, MaxMessageLength)
 	if len(ps) == 0 {
 		return nil
 	}
@@ -362,38 +362,6 @@ func (c *Channel) Typing(ctx context.Context, chatID string) error {
 		return deliveryError(err)
 	}
 	return nil
-}
-
-// splitFenced splits Markdown on line boundaries, closing a code fence
-// at the end of a piece and reopening it (with its language) at the
-// start of the next, so no piece shows half a code block as prose.
-func splitFenced(md string, limit int) []string {
-	const reserve = 64 // room for a closing and an opening fence line
-	var out []string
-	open := "" // the fence line open at the end of the previous piece
-	for _, piece := range channel.Split(strings.TrimSpace(md), limit-reserve-len(open), nil) {
-		text := piece
-		if open != "" {
-			text = open + "\n" + text
-		}
-		for _, line := range strings.Split(piece, "\n") {
-			if t := strings.TrimSpace(line); strings.HasPrefix(t, "```") {
-				if open == "" {
-					open = t
-				} else {
-					open = ""
-				}
-			}
-		}
-		text = strings.TrimRight(text, "\n ")
-		if open != "" {
-			text += "\n```"
-		}
-		if strings.TrimSpace(text) != "" {
-			out = append(out, text)
-		}
-	}
-	return out
 }
 
 var (

@@ -115,7 +115,7 @@ func TestSplitFenced(t *testing.T) {
 		fmt.Fprintf(&b, "fmt.Println(%d) // a line of code\n", i)
 	}
 	b.WriteString("```\nOutro")
-	ps := splitFenced(b.String(), MaxMessageLength)
+	ps := channel.SplitFenced(b.String(), MaxMessageLength)
 	if len(ps) < 3 {
 		t.Fatalf("%d pieces", len(ps))
 	}
