@@ -3,16 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nbots/nb/gateway/channel/matrix/matrixfake"
-	"github.com/nbots/nb/provider/openai/openaitest"
-	"github.com/nbots/nb/provider/providertest"
 )
 
 // TestGatewayMatrix runs nb gateway with a Matrix channel against the
@@ -27,45 +22,10 @@ func TestGatewayMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hs.Close()
-	model := httptest.NewServer(openaitest.New(providertest.Echo))
-	defer model.Close()
-	dir := t.TempDir()
-	ws := filepath.Join(dir, "ws")
-	cfg := filepath.Join(dir, "config.json")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`{
-  "agents": {"defaults": {"model": "m", "provider": "custom", "workspace": %q}},
-  "providers": {"custom": {"apiBase": %q, "apiKey": "k"}},
-  "channels": {"matrix": {"enabled": true, "homeserver": %q, "accessToken": %q, "userId": "@nb:fake.test", "allowFrom": ["@ann:fake.test"], "groupPolicy": "mention", "e2eeEnabled": true}},
-  "gateway": {"heartbeat": {"enabled": false}}
-}`, ws, model.URL, hs.URL, token)), 0o600)
-
-	errFile, _ := os.Create(filepath.Join(dir, "stderr"))
-	defer errFile.Close()
-	a := &App{Stdout: errFile, Stderr: errFile, Environ: []string{"HOME=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, "state")}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.gatewayServe(ctx, []string{"--config", cfg, "--listen", "127.0.0.1:0"}) }()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("nb gateway: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Error("nb gateway did not stop")
-		}
-		b, _ := os.ReadFile(errFile.Name())
-		if strings.Contains(string(b), "secret_matrix") {
-			t.Errorf("the access token reached the log:\n%s", b)
-		}
-		if !strings.Contains(string(b), "end-to-end encryption is not supported") {
-			t.Errorf("no start-up word about encryption:\n%s", b)
-		}
-	}()
+	dir, cfg := echoGatewayConfig(t, fmt.Sprintf(`{"matrix": {"enabled": true, "homeserver": %q, "accessToken": %q, "userId": "@nb:fake.test", "allowFrom": ["@ann:fake.test"], "groupPolicy": "mention", "e2eeEnabled": true}}`, hs.URL, token))
+	logs := runGateway(t, dir, cfg, "secret_matrix")
 	wait, stop := context.WithTimeout(context.Background(), 30*time.Second)
 	defer stop()
-	logs := func() string { b, _ := os.ReadFile(errFile.Name()); return string(b) }
 
 	const ann, eve, joe = "@ann:fake.test", "@eve:fake.test", "@joe:fake.test"
 	dm := hs.DirectRoom(ann)
@@ -82,6 +42,9 @@ func TestGatewayMatrix(t *testing.T) {
 	}
 	if body, _ := sent[0].Content["body"].(string); !strings.Contains(body, "echo: hello there") {
 		t.Errorf("answer %q", body)
+	}
+	if !strings.Contains(logs(), "end-to-end encryption is not supported") {
+		t.Errorf("no start-up word about encryption:\n%s", logs())
 	}
 
 	room := hs.CreateRoom(ann, matrixfake.RoomOptions{Members: []string{eve, joe}})

@@ -101,3 +101,14 @@ func (c Cursor) Save(pos string) error {
 	}
 	return nil
 }
+
+// Position opens the named channel's position file and reads the
+// position saved in it ("" when there is none yet).
+func (e Env) Position(channel string) (Cursor, string, error) {
+	c, err := e.Cursor(channel)
+	if err != nil {
+		return Cursor{}, "", err
+	}
+	pos, err := c.Load()
+	return c, pos, err
+}

@@ -139,11 +139,7 @@ func status(err error) int {
 
 // Run connects to the Gateway and receives until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	cursor, err := c.env.Cursor(Name)
-	if err != nil {
-		return fmt.Errorf("discord: %w", err)
-	}
-	saved, err := cursor.Load()
+	cursor, saved, err := c.env.Position(Name)
 	if err != nil {
 		return fmt.Errorf("discord: %w", err)
 	}

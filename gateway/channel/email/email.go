@@ -198,11 +198,7 @@ func (p position) String() string { return fmt.Sprintf("%d:%d", p.validity, p.ui
 
 // Run polls the mailbox until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	cursor, err := c.env.Cursor(Name)
-	if err != nil {
-		return fmt.Errorf("email: %w", err)
-	}
-	saved, err := cursor.Load()
+	cursor, saved, err := c.env.Position(Name)
 	if err != nil {
 		return fmt.Errorf("email: %w", err)
 	}

@@ -34,11 +34,7 @@ type repliedSet struct {
 const keepReplied = 5000
 
 func loadReplied(env channel.Env) (*repliedSet, error) {
-	cur, err := env.Cursor(Name + ".replied")
-	if err != nil {
-		return nil, err
-	}
-	s, err := cur.Load()
+	cur, s, err := env.Position(Name + ".replied")
 	if err != nil {
 		return nil, err
 	}

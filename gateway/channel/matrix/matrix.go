@@ -238,69 +238,51 @@ func retryAfter(err error, fallback time.Duration) (time.Duration, bool) {
 
 // Run checks the token (whoami), then syncs until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	cursor, err := c.env.Cursor(Name)
+	cursor, since, err := c.env.Position(Name)
 	if err != nil {
 		return fmt.Errorf("matrix: %w", err)
 	}
-	since, err := cursor.Load()
-	if err != nil {
-		return fmt.Errorf("matrix: %w", err)
-	}
-	wait := c.retryBase
-	for {
+	b := &channel.Backoff{Base: c.retryBase, Max: c.retryMax}
+	var who *mautrix.RespWhoami
+	ok, err := channel.Retry(ctx, c.log, "matrix: connecting", b, func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
-		who, err := c.cli.Whoami(rctx)
-		cancel()
-		if err == nil {
-			if c.cfg.UserID != "" && who.UserID != id.UserID(c.cfg.UserID) {
-				return fmt.Errorf("matrix: the access token is %s's, not channels.matrix.userId %s", who.UserID, c.cfg.UserID)
-			}
-			c.mu.Lock()
-			c.me = who.UserID
-			c.mu.Unlock()
-			c.cli.UserID = who.UserID
-			break
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if f := final(err); f != nil {
-			return f
-		}
-		c.log.Warn("matrix: connecting", "err", err, "retry_in", wait)
-		if !channel.Sleep(ctx, c.backoff(&wait, err)) {
-			return nil
-		}
+		defer cancel()
+		var err error
+		who, err = c.cli.Whoami(rctx)
+		return err
+	}, classify)
+	if !ok {
+		return err
 	}
+	if c.cfg.UserID != "" && who.UserID != id.UserID(c.cfg.UserID) {
+		return fmt.Errorf("matrix: the access token is %s's, not channels.matrix.userId %s", who.UserID, c.cfg.UserID)
+	}
+	c.mu.Lock()
+	c.me = who.UserID
+	c.mu.Unlock()
+	c.cli.UserID = who.UserID
 	c.log.Info("matrix: connected", "user", c.me, "homeserver", c.base.Host, "resumed", since != "")
 	c.log.Warn("matrix: end-to-end encryption is not supported: messages in encrypted rooms are not read or answered; talk to the bot in unencrypted rooms (channels.matrix.e2eeEnabled has no effect)")
 	first := since == ""
 	if !first {
 		ready()
 	}
-	wait = c.retryBase
 	for {
 		timeout := c.cfg.PollTimeout * 1000
 		if first {
 			timeout = 0
 		}
-		pctx, cancel := context.WithTimeout(ctx, c.pollDeadline)
-		resp, err := c.cli.FullSyncRequest(pctx, mautrix.ReqSync{Timeout: timeout, Since: since, FilterID: syncFilter})
-		cancel()
-		if ctx.Err() != nil {
-			return nil
+		var resp *mautrix.RespSync
+		ok, err := channel.Retry(ctx, c.log, "matrix: sync failed", b, func(ctx context.Context) error {
+			pctx, cancel := context.WithTimeout(ctx, c.pollDeadline)
+			defer cancel()
+			var err error
+			resp, err = c.cli.FullSyncRequest(pctx, mautrix.ReqSync{Timeout: timeout, Since: since, FilterID: syncFilter})
+			return err
+		}, classify)
+		if !ok {
+			return err
 		}
-		if err != nil {
-			if f := final(err); f != nil {
-				return f
-			}
-			c.log.Warn("matrix: sync failed", "err", err)
-			if !channel.Sleep(ctx, c.backoff(&wait, err)) {
-				return nil
-			}
-			continue
-		}
-		wait = c.retryBase
 		if first {
 			// A first start answers nothing written before it: the
 			// rooms' history is not a queue of questions.
@@ -327,15 +309,11 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 // events, no presence.
 var syncFilter = fmt.Sprintf(`{"presence":{"not_types":["*"]},"room":{"timeline":{"limit":%d},"ephemeral":{"not_types":["*"]}}}`, timelineLimit)
 
-// backoff returns how long to wait after err and doubles *wait up to
-// retryMax; a 429's retry_after_ms wins.
-func (c *Channel) backoff(wait *time.Duration, err error) time.Duration {
-	if d, ok := retryAfter(err, 0); ok && d > 0 {
-		return d
-	}
-	d := *wait
-	*wait = min(*wait*2, c.retryMax)
-	return d
+// classify sorts a failed call for channel.Retry: a refused token is
+// final; a 429 waits its retry_after_ms.
+func classify(err error) (error, time.Duration) {
+	d, _ := retryAfter(err, 0)
+	return final(err), d
 }
 
 // allowed tells whether the MXID is in allowFrom (the gateway's own
@@ -374,25 +352,26 @@ func (c *Channel) handleInvites(ctx context.Context, resp *mautrix.RespSync) {
 	}
 }
 
-// join joins the room, retrying a few times over transient failures.
+// join joins the room, retrying transient failures a few times.
 func (c *Channel) join(ctx context.Context, room id.RoomID) {
-	wait := c.retryBase
-	for try := 1; ; try++ {
+	tries := 0
+	ok, err := channel.Retry(ctx, c.log, "matrix: joining a room", &channel.Backoff{Base: c.retryBase, Max: c.retryMax}, func(ctx context.Context) error {
+		tries++
 		rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
+		defer cancel()
 		_, err := c.cli.JoinRoomByID(rctx, room)
-		cancel()
-		if err == nil {
-			c.log.Info("matrix: joined", "room", room)
-			return
+		return err
+	}, func(err error) (error, time.Duration) {
+		if re, _ := respError(err); tries >= 5 || (re != nil && re.ErrCode == "M_FORBIDDEN") {
+			return err, 0
 		}
-		re, _ := respError(err)
-		if ctx.Err() != nil || try == 5 || (re != nil && re.ErrCode == "M_FORBIDDEN") {
-			c.log.Error("matrix: joining a room", "room", room, "err", err)
-			return
-		}
-		if !channel.Sleep(ctx, c.backoff(&wait, err)) {
-			return
-		}
+		return classify(err)
+	})
+	switch {
+	case ok:
+		c.log.Info("matrix: joined", "room", room)
+	case err != nil:
+		c.log.Error("matrix: joining a room", "room", room, "err", err)
 	}
 }
 
@@ -459,25 +438,27 @@ func (c *Channel) handle(ctx context.Context, in channel.Inbox, resp *mautrix.Re
 // messages the gateway never saw.
 func (c *Channel) backfill(ctx context.Context, room id.RoomID, from, to string) ([]*event.Event, bool) {
 	var back []*event.Event
-	wait := c.retryBase
+	b := &channel.Backoff{Base: c.retryBase, Max: c.retryMax}
 	for from != "" {
-		rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
-		page, err := c.cli.Messages(rctx, room, from, to, mautrix.DirectionBackward, nil, 100)
-		cancel()
+		var page *mautrix.RespMessages
+		ok, err := channel.Retry(ctx, c.log, "matrix: filling a gap in a room's timeline", b, func(ctx context.Context) error {
+			rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
+			defer cancel()
+			var err error
+			page, err = c.cli.Messages(rctx, room, from, to, mautrix.DirectionBackward, nil, 100)
+			return err
+		}, func(err error) (error, time.Duration) {
+			if re, _ := respError(err); re != nil && re.ErrCode == "M_FORBIDDEN" {
+				return err, 0
+			}
+			return classify(err)
+		})
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, false
-			}
-			re, _ := respError(err)
-			if re != nil && re.ErrCode == "M_FORBIDDEN" {
-				c.log.Warn("matrix: a gap in a room's timeline cannot be filled", "room", room, "err", err)
-				break
-			}
-			c.log.Warn("matrix: filling a gap in a room's timeline", "room", room, "err", err)
-			if !channel.Sleep(ctx, c.backoff(&wait, err)) {
-				return nil, false
-			}
-			continue
+			c.log.Warn("matrix: a gap in a room's timeline cannot be filled", "room", room, "err", err)
+			break
+		}
+		if !ok {
+			return nil, false
 		}
 		back = append(back, page.Chunk...)
 		if page.End == "" || len(page.Chunk) == 0 || page.End == from {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,8 +49,8 @@ func newFake(t *testing.T) *matrixfake.Server {
 
 func newChannel(t *testing.T, fake *matrixfake.Server, env channel.Env, cfg Config) (*Channel, *testbuf.Buffer) {
 	t.Helper()
-	logs := &testbuf.Buffer{}
-	env.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var logs *testbuf.Buffer
+	env.Logger, logs = channeltest.Logger(t, "secretTOKEN")
 	if cfg.AccessToken == "" {
 		cfg.AccessToken = token
 	}
@@ -76,19 +75,9 @@ func newChannel(t *testing.T, fake *matrixfake.Server, env channel.Env, cfg Conf
 // (or env's).
 func start(t *testing.T, fake *matrixfake.Server, env channel.Env, cfg Config) *harness {
 	t.Helper()
-	if env.Workspace == "" {
-		env.Workspace = t.TempDir()
-	}
-	if env.StateDir == "" {
-		env.StateDir = t.TempDir()
-	}
+	env = channeltest.Folders(t, env)
 	c, logs := newChannel(t, fake, env, cfg)
 	h := &harness{fake: fake, ch: c, in: &channeltest.Inbox{}, logs: logs, env: env}
-	t.Cleanup(func() {
-		if strings.Contains(logs.String(), "secretTOKEN") {
-			t.Errorf("the token is in the logs:\n%s", logs)
-		}
-	})
 	h.stop = channeltest.Start(t, c, h.in)
 	return h
 }

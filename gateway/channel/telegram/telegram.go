@@ -186,11 +186,7 @@ func final(err error) error {
 
 // Run connects (getMe), then long-polls until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	cursor, err := c.env.Cursor(Name)
-	if err != nil {
-		return fmt.Errorf("telegram: %w", err)
-	}
-	saved, err := cursor.Load()
+	cursor, saved, err := c.env.Position(Name)
 	if err != nil {
 		return fmt.Errorf("telegram: %w", err)
 	}
@@ -200,49 +196,35 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			return fmt.Errorf("telegram: the saved update offset in %s is not a number: %q", cursor.Path, saved)
 		}
 	}
-	wait := c.retryBase
-	for {
+	b := &channel.Backoff{Base: c.retryBase, Max: c.retryMax}
+	ok, err := channel.Retry(ctx, c.log, "telegram: connecting", b, func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
+		defer cancel()
 		me, err := c.api.GetMe(rctx)
-		cancel()
 		if err == nil {
 			c.mu.Lock()
 			c.me = me
 			c.mu.Unlock()
-			break
 		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if f := final(err); f != nil {
-			return f
-		}
-		c.log.Warn("telegram: connecting", "err", err, "retry_in", wait)
-		if !channel.Sleep(ctx, c.backoff(&wait, err)) {
-			return nil
-		}
+		return err
+	}, classify)
+	if !ok {
+		return err
 	}
 	c.log.Info("telegram: connected", "bot", c.me.Username, "offset", offset)
 	ready()
-	wait = c.retryBase
 	for {
-		pctx, cancel := context.WithTimeout(ctx, c.pollDeadline)
-		updates, err := c.api.GetUpdates(pctx, botapi.GetUpdates{Offset: offset, Timeout: c.cfg.PollTimeout, AllowedUpdates: []string{"message"}})
-		cancel()
-		if ctx.Err() != nil {
-			return nil
+		var updates []botapi.Update
+		ok, err := channel.Retry(ctx, c.log, "telegram: getUpdates failed", b, func(ctx context.Context) error {
+			pctx, cancel := context.WithTimeout(ctx, c.pollDeadline)
+			defer cancel()
+			var err error
+			updates, err = c.api.GetUpdates(pctx, botapi.GetUpdates{Offset: offset, Timeout: c.cfg.PollTimeout, AllowedUpdates: []string{"message"}})
+			return err
+		}, classify)
+		if !ok {
+			return err
 		}
-		if err != nil {
-			if f := final(err); f != nil {
-				return f
-			}
-			c.log.Warn("telegram: getUpdates failed", "err", err)
-			if !channel.Sleep(ctx, c.backoff(&wait, err)) {
-				return nil
-			}
-			continue
-		}
-		wait = c.retryBase
 		for _, u := range updates {
 			if u.UpdateID < offset {
 				continue // already published before a restart
@@ -262,14 +244,12 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 	}
 }
 
-// backoff returns how long to wait after err and doubles *wait up to
-// retryMax; a 429's retry_after wins.
-func (c *Channel) backoff(wait *time.Duration, err error) time.Duration {
+// classify sorts a failed call for channel.Retry: a refused token is
+// final; a 429 waits its retry_after.
+func classify(err error) (error, time.Duration) {
 	var e *botapi.Error
 	if errors.As(err, &e) && e.RetryAfter > 0 {
-		return e.RetryAfter
+		return final(err), e.RetryAfter
 	}
-	d := *wait
-	*wait = min(*wait*2, c.retryMax)
-	return d
+	return final(err), 0
 }

@@ -3,7 +3,6 @@ package telegram
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -54,8 +53,8 @@ func newFake(t *testing.T) *telegramfake.Server {
 
 func newChannel(t *testing.T, fake *telegramfake.Server, env channel.Env, cfg Config) (*Channel, *testbuf.Buffer) {
 	t.Helper()
-	logs := &testbuf.Buffer{}
-	env.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var logs *testbuf.Buffer
+	env.Logger, logs = channeltest.Logger(t, "secret_TOKEN")
 	if cfg.Token == "" {
 		cfg.Token = token
 	}
@@ -77,19 +76,9 @@ func newChannel(t *testing.T, fake *telegramfake.Server, env channel.Env, cfg Co
 // (or env's).
 func start(t *testing.T, fake *telegramfake.Server, env channel.Env, cfg Config) *harness {
 	t.Helper()
-	if env.Workspace == "" {
-		env.Workspace = t.TempDir()
-	}
-	if env.StateDir == "" {
-		env.StateDir = t.TempDir()
-	}
+	env = channeltest.Folders(t, env)
 	c, logs := newChannel(t, fake, env, cfg)
 	h := &harness{fake: fake, ch: c, in: &channeltest.Inbox{}, logs: logs, env: env}
-	t.Cleanup(func() {
-		if strings.Contains(logs.String(), "secret_TOKEN") {
-			t.Errorf("the token is in the logs:\n%s", logs)
-		}
-	})
 	h.stop = channeltest.Start(t, c, h.in)
 	return h
 }

@@ -511,6 +511,20 @@ func parseToken(t string) (int64, bool) {
 	return n, err == nil && strings.HasPrefix(t, "s") && n >= 0
 }
 
+// tokenParam reads the stream token in the query parameter (def when
+// absent), answering 400 M_INVALID_PARAM when it is not one.
+func tokenParam(w http.ResponseWriter, q url.Values, name string, def int64) (int64, bool) {
+	t := q.Get(name)
+	if t == "" {
+		return def, true
+	}
+	n, ok := parseToken(t)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "M_INVALID_PARAM", "Invalid "+name+" token")
+	}
+	return n, ok
+}
+
 // timelineLimit reads room.timeline.limit from an inline filter (the
 // filter parameter may be a JSON object instead of a filter id); 10 is
 // what homeservers default to.
@@ -530,13 +544,9 @@ func timelineLimit(filter string) int {
 
 func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	var since int64
-	if t := q.Get("since"); t != "" {
-		var ok bool
-		if since, ok = parseToken(t); !ok {
-			writeError(w, http.StatusBadRequest, "M_INVALID_PARAM", "Invalid stream token")
-			return
-		}
+	since, ok := tokenParam(w, q, "since", 0)
+	if !ok {
+		return
 	}
 	timeout := 0
 	if t := q.Get("timeout"); t != "" {
@@ -765,21 +775,13 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, roomID string)
 		writeError(w, http.StatusForbidden, "M_FORBIDDEN", "You aren't a member of the room.")
 		return
 	}
-	from := int64(len(s.stream))
-	if t := q.Get("from"); t != "" {
-		var ok bool
-		if from, ok = parseToken(t); !ok {
-			writeError(w, http.StatusBadRequest, "M_INVALID_PARAM", "Invalid from token")
-			return
-		}
+	from, ok := tokenParam(w, q, "from", int64(len(s.stream)))
+	if !ok {
+		return
 	}
-	to := int64(-1)
-	if t := q.Get("to"); t != "" {
-		var ok bool
-		if to, ok = parseToken(t); !ok {
-			writeError(w, http.StatusBadRequest, "M_INVALID_PARAM", "Invalid to token")
-			return
-		}
+	to, ok := tokenParam(w, q, "to", -1)
+	if !ok {
+		return
 	}
 	limit := 10
 	if l, err := strconv.Atoi(q.Get("limit")); err == nil && l > 0 {
