@@ -46,17 +46,28 @@ func SaveMedia(hc *http.Client, req *http.Request, dir, name string, limit int64
 	if resp.ContentLength > limit {
 		return "", &TooLarge{Size: resp.ContentLength, Limit: limit}
 	}
+	path, err := StoreMedia(resp.Body, dir, name, limit)
+	if err != nil && !IsTooLarge(err) {
+		return "", fmt.Errorf("download: %w", err)
+	}
+	return path, err
+}
+
+// StoreMedia writes what r holds into dir/name (made safe), refusing more
+// than limit bytes; the file appears whole or not at all. It returns the
+// stored path.
+func StoreMedia(r io.Reader, dir, name string, limit int64) (string, error) {
 	tmp, err := os.CreateTemp(dir, ".download-*")
 	if err != nil {
 		return "", fmt.Errorf("store: %w", err)
 	}
 	defer os.Remove(tmp.Name()) //nolint:errcheck // gone after the rename
-	n, err := io.Copy(tmp, io.LimitReader(resp.Body, limit+1))
+	n, err := io.Copy(tmp, io.LimitReader(r, limit+1))
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return "", fmt.Errorf("download: %w", err)
+		return "", err
 	}
 	if n > limit {
 		return "", &TooLarge{Limit: limit}

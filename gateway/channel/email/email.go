@@ -65,6 +65,8 @@ type Config struct {
 	PollIntervalSeconds int `json:"pollIntervalSeconds,omitempty"`
 	// MarkSeen flags handed-over mail \Seen (default true).
 	MarkSeen *bool `json:"markSeen,omitempty"`
+	// MaxMediaBytes bounds one attached file received (20 MB if 0).
+	MaxMediaBytes int64 `json:"maxMediaBytes,omitempty"`
 	// MaxBodyChars cuts a mail's text (12,000 if 0).
 	MaxBodyChars int `json:"maxBodyChars,omitempty"`
 	// SubjectPrefix starts an answer's subject ("Re: " if "").
@@ -140,6 +142,9 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 	}
 	if cfg.PollIntervalSeconds <= 0 {
 		cfg.PollIntervalSeconds = 30
+	}
+	if cfg.MaxMediaBytes <= 0 {
+		cfg.MaxMediaBytes = 20 << 20
 	}
 	if cfg.MaxBodyChars <= 0 {
 		cfg.MaxBodyChars = 12_000
