@@ -33,7 +33,6 @@ import (
 
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/channel"
-	"github.com/nbots/nb/netguard"
 )
 
 // Name is the channel's configuration name, channels.matrix.
@@ -154,31 +153,15 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 	cli.UserAgent = "nb-gateway"
 	cli.DeviceID = id.DeviceID(cfg.DeviceID)
 
-	// The operator named the homeserver: its media may be fetched even
-	// from a private or loopback address; other hosts stay refused.
-	guard := netguard.Guard{}
-	if env.Guard != nil {
-		guard = *env.Guard
-		guard.AllowHosts = append([]string(nil), env.Guard.AllowHosts...)
-	}
-	guard.AllowHosts = append(guard.AllowHosts, strings.ToLower(base.Hostname()))
 	c := &Channel{
 		cfg:  cfg,
 		env:  env,
 		log:  env.Log().With("channel", Name),
 		cli:  cli,
 		base: base,
-		media: &http.Client{
-			Transport: &http.Transport{Proxy: nil, DialContext: guard.DialContext, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 30 * time.Second},
-			Timeout:   2 * time.Minute,
-			CheckRedirect: func(r *http.Request, via []*http.Request) error {
-				// The access token goes only to the homeserver.
-				if r.URL.Host != base.Host || len(via) > 5 {
-					return errors.New("the homeserver's media redirected elsewhere: not followed")
-				}
-				return nil
-			},
-		},
+		// The operator named the homeserver: its media may be fetched even
+		// from a private or loopback address; other hosts stay refused.
+		media:          env.MediaClient(base.Hostname()),
 		retryBase:      500 * time.Millisecond,
 		retryMax:       30 * time.Second,
 		requestTimeout: 30 * time.Second,

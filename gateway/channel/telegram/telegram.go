@@ -25,7 +25,6 @@ import (
 
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
-	"github.com/nbots/nb/netguard"
 )
 
 // Name is the channel's configuration name, channels.telegram.
@@ -123,11 +122,7 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		}
 		transport.Proxy = http.ProxyURL(p)
 	}
-	guard := netguard.Guard{}
-	if env.Guard != nil {
-		guard = *env.Guard
-		guard.AllowHosts = append([]string(nil), env.Guard.AllowHosts...)
-	}
+	var mediaHosts []string
 	if cfg.APIBase != "" {
 		u, err := url.Parse(cfg.APIBase)
 		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
@@ -135,20 +130,14 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		}
 		// The operator named this server: its files may be fetched even
 		// when it is on a private or loopback address.
-		guard.AllowHosts = append(guard.AllowHosts, strings.ToLower(u.Hostname()))
+		mediaHosts = append(mediaHosts, u.Hostname())
 	}
 	c := &Channel{
-		cfg: cfg,
-		env: env,
-		log: env.Log().With("channel", Name),
-		api: &botapi.Client{Base: cfg.APIBase, Token: cfg.Token, HTTP: &http.Client{Transport: transport}},
-		media: &http.Client{
-			Transport: &http.Transport{Proxy: nil, DialContext: guard.DialContext, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 30 * time.Second},
-			Timeout:   2 * time.Minute,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return errors.New("the Bot API's file server redirected: not followed")
-			},
-		},
+		cfg:            cfg,
+		env:            env,
+		log:            env.Log().With("channel", Name),
+		api:            &botapi.Client{Base: cfg.APIBase, Token: cfg.Token, HTTP: &http.Client{Transport: transport}},
+		media:          env.MediaClient(mediaHosts...),
 		pacer:          channel.Pacer{Interval: groupInterval},
 		retryBase:      500 * time.Millisecond,
 		retryMax:       30 * time.Second,
