@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 
@@ -54,6 +55,18 @@ func init() {
 		}
 		return matrix.New(cfg, rt.channelEnv())
 	}
+}
+
+// channelWebhooks are the channels that receive by webhook, by the path
+// the listener serves them at.
+func channelWebhooks(chs []channel.Channel) map[string]http.Handler {
+	hooks := map[string]http.Handler{}
+	for _, ch := range chs {
+		if w, ok := ch.(channel.Webhook); ok && w.WebhookPath() != "" {
+			hooks[w.WebhookPath()] = w
+		}
+	}
+	return hooks
 }
 
 // decodeChannel reads a channel's section (keys in camelCase, as the

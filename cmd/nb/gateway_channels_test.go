@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -73,6 +74,12 @@ func echoGatewayConfig(t *testing.T, channels string) (dir, cfg string) {
 // its output. It returns the output so far.
 func runGateway(t *testing.T, dir, cfg, secret string) (logs func() string) {
 	t.Helper()
+	return runGatewayOn(t, dir, cfg, secret, "127.0.0.1:0")
+}
+
+// runGatewayOn is runGateway with the listener's address.
+func runGatewayOn(t *testing.T, dir, cfg, secret, listen string) (logs func() string) {
+	t.Helper()
 	errFile, err := os.Create(filepath.Join(dir, "stderr"))
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +88,7 @@ func runGateway(t *testing.T, dir, cfg, secret string) (logs func() string) {
 	a := &App{Stdout: errFile, Stderr: errFile, Environ: []string{"HOME=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, "state")}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.gatewayServe(ctx, []string{"--config", cfg, "--listen", "127.0.0.1:0"}) }()
+	go func() { done <- a.gatewayServe(ctx, []string{"--config", cfg, "--listen", listen}) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -98,4 +105,43 @@ func runGateway(t *testing.T, dir, cfg, secret string) (logs func() string) {
 		}
 	})
 	return logs
+}
+
+// TestGatewayTelegramWebhook runs nb gateway with Telegram receiving by
+// webhook on the gateway's own listener: the fake posts updates there
+// with the secret; a forged post is refused.
+func TestGatewayTelegramWebhook(t *testing.T) {
+	tg, err := telegramfake.New("123456:secret-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // the gateway listens there
+	dir, cfg := echoGatewayConfig(t, fmt.Sprintf(`{"telegram": {"enabled": true, "token": "123456:secret-token", "apiBase": %q, "allowFrom": ["4242"],
+  "webhookUrl": "http://%s/telegram/hook-1", "webhookSecret": "hook_secret_0123456789"}}`, tg.URL, addr))
+	logs := runGatewayOn(t, dir, cfg, "hook_secret_0123456789", addr)
+	wait, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	for tg.Webhook() == "" {
+		if wait.Err() != nil {
+			t.Fatalf("no webhook set\n%s", logs())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tg.Say(botapi.User{ID: 4242, FirstName: "Ann"}, "hello by webhook")
+	sent, err := tg.WaitSent(wait, 4242, 1)
+	if err != nil {
+		t.Fatalf("no answer: %v\n%s", err, logs())
+	}
+	if !strings.Contains(sent[0].Text, "echo: hello by webhook") {
+		t.Errorf("answer %q", sent[0].Text)
+	}
+	if code, err := tg.PostRaw("forged_secret_0123456789", []byte(`{"update_id":1}`)); err != nil || code != 401 {
+		t.Errorf("a forged post: %d %v", code, err)
+	}
 }

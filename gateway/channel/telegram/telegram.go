@@ -62,6 +62,14 @@ type Config struct {
 	MaxMediaBytes int64 `json:"maxMediaBytes,omitempty"`
 	// PollTimeout is getUpdates's long-poll timeout in seconds (25 if 0).
 	PollTimeout int `json:"pollTimeout,omitempty"`
+	// WebhookURL, when set, receives by webhook instead of long polling:
+	// the public https URL Telegram posts updates to, which must reach
+	// the gateway's listener at the same path.
+	WebhookURL string `json:"webhookUrl,omitempty"`
+	// WebhookSecret is the secret_token Telegram sends back with every
+	// update (16 to 256 of A-Z, a-z, 0-9, _ and -); required with
+	// WebhookURL.
+	WebhookSecret string `json:"webhookSecret,omitempty"`
 }
 
 // Channel is one Telegram bot.
@@ -86,6 +94,20 @@ type Channel struct {
 
 	mu sync.Mutex
 	me botapi.User
+
+	// webhookPath is WebhookURL's path ("" when polling); hook holds what
+	// the webhook's requests need while Run runs.
+	webhookPath string
+	hookMu      sync.Mutex
+	hook        *hookState
+}
+
+// hookState is the receive position of a channel that receives by
+// webhook.
+type hookState struct {
+	in     channel.Inbox
+	cursor channel.Cursor
+	offset int64
 }
 
 // New checks cfg and builds the channel; nothing connects before Run.
@@ -103,6 +125,10 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 	}
 	if cfg.MaxMediaBytes <= 0 {
 		cfg.MaxMediaBytes = DefaultMaxMediaBytes
+	}
+	webhookPath, err := checkWebhook(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.PollTimeout <= 0 {
 		cfg.PollTimeout = 25
@@ -143,6 +169,7 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		retryMax:       30 * time.Second,
 		requestTimeout: 30 * time.Second,
 		pollDeadline:   time.Duration(cfg.PollTimeout+10) * time.Second,
+		webhookPath:    webhookPath,
 	}
 	return c, nil
 }
@@ -201,6 +228,9 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		return err
 	}
 	c.log.Info("telegram: connected", "bot", c.me.Username, "offset", offset)
+	if c.webhookPath != "" {
+		return c.runWebhook(ctx, in, ready, b, cursor, offset)
+	}
 	ready()
 	for {
 		var updates []botapi.Update
@@ -209,6 +239,14 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			defer cancel()
 			var err error
 			updates, err = c.api.GetUpdates(pctx, botapi.GetUpdates{Offset: offset, Timeout: c.cfg.PollTimeout, AllowedUpdates: []string{"message"}})
+			if webhookActive(err) {
+				// A webhook set earlier (webhookUrl removed since): back
+				// to polling, the waiting updates kept.
+				c.log.Info("telegram: a webhook is set: deleting it to poll")
+				if derr := c.api.DeleteWebhook(pctx); derr != nil {
+					return derr
+				}
+			}
 			return err
 		}, classify)
 		if !ok {
@@ -231,6 +269,12 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			}
 		}
 	}
+}
+
+// webhookActive tells getUpdates's refusal while a webhook is set.
+func webhookActive(err error) bool {
+	var e *botapi.Error
+	return errors.As(err, &e) && e.Code == http.StatusConflict && strings.Contains(e.Description, "webhook is active")
 }
 
 // classify sorts a failed call for channel.Retry: a refused token is

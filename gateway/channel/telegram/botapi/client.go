@@ -185,3 +185,14 @@ func (c *Client) FileURL(filePath string) (string, error) {
 	}
 	return c.base() + "/file/bot" + c.Token + "/" + filePath, nil
 }
+
+// SetWebhook makes Telegram deliver updates by HTTPS POSTs to p.URL
+// instead of getUpdates.
+func (c *Client) SetWebhook(ctx context.Context, p SetWebhook) error {
+	return c.Call(ctx, "setWebhook", p, nil)
+}
+
+// DeleteWebhook goes back to getUpdates; the updates waiting are kept.
+func (c *Client) DeleteWebhook(ctx context.Context) error {
+	return c.Call(ctx, "deleteWebhook", map[string]any{"drop_pending_updates": false}, nil)
+}

@@ -3,7 +3,9 @@
 // same URLs (/bot<token>/<method>, /file/bot<token>/<path>), the same
 // envelope ({"ok":…,"result":…} or {"ok":false,"error_code":…,
 // "description":…,"parameters":{"retry_after":…}}), getUpdates long
-// polling with offsets that confirm earlier updates, sendMessage and
+// polling with offsets that confirm earlier updates (or, after
+// setWebhook, updates posted to the webhook with its secret_token, one at
+// a time, until answered 2xx; getUpdates then answers 409), sendMessage and
 // editMessageText with entities checked against the text, getFile, and
 // the API's own error texts. Tests make people write to the bot, read
 // what the bot sent, and inject failures: connection resets, 5xx, polls
@@ -11,6 +13,7 @@
 package telegramfake
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -69,6 +72,11 @@ type Server struct {
 	delay      map[int64]time.Duration
 	rejectEnts bool
 	poller     chan struct{} // closes the running getUpdates (409)
+	// webhook is the URL updates are posted to, with its secret, when set.
+	webhook, secret string
+	hookStop        chan struct{}
+	hookCalls       int
+	hookRefused     int
 }
 
 // New starts a server for token on 127.0.0.1.
@@ -101,6 +109,9 @@ func New(token string) (*Server, error) {
 
 // Close stops the server.
 func (s *Server) Close() {
+	s.mu.Lock()
+	s.stopHookLocked()
+	s.mu.Unlock()
 	s.srv.Close()
 }
 
@@ -289,7 +300,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		result, aerr = s.sendMessage(r.Context(), params)
 	case "editMessageText":
 		result, aerr = s.editMessageText(r.Context(), params)
-	case "sendChatAction", "deleteWebhook":
+	case "sendChatAction":
+		result = true
+	case "setWebhook":
+		result, aerr = s.setWebhook(params)
+	case "deleteWebhook":
+		s.mu.Lock()
+		s.stopHookLocked()
+		s.mu.Unlock()
 		result = true
 	case "getFile":
 		result, aerr = s.getFile(params)
@@ -382,7 +400,125 @@ func (p params) entities() ([]botapi.MessageEntity, error) {
 	return es, nil
 }
 
+// setWebhook starts posting updates to the URL, one at a time in order,
+// each until it is answered 2xx (then it is confirmed), with the secret
+// in X-Telegram-Bot-Api-Secret-Token.
+func (s *Server) setWebhook(p params) (any, *apiError) {
+	u := p.str("url")
+	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://127.0.0.1:") {
+		return nil, &apiError{code: 400, description: "Bad Request: bad webhook: An HTTPS URL must be provided for webhook"}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopHookLocked()
+	s.webhook, s.secret = u, p.str("secret_token")
+	stop := make(chan struct{})
+	s.hookStop = stop
+	go s.deliver(u, s.secret, stop)
+	return true, nil
+}
+
+func (s *Server) stopHookLocked() {
+	if s.hookStop != nil {
+		close(s.hookStop)
+		s.hookStop = nil
+	}
+	s.webhook, s.secret = "", ""
+}
+
+// WebhookCalls is how many update deliveries the webhook got, and how
+// many it refused (a non-2xx answer).
+func (s *Server) WebhookCalls() (calls, refused int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hookCalls, s.hookRefused
+}
+
+// Webhook is the URL set by setWebhook ("" when none).
+func (s *Server) Webhook() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.webhook
+}
+
+// PostRaw posts a body to the webhook as Telegram would, with the given
+// secret (a forger's, say), and returns the status.
+func (s *Server) PostRaw(secret string, body []byte) (int, error) {
+	req, err := http.NewRequest(http.MethodPost, s.Webhook(), bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if secret != "" {
+		req.Header.Set(botapi.SecretHeader, secret)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func (s *Server) deliver(u, secret string, stop chan struct{}) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	wait := 10 * time.Millisecond
+	for {
+		s.mu.Lock()
+		var next *botapi.Update
+		if len(s.updates) > 0 {
+			up := s.updates[0]
+			next = &up
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		if next == nil {
+			select {
+			case <-stop:
+				return
+			case <-ch:
+				continue
+			}
+		}
+		body, _ := json.Marshal(next)
+		req, _ := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if secret != "" {
+			req.Header.Set(botapi.SecretHeader, secret)
+		}
+		resp, err := client.Do(req)
+		ok := err == nil && resp.StatusCode/100 == 2
+		if err == nil {
+			resp.Body.Close()
+		}
+		s.mu.Lock()
+		s.hookCalls++
+		if ok {
+			if len(s.updates) > 0 && s.updates[0].UpdateID == next.UpdateID {
+				s.updates = s.updates[1:]
+			}
+			s.notify()
+		} else {
+			s.hookRefused++
+		}
+		s.mu.Unlock()
+		if !ok {
+			select {
+			case <-stop:
+				return
+			case <-time.After(wait):
+			}
+		}
+	}
+}
+
 func (s *Server) getUpdates(ctx context.Context, p params) (any, *apiError) {
+	s.mu.Lock()
+	hooked := s.webhook != ""
+	s.mu.Unlock()
+	if hooked {
+		return nil, &apiError{code: 409, description: "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"}
+	}
 	offset, _ := p.int("offset")
 	limit, ok := p.int("limit")
 	if !ok || limit <= 0 || limit > 100 {
