@@ -61,7 +61,11 @@ type Config struct {
 	FromAddress string `json:"fromAddress"`
 	// AutoReplyEnabled false reads mail but sends nothing (default true).
 	AutoReplyEnabled *bool `json:"autoReplyEnabled,omitempty"`
-	// PollIntervalSeconds is how often the mailbox is read (30 if 0).
+	// IMAPIdle waits for new mail in IDLE where the server supports it
+	// (default true); false polls.
+	IMAPIdle *bool `json:"imapIdle,omitempty"`
+	// PollIntervalSeconds is how often the mailbox is read without IDLE
+	// (30 if 0).
 	PollIntervalSeconds int `json:"pollIntervalSeconds,omitempty"`
 	// MarkSeen flags handed-over mail \Seen (default true).
 	MarkSeen *bool `json:"markSeen,omitempty"`
@@ -87,7 +91,10 @@ type Channel struct {
 
 	poll      time.Duration
 	retryBase time.Duration
-	timeout   time.Duration
+	// idleRefresh is the longest an IDLE waits before the mailbox is
+	// searched anyway: a safety net for notifications that go missing.
+	idleRefresh time.Duration
+	timeout     time.Duration
 	// tls configures both connections (tests trust their own CA).
 	tls *tls.Config
 
@@ -153,14 +160,15 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		cfg.SubjectPrefix = "Re: "
 	}
 	return &Channel{
-		cfg:       cfg,
-		env:       env,
-		log:       env.Log().With("channel", Name),
-		self:      strings.ToLower(from.Address),
-		poll:      time.Duration(cfg.PollIntervalSeconds) * time.Second,
-		retryBase: time.Second,
-		timeout:   time.Minute,
-		threads:   map[string]thread{},
+		cfg:         cfg,
+		env:         env,
+		log:         env.Log().With("channel", Name),
+		self:        strings.ToLower(from.Address),
+		poll:        time.Duration(cfg.PollIntervalSeconds) * time.Second,
+		idleRefresh: 5 * time.Minute,
+		retryBase:   time.Second,
+		timeout:     time.Minute,
+		threads:     map[string]thread{},
 	}, nil
 }
 

@@ -190,6 +190,12 @@ type harness struct {
 
 func start(t *testing.T, cfg Config, env channel.Env) *harness {
 	t.Helper()
+	return startPoll(t, cfg, env, 20*time.Millisecond)
+}
+
+// startPoll is start with the interval between polls.
+func startPoll(t *testing.T, cfg Config, env channel.Env, poll time.Duration) *harness {
+	t.Helper()
 	logs := &testbuf.Buffer{}
 	env.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	if env.StateDir == "" {
@@ -199,7 +205,8 @@ func start(t *testing.T, cfg Config, env channel.Env) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.poll, c.retryBase, c.timeout = 20*time.Millisecond, 5*time.Millisecond, 2*time.Second
+	c.poll, c.retryBase, c.timeout = poll, 5*time.Millisecond, 2*time.Second
+	c.idleRefresh = min(10*poll, time.Hour)
 	h := &harness{ch: c, in: &channeltest.Inbox{}, logs: logs}
 	t.Cleanup(func() {
 		if l := logs.String(); strings.Contains(l, imapPass) || strings.Contains(l, smtpPass) {
@@ -526,5 +533,35 @@ func TestAttachmentsReceived(t *testing.T) {
 	if !strings.HasPrefix(m.Content, "Subject: photo\n\nSee attached.\n\n[attachment: "+m.Media[0]+"]") ||
 		!strings.Contains(m.Content, "[attachment big.pdf not received: over the limit of 100 bytes (channels.email.maxMediaBytes)]") {
 		t.Errorf("content %q", m.Content)
+	}
+}
+
+func TestIdleReadsMailAsItArrives(t *testing.T) {
+	s := newServers(t)
+	h := startPoll(t, config(s), channel.Env{}, time.Hour) // no polling to speak of: only IDLE can tell
+	for i := range 3 {
+		time.Sleep(100 * time.Millisecond) // the channel back in IDLE
+		t0 := time.Now()
+		s.deliver(t, "alice@example.org", fmt.Sprintf("n%d", i), "hello")
+		h.in.Wait(t, i+1)
+		if d := time.Since(t0); d > 5*time.Second {
+			t.Errorf("mail %d read after %s", i, d)
+		}
+	}
+	if !strings.Contains(h.logs.String(), "supports IDLE") {
+		t.Errorf("IDLE not used:\n%s", h.logs)
+	}
+}
+
+func TestPollingWithoutIdle(t *testing.T) {
+	s := newServers(t)
+	cfg := config(s)
+	off := false
+	cfg.IMAPIdle = &off
+	h := start(t, cfg, channel.Env{})
+	s.deliver(t, "alice@example.org", "polled", "hello")
+	h.in.Wait(t, 1)
+	if strings.Contains(h.logs.String(), "supports IDLE") {
+		t.Error("IDLE used with imapIdle false")
 	}
 }
