@@ -533,3 +533,32 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestFilesSent(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, channel.Env{}, Config{})
+	room := direct(t, fake, alice)
+	ws := h.env.Workspace
+	os.WriteFile(filepath.Join(ws, "chart.png"), []byte("\x89PNG\r\n\x1a\nchart"), 0o600)
+	os.WriteFile(filepath.Join(ws, "report.pdf"), []byte("%PDF-1.4"), 0o600)
+	send(t, h.ch, bus.Outbound{ChatID: room, Turn: "t1", Content: "Here.", Media: []string{"chart.png", "report.pdf", "/etc/hostname"}})
+	sent := fake.Sent(room)
+	if len(sent) != 3 {
+		t.Fatalf("sent %+v", sent)
+	}
+	if body, _ := sent[0].Content["body"].(string); !strings.HasPrefix(body, "Here.") || !strings.Contains(body, "(hostname not attached: outside the workspace)") {
+		t.Errorf("text %q", body)
+	}
+	for i, want := range []struct{ msgtype, name, typ, data string }{
+		{"m.image", "chart.png", "image/png", "\x89PNG\r\n\x1a\nchart"},
+		{"m.file", "report.pdf", "application/pdf", "%PDF-1.4"},
+	} {
+		c := sent[i+1].Content
+		info, _ := c["info"].(map[string]any)
+		up, ok := fake.Upload(fmt.Sprint(c["url"]))
+		if c["msgtype"] != want.msgtype || c["body"] != want.name || c["filename"] != want.name || info["mimetype"] != want.typ ||
+			!ok || up.Name != want.name || up.Type != want.typ || string(up.Data) != want.data {
+			t.Errorf("file %d: %v, upload %+v", i, c, up)
+		}
+	}
+}

@@ -71,18 +71,85 @@ func (c *Channel) deliveryError(room string, err error) error {
 	return fmt.Errorf("matrix: %w", err)
 }
 
-// Send delivers m. A Progress message of a turn is sent once and then
-// edited in place (m.replace); the turn's final message replaces it.
+// MaxFileBytes bounds a file the bot sends: Synapse's default upload
+// limit (m.upload.size), 50 MiB.
+const MaxFileBytes = 50 << 20
+
+// piece is one message of an answer: text, or a file.
+type piece struct {
+	text string
+	file *channel.Attachment
+}
+
+// Send delivers m: its text, then its files (uploaded, then sent as
+// m.image, m.audio, m.video or m.file). A Progress message of a turn is
+// sent once and then edited in place (m.replace); the turn's final
+// message replaces it.
 func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	room, err := roomID(m.ChatID)
 	if err != nil {
 		return "", err
 	}
-	post := func(i int, piece string) (string, error) {
-		return c.post(ctx, room, render(piece), c.txnID(m, i, piece))
+	content := m.Content
+	var files []channel.Attachment
+	if len(m.Media) > 0 && m.Kind == bus.Message {
+		var notes string
+		files, notes = c.env.Attachments(m.Media, MaxFileBytes)
+		content += notes
 	}
-	edit := func(id string, piece string) error { return c.edit(ctx, room, id, piece) }
-	return channel.Deliver(&c.turns, m, channel.SplitFenced(m.Content, MaxMessageLength), post, edit)
+	var ps []piece
+	for _, t := range channel.SplitFenced(content, MaxMessageLength) {
+		ps = append(ps, piece{text: t})
+	}
+	for i := range files {
+		ps = append(ps, piece{file: &files[i]})
+	}
+	post := func(i int, p piece) (string, error) {
+		if p.file != nil {
+			return c.sendFile(ctx, room, p.file, c.txnID(m, i, fmt.Sprintf("file\x00%s\x00%d", p.file.Name, len(p.file.Data))))
+		}
+		return c.post(ctx, room, render(p.text), c.txnID(m, i, p.text))
+	}
+	edit := func(id string, p piece) error {
+		if p.file != nil { // an answer of files alone: the progress stays
+			_, err := c.sendFile(ctx, room, p.file, c.cli.TxnID())
+			return err
+		}
+		return c.edit(ctx, room, id, p.text)
+	}
+	return channel.Deliver(&c.turns, m, ps, post, edit)
+}
+
+// sendFile uploads a file to the homeserver's media repository and posts
+// it in the room.
+func (c *Channel) sendFile(ctx context.Context, room id.RoomID, f *channel.Attachment, txn string) (string, error) {
+	if err := c.pacer.Wait(ctx, string(room)); err != nil {
+		return "", err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	up, err := c.cli.UploadBytesWithName(rctx, f.Data, f.Type, f.Name)
+	if err != nil {
+		return "", c.deliveryError(string(room), err)
+	}
+	msgtype := event.MsgFile
+	switch {
+	case strings.HasPrefix(f.Type, "image/"):
+		msgtype = event.MsgImage
+	case strings.HasPrefix(f.Type, "audio/"):
+		msgtype = event.MsgAudio
+	case strings.HasPrefix(f.Type, "video/"):
+		msgtype = event.MsgVideo
+	}
+	content := &event.MessageEventContent{
+		MsgType:  msgtype,
+		Body:     f.Name,
+		FileName: f.Name,
+		URL:      up.ContentURI.CUString(),
+		Info:     &event.FileInfo{MimeType: f.Type, Size: len(f.Data)},
+		Mentions: &event.Mentions{},
+	}
+	return c.post(ctx, room, content, txn)
 }
 
 func (c *Channel) post(ctx context.Context, room id.RoomID, content *event.MessageEventContent, txn string) (string, error) {

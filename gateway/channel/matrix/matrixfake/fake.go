@@ -6,7 +6,7 @@
 // summary), the standard error body {"errcode":…,"error":…} with
 // M_LIMIT_EXCEEDED's retry_after_ms, send transaction ids that make a
 // repeated PUT return the first event, /messages paging back to a sync
-// token, and authenticated media downloads. Tests make people create
+// token, authenticated media downloads and uploads. Tests make people create
 // rooms, invite the bot and write, read what the bot sent, and inject
 // failures: connection resets, 5xx, syncs that hang, 429s per room.
 package matrixfake
@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -91,16 +92,17 @@ type Server struct {
 
 	srv *http.Server
 
-	mu      sync.Mutex
-	changed chan struct{}
-	stream  []entry
-	rooms   map[string]*room
-	txns    map[string]string // access token + txn id -> event id
-	media   map[string][]byte
-	faults  map[string][]Fault
-	calls   map[string]int
-	typing  map[string]int
-	nextID  int
+	mu       sync.Mutex
+	changed  chan struct{}
+	stream   []entry
+	rooms    map[string]*room
+	txns     map[string]string // access token + txn id -> event id
+	media    map[string][]byte
+	uploaded map[string]Uploaded
+	faults   map[string][]Fault
+	calls    map[string]int
+	typing   map[string]int
+	nextID   int
 }
 
 // New starts a server for token on 127.0.0.1.
@@ -110,17 +112,18 @@ func New(token string) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		URL:     "http://" + ln.Addr().String(),
-		Name:    "fake.test",
-		Bot:     "@nb:fake.test",
-		Token:   token,
-		changed: make(chan struct{}),
-		rooms:   map[string]*room{},
-		txns:    map[string]string{},
-		media:   map[string][]byte{},
-		faults:  map[string][]Fault{},
-		calls:   map[string]int{},
-		typing:  map[string]int{},
+		URL:      "http://" + ln.Addr().String(),
+		Name:     "fake.test",
+		Bot:      "@nb:fake.test",
+		Token:    token,
+		changed:  make(chan struct{}),
+		rooms:    map[string]*room{},
+		txns:     map[string]string{},
+		media:    map[string][]byte{},
+		uploaded: map[string]Uploaded{},
+		faults:   map[string][]Fault{},
+		calls:    map[string]int{},
+		typing:   map[string]int{},
 	}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	go s.srv.Serve(ln) //nolint:errcheck // ends with Close
@@ -350,6 +353,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var parts []string
 	var endpoint string
 	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/_matrix/media/v3/upload":
+		endpoint = "upload"
 	case strings.HasPrefix(r.URL.Path, media):
 		endpoint, parts = "download", strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), media), "/")
 	case strings.HasPrefix(r.URL.Path, client):
@@ -408,6 +413,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, endpoint string, 
 		s.messages(w, r, parts[1])
 	case "download":
 		s.download(w, parts)
+	case "upload":
+		s.upload(w, r)
 	}
 }
 
@@ -824,6 +831,38 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, roomID string)
 		resp["end"] = token(end)
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// MaxUploadBytes is the fake's m.upload.size (Synapse's default, 50 MiB).
+const MaxUploadBytes = 50 << 20
+
+// upload stores a file (POST /_matrix/media/v3/upload?filename=…) and
+// answers its content_uri.
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxUploadBytes))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "M_TOO_LARGE", "Cannot upload files larger than 50M")
+		return
+	}
+	uri := s.AddMedia(b)
+	s.mu.Lock()
+	s.uploaded[uri] = Uploaded{Name: r.URL.Query().Get("filename"), Type: r.Header.Get("Content-Type"), Data: b}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"content_uri": uri})
+}
+
+// Uploaded is a file the bot uploaded.
+type Uploaded struct {
+	Name, Type string
+	Data       []byte
+}
+
+// Upload is what the bot uploaded at the mxc:// URI.
+func (s *Server) Upload(uri string) (Uploaded, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.uploaded[uri]
+	return u, ok
 }
 
 func (s *Server) download(w http.ResponseWriter, parts []string) {
