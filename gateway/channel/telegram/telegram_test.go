@@ -549,3 +549,27 @@ func TestProxy(t *testing.T) {
 		t.Errorf("through the proxy: %v", proxied)
 	}
 }
+
+func TestFilesSent(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, channel.Env{}, Config{})
+	fake.Say(alice, "send me the files")
+	h.in.Wait(t, 1)
+	ws := h.env.Workspace
+	os.WriteFile(filepath.Join(ws, "chart.png"), []byte("\x89PNG\r\n\x1a\nchart"), 0o600)
+	os.WriteFile(filepath.Join(ws, "report.pdf"), []byte("%PDF-1.4"), 0o600)
+	send(t, h.ch, bus.Outbound{ChatID: "42", Turn: "t1", Content: "Here.", Media: []string{"chart.png", "report.pdf", "../escape.txt"}})
+	sent := fake.Sent(42)
+	if len(sent) != 3 {
+		t.Fatalf("sent %+v", sent)
+	}
+	if !strings.HasPrefix(sent[0].Text, "Here.") || !strings.Contains(sent[0].Text, "(escape.txt not attached:") {
+		t.Errorf("text %q", sent[0].Text)
+	}
+	if p := sent[1].Photo; len(p) != 1 || string(fake.FileContent(p[0].FileID)) != "\x89PNG\r\n\x1a\nchart" {
+		t.Errorf("photo %+v", sent[1])
+	}
+	if d := sent[2].Document; d == nil || d.FileName != "report.pdf" || string(fake.FileContent(d.FileID)) != "%PDF-1.4" {
+		t.Errorf("document %+v", sent[2])
+	}
+}

@@ -6,7 +6,8 @@
 // polling with offsets that confirm earlier updates (or, after
 // setWebhook, updates posted to the webhook with its secret_token, one at
 // a time, until answered 2xx; getUpdates then answers 409), sendMessage and
-// editMessageText with entities checked against the text, getFile, and
+// editMessageText with entities checked against the text, sendPhoto and
+// sendDocument with their multipart uploads, getFile, and
 // the API's own error texts. Tests make people write to the bot, read
 // what the bot sent, and inject failures: connection resets, 5xx, polls
 // that hang, 429s per chat.
@@ -17,6 +18,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -311,6 +313,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		result = true
 	case "getFile":
 		result, aerr = s.getFile(params)
+	case "sendPhoto":
+		result, aerr = s.sendFile(r, params, "photo", 10<<20)
+	case "sendDocument":
+		result, aerr = s.sendFile(r, params, "document", 50<<20)
 	default:
 		aerr = &apiError{code: 404, description: "Not Found"}
 	}
@@ -665,6 +671,53 @@ func (s *Server) sendMessage(ctx context.Context, p params) (any, *apiError) {
 	s.sent[c.ID] = append(s.sent[c.ID], m)
 	s.notify()
 	return m, nil
+}
+
+// sendFile is sendPhoto or sendDocument with the file uploaded as
+// multipart/form-data in the field; limit is the Bot API's size limit
+// for the kind (10 MB for photos, 50 MB for other files).
+func (s *Server) sendFile(r *http.Request, p params, field string, limit int64) (any, *apiError) {
+	if r.MultipartForm == nil || len(r.MultipartForm.File[field]) == 0 {
+		return nil, &apiError{code: 400, description: "Bad Request: there is no " + field + " in the request"}
+	}
+	fh := r.MultipartForm.File[field][0]
+	if fh.Size > limit {
+		return nil, &apiError{code: 413, description: "Request Entity Too Large"}
+	}
+	f, err := fh.Open()
+	if err != nil {
+		return nil, &apiError{code: 400, description: "Bad Request: " + err.Error()}
+	}
+	data, err := io.ReadAll(f)
+	f.Close()
+	if err != nil {
+		return nil, &apiError{code: 400, description: "Bad Request: " + err.Error()}
+	}
+	id := s.AddFile(data)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, aerr := s.chat(p)
+	if aerr != nil {
+		return nil, aerr
+	}
+	s.nextMsg[c.ID]++
+	bot := s.Bot
+	m := &botapi.Message{MessageID: s.nextMsg[c.ID], From: &bot, Chat: c, Date: time.Now().Unix()}
+	if field == "photo" {
+		m.Photo = []botapi.PhotoSize{{FileID: id, FileUniqueID: "u" + id, FileSize: int64(len(data))}}
+	} else {
+		m.Document = &botapi.Document{FileID: id, FileUniqueID: "u" + id, FileName: fh.Filename, MimeType: fh.Header.Get("Content-Type"), FileSize: int64(len(data))}
+	}
+	s.sent[c.ID] = append(s.sent[c.ID], m)
+	s.notify()
+	return m, nil
+}
+
+// FileContent is the content of a file by its file_id.
+func (s *Server) FileContent(id string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.files[id]
 }
 
 func (s *Server) editMessageText(ctx context.Context, p params) (any, *apiError) {
