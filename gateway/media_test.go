@@ -7,8 +7,6 @@ import (
 	"image"
 	"image/color"
 	"image/png"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -18,9 +16,7 @@ import (
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
-	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
-	"github.com/nbots/nb/gateway/session"
 	_ "github.com/nbots/nb/provider/maritaca"
 	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
@@ -50,22 +46,7 @@ func mediaGateway(t *testing.T, providerID string) (*harness, *[]providertest.Tu
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bt.Close() })
-	dir := t.TempDir()
-	sm, err := session.NewManager(dir + "/sessions")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sm.Close() })
-	b := bus.NewLocal()
-	t.Cleanup(func() { b.Close() })
-	g := &Gateway{Bus: b, Sessions: sm, Runner: BotRunner{Bot: bt}, Prompt: &Prompt{Workspace: dir},
-		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Access: &access.Checker{Store: dir + "/pairing.json", Channels: map[string]access.ChannelRules{"telegram": {AllowFrom: []string{"1"}}}}}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go g.Run(ctx)
-	h := &harness{g: g, b: b, out: make(chan bus.Outbound, 100)}
-	go b.Outbound(ctx, "telegram", func(ctx context.Context, m bus.Outbound) error { h.out <- m; return nil })
+	h, dir := newHarnessWith(t, BotRunner{Bot: bt})
 	return h, &turns, dir
 }
 

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/nbots/nb/gateway/bus"
 )
 
 // Attachment is a file the assistant sends with a message.
@@ -85,4 +87,15 @@ func (e Env) attachment(p string, limit int64) (Attachment, error) {
 		typ = mt // parameters (a text's charset) are the platform's business
 	}
 	return Attachment{Name: filepath.Base(p), Type: typ, Data: data}, nil
+}
+
+// Outgoing is what a channel sends for m: its text, with a note for each
+// file that cannot go, and the files of its Media (for a final Message
+// only: progress and hints carry none), each at most limit bytes.
+func (e Env) Outgoing(m bus.Outbound, limit int64) (content string, files []Attachment) {
+	if len(m.Media) == 0 || m.Kind != bus.Message {
+		return m.Content, nil
+	}
+	files, notes := e.Attachments(m.Media, limit)
+	return m.Content + notes, files
 }

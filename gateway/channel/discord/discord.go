@@ -344,21 +344,16 @@ func deliveryError(err error) error {
 // code fences closed and reopened across pieces. Mentions in the text
 // ping nobody. Progress of a turn is posted once and then edited.
 func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
-	pieces := channel.SplitFenced(m.Content, MaxMessageLength)
-	var files []channel.Attachment
-	if len(m.Media) > 0 && m.Kind == bus.Message {
-		var notes string
-		files, notes = c.env.Attachments(m.Media, MaxFileBytes)
-		if len(files) > MaxFiles {
-			for _, f := range files[MaxFiles:] {
-				notes += fmt.Sprintf("\n(%s not attached: a message carries at most %d files)", f.Name, MaxFiles)
-			}
-			files = files[:MaxFiles]
+	content, files := c.env.Outgoing(m, MaxFileBytes)
+	if len(files) > MaxFiles {
+		for _, f := range files[MaxFiles:] {
+			content += fmt.Sprintf("\n(%s not attached: a message carries at most %d files)", f.Name, MaxFiles)
 		}
-		pieces = channel.SplitFenced(m.Content+notes, MaxMessageLength)
-		if len(pieces) == 0 {
-			pieces = []string{""}
-		}
+		files = files[:MaxFiles]
+	}
+	pieces := channel.SplitFenced(content, MaxMessageLength)
+	if len(pieces) == 0 && len(files) > 0 {
+		pieces = []string{""} // the files alone
 	}
 	post := func(i int, text string) (string, error) {
 		send := &discordgo.MessageSend{Content: text, AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}}

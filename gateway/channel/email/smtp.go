@@ -94,13 +94,7 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	if answered {
 		return "", &channel.Undeliverable{Reason: "already answered " + t.messageID + " (RFC 3834: one answer per mail)"}
 	}
-	var files []channel.Attachment
-	text := m.Content
-	if len(m.Media) > 0 {
-		var notes string
-		files, notes = c.env.Attachments(m.Media, MaxAttachmentBytes)
-		text += notes
-	}
+	text, files := c.env.Outgoing(m, MaxAttachmentBytes)
 	id, msg := c.compose(addr, t, text, files)
 	if err := c.smtpSend(ctx, addr, msg); err != nil {
 		return "", err

@@ -75,12 +75,6 @@ func (c *Channel) deliveryError(room string, err error) error {
 // limit (m.upload.size), 50 MiB.
 const MaxFileBytes = 50 << 20
 
-// piece is one message of an answer: text, or a file.
-type piece struct {
-	text string
-	file *channel.Attachment
-}
-
 // Send delivers m: its text, then its files (uploaded, then sent as
 // m.image, m.audio, m.video or m.file). A Progress message of a turn is
 // sent once and then edited in place (m.replace); the turn's final
@@ -90,34 +84,15 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	content := m.Content
-	var files []channel.Attachment
-	if len(m.Media) > 0 && m.Kind == bus.Message {
-		var notes string
-		files, notes = c.env.Attachments(m.Media, MaxFileBytes)
-		content += notes
+	content, files := c.env.Outgoing(m, MaxFileBytes)
+	post := func(i int, text string) (string, error) {
+		return c.post(ctx, room, render(text), c.txnID(m, i, text))
 	}
-	var ps []piece
-	for _, t := range channel.SplitFenced(content, MaxMessageLength) {
-		ps = append(ps, piece{text: t})
+	edit := func(id string, text string) error { return c.edit(ctx, room, id, text) }
+	send := func(i int, f *channel.Attachment) (string, error) {
+		return c.sendFile(ctx, room, f, c.txnID(m, i, fmt.Sprintf("file\x00%s\x00%d", f.Name, len(f.Data))))
 	}
-	for i := range files {
-		ps = append(ps, piece{file: &files[i]})
-	}
-	post := func(i int, p piece) (string, error) {
-		if p.file != nil {
-			return c.sendFile(ctx, room, p.file, c.txnID(m, i, fmt.Sprintf("file\x00%s\x00%d", p.file.Name, len(p.file.Data))))
-		}
-		return c.post(ctx, room, render(p.text), c.txnID(m, i, p.text))
-	}
-	edit := func(id string, p piece) error {
-		if p.file != nil { // an answer of files alone: the progress stays
-			_, err := c.sendFile(ctx, room, p.file, c.cli.TxnID())
-			return err
-		}
-		return c.edit(ctx, room, id, p.text)
-	}
-	return channel.Deliver(&c.turns, m, ps, post, edit)
+	return channel.DeliverFiles(&c.turns, m, channel.SplitFenced(content, MaxMessageLength), files, post, edit, send)
 }
 
 // sendFile uploads a file to the homeserver's media repository and posts

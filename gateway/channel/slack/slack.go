@@ -323,45 +323,20 @@ func (c *Channel) deliveryError(chatID string, err error) error {
 	return fmt.Errorf("slack: %w", err)
 }
 
-// piece is one message of an answer: text, or a file to share.
-type piece struct {
-	text string
-	file *channel.Attachment
-}
-
 // Send delivers m in its conversation (and thread): its text, then its
 // files. Progress of a turn is posted once and then updated; the final
 // answer replaces it.
 func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	ch, thread := dest(m.ChatID)
-	content := m.Content
-	var files []channel.Attachment
-	if len(m.Media) > 0 && m.Kind == bus.Message {
-		var notes string
-		files, notes = c.env.Attachments(m.Media, MaxFileBytes)
-		content += notes
-	}
-	var ps []piece
+	content, files := c.env.Outgoing(m, MaxFileBytes)
+	var ps []string
 	for _, r := range channel.SplitRich(channel.ParseMarkdown(content), MaxMessageLength, nil) {
-		ps = append(ps, piece{text: mrkdwn(r)})
+		ps = append(ps, mrkdwn(r))
 	}
-	for i := range files {
-		ps = append(ps, piece{file: &files[i]})
-	}
-	post := func(_ int, p piece) (string, error) {
-		if p.file != nil {
-			return c.share(ctx, m.ChatID, ch, thread, p.file)
-		}
-		return c.post(ctx, m.ChatID, ch, thread, p.text)
-	}
-	edit := func(ts string, p piece) error {
-		if p.file != nil { // an answer of files alone: the progress stays
-			_, err := c.share(ctx, m.ChatID, ch, thread, p.file)
-			return err
-		}
-		return c.update(ctx, m.ChatID, ch, ts, p.text)
-	}
-	return channel.Deliver(&c.turns, m, ps, post, edit)
+	post := func(_ int, text string) (string, error) { return c.post(ctx, m.ChatID, ch, thread, text) }
+	edit := func(ts, text string) error { return c.update(ctx, m.ChatID, ch, ts, text) }
+	send := func(_ int, f *channel.Attachment) (string, error) { return c.share(ctx, m.ChatID, ch, thread, f) }
+	return channel.DeliverFiles(&c.turns, m, ps, files, post, edit, send)
 }
 
 // share uploads a file into the conversation (and thread) and returns

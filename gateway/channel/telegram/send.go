@@ -15,13 +15,11 @@ import (
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
 )
 
-// piece is one message's worth of an answer: its text and entities, or
-// a file.
+// piece is one message's worth of an answer: its text and entities.
 type piece struct {
 	text     string
 	entities []botapi.MessageEntity
 	plain    string // the same text without formatting, for the retry
-	file     *channel.Attachment
 }
 
 // Upload limits of the Bot API: photos up to 10 MB, other files 50 MB.
@@ -125,10 +123,6 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 		return "", err
 	}
 	post := func(i int, p piece) (string, error) {
-		if p.file != nil {
-			id, err := c.sendFile(ctx, chat, m.ChatID, p.file)
-			return strconv.FormatInt(id, 10), err
-		}
 		var reply *botapi.ReplyParameters
 		if i == 0 && c.cfg.ReplyToMessage && m.ReplyTo != "" && m.Kind != bus.Progress {
 			if id := messageID(m.ReplyTo); id > 0 {
@@ -138,25 +132,13 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 		id, err := c.sendPiece(ctx, chat, m.ChatID, p, reply)
 		return strconv.FormatInt(id, 10), err
 	}
-	edit := func(id string, p piece) error {
-		if p.file != nil { // an answer of files alone: the progress stays
-			_, err := c.sendFile(ctx, chat, m.ChatID, p.file)
-			return err
-		}
-		return c.edit(ctx, chat, m.ChatID, messageID(id), p)
+	edit := func(id string, p piece) error { return c.edit(ctx, chat, m.ChatID, messageID(id), p) }
+	send := func(_ int, f *channel.Attachment) (string, error) {
+		id, err := c.sendFile(ctx, chat, m.ChatID, f)
+		return strconv.FormatInt(id, 10), err
 	}
-	content := m.Content
-	var files []channel.Attachment
-	if len(m.Media) > 0 && m.Kind == bus.Message {
-		var notes string
-		files, notes = c.env.Attachments(m.Media, MaxFileBytes)
-		content += notes
-	}
-	ps := pieces(content)
-	for i := range files {
-		ps = append(ps, piece{file: &files[i]})
-	}
-	return channel.Deliver(&c.turns, m, ps, post, edit)
+	content, files := c.env.Outgoing(m, MaxFileBytes)
+	return channel.DeliverFiles(&c.turns, m, pieces(content), files, post, edit, send)
 }
 
 func (c *Channel) sendPiece(ctx context.Context, chat int64, dest string, p piece, reply *botapi.ReplyParameters) (int64, error) {
