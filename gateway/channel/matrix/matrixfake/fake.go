@@ -25,26 +25,25 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nbots/nb/gateway/channel/channeltest"
 )
 
-// Fault is a failure the server answers one request with.
-type Fault int
+// Fault is a failure the server answers one request with: Reset,
+// BadGateway (a proxy's HTML 502 page, as a homeserver behind a reverse
+// proxy gives while it restarts), Hang, TooMany (429 M_LIMIT_EXCEEDED
+// with retry_after_ms 1000), or LoseAnswer (the request carried out, the
+// answer lost: a send the client must repeat with the same transaction
+// id).
+type Fault = channeltest.Fault
 
 // Faults.
 const (
-	// Reset closes the connection without an answer.
-	Reset Fault = iota + 1
-	// BadGateway answers 502 with a proxy's HTML page, as a homeserver
-	// behind a reverse proxy does while it restarts.
-	BadGateway
-	// Hang answers nothing until the client gives up.
-	Hang
-	// TooMany answers 429 M_LIMIT_EXCEEDED with retry_after_ms 1000.
-	TooMany
-	// LoseAnswer carries the request out, then closes the connection
-	// without the answer: a send the client must repeat with the same
-	// transaction id.
-	LoseAnswer
+	Reset      = channeltest.Reset
+	BadGateway = channeltest.BadGateway
+	Hang       = channeltest.Hang
+	TooMany    = channeltest.TooMany
+	LoseAnswer = channeltest.LoseAnswer
 )
 
 // Event is a room event as the client-server API serialises it (a
@@ -472,14 +471,8 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, f Fault) bool {
 	switch f {
 	case Reset:
-		if hj, ok := w.(http.Hijacker); ok {
-			if c, _, err := hj.Hijack(); err == nil {
-				if tc, ok := c.(*net.TCPConn); ok {
-					tc.SetLinger(0) //nolint:errcheck // best effort: an RST
-				}
-				c.Close()
-				return true
-			}
+		if channeltest.ResetConnection(w) {
+			return true
 		}
 		writeError(w, http.StatusBadGateway, "M_UNKNOWN", "reset")
 	case BadGateway:

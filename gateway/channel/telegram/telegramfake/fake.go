@@ -28,22 +28,21 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/nbots/nb/gateway/channel/channeltest"
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
 )
 
-// Fault is a failure the server answers one request with.
-type Fault int
+// Fault is a failure the server answers one request with: Reset,
+// BadGateway (502 in the API's envelope), Hang, or TooMany (429 with
+// retry_after 1).
+type Fault = channeltest.Fault
 
 // Faults.
 const (
-	// Reset closes the connection without an answer.
-	Reset Fault = iota + 1
-	// BadGateway answers 502 in the API's envelope.
-	BadGateway
-	// Hang answers nothing until the client gives up.
-	Hang
-	// TooMany answers 429 with retry_after 1.
-	TooMany
+	Reset      = channeltest.Reset
+	BadGateway = channeltest.BadGateway
+	Hang       = channeltest.Hang
+	TooMany    = channeltest.TooMany
 )
 
 // Server is a fake Bot API server on a loopback port.
@@ -267,14 +266,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	switch fault {
 	case Reset:
-		if hj, ok := w.(http.Hijacker); ok {
-			if c, _, err := hj.Hijack(); err == nil {
-				if tc, ok := c.(*net.TCPConn); ok {
-					tc.SetLinger(0) //nolint:errcheck // a reset, not a clean close
-				}
-				c.Close()
-				return
-			}
+		if channeltest.ResetConnection(w) {
+			return
 		}
 	case BadGateway:
 		writeError(w, apiError{code: 502, description: "Bad Gateway"})
