@@ -256,17 +256,17 @@ func TestHundredDisconnectsLoseNothing(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, channel.Env{}, Config{})
 	room := direct(t, fake, alice)
-	var faults []matrixfake.Fault
+	var faults []channeltest.Fault
 	for i := range 100 {
 		switch {
 		case i%20 == 7:
-			faults = append(faults, matrixfake.Hang) // 5 syncs that hang past their deadline
+			faults = append(faults, channeltest.Hang) // 5 syncs that hang past their deadline
 		case i == 50:
-			faults = append(faults, matrixfake.TooMany)
+			faults = append(faults, channeltest.TooMany)
 		case i%2 == 0:
-			faults = append(faults, matrixfake.Reset)
+			faults = append(faults, channeltest.Reset)
 		default:
-			faults = append(faults, matrixfake.BadGateway)
+			faults = append(faults, channeltest.BadGateway)
 		}
 	}
 	fake.Inject("sync", faults...)
@@ -360,7 +360,7 @@ func TestLostAnswerNotSentTwice(t *testing.T) {
 	h := start(t, fake, channel.Env{}, Config{})
 	room := direct(t, fake, alice)
 	long := strings.Repeat("a line of text\n", 1200) // 18,000 characters: three messages
-	fake.Inject("send", matrixfake.Reset, matrixfake.LoseAnswer)
+	fake.Inject("send", channeltest.Reset, channeltest.LoseAnswer)
 	m := bus.Outbound{Kind: bus.Message, ChatID: room, Turn: "t1", Content: long}
 	for range 2 {
 		if _, err := h.ch.Send(context.Background(), m); err == nil {

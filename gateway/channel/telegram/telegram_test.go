@@ -323,7 +323,7 @@ func TestRetryAfterPerChat(t *testing.T) {
 	fake.Say(alice, "x")
 	fake.Say(bob, "y")
 	h.in.Wait(t, 2)
-	fake.Inject("sendMessage", telegramfake.TooMany)
+	fake.Inject("sendMessage", channeltest.TooMany)
 	_, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: "42", Content: "one"})
 	var ra *channel.RetryAfter
 	if !errors.As(err, &ra) || ra.After != time.Second {
@@ -351,7 +351,7 @@ func TestRetryAfterMidAnswerSendsTheRest(t *testing.T) {
 	fake.Say(alice, "x")
 	h.in.Wait(t, 1)
 	long := strings.Repeat("a line of text\n", 600) // 9,000 characters: three messages
-	fake.Inject("sendMessage", 0, telegramfake.TooMany)
+	fake.Inject("sendMessage", 0, channeltest.TooMany)
 	m := bus.Outbound{Kind: bus.Message, ChatID: "42", Turn: "t9", Content: long}
 	if _, err := h.ch.Send(context.Background(), m); err == nil {
 		t.Fatal("no error on a 429")
@@ -390,17 +390,17 @@ func TestUndeliverable(t *testing.T) {
 func TestHundredDisconnectsLoseNothing(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, channel.Env{}, Config{})
-	var faults []telegramfake.Fault
+	var faults []channeltest.Fault
 	for i := range 100 {
 		switch {
 		case i%20 == 7:
-			faults = append(faults, telegramfake.Hang) // 5 polls that hang past their deadline
+			faults = append(faults, channeltest.Hang) // 5 polls that hang past their deadline
 		case i == 50:
-			faults = append(faults, telegramfake.TooMany)
+			faults = append(faults, channeltest.TooMany)
 		case i%2 == 0:
-			faults = append(faults, telegramfake.Reset)
+			faults = append(faults, channeltest.Reset)
 		default:
-			faults = append(faults, telegramfake.BadGateway)
+			faults = append(faults, channeltest.BadGateway)
 		}
 	}
 	fake.Inject("getUpdates", faults...)

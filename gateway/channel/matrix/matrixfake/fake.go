@@ -29,23 +29,6 @@ import (
 	"github.com/nbots/nb/gateway/channel/channeltest"
 )
 
-// Fault is a failure the server answers one request with: Reset,
-// BadGateway (a proxy's HTML 502 page, as a homeserver behind a reverse
-// proxy gives while it restarts), Hang, TooMany (429 M_LIMIT_EXCEEDED
-// with retry_after_ms 1000), or LoseAnswer (the request carried out, the
-// answer lost: a send the client must repeat with the same transaction
-// id).
-type Fault = channeltest.Fault
-
-// Faults.
-const (
-	Reset      = channeltest.Reset
-	BadGateway = channeltest.BadGateway
-	Hang       = channeltest.Hang
-	TooMany    = channeltest.TooMany
-	LoseAnswer = channeltest.LoseAnswer
-)
-
 // Event is a room event as the client-server API serialises it (a
 // ClientEvent; room_id is left out inside /sync).
 type Event struct {
@@ -98,7 +81,7 @@ type Server struct {
 	txns     map[string]string // access token + txn id -> event id
 	media    map[string][]byte
 	uploaded map[string]Uploaded
-	faults   map[string][]Fault
+	faults   map[string][]channeltest.Fault
 	calls    map[string]int
 	typing   map[string]int
 	nextID   int
@@ -120,7 +103,7 @@ func New(token string) (*Server, error) {
 		txns:     map[string]string{},
 		media:    map[string][]byte{},
 		uploaded: map[string]Uploaded{},
-		faults:   map[string][]Fault{},
+		faults:   map[string][]channeltest.Fault{},
 		calls:    map[string]int{},
 		typing:   map[string]int{},
 	}
@@ -320,8 +303,13 @@ func (s *Server) Calls(endpoint string) int {
 	return s.calls[endpoint]
 }
 
-// Inject queues faults for the next requests to the endpoint.
-func (s *Server) Inject(endpoint string, faults ...Fault) {
+// Inject queues faults for the next requests to the endpoint: a reset
+// connection, a proxy's HTML 502 page (a homeserver behind a reverse
+// proxy while it restarts), a request left hanging, a 429
+// M_LIMIT_EXCEEDED with retry_after_ms 1000, or the request carried out
+// and its answer lost (a send the client must repeat with the same
+// transaction id).
+func (s *Server) Inject(endpoint string, faults ...channeltest.Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults[endpoint] = append(s.faults[endpoint], faults...)
@@ -375,14 +363,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.calls[endpoint]++
-	var fault Fault
+	var fault channeltest.Fault
 	if q := s.faults[endpoint]; len(q) > 0 {
 		fault, s.faults[endpoint] = q[0], q[1:]
 	}
 	s.mu.Unlock()
-	if fault == LoseAnswer {
+	if fault == channeltest.LoseAnswer {
 		s.serve(httptest.NewRecorder(), r, endpoint, parts)
-		s.fail(w, r, Reset)
+		s.fail(w, r, channeltest.Reset)
 		return
 	}
 	if s.fail(w, r, fault) {
@@ -468,20 +456,20 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, f Fault) bool {
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, f channeltest.Fault) bool {
 	switch f {
-	case Reset:
+	case channeltest.Reset:
 		if channeltest.ResetConnection(w) {
 			return true
 		}
 		writeError(w, http.StatusBadGateway, "M_UNKNOWN", "reset")
-	case BadGateway:
+	case channeltest.BadGateway:
 		w.Header().Set("Content-Type", "text/html")
 		w.WriteHeader(http.StatusBadGateway)
 		fmt.Fprint(w, "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center></body></html>\n")
-	case Hang:
+	case channeltest.Hang:
 		<-r.Context().Done()
-	case TooMany:
+	case channeltest.TooMany:
 		tooMany(w, time.Second)
 	default:
 		return false

@@ -32,19 +32,6 @@ import (
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
 )
 
-// Fault is a failure the server answers one request with: Reset,
-// BadGateway (502 in the API's envelope), Hang, or TooMany (429 with
-// retry_after 1).
-type Fault = channeltest.Fault
-
-// Faults.
-const (
-	Reset      = channeltest.Reset
-	BadGateway = channeltest.BadGateway
-	Hang       = channeltest.Hang
-	TooMany    = channeltest.TooMany
-)
-
 // Server is a fake Bot API server on a loopback port.
 type Server struct {
 	// URL is the apiBase to give the channel.
@@ -66,7 +53,7 @@ type Server struct {
 	chats      map[int64]botapi.Chat
 	blocked    map[int64]bool
 	files      map[string][]byte
-	faults     map[string][]Fault
+	faults     map[string][]channeltest.Fault
 	calls      map[string]int
 	interval   time.Duration
 	lastSend   map[int64]time.Time
@@ -98,7 +85,7 @@ func New(token string) (*Server, error) {
 		chats:      map[int64]botapi.Chat{},
 		blocked:    map[int64]bool{},
 		files:      map[string][]byte{},
-		faults:     map[string][]Fault{},
+		faults:     map[string][]channeltest.Fault{},
 		calls:      map[string]int{},
 		lastSend:   map[int64]time.Time{},
 		delay:      map[int64]time.Duration{},
@@ -197,8 +184,10 @@ func (s *Server) Calls(method string) int {
 	return s.calls[method]
 }
 
-// Inject queues faults for the next requests to method.
-func (s *Server) Inject(method string, faults ...Fault) {
+// Inject queues faults for the next requests to method: a reset
+// connection, a 502 in the API's envelope, a request left hanging, or a
+// 429 with retry_after 1.
+func (s *Server) Inject(method string, faults ...channeltest.Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults[method] = append(s.faults[method], faults...)
@@ -259,23 +248,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.calls[method]++
-	var fault Fault
+	var fault channeltest.Fault
 	if q := s.faults[method]; len(q) > 0 {
 		fault, s.faults[method] = q[0], q[1:]
 	}
 	s.mu.Unlock()
 	switch fault {
-	case Reset:
+	case channeltest.Reset:
 		if channeltest.ResetConnection(w) {
 			return
 		}
-	case BadGateway:
+	case channeltest.BadGateway:
 		writeError(w, apiError{code: 502, description: "Bad Gateway"})
 		return
-	case Hang:
+	case channeltest.Hang:
 		<-r.Context().Done()
 		return
-	case TooMany:
+	case channeltest.TooMany:
 		writeError(w, apiError{code: 429, description: "Too Many Requests: retry after 1", retryAfter: 1})
 		return
 	}
