@@ -3,6 +3,7 @@ package channeltest
 import (
 	"net"
 	"net/http"
+	"sync"
 )
 
 // Fault is a failure a platform fake answers one request with; each fake
@@ -40,4 +41,47 @@ func ResetConnection(w http.ResponseWriter) bool {
 	}
 	c.Close()
 	return true
+}
+
+// Faults counts a fake's requests by endpoint and holds the faults
+// injected for the next ones. Its zero value is ready; it is safe for
+// concurrent use. Fakes embed it.
+type Faults struct {
+	mu     sync.Mutex
+	calls  map[string]int
+	queued map[string][]Fault
+}
+
+// Inject queues faults for the next requests to the endpoint.
+func (f *Faults) Inject(endpoint string, faults ...Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.queued == nil {
+		f.queued = map[string][]Fault{}
+	}
+	f.queued[endpoint] = append(f.queued[endpoint], faults...)
+}
+
+// Calls is how many requests the endpoint received.
+func (f *Faults) Calls(endpoint string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[endpoint]
+}
+
+// Next counts a request to the endpoint and returns the fault to answer
+// it with (0: none).
+func (f *Faults) Next(endpoint string) Fault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls[endpoint]++
+	q := f.queued[endpoint]
+	if len(q) == 0 {
+		return 0
+	}
+	f.queued[endpoint] = q[1:]
+	return q[0]
 }

@@ -73,6 +73,13 @@ type Server struct {
 	Token string
 
 	srv *http.Server
+	// Faults counts the requests by endpoint and answers the ones
+	// injected: a reset connection, a proxy's HTML 502 page (a homeserver
+	// behind a reverse proxy while it restarts), a request left hanging,
+	// a 429 M_LIMIT_EXCEEDED with retry_after_ms 1000, or the request
+	// carried out and its answer lost (a send the client must repeat with
+	// the same transaction id).
+	channeltest.Faults
 
 	mu       sync.Mutex
 	changed  chan struct{}
@@ -81,8 +88,6 @@ type Server struct {
 	txns     map[string]string // access token + txn id -> event id
 	media    map[string][]byte
 	uploaded map[string]Uploaded
-	faults   map[string][]channeltest.Fault
-	calls    map[string]int
 	typing   map[string]int
 	nextID   int
 }
@@ -103,8 +108,6 @@ func New(token string) (*Server, error) {
 		txns:     map[string]string{},
 		media:    map[string][]byte{},
 		uploaded: map[string]Uploaded{},
-		faults:   map[string][]channeltest.Fault{},
-		calls:    map[string]int{},
 		typing:   map[string]int{},
 	}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
@@ -295,26 +298,6 @@ func (s *Server) AddMedia(content []byte) string {
 	return "mxc://" + s.Name + "/" + id
 }
 
-// Calls is how many requests the endpoint received ("sync", "send",
-// "join", "whoami", "messages", "typing", "joined_members", "download").
-func (s *Server) Calls(endpoint string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[endpoint]
-}
-
-// Inject queues faults for the next requests to the endpoint: a reset
-// connection, a proxy's HTML 502 page (a homeserver behind a reverse
-// proxy while it restarts), a request left hanging, a 429
-// M_LIMIT_EXCEEDED with retry_after_ms 1000, or the request carried out
-// and its answer lost (a send the client must repeat with the same
-// transaction id).
-func (s *Server) Inject(endpoint string, faults ...channeltest.Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults[endpoint] = append(s.faults[endpoint], faults...)
-}
-
 // Limit makes the next n sends into the room fail with 429
 // M_LIMIT_EXCEEDED and retry_after_ms of after.
 func (s *Server) Limit(roomID string, n int, after time.Duration) {
@@ -361,13 +344,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r) {
 		return
 	}
-	s.mu.Lock()
-	s.calls[endpoint]++
-	var fault channeltest.Fault
-	if q := s.faults[endpoint]; len(q) > 0 {
-		fault, s.faults[endpoint] = q[0], q[1:]
-	}
-	s.mu.Unlock()
+	fault := s.Next(endpoint)
 	if fault == channeltest.LoseAnswer {
 		s.serve(httptest.NewRecorder(), r, endpoint, parts)
 		s.fail(w, r, channeltest.Reset)

@@ -43,6 +43,10 @@ type Server struct {
 
 	srv *http.Server
 	ln  net.Listener
+	// Faults counts the requests by method and answers the ones
+	// injected: a reset connection, a 502 in the API's envelope, a
+	// request left hanging, a 429 with retry_after 1.
+	channeltest.Faults
 
 	mu         sync.Mutex
 	changed    chan struct{} // closed and replaced on every change
@@ -53,8 +57,6 @@ type Server struct {
 	chats      map[int64]botapi.Chat
 	blocked    map[int64]bool
 	files      map[string][]byte
-	faults     map[string][]channeltest.Fault
-	calls      map[string]int
 	interval   time.Duration
 	lastSend   map[int64]time.Time
 	delay      map[int64]time.Duration
@@ -85,8 +87,6 @@ func New(token string) (*Server, error) {
 		chats:      map[int64]botapi.Chat{},
 		blocked:    map[int64]bool{},
 		files:      map[string][]byte{},
-		faults:     map[string][]channeltest.Fault{},
-		calls:      map[string]int{},
 		lastSend:   map[int64]time.Time{},
 		delay:      map[int64]time.Duration{},
 	}
@@ -177,22 +177,6 @@ func (s *Server) Pending() int {
 	return len(s.updates)
 }
 
-// Calls is how many requests the method received.
-func (s *Server) Calls(method string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[method]
-}
-
-// Inject queues faults for the next requests to method: a reset
-// connection, a 502 in the API's envelope, a request left hanging, or a
-// 429 with retry_after 1.
-func (s *Server) Inject(method string, faults ...channeltest.Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults[method] = append(s.faults[method], faults...)
-}
-
 // Block makes the chat refuse the bot (403, as after the person blocked it).
 func (s *Server) Block(chatID int64) {
 	s.mu.Lock()
@@ -246,13 +230,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiError{code: 401, description: "Unauthorized"})
 		return
 	}
-	s.mu.Lock()
-	s.calls[method]++
-	var fault channeltest.Fault
-	if q := s.faults[method]; len(q) > 0 {
-		fault, s.faults[method] = q[0], q[1:]
-	}
-	s.mu.Unlock()
+	fault := s.Next(method)
 	switch fault {
 	case channeltest.Reset:
 		if channeltest.ResetConnection(w) {
