@@ -73,8 +73,9 @@ type Server struct {
 	Token string
 
 	srv *http.Server
-	// Faults counts the requests by endpoint and answers the ones
-	// injected: a reset connection, a proxy's HTML 502 page (a homeserver
+	// Faults counts the requests by endpoint ("sync", "send", "join",
+	// "whoami", "messages", "typing", "joined_members", "download",
+	// "upload") and answers the ones injected: a reset connection, a proxy's HTML 502 page (a homeserver
 	// behind a reverse proxy while it restarts), a request left hanging,
 	// a 429 M_LIMIT_EXCEEDED with retry_after_ms 1000, or the request
 	// carried out and its answer lost (a send the client must repeat with
