@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
@@ -35,6 +36,10 @@ type Turn struct {
 	Tools []tool.Tool
 	// OnEvent receives the turn's events (streamed text, tool calls).
 	OnEvent func(agent.Event)
+	// Steering, when set, is asked after each round of tool calls for
+	// the session's messages that arrived meanwhile (see
+	// agent.Agent.Steering).
+	Steering func() []string
 }
 
 // Answer is what a turn produced.
@@ -59,7 +64,7 @@ type BotRunner struct {
 
 // Run implements Runner.
 func (r BotRunner) Run(ctx context.Context, t Turn) (Answer, error) {
-	x := bot.Exchange{Mode: cartridge.REPL, Conversation: t.Conversation, System: t.System, Tools: t.Tools, OnEvent: t.OnEvent}
+	x := bot.Exchange{Mode: cartridge.REPL, Conversation: t.Conversation, System: t.System, Tools: t.Tools, OnEvent: t.OnEvent, Steering: t.Steering}
 	if len(t.Images) > 0 {
 		conv := &turnImages{Conversation: t.Conversation}
 		x.Conversation = conv
@@ -80,7 +85,13 @@ func (r BotRunner) answer(res *agent.Result, err error) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
-	return Answer{Text: res.Text, Usage: res.Usage, Model: r.Model()}, nil
+	text := res.Text
+	if res.Notice != "" {
+		// A limit stopped the turn before an answer: the user reads why
+		// and how to go on (the session keeps the conversation).
+		text = strings.TrimSpace(text + "\n\n" + res.Notice)
+	}
+	return Answer{Text: text, Usage: res.Usage, Model: r.Model()}, nil
 }
 
 // turnImages keeps a turn's images out of the session, which stores

@@ -283,9 +283,14 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	fs, f := a.gatewayFlagSet("nb gateway", "nb gateway [flags]\nnb gateway init | chat | pair | status | cron ... [flags]", "Runs the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). nb gateway COMMAND --help tells more of each command.")
 	listen := fs.String("listen", "", "`host:port` of the web chat and /health (default: gateway.host and gateway.port, 127.0.0.1:18790)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	storeURL := fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
+	if err := a.openStore(ctx, *storeURL); err != nil {
+		return err
+	}
+	defer a.closeStore()
 	log, err := a.gatewayLogger(*logLevel)
 	if err != nil {
 		return err
@@ -337,7 +342,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	}
 	defer rt.close()
 	g := rt.Gateway
-	ws := &web.Server{Gateway: g, Sessions: rt.Sessions, Tokens: tokens, Log: log}
+	ws := &web.Server{Gateway: g, Sessions: rt.Sessions, Tokens: tokens, Log: log, Checks: a.storeChecks()}
 	rt.Channels = append([]channel.Channel{ws}, rt.Channels...)
 	for name := range c.Channels.Each {
 		cc, _ := c.Channels.Channel(name)

@@ -68,6 +68,9 @@ type Server struct {
 	// (POST only), outside the token and Host checks: each authenticates
 	// its platform itself (channel.Webhook).
 	Webhooks map[string]http.Handler
+	// Checks are what GET /ready checks besides the channels (the stores
+	// the gateway must reach); a failed one is reported by name.
+	Checks []server.Check
 
 	mu    sync.Mutex
 	conns map[string]map[*conn]bool // chat -> sockets
@@ -105,11 +108,18 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
 		ready, chans := s.Gateway.Ready()
+		body := map[string]any{"channels": chans}
+		if len(s.Checks) > 0 {
+			ok, checks := server.RunChecks(r.Context(), s.Checks)
+			ready = ready && ok
+			body["checks"] = checks
+		}
+		body["ready"] = ready
 		status := http.StatusOK
 		if !ready {
 			status = http.StatusServiceUnavailable
 		}
-		writeJSON(w, status, map[string]any{"ready": ready, "channels": chans})
+		writeJSON(w, status, body)
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
