@@ -362,6 +362,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 		}
 		rt.Channels = append(rt.Channels, ch)
 	}
+	ws.Webhooks = channelWebhooks(rt.Channels)
 	d := &dispatch.Dispatcher{Bus: g.Bus, Channels: rt.Channels, Log: log, Progress: c.Channels.Progress(), ToolHints: c.Channels.SendToolHints, MaxRetries: c.Channels.MaxRetries()}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
