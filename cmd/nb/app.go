@@ -26,6 +26,7 @@ import (
 	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/script/fennel"
 	"github.com/nbots/nb/state"
+	"github.com/nbots/nb/state/storeurl"
 	"github.com/nbots/nb/term"
 )
 
@@ -68,6 +69,9 @@ type App struct {
 	// requireSandbox refuses exec's commands where bubblewrap cannot run
 	// (nb gateway without --allow-unsandboxed-exec).
 	requireSandbox bool
+	// store is the conversation store of --store or NB_STORE (nil: the
+	// files), see openStore.
+	store *storeurl.Store
 }
 
 // Getenv returns a variable of the environment, "" when unset.
@@ -142,6 +146,11 @@ func (a *App) Run() int {
 		return a.report(a.mcpCommand(args[1:]))
 	case "robopages":
 		return a.robopages(args[1:])
+	case "state":
+		if isStateCommand(args) {
+			a.loadDotEnv()
+			return a.report(a.stateTransfer(args[1:]))
+		}
 	}
 	a.loadDotEnv()
 	return a.report(a.cartridgeCommand(args))
@@ -283,6 +292,7 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb cartridge.yml STATE-KEY state
   nb cartridge.yml - state list
   nb cartridge.yml STATE-KEY state delete
+  nb state export|import [--store URL]      move conversations between stores
 
   nb serve [--listen localhost:3048] [DIR...]
   nb robopages serve|run|validate|view|create|install ...
@@ -370,6 +380,12 @@ func (a *App) cartridgeCommand(args []string) error {
 	if err != nil {
 		return err
 	}
+	if key != "" || cmd == "state" { // a stateless exchange needs no store
+		if err := a.openStore(context.Background(), ""); err != nil {
+			return err
+		}
+		defer a.closeStore()
+	}
 	for _, w := range cart.Warnings {
 		fmt.Fprintln(a.Stderr, "nb: warning: "+w)
 	}
@@ -443,6 +459,7 @@ func (a *App) host() bot.Host {
 		Robopages:            a.robopageExecutor(),
 		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
 		Builtins:             builtin.Options{RequireSandbox: a.requireSandbox},
+		Store:                a.sharedStore(),
 	}
 }
 
@@ -548,7 +565,7 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 		return &usageError{"nothing to send: give the message as words after eval, or on standard input"}
 	}
 	s.printer.Prefix()
-	_, err = s.Ask(ctx, input)
+	res, err := s.Ask(ctx, input)
 	s.printer.EndStatus()
 	if err != nil {
 		if s.printer.Wrote {
@@ -562,6 +579,14 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 		return err
 	}
 	s.printer.Suffix()
+	if res != nil && res.Notice != "" {
+		// A limit stopped the exchange before an answer: the state key
+		// keeps the conversation, and the notice says how to go on.
+		if s.printer.Wrote {
+			io.WriteString(a.Stdout, "\n") //nolint:errcheck // end the partial line
+		}
+		return &reportedError{res.Notice}
+	}
 	return nil
 }
 
@@ -638,6 +663,7 @@ func (a *App) repl(cart *cartridge.Cartridge, key string) error {
 			fmt.Fprintln(a.Stderr, "nb: "+err.Error())
 		},
 	}
+	s.Exchange.Steering = r.Steering // lines typed while an answer runs
 	if err := r.Run(context.Background()); err != nil {
 		return err
 	}

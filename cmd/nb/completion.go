@@ -65,7 +65,7 @@ commands after a cartridge and a state key, and cartridges (files ending in
 func (a *App) commandTree() (subs, flags map[string]string, err error) {
 	subs, flags = map[string]string{}, map[string]string{}
 	for _, path := range helpPaths {
-		if _, ok := cartridgeHelp[path[0]]; ok {
+		if _, ok := cartridgeHelp[path[0]]; ok && len(path) == 1 {
 			continue
 		}
 		key := strings.Join(path, " ")

@@ -285,10 +285,15 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	tokenFlag := fs.String("token", "", "the `token` of the web chat and websocket (default NB_GATEWAY_TOKEN; prefer the variable: a flag shows in the process list)")
 	unsandboxed := fs.Bool("allow-unsandboxed-exec", false, "let exec with sandbox: auto run commands without a sandbox where bubblewrap cannot run (by default they are refused)")
+	storeURL := fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
 	a.requireSandbox = !*unsandboxed
+	if err := a.openStore(ctx, *storeURL); err != nil {
+		return err
+	}
+	defer a.closeStore()
 	log, err := a.gatewayLogger(*logLevel)
 	if err != nil {
 		return err
@@ -344,7 +349,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	}
 	defer rt.close()
 	g := rt.Gateway
-	ws := &web.Server{Gateway: g, Sessions: rt.Sessions, Tokens: tokens, Log: log}
+	ws := &web.Server{Gateway: g, Sessions: rt.Sessions, Tokens: tokens, Log: log, Checks: a.storeChecks()}
 	rt.Channels = append([]channel.Channel{ws}, rt.Channels...)
 	for name := range c.Channels.Each {
 		cc, _ := c.Channels.Channel(name)
@@ -364,6 +369,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 		}
 		rt.Channels = append(rt.Channels, ch)
 	}
+	ws.Webhooks = channelWebhooks(rt.Channels)
 	d := &dispatch.Dispatcher{Bus: g.Bus, Channels: rt.Channels, Log: log, Progress: c.Channels.Progress(), ToolHints: c.Channels.SendToolHints, MaxRetries: c.Channels.MaxRetries()}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

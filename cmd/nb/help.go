@@ -22,6 +22,7 @@ var helpPaths = [][]string{
 	{"gateway"}, {"gateway", "init"}, {"gateway", "chat"}, {"gateway", "pair"}, {"gateway", "status"},
 	{"gateway", "cron"}, {"gateway", "cron", "list"}, {"gateway", "cron", "add"}, {"gateway", "cron", "remove"},
 	{"gateway", "cron", "enable"}, {"gateway", "cron", "run"},
+	{"state", "export"}, {"state", "import"},
 	{"security"}, {"specification"}, {"version"}, {"completion"},
 }
 
@@ -113,7 +114,7 @@ func (a *App) helpSet(path []string) (*cliflag.Set, error) {
 	}
 	defer null.Close()
 	sub := &App{Stdin: null, Stdout: null, Stderr: null, Environ: a.Environ}
-	if _, ok := cartridgeHelp[path[0]]; ok {
+	if _, ok := cartridgeHelp[path[0]]; ok && len(path) == 1 {
 		sub.Args = append([]string{"help"}, path...)
 	} else {
 		sub.Args = append(slices.Clone(path), "--help")

@@ -1,39 +1,11 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
-
-// runNB runs nb in this process with args and returns its exit code,
-// stdout and stderr.
-func runNB(t *testing.T, environ []string, args ...string) (int, string, string) {
-	t.Helper()
-	dir := t.TempDir()
-	stdout, err := os.Create(filepath.Join(dir, "stdout"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdout.Close()
-	stderr, err := os.Create(filepath.Join(dir, "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stderr.Close()
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
-	code := (&App{Args: args, Stdin: null, Stdout: stdout, Stderr: stderr, Environ: environ}).Run()
-	out, _ := os.ReadFile(stdout.Name())
-	errOut, _ := os.ReadFile(stderr.Name())
-	return code, string(out), string(errOut)
-}
 
 // singleDashLong is a long flag written with one dash (-listen), the
 // spelling nb's help no longer uses.
@@ -46,10 +18,10 @@ func TestHelpEveryCommand(t *testing.T) {
 	env := []string{"HOME=" + t.TempDir(), "NB_DOTENV=0"}
 	for _, path := range helpPaths {
 		args := append(slices.Clone(path), "--help")
-		if _, ok := cartridgeHelp[path[0]]; ok {
+		if _, ok := cartridgeHelp[path[0]]; ok && len(path) == 1 {
 			args = append([]string{"help"}, path...)
 		}
-		code, out, errOut := runNB(t, env, args...)
+		code, out, errOut := runNB(t, env, "", args...)
 		name := "nb " + strings.Join(args, " ")
 		if code != 0 || errOut != "" {
 			t.Errorf("%s: exit %d, stderr %q", name, code, errOut)
@@ -65,12 +37,12 @@ func TestHelpEveryCommand(t *testing.T) {
 			t.Errorf("%s: no environment list in the help:\n%s", name, out)
 		}
 		// nb help COMMAND is the same help.
-		if code, same, _ := runNB(t, env, append([]string{"help"}, path...)...); code != 0 || same != out {
+		if code, same, _ := runNB(t, env, "", append([]string{"help"}, path...)...); code != 0 || same != out {
 			t.Errorf("nb help %s differs from %s", strings.Join(path, " "), name)
 		}
 	}
 	// The top help has no single-dash long flag either.
-	if _, out, _ := runNB(t, env, "help"); singleDashLong.MatchString(out) {
+	if _, out, _ := runNB(t, env, "", "help"); singleDashLong.MatchString(out) {
 		t.Errorf("nb help: a single-dash long flag %q", singleDashLong.FindString(out))
 	}
 
@@ -107,7 +79,7 @@ func TestHelpEveryCommand(t *testing.T) {
 
 // TestManPage: nb help --man is roff made of the same help texts.
 func TestManPage(t *testing.T) {
-	code, out, errOut := runNB(t, []string{"HOME=" + t.TempDir(), "NB_DOTENV=0"}, "help", "--man")
+	code, out, errOut := runNB(t, nil, "", "help", "--man")
 	if code != 0 || errOut != "" {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

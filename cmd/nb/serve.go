@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/eventlog/pglog"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/server/nanobots"
@@ -81,6 +82,9 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		agentTokens = fs.String("agent-tokens", "", "a `file` of remote agent servers' tokens, one `host[:port] token` (or ENV/NAME) per line; its hosts may be named as minions too")
 		agentID     = fs.String("agent-id", "", "this server's `id` in the chains of runs across servers (default: random)")
 		agentFrame  = fs.String("agent-max-frame", "1MiB", "largest frame a client may send on an agent run (`size`)")
+		storeURL    = fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
+		replicaID   = fs.String("replica-id", "", "with a postgres:// --store: this replica's `name` among the replicas that share nb serve's streams, responses and runs (default: the host name and a random suffix)")
+		replicaDead = fs.Duration("replica-timeout", 10*time.Second, "with a postgres:// --store: how long a replica may go without reaching the database before the others take its running streams and agent runs for lost")
 	)
 	fs.Old("allow-unconfirmed-tools", "yes")
 	if err := fs.Parse(args); err != nil {
@@ -142,7 +146,11 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		return err
 	}
 
-	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: a.fennelCacheDir()}
+	if err := a.openStore(ctx, *storeURL); err != nil {
+		return err
+	}
+	defer a.closeStore()
+	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: a.fennelCacheDir(), Store: a.sharedStore()}
 	host.Builtins.RequireSandbox = !*unsandboxed
 	if len(dirs) == 0 {
 		env := host.CartridgeEnv()
@@ -163,11 +171,18 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 			log.Warn("cartridge folder not found: its cartridges appear when it is created", "folder", dir)
 		}
 	}
+	shared, err := a.openServeStore(ctx, *storeURL, pglog.Options{Replica: *replicaID, DeadAfter: *replicaDead, Log: log})
+	if err != nil {
+		return err
+	}
+	if shared != nil {
+		defer shared.Close()
+	}
 	srv, err := server.New(ctx, server.Options{
 		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
 		AllowUnconfirmed: *yes, AllowTools: *allowTools, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
 		AllowOrigins: splitList(*origins), ClientHosts: *clientHosts, TrustedProxies: trusted,
-		Log: log, LogMessages: *logMessages,
+		Log: log, LogMessages: *logMessages, Checks: a.storeChecks(), Shared: sharedOrNil(shared),
 	})
 	if err != nil {
 		return err
@@ -185,7 +200,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 			}
 			return provider.WithAnswerLimit(run, answerLimit), done, nil
 		},
-		EndUser: srv.EndUser, Owner: tokenOwner,
+		EndUser: srv.EndUser, Owner: tokenOwner, Shared: srv.Shared(),
 	}).Register(srv)
 	closeAgents, err := a.mountAgents(ctx, srv, host, agentOptions{minions: *minionFile, hosts: *agentHosts, tokens: *agentTokens, id: *agentID, maxFrame: *agentFrame})
 	if err != nil {
@@ -211,7 +226,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		addrs[i] = "http://" + ln.Addr().String()
 	}
 	log.Info("serving", "cartridges", len(models), "failed", broken, "folders", strings.Join(dirs, ":"),
-		"listen", strings.Join(addrs, " "), "tokens", len(tokens))
+		"listen", strings.Join(addrs, " "), "tokens", len(tokens), "store", a.storeName())
 	fmt.Fprintf(a.Stderr, "nb: serving %s on %s (Ctrl-C stops)\n", served(models, dirs), strings.Join(addrs, " and "))
 	return srv.Serve(ctx, lns...)
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // subcommands are nb's own commands, for suggestions and completion.
-var subcommands = []string{"serve", "agents", "mcp", "robopages", "gateway", "security", "specification", "version", "completion", "help"}
+var subcommands = []string{"serve", "agents", "mcp", "robopages", "gateway", "state", "security", "specification", "version", "completion", "help"}
 
 // cartridgeCommands are the commands after a cartridge and a state key.
 var cartridgeCommands = []string{"eval", "repl", "state", "cartridge", "mcp"}

@@ -64,6 +64,13 @@ type Server struct {
 	Log    *slog.Logger
 	// MaxFrame bounds an incoming frame (default 1 MiB).
 	MaxFrame int64
+	// Webhooks are the platform channels served by path on the listener
+	// (POST only), outside the token and Host checks: each authenticates
+	// its platform itself (channel.Webhook).
+	Webhooks map[string]http.Handler
+	// Checks are what GET /ready checks besides the channels (the stores
+	// the gateway must reach); a failed one is reported by name.
+	Checks []server.Check
 
 	mu    sync.Mutex
 	conns map[string]map[*conn]bool // chat -> sockets
@@ -101,11 +108,18 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
 		ready, chans := s.Gateway.Ready()
+		body := map[string]any{"channels": chans}
+		if len(s.Checks) > 0 {
+			ok, checks := server.RunChecks(r.Context(), s.Checks)
+			ready = ready && ok
+			body["checks"] = checks
+		}
+		body["ready"] = ready
 		status := http.StatusOK
 		if !ready {
 			status = http.StatusServiceUnavailable
 		}
-		writeJSON(w, status, map[string]any{"ready": ready, "channels": chans})
+		writeJSON(w, status, body)
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -116,7 +130,19 @@ func (s *Server) Handler() http.Handler {
 		w.Write(page) //nolint:errcheck // the client may have gone
 	})
 	mux.HandleFunc("GET /ws", s.serveWS)
-	return s.guard(mux)
+	guarded := s.guard(mux)
+	if len(s.Webhooks) == 0 {
+		return guarded
+	}
+	// A platform's webhook is called by the platform, which has no token
+	// of ours and no loopback Host: the channel checks the platform's own
+	// secret instead.
+	top := http.NewServeMux()
+	for path, h := range s.Webhooks {
+		top.Handle("POST "+path, h)
+	}
+	top.Handle("/", guarded)
+	return top
 }
 
 // guard applies nb serve's rules: with tokens, a valid token (except for

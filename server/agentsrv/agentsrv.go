@@ -22,6 +22,7 @@ import (
 
 	"github.com/nbots/nb/agentproto"
 	"github.com/nbots/nb/agents"
+	"github.com/nbots/nb/eventlog"
 	"github.com/nbots/nb/internal/bytesize"
 	"github.com/nbots/nb/internal/httpjson"
 )
@@ -75,8 +76,20 @@ type Handler struct {
 	WriteError func(w http.ResponseWriter, r *http.Request, err error)
 	// EndUser, when set, names the end user of a request's runs.
 	EndUser func(r *http.Request) string
+	// Owner, when set, names who a request comes from (its token): the
+	// end of a run is told only to a reconnection of the same owner.
+	Owner func(r *http.Request) string
+	// Shared, when set, is the store of the server's replicas: the runs'
+	// records are kept there, so that a client reconnects to any replica
+	// (see runs.go). Without it they are kept in memory.
+	Shared eventlog.Shared
+	// RunTTL is how long the end of a run is kept for a reconnecting
+	// client (DefaultRunTTL when 0).
+	RunTTL time.Duration
 
-	runs atomic.Int64
+	runs        atomic.Int64
+	recordsOnce sync.Once
+	runRecords  *eventlog.Keeper[*runRecord]
 }
 
 // Runs is the number of runs in progress.
@@ -159,7 +172,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 		return // Accept answered with the HTTP error
 	}
 	ws.SetReadLimit(hardLimit)
-	c := &conn{h: h, ws: ws, tokens: float64(h.burst()), last: time.Now()}
+	c := &conn{h: h, ws: ws, tokens: float64(h.burst()), last: time.Now(), owner: h.ownerOf(r), agent: r.PathValue("name")}
 	if h.EndUser != nil {
 		c.endUser = h.EndUser(r)
 	}
@@ -169,9 +182,14 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 	// The run goes on in a goroutine of its own and the handler returns:
 	// the HTTP server's state for the request (its buffers, its deep
 	// stack) is freed while the run waits, which is most of its life.
+	id := r.URL.Query().Get("run_id")
 	go func() {
 		defer done()
 		defer h.runs.Add(-1)
+		if id != "" {
+			c.reconnect(id)
+			return
+		}
 		c.serve(ctx, r.PathValue("name"))
 	}()
 }
@@ -203,11 +221,21 @@ type conn struct {
 	ws *websocket.Conn
 
 	endUser string
+	owner   string // who the connection comes from (Handler.Owner)
+	agent   string // the agent's name in the request
+	// recorded: the run's end is kept for a reconnection (record).
+	recorded bool
 
 	mu     sync.Mutex
 	seq    int64
 	closed bool
 	run    *agents.Run
+	// followUps is the run frame's follow_ups; answered is set once the
+	// run's final_result is sent, and idle closes the connection when no
+	// follow-up comes.
+	followUps bool
+	answered  bool
+	idle      *time.Timer
 
 	// the rate limiter's bucket
 	tokens float64
@@ -220,19 +248,21 @@ type conn struct {
 func (c *conn) send(f *agentproto.Frame) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if f.RunID == "" && c.run != nil {
+		f.RunID = c.run.ID
+	}
+	c.record(f) // even when the client is gone: it may reconnect for the end
 	if c.closed {
 		return
 	}
 	c.seq++
 	f.Seq = c.seq
-	if f.RunID == "" && c.run != nil {
-		f.RunID = c.run.ID
-	}
 	data, err := json.Marshal(f)
 	if err != nil {
 		data, _ = json.Marshal(&agentproto.Frame{Type: agentproto.TypeError, Seq: f.Seq, RunID: f.RunID, MinionID: f.MinionID,
 			Code: agentproto.CodeInternal, Message: "a frame could not be encoded: " + err.Error()})
 	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	err = c.ws.Write(ctx, websocket.MessageText, data)
 	cancel()
@@ -243,10 +273,57 @@ func (c *conn) send(f *agentproto.Frame) {
 		}
 		return
 	}
+	if f.Terminal() && f.Type == agentproto.TypeFinalResult && c.followUps {
+		// The client may follow up on the conversation: the connection
+		// stays open until it does, closes it, or stays idle too long.
+		c.answered = true
+		c.idle = time.AfterFunc(c.h.Runtime.IdleTimeout(), c.close)
+		return
+	}
 	if f.Terminal() {
 		c.closed = true
 		go c.ws.Close(websocket.StatusNormalClosure, "") //nolint:errcheck // the peer may be gone
 	}
+}
+
+// close ends the connection normally, with nothing more to send.
+func (c *conn) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.ws.Close(websocket.StatusNormalClosure, "") //nolint:errcheck // the peer may be gone
+}
+
+// followUp handles a frame of the client after the run's final_result
+// (with follow_ups): input starts a follow-up run on the conversation,
+// stop closes the connection; false ends the connection.
+func (c *conn) followUp(ctx context.Context, f, problem *agentproto.Frame) bool {
+	switch {
+	case problem != nil:
+		c.send(problem)
+	case f.Type == agentproto.TypeStop:
+		c.close()
+		return false
+	case f.Type == agentproto.TypeInput:
+		c.mu.Lock()
+		run := c.run
+		c.mu.Unlock()
+		<-run.Done() // the final_result is sent just before it ends
+		if !run.Answered() {
+			return false
+		}
+		c.mu.Lock()
+		c.answered = false
+		c.idle.Stop()
+		c.mu.Unlock()
+		next := c.h.Runtime.FollowUp(ctx, run, f.Content, c.send)
+		c.mu.Lock()
+		c.run = next
+		c.mu.Unlock()
+	default:
+		c.send(agentproto.ErrorFrame(agentproto.CodeProtocol, "the run is over: send an input frame to follow up on its conversation, or stop to close the connection"))
+	}
+	return true
 }
 
 // fail ends a connection that has no run with an error frame.
@@ -347,6 +424,9 @@ func (c *conn) serve(ctx context.Context, name string) {
 	start := time.Now()
 	req := agents.RequestFrom(f)
 	req.EndUser = c.endUser
+	c.mu.Lock()
+	c.followUps = req.FollowUps
+	c.mu.Unlock()
 	run := c.h.Runtime.Start(ctx, name, req, c.send)
 	c.mu.Lock()
 	c.run = run
@@ -355,6 +435,18 @@ func (c *conn) serve(ctx context.Context, name string) {
 		f, problem, err := c.frame(context.Background())
 		if err != nil {
 			break
+		}
+		c.mu.Lock()
+		answered := c.answered
+		c.mu.Unlock()
+		if answered {
+			if !c.followUp(ctx, f, problem) {
+				break
+			}
+			c.mu.Lock()
+			run = c.run
+			c.mu.Unlock()
+			continue
 		}
 		select {
 		case <-run.Done():
