@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nbots/nb/internal/pgtest"
@@ -88,7 +89,7 @@ func TestStoreURL(t *testing.T) {
 	}
 	env := []string{"OPENAI_API_ADDRESS=" + fake.URL, "NANO_BOTS_ENCRYPTION_PASSWORD=pw", "NANO_BOTS_STATE_PATH=" + filepath.Join(dir, "unused")}
 
-	_, base, stderr := nbServe(t, dir, env, "--store", dbURL)
+	serve, base, stderr := nbServe(t, dir, env, "--store", dbURL)
 	if code, body, err := post(base+"/cartridges", `{"cartridge": "stored", "state": "k1", "input": "hi"}`); err != nil || code != 200 {
 		t.Fatalf("eval: %d %s %v", code, body, err)
 	}
@@ -137,6 +138,8 @@ func TestStoreURL(t *testing.T) {
 	if code, out := ready(); code != 200 {
 		t.Errorf("/ready once the database is back: %d %v", code, out)
 	}
+	serve.Process.Signal(syscall.SIGTERM) //nolint:errcheck // checked by Wait
+	serve.Wait()                          //nolint:errcheck // stopped by a signal
 	if strings.Contains(stderr.String(), pg.Password()) {
 		t.Errorf("nb serve logged the password:\n%s", stderr.String())
 	}
