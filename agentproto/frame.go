@@ -45,6 +45,7 @@ const (
 	CodeCancelled         = "cancelled"          // stop, or the server shutting down
 	CodeProvider          = "provider_error"     // the model's API failed
 	CodeTimeout           = "timeout"            // an idle or total limit ran out
+	CodeCartridge         = "cartridge_error"    // the agent's cartridge cannot be loaded or built (a mistake in it, a variable not set)
 	CodeInternal          = "internal"           // a failure of the server itself
 	CodeUnknownCallID     = "unknown_call_id"    // a result or answer for no pending call (the run goes on)
 	CodeDuplicateResult   = "duplicate_result"   // a second result for a call (the run goes on)
@@ -53,6 +54,9 @@ const (
 	CodeRateLimited       = "rate_limited"       // frames faster than the limit, discarded (the run goes on)
 	CodeFederationRefused = "federation_refused" // the run would call back into its own chain, or go too deep
 	CodeMinionFailed      = "minion_failed"      // a minion could not be run (its own error frames say why)
+	CodeUnknownRun        = "unknown_run"        // a reconnection to a run this client does not have (or that ended long ago)
+	CodeRunLost           = "run_lost"           // a reconnection to a run whose replica stopped before it ended
+	CodeRunInProgress     = "run_in_progress"    // a reconnection to a run that still runs on its own connection
 )
 
 // Frame is one message of a run, either way. Every frame has Type and

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/eventlog/pglog"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/server/nanobots"
@@ -82,6 +83,8 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		agentID     = fs.String("agent-id", "", "this server's `id` in the chains of runs across servers (default: random)")
 		agentFrame  = fs.String("agent-max-frame", "1MiB", "largest frame a client may send on an agent run (`size`)")
 		storeURL    = fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
+		replicaID   = fs.String("replica-id", "", "with a postgres:// --store: this replica's `name` among the replicas that share nb serve's streams, responses and runs (default: the host name and a random suffix)")
+		replicaDead = fs.Duration("replica-timeout", 10*time.Second, "with a postgres:// --store: how long a replica may go without reaching the database before the others take its running streams and agent runs for lost")
 	)
 	fs.Old("allow-unconfirmed-tools", "yes")
 	if err := fs.Parse(args); err != nil {
@@ -90,7 +93,6 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	dirs := fs.Args()
 	limits := server.Limits{HeaderTimeout: *headerTO, BodyTimeout: *bodyTO, IdleTimeout: *idleTO, RunTimeout: *runTO, Grace: *grace,
 		MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxWaitingRuns: *maxWaiting, MaxClientConns: *clientConns, MaxConns: *maxConns}
-	_ = unsandboxed
 	if *grace == 0 {
 		limits.Grace = -1
 	}
@@ -149,13 +151,19 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	}
 	defer a.closeStore()
 	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: a.fennelCacheDir(), Store: a.sharedStore()}
+	host.Builtins.RequireSandbox = !*unsandboxed
 	if len(dirs) == 0 {
 		env := host.CartridgeEnv()
 		if strings.TrimSpace(env.CartridgesPath) != "" || strings.TrimSpace(env.CartridgesDirectory) != "" {
 			dirs = env.Directories()
 			dirs = dirs[:len(dirs)-1] // the variables' folders, not the default one
 		} else {
-			dirs = []string{env.DefaultDirectory()}
+			// A user in a folder of cartridges serves that folder.
+			wd, err := os.Getwd()
+			if err != nil {
+				return fmt.Errorf("the current folder: %w (name the folders to serve: nb serve DIR)", err)
+			}
+			dirs = []string{wd}
 		}
 	}
 	for _, dir := range dirs {
@@ -163,11 +171,18 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 			log.Warn("cartridge folder not found: its cartridges appear when it is created", "folder", dir)
 		}
 	}
+	shared, err := a.openServeStore(ctx, *storeURL, pglog.Options{Replica: *replicaID, DeadAfter: *replicaDead, Log: log})
+	if err != nil {
+		return err
+	}
+	if shared != nil {
+		defer shared.Close()
+	}
 	srv, err := server.New(ctx, server.Options{
 		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
 		AllowUnconfirmed: *yes, AllowTools: *allowTools, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
 		AllowOrigins: splitList(*origins), ClientHosts: *clientHosts, TrustedProxies: trusted,
-		Log: log, LogMessages: *logMessages, Checks: a.storeChecks(),
+		Log: log, LogMessages: *logMessages, Checks: a.storeChecks(), Shared: sharedOrNil(shared),
 	})
 	if err != nil {
 		return err
@@ -185,7 +200,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 			}
 			return provider.WithAnswerLimit(run, answerLimit), done, nil
 		},
-		EndUser: srv.EndUser, Owner: tokenOwner,
+		EndUser: srv.EndUser, Owner: tokenOwner, Shared: srv.Shared(),
 	}).Register(srv)
 	closeAgents, err := a.mountAgents(ctx, srv, host, agentOptions{minions: *minionFile, hosts: *agentHosts, tokens: *agentTokens, id: *agentID, maxFrame: *agentFrame})
 	if err != nil {
@@ -212,8 +227,43 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	}
 	log.Info("serving", "cartridges", len(models), "failed", broken, "folders", strings.Join(dirs, ":"),
 		"listen", strings.Join(addrs, " "), "tokens", len(tokens), "store", a.storeName())
-	fmt.Fprintf(a.Stderr, "nb: serving %d cartridges on %s (Ctrl-C stops)\n", len(models), strings.Join(addrs, " and "))
+	fmt.Fprintf(a.Stderr, "nb: serving %s on %s (Ctrl-C stops)\n", served(models, dirs), strings.Join(addrs, " and "))
 	return srv.Serve(ctx, lns...)
+}
+
+// served says what nb serve serves: "2 cartridges of /srv/carts, and
+// the default cartridge", "1 cartridge of ...", "no cartridges of ...
+// (only the default cartridge)", with those that failed to load.
+func served(models []server.Model, dirs []string) string {
+	n, broken, def := 0, 0, false
+	for _, m := range models {
+		if m.ID == server.DefaultID {
+			def = true
+			continue
+		}
+		n++
+		if m.Err != nil {
+			broken++
+		}
+	}
+	count := fmt.Sprintf("%d cartridges", n)
+	switch n {
+	case 0:
+		count = "no cartridges"
+	case 1:
+		count = "1 cartridge"
+	}
+	s := count + " of " + strings.Join(dirs, ", ")
+	if broken > 0 {
+		s += fmt.Sprintf(" (%d failed to load: see the log)", broken)
+	}
+	switch {
+	case def && n == 0:
+		s += " (only the default cartridge)"
+	case def:
+		s += ", and the default cartridge,"
+	}
+	return s
 }
 
 // splitList reads a comma-separated flag; "" is an empty list.
