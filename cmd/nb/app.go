@@ -64,14 +64,14 @@ type App struct {
 	executor   *robopage.Executor
 	// approve is what --yes and --allow-tool approved from the shell.
 	approve term.Approval
+	// store is the conversation store of --store or NB_STORE (nil: the
+	// files), see openStore.
+	store *storeurl.Store
 	// lastFlags is the flag set made last (nb help --man reads it).
 	lastFlags *cliflag.Set
 	// requireSandbox refuses exec's commands where bubblewrap cannot run
 	// (nb gateway without --allow-unsandboxed-exec).
 	requireSandbox bool
-	// store is the conversation store of --store or NB_STORE (nil: the
-	// files), see openStore.
-	store *storeurl.Store
 }
 
 // Getenv returns a variable of the environment, "" when unset.
@@ -458,8 +458,8 @@ func (a *App) host() bot.Host {
 		FennelCacheDir:       a.fennelCacheDir(),
 		Robopages:            a.robopageExecutor(),
 		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
-		Builtins:             builtin.Options{RequireSandbox: a.requireSandbox},
 		Store:                a.sharedStore(),
+		Builtins:             builtin.Options{RequireSandbox: a.requireSandbox},
 	}
 }
 

@@ -283,9 +283,9 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	fs, f := a.gatewayFlagSet("nb gateway", "nb gateway [flags]\nnb gateway init | chat | pair | status | cron ... [flags]", "Runs the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). nb gateway COMMAND --help tells more of each command.")
 	listen := fs.String("listen", "", "`host:port` of the web chat and /health (default: gateway.host and gateway.port, 127.0.0.1:18790)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	storeURL := fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
 	tokenFlag := fs.String("token", "", "the `token` of the web chat and websocket (default NB_GATEWAY_TOKEN; prefer the variable: a flag shows in the process list)")
 	unsandboxed := fs.Bool("allow-unsandboxed-exec", false, "let exec with sandbox: auto run commands without a sandbox where bubblewrap cannot run (by default they are refused)")
-	storeURL := fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}

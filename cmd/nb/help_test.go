@@ -1,11 +1,43 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
+
+// runNB runs nb in this process with args and returns its exit code,
+// stdout and stderr.
+func runNB(t *testing.T, environ []string, args ...string) (int, string, string) {
+	t.Helper()
+	return runNBStdin(t, environ, "", args...)
+}
+
+// runNBStdin is runNB with stdin read from a file holding stdin.
+func runNBStdin(t *testing.T, environ []string, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]*os.File{}
+	for _, name := range []string{"stdin", "stdout", "stderr"} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		files[name] = f
+	}
+	if _, err := files["stdin"].WriteString(stdin); err != nil {
+		t.Fatal(err)
+	}
+	files["stdin"].Seek(0, 0) //nolint:errcheck // a new file
+	code := (&App{Args: args, Stdin: files["stdin"], Stdout: files["stdout"], Stderr: files["stderr"], Environ: environ}).Run()
+	out, _ := os.ReadFile(files["stdout"].Name())
+	errOut, _ := os.ReadFile(files["stderr"].Name())
+	return code, string(out), string(errOut)
+}
 
 // singleDashLong is a long flag written with one dash (-listen), the
 // spelling nb's help no longer uses.
@@ -21,7 +53,7 @@ func TestHelpEveryCommand(t *testing.T) {
 		if _, ok := cartridgeHelp[path[0]]; ok && len(path) == 1 {
 			args = append([]string{"help"}, path...)
 		}
-		code, out, errOut := runNB(t, env, "", args...)
+		code, out, errOut := runNB(t, env, args...)
 		name := "nb " + strings.Join(args, " ")
 		if code != 0 || errOut != "" {
 			t.Errorf("%s: exit %d, stderr %q", name, code, errOut)
@@ -37,12 +69,12 @@ func TestHelpEveryCommand(t *testing.T) {
 			t.Errorf("%s: no environment list in the help:\n%s", name, out)
 		}
 		// nb help COMMAND is the same help.
-		if code, same, _ := runNB(t, env, "", append([]string{"help"}, path...)...); code != 0 || same != out {
+		if code, same, _ := runNB(t, env, append([]string{"help"}, path...)...); code != 0 || same != out {
 			t.Errorf("nb help %s differs from %s", strings.Join(path, " "), name)
 		}
 	}
 	// The top help has no single-dash long flag either.
-	if _, out, _ := runNB(t, env, "", "help"); singleDashLong.MatchString(out) {
+	if _, out, _ := runNB(t, env, "help"); singleDashLong.MatchString(out) {
 		t.Errorf("nb help: a single-dash long flag %q", singleDashLong.FindString(out))
 	}
 
@@ -79,7 +111,7 @@ func TestHelpEveryCommand(t *testing.T) {
 
 // TestManPage: nb help --man is roff made of the same help texts.
 func TestManPage(t *testing.T) {
-	code, out, errOut := runNB(t, nil, "", "help", "--man")
+	code, out, errOut := runNB(t, []string{"HOME=" + t.TempDir(), "NB_DOTENV=0"}, "help", "--man")
 	if code != 0 || errOut != "" {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
