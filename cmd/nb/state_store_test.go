@@ -88,7 +88,7 @@ func TestStoreURL(t *testing.T) {
 	}
 	env := []string{"OPENAI_API_ADDRESS=" + fake.URL, "NANO_BOTS_ENCRYPTION_PASSWORD=pw", "NANO_BOTS_STATE_PATH=" + filepath.Join(dir, "unused")}
 
-	_, base, stderr := nbServe(t, dir, env, "--store", dbURL)
+	serveCmd, base, stderr := nbServe(t, dir, env, "--store", dbURL)
 	if code, body, err := post(base+"/cartridges", `{"cartridge": "stored", "state": "k1", "input": "hi"}`); err != nil || code != 200 {
 		t.Fatalf("eval: %d %s %v", code, body, err)
 	}
@@ -134,9 +134,10 @@ func TestStoreURL(t *testing.T) {
 	if err := pg.Exec(ctx, "ALTER DATABASE "+db+" ALLOW_CONNECTIONS true"); err != nil {
 		t.Fatal(err)
 	}
-	if code, out := ready(); code != 200 {
-		t.Errorf("/ready once the database is back: %d %v", code, out)
-	}
+	// The shared serve state says it is back at its next heartbeat.
+	until(t, "/ready once the database is back", func() bool { code, _ := ready(); return code == 200 })
+	serveCmd.Process.Kill() //nolint:errcheck // its log is read once it has stopped writing
+	serveCmd.Wait()         //nolint:errcheck // killed
 	if strings.Contains(stderr.String(), pg.Password()) {
 		t.Errorf("nb serve logged the password:\n%s", stderr.String())
 	}
