@@ -535,10 +535,15 @@ func (t *turn) renew() {
 	}
 }
 
-// timeout bounds a turn's statements: beyond a TTL its lease is gone
-// anyway.
+// statementTimeout bounds a turn's writes (a large kept output on a
+// loaded server takes seconds). The lease is checked and locked when a
+// write starts; a write that outlasts it keeps it locked, so nobody takes
+// the conversation over meanwhile, and the turn learns at its next
+// renewal that it expired.
+const statementTimeout = time.Minute
+
 func (t *turn) timeout() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), t.c.s.ttl)
+	return context.WithTimeout(context.Background(), max(t.c.s.ttl, statementTimeout))
 }
 
 // Append stores events in one transaction that checks the lease.
