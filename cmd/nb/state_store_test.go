@@ -117,9 +117,8 @@ func TestStoreURL(t *testing.T) {
 	if err := pg.Exec(ctx, "ALTER DATABASE "+db+" ALLOW_CONNECTIONS true"); err != nil {
 		t.Fatal(err)
 	}
-	if code, out := ready(); code != 200 {
-		t.Errorf("/ready once the database is back: %d %v", code, out)
-	}
+	// The shared serve state says it is back at its next heartbeat.
+	until(t, "/ready once the database is back", func() bool { code, _ := ready(); return code == 200 })
 	serve.Process.Signal(syscall.SIGTERM) //nolint:errcheck // checked by Wait
 	serve.Wait()                          //nolint:errcheck // stopped by a signal
 	if strings.Contains(stderr.String(), pg.Password()) {
