@@ -485,7 +485,7 @@ func (b *Bus) consume(ctx context.Context, stream, name, subject string, fn func
 		}
 	}
 	for ctx.Err() == nil {
-		it, err := cons.Messages(jetstream.PullMaxMessages(1))
+		it, err := cons.Messages(jetstream.PullMaxMessages(64))
 		if err != nil {
 			select {
 			case <-ctx.Done():
