@@ -12,10 +12,12 @@ package gateway
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
 	"strings"
 	"sync"
@@ -25,6 +27,7 @@ import (
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/replica"
 	"github.com/nbots/nb/gateway/session"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/tool"
@@ -74,8 +77,12 @@ type Gateway struct {
 	AfterTurn    AfterTurn
 	// ExtraTools are offered in every turn (the cron tool).
 	ExtraTools func(d Direct) []tool.Tool
+	// Elector decides which replica runs a channel account's receive
+	// loop (RunAccount); nil runs every one here.
+	Elector replica.Elector
 
 	mu       sync.Mutex
+	checks   map[string]func(context.Context) error
 	running  map[string]map[*runningTurn]bool
 	channels map[string]string // channel -> "" connected, or why not
 	expected []string
@@ -169,7 +176,7 @@ func (g *Gateway) handle(ctx context.Context, m bus.Inbound) error {
 		channelName, chat, _ = strings.Cut(m.ChatID, ":")
 		key = channelName + ":" + chat
 	}
-	_, err := g.turn(ctx, Direct{SessionKey: key, Channel: channelName, ChatID: chat, Content: m.Content, Source: SourceChat, Deliver: true, ReplyTo: m.ID})
+	_, err := g.turn(ctx, Direct{SessionKey: key, Channel: channelName, ChatID: chat, Content: m.Content, Source: SourceChat, Deliver: true, ReplyTo: m.ID, Turn: turnOf(m)})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return err // shutting down: the bus keeps the message
 	}
@@ -192,6 +199,20 @@ type Direct struct {
 	Source  string
 	Deliver bool
 	ReplyTo string
+	// Turn identifies the turn ("": a new id). A message's turn is named
+	// after the message, so that the turn run again after its replica
+	// died publishes a reply the bus knows it has (bus.FinalKey).
+	Turn string
+}
+
+// turnOf is the turn id of a channel message: derived from its platform
+// id, random when it has none.
+func turnOf(m bus.Inbound) string {
+	if m.ID == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(m.Channel + "\x00" + m.ID))
+	return "m" + hex.EncodeToString(sum[:8])
 }
 
 // RunDirect runs a turn for cron or the heartbeat and returns its answer;
@@ -233,7 +254,10 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	rt := g.track(d.SessionKey, cancel)
 	defer g.untrack(d.SessionKey, rt)
 
-	turnID := newID()
+	turnID := d.Turn
+	if turnID == "" {
+		turnID = newID()
+	}
 	if g.Budget != nil {
 		if err := g.Budget.Allow(d.SessionKey, d.Source); err != nil {
 			g.publish(ctx, d, bus.Error, turnID, err.Error())
@@ -440,6 +464,49 @@ func (g *Gateway) Expect(names ...string) {
 	g.mu.Unlock()
 }
 
+// Check adds a dependency /ready checks each time (the shared bus): its
+// error makes the gateway not ready, and says why.
+func (g *Gateway) Check(name string, fn func(context.Context) error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.checks == nil {
+		g.checks = map[string]func(context.Context) error{}
+	}
+	g.checks[name] = fn
+}
+
+// Checks runs the dependencies' checks: each one's "ok" or its error,
+// and whether all passed.
+func (g *Gateway) Checks(ctx context.Context) (bool, map[string]string) {
+	g.mu.Lock()
+	checks := maps.Clone(g.checks)
+	g.mu.Unlock()
+	ok, out := true, map[string]string{}
+	for name, fn := range checks {
+		if err := fn(ctx); err != nil {
+			ok = false
+			out[name] = err.Error()
+		} else {
+			out[name] = "ok"
+		}
+	}
+	return ok, out
+}
+
+// standbyState marks a channel whose receive loop another replica runs.
+const standbyState = "\x00standby"
+
+// Standby records that another replica runs the channel's receive loop:
+// this replica is ready without it (and still delivers its replies).
+func (g *Gateway) Standby(name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.channels == nil {
+		g.channels = map[string]string{}
+	}
+	g.channels[name] = standbyState
+}
+
 // Connected records that a channel connected once (err nil) or why it
 // could not.
 func (g *Gateway) Connected(name string, err error) {
@@ -450,7 +517,7 @@ func (g *Gateway) Connected(name string, err error) {
 	}
 	if err != nil {
 		g.channels[name] = err.Error()
-	} else if _, seen := g.channels[name]; !seen {
+	} else if st, seen := g.channels[name]; !seen || st == standbyState {
 		g.channels[name] = ""
 	}
 }
@@ -470,11 +537,32 @@ func (g *Gateway) Ready() (bool, map[string]string) {
 			out[name] = "connecting"
 		case st == "":
 			out[name] = "connected"
+		case st == standbyState:
+			out[name] = "standby: another replica receives"
 		default:
 			out[name] = st
 		}
 	}
 	return ready, out
+}
+
+// RunAccount runs the receive loop of one channel account (a Telegram bot
+// token, a Slack app) on the one replica the Elector makes its leader,
+// and stands by on the others: account identifies it (its token is
+// fine: only a hash of it leaves the process).
+func (g *Gateway) RunAccount(ctx context.Context, ch channel.Channel, account string) error {
+	if g.Elector == nil {
+		return g.RunChannel(ctx, ch)
+	}
+	sum := sha256.Sum256([]byte(ch.Name() + "\x00" + account))
+	key := "channel." + ch.Name() + "." + hex.EncodeToString(sum[:12])
+	return g.Elector.Lead(ctx, key, func(ctx context.Context) error {
+		g.log().Info("this replica receives", "channel", ch.Name())
+		return g.RunChannel(ctx, ch)
+	}, func() {
+		g.log().Info("another replica receives", "channel", ch.Name())
+		g.Standby(ch.Name())
+	})
 }
 
 // RunChannel runs one channel until ctx ends, recording when it is ready.

@@ -142,3 +142,47 @@ func TestPacedPerDestination(t *testing.T) {
 	ch.mu.Unlock()
 	close(ch.block)
 }
+
+// sharedRecord is a Record two dispatchers share, as replicas share the
+// bus's.
+type sharedRecord struct {
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+func (r *sharedRecord) Seen(_ context.Context, key string) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.keys[key], nil
+}
+
+func (r *sharedRecord) Record(_ context.Context, key string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.keys[key] = true
+	return nil
+}
+
+// A final reply one replica delivered is not delivered by another that
+// gets it again (its first replica died before acknowledging it).
+func TestDeliveredAcrossReplicas(t *testing.T) {
+	ch := &fakeChannel{}
+	rec := &sharedRecord{keys: map[string]bool{}}
+	a := &Dispatcher{Log: quiet(), Delivered: rec}
+	b := &Dispatcher{Log: quiet(), Delivered: rec}
+	m := bus.Outbound{Kind: bus.Message, Channel: "fake", ChatID: "a", Content: "hi", Turn: "t1"}
+	ctx := context.Background()
+	if err := a.Deliver(ctx, ch, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Deliver(ctx, ch, m); err != nil {
+		t.Fatal(err)
+	}
+	m.ChatID = "b"
+	if err := b.Deliver(ctx, ch, m); err != nil {
+		t.Fatal(err)
+	}
+	if len(ch.sends) != 2 {
+		t.Fatalf("%d sends, want 2 (one per destination)", len(ch.sends))
+	}
+}

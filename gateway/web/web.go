@@ -101,11 +101,17 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
 		ready, chans := s.Gateway.Ready()
+		ok, checks := s.Gateway.Checks(r.Context())
+		ready = ready && ok
 		status := http.StatusOK
 		if !ready {
 			status = http.StatusServiceUnavailable
 		}
-		writeJSON(w, status, map[string]any{"ready": ready, "channels": chans})
+		body := map[string]any{"ready": ready, "channels": chans}
+		if len(checks) > 0 {
+			body["checks"] = checks // the shared bus: "ok" or why not
+		}
+		writeJSON(w, status, body)
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
