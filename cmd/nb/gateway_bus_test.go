@@ -31,7 +31,7 @@ var replicaKills = flag.Int("replica-kills", 10, "how many times TestGatewayRepl
 // replicaSet is nb gateway replicas sharing one NATS server, one
 // configuration and one workspace: this test binary started as nb.
 type replicaSet struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	cfg  string
 	env  []string
@@ -41,7 +41,7 @@ type replicaSet struct {
 	urls []string
 }
 
-func newReplicaSet(t *testing.T, natsURL string, cfg map[string]any) *replicaSet {
+func newReplicaSet(t testing.TB, natsURL string, cfg map[string]any) *replicaSet {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -118,7 +118,7 @@ func (r *replicaSet) dump() string {
 }
 
 // replicaConfig is a gateway on the Telegram fake and the model fake.
-func replicaConfig(t *testing.T, tg *telegramfake.Server, modelURL string, extra map[string]any) map[string]any {
+func replicaConfig(t testing.TB, tg *telegramfake.Server, modelURL string, extra map[string]any) map[string]any {
 	cfg := map[string]any{
 		"agents":    map[string]any{"defaults": map[string]any{"workspace": filepath.Join(t.TempDir(), "workspace"), "model": "gpt-4o-mini", "provider": "custom"}},
 		"providers": map[string]any{"custom": map[string]any{"apiBase": modelURL, "apiKey": "test-key"}},
@@ -148,7 +148,7 @@ func TestGatewayReplicasKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tg.Close()
-	// An instant model, a few milliseconds per chunk: a kill often lands
+	// A quick model, 80 ms a turn: a kill often lands
 	// in the middle of a turn.
 	var mu sync.Mutex
 	turns := map[string]int{}
@@ -156,7 +156,7 @@ func TestGatewayReplicasKill9(t *testing.T) {
 		mu.Lock()
 		turns[turn.LastUser()]++
 		mu.Unlock()
-		return providertest.Reply{Chunks: []string{"echo: ", turn.LastUser()}, Delay: 3 * time.Millisecond}
+		return providertest.Reply{Chunks: []string{"echo: ", turn.LastUser()}, Delay: 40 * time.Millisecond}
 	}))
 	defer model.Close()
 	rs := newReplicaSet(t, ns.URL(), replicaConfig(t, tg, model.URL, nil))

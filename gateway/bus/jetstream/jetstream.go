@@ -55,7 +55,7 @@ const (
 	// word before it goes to another one: a running handler says "in
 	// progress" every third of it, so it is the failover time of a
 	// session whose replica died, not a bound on a turn.
-	DefaultAckWait = 4 * time.Second
+	DefaultAckWait = 3 * time.Second
 )
 
 // Options configure a Bus. Replicas of one gateway use the same ones.

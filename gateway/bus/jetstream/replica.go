@@ -17,7 +17,7 @@ import (
 // DefaultLeaseTTL is how long a leader's lease lasts without renewal: a
 // dead leader's receive loop moves to another replica within it (plus a
 // quarter of it, how often standbys look).
-const DefaultLeaseTTL = 3 * time.Second
+const DefaultLeaseTTL = 2 * time.Second
 
 // Bucket lifetimes: a claim must outlive any replay of its slot; a
 // delivered reply must outlive any redelivery of it (both far shorter).
