@@ -517,25 +517,24 @@ func (b *Bus) consume(ctx context.Context, stream, name, subject string, fn func
 // handle runs fn on one message, telling the server it is in progress
 // while it runs.
 func (b *Bus) handle(ctx context.Context, msg jetstream.Msg, fn func(context.Context, []byte) error) {
-	stop := make(chan struct{})
-	var beat sync.WaitGroup
-	beat.Add(1)
-	go func() {
-		defer beat.Done()
-		t := time.NewTicker(b.opt.AckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				msg.InProgress() //nolint:errcheck // a lost one costs a redelivery
-			}
+	// A timer, not a goroutine: most handlers return long before the
+	// first beat is due.
+	var mu sync.Mutex
+	stopped := false
+	var beat *time.Timer
+	beat = time.AfterFunc(b.opt.AckWait/3, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			msg.InProgress() //nolint:errcheck // a lost one costs a redelivery
+			beat.Reset(b.opt.AckWait / 3)
 		}
-	}()
+	})
 	err := fn(ctx, msg.Data())
-	close(stop)
-	beat.Wait()
+	mu.Lock()
+	stopped = true
+	beat.Stop()
+	mu.Unlock()
 	var u errUndecodable
 	switch {
 	case err == nil:
