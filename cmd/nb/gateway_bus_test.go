@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -305,4 +306,61 @@ func TestGatewayReplicasCronOnce(t *testing.T) {
 		}
 	}
 	t.Logf("%d runs", len(runs))
+}
+
+// TestGatewayReadyWithoutBus: /ready fails and says why while the bus is
+// away, and passes again when it is back.
+func TestGatewayReadyWithoutBus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts nb gateway")
+	}
+	ns := natstest.Start(t)
+	tg, err := telegramfake.New("123456:ready-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	rs := newReplicaSet(t, "nats://nb:pw-secret@"+strings.TrimPrefix(ns.URL(), "nats://"), replicaConfig(t, tg, "http://127.0.0.1:1", nil))
+	rs.start(0)
+	ready := func() (int, string) {
+		resp, err := http.Get(rs.urls[0] + "/ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := ready(); code != 200 || !strings.Contains(body, `"bus":"ok"`) {
+		t.Fatal(code, body)
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := ready()
+		if code == 503 {
+			if !strings.Contains(body, `"bus":"nats://nb:xxxxx@127.0.0.1:`) || strings.Contains(body, "pw-secret") {
+				t.Fatal(body)
+			}
+			t.Log(body)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("still ready without the bus:", body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ns.Restart(t)
+	for deadline = time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if code, _ := ready(); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready again after the bus came back\n%s", rs.dump())
+		}
+	}
+	if strings.Contains(rs.dump(), "pw-secret") {
+		t.Fatal("the bus password is in the log")
+	}
 }

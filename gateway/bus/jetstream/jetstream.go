@@ -221,7 +221,7 @@ func Dial(ctx context.Context, rawURL, name string, opt Options) (*Bus, error) {
 	nc, err := nats.Connect(server, nats.Name(name), nats.Timeout(timeout), nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond), nats.NoCallbacksAfterClientClose())
 	if err != nil {
-		return nil, fmt.Errorf("bus %s: %w", Redact(rawURL), cleanErr(err))
+		return nil, fmt.Errorf("bus %s: %w (is a NATS server with JetStream listening there?)", Redact(rawURL), cleanErr(err))
 	}
 	b, err := Open(ctx, nc, opt)
 	if err != nil {
