@@ -211,7 +211,7 @@ func (c *Client) Dial(ctx context.Context, runURL string) (*Conn, error) {
 	ws, resp, err := websocket.Dial(ctx, runURL, &websocket.DialOptions{HTTPClient: c.httpClient(), HTTPHeader: h})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			return nil, fmt.Errorf("%s: HTTP %d: the server did not open a run (%v)", runURL, resp.StatusCode, err)
+			return nil, &HTTPError{URL: runURL, Status: resp.StatusCode, Message: "the server did not open a run"}
 		}
 		return nil, fmt.Errorf("%s: %w", runURL, err)
 	}

@@ -32,6 +32,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,6 +168,9 @@ type Options struct {
 	// HTTP clients cannot give; by default they are denied and the model
 	// is told so.
 	AllowUnconfirmed bool
+	// AllowTools are the tools whose calls run without a confirmation
+	// (nb serve --allow-tool), when AllowUnconfirmed is false.
+	AllowTools []string
 	// ClientCartridges accepts cartridges sent whole by clients (see
 	// ClientBot).
 	ClientCartridges bool
@@ -315,11 +319,11 @@ func (s *Server) Confirmer() agent.Confirmer {
 type confirmer struct{ s *Server }
 
 func (c confirmer) Confirm(ctx context.Context, call tool.Call, text string) (bool, error) {
-	if c.s.opts.AllowUnconfirmed {
+	if c.s.opts.AllowUnconfirmed || slices.Contains(c.s.opts.AllowTools, call.Name) {
 		c.s.Logger(ctx).Info("tool call allowed without confirmation", "tool", call.Name)
 		return true, nil
 	}
-	c.s.Logger(ctx).Info("tool call denied: it needs a confirmation, which an HTTP client cannot give (set safety.tools.confirmable: false in the cartridge, or start nb serve with --allow-unconfirmed-tools)", "tool", call.Name)
+	c.s.Logger(ctx).Info("tool call denied: it needs a confirmation, which an HTTP client cannot give (set safety.tools.confirmable: false in the cartridge, or start nb serve with --allow-tool NAME or --yes)", "tool", call.Name)
 	return false, nil
 }
 

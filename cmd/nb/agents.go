@@ -19,6 +19,7 @@ import (
 	"github.com/nbots/nb/agents"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/cmd/nb/cliflag"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/server/agentsrv"
 	"github.com/nbots/nb/term"
@@ -40,75 +41,81 @@ func isAgentsCommand(args []string) bool {
 }
 
 // agentsCommand runs nb agents: a client of the agent protocol
-// (docs/agent-protocol.md). NB_AGENTS_TOKEN, when set, is sent to the
-// server named on the command line, and to no other.
+// (docs/agent-protocol.md). The token (--token, else NB_AGENTS_TOKEN) is
+// sent to the server named on the command line, and to no other.
 func (a *App) agentsCommand(args []string) error {
-	if len(args) == 0 {
+	if len(args) > 0 {
+		switch args[0] {
+		case "list":
+			return a.agentsList(args[1:])
+		case "run":
+			return a.agentsRun(args[1:])
+		}
+	}
+	fs := a.flags("nb agents", "nb agents list [flags] URL\nnb agents run [flags] URL/NAME [MESSAGE]", `A client of the agent protocol (docs/agent-protocol.md): lists the agents of an
+nb server (nb serve) and runs one of them. nb agents COMMAND --help tells more.`)
+	if len(args) > 0 && args[0] == "help" {
+		args[0] = "--help"
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
 		return &usageError{"missing command: " + agentsUsage}
 	}
-	switch args[0] {
-	case "list":
-		return a.agentsList(args[1:])
-	case "run":
-		return a.agentsRun(args[1:])
+	if s := cartridge.Nearest(fs.Arg(0), []string{"list", "run"}); s != "" {
+		return &usageError{fmt.Sprintf("unknown command %q: did you mean nb agents %s?", fs.Arg(0), s)}
 	}
-	return &usageError{fmt.Sprintf("unknown command %q: %s", args[0], agentsUsage)}
+	return &usageError{fmt.Sprintf("unknown command %q: %s", fs.Arg(0), agentsUsage)}
 }
 
-// agentsFlags reads the options of nb agents: --name VALUE or
-// --name=VALUE anywhere among the words.
-func agentsFlags(args []string, withValue, bare map[string]bool) (map[string]string, []string, error) {
-	opts := map[string]string{}
-	var words []string
-	for i := 0; i < len(args); i++ {
-		arg := args[i]
-		if arg == "--" {
-			words = append(words, args[i+1:]...)
-			break
-		}
-		if !strings.HasPrefix(arg, "--") {
-			words = append(words, arg)
-			continue
-		}
-		name, value, hasValue := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
-		switch {
-		case bare[name] && !hasValue:
-			opts[name] = "true"
-		case withValue[name]:
-			if !hasValue {
-				if i+1 >= len(args) {
-					return nil, nil, &usageError{"--" + name + " needs a value"}
-				}
-				i++
-				value = args[i]
-			}
-			opts[name] = value
-		default:
-			return nil, nil, &usageError{fmt.Sprintf("unknown option --%s: %s", name, agentsUsage)}
-		}
+// agentsClientFlags are the flags of every nb agents command.
+type agentsClientFlags struct {
+	token  *string
+	asJSON *bool
+}
+
+func (a *App) agentsFlagSet(name, usage, about string) (*cliflag.Set, agentsClientFlags) {
+	fs := a.flags(name, usage, about)
+	return fs, agentsClientFlags{
+		token:  fs.String("token", "", "the server's `token` (default NB_AGENTS_TOKEN; prefer the variable: a flag shows in the process list)"),
+		asJSON: fs.Bool("json", false, "print JSON (for run: the protocol's frames, one per line)"),
 	}
-	return opts, words, nil
+}
+
+// client is the agent protocol's client of base, with the token of
+// --token or NB_AGENTS_TOKEN.
+func (a *App) agentsClient(base string, f agentsClientFlags) (*agentproto.Client, error) {
+	token := *f.token
+	if token == "" {
+		token = a.Getenv("NB_AGENTS_TOKEN")
+	}
+	c, err := agentproto.NewClient(base, token)
+	if err != nil {
+		return nil, &usageError{err.Error()}
+	}
+	return c, nil
 }
 
 func (a *App) agentsList(args []string) error {
-	opts, words, err := agentsFlags(args, nil, map[string]bool{"json": true})
-	if err != nil {
+	fs, f := a.agentsFlagSet("nb agents list", "nb agents list [flags] URL", "Lists the agents of an nb server (http://host:port): their names, the type and\ninput they take, their descriptions.")
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if len(words) != 1 {
+	if fs.NArg() != 1 {
 		return &usageError{"nb agents list takes one server address (http://host:port)"}
 	}
-	c, err := agentproto.NewClient(words[0], a.Getenv("NB_AGENTS_TOKEN"))
+	c, err := a.agentsClient(fs.Arg(0), f)
 	if err != nil {
-		return &usageError{err.Error()}
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	list, err := c.Agents(ctx)
 	if err != nil {
-		return err
+		return a.agentsError(fs.Arg(0), f, err)
 	}
-	if opts["json"] != "" {
+	if *f.asJSON {
 		enc := json.NewEncoder(a.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
@@ -139,8 +146,9 @@ type agentRun struct {
 	conn   *agentproto.Conn
 	asJSON bool
 	// lent are the tools of --tools, run here when the agent calls them.
-	lent      *tool.Set
-	lentCart  *cartridge.Cartridge
+	lent *tool.Set
+	// lentCart is the cartridge each lent tool comes from.
+	lentCart  map[string]*cartridge.Cartridge
 	confirmer *term.Confirmer
 	confirmMu sync.Mutex
 	// streamed is the text of the run's own current step written so far.
@@ -149,9 +157,25 @@ type agentRun struct {
 }
 
 func (a *App) agentsRun(args []string) error {
-	opts, words, err := agentsFlags(args, map[string]bool{"input": true, "context": true, "parameters": true, "tools": true}, map[string]bool{"json": true})
-	if err != nil {
+	fs, f := a.agentsFlagSet("nb agents run", "nb agents run [flags] URL/NAME [MESSAGE]", `Runs the agent NAME of an nb server (http://host:port/NAME) with the message
+(words, else standard input) or --input: its text streams on stdout, its steps
+and tool calls on stderr. Tools of --tools run here, on this machine, with the
+usual confirmation.`)
+	input := fs.String("input", "", "the run's input as `JSON` (instead of a message)")
+	runContext := fs.String("context", "", "the run's context, a `JSON` value")
+	parameters := fs.String("parameters", "", "the run's parameters, a `JSON` object")
+	lend := fs.StringSlice("tools", nil, "lend the tools of the `cartridge` to the agent: they run here (repeatable, or comma-separated)")
+	yes := fs.BoolP("yes", "y", false, "approve every tool call of this run without asking")
+	allowTools := fs.StringSlice("allow-tool", nil, "approve every call of the tool `name` (repeatable, or comma-separated)")
+	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	words := fs.Args()
+	if *yes {
+		a.approve.All = true
+	}
+	for _, t := range *allowTools {
+		a.approve.Allow(t)
 	}
 	if len(words) == 0 {
 		return &usageError{"nb agents run needs the agent's address: http://host:port/NAME"}
@@ -162,11 +186,11 @@ func (a *App) agentsRun(args []string) error {
 	}
 	run := &agentproto.Frame{Chunks: true}
 	switch {
-	case opts["input"] != "":
+	case *input != "":
 		if len(words) > 1 {
 			return &usageError{"give the input either as words or with --input, not both"}
 		}
-		if err := json.Unmarshal([]byte(opts["input"]), &run.Input); err != nil {
+		if err := json.Unmarshal([]byte(*input), &run.Input); err != nil {
 			return &usageError{"--input is not JSON: " + err.Error()}
 		}
 	default:
@@ -179,18 +203,18 @@ func (a *App) agentsRun(args []string) error {
 		}
 		run.Input = msg
 	}
-	if s := opts["context"]; s != "" {
+	if s := *runContext; s != "" {
 		if err := json.Unmarshal([]byte(s), &run.Context); err != nil {
 			return &usageError{"--context is not JSON: " + err.Error()}
 		}
 	}
-	if s := opts["parameters"]; s != "" {
+	if s := *parameters; s != "" {
 		if err := json.Unmarshal([]byte(s), &run.Parameters); err != nil || run.Parameters == nil {
 			return &usageError{"--parameters is not a JSON object"}
 		}
 	}
-	r := &agentRun{app: a, asJSON: opts["json"] != ""}
-	if path := opts["tools"]; path != "" {
+	r := &agentRun{app: a, asJSON: *f.asJSON}
+	for _, path := range *lend {
 		cart, err := a.loadCartridge(path)
 		if err != nil {
 			return err
@@ -202,17 +226,24 @@ func (a *App) agentsRun(args []string) error {
 		if tools.Len() == 0 {
 			return fmt.Errorf("%s has no tools to lend", bot.DisplayPath(cart))
 		}
-		r.lent, r.lentCart = tools, cart
-		printer := &term.Printer{W: a.Stderr, Err: a.Stderr, Cartridge: cart, Mode: cartridge.Eval, Color: term.ColorEnabled(a.Getenv, a.Stderr, a.Stderr)}
-		r.confirmer = &term.Confirmer{Printer: printer, Stderr: a.Stderr, Approval: a.approve.Clone()}
+		if r.lent == nil {
+			r.lent, r.lentCart = &tool.Set{}, map[string]*cartridge.Cartridge{}
+			printer := &term.Printer{W: a.Stderr, Err: a.Stderr, Cartridge: cart, Mode: cartridge.Eval, Color: term.ColorEnabled(a.Getenv, a.Stderr, a.Stderr)}
+			r.confirmer = &term.Confirmer{Printer: printer, Stderr: a.Stderr, Approval: a.approve.Clone()}
+		}
 		for _, sp := range tools.Specs() {
 			t, _ := tools.Lookup(sp.Name)
+			if _, dup := r.lentCart[t.Spec().Name]; dup {
+				return fmt.Errorf("--tools: two cartridges lend a tool named %s (the second is %s)", sp.Name, bot.DisplayPath(cart))
+			}
+			r.lent.Add(t)
+			r.lentCart[t.Spec().Name] = cart
 			run.Tools = append(run.Tools, agentproto.ToolRepr{Name: t.Spec().Name, Description: sp.Description, InputSchema: sp.Parameters})
 		}
 	}
-	c, err := agentproto.NewClient(base, a.Getenv("NB_AGENTS_TOKEN"))
+	c, err := a.agentsClient(base, f)
 	if err != nil {
-		return &usageError{err.Error()}
+		return err
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -220,7 +251,7 @@ func (a *App) agentsRun(args []string) error {
 	conn, err := c.Start(dctx, name, run)
 	dcancel()
 	if err != nil {
-		return err
+		return a.agentsError(base, f, err)
 	}
 	defer conn.Abort()
 	r.conn = conn
@@ -377,7 +408,7 @@ func (r *agentRun) runTool(ctx context.Context, f *agentproto.Frame) (any, bool)
 		args = map[string]any{}
 	}
 	call := tool.Call{ID: f.ID, Name: f.Name, Arguments: args}
-	if r.lentCart.Confirmable() {
+	if r.lentCart[t.Spec().Name].Confirmable() {
 		if ro, ok := t.(tool.ReadOnly); !ok || !ro.ReadOnly() {
 			in, _ := json.Marshal(args)
 			r.confirmMu.Lock()
@@ -420,7 +451,8 @@ func (r *agentRun) confirm(ctx context.Context, f *agentproto.Frame) bool {
 
 // agentOptions are nb serve's flags for the agent protocol.
 type agentOptions struct {
-	minions, hosts, tokens, id, maxFrame string
+	minions, tokens, id, maxFrame string
+	hosts                         []string
 }
 
 // mountAgents serves the agent protocol on nb serve's server: the
@@ -436,7 +468,7 @@ func (a *App) mountAgents(ctx context.Context, srv *server.Server, host bot.Host
 	if o.id != "" {
 		rt.ID = o.id
 	}
-	if rt.Remote, err = remoteHosts(o.hosts, o.tokens, host.LookupEnv); err != nil {
+	if rt.Remote, err = a.remoteHosts(o.hosts, o.tokens, host.LookupEnv); err != nil {
 		return nil, err
 	}
 	var minions []*agents.Agent
@@ -461,17 +493,25 @@ func (a *App) mountAgents(ctx context.Context, srv *server.Server, host bot.Host
 	return closeAll, nil
 }
 
-// remoteHosts are the agent servers of --agent-hosts (a list; a file
-// there is the older form of --agent-tokens) and --agent-tokens (a file
-// of hosts with their tokens).
-func remoteHosts(hosts, tokensFile string, env func(string) (string, bool)) (agents.Remote, error) {
+// remoteHosts are the agent servers of --agent-hosts (a list) and
+// --agent-tokens (a file of hosts with their tokens). A file given to
+// --agent-hosts, its older form, is read as --agent-tokens, with a
+// deprecation line.
+func (a *App) remoteHosts(hosts []string, tokensFile string, env func(string) (string, bool)) (agents.Remote, error) {
 	var r agents.Remote
-	for _, file := range []string{tokensFile, hosts} {
-		if file == "" {
+	files := []string{tokensFile}
+	var list []string
+	for _, h := range hosts {
+		if fi, err := os.Stat(h); err == nil && fi.Mode().IsRegular() {
+			fmt.Fprintf(a.Stderr, "nb: serve --agent-hosts FILE is deprecated: write --agent-tokens %s (--agent-hosts takes hosts)\n", h)
+			files = append(files, h)
 			continue
 		}
-		if fi, err := os.Stat(file); file == hosts && (err != nil || !fi.Mode().IsRegular()) {
-			continue // a list
+		list = append(list, h)
+	}
+	for _, file := range files {
+		if file == "" {
+			continue
 		}
 		f, err := agents.LoadRemote(file, env)
 		if err != nil {
@@ -479,13 +519,11 @@ func remoteHosts(hosts, tokensFile string, env func(string) (string, bool)) (age
 		}
 		r.Merge(f)
 	}
-	if fi, err := os.Stat(hosts); hosts != "" && (err != nil || !fi.Mode().IsRegular()) {
-		for _, h := range splitList(hosts) {
-			if err := agents.CheckHost(h); err != nil {
-				return r, &usageError{"--agent-hosts: " + err.Error()}
-			}
-			r.AllowHosts = append(r.AllowHosts, h)
+	for _, h := range list {
+		if err := agents.CheckHost(h); err != nil {
+			return r, &usageError{"--agent-hosts: " + err.Error()}
 		}
+		r.AllowHosts = append(r.AllowHosts, h)
 	}
 	return r, nil
 }

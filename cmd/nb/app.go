@@ -18,6 +18,7 @@ import (
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/cmd/nb/cliflag"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/robopage"
@@ -136,9 +137,13 @@ func (a *App) report(err error) int {
 	if errors.Is(err, context.Canceled) {
 		return exitInterrupt
 	}
+	if errors.Is(err, cliflag.ErrHelp) {
+		return exitOK
+	}
 	fmt.Fprintln(a.Stderr, "nb: "+err.Error())
 	var ue *usageError
-	if errors.As(err, &ue) {
+	var fe *cliflag.UsageError
+	if errors.As(err, &ue) || errors.As(err, &fe) {
 		return exitUsage
 	}
 	return exitFailure

@@ -42,11 +42,13 @@ var environment = []envVar{
 }
 
 // environmentHelp lists the variables read by command ("" for all of
-// nb's), for help texts.
+// nb's; "nb serve" or "serve"), for help texts. A variable of "agents"
+// is read by "agents run" too.
 func environmentHelp(command string) string {
+	command = strings.TrimPrefix(command, "nb ")
 	var rows []envVar
 	for _, v := range environment {
-		if command == "" || v.Commands == "" || strings.Contains(", "+v.Commands+",", ", "+command+",") {
+		if command == "" || v.Commands == "" || readBy(v, command) {
 			rows = append(rows, v)
 		}
 	}
@@ -62,4 +64,15 @@ func environmentHelp(command string) string {
 	}
 	b.WriteString("A .env file in the working directory fills unset variables (NB_DOTENV=0 turns it off).\n\n")
 	return b.String()
+}
+
+// readBy tells whether command (agents run) reads v.
+func readBy(v envVar, command string) bool {
+	for _, c := range strings.Split(v.Commands, ",") {
+		c = strings.TrimSpace(c)
+		if command == c || strings.HasPrefix(command, c+" ") {
+			return true
+		}
+	}
+	return false
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/cmd/nb/cliflag"
 	"github.com/nbots/nb/gateway"
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
@@ -109,29 +109,28 @@ type gatewayFlags struct {
 	config, workspace *string
 }
 
-func (a *App) gatewayFlagSet(name, usage string) (*flag.FlagSet, gatewayFlags) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(a.Stderr)
+// gatewayFlagSet is the flag set of an nb gateway command, with the
+// flags every one takes.
+func (a *App) gatewayFlagSet(name, usage, about string) (*cliflag.Set, gatewayFlags) {
+	fs := a.flags(name, usage, about)
 	f := gatewayFlags{
 		config:    fs.String("config", "", "the configuration `file` (default: NB_GATEWAY_CONFIG, $XDG_CONFIG_HOME/nb/gateway.json, ~/.nanobot/config.json)"),
 		workspace: fs.String("workspace", "", "the workspace `folder` (default: agents.defaults.workspace, else $XDG_DATA_HOME/nb/gateway)"),
 	}
-	fs.Usage = func() {
-		fmt.Fprint(a.Stderr, usage)
-		fs.PrintDefaults()
-	}
 	return fs, f
 }
 
-func parseFlags(fs *flag.FlagSet, args []string) (bool, error) {
+// parseFlags reads the flags of a command that takes no other words; help
+// is true when the help was printed.
+func parseFlags(fs *cliflag.Set, args []string) (help bool, err error) {
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, cliflag.ErrHelp) {
 			return true, nil
 		}
-		return false, &usageError{msg: err.Error()}
+		return false, err
 	}
 	if fs.NArg() > 0 {
-		return false, &usageError{msg: fmt.Sprintf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
+		return false, &usageError{msg: fmt.Sprintf("%s: unexpected argument %q", fs.Name, fs.Arg(0))}
 	}
 	return false, nil
 }
@@ -288,7 +287,7 @@ func (a *App) gatewayLogger(level string) (*slog.Logger, error) {
 // gatewayServe runs nb gateway: the assistant, its channels and its
 // listener, until ctx ends.
 func (a *App) gatewayServe(ctx context.Context, args []string) error {
-	fs, f := a.gatewayFlagSet("nb gateway", "usage: nb gateway [flags]\n       nb gateway init | chat [-m MESSAGE] [-s SESSION] | pair CODE\n\nRuns the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). Flags:\n\n")
+	fs, f := a.gatewayFlagSet("nb gateway", "nb gateway [flags]\nnb gateway init | chat | pair | status | cron ... [flags]", "Runs the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). nb gateway COMMAND --help tells more of each command.")
 	listen := fs.String("listen", "", "`host:port` of the web chat and /health (default: gateway.host and gateway.port, 127.0.0.1:18790)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	busURL := fs.String("bus", "", "the `URL` of the bus replicas share, nats://… (default: NB_BUS, gateway.bus, else in-process; docs/scale-out.md)")
@@ -431,7 +430,7 @@ func orDefaultName(p string) string {
 // gatewayInit writes the starting configuration and the workspace
 // templates, never overwriting a file.
 func (a *App) gatewayInit(args []string) error {
-	fs, f := a.gatewayFlagSet("nb gateway init", "usage: nb gateway init [--config FILE] [--workspace DIR]\n\nWrites a commented starting configuration (default $XDG_CONFIG_HOME/nb/gateway.json)\nand the workspace's templates; an existing file is never overwritten. Flags:\n\n")
+	fs, f := a.gatewayFlagSet("nb gateway init", "nb gateway init [--config FILE] [--workspace DIR]", "Writes a commented starting configuration (default $XDG_CONFIG_HOME/nb/gateway.json)\nand the workspace's templates; an existing file is never overwritten.")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -478,12 +477,9 @@ func (a *App) gatewayInit(args []string) error {
 
 // gatewayPair approves a pairing code.
 func (a *App) gatewayPair(args []string) error {
-	fs, f := a.gatewayFlagSet("nb gateway pair", "usage: nb gateway pair CODE\n\nLets the sender who was given CODE talk to the assistant. Flags:\n\n")
+	fs, f := a.gatewayFlagSet("nb gateway pair", "nb gateway pair [flags] CODE", "Lets the sender who was given CODE talk to the assistant.")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return &usageError{msg: err.Error()}
+		return err
 	}
 	if fs.NArg() != 1 {
 		return &usageError{msg: "nb gateway pair: give the pairing code (ABCD-EFGH)"}
@@ -505,9 +501,9 @@ func (a *App) gatewayPair(args []string) error {
 // workspace's session cli:direct (or -s), locked against the running
 // gateway's turns on it.
 func (a *App) gatewayChat(ctx context.Context, args []string) error {
-	fs, f := a.gatewayFlagSet("nb gateway chat", "usage: nb gateway chat [-m MESSAGE] [-s SESSION]\n\nTalks to the assistant from the terminal: one message, or a conversation\n(exit, quit, /exit, /quit, :q or Ctrl-D to leave). Flags:\n\n")
-	message := fs.String("m", "", "one `message`: print the answer and exit")
-	sessionKey := fs.String("s", "cli:direct", "the `session` key")
+	fs, f := a.gatewayFlagSet("nb gateway chat", "nb gateway chat [flags]", "Talks to the assistant from the terminal: one message, or a conversation\n(exit, quit, /exit, /quit, :q or Ctrl-D to leave).")
+	message := fs.StringP("message", "m", "", "one `message`: print the answer and exit")
+	sessionKey := fs.StringP("session", "s", "cli:direct", "the `session` key")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}

@@ -3,45 +3,22 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/gateway"
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/cron"
 	"github.com/nbots/nb/tool"
 )
 
-const gatewayCronUsage = "use nb gateway cron list [-a] | add --name N --message M (--every SECONDS | --cron EXPR [--tz ZONE] | --at ISO) [--deliver] [--to CHAT --channel CH] | remove ID | enable ID [--disable] | run ID [--force]"
-
-// cronOptions are the options of nb gateway cron, with nanobot's short
-// forms.
-var cronOptions = map[string]struct {
-	long  string
-	value bool
-}{
-	"-a":        {"all", false},
-	"--all":     {"all", false},
-	"-n":        {"name", true},
-	"--name":    {"name", true},
-	"-m":        {"message", true},
-	"--message": {"message", true},
-	"-e":        {"every", true},
-	"--every":   {"every", true},
-	"-c":        {"cron", true},
-	"--cron":    {"cron", true},
-	"--tz":      {"tz", true},
-	"--at":      {"at", true},
-	"-d":        {"deliver", false},
-	"--deliver": {"deliver", false},
-	"--to":      {"to", true},
-	"--channel": {"channel", true},
-	"--disable": {"disable", false},
-	"-f":        {"force", false},
-	"--force":   {"force", false},
-}
+const gatewayCronUsage = "use nb gateway cron list [--all] | add --name N --message M (--every SECONDS | --cron EXPR [--tz ZONE] | --at ISO) [--deliver] [--to CHAT --channel CH] | remove ID | enable ID [--disable] | run ID [--force]"
 
 // gatewayCron runs nb gateway cron in the workspace; zone is
 // agents.defaults.timezone (nil: the machine's). It edits cron/jobs.json
@@ -55,23 +32,50 @@ func (a *App) gatewayCron(workspace string, zone *time.Location, args []string) 
 	if zone == nil {
 		zone = time.Local
 	}
-	opts, words, err := cronFlags(args[1:])
-	if err != nil {
-		return err
-	}
-	allowed := map[string]string{
-		"list": "all", "add": "name message every cron tz at deliver to channel",
-		"remove": "", "enable": "disable", "run": "force",
-	}
-	known, ok := allowed[args[0]]
-	if !ok {
+	fs, _ := a.gatewayFlagSet("nb gateway cron "+args[0], "", "")
+	switch args[0] {
+	case "list":
+		fs.Usage, fs.About = "nb gateway cron list [flags]", "Lists the scheduled jobs."
+		fs.BoolP("all", "a", false, "the disabled jobs too")
+	case "add":
+		fs.Usage, fs.About = "nb gateway cron add --name N --message M (--every SECONDS | --cron EXPR [--tz ZONE] | --at ISO) [flags]", "Adds a job: a message the assistant receives on a schedule."
+		fs.StringP("name", "n", "", "the job's `name`")
+		fs.StringP("message", "m", "", "the `message` the assistant receives")
+		fs.StringP("every", "e", "", "run every `seconds`")
+		fs.StringP("cron", "c", "", "run on a cron `expression` (0 9 * * *)")
+		fs.String("tz", "", "the cron expression's time `zone` (default agents.defaults.timezone)")
+		fs.String("at", "", "run once, at an ISO `time` (2026-01-02T09:00:00)")
+		fs.BoolP("deliver", "d", false, "send the answer to --to on --channel")
+		fs.String("to", "", "the `chat` the answer goes to")
+		fs.String("channel", "", "the `channel` of --to")
+	case "remove":
+		fs.Usage, fs.About = "nb gateway cron remove [flags] ID", "Removes a job."
+	case "enable":
+		fs.Usage, fs.About = "nb gateway cron enable [flags] ID", "Enables a job (or disables it with --disable)."
+		fs.Bool("disable", false, "disable the job instead")
+	case "run":
+		fs.Usage, fs.About = "nb gateway cron run [flags] ID", "Runs a job now (in the running gateway, else when it starts)."
+		fs.BoolP("force", "f", false, "run it even if it is disabled")
+	case "help", "--help", "-h":
+		fs.Usage, fs.About = "nb gateway cron list | add | remove | enable | run [flags]", "Schedules messages to the assistant (nanobot's cron jobs, in the workspace's\ncron/jobs.json): nb gateway cron COMMAND --help tells more of each command."
+		return fs.Parse([]string{"--help"})
+	default:
+		if s := cartridge.Nearest(args[0], []string{"list", "add", "remove", "enable", "run"}); s != "" {
+			return &usageError{fmt.Sprintf("unknown command %q: did you mean nb gateway cron %s?", args[0], s)}
+		}
 		return &usageError{fmt.Sprintf("unknown command %q: %s", args[0], gatewayCronUsage)}
 	}
-	for name := range opts {
-		if !strings.Contains(" "+known+" ", " "+name+" ") {
-			return &usageError{fmt.Sprintf("nb gateway cron %s takes no --%s: %s", args[0], name, gatewayCronUsage)}
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	opts := map[string]string{}
+	fs.Visit(func(f *pflag.Flag) { opts[f.Name] = f.Value.String() })
+	for k, v := range opts {
+		if v == "false" {
+			delete(opts, k)
 		}
 	}
+	words := fs.Args()
 	store := cron.NewStore(workspace)
 	ctx := context.Background()
 	switch args[0] {
@@ -91,7 +95,7 @@ func (a *App) gatewayCron(workspace string, zone *time.Location, args []string) 
 	}
 	id := words[0]
 	var msg string
-	err = store.Edit(ctx, func(f *cron.File) error {
+	err := store.Edit(ctx, func(f *cron.File) error {
 		i := f.Find(id)
 		if i < 0 {
 			return fmt.Errorf("job %s not found", id)
@@ -226,41 +230,6 @@ func (a *App) cronAdd(ctx context.Context, store *cron.Store, zone *time.Locatio
 	return nil
 }
 
-// cronFlags reads the options among the words: --name VALUE, --name=VALUE
-// and nanobot's short forms (-n VALUE).
-func cronFlags(args []string) (map[string]string, []string, error) {
-	opts := map[string]string{}
-	var words []string
-	for i := 0; i < len(args); i++ {
-		arg := args[i]
-		if !strings.HasPrefix(arg, "-") || arg == "-" {
-			words = append(words, arg)
-			continue
-		}
-		flag, value, hasValue := strings.Cut(arg, "=")
-		o, ok := cronOptions[flag]
-		if !ok {
-			return nil, nil, &usageError{fmt.Sprintf("unknown option %s: %s", flag, gatewayCronUsage)}
-		}
-		if !o.value {
-			if hasValue {
-				return nil, nil, &usageError{flag + " takes no value"}
-			}
-			opts[o.long] = "true"
-			continue
-		}
-		if !hasValue {
-			if i+1 >= len(args) {
-				return nil, nil, &usageError{flag + " needs a value"}
-			}
-			i++
-			value = args[i]
-		}
-		opts[o.long] = value
-	}
-	return opts, words, nil
-}
-
 // nb gateway cron, the cron scheduler and the agent's cron tool, plugged
 // into nb gateway.
 func init() {
@@ -291,6 +260,12 @@ func (a *App) gatewayCronCommand(args []string) error {
 		} else {
 			ws = value
 		}
+	}
+	if len(rest) == 0 || slices.Contains(rest, "--help") || slices.Contains(rest, "-h") || rest[0] == "help" {
+		if len(rest) == 0 || rest[0] == "help" {
+			rest = []string{"--help"}
+		}
+		return a.gatewayCron("", nil, rest) // only the help: no configuration needed
 	}
 	c, err := a.loadGatewayConfig(gatewayFlags{config: &cfg, workspace: &ws})
 	if err != nil {

@@ -66,8 +66,8 @@ func TestGatewayCronCLI(t *testing.T) {
 	expect(0, `^✓ Job 'Morning' enabled\n$`, "enable", id)
 	expect(0, `^✓ Removed job `+id+`\n$`, "remove", id)
 	expect(1, `^nb: job `+id+` not found\n$`, "remove", id)
-	expect(2, `unknown option --bogus`, "list", "--bogus")
-	expect(2, `nb gateway cron list takes no --force`, "list", "--force")
+	expect(2, `^nb: gateway cron list: unknown flag --bogus \(see nb gateway cron list --help\)\n$`, "list", "--bogus")
+	expect(2, `unknown flag --force`, "list", "--force")
 }
 
 // TestGatewayCronWhileRunning: a job added by the CLI while a scheduler

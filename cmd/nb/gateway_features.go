@@ -216,7 +216,7 @@ func init() {
 // gatewayStatus is nb gateway status: the workspace, today's tokens by
 // source against the budgets, the memory files and the cron jobs.
 func (a *App) gatewayStatus(args []string) error {
-	fs, f := a.gatewayFlagSet("nb gateway status", "usage: nb gateway status\n\nShows the workspace, today's token use by source and the budgets, memory and cron jobs. Flags:\n\n")
+	fs, f := a.gatewayFlagSet("nb gateway status", "nb gateway status [flags]", "Shows the workspace, today's token use by source and the budgets, memory and cron jobs.")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -106,48 +103,40 @@ func firstLine(s string) string {
 	return " — " + s
 }
 
-const mcpUsage = `usage: nb mcp serve [--listen ADDR] [--cors-origins ORIGINS] [--allow-tools] [CARTRIDGE|DIR ...]
-
-Serves cartridges (each a tool: a message in, the bot's answer out) and
-robopage functions (each a tool) to MCP clients, over standard input and
-output, or over streamable HTTP at http://ADDR/mcp with --listen.
-Without a path, the cartridges of the cartridge folders are served.
-
-  --listen ADDR   serve streamable HTTP on ADDR (host:port; :port is
-                  127.0.0.1:port). Any address other than loopback needs
-                  NB_SERVE_TOKEN, which clients send as Authorization: Bearer.
-  --cors-origins ORIGINS
-                  the origins of the browser pages answered over HTTP,
-                  comma-separated (* for any); by default none: a request
-                  with an Origin header gets 403
-  --allow-tools   run tools that need confirmation without asking when the
-                  client cannot be asked (no MCP elicitation); else they are
-                  denied
-`
-
 // mcpCommand handles nb mcp ...
 func (a *App) mcpCommand(args []string) error {
 	if len(args) == 0 || args[0] != "serve" {
-		if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
-			io.WriteString(a.Stdout, mcpUsage) //nolint:errcheck // nothing to do about a closed stdout
-			return nil
+		fs := a.flags("nb mcp", "nb mcp serve [flags] [CARTRIDGE|DIR ...]", "MCP, the Model Context Protocol: nb mcp serve serves cartridges and robopages to\nMCP clients (see nb mcp serve --help and docs/mcp.md). A cartridge's own MCP\nservers are shown by nb CARTRIDGE - mcp.")
+		if len(args) > 0 && args[0] == "help" {
+			args[0] = "--help"
 		}
-		return &usageError{"nb mcp takes serve: nb mcp serve [--listen ADDR] [--allow-tools] [CARTRIDGE|DIR ...]"}
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() > 0 {
+			return &usageError{fmt.Sprintf("unknown command nb mcp %s: nb mcp serve [--listen ADDR] [--yes] [CARTRIDGE|DIR ...]", fs.Arg(0))}
+		}
+		return &usageError{"nb mcp takes serve: nb mcp serve [--listen ADDR] [--yes] [CARTRIDGE|DIR ...]"}
 	}
-	fs := flag.NewFlagSet("nb mcp serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	listen := fs.String("listen", "", "")
-	allow := fs.Bool("allow-tools", false, "")
-	origins := fs.String("cors-origins", "", "")
+	fs := a.flags("nb mcp serve", "nb mcp serve [flags] [CARTRIDGE|DIR ...]", `Serves cartridges (each a tool: a message in, the bot's answer out) and
+robopage functions (each a tool) to MCP clients, over standard input and
+output, or over streamable HTTP at http://ADDR/mcp with --listen.
+Without a path, the cartridges of the cartridge folders are served.
+See docs/mcp.md.`)
+	listen := fs.String("listen", "", "serve streamable HTTP on `host:port` (:port is 127.0.0.1:port); an address other than loopback needs a token")
+	tokenFlag := fs.String("token", "", "the `token` HTTP clients must send as Authorization: Bearer (default NB_SERVE_TOKEN; prefer the variable: a flag shows in the process list)")
+	origins := fs.String("cors-origins", "", "the `origins` of the browser pages answered over HTTP, comma-separated (* for any); by default none: a request with an Origin header gets 403")
+	yes := fs.BoolP("yes", "y", false, "run the tools that need a confirmation without asking when the client cannot be asked (no MCP elicitation); else they are denied")
+	allowTools := fs.StringSlice("allow-tool", nil, "the same for the tool `name` only (repeatable, or comma-separated)")
+	fs.Old("allow-tools", "yes")
 	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			io.WriteString(a.Stdout, mcpUsage) //nolint:errcheck // nothing to do about a closed stdout
-			return nil
-		}
-		return &usageError{"nb mcp serve: " + err.Error()}
+		return err
 	}
 
-	token := a.Getenv("NB_SERVE_TOKEN")
+	token := *tokenFlag
+	if token == "" {
+		token = a.Getenv("NB_SERVE_TOKEN")
+	}
 	addr := ""
 	if *listen != "" {
 		var err error
@@ -159,7 +148,7 @@ func (a *App) mcpCommand(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	host := a.host()
-	srv, err := mcpserver.New(ctx, mcpserver.Config{Host: host, Paths: fs.Args(), AllowTools: *allow, Output: a.Stderr, Version: Version, AllowOrigins: splitList(*origins)})
+	srv, err := mcpserver.New(ctx, mcpserver.Config{Host: host, Paths: fs.Args(), AllowTools: *yes, AllowTool: *allowTools, Output: a.Stderr, Version: Version, AllowOrigins: splitList(*origins)})
 	if err != nil {
 		return err
 	}
@@ -205,7 +194,7 @@ func listenAddress(listen, token string) (string, error) {
 		loopback = ip.IsLoopback()
 	}
 	if !loopback && token == "" {
-		return "", fmt.Errorf("--listen %s is reachable from other machines: set NB_SERVE_TOKEN to a secret that clients send as Authorization: Bearer <token>, or listen on 127.0.0.1", listen)
+		return "", fmt.Errorf("--listen %s is reachable from other machines: set NB_SERVE_TOKEN (or --token) to a secret that clients send as Authorization: Bearer <token>, or listen on 127.0.0.1", listen)
 	}
 	return net.JoinHostPort(host, port), nil
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,16 +37,21 @@ func isServeCommand(args []string) bool {
 
 // serve runs nb serve [flags] [DIR...] until SIGINT or SIGTERM.
 func (a *App) serve(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("nb serve", flag.ContinueOnError)
-	fs.SetOutput(a.Stderr)
+	fs := a.flags("nb serve", "nb serve [flags] [DIR...]", `Serves the cartridges of the folders (default: NANO_BOTS_CARTRIDGES_PATH, else
+the cartridges of the current folder) over the Nano Bots API, the
+OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
+(docs/agent-protocol.md). See docs/serve.md.`)
 	d := server.DefaultLimits
 	var (
 		listen      = fs.String("listen", "localhost:3048", "`host:port` to listen on (localhost: both 127.0.0.1 and ::1)")
+		token       = fs.String("token", "", "the `token` clients must send as Authorization: Bearer (default NB_SERVE_TOKEN; prefer the variable: a flag shows in the process list)")
 		tokensFile  = fs.String("tokens", "", "a tokens `file`: per token, the cartridges it may use and its limits (see docs/serve.md)")
 		sandbox     = fs.Bool("force-sandboxed", false, "run every function sandboxed, whatever the cartridges say")
-		unconfirmed = fs.Bool("allow-unconfirmed-tools", false, "run the tools that ask for a confirmation (an HTTP client cannot give one; by default they are denied)")
+		unsandboxed = fs.Bool("allow-unsandboxed-exec", false, "let cartridges whose exec has sandbox: auto run commands without a sandbox where bubblewrap is missing (by default they fail)")
+		yes         = fs.BoolP("yes", "y", false, "run every tool call that asks for a confirmation (an HTTP client cannot give one; by default they are denied)")
+		allowTools  = fs.StringSlice("allow-tool", nil, "run the calls of the tool `name` without a confirmation (repeatable, or comma-separated)")
 		clientCarts = fs.Bool("client-cartridges", true, "accept whole cartridges sent by clients (they never see the server's environment)")
-		clientHosts = fs.String("client-hosts", "", "hosts (names or addresses, comma-separated) that the providers of cartridges sent by clients may reach although they are not public: loopback, private, link-local")
+		clientHosts = fs.StringSlice("client-hosts", nil, "`hosts` (names or addresses; repeatable, or comma-separated) that the providers of cartridges sent by clients may reach although they are not public: loopback, private, link-local")
 		origins     = fs.String("cors-origins", strings.Join(server.DefaultOrigins, ","), "without tokens, the `origins` of the browser pages served, comma-separated (* for any page: any site the user visits could then use the server)")
 		maxBody     = fs.String("max-body", "4MiB", "largest request `size` (bytes, KiB or MiB)")
 		headerTO    = fs.Duration("header-timeout", d.HeaderTimeout, "time to read a request's header")
@@ -74,31 +77,19 @@ func (a *App) serve(ctx context.Context, args []string) error {
 		logFormat   = fs.String("log-format", "text", "text or json")
 		logMessages = fs.Bool("log-messages", false, "put the text of the messages in the log")
 		minionFile  = fs.String("agent-minions", "", "a minion `file` (clippy's format): its agents are served too, on the default cartridge's provider (see docs/agents.md)")
-		agentHosts  = fs.String("agent-hosts", "", "`hosts` (host or host:port, comma-separated) of remote agent servers that clients may name as minions; their tokens go in --agent-tokens (see docs/serve.md, Hosts). A file here is read as --agent-tokens")
+		agentHosts  = fs.StringSlice("agent-hosts", nil, "`hosts` (host or host:port; repeatable, or comma-separated) of remote agent servers that clients may name as minions; their tokens go in --agent-tokens (see docs/serve.md, Hosts)")
 		agentTokens = fs.String("agent-tokens", "", "a `file` of remote agent servers' tokens, one `host[:port] token` (or ENV/NAME) per line; its hosts may be named as minions too")
 		agentID     = fs.String("agent-id", "", "this server's `id` in the chains of runs across servers (default: random)")
 		agentFrame  = fs.String("agent-max-frame", "1MiB", "largest frame a client may send on an agent run (`size`)")
 	)
-	fs.Usage = func() {
-		fmt.Fprint(a.Stderr, "usage: nb serve [flags] [DIR...]\n\nServes the cartridges of the folders (default: NANO_BOTS_CARTRIDGES_PATH, else the\ndefault cartridges folder) over the Nano Bots API, the OpenAI-compatible API\n(/v1: see docs/openai.md) and the agent protocol. Flags:\n\n")
-		fs.PrintDefaults()
+	fs.Old("allow-unconfirmed-tools", "yes")
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
-	var dirs []string
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil
-			}
-			return &usageError{err.Error()}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		dirs = append(dirs, fs.Arg(0))
-		rest = fs.Args()[1:]
-	}
+	dirs := fs.Args()
 	limits := server.Limits{HeaderTimeout: *headerTO, BodyTimeout: *bodyTO, IdleTimeout: *idleTO, RunTimeout: *runTO, Grace: *grace,
 		MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxWaitingRuns: *maxWaiting, MaxClientConns: *clientConns, MaxConns: *maxConns}
+	_ = unsandboxed
 	if *grace == 0 {
 		limits.Grace = -1
 	}
@@ -136,10 +127,14 @@ func (a *App) serve(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if secret := a.Getenv("NB_SERVE_TOKEN"); secret != "" {
+	secret, from := *token, "--token"
+	if secret == "" {
+		secret, from = a.Getenv("NB_SERVE_TOKEN"), "NB_SERVE_TOKEN"
+	}
+	if secret != "" {
 		t, err := server.NewToken("", secret)
 		if err != nil {
-			return fmt.Errorf("NB_SERVE_TOKEN: %w", err)
+			return fmt.Errorf("%s: %w", from, err)
 		}
 		t.Rate = anonRate
 		tokens = append(tokens, t)
@@ -165,8 +160,8 @@ func (a *App) serve(ctx context.Context, args []string) error {
 	}
 	srv, err := server.New(ctx, server.Options{
 		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
-		AllowUnconfirmed: *unconfirmed, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
-		AllowOrigins: splitList(*origins), ClientHosts: splitList(*clientHosts), TrustedProxies: trusted,
+		AllowUnconfirmed: *yes, AllowTools: *allowTools, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
+		AllowOrigins: splitList(*origins), ClientHosts: *clientHosts, TrustedProxies: trusted,
 		Log: log, LogMessages: *logMessages,
 	})
 	if err != nil {

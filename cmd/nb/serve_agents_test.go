@@ -121,18 +121,27 @@ func TestAgentHostsAndTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := func(name string) (string, bool) { return "r-token", name == "REMOTE_TOKEN" }
-	r, err := remoteHosts("127.0.0.1:4001, other.example", tokens, env)
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	a := &App{Stderr: stderr}
+	r, err := a.remoteHosts([]string{"127.0.0.1:4001", "other.example"}, tokens, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(r.AllowHosts, " "); got != "agents.example:4000 127.0.0.1:4001 other.example" || r.Tokens["agents.example:4000"] != "r-token" || len(r.Tokens) != 1 {
 		t.Fatalf("hosts %q, tokens %d", got, len(r.Tokens))
 	}
-	r, err = remoteHosts(tokens, "", env)
+	r, err = a.remoteHosts([]string{tokens}, "", env)
 	if err != nil || strings.Join(r.AllowHosts, " ") != "agents.example:4000" || r.Tokens["agents.example:4000"] != "r-token" {
 		t.Fatalf("the older form: %+v, %v", r, err)
 	}
-	if _, err := remoteHosts("ok.example,http://bad/x", "", env); err == nil || !strings.Contains(err.Error(), `--agent-hosts: "http://bad/x" is not a host or host:port`) {
+	if said, _ := os.ReadFile(stderr.Name()); !strings.Contains(string(said), "--agent-hosts FILE is deprecated: write --agent-tokens "+tokens) {
+		t.Fatalf("the older form is not said to be deprecated: %q", said)
+	}
+	if _, err := a.remoteHosts([]string{"ok.example", "http://bad/x"}, "", env); err == nil || !strings.Contains(err.Error(), `--agent-hosts: "http://bad/x" is not a host or host:port`) {
 		t.Fatalf("a bad host: %v", err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -50,6 +51,10 @@ type Config struct {
 	// when the client cannot be asked (it has no elicitation); otherwise
 	// such calls are denied with the specification's denial text.
 	AllowTools bool
+	// AllowTool names tools whose calls run without asking when the
+	// client cannot be asked, as AllowTools does for all (nb mcp serve
+	// --allow-tool).
+	AllowTool []string
 	// Output receives what the cartridges' scripts print; nil discards
 	// it. In stdio mode it must not be the protocol's output.
 	Output io.Writer
@@ -332,7 +337,7 @@ func (s *Server) ask(b *bot.Bot) sdk.ToolHandler {
 		caps := req.ClientCapabilities()
 		r := &run{
 			id: newID(), steps: make(chan step, 1), answers: make(chan bool, 1),
-			elicit: caps != nil && caps.Elicitation != nil, allow: s.cfg.AllowTools,
+			elicit: caps != nil && caps.Elicitation != nil, allow: s.cfg.AllowTools, allowTool: s.cfg.AllowTool,
 		}
 		r.follow(ctx, req)
 		runCtx, cancel := context.WithCancel(s.life)
@@ -395,12 +400,13 @@ func (s *Server) await(ctx context.Context, r *run) (*sdk.CallToolResult, error)
 // run is one exchange, which may span several calls of its tool (one
 // more for each confirmation the client answers).
 type run struct {
-	id      string
-	steps   chan step // from the exchange: a question, or its result
-	answers chan bool // to the exchange: the client's answers
-	cancel  context.CancelFunc
-	elicit  bool // the client takes elicitation requests
-	allow   bool // without elicitation, run tools that need confirmation
+	id        string
+	steps     chan step // from the exchange: a question, or its result
+	answers   chan bool // to the exchange: the client's answers
+	cancel    context.CancelFunc
+	elicit    bool     // the client takes elicitation requests
+	allow     bool     // without elicitation, run tools that need confirmation
+	allowTool []string // without elicitation, run these tools
 
 	mu       sync.Mutex
 	progress *progress // the current call's progress notifications
@@ -431,7 +437,7 @@ func (r *run) event(ev agent.Event) {
 // elicitation; otherwise the call runs only with AllowTools.
 func (r *run) Confirm(ctx context.Context, call tool.Call, text string) (bool, error) {
 	if !r.elicit {
-		return r.allow, nil
+		return r.allow || slices.Contains(r.allowTool, call.Name), nil
 	}
 	select {
 	case r.steps <- step{question: text, call: call}:

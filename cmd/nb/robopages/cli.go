@@ -8,7 +8,6 @@ import (
 	"context"
 	"embed"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +20,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nbots/nb/cmd/nb/cliflag"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/robopage/pageserver"
@@ -59,6 +59,9 @@ type Process struct {
 	// Terminal says that Stdin is a terminal: run asks there for the
 	// required arguments not given with -D instead of failing.
 	Terminal bool
+	// Environment returns the help's list of the variables a command
+	// (robopages serve) reads; nil lists none.
+	Environment func(command string) string
 }
 
 // Exit statuses of Main besides 0: a failure, a mistake on the command
@@ -82,7 +85,7 @@ func Main(ctx context.Context, args []string, p Process) int {
 		}
 		return 0
 	}
-	c := &command{ctx: ctx, environ: p.Environ, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, terminal: p.Terminal}
+	c := &command{ctx: ctx, environ: p.Environ, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, terminal: p.Terminal, environment: p.Environment}
 	var run func([]string) error
 	switch args[0] {
 	case "serve":
@@ -110,7 +113,7 @@ func Main(ctx context.Context, args []string, p Process) int {
 		return ExitInterrupted
 	}
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, cliflag.ErrHelp) {
 			return 0
 		}
 		var u usageError
@@ -137,6 +140,7 @@ type command struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	terminal       bool
+	environment    func(command string) string
 	lines          chan lineRead
 }
 
@@ -231,6 +235,8 @@ type names []string
 
 func (n *names) String() string { return strings.Join(*n, ",") }
 
+func (n *names) Type() string { return "NAME" }
+
 func (n *names) Set(s string) error {
 	if s == "" || strings.ContainsAny(s, "= ") {
 		return fmt.Errorf("%q is not a variable name", s)
@@ -242,10 +248,11 @@ func (n *names) Set(s string) error {
 // sshFlags defines the reference's SSH flags, which nb does not support.
 func sshFlags(fs *flagSet) *string {
 	ssh := new(string)
-	fs.fs.StringVar(ssh, "ssh", "", "not supported by nb")
-	fs.fs.String("ssh-key", "", "not supported by nb")
-	fs.fs.String("ssh-key-passphrase", "", "not supported by nb")
-	fs.add("", "ssh", "USER@HOST", "not supported by nb (nor --ssh-key, --ssh-key-passphrase): run nb on that host", "")
+	fs.stringVar(ssh, "", "ssh", "", "USER@HOST", "not supported by nb (nor --ssh-key, --ssh-key-passphrase): run nb on that host")
+	fs.set.String("ssh-key", "", "not supported by nb")
+	fs.set.String("ssh-key-passphrase", "", "not supported by nb")
+	fs.set.MarkHidden("ssh-key")            //nolint:errcheck // defined just above
+	fs.set.MarkHidden("ssh-key-passphrase") //nolint:errcheck // defined just above
 	return ssh
 }
 
@@ -277,7 +284,8 @@ func (c *command) serve(args []string) error {
 	var lazy, allowRemote bool
 	var maxClient int
 	fs.stringVar(&filter, "F", "filter", "", "TEXT", "load only the pages whose path contains this text")
-	fs.stringVar(&addr, "A", "address", "127.0.0.1:8000", "HOST:PORT", "the address to listen on")
+	fs.stringVar(&addr, "", "listen", "127.0.0.1:8000", "HOST:PORT", "the address to listen on")
+	fs.set.OldP("address", "A", "listen")
 	fs.boolVar(&lazy, "", "lazy", "pull or build container images on first use instead of at start")
 	// The environment's token is read after parsing: as a flag default it
 	// would be printed in the help.
@@ -310,7 +318,7 @@ func (c *command) serve(args []string) error {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w; choose another --address", addr, err)
+		return fmt.Errorf("listen on %s: %w; choose another --listen", addr, err)
 	}
 	log := slog.New(slog.NewTextHandler(c.stderr, nil))
 	fmt.Fprintf(c.stderr, "serving %d functions of %d pages on http://%s\n", len(lib.Functions()), len(lib.Pages), ln.Addr())
@@ -330,6 +338,8 @@ func (c *command) warn(p robopage.Problem) {
 type defines map[string]string
 
 func (d defines) String() string { return "" }
+
+func (d defines) Type() string { return "NAME=VALUE" }
 
 func (d defines) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")

@@ -1,114 +1,74 @@
 package robopages
 
 import (
-	"flag"
+	"errors"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nbots/nb/cmd/nb/cliflag"
 )
 
-// flagSet is a flag.FlagSet whose flags may have a one-letter alias and
-// whose help lists each flag once, as "-P, --path PATH".
+// flagSet is a command's flags in nb's one grammar (cmd/nb/cliflag):
+// -P, --path PATH.
 type flagSet struct {
-	fs       *flag.FlagSet
-	name     string
-	synopsis string
-	entries  []flagEntry
-}
-
-type flagEntry struct {
-	short, long string
-	arg         string // the value's placeholder; empty for a boolean
-	usage       string
-	def         string // the default shown; empty for none
+	set  *cliflag.Set
+	name string
 }
 
 func (c *command) flags(name, synopsis string) *flagSet {
-	fs := flag.NewFlagSet("nb robopages "+name, flag.ContinueOnError)
-	// parse prints the help itself: on stdout when asked for, and only a
-	// pointer to it after a mistake (Main prints the mistake).
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	return &flagSet{fs: fs, name: name, synopsis: synopsis}
+	s := cliflag.New("nb robopages "+name, "nb robopages "+name+" [flags]", synopsis, c.stdout, c.stderr)
+	if c.environment != nil {
+		s.Environment = c.environment("robopages " + name)
+	}
+	return &flagSet{set: s, name: name}
 }
 
-func (f *flagSet) add(short, long, arg, usage, def string) {
-	f.entries = append(f.entries, flagEntry{short, long, arg, usage, def})
+// shown sets the help's placeholder and default of the flag just defined.
+func (f *flagSet) shown(long, arg string) {
+	if arg != "" {
+		f.set.Placeholder(long, arg)
+	}
 }
 
 func (f *flagSet) stringVar(p *string, short, long, def, arg, usage string) {
-	f.fs.StringVar(p, long, def, usage)
-	if short != "" {
-		f.fs.StringVar(p, short, def, usage)
-	}
-	f.add(short, long, arg, usage, def)
+	f.set.StringVarP(p, long, short, def, usage)
+	f.shown(long, arg)
 }
 
 func (f *flagSet) boolVar(p *bool, short, long, usage string) {
-	f.fs.BoolVar(p, long, false, usage)
-	if short != "" {
-		f.fs.BoolVar(p, short, false, usage)
-	}
-	f.add(short, long, "", usage, "")
+	f.set.BoolVarP(p, long, short, false, usage)
 }
 
 func (f *flagSet) durationVar(p *time.Duration, long string, def time.Duration, usage string) {
-	f.fs.DurationVar(p, long, def, usage)
-	f.add("", long, "DURATION", usage, def.String())
+	f.set.DurationVar(p, long, def, usage)
+	f.shown(long, "DURATION")
 }
 
 func (f *flagSet) intVar(p *int, long string, def int, arg, usage string) {
-	f.fs.IntVar(p, long, def, usage)
-	shown := ""
-	if def != 0 {
-		shown = fmt.Sprint(def)
-	}
-	f.add("", long, arg, usage, shown)
+	f.set.IntVar(p, long, def, usage)
+	f.shown(long, arg)
 }
 
-func (f *flagSet) varFlag(v flag.Value, short, long, arg, usage string) {
-	f.fs.Var(v, long, usage)
-	if short != "" {
-		f.fs.Var(v, short, usage)
-	}
-	f.add(short, long, arg, usage, "")
+func (f *flagSet) varFlag(v pflag.Value, short, long, arg, usage string) {
+	f.set.VarP(v, long, short, usage)
+	f.shown(long, arg)
 }
 
-// usage writes the command's help.
-func (f *flagSet) usage(w io.Writer) {
-	fmt.Fprintf(w, "Usage: nb robopages %s [flags]\n\n%s\n\nFlags:\n", f.name, f.synopsis)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, e := range f.entries {
-		names := "    --" + e.long
-		if e.short != "" {
-			names = "-" + e.short + ", --" + e.long
+// parse reads the flags; --help prints the help on stdout (cliflag.ErrHelp),
+// a mistake is a usage error that points at the help.
+func (f *flagSet) parse(args []string, _ io.Writer) error {
+	if err := f.set.Parse(args); err != nil {
+		var ue *cliflag.UsageError
+		if errors.As(err, &ue) {
+			return usageError{fmt.Errorf("%v (see nb robopages %s --help)", ue.Err, f.name)}
 		}
-		if e.arg != "" {
-			names += " " + e.arg
-		}
-		text := e.usage
-		if e.def != "" {
-			text += " (default " + e.def + ")"
-		}
-		fmt.Fprintf(tw, "  %s\t%s\n", names, text)
+		return err
 	}
-	fmt.Fprintf(tw, "  -h, --help\tshow this help\n")
-	tw.Flush()
-}
-
-// parse reads the flags; -h prints the help on stdout (flag.ErrHelp), a
-// mistake is a usage error that points at the help.
-func (f *flagSet) parse(args []string, stdout io.Writer) error {
-	if err := f.fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			f.usage(stdout)
-			return err
-		}
-		return usageError{fmt.Errorf("%v (see nb robopages %s --help)", err, f.name)}
-	}
-	if f.fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q (see nb robopages %s --help)", f.fs.Arg(0), f.name)}
+	if f.set.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q (see nb robopages %s --help)", f.set.Arg(0), f.name)}
 	}
 	return nil
 }
