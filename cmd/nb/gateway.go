@@ -375,7 +375,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	}
 	d := &dispatch.Dispatcher{Bus: g.Bus, Channels: rt.Channels, Log: log, Progress: c.Channels.Progress(), ToolHints: c.Channels.SendToolHints, MaxRetries: c.Channels.MaxRetries()}
 	if sc != nil {
-		d.Delivered = sc.delivered
+		d.Delivered, d.Fanout = sc.delivered, sc.bus.Fanout()
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

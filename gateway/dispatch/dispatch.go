@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +42,10 @@ type Dispatcher struct {
 	// one replica delivered is not delivered again by another that gets
 	// it after a crash. Nil keeps the record in this process only.
 	Delivered Record
+	// Fanout are the channels whose messages reach every replica (the
+	// web chat's: its sockets live in one of them); one this replica
+	// cannot deliver is another's, not an error.
+	Fanout []string
 
 	mu       sync.Mutex
 	next     map[string]time.Time // destination -> when it may be sent to again
@@ -238,6 +243,10 @@ func (d *Dispatcher) mark(m bus.Outbound, after time.Duration) {
 }
 
 func (d *Dispatcher) undeliverable(m bus.Outbound, reason string) {
+	if slices.Contains(d.Fanout, m.Channel) {
+		d.log().Debug("not for this replica", "channel", m.Channel, "chat", m.ChatID, "reason", reason)
+		return
+	}
 	if m.Kind == bus.Progress || m.Kind == bus.ToolHint {
 		d.log().Info("progress not delivered", "channel", m.Channel, "chat", m.ChatID, "reason", reason)
 		return

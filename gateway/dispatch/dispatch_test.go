@@ -186,3 +186,17 @@ func TestDeliveredAcrossReplicas(t *testing.T) {
 		t.Fatalf("%d sends, want 2 (one per destination)", len(ch.sends))
 	}
 }
+
+// A fan-out channel's message this replica cannot deliver (the web chat
+// is open on another replica) is not reported undeliverable.
+func TestFanoutNotForThisReplica(t *testing.T) {
+	ch := &fakeChannel{errs: map[string][]error{"a": {&channel.Undeliverable{Reason: "no web chat is open on chat a"}}}}
+	var reported int
+	d := &Dispatcher{Log: quiet(), Fanout: []string{"fake"}, Undeliverable: func(bus.Outbound, string) { reported++ }}
+	if err := d.Deliver(context.Background(), ch, bus.Outbound{Kind: bus.Message, Channel: "fake", ChatID: "a", Content: "hi", Turn: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	if reported != 0 {
+		t.Fatal("reported undeliverable")
+	}
+}

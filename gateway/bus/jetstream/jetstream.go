@@ -279,6 +279,10 @@ func (b *Bus) Check(ctx context.Context) error {
 	return nil
 }
 
+// Fanout are the channels whose outbound messages reach every replica
+// (Options.Broadcast).
+func (b *Bus) Fanout() []string { return slices.Clone(b.opt.Broadcast) }
+
 // Conn is the bus's connection (for the elections and claims).
 func (b *Bus) Conn() *nats.Conn { return b.nc }
 
