@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"os"
+	"strconv"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,16 +84,22 @@ func (r *replicaSet) converse(b testing.TB, tg *telegramfake.Server, chats, n in
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
+		seen := map[int64]int{}
 		for ctx.Err() == nil {
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond)
 			for _, u := range users {
-				for _, m := range tg.Sent(u.ID) {
+				sent := tg.Sent(u.ID)
+				if len(sent) == seen[u.ID] {
+					continue
+				}
+				for _, m := range sent[seen[u.ID]:] {
 					mu.Lock()
 					if _, ok := answered[m.Text]; !ok {
 						answered[m.Text] = time.Now()
 					}
 					mu.Unlock()
 				}
+				seen[u.ID] = len(sent)
 			}
 		}
 	}()
@@ -150,11 +159,45 @@ func BenchmarkGatewayReplicasThroughput(b *testing.B) {
 				rs.start(i)
 			}
 			const chats, n = 60, 600
+			replicaCPU0, selfCPU0 := rs.cpu(), selfCPU()
 			start := time.Now()
 			lat := rs.converse(b, tg, chats, n, 0, nil, 0)
 			elapsed := time.Since(start)
 			b.ReportMetric(float64(n)/elapsed.Seconds(), "turns/s")
+			// Where the CPU goes: the replicas, and this process (the NATS
+			// server, the Telegram and model fakes).
+			b.ReportMetric(float64((rs.cpu()-replicaCPU0).Microseconds())/1000/n, "replica-cpu-ms/turn")
+			b.ReportMetric(float64((selfCPU()-selfCPU0).Microseconds())/1000/n, "nats+fakes-cpu-ms/turn")
 			b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "p99-ms")
 		})
 	}
+}
+
+// cpu is the CPU time the running replicas used so far (/proc).
+func (r *replicaSet) cpu() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var total time.Duration
+	for _, c := range r.cmds {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command's closing parenthesis: utime and stime
+		// are the 12th and 13th, in clock ticks (100 a second on Linux).
+		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.Atoi(f[11])
+		s, _ := strconv.Atoi(f[12])
+		total += time.Duration(u+s) * 10 * time.Millisecond
+	}
+	return total
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru) //nolint:errcheck // never fails
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -124,6 +124,9 @@ type Bus struct {
 	mu      sync.Mutex
 	closed  bool
 	done    chan struct{}
+	// reconnected is closed (and replaced) when the connection comes
+	// back: the server may have restarted without the consumers.
+	reconnected chan struct{}
 	running sync.WaitGroup
 	kv      map[string]jetstream.KeyValue
 }
@@ -239,15 +242,21 @@ func cleanErr(err error) error {
 }
 
 // Open opens the bus on a connection the caller keeps (and closes after
-// the bus).
+// the bus). It sets the connection's reconnect handler.
 func Open(ctx context.Context, nc *nats.Conn, opt Options) (*Bus, error) {
 	opt.defaults()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
-	b := &Bus{opt: opt, nc: nc, js: js, done: make(chan struct{}), kv: map[string]jetstream.KeyValue{},
+	b := &Bus{opt: opt, nc: nc, js: js, done: make(chan struct{}), reconnected: make(chan struct{}), kv: map[string]jetstream.KeyValue{},
 		in: strings.ToUpper(opt.Namespace) + "_INBOUND", out: strings.ToUpper(opt.Namespace) + "_OUTBOUND", url: nc.ConnectedUrlRedacted()}
+	nc.SetReconnectHandler(func(*nats.Conn) {
+		b.mu.Lock()
+		close(b.reconnected)
+		b.reconnected = make(chan struct{})
+		b.mu.Unlock()
+	})
 	for _, s := range []struct{ name, subj string }{{b.in, opt.Namespace + ".in.*"}, {b.out, opt.Namespace + ".out.*.*"}} {
 		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:        s.name,
@@ -464,11 +473,20 @@ func (b *Bus) consumeAll(ctx context.Context, stream, prefix, subject string, fn
 
 // consume runs one partition's consumer: one message at a time (the
 // server's MaxAckPending 1), acknowledged after fn returns nil.
+//
+// The consumer keeps its state in memory: with work-queue retention an
+// acknowledged message leaves the stream, so the stream itself is the
+// record of what is left to do, and a consumer lost with a restart of
+// the server is created again here, from the first message left. (File
+// storage would write each consumer's state to disk after every
+// acknowledgement: most of the server's work at this rate.)
 func (b *Bus) consume(ctx context.Context, stream, name, subject string, fn func(context.Context, []byte) error) error {
-	var cons jetstream.Consumer
-	for wait := b.opt.Retry; ; wait = min(wait*2, 5*time.Second) {
-		var err error
-		cons, err = b.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+	wait := b.opt.Retry
+	for ctx.Err() == nil {
+		b.mu.Lock()
+		reconnected := b.reconnected
+		b.mu.Unlock()
+		cons, err := b.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
 			Durable:       name,
 			FilterSubject: subject,
 			AckPolicy:     jetstream.AckExplicitPolicy,
@@ -477,33 +495,43 @@ func (b *Bus) consume(ctx context.Context, stream, name, subject string, fn func
 			MaxDeliver:    -1,
 			DeliverPolicy: jetstream.DeliverAllPolicy,
 			Replicas:      b.opt.StreamReplicas,
+			MemoryStorage: true,
 		})
+		var it jetstream.MessagesContext
 		if err == nil {
-			break
+			it, err = cons.Messages(jetstream.PullMaxMessages(64), jetstream.WithMessagesErrOnMissingHeartbeat(true))
 		}
-		b.opt.Log.Warn("bus: consumer "+name+": "+cleanErr(err).Error()+"; trying again", "in", wait)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-	}
-	for ctx.Err() == nil {
-		it, err := cons.Messages(jetstream.PullMaxMessages(64))
 		if err != nil {
+			if ctx.Err() == nil {
+				b.opt.Log.Warn("bus: consumer "+name+": "+cleanErr(err).Error()+"; trying again", "in", wait)
+			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(b.opt.Retry):
+			case <-time.After(wait):
 			}
+			wait = min(wait*2, 5*time.Second)
 			continue
 		}
+		wait = b.opt.Retry
+		itCtx, stop := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-reconnected:
+				stop()
+			case <-itCtx.Done():
+			}
+		}()
 		for {
-			msg, err := it.Next(jetstream.NextContext(ctx))
+			msg, err := it.Next(jetstream.NextContext(itCtx))
 			if err != nil {
+				if ctx.Err() == nil {
+					b.opt.Log.Debug("bus: consumer "+name+": "+cleanErr(err).Error()+"; opening it again")
+				}
 				break
 			}
 			b.handle(ctx, msg, fn)
 		}
+		stop()
 		// Hand back what the client holds, so it goes to another
 		// replica now rather than after AckWait.
 		it.Drain()
