@@ -3,10 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,8 +14,6 @@ import (
 
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
 	"github.com/nbots/nb/gateway/channel/telegram/telegramfake"
-	"github.com/nbots/nb/internal/natstest"
-	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
 )
 
@@ -32,17 +29,8 @@ import (
 // message every 20 ms), five times, and reports the longest wait of a
 // message for its answer (failover-s) against 45 ms of the quiet time.
 func BenchmarkGatewayReplicasFailover(b *testing.B) {
-	ns := natstest.Start(b)
-	tg, err := telegramfake.New("123456:failover-bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tg.Close()
-	model := httptest.NewServer(openaitest.New(func(turn providertest.Turn) providertest.Reply {
-		return providertest.Reply{Chunks: []string{"echo: " + turn.LastUser()}}
-	}))
-	defer model.Close()
-	rs := newReplicaSet(b, ns.URL(), replicaConfig(b, tg, model.URL, nil))
+	rs := newReplicaSet(b, instantEcho, "")
+	tg := rs.tg
 	for i := range 3 {
 		rs.start(i)
 	}
@@ -65,6 +53,11 @@ func BenchmarkGatewayReplicasFailover(b *testing.B) {
 		rs.start(leader)
 	}
 	b.ReportMetric(worst.Seconds(), "failover-s")
+}
+
+// instantEcho answers at once, in one piece.
+func instantEcho(turn providertest.Turn) providertest.Reply {
+	return providertest.Reply{Chunks: []string{"echo: " + turn.LastUser()}}
 }
 
 // converse has chats people send n messages in all, one every gap, calls
@@ -144,17 +137,8 @@ func (r *replicaSet) converse(b testing.TB, tg *telegramfake.Server, chats, n in
 func BenchmarkGatewayReplicasThroughput(b *testing.B) {
 	for _, replicas := range []int{1, 2, 3} {
 		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
-			ns := natstest.Start(b)
-			tg, err := telegramfake.New("123456:throughput-bench")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer tg.Close()
-			model := httptest.NewServer(openaitest.New(func(turn providertest.Turn) providertest.Reply {
-				return providertest.Reply{Chunks: []string{"echo: " + turn.LastUser()}}
-			}))
-			defer model.Close()
-			rs := newReplicaSet(b, ns.URL(), replicaConfig(b, tg, model.URL, nil))
+			rs := newReplicaSet(b, instantEcho, "")
+			tg := rs.tg
 			for i := range replicas {
 				rs.start(i)
 			}

@@ -33,6 +33,8 @@ var replicaKills = flag.Int("replica-kills", 10, "how many times TestGatewayRepl
 // configuration and one workspace: this test binary started as nb.
 type replicaSet struct {
 	t    testing.TB
+	ns   *natstest.Server
+	tg   *telegramfake.Server
 	bin  string
 	cfg  string
 	env  []string
@@ -42,8 +44,23 @@ type replicaSet struct {
 	urls []string
 }
 
-func newReplicaSet(t testing.TB, natsURL string, cfg map[string]any) *replicaSet {
+// newReplicaSet starts the NATS server, the Telegram fake and a model
+// fake answering with brain, and writes the replicas' configuration;
+// busURL, if not "", is the bus URL to give them instead of the server's.
+func newReplicaSet(t testing.TB, brain providertest.Brain, busURL string) *replicaSet {
 	t.Helper()
+	ns := natstest.Start(t)
+	tg, err := telegramfake.New("123456:replicas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.Close)
+	model := httptest.NewServer(openaitest.New(brain))
+	t.Cleanup(model.Close)
+	if busURL == "" {
+		busURL = ns.URL()
+	}
+	cfg := replicaConfig(t, tg, model.URL)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -59,9 +76,9 @@ func newReplicaSet(t testing.TB, natsURL string, cfg map[string]any) *replicaSet
 		t.Fatal(err)
 	}
 	home := filepath.Join(dir, "home")
-	return &replicaSet{t: t, bin: bin, cfg: path, env: []string{
+	return &replicaSet{t: t, ns: ns, tg: tg, bin: bin, cfg: path, env: []string{
 		"HOME=" + home, "XDG_STATE_HOME=" + filepath.Join(home, "state"), "PATH=" + os.Getenv("PATH"),
-		"NB_BUS=" + natsURL, "NB_DOTENV=0",
+		"NB_BUS=" + busURL, "NB_DOTENV=0",
 	}}
 }
 
@@ -119,8 +136,8 @@ func (r *replicaSet) dump() string {
 }
 
 // replicaConfig is a gateway on the Telegram fake and the model fake.
-func replicaConfig(t testing.TB, tg *telegramfake.Server, modelURL string, extra map[string]any) map[string]any {
-	cfg := map[string]any{
+func replicaConfig(t testing.TB, tg *telegramfake.Server, modelURL string) map[string]any {
+	return map[string]any{
 		"agents":    map[string]any{"defaults": map[string]any{"workspace": filepath.Join(t.TempDir(), "workspace"), "model": "gpt-4o-mini", "provider": "custom"}},
 		"providers": map[string]any{"custom": map[string]any{"apiBase": modelURL, "apiKey": "test-key"}},
 		"channels": map[string]any{"sendProgress": false, "telegram": map[string]any{
@@ -128,10 +145,6 @@ func replicaConfig(t testing.TB, tg *telegramfake.Server, modelURL string, extra
 		}},
 		"gateway": map[string]any{"heartbeat": map[string]any{"enabled": false}},
 	}
-	for k, v := range extra {
-		cfg[k] = v
-	}
-	return cfg
 }
 
 // TestGatewayReplicasKill9: three replicas of nb gateway share a NATS
@@ -143,24 +156,17 @@ func TestGatewayReplicasKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nb gateway replicas and kills them")
 	}
-	ns := natstest.Start(t)
-	tg, err := telegramfake.New("123456:replica-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tg.Close()
 	// A quick model, 80 ms a turn: a kill often lands
 	// in the middle of a turn.
 	var mu sync.Mutex
 	turns := map[string]int{}
-	model := httptest.NewServer(openaitest.New(func(turn providertest.Turn) providertest.Reply {
+	rs := newReplicaSet(t, func(turn providertest.Turn) providertest.Reply {
 		mu.Lock()
 		turns[turn.LastUser()]++
 		mu.Unlock()
 		return providertest.Reply{Chunks: []string{"echo: ", turn.LastUser()}, Delay: 40 * time.Millisecond}
-	}))
-	defer model.Close()
-	rs := newReplicaSet(t, ns.URL(), replicaConfig(t, tg, model.URL, nil))
+	}, "")
+	tg := rs.tg
 	for i := range 3 {
 		rs.start(i)
 	}
@@ -261,24 +267,16 @@ func TestGatewayReplicasCronOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nb gateway replicas")
 	}
-	ns := natstest.Start(t)
-	tg, err := telegramfake.New("123456:cron-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tg.Close()
 	var mu sync.Mutex
 	var runs []time.Time
-	model := httptest.NewServer(openaitest.New(func(turn providertest.Turn) providertest.Reply {
+	rs := newReplicaSet(t, func(turn providertest.Turn) providertest.Reply {
 		if strings.Contains(turn.LastUser(), "tick") {
 			mu.Lock()
 			runs = append(runs, time.Now())
 			mu.Unlock()
 		}
 		return providertest.Reply{Chunks: []string{"done"}}
-	}))
-	defer model.Close()
-	rs := newReplicaSet(t, ns.URL(), replicaConfig(t, tg, model.URL, nil))
+	}, "")
 	add := exec.Command(rs.bin, "gateway", "cron", "add", "--config", rs.cfg, "--name", "tick", "--message", "tick", "--every", "2")
 	add.Env = rs.env
 	if out, err := add.CombinedOutput(); err != nil {
@@ -314,13 +312,9 @@ func TestGatewayReadyWithoutBus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts nb gateway")
 	}
-	ns := natstest.Start(t)
-	tg, err := telegramfake.New("123456:ready-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tg.Close()
-	rs := newReplicaSet(t, "nats://nb:pw-secret@"+strings.TrimPrefix(ns.URL(), "nats://"), replicaConfig(t, tg, "http://127.0.0.1:1", nil))
+	rs := newReplicaSet(t, providertest.Echo, "")
+	ns := rs.ns
+	rs.env = append(rs.env, "NB_BUS=nats://nb:pw-secret@"+strings.TrimPrefix(ns.URL(), "nats://"))
 	rs.start(0)
 	ready := func() (int, string) {
 		resp, err := http.Get(rs.urls[0] + "/ready")
