@@ -213,9 +213,13 @@ func TestGatewayReplicasKill9(t *testing.T) {
 			}
 		}
 	}()
+	var kills []time.Time
 	for k := range *replicaKills {
 		time.Sleep(time.Duration(50+rand.IntN(250)) * time.Millisecond)
 		i := rand.IntN(3)
+		mu.Lock()
+		kills = append(kills, time.Now())
+		mu.Unlock()
 		rs.kill9(i)
 		t.Logf("kill %d: replica %d", k+1, i)
 		rs.start(i)
@@ -229,15 +233,35 @@ func TestGatewayReplicasKill9(t *testing.T) {
 		}
 	}
 	time.Sleep(2 * time.Second) // a reply sent twice would come now
+	// A chat platform takes no idempotency key: a reply it accepted from
+	// a replica killed before that replica recorded the delivery is sent
+	// again by the replica that takes over (docs/scale-out.md). Such a
+	// repeat follows its first copy, which reached the platform just
+	// before a kill; any other repeat, gap or reordering fails.
+	mu.Lock()
+	nearKill := func(at time.Time) bool {
+		for _, k := range kills {
+			if d := at.Sub(k); d > -100*time.Millisecond && d < 20*time.Millisecond {
+				return true
+			}
+		}
+		return false
+	}
+	repeats := 0
 	for _, u := range users {
 		var got []string
 		for _, m := range tg.Sent(u.ID) {
+			if n := len(got); n > 0 && got[n-1] == m.Text && nearKill(answered[m.Text]) {
+				repeats++
+				continue
+			}
 			got = append(got, m.Text)
 		}
 		if strings.Join(got, "|") != strings.Join(want[u.ID], "|") {
 			t.Errorf("chat %d:\n got %q\nwant %q", u.ID, got, want[u.ID])
 		}
 	}
+	mu.Unlock()
 	if t.Failed() {
 		t.Log(rs.dump())
 	}
@@ -256,8 +280,8 @@ func TestGatewayReplicasKill9(t *testing.T) {
 		}
 	}
 	slices.Sort(lat)
-	t.Logf("%d messages, %d kills: %d turns cut by a kill and run again; message to answer p50 %v, p99 %v, max %v",
-		messages, *replicaKills, again, lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
+	t.Logf("%d messages, %d kills: %d turns cut by a kill and run again; %d replies repeated (the platform had it when its replica was killed); message to answer p50 %v, p99 %v, max %v",
+		messages, *replicaKills, again, repeats, lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
 }
 
 // TestGatewayReplicasCronOnce: a job every 2 seconds, three replicas,
