@@ -80,6 +80,8 @@ type Gateway struct {
 	// Elector decides which replica runs a channel account's receive
 	// loop (RunAccount); nil runs every one here.
 	Elector replica.Elector
+	// Others, when set, reaches the turns other replicas run (/stop).
+	Others replica.Stopper
 
 	mu       sync.Mutex
 	checks   map[string]func(context.Context) error
@@ -109,7 +111,7 @@ type inbox struct{ g *Gateway }
 func (i inbox) Publish(ctx context.Context, m bus.Inbound) error {
 	if strings.TrimSpace(m.Content) == "/stop" {
 		if i.g.authorize(m).Verdict == access.Allow {
-			i.g.reply(ctx, m, "", i.g.stop(m.SessionKey()))
+			i.g.reply(ctx, m, "", i.g.stop(ctx, m.SessionKey()))
 		}
 		return nil
 	}
@@ -420,19 +422,33 @@ func (g *Gateway) untrack(key string, rt *runningTurn) {
 }
 
 // stop cancels the session's running turns (and with them their tool
-// processes and sub-agents).
-func (g *Gateway) stop(key string) string {
+// processes and sub-agents), here and on the other replicas.
+func (g *Gateway) stop(ctx context.Context, key string) string {
+	n := g.StopHere(key)
+	if g.Others != nil {
+		more, err := g.Others.Stop(ctx, key)
+		if err != nil {
+			g.log().Warn("/stop: the other replicas", "session", key, "error", err)
+		}
+		n += more
+	}
+	if n == 0 {
+		return "No active task to stop."
+	}
+	return fmt.Sprintf("⏹ Stopped %d task(s).", n)
+}
+
+// StopHere cancels the session's turns running in this process and says
+// how many there were.
+func (g *Gateway) StopHere(key string) int {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	n := 0
 	for rt := range g.running[key] {
 		rt.cancel()
 		n++
 	}
-	g.mu.Unlock()
-	if n == 0 {
-		return "No active task to stop."
-	}
-	return fmt.Sprintf("⏹ Stopped %d task(s).", n)
+	return n
 }
 
 // spent records a call's tokens in today's ledger and the budget.

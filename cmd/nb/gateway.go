@@ -259,6 +259,12 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 	if sc != nil {
 		g.Bus, g.Elector, rt.Claims = sc.bus, sc.elector, sc.claims
 		g.Check("bus", sc.bus.Check)
+		stops, err := sc.bus.Stopper(sc.id, g.StopHere)
+		if err != nil {
+			rt.close()
+			return nil, err
+		}
+		g.Others = stops
 	}
 	for _, hook := range gatewayHooks {
 		if err := hook(ctx, rt); err != nil {

@@ -23,6 +23,7 @@ import (
 // cron and the heartbeat, the claims of their slots and the record of
 // delivered replies. nil is one gateway alone, in process.
 type scaleOut struct {
+	id        string
 	bus       *jetstream.Bus
 	elector   *jetstream.Elector
 	claims    *jetstream.Claims
@@ -58,7 +59,7 @@ func openScaleOut(ctx context.Context, raw string, log *slog.Logger) (*scaleOut,
 	if err != nil {
 		return nil, err
 	}
-	sc := &scaleOut{bus: b}
+	sc := &scaleOut{id: id, bus: b}
 	if sc.elector, err = b.Elector(dctx, id, 0); err == nil {
 		if sc.claims, err = b.Claims(dctx, id); err == nil {
 			sc.delivered, err = b.Delivered(dctx)

@@ -382,3 +382,39 @@ func TestGatewayReadyWithoutBus(t *testing.T) {
 		t.Fatal("the bus password is in the log")
 	}
 }
+
+// TestGatewayReplicasStop: /stop reaches the turn whichever replica runs
+// it (the replica whose receive loop gets /stop may be another).
+func TestGatewayReplicasStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nb gateway replicas")
+	}
+	started := make(chan bool, 4)
+	rs := newReplicaSet(t, func(turn providertest.Turn) providertest.Reply {
+		if turn.LastUser() == "slow" {
+			started <- true
+			return providertest.Reply{Chunks: slices.Repeat([]string{"."}, 80), Delay: 100 * time.Millisecond}
+		}
+		return providertest.Echo(turn)
+	}, "")
+	for i := range 3 {
+		rs.start(i)
+	}
+	u := botapi.User{ID: 9200, FirstName: "stopper"}
+	rs.tg.Say(u, "slow")
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the slow turn did not start\n%s", rs.dump())
+	}
+	rs.tg.Say(u, "/stop")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sent, err := rs.tg.WaitSent(ctx, u.ID, 1)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, rs.dump())
+	}
+	if sent[0].Text != "⏹ Stopped 1 task(s)." {
+		t.Fatalf("%q\n%s", sent[0].Text, rs.dump())
+	}
+}

@@ -28,6 +28,13 @@ type Claims interface {
 	Claim(ctx context.Context, key string) (bool, error)
 }
 
+// Stopper reaches the other replicas' turns of a session (/stop).
+type Stopper interface {
+	// Stop cancels the session's turns on the other replicas and says
+	// how many there were.
+	Stop(ctx context.Context, key string) (int, error)
+}
+
 // Local is one process alone: it always leads, and remembers the claims
 // of the last 4,096 keys.
 type Local struct {

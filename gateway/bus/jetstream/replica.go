@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nbots/nb/gateway/replica"
@@ -236,3 +238,68 @@ var (
 	_ replica.Elector = (*Elector)(nil)
 	_ replica.Claims  = (*Claims)(nil)
 )
+
+// Stopper is replica.Stopper on core NATS: a request on <namespace>.stop
+// that every other replica answers with how many turns it stopped.
+type Stopper struct {
+	b   *Bus
+	id  string
+	sub *nats.Subscription
+}
+
+// stopWait is how long a /stop waits for the other replicas' answers.
+const stopWait = 300 * time.Millisecond
+
+// Stopper subscribes the replica named id to the others' stops, which
+// here runs stop (it returns how many turns it cancelled). Close ends it.
+func (b *Bus) Stopper(id string, stop func(key string) int) (*Stopper, error) {
+	sub, err := b.nc.Subscribe(b.opt.Namespace+".stop", func(m *nats.Msg) {
+		if m.Header.Get("Nb-Replica") == id || m.Reply == "" {
+			return
+		}
+		n := stop(string(m.Data))
+		m.Respond([]byte(strconv.Itoa(n))) //nolint:errcheck // the asker counts what arrives
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stops: %w", cleanErr(err))
+	}
+	return &Stopper{b: b, id: id, sub: sub}, nil
+}
+
+// Stop implements replica.Stopper: it counts the answers that arrive
+// within 300 ms.
+func (s *Stopper) Stop(ctx context.Context, key string) (int, error) {
+	inbox := s.b.nc.NewRespInbox()
+	answers := make(chan *nats.Msg, 64)
+	sub, err := s.b.nc.ChanSubscribe(inbox, answers)
+	if err != nil {
+		return 0, fmt.Errorf("stop: %w", cleanErr(err))
+	}
+	defer sub.Unsubscribe() //nolint:errcheck // done with it
+	msg := nats.NewMsg(s.b.opt.Namespace + ".stop")
+	msg.Reply = inbox
+	msg.Header.Set("Nb-Replica", s.id)
+	msg.Data = []byte(key)
+	if err := s.b.nc.PublishMsg(msg); err != nil {
+		return 0, fmt.Errorf("stop: %w", cleanErr(err))
+	}
+	n := 0
+	timeout := time.NewTimer(stopWait)
+	defer timeout.Stop()
+	for {
+		select {
+		case m := <-answers:
+			k, _ := strconv.Atoi(string(m.Data))
+			n += k
+		case <-timeout.C:
+			return n, nil
+		case <-ctx.Done():
+			return n, ctx.Err()
+		}
+	}
+}
+
+// Close stops answering the others.
+func (s *Stopper) Close() error { return s.sub.Unsubscribe() }
+
+var _ replica.Stopper = (*Stopper)(nil)

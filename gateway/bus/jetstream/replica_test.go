@@ -154,3 +154,32 @@ func TestClaimsOnce(t *testing.T) {
 		t.Fatal(seen, err)
 	}
 }
+
+// /stop reaches the turns the other replicas run, not the asker's own.
+func TestStopperReachesOthers(t *testing.T) {
+	s := natstest.Start(t)
+	ctx := context.Background()
+	var asked atomic.Int32
+	stoppers := make([]*jetstream.Stopper, 3)
+	for i := range stoppers {
+		st, err := dial(t, s.URL(), jetstream.Options{Namespace: "stop"}).Stopper(fmt.Sprint("replica-", i), func(key string) int {
+			asked.Add(1)
+			if key == "telegram:1" {
+				return i // replica i runs i turns of it
+			}
+			return 0
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		stoppers[i] = st
+	}
+	n, err := stoppers[0].Stop(ctx, "telegram:1")
+	if err != nil || n != 1+2 {
+		t.Fatal(n, err)
+	}
+	if asked.Load() != 2 {
+		t.Fatalf("%d replicas asked, want the 2 others", asked.Load())
+	}
+}
