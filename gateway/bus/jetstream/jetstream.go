@@ -121,14 +121,14 @@ type Bus struct {
 	in, out  string // stream names
 	ownsConn bool
 
-	mu      sync.Mutex
-	closed  bool
-	done    chan struct{}
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{}
 	// reconnected is closed (and replaced) when the connection comes
 	// back: the server may have restarted without the consumers.
 	reconnected chan struct{}
-	running sync.WaitGroup
-	kv      map[string]jetstream.KeyValue
+	running     sync.WaitGroup
+	kv          map[string]jetstream.KeyValue
 }
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
@@ -525,7 +525,7 @@ func (b *Bus) consume(ctx context.Context, stream, name, subject string, fn func
 			msg, err := it.Next(jetstream.NextContext(itCtx))
 			if err != nil {
 				if ctx.Err() == nil {
-					b.opt.Log.Debug("bus: consumer "+name+": "+cleanErr(err).Error()+"; opening it again")
+					b.opt.Log.Debug("bus: consumer " + name + ": " + cleanErr(err).Error() + "; opening it again")
 				}
 				break
 			}
