@@ -57,7 +57,56 @@ const (
 	// Waiting says the exchange waits for something outside it (Text): the
 	// state key is held by another exchange.
 	Waiting
+	// SessionStart opens an exchange's events (the reference's
+	// SESSION_START): nb's session with the loop is one exchange, an
+	// input and the rounds that answer it.
+	SessionStart
+	// SessionEnd closes them (Text: the final state, SessionIdle when the
+	// exchange ended with an answer or a limit and the conversation can go
+	// on, SessionFailed when it ended with an error).
+	SessionEnd
+	// UserInput is the user's input, as recorded (Text).
+	UserInput
+	// SteeringInjected is a message sent while the tools ran, recorded
+	// before the next request (Text).
+	SteeringInjected
+	// TurnLimit says the exchange stopped at its round limit (Round: the
+	// rounds made) with the conversation kept (Text: what to do next).
+	TurnLimit
+	// LoopDetection says the model repeats the same tool calls (Text):
+	// the first time, the text is the warning sent to the model; when the
+	// pattern goes on after it, the exchange stops with this text
+	// (IsError set, and Result.Notice says the same).
+	LoopDetection
+	// Warning is something the user should know that does not stop the
+	// exchange (Text): the context nearly full, old tool outputs
+	// abridged to fit it (ContextTokens, ContextBudget).
+	Warning
+	// Error says the exchange failed (Err); SessionEnd follows.
+	Error
 )
+
+// The final states of SessionEnd.
+const (
+	SessionIdle   = "idle"
+	SessionFailed = "failed"
+)
+
+// String names the kind as the agent protocol's event frames and nb
+// serve's log do: the reference's names in lower case.
+func (k EventKind) String() string {
+	if n, ok := kindNames[k]; ok {
+		return n
+	}
+	return fmt.Sprintf("event_%d", int(k))
+}
+
+var kindNames = map[EventKind]string{
+	TextDelta: "assistant_text_delta", Answer: "assistant_text_end", Feedback: "feedback", Reasoning: "reasoning_delta",
+	RoundStart: "round_start", RoundEnd: "round_end", ToolStart: "tool_call_start", ToolEnd: "tool_call_end",
+	Retry: "retry", Waiting: "waiting", SessionStart: "session_start", SessionEnd: "session_end", UserInput: "user_input",
+	SteeringInjected: "steering_injected", TurnLimit: "turn_limit", LoopDetection: "loop_detection", Warning: "warning", Error: "error",
+}
 
 // Event is something a front-end may show.
 type Event struct {
@@ -79,10 +128,13 @@ type Event struct {
 	Usage provider.Usage
 	// Calls are the tool calls the model asked for in a round (RoundEnd).
 	Calls []tool.Call
-	// Err, Attempt and Delay describe a Retry.
+	// Err, Attempt and Delay describe a Retry; Err an Error.
 	Err     error
 	Attempt int
 	Delay   time.Duration
+	// ContextTokens is the estimated size of a request (RoundStart,
+	// Warning) and ContextBudget what it may take (Agent.Budget).
+	ContextTokens, ContextBudget int
 }
 
 // Confirmer decides whether a tool call may run. text is the confirming
@@ -227,6 +279,10 @@ type Agent struct {
 
 	// plan is the planner's last run (for its second answer).
 	lastPlan *planRun
+	// abridged is how many old tool outputs the last request had to
+	// abridge (see abridge); wanted is the size of the last request
+	// before that.
+	abridged, wanted int
 }
 
 // Loop is how an agent works towards its answer.
@@ -273,13 +329,48 @@ type Result struct {
 	// Pending are the calls to External tools the model made in its last
 	// round: the client runs them and continues the conversation.
 	Pending []tool.Call
+	// Stopped says the exchange ended without an answer, at a limit
+	// (StopRoundLimit, StopLoop), with the conversation kept: Notice says
+	// what happened and how to go on, and a front-end shows it where the
+	// answer would be. FinishReason is then Stopped too.
+	Stopped, Notice string
+	// ContextTokens is the estimated size of the last request and
+	// ContextBudget what it may take (see Agent.Budget).
+	ContextTokens, ContextBudget int
 }
+
+// The limits an exchange stops at (Result.Stopped).
+const (
+	// StopRoundLimit: MaxRounds rounds of tool calls without an answer.
+	StopRoundLimit = "round_limit"
+	// StopLoop: the model kept repeating its calls after the warning.
+	StopLoop = "loop_detected"
+)
 
 // Ask runs one exchange by the agent's Loop: the user's input (with
 // images, for providers that take them, in the functions loop), then
 // the model's rounds until it answers; when Check has a complaint about
 // the answer, the model answers once more.
 func (a *Agent) Ask(ctx context.Context, input string, images ...media.Image) (*Result, error) {
+	return a.session(func() (*Result, error) { return a.askChecked(ctx, input, images) })
+}
+
+// session brackets an exchange's events with SessionStart and
+// SessionEnd, and reports its failure as an Error event.
+func (a *Agent) session(run func() (*Result, error)) (*Result, error) {
+	a.emit(Event{Kind: SessionStart})
+	res, err := run()
+	end := SessionIdle
+	if err != nil {
+		a.emit(Event{Kind: Error, Err: err, Text: err.Error()})
+		end = SessionFailed
+	}
+	a.emit(Event{Kind: SessionEnd, Text: end})
+	return res, err
+}
+
+// askChecked is Ask within its session.
+func (a *Agent) askChecked(ctx context.Context, input string, images []media.Image) (*Result, error) {
 	res, err := a.ask(ctx, input, images)
 	if err != nil || a.Check == nil {
 		return res, err
@@ -320,6 +411,7 @@ func (a *Agent) askFunctions(ctx context.Context, input string, images []media.I
 	if err := a.record(ev); err != nil {
 		return nil, err
 	}
+	a.emit(Event{Kind: UserInput, Text: message})
 	return a.converse(ctx, a.Cartridge.Behavior("interaction"))
 }
 
@@ -327,7 +419,7 @@ func (a *Agent) askFunctions(ctx context.Context, input string, images []media.I
 // conversation as it is, without a new user message: a client that ran the Pending calls of the last
 // exchange has recorded their results.
 func (a *Agent) Continue(ctx context.Context) (*Result, error) {
-	return a.converse(ctx, a.Cartridge.Behavior("interaction"))
+	return a.session(func() (*Result, error) { return a.converse(ctx, a.Cartridge.Behavior("interaction")) })
 }
 
 // Boot runs the boot exchange (REPL start): behaviors.boot's instruction
@@ -337,13 +429,16 @@ func (a *Agent) Boot(ctx context.Context) (*Result, error) {
 	if strings.TrimSpace(b.Instruction) == "" {
 		return nil, nil
 	}
-	instr := b.Instruction
-	ev := state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &instr, Message: instr}
-	if err := a.record(ev); err != nil {
-		return nil, err
-	}
-	b.Instruction = "" // it was the user message
-	return a.converse(ctx, b)
+	return a.session(func() (*Result, error) {
+		instr := b.Instruction
+		ev := state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &instr, Message: instr}
+		if err := a.record(ev); err != nil {
+			return nil, err
+		}
+		a.emit(Event{Kind: UserInput, Text: instr})
+		b.Instruction = "" // it was the user message
+		return a.converse(ctx, b)
+	})
 }
 
 // HasBoot reports whether the cartridge has a boot exchange.
@@ -481,21 +576,32 @@ func safeValue(v any) (any, bool) {
 	return v, false
 }
 
-// converse calls the provider until it answers with text.
+// converse calls the provider until it answers with text, or until a
+// limit stops it (the round limit, a loop that goes on after its
+// warning) with the conversation kept and a Result that says so.
 func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, error) {
 	stream := a.Cartridge.Stream(a.Mode) && !a.Whole
 	detector := newLoopDetector(10)
+	warned := false
 	var usage provider.Usage
 	ctx = provider.WithRetryNotify(ctx, func(err error, attempt int, delay time.Duration) {
 		a.emit(Event{Kind: Retry, Err: err, Attempt: attempt, Delay: delay})
 	})
 	model := Model(a.Cartridge)
+	var pressure contextPressure
+	stopped := func(round int, why, notice string) *Result {
+		return &Result{Streamed: stream, Usage: usage, Rounds: round, FinishReason: why, Stopped: why, Notice: notice,
+			ContextTokens: pressure.tokens, ContextBudget: a.Budget}
+	}
 	for round := 1; ; round++ {
 		if round > a.MaxRounds {
-			return nil, &LimitError{Msg: fmt.Sprintf("stopped after %d rounds of tool calls without an answer (infinite loop prevention); the conversation so far is kept", a.MaxRounds)}
+			notice := fmt.Sprintf("stopped after %d rounds of tool calls without an answer (infinite loop prevention; safety.tools.rounds sets the limit); the conversation is kept: send another message (\"continue\") to let the model go on", a.MaxRounds)
+			a.emit(Event{Kind: TurnLimit, Round: a.MaxRounds, Text: notice})
+			return stopped(round-1, StopRoundLimit, notice), nil
 		}
 		req := a.request(b, stream)
-		a.emit(Event{Kind: RoundStart, Round: round, Provider: a.Provider.ID(), Model: model})
+		pressure.check(a, req)
+		a.emit(Event{Kind: RoundStart, Round: round, Provider: a.Provider.ID(), Model: model, ContextTokens: pressure.tokens, ContextBudget: a.Budget})
 		var partial provider.TextBuffer
 		resp, err := a.Provider.Complete(ctx, req, func(ev provider.Event) {
 			switch ev.Kind {
@@ -529,32 +635,55 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 		}
 		a.emit(Event{Kind: RoundEnd, Round: round, Text: resp.Text, Usage: resp.Usage, Calls: calls})
 		if len(resp.ToolCalls) == 0 {
-			res, err := a.finish(ctx, resp, stream)
+			res, err := a.finish(ctx, resp, stream, usage)
 			if res != nil {
 				res.Usage, res.Rounds = usage, round
+				res.ContextTokens, res.ContextBudget = pressure.tokens, a.Budget
 			}
 			return res, err
 		}
-		pending, err := a.runTools(ctx, resp, detector)
+		pending, err := a.runTools(ctx, resp)
 		if err != nil {
 			return nil, err
 		}
 		if len(pending) > 0 {
 			return &Result{Text: resp.Text, Display: resp.Text, Streamed: stream, Usage: usage, Rounds: round,
-				FinishReason: "tool_calls", Pending: pending}, nil
+				FinishReason: "tool_calls", Pending: pending, ContextTokens: pressure.tokens, ContextBudget: a.Budget}, nil
 		}
+		// The messages sent meanwhile and a loop warning are one user
+		// turn: two user turns in a row read as a failed exchange and
+		// the next question, and the first would never be sent.
+		var inject []string
 		if a.Steering != nil {
-			// The messages sent meanwhile are one user turn: two user
-			// turns in a row read as a failed exchange and the next
-			// question, and the first would never be sent.
-			if msgs := a.Steering(); len(msgs) > 0 {
-				msg := strings.Join(msgs, "\n\n")
-				if err := a.record(state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &msg, Message: msg}); err != nil {
-					return nil, err
-				}
+			for _, msg := range a.Steering() {
+				a.emit(Event{Kind: SteeringInjected, Text: msg})
+				inject = append(inject, msg)
+			}
+		}
+		if k, n := detector.add(calls); k > 0 {
+			if warned {
+				notice := fmt.Sprintf("stopped: the model keeps repeating the same %s (%s) after it was warned; the conversation so far is kept", plural(k, "tool call", "tool calls"), strings.Join(detector.pattern(k), ", "))
+				a.emit(Event{Kind: LoopDetection, Text: notice, IsError: true})
+				return stopped(round, StopLoop, notice), nil
+			}
+			warned = true
+			warning := LoopWarning(n)
+			a.emit(Event{Kind: LoopDetection, Text: warning})
+			inject = append(inject, warning)
+		}
+		if len(inject) > 0 {
+			msg := strings.Join(inject, "\n\n")
+			if err := a.record(state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &msg, Message: msg}); err != nil {
+				return nil, err
 			}
 		}
 	}
+}
+
+// LoopWarning is what the model is told when its last n calls repeat a
+// pattern: the reference's text.
+func LoopWarning(n int) string {
+	return fmt.Sprintf("Loop detected: the last %d tool calls follow a repeating pattern. Try a different approach.", n)
 }
 
 // decodeArguments reads a call's arguments for events; text that is not
@@ -580,7 +709,7 @@ func Model(c *cartridge.Cartridge) string {
 }
 
 // finish stores and returns the text answer.
-func (a *Agent) finish(ctx context.Context, resp *provider.Response, stream bool) (*Result, error) {
+func (a *Agent) finish(ctx context.Context, resp *provider.Response, stream bool, usage provider.Usage) (*Result, error) {
 	res := &Result{Text: resp.Text, Display: resp.Text, Streamed: stream, FinishReason: resp.FinishReason}
 	if !stream {
 		src, err := a.Cartridge.Adapter(a.Mode, "output")
@@ -599,6 +728,7 @@ func (a *Agent) finish(ctx context.Context, resp *provider.Response, stream bool
 		output := a.Cartridge.Affix(a.Mode, "output", "prefix") + res.Display + a.Cartridge.Affix(a.Mode, "output", "suffix")
 		ev := state.Event{At: state.Now(), Who: state.RoleAI, Mode: string(a.Mode), Message: resp.Text, Output: &output}
 		withResponse(&ev, resp)
+		ev.Usage = storedUsage(usage)
 		if err := a.record(ev); err != nil {
 			return nil, err
 		}
@@ -618,11 +748,6 @@ func withResponse(ev *state.Event, resp *provider.Response) {
 	}
 }
 
-// LimitError stops an exchange that would not end by itself.
-type LimitError struct{ Msg string }
-
-func (e *LimitError) Error() string { return e.Msg }
-
 // MaxRounds is the cartridge's round limit: safety.tools.rounds, else 10.
 func MaxRounds(c *cartridge.Cartridge) int {
 	if v, ok := c.Get("safety", "tools", "rounds"); ok {
@@ -631,4 +756,14 @@ func MaxRounds(c *cartridge.Cartridge) int {
 		}
 	}
 	return 10
+}
+
+// storedUsage is an exchange's usage as its answer keeps it in the
+// state; none when the provider reported none.
+func storedUsage(u provider.Usage) *state.Usage {
+	if u == (provider.Usage{}) {
+		return nil
+	}
+	return &state.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadTokens,
+		CacheWriteTokens: u.CacheWriteTokens, ReasoningTokens: u.ReasoningTokens}
 }

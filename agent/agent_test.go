@@ -278,7 +278,9 @@ func TestToolOutputText(t *testing.T) {
 }
 
 // The round limit stops a model that never stops calling tools: the
-// limit's provider calls are made, no more.
+// limit's provider calls are made, no more; the exchange ends without an
+// error, with the conversation kept, a notice saying how to go on and a
+// TurnLimit event; the next message continues the same conversation.
 func TestRoundLimit(t *testing.T) {
 	for _, tc := range []struct {
 		cart   string
@@ -290,14 +292,16 @@ func TestRoundLimit(t *testing.T) {
 		cart := tc.cart
 		r := newTool("r", nil, nil)
 		// Different arguments every time, so the loop detector stays quiet.
-		p := &scripted{forever: func(n int) step {
+		p := &scripted{steps: make([]step, 0), forever: func(n int) step {
+			if n > tc.rounds {
+				return step{chunks: []string{"done"}}
+			}
 			return step{calls: []provider.ToolCall{call("1", "r", `{"n":`+strings.Repeat("1", n)+`}`)}}
 		}}
 		h := newHarness(t, cart, cartridge.Eval, p, nil, r)
-		_, err := h.agent.Ask(context.Background(), "go")
-		var le *LimitError
-		if !errors.As(err, &le) || !strings.Contains(err.Error(), "infinite loop prevention") {
-			t.Fatalf("rounds %d: err = %v, want the round limit", tc.rounds, err)
+		res := ask(t, h, "go")
+		if res.Stopped != StopRoundLimit || res.FinishReason != StopRoundLimit || !strings.Contains(res.Notice, "continue") || res.Rounds != tc.rounds {
+			t.Fatalf("rounds %d: result = %+v, want the round limit with a notice", tc.rounds, res)
 		}
 		if n := p.requestCount(); n != tc.rounds {
 			t.Errorf("provider requests = %d, want %d", n, tc.rounds)
@@ -309,27 +313,42 @@ func TestRoundLimit(t *testing.T) {
 		if len(h.agent.History()) != 1+2*tc.rounds {
 			t.Errorf("history has %d events, want %d", len(h.agent.History()), 1+2*tc.rounds)
 		}
+		if got := h.kinds(TurnLimit); len(got) != 1 || got[0].Round != tc.rounds {
+			t.Errorf("TurnLimit events = %+v, want one at round %d", got, tc.rounds)
+		}
+		// The next message goes on from there: the model sees its calls,
+		// their results and the new message.
+		if res := ask(t, h, "continue"); res.Text != "done" || res.Stopped != "" {
+			t.Errorf("after the limit: result = %+v", res)
+		}
+		last := p.request(tc.rounds).Messages
+		if n := len(last); n != 2+2*tc.rounds || last[n-1].Content != "continue" || last[n-2].Role != provider.RoleTool {
+			t.Errorf("the request after the limit has %d messages, want the whole conversation and the new message", n)
+		}
 	}
 }
 
-// The loop detector stops a model repeating the same pattern of calls,
-// across rounds, with a message naming the calls.
-func TestLoopDetectionStopsTheExchange(t *testing.T) {
+// The loop detector first warns the model (the reference's text, as a
+// user turn after the round's results, and a LoopDetection event); when
+// the pattern goes on after the warning, the exchange stops with a
+// message naming the calls, the conversation kept.
+func TestLoopDetectionWarnsThenStops(t *testing.T) {
 	cases := []struct {
-		name   string
-		rounds [][]provider.ToolCall
-		want   string
+		name    string
+		rounds  [][]provider.ToolCall
+		warning string
+		want    string
 	}{
-		{"one call repeated", repeat(10, []provider.ToolCall{call("1", "a", `{"x":1}`)}),
-			"the model keeps repeating the same tool call (a)"},
-		{"two calls alternating, one a round", repeat(5, []provider.ToolCall{call("1", "a", "{}")}, []provider.ToolCall{call("2", "b", "{}")}),
-			"the same 2 tool calls (a, b)"},
-		{"three calls, a round each", repeat(4, []provider.ToolCall{call("1", "a", "{}")}, []provider.ToolCall{call("2", "b", "{}")}, []provider.ToolCall{call("3", "c", "{}")}),
-			"the same 3 tool calls"},
-		{"three calls in one round", repeat(4, []provider.ToolCall{call("1", "a", "{}"), call("2", "b", "{}"), call("3", "c", "{}")}),
-			"the same 3 tool calls (a, b, c)"},
-		{"key order does not matter", repeat(5, []provider.ToolCall{call("1", "a", `{"x":1,"y":2}`)}, []provider.ToolCall{call("1", "a", `{"y":2, "x":1}`)}),
-			"the same tool call (a)"},
+		{"one call repeated", repeat(20, []provider.ToolCall{call("1", "a", `{"x":1}`)}),
+			LoopWarning(3), "the model keeps repeating the same tool call (a)"},
+		{"two calls alternating, one a round", repeat(10, []provider.ToolCall{call("1", "a", "{}")}, []provider.ToolCall{call("2", "b", "{}")}),
+			LoopWarning(10), "the same 2 tool calls (a, b)"},
+		{"three calls, a round each", repeat(8, []provider.ToolCall{call("1", "a", "{}")}, []provider.ToolCall{call("2", "b", "{}")}, []provider.ToolCall{call("3", "c", "{}")}),
+			LoopWarning(10), "the same 3 tool calls"},
+		{"three calls in one round", repeat(8, []provider.ToolCall{call("1", "a", "{}"), call("2", "b", "{}"), call("3", "c", "{}")}),
+			LoopWarning(10), "the same 3 tool calls (a, b, c)"},
+		{"key order does not matter", repeat(10, []provider.ToolCall{call("1", "a", `{"x":1,"y":2}`)}, []provider.ToolCall{call("1", "a", `{"y":2, "x":1}`)}),
+			LoopWarning(3), "the same tool call (a)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -340,10 +359,23 @@ func TestLoopDetectionStopsTheExchange(t *testing.T) {
 			p := &scripted{steps: steps}
 			h := newHarness(t, "safety:\n  tools:\n    confirmable: false\n    rounds: 50\nprovider:\n  id: openai\n", cartridge.Eval, p, nil,
 				newTool("a", nil, nil), newTool("b", nil, nil), newTool("c", nil, nil))
-			_, err := h.agent.Ask(context.Background(), "go")
-			var le *LimitError
-			if !errors.As(err, &le) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want a loop message containing %q", err, tc.want)
+			res := ask(t, h, "go")
+			if res.Stopped != StopLoop || !strings.Contains(res.Notice, tc.want) {
+				t.Fatalf("result = %+v, want a loop message containing %q", res, tc.want)
+			}
+			got := h.kinds(LoopDetection)
+			if len(got) != 2 || got[0].Text != tc.warning || got[1].Text != res.Notice {
+				t.Fatalf("LoopDetection events = %+v, want the warning, then the stop", got)
+			}
+			warned := false
+			for i := range p.requestCount() {
+				msgs := p.request(i).Messages
+				if m := msgs[len(msgs)-1]; m.Role == provider.RoleUser && m.Content == tc.warning {
+					warned = true
+				}
+			}
+			if !warned {
+				t.Errorf("no request ends with the warning %q", tc.warning)
 			}
 		})
 	}
@@ -355,7 +387,30 @@ func TestLoopDetectionStopsTheExchange(t *testing.T) {
 		p := &scripted{steps: steps}
 		h := newHarness(t, "safety:\n  tools:\n    confirmable: false\n    rounds: 50\nprovider:\n  id: openai\n", cartridge.Eval, p, nil, newTool("a", nil, nil))
 		ask(t, h, "go")
+		if got := h.kinds(LoopDetection); len(got) != 0 {
+			t.Errorf("LoopDetection events = %+v", got)
+		}
 	})
+}
+
+// A model that changes course after the warning answers: the exchange
+// goes on.
+func TestLoopWarningHeeded(t *testing.T) {
+	steps := []step{}
+	for range 3 {
+		steps = append(steps, step{calls: []provider.ToolCall{call("1", "a", `{"x":1}`)}})
+	}
+	steps = append(steps, step{chunks: []string{"found it"}})
+	p := &scripted{steps: steps}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, newTool("a", nil, nil))
+	res := ask(t, h, "go")
+	if res.Text != "found it" || res.Stopped != "" {
+		t.Fatalf("result = %+v, want the answer", res)
+	}
+	msgs := p.request(3).Messages
+	if m := msgs[len(msgs)-1]; m.Role != provider.RoleUser || m.Content != LoopWarning(3) {
+		t.Errorf("the request after the loop ends with %+v, want the warning", m)
+	}
 }
 
 func repeat(n int, rounds ...[]provider.ToolCall) [][]provider.ToolCall {

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -90,19 +89,19 @@ func TestMessagesRepairBrokenHistories(t *testing.T) {
 	}
 }
 
-// The same call with the same arguments three times in a row stops the
-// exchange at once, not after ten.
+// The same call with the same arguments three times in a row is a loop
+// at once, not after ten: the warning after the third, the stop after
+// three more.
 func TestSameCallThreeTimesStops(t *testing.T) {
 	p := &scripted{forever: func(int) step { return step{calls: []provider.ToolCall{call("1", "a", `{"x":1}`)}} }}
 	a := newTool("a", nil, nil)
 	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, a)
-	_, err := h.agent.Ask(context.Background(), "go")
-	var le *LimitError
-	if !errors.As(err, &le) || !strings.Contains(err.Error(), "same tool call (a)") {
-		t.Fatalf("err = %v", err)
+	res := ask(t, h, "go")
+	if res.Stopped != StopLoop || !strings.Contains(res.Notice, "same tool call (a)") {
+		t.Fatalf("result = %+v", res)
 	}
-	if a.runs() != 3 || p.requestCount() != 3 {
-		t.Errorf("runs = %d, requests = %d; want 3 and 3", a.runs(), p.requestCount())
+	if a.runs() != 6 || p.requestCount() != 6 {
+		t.Errorf("runs = %d, requests = %d; want 6 and 6", a.runs(), p.requestCount())
 	}
 }
 

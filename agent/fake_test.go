@@ -20,6 +20,7 @@ type step struct {
 	chunks []string
 	calls  []provider.ToolCall
 	err    error // returned after the chunks
+	usage  provider.Usage
 }
 
 // scripted is an in-memory provider.Provider that plays steps in order,
@@ -59,7 +60,7 @@ func (p *scripted) Complete(ctx context.Context, req provider.Request, onEvent f
 	if s.err != nil {
 		return nil, s.err
 	}
-	resp.ToolCalls = s.calls
+	resp.ToolCalls, resp.Usage = s.calls, s.usage
 	return resp, nil
 }
 
@@ -208,6 +209,19 @@ func newHarness(t *testing.T, cart string, mode cartridge.Mode, p *scripted, c C
 func engine(c *cartridge.Cartridge, mode cartridge.Mode, p provider.Provider, tools *tool.Set) *Agent {
 	return &Agent{Cartridge: c, Mode: mode, Provider: p, Tools: tools, Conversation: NewMemory(),
 		MaxRounds: MaxRounds(c), Budget: Budget(c, 0), Limits: DefaultTruncation()}
+}
+
+// kinds returns the events of kind k.
+func (h *harness) kinds(k EventKind) []Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Event
+	for _, ev := range h.events {
+		if ev.Kind == k {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 // feedback returns the feedback events as "action: text".

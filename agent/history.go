@@ -23,6 +23,12 @@ func (a *Agent) request(b cartridge.Behavior, stream bool) provider.Request {
 		// takes the whole budget leaves room for the last turn only.
 		budget = max(budget-estimateTokens(system)-estimateTokens(b.Backdrop), 1)
 	}
+	if budget > 0 {
+		var n int
+		a.wanted = requestTokens(provider.Request{System: system, Backdrop: b.Backdrop, Messages: msgs})
+		msgs, n = abridge(msgs, budget)
+		a.abridged = max(a.abridged, n)
+	}
 	req := provider.Request{System: system, Backdrop: b.Backdrop, Messages: Fit(msgs, budget), Stream: stream, User: a.User,
 		Override: a.Override, Output: a.Structured, Stop: a.Stop}
 	if a.Tools != nil {

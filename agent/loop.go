@@ -43,8 +43,9 @@ func signature(c tool.Call) string {
 }
 
 // add records a round's calls and returns the repeating pattern's length
-// (1, 2 or 3) when the last window calls loop, else 0.
-func (d *loopDetector) add(calls []tool.Call) int {
+// (1, 2 or 3) and how many calls repeat it (sameInARow, or the window)
+// when the last calls loop, else 0, 0.
+func (d *loopDetector) add(calls []tool.Call) (int, int) {
 	for _, c := range calls {
 		d.sigs = append(d.sigs, signature(c))
 		d.names = append(d.names, c.Name)
@@ -60,11 +61,11 @@ func (d *loopDetector) add(calls []tool.Call) int {
 		}
 		if same {
 			d.lastFired = n
-			return 1
+			return 1, sameInARow
 		}
 	}
 	if n < d.window || n-d.lastFired < d.window {
-		return 0
+		return 0, 0
 	}
 	s := d.sigs[n-d.window:]
 	for k := 1; k <= 3; k++ {
@@ -77,8 +78,8 @@ func (d *loopDetector) add(calls []tool.Call) int {
 		}
 		if loop {
 			d.lastFired = n
-			return k
+			return k, d.window
 		}
 	}
-	return 0
+	return 0, 0
 }

@@ -41,7 +41,7 @@ func TestLoopDetectorPatterns(t *testing.T) {
 		d := newLoopDetector(10)
 		got, at := 0, 0
 		for i, c := range namedCalls(tc.calls) {
-			if k := d.add([]tool.Call{c}); k > 0 && got == 0 {
+			if k, _ := d.add([]tool.Call{c}); k > 0 && got == 0 {
 				got, at = k, i+1
 			}
 		}
@@ -50,7 +50,7 @@ func TestLoopDetectorPatterns(t *testing.T) {
 		}
 		// One round with all the calls gives the same answer.
 		d = newLoopDetector(10)
-		if got := d.add(namedCalls(tc.calls)); got != tc.want {
+		if got, _ := d.add(namedCalls(tc.calls)); got != tc.want {
 			t.Errorf("%s in one round: got %d, want %d", tc.calls, got, tc.want)
 		}
 	}
@@ -62,7 +62,7 @@ func TestLoopDetectorWaitsAfterFiring(t *testing.T) {
 	d := newLoopDetector(10)
 	var fired []int
 	for i := 1; i <= 9; i++ {
-		if d.add(namedCalls("A")) > 0 {
+		if k, _ := d.add(namedCalls("A")); k > 0 {
 			fired = append(fired, i)
 		}
 	}
@@ -72,7 +72,7 @@ func TestLoopDetectorWaitsAfterFiring(t *testing.T) {
 	d = newLoopDetector(10)
 	fired = nil
 	for i := 1; i <= 30; i++ {
-		if d.add(namedCalls("A,B")[i%2:][:1]) > 0 {
+		if k, _ := d.add(namedCalls("A,B")[i%2:][:1]); k > 0 {
 			fired = append(fired, i)
 		}
 	}

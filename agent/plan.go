@@ -77,6 +77,7 @@ func (a *Agent) askPlan(ctx context.Context, objective string) (*Result, error) 
 	if err := a.record(state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &raw, Message: objective}); err != nil {
 		return nil, err
 	}
+	a.emit(Event{Kind: UserInput, Text: objective})
 	budget := a.MaxTasks
 	if budget <= 0 {
 		budget = DefaultMaxTasks

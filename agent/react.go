@@ -47,6 +47,7 @@ func (a *Agent) askReAct(ctx context.Context, input string) (*Result, error) {
 	if err := a.record(state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &raw, Message: message}); err != nil {
 		return nil, err
 	}
+	a.emit(Event{Kind: UserInput, Text: message})
 	b := a.Cartridge.Behavior("interaction")
 	system := joinNonEmpty("\n\n", a.Context, b.Directive, b.Instruction, a.reactInstructions())
 	stream := a.Cartridge.Stream(a.Mode)
@@ -111,7 +112,9 @@ func (a *Agent) askReAct(ctx context.Context, input string) (*Result, error) {
 			return nil, err
 		}
 	}
-	return nil, &LimitError{Msg: fmt.Sprintf("stopped after %d ReAct steps without a final answer; the conversation so far is kept", limit)}
+	notice := fmt.Sprintf("stopped after %d ReAct steps without a final answer (safety.tools.rounds sets the limit); the conversation is kept: send another message (\"continue\") to let the model go on", limit)
+	a.emit(Event{Kind: TurnLimit, Round: limit, Text: notice})
+	return &Result{Streamed: stream, Usage: usage, Rounds: limit, FinishReason: StopRoundLimit, Stopped: StopRoundLimit, Notice: notice}, nil
 }
 
 // reactInstructions describe the tools and the format.

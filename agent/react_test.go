@@ -1,6 +1,11 @@
 package agent
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/nbots/nb/cartridge"
+)
 
 func TestParseReAct(t *testing.T) {
 	cases := []struct {
@@ -32,5 +37,22 @@ func TestParseReAct(t *testing.T) {
 func TestCutObservation(t *testing.T) {
 	if got := cutObservation("Action: a\nAction Input: {}\nObservation: made up\nThought: more"); got != "Action: a\nAction Input: {}" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// A ReAct model that never gives a Final Answer stops at the round
+// limit with the conversation kept and a notice, as the functions loop.
+func TestReActRoundLimit(t *testing.T) {
+	p := &scripted{forever: func(n int) step {
+		return step{chunks: []string{"Thought: again\nAction: a\nAction Input: {\"n\": " + strings.Repeat("1", n) + "}"}}
+	}}
+	h := newHarness(t, "safety:\n  tools:\n    confirmable: false\n    rounds: 3\nprovider:\n  id: openai\n", cartridge.Eval, p, nil, newTool("a", nil, nil))
+	h.agent.Loop = LoopReAct
+	res := ask(t, h, "go")
+	if res.Stopped != StopRoundLimit || !strings.Contains(res.Notice, "stopped after 3 ReAct steps") || p.requestCount() != 3 {
+		t.Fatalf("result %+v after %d requests", res, p.requestCount())
+	}
+	if got := h.kinds(TurnLimit); len(got) != 1 {
+		t.Errorf("TurnLimit events: %+v", got)
 	}
 }

@@ -44,7 +44,7 @@ type job struct {
 // confirm each (one by one), run the allowed ones in parallel, show the
 // feedback, store the results in call order. Calls to External tools are
 // not run: they are returned for the client, after the others ran.
-func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector *loopDetector) ([]tool.Call, error) {
+func (a *Agent) runTools(ctx context.Context, resp *provider.Response) ([]tool.Call, error) {
 	empty := a.Cartridge.Affix(a.Mode, "output", "prefix") + a.Cartridge.Affix(a.Mode, "output", "suffix")
 	var message any
 	if resp.Text != "" {
@@ -174,13 +174,6 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response, detector 
 	}
 	if err := a.record(events...); err != nil {
 		return nil, err
-	}
-	calls := make([]tool.Call, len(jobs))
-	for i, j := range jobs {
-		calls[i] = j.call
-	}
-	if k := detector.add(calls); k > 0 {
-		return nil, &LimitError{Msg: fmt.Sprintf("stopped: the model keeps repeating the same %s (%s); the conversation so far is kept", plural(k, "tool call", "tool calls"), strings.Join(detector.pattern(k), ", "))}
 	}
 	return pending, nil
 }

@@ -8,6 +8,8 @@ package agentproto
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/nbots/nb/state"
 )
 
 // The frame types.
@@ -30,6 +32,9 @@ const (
 	TypeFinalResult  = "final_result"
 	TypeError        = "error"
 	TypeConfirm      = "confirm"
+	// TypeEvent carries one of the loop's events (an nb addition, when
+	// the run frame asks for events).
+	TypeEvent = "event"
 )
 
 // The error codes of error frames.
@@ -80,6 +85,11 @@ type Frame struct {
 	Tools      []ToolRepr     `json:"tools,omitempty"`
 	Minions    []MinionRef    `json:"minions,omitempty"`
 	Chunks     bool           `json:"chunks,omitempty"`
+	// Events asks for event frames (run).
+	Events bool `json:"events,omitempty"`
+	// FollowUps keeps the connection open after final_result, for input
+	// frames that start follow-ups on the same conversation (run).
+	FollowUps bool `json:"follow_ups,omitempty"`
 	// Chain is the servers and runs that led to this run (run), or that
 	// a refused run would have closed into a cycle (error).
 	Chain []Hop `json:"chain,omitempty"`
@@ -98,6 +108,19 @@ type Frame struct {
 	IsError bool   `json:"is_error,omitempty"`
 	// Result is a run's or a minion's result (final_result, minion_result).
 	Result any `json:"result,omitempty"`
+	// Stopped says a limit ended the run (or minion) before an answer
+	// (final_result, minion_result: "round_limit" or "loop_detected",
+	// with Message saying how to go on).
+	Stopped string `json:"stopped,omitempty"`
+
+	// Kind is an event's kind (event: session_start, session_end,
+	// user_input, steering_injected, turn_limit, loop_detection,
+	// warning, error), with Message its text, Step the round of a
+	// turn_limit, IsError set on the loop_detection that stops the run,
+	// ContextTokens and ContextBudget a warning's figures.
+	Kind          string `json:"kind,omitempty"`
+	ContextTokens int    `json:"context_tokens,omitempty"`
+	ContextBudget int    `json:"context_budget,omitempty"`
 
 	// Code and Message describe an error (error; Message also a failed
 	// minion_result).
@@ -181,21 +204,9 @@ type ToolCall struct {
 
 // Usage counts tokens. Input and output count every token; the cache and
 // reasoning counts say how much of them was read from or written to the
-// provider's prompt cache, or spent thinking.
-type Usage struct {
-	InputTokens      int `json:"input_tokens"`
-	OutputTokens     int `json:"output_tokens"`
-	CacheReadTokens  int `json:"cache_read_tokens,omitempty"`
-	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
-	ReasoningTokens  int `json:"reasoning_tokens,omitempty"`
-}
-
-// Add returns the sum of u and v.
-func (u Usage) Add(v Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens,
-		CacheReadTokens: u.CacheReadTokens + v.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
-		ReasoningTokens: u.ReasoningTokens + v.ReasoningTokens}
-}
+// provider's prompt cache, or spent thinking. It is the shape the state
+// keeps an exchange's usage in.
+type Usage = state.Usage
 
 // Hop is one run in a chain of runs across servers: which server, which
 // run, which agent.

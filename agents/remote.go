@@ -102,7 +102,7 @@ func (r *Run) runRemote(ctx context.Context, runURL, name string, input any, mid
 				if f.Usage != nil {
 					u = *f.Usage
 				}
-				return outcome{result: f.Result, context: f.Context, usage: u}
+				return outcome{result: f.Result, context: f.Context, usage: u, stopped: f.Stopped, notice: f.Message}
 			}
 		case agentproto.TypeToolCall:
 			r.calls.relay(f.ID, kindResult, forward)

@@ -146,11 +146,16 @@ type Request struct {
 	// EndUser is who the run is for (a server's client), passed to the
 	// exchanges (see bot.Exchange.EndUser).
 	EndUser string
+	// Events asks for event frames (see eventFrame).
+	Events bool
+	// FollowUps keeps the connection open after a final_result: an input
+	// frame then starts a follow-up on the same conversation.
+	FollowUps bool
 }
 
 // RequestFrom reads a run frame.
 func RequestFrom(f *agentproto.Frame) Request {
-	return Request{Input: f.Input, Context: f.Context, Parameters: f.Parameters, Tools: f.Tools, Minions: f.Minions, Chunks: f.Chunks, Chain: f.Chain}
+	return Request{Input: f.Input, Context: f.Context, Parameters: f.Parameters, Tools: f.Tools, Minions: f.Minions, Chunks: f.Chunks, Chain: f.Chain, Events: f.Events, FollowUps: f.FollowUps}
 }
 
 // Failure ends a run with an error frame.
@@ -170,12 +175,14 @@ type Run struct {
 	// ID is the run's id.
 	ID string
 
-	rt       *Runtime
-	agent    *Agent
-	req      Request
-	out      func(*agentproto.Frame)
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
+	rt     *Runtime
+	agent  *Agent
+	req    Request
+	out    func(*agentproto.Frame)
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// memory is the run's conversation, which a follow-up goes on.
+	memory   *agent.Memory
 	done     chan struct{}
 	calls    *callTable
 	top      *Run // the run the client started (itself for a top run)
@@ -237,6 +244,43 @@ func (rt *Runtime) Start(ctx context.Context, name string, req Request, out func
 	return r
 }
 
+// FollowUp starts a run that goes on the conversation of prev, which
+// ended with a final_result: input is the user's next message, the
+// context prev's last. It sends run_started with a run id of its own,
+// then the run's frames, as Start does.
+func (rt *Runtime) FollowUp(ctx context.Context, prev *Run, input string, out func(*agentproto.Frame)) *Run {
+	req := prev.req
+	req.Input, req.Context = input, prev.Context()
+	r := rt.newRun(ctx, nil, req, nil)
+	r.out = func(f *agentproto.Frame) {
+		f.RunID = r.ID
+		out(f)
+	}
+	r.top, r.calls, r.agent, r.memory = r, newCallTable(), prev.agent, prev.memory
+	if n := len(prev.chain); n > 0 {
+		r.chain = append(append([]agentproto.Hop(nil), prev.chain[:n-1]...), agentproto.Hop{Server: rt.ID, RunID: r.ID, Agent: prev.agent.Name()})
+	}
+	go r.execute()
+	return r
+}
+
+// Answered reports whether the run is over with a final_result: a
+// follow-up may go on its conversation.
+func (r *Run) Answered() bool {
+	select {
+	case <-r.done:
+	default:
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failure == nil && r.agent != nil
+}
+
+// IdleTimeout is how long the server waits for the client (see
+// IdleLimit).
+func (rt *Runtime) IdleTimeout() time.Duration { return rt.idleLimit() }
+
 // checkChain refuses a run that would close a cycle through this server
 // or go deeper than MaxDepth.
 func (rt *Runtime) checkChain(chain []agentproto.Hop, agentName string) *Failure {
@@ -264,7 +308,8 @@ func chainText(chain []agentproto.Hop) string {
 }
 
 func (rt *Runtime) newRun(ctx context.Context, parent *Run, req Request, out func(*agentproto.Frame)) *Run {
-	r := &Run{ID: "r_" + randomHex(6), rt: rt, req: req, out: out, done: make(chan struct{}), ids: map[string]string{}, context: req.Context}
+	r := &Run{ID: "r_" + randomHex(6), rt: rt, req: req, out: out, done: make(chan struct{}), ids: map[string]string{}, context: req.Context,
+		memory: agent.NewMemory()}
 	if parent != nil {
 		r.top, r.calls = parent.top, parent.calls
 	}
@@ -346,6 +391,9 @@ type outcome struct {
 	context any
 	usage   agentproto.Usage
 	failure *Failure
+	// stopped and notice say a limit ended the run before an answer
+	// (agent.Result.Stopped and Notice).
+	stopped, notice string
 }
 
 // execute runs the agent and sends the terminal frame.
@@ -356,7 +404,7 @@ func (r *Run) execute() {
 		return
 	}
 	if r.top == r {
-		r.out(&agentproto.Frame{Type: agentproto.TypeFinalResult, Result: o.result, Context: o.context, Usage: &o.usage})
+		r.out(&agentproto.Frame{Type: agentproto.TypeFinalResult, Result: o.result, Context: o.context, Usage: &o.usage, Stopped: o.stopped, Message: o.notice})
 	}
 	r.mu.Lock()
 	r.result = o.result
@@ -383,7 +431,7 @@ func (r *Run) run() (o outcome) {
 	if f != nil {
 		return outcome{failure: f}
 	}
-	x := bot.Exchange{Mode: cartridge.Eval, Conversation: agent.NewMemory(), Tools: extra, Confirmer: r, OnEvent: r.onEvent, EndUser: r.req.EndUser,
+	x := bot.Exchange{Mode: cartridge.Eval, Conversation: r.memory, Tools: extra, Confirmer: r, OnEvent: r.onEvent, EndUser: r.req.EndUser,
 		Loop: agent.Loop(a.Type), MaxTasks: a.MaxTasks, OnPlan: r.onPlan, Start: r.start}
 	if r.top == r {
 		x.Steering = r.steering
@@ -406,6 +454,13 @@ func (r *Run) run() (o outcome) {
 	res, err := a.Bot.Ask(r.ctx, x, inputText(r.req.Input))
 	if err != nil {
 		return outcome{failure: r.classify(err)}
+	}
+	if res.Stopped != "" {
+		// A limit ended the run before an answer: a result of none, and
+		// why, with the context and usage so far.
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return outcome{context: r.context, usage: r.usage, stopped: res.Stopped, notice: res.Notice}
 	}
 	result, problem := r.checkOutput(res.Text)
 	if problem != "" {
@@ -499,11 +554,10 @@ func (r *Run) classify(err error) *Failure {
 	}
 	var pe *provider.Error
 	var ue *provider.UnsupportedError
-	var le *agent.LimitError
 	switch {
 	case errors.As(err, &pe), errors.As(err, &ue):
 		return &Failure{Code: agentproto.CodeProvider, Message: err.Error()}
-	case errors.As(err, &le), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded):
 		return &Failure{Code: agentproto.CodeTimeout, Message: err.Error()}
 	case errors.Is(err, context.Canceled):
 		return &Failure{Code: agentproto.CodeCancelled, Message: "the run was cancelled"}
@@ -546,6 +600,11 @@ func (r *Run) protocolID(providerID string) string {
 
 // onEvent turns the agent's events into frames.
 func (r *Run) onEvent(ev agent.Event) {
+	if r.req.Events {
+		if f := eventFrame(ev); f != nil {
+			r.out(f)
+		}
+	}
 	switch ev.Kind {
 	case agent.RoundStart:
 		r.mu.Lock()
@@ -595,6 +654,27 @@ func (r *Run) onEvent(ev agent.Event) {
 		}
 		r.out(&agentproto.Frame{Type: agentproto.TypeToolResult, ID: r.protocolID(ev.Call.ID), Name: r.wireName(ev.Call.Name), Output: ev.Output, IsError: ev.IsError})
 	}
+}
+
+// eventFrame is the event frame of the loop's events the other frames do
+// not carry (the reference's session, input, steering, limit, loop,
+// warning and error events); nil for the others.
+func eventFrame(ev agent.Event) *agentproto.Frame {
+	switch ev.Kind {
+	case agent.SessionStart, agent.SessionEnd, agent.UserInput, agent.SteeringInjected, agent.TurnLimit, agent.LoopDetection, agent.Warning, agent.Error:
+	default:
+		return nil
+	}
+	f := &agentproto.Frame{Type: agentproto.TypeEvent, Kind: ev.Kind.String(), Message: ev.Text}
+	switch ev.Kind {
+	case agent.TurnLimit:
+		f.Step = ev.Round
+	case agent.Warning:
+		f.ContextTokens, f.ContextBudget = ev.ContextTokens, ev.ContextBudget
+	case agent.LoopDetection:
+		f.IsError = ev.IsError
+	}
+	return f
 }
 
 // wireName is a tool's own name for a name the provider sent.

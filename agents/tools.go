@@ -204,7 +204,7 @@ func (m *minionTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	end := &agentproto.Frame{Type: agentproto.TypeMinionResult, MinionID: mid, Result: o.result, Context: o.context, Usage: &o.usage}
+	end := &agentproto.Frame{Type: agentproto.TypeMinionResult, MinionID: mid, Result: o.result, Context: o.context, Usage: &o.usage, Stopped: o.stopped, Message: o.notice}
 	if o.failure != nil {
 		end.IsError, end.Message = true, o.failure.Message
 	}
@@ -214,6 +214,9 @@ func (m *minionTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	}
 	if o.failure != nil {
 		return &tool.Result{Text: fmt.Sprintf("The agent %s failed (%s): %s", m.spec.Name, o.failure.Code, o.failure.Message), IsError: true}, nil
+	}
+	if o.stopped != "" {
+		return &tool.Result{Text: fmt.Sprintf("The agent %s stopped without an answer: %s", m.spec.Name, o.notice), IsError: true}, nil
 	}
 	return o.result, nil
 }

@@ -461,9 +461,18 @@ func (b *Bot) toolsFor(x Exchange) *tool.Set {
 // agent is the agent of exchange x on conv with tools: the bot's shared
 // parts and the exchange's own.
 func (b *Bot) agent(x Exchange, conv agent.Conversation, tools *tool.Set) *agent.Agent {
+	onEvent := x.OnEvent
+	if b.host.EventLog != nil {
+		onEvent = func(ev agent.Event) {
+			b.host.logEvent(ev)
+			if x.OnEvent != nil {
+				x.OnEvent(ev)
+			}
+		}
+	}
 	a := &agent.Agent{
 		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System, Override: x.Override, Stop: x.Stop, Whole: x.Whole,
-		Scripts: b.scripts, Confirmer: warned(x.Confirmer, tools), Conversation: conv, OnEvent: x.OnEvent, Output: x.Output,
+		Scripts: b.scripts, Confirmer: warned(x.Confirmer, tools), Conversation: conv, OnEvent: onEvent, Output: x.Output,
 		Steering: x.Steering, MaxRounds: agent.MaxRounds(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(),
 		Structured: x.Structured, Check: x.Check, Loop: x.Loop, MaxTasks: x.MaxTasks, OnPlan: x.OnPlan,
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/internal/testbuf"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
@@ -202,5 +204,32 @@ func TestCheckAsksOnceMore(t *testing.T) {
 	}
 	if sent[0]["response_format"] == nil {
 		t.Errorf("the schema was not asked for: %v", sent[0])
+	}
+}
+
+// A host's EventLog gets every exchange's events at debug level: their
+// kinds and figures, never what the user or the model wrote.
+func TestEventLog(t *testing.T) {
+	fake := openaitest.New(providertest.Scripted(reply("the secret answer")))
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	var buf testbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b, err := New(context.Background(), cartridgeFor(t, srv.URL, ""), Host{EventLog: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if _, err := b.Ask(context.Background(), Exchange{Mode: cartridge.Eval}, "my secret question"); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"kind=session_start", "kind=user_input chars=18", "kind=round_start round=1 provider=openai model=gpt-4o", "kind=assistant_text_delta", "kind=session_end text=idle"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "secret") {
+		t.Errorf("the log holds what was written:\n%s", out)
 	}
 }

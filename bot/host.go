@@ -1,11 +1,14 @@
 package bot
 
 import (
+	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/builtin"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/proc"
@@ -61,6 +64,10 @@ type Host struct {
 	// Store keeps the conversations of every cartridge; nil keeps each
 	// cartridge's in files (see StateStore).
 	Store state.Store
+	// EventLog, when set, logs every exchange's events at debug level
+	// (nb serve's log): their kind and figures, nb's own notices whole,
+	// and of what users and models wrote only the length.
+	EventLog *slog.Logger
 }
 
 // Getenv returns the value of name in the host's environment, "" when unset.
@@ -170,4 +177,39 @@ func (h Host) historyBudget() int {
 func StateBot(c *cartridge.Cartridge) state.Bot {
 	m := c.Meta()
 	return state.Bot{Author: m.Author, Name: m.Name, Version: m.Version}
+}
+
+// logEvent logs one event of an exchange at debug level (see
+// Host.EventLog).
+func (h Host) logEvent(ev agent.Event) {
+	if h.EventLog == nil || !h.EventLog.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	attrs := []any{"kind", ev.Kind.String()}
+	if ev.Round > 0 {
+		attrs = append(attrs, "round", ev.Round)
+	}
+	if ev.Call != nil {
+		attrs = append(attrs, "tool", ev.Call.Name, "call", ev.Call.ID)
+	}
+	switch ev.Kind {
+	case agent.TextDelta, agent.Answer, agent.Reasoning, agent.UserInput, agent.SteeringInjected, agent.Feedback:
+		attrs = append(attrs, "chars", len(ev.Text)) // what users and models wrote stays out of the log
+	case agent.RoundStart:
+		attrs = append(attrs, "provider", ev.Provider, "model", ev.Model, "context_tokens", ev.ContextTokens, "context_budget", ev.ContextBudget)
+	case agent.RoundEnd:
+		attrs = append(attrs, "input_tokens", ev.Usage.InputTokens, "output_tokens", ev.Usage.OutputTokens, "cache_read_tokens", ev.Usage.CacheReadTokens, "calls", len(ev.Calls))
+	case agent.ToolEnd:
+		attrs = append(attrs, "is_error", ev.IsError)
+	case agent.Warning:
+		attrs = append(attrs, "text", ev.Text, "context_tokens", ev.ContextTokens, "context_budget", ev.ContextBudget)
+	default:
+		if ev.Text != "" {
+			attrs = append(attrs, "text", ev.Text)
+		}
+		if ev.Err != nil && ev.Kind != agent.Error {
+			attrs = append(attrs, "error", ev.Err.Error())
+		}
+	}
+	h.EventLog.Debug("agent event", attrs...)
 }

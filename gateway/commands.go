@@ -13,7 +13,7 @@ import (
 const helpText = `🐈 nb commands:
 /new — Start a new conversation (what it held goes to memory first)
 /stop — Stop the current task
-/status — Model, session size and today's token use
+/status — Model, session size, context use and today's token use
 /pair CODE — Let the sender of a pairing code talk to me
 /help — Show available commands`
 
@@ -82,6 +82,9 @@ func (g *Gateway) status(key string) string {
 		fmt.Fprintf(&b, "Session: %s, %d messages (%d unconsolidated), %s\n", key, sess.Len(), sess.Len()-m.LastConsolidated, size(sess.Size()))
 	}
 	g.mu.Lock()
+	if c, ok := g.contexts[key]; ok {
+		fmt.Fprintf(&b, "Context: ~%d of %d estimated tokens (%d%%)\n", c[0], c[1], c[0]*100/c[1])
+	}
 	total := 0
 	var sources []string
 	for s, n := range g.tokens {

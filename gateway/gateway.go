@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"regexp"
 	"strings"
 	"sync"
@@ -83,16 +82,26 @@ type Gateway struct {
 	// Others, when set, reaches the turns other replicas run (/stop).
 	Others replica.Stopper
 
-	mu       sync.Mutex
-	checks   map[string]func(context.Context) error
-	running  map[string]map[*runningTurn]bool
+	mu      sync.Mutex
+	running map[string]map[*runningTurn]bool
+	// steered are the messages a running turn took as steering, by
+	// channel and id: when the bus delivers them they are not answered
+	// again (see inbox.Publish).
+	steered map[string]bool
+	// contexts are the last request's size and budget by session (/status).
+	contexts map[string][2]int
 	channels map[string]string // channel -> "" connected, or why not
 	expected []string
 	tokens   map[string]int // today's tokens by source
 	day      string
 }
 
-type runningTurn struct{ cancel context.CancelFunc }
+type runningTurn struct {
+	cancel context.CancelFunc
+	// queue are the session's messages that arrived while the turn ran,
+	// for its next steering point.
+	queue []bus.Inbound
+}
 
 func (g *Gateway) log() *slog.Logger {
 	if g.Log != nil {
@@ -115,8 +124,70 @@ func (i inbox) Publish(ctx context.Context, m bus.Inbound) error {
 		}
 		return nil
 	}
-	_, err := i.g.Bus.PublishInbound(ctx, m)
+	dup, err := i.g.Bus.PublishInbound(ctx, m)
+	if err == nil && !dup {
+		i.g.offer(m)
+	}
 	return err
+}
+
+// offer gives a message that arrived while its session's turn runs in
+// this process to that turn, which takes it after its current round of
+// tool calls. The message is on the bus all the same: when the turn ends
+// before it took it, the bus delivers it as the next turn; when the turn
+// took it, handle skips it. So it is never lost and never answered twice.
+// Commands, messages without an id (they could not be recognised) and
+// senders not allowed are left to the bus alone.
+func (g *Gateway) offer(m bus.Inbound) {
+	if m.ID == "" || m.Channel == SystemChan || strings.HasPrefix(strings.TrimSpace(m.Content), "/") || len(m.Media) > 0 {
+		return
+	}
+	g.mu.Lock()
+	turns := g.running[m.SessionKey()]
+	g.mu.Unlock()
+	if len(turns) == 0 || g.authorize(m).Verdict != access.Allow {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for rt := range g.running[m.SessionKey()] {
+		rt.queue = append(rt.queue, m)
+		return
+	}
+}
+
+// steering is a running turn's Steering: the messages offered to it
+// since its last round, marked so the bus's copies are not answered again.
+func (g *Gateway) steering(rt *runningTurn) func() []string {
+	return func() []string {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		var out []string
+		for _, m := range rt.queue {
+			if g.steered == nil {
+				g.steered = map[string]bool{}
+			}
+			g.steered[m.Channel+"\x00"+m.ID] = true
+			out = append(out, m.Content)
+		}
+		rt.queue = nil
+		return out
+	}
+}
+
+// wasSteered reports, once, whether a running turn already took m.
+func (g *Gateway) wasSteered(m bus.Inbound) bool {
+	if m.ID == "" {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	k := m.Channel + "\x00" + m.ID
+	if g.steered[k] {
+		delete(g.steered, k)
+		return true
+	}
+	return false
 }
 
 // Run takes inbound messages until ctx ends.
@@ -155,6 +226,10 @@ func (g *Gateway) authorize(m bus.Inbound) access.Decision {
 
 // handle runs one inbound message.
 func (g *Gateway) handle(ctx context.Context, m bus.Inbound) error {
+	if g.wasSteered(m) {
+		g.log().Debug("message given to the turn that was running", "channel", m.Channel, "id", m.ID)
+		return nil
+	}
 	d := g.authorize(m)
 	switch d.Verdict {
 	case access.Pair:
@@ -289,6 +364,14 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	onEvent := func(ev agent.Event) {
 		switch ev.Kind {
 		case agent.RoundStart:
+			if ev.ContextBudget > 0 {
+				g.mu.Lock()
+				if g.contexts == nil {
+					g.contexts = map[string][2]int{}
+				}
+				g.contexts[d.SessionKey] = [2]int{ev.ContextTokens, ev.ContextBudget}
+				g.mu.Unlock()
+			}
 			if ev.Round > 1 && g.Budget != nil {
 				if err := g.Budget.Allow(d.SessionKey, d.Source); err != nil {
 					mu.Lock()
@@ -322,7 +405,8 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 			}
 		}
 	}
-	ans, err := g.Runner.Run(turnCtx, Turn{Conversation: sess, Input: d.Content, System: g.Prompt.Build(d.Channel, d.ChatID), Tools: tools, OnEvent: onEvent})
+	ans, err := g.Runner.Run(turnCtx, Turn{Conversation: sess, Input: d.Content, System: g.Prompt.Build(d.Channel, d.ChatID), Tools: tools, OnEvent: onEvent,
+		Steering: g.steering(rt)})
 	// The turn's messages are durable before anyone hears of them.
 	if serr := sess.Sync(); serr != nil {
 		g.log().Error("session sync", "key", d.SessionKey, "error", serr)
@@ -478,35 +562,6 @@ func (g *Gateway) Expect(names ...string) {
 	g.mu.Lock()
 	g.expected = append(g.expected, names...)
 	g.mu.Unlock()
-}
-
-// Check adds a dependency /ready checks each time (the shared bus): its
-// error makes the gateway not ready, and says why.
-func (g *Gateway) Check(name string, fn func(context.Context) error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.checks == nil {
-		g.checks = map[string]func(context.Context) error{}
-	}
-	g.checks[name] = fn
-}
-
-// Checks runs the dependencies' checks: each one's "ok" or its error,
-// and whether all passed.
-func (g *Gateway) Checks(ctx context.Context) (bool, map[string]string) {
-	g.mu.Lock()
-	checks := maps.Clone(g.checks)
-	g.mu.Unlock()
-	ok, out := true, map[string]string{}
-	for name, fn := range checks {
-		if err := fn(ctx); err != nil {
-			ok = false
-			out[name] = err.Error()
-		} else {
-			out[name] = "ok"
-		}
-	}
-	return ok, out
 }
 
 // standbyState marks a channel whose receive loop another replica runs.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"strings"
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
@@ -27,6 +28,10 @@ type Turn struct {
 	Tools []tool.Tool
 	// OnEvent receives the turn's events (streamed text, tool calls).
 	OnEvent func(agent.Event)
+	// Steering, when set, is asked after each round of tool calls for
+	// the session's messages that arrived meanwhile (see
+	// agent.Agent.Steering).
+	Steering func() []string
 }
 
 // Answer is what a turn produced.
@@ -51,11 +56,17 @@ type BotRunner struct {
 
 // Run implements Runner.
 func (r BotRunner) Run(ctx context.Context, t Turn) (Answer, error) {
-	res, err := r.Bot.Ask(ctx, bot.Exchange{Mode: cartridge.REPL, Conversation: t.Conversation, System: t.System, Tools: t.Tools, OnEvent: t.OnEvent}, t.Input)
+	res, err := r.Bot.Ask(ctx, bot.Exchange{Mode: cartridge.REPL, Conversation: t.Conversation, System: t.System, Tools: t.Tools, OnEvent: t.OnEvent, Steering: t.Steering}, t.Input)
 	if err != nil {
 		return Answer{}, err
 	}
-	return Answer{Text: res.Text, Usage: res.Usage, Model: r.Model()}, nil
+	text := res.Text
+	if res.Notice != "" {
+		// A limit stopped the turn before an answer: the user reads why
+		// and how to go on (the session keeps the conversation).
+		text = strings.TrimSpace(text + "\n\n" + res.Notice)
+	}
+	return Answer{Text: text, Usage: res.Usage, Model: r.Model()}, nil
 }
 
 // Model implements Runner.

@@ -144,8 +144,8 @@ const corsMethods = "GET, POST, OPTIONS, HEAD, DELETE"
 // Handler is the server's HTTP handler: every request gets an id, CORS
 // headers (any origin: the Obsidian plugin runs in a page of origin
 // app://obsidian.md and sends custom headers, so even its GETs are
-// preflighted), panic recovery and a log line; preflights and /healthz
-// need no token, everything else does when the server has tokens. A
+// preflighted), panic recovery and a log line; preflights, /healthz
+// and /ready need no token, everything else does when the server has tokens. A
 // server without tokens answers browsers only from Options.AllowOrigins,
 // and only requests addressed to a loopback name (see browserRefused). Request
 // bodies are read whole (up to Limits.MaxBody, within BodyTimeout and at
@@ -204,7 +204,7 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if r.URL.Path != "/healthz" && len(s.opts.Tokens) > 0 {
+	if r.URL.Path != "/healthz" && r.URL.Path != "/ready" && len(s.opts.Tokens) > 0 {
 		tok, err := authenticate(s.opts.Tokens, r)
 		if err != nil {
 			s.WriteError(w, r, err)

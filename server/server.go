@@ -193,6 +193,9 @@ type Options struct {
 	Log *slog.Logger
 	// LogMessages puts the text of messages in the log (off by default).
 	LogMessages bool
+	// Checks are what GET /ready checks besides the server's own state
+	// (the stores it must reach).
+	Checks []Check
 }
 
 // Server serves the bots of a set of cartridge folders over HTTP.
@@ -234,6 +237,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.host = opts.Host
 	s.host.AllowHostCredentials = true
 	s.host.AllowMCP = true // the operator's cartridges start their MCP servers
+	if s.host.EventLog == nil {
+		// Every exchange's events, at debug level (--log-level debug).
+		s.host.EventLog = s.log
+	}
 	// The end user of a served exchange is always the client's: an
 	// ENV/NANO_BOTS_END_USER in a cartridge must not pin every client to
 	// the operator's value (the reference sets it per request).
@@ -247,6 +254,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.base, s.cancelBase = context.WithCancelCause(context.Background())
 	s.cat = catalog.New(ctx, catalog.Options{Dirs: opts.Dirs, Host: s.host, Lookup: lookup, Log: s.log})
 	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /ready", s.ready)
 	return s, nil
 }
 

@@ -85,10 +85,22 @@ func expandHome(p, home string) string {
 
 // CartridgeDir is the directory holding every state of a cartridge.
 func (p Files) CartridgeDir(b Bot) (string, error) {
+	path, err := BotPath(b)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(p.Root, Implementation, filepath.FromSlash(path)), nil
+}
+
+// BotPath names a bot's conversations in every store: the slugs of its
+// author, name and version (dots as dashes), joined by "/". Two bots
+// whose names give the same slugs share their conversations, in the
+// files as in a database.
+func BotPath(b Bot) (string, error) {
 	if strings.TrimSpace(b.Author) == "" || strings.TrimSpace(b.Name) == "" {
 		return "", errors.New("a state key needs the cartridge's meta.author and meta.name, which name its state folder; add them, or run without a key (-)")
 	}
-	return filepath.Join(p.Root, Implementation, Slug(b.Author), Slug(b.Name), Slug(strings.ReplaceAll(b.Version, ".", "-"))), nil
+	return Slug(b.Author) + "/" + Slug(b.Name) + "/" + Slug(strings.ReplaceAll(b.Version, ".", "-")), nil
 }
 
 // Component turns an end user or a key into a path component: its soft
@@ -263,6 +275,13 @@ func (t *fileTurn) KeepOutput(id, text string) (string, error) {
 }
 
 func outputFile(dir, id string) string {
+	return filepath.Join(dir, OutputName(id)+".txt")
+}
+
+// OutputName is the name a tool output kept under a call's id has in
+// every store: the id with path separators, dots and NULs replaced by
+// '_' ("output" for none). Ids with the same name share it.
+func OutputName(id string) string {
 	name := strings.Map(func(r rune) rune {
 		if r == '/' || r == '\\' || r == 0 || r == '.' {
 			return '_'
@@ -272,7 +291,7 @@ func outputFile(dir, id string) string {
 	if name == "" {
 		name = "output"
 	}
-	return filepath.Join(dir, name+".txt")
+	return name
 }
 
 // Output reads a kept output.
@@ -418,8 +437,7 @@ func writeAtomic(path string, data []byte) error {
 // (with create, the directory is made again when Delete removed it).
 func lockKey(ctx context.Context, dir string, onBusy func(), create bool) (func(), error) {
 	path := filepath.Join(dir, lockName)
-	told := false
-	delay := 5 * time.Millisecond
+	wait := BusyWait{First: 5 * time.Millisecond, Max: 100 * time.Millisecond}
 	for {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil && create && errors.Is(err, os.ErrNotExist) {
@@ -448,18 +466,9 @@ func lockKey(ctx context.Context, dir string, onBusy func(), create bool) (func(
 		if onBusy == nil {
 			return nil, ErrBusy
 		}
-		if !told {
-			onBusy()
-			told = true
+		if err := wait.Wait(ctx, onBusy, nil); err != nil {
+			return nil, err
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-		delay = min(delay*2, 100*time.Millisecond)
 	}
 }
 

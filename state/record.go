@@ -65,6 +65,9 @@ type Event struct {
 	Extra map[string]any
 	// Result is the call a tool event answers.
 	Result ToolResult
+	// Usage is what the exchange that ends with this answer cost, all its
+	// rounds summed (AI events; nil when unknown).
+	Usage *Usage
 
 	// Meta holds the meta keys nb does not know (another implementation
 	// wrote them); they are written back as they were read.
@@ -101,7 +104,63 @@ const (
 	metaID        = "id"
 	metaName      = "name"
 	metaIsError   = "is_error"
+	metaUsage     = "usage"
 )
+
+// Usage counts the tokens of an exchange, as the providers report them:
+// input and output count every token; the cache and reasoning counts
+// say how many of them were read from or written to the prompt cache,
+// or spent thinking. Its meta key holds them under these names.
+type Usage struct {
+	InputTokens      int `json:"input_tokens"`
+	OutputTokens     int `json:"output_tokens"`
+	CacheReadTokens  int `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int `json:"reasoning_tokens,omitempty"`
+}
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens,
+		CacheReadTokens: u.CacheReadTokens + v.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
+		ReasoningTokens: u.ReasoningTokens + v.ReasoningTokens}
+}
+
+// json is u as its meta key holds it.
+func (u *Usage) json() map[string]any {
+	m := map[string]any{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens}
+	for k, v := range map[string]int{"cache_read_tokens": u.CacheReadTokens, "cache_write_tokens": u.CacheWriteTokens, "reasoning_tokens": u.ReasoningTokens} {
+		if v != 0 {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// decodeUsage reads meta.usage: counts that are not numbers read as 0;
+// a value that is not an object gives nil.
+func decodeUsage(v any) *Usage {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	n := func(k string) int {
+		switch x := m[k].(type) {
+		case float64:
+			return int(x)
+		case int:
+			return x
+		case int64:
+			return int(x)
+		case json.Number:
+			i, _ := x.Int64()
+			return int(i)
+		}
+		return 0
+	}
+	return &Usage{InputTokens: n("input_tokens"), OutputTokens: n("output_tokens"), CacheReadTokens: n("cache_read_tokens"),
+		CacheWriteTokens: n("cache_write_tokens"), ReasoningTokens: n("reasoning_tokens")}
+}
 
 // readMeta is the known meta keys of a read event: the values as they
 // were, and the typed fields they gave.
@@ -111,6 +170,7 @@ type readMeta struct {
 	reasoning string
 	extra     map[string]any
 	result    ToolResult
+	usage     *Usage
 }
 
 // readBare marks the read events without known meta keys (most of them),
@@ -177,10 +237,18 @@ func (e Event) JSON() JSONEvent {
 	put(metaID, e.Result.ID == was.result.ID, tool || e.Result.ID != "", func() any { return e.Result.ID })
 	put(metaName, e.Result.Name == was.result.Name, tool || e.Result.Name != "", func() any { return e.Result.Name })
 	put(metaIsError, e.Result.IsError == was.result.IsError, e.Result.IsError, func() any { return true })
+	put(metaUsage, equalUsage(e.Usage, was.usage), e.Usage != nil, func() any { return e.Usage.json() })
 	if len(meta) > 0 {
 		r.Meta = meta
 	}
 	return r
+}
+
+func equalUsage(a, b *Usage) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 func callsJSON(calls []ToolCall) []any {
@@ -215,6 +283,8 @@ func (r JSONEvent) Event() Event {
 			e.Result.Name, _ = v.(string)
 		case metaIsError:
 			e.Result.IsError, _ = v.(bool)
+		case metaUsage:
+			e.Usage = decodeUsage(v)
 		default:
 			if e.Meta == nil {
 				e.Meta = map[string]any{}
@@ -229,6 +299,10 @@ func (r JSONEvent) Event() Event {
 	}
 	if rd.raw != nil {
 		rd.calls, rd.reasoning, rd.extra, rd.result = slices.Clone(e.ToolCalls), e.Reasoning, e.Extra, e.Result
+		if e.Usage != nil {
+			u := *e.Usage
+			rd.usage = &u
+		}
 		e.read = rd
 	}
 	return e

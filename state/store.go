@@ -124,3 +124,32 @@ func Append(ctx context.Context, c Conversation, events ...Event) error {
 	defer t.End()
 	return t.Append(events...)
 }
+
+// BusyWait is how a Begin waits for a conversation another exchange
+// holds: it calls onBusy once, then sleeps between tries, from First
+// doubling to Max, or until wake (nil: never) says the conversation may
+// be free.
+type BusyWait struct {
+	First, Max time.Duration
+	told       bool
+	delay      time.Duration
+}
+
+// Wait waits before the next try; it fails with ctx's error.
+func (w *BusyWait) Wait(ctx context.Context, onBusy func(), wake <-chan struct{}) error {
+	if !w.told {
+		onBusy()
+		w.told = true
+		w.delay = w.First
+	}
+	t := time.NewTimer(w.delay)
+	defer t.Stop()
+	w.delay = min(w.delay*2, w.Max)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-wake:
+	case <-t.C:
+	}
+	return nil
+}

@@ -3,12 +3,14 @@ package term
 import (
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/color"
+	"github.com/nbots/nb/provider"
 )
 
 // Printer renders an agent's events for one mode: streamed chunks as they
@@ -35,6 +37,11 @@ type Printer struct {
 
 	mu     sync.Mutex
 	status *status
+	// context and budget are the last request's figures; usage and
+	// rounds sum the session's (Status).
+	context, budget int
+	usage           provider.Usage
+	rounds          int
 }
 
 // Prefix writes the output prefix.
@@ -83,9 +90,36 @@ func (p *Printer) OnEvent(ev agent.Event) {
 		p.write(p.Feedback(ev.Action, ev.Text))
 	case agent.Retry:
 		p.notice(fmt.Sprintf("%v; retrying in %.1fs (%d/%d)", ev.Err, ev.Delay.Seconds(), ev.Attempt, max(p.MaxRetries, ev.Attempt)))
-	case agent.Waiting:
+	case agent.Waiting, agent.Warning:
 		p.notice(ev.Text)
+	case agent.LoopDetection:
+		if !ev.IsError { // the stop is the exchange's result, which the front-end shows
+			p.notice(ev.Text)
+		}
+	case agent.RoundStart:
+		p.context, p.budget = ev.ContextTokens, ev.ContextBudget
+	case agent.RoundEnd:
+		p.usage.Add(ev.Usage)
+		p.rounds++
 	}
+}
+
+// Figures are what /status shows: the last request's size against the
+// context budget, and the tokens the session used so far.
+func (p *Printer) Figures() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rounds == 0 {
+		return "nothing sent yet"
+	}
+	var b strings.Builder
+	if p.budget > 0 {
+		fmt.Fprintf(&b, "context: ~%d of %d estimated tokens (%d%%)\n", p.context, p.budget, p.context*100/p.budget)
+	}
+	u := p.usage
+	fmt.Fprintf(&b, "tokens this session: %d in (%d from the cache, %d written to it), %d out (%d reasoning), %d requests",
+		u.InputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.OutputTokens, u.ReasoningTokens, p.rounds)
+	return b.String()
 }
 
 // notice writes one line to Err. Called with mu held.

@@ -46,6 +46,21 @@ type REPL struct {
 	ReportError func(error)
 	// probe replaces ProbeCursor in tests.
 	probe func(in, out *os.File, timeout time.Duration) (bool, []byte)
+	// typeahead reads lines while answers run; watch is set when it
+	// does so only during answers (the line editor reads at the prompt).
+	typeahead *typeahead
+	watch     bool
+}
+
+// Steering gives the running exchange the lines the user typed while it
+// ran (bot.Exchange.Steering): after the current round of tool calls the
+// model reads them. Piped input is read one message at a time, never
+// meanwhile.
+func (r *REPL) Steering() []string {
+	if r.typeahead == nil {
+		return nil
+	}
+	return r.typeahead.Steering()
 }
 
 // exitWords leave the REPL. The reference sent quit to the bot; people
@@ -175,10 +190,43 @@ func (r *REPL) Run(ctx context.Context) error {
 		defer signal.Stop(interrupts)
 	}
 	interactive := mode != Piped
+	switch mode {
+	case Plain:
+		// A goroutine reads every line; the prompt, the running answer
+		// and its questions take them from it.
+		typed := newTypeahead(r.Stderr)
+		typed.readFrom(read, more)
+		r.typeahead = typed
+		if r.Confirmer != nil {
+			r.Confirmer.Reader = typed
+		}
+		read = func(p string) (string, error) {
+			io.WriteString(r.Printer.W, p) //nolint:errcheck // a terminal or a file
+			return typed.wait()
+		}
+		more = ""
+	case Editor:
+		// The line editor reads at the prompt; while an answer runs,
+		// exchange has watch read the lines typed.
+		typed := newTypeahead(r.Stderr)
+		r.typeahead, r.watch = typed, true
+		if r.Confirmer != nil {
+			r.Confirmer.Reader = pausing{t: typed, inner: r.Confirmer.Reader}
+		}
+		edit := read
+		read = func(p string) (string, error) {
+			if msg, ok := typed.leftover(); ok {
+				io.WriteString(r.Printer.W, p+msg+"\n") //nolint:errcheck // a terminal
+				return msg, nil
+			}
+			return edit(p)
+		}
+	}
 
 	if r.Session.HasBoot() {
 		r.exchange(ctx, interrupts, func(ctx context.Context) error {
-			_, err := r.Session.Boot(ctx)
+			res, err := r.Session.Boot(ctx)
+			r.notice(res)
 			return err
 		})
 	}
@@ -202,10 +250,28 @@ func (r *REPL) Run(ctx context.Context) error {
 		if strings.TrimSpace(message) == "" {
 			continue
 		}
+		if strings.TrimSpace(message) == StatusCommand {
+			fmt.Fprintln(r.Stderr, r.Printer.Figures())
+			continue
+		}
 		r.exchange(ctx, interrupts, func(ctx context.Context) error {
-			_, err := r.Session.Ask(ctx, message)
+			res, err := r.Session.Ask(ctx, message)
+			r.notice(res)
 			return err
 		})
+	}
+}
+
+// StatusCommand, typed alone at the prompt, shows the context's size
+// against its budget and the tokens used so far, instead of sending it.
+const StatusCommand = "/status"
+
+// notice shows why an exchange stopped without an answer (a limit), and
+// how to go on: the conversation is kept and the prompt comes back.
+func (r *REPL) notice(res *agent.Result) {
+	if res != nil && res.Notice != "" {
+		r.Printer.EndStatus()
+		fmt.Fprintln(r.Stderr, "\nnb: "+res.Notice)
 	}
 }
 
@@ -252,6 +318,13 @@ func (r *REPL) exchange(ctx context.Context, interrupts chan os.Signal, run func
 			case <-done:
 			}
 		}()
+	}
+	if r.typeahead != nil {
+		r.typeahead.setBusy(true)
+		defer r.typeahead.setBusy(false)
+		if r.watch {
+			defer r.typeahead.watch(r.Stdin)()
+		}
 	}
 	r.Printer.Prefix()
 	err := run(ctx)

@@ -24,6 +24,7 @@ import (
 	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/script/fennel"
 	"github.com/nbots/nb/state"
+	"github.com/nbots/nb/state/storeurl"
 	"github.com/nbots/nb/term"
 )
 
@@ -61,6 +62,9 @@ type App struct {
 	executor   *robopage.Executor
 	// approve is what --yes and --allow-tool approved from the shell.
 	approve term.Approval
+	// store is the conversation store of --store or NB_STORE (nil: the
+	// files), see openStore.
+	store *storeurl.Store
 }
 
 // Getenv returns a variable of the environment, "" when unset.
@@ -117,6 +121,11 @@ func (a *App) Run() int {
 		return a.report(a.mcpCommand(args[1:]))
 	case "robopages":
 		return a.robopages(args[1:])
+	case "state":
+		if isStateCommand(args) {
+			a.loadDotEnv()
+			return a.report(a.stateTransfer(args[1:]))
+		}
 	}
 	a.loadDotEnv()
 	return a.report(a.cartridgeCommand(args))
@@ -258,6 +267,7 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb cartridge.yml STATE-KEY state
   nb cartridge.yml - state list
   nb cartridge.yml STATE-KEY state delete
+  nb state export|import [--store URL]      move conversations between stores
 
   nb serve [--listen localhost:3048] [DIR...]
   nb robopages serve|run|validate|view|create|install ...
@@ -337,6 +347,10 @@ func (a *App) cartridgeCommand(args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := a.openStore(context.Background(), ""); err != nil {
+		return err
+	}
+	defer a.closeStore()
 	for _, w := range cart.Warnings {
 		fmt.Fprintln(a.Stderr, "nb: warning: "+w)
 	}
@@ -409,6 +423,7 @@ func (a *App) host() bot.Host {
 		FennelCacheDir:       a.fennelCacheDir(),
 		Robopages:            a.robopageExecutor(),
 		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
+		Store:                a.sharedStore(),
 	}
 }
 
@@ -514,7 +529,7 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 		return &usageError{"nothing to send: give the message as words after eval, or on standard input"}
 	}
 	s.printer.Prefix()
-	_, err = s.Ask(ctx, input)
+	res, err := s.Ask(ctx, input)
 	s.printer.EndStatus()
 	if err != nil {
 		if s.printer.Wrote {
@@ -528,6 +543,14 @@ func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error 
 		return err
 	}
 	s.printer.Suffix()
+	if res != nil && res.Notice != "" {
+		// A limit stopped the exchange before an answer: the state key
+		// keeps the conversation, and the notice says how to go on.
+		if s.printer.Wrote {
+			io.WriteString(a.Stdout, "\n") //nolint:errcheck // end the partial line
+		}
+		return &reportedError{res.Notice}
+	}
 	return nil
 }
 
@@ -604,6 +627,7 @@ func (a *App) repl(cart *cartridge.Cartridge, key string) error {
 			fmt.Fprintln(a.Stderr, "nb: "+err.Error())
 		},
 	}
+	s.Exchange.Steering = r.Steering // lines typed while an answer runs
 	if err := r.Run(context.Background()); err != nil {
 		return err
 	}

@@ -258,7 +258,6 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 	rt := &gatewayRuntime{App: a, Config: c, Host: host, Bot: b, Gateway: g, Sessions: sessions, Access: checker, Log: log}
 	if sc != nil {
 		g.Bus, g.Elector, rt.Claims = sc.bus, sc.elector, sc.claims
-		g.Check("bus", sc.bus.Check)
 		stops, err := sc.bus.Stopper(sc.id, g.StopHere)
 		if err != nil {
 			rt.close()
@@ -297,9 +296,14 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	listen := fs.String("listen", "", "`host:port` of the web chat and /health (default: gateway.host and gateway.port, 127.0.0.1:18790)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	busURL := fs.String("bus", "", "the `URL` of the bus replicas share, nats://… (default: NB_BUS, gateway.bus, else in-process; docs/scale-out.md)")
+	storeURL := fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
+	if err := a.openStore(ctx, *storeURL); err != nil {
+		return err
+	}
+	defer a.closeStore()
 	log, err := a.gatewayLogger(*logLevel)
 	if err != nil {
 		return err
@@ -357,7 +361,10 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	}
 	defer rt.close()
 	g := rt.Gateway
-	ws := &web.Server{Gateway: g, Sessions: rt.Sessions, Tokens: tokens, Log: log}
+	ws := &web.Server{Gateway: g, Sessions: rt.Sessions, Tokens: tokens, Log: log, Checks: a.storeChecks()}
+	if sc != nil {
+		ws.Checks = append(ws.Checks, server.Check{Name: "bus", Run: sc.bus.Check})
+	}
 	rt.Channels = append([]channel.Channel{ws}, rt.Channels...)
 	accounts := map[string]string{} // channel -> account, elected among replicas
 	for name := range c.Channels.Each {

@@ -31,11 +31,19 @@ const ptyTimeout = 15 * time.Second
 // slowWord makes the fake answer slowly, so Ctrl-C lands mid-stream.
 const slowWord = "slow"
 
+// slowCall makes the fake call random-number after a second and a half,
+// so a line can be typed while the round runs.
+const slowCall = "call random-number slowly"
+
 // ptyBrain echoes, answers "slow" with a long slow stream, and calls tools
 // as providertest.Echo does.
 func ptyBrain(t providertest.Turn) providertest.Reply {
 	if t.Last().Role == "user" && t.LastUser() == "wait 3s" {
 		time.Sleep(3 * time.Second)
+	}
+	if t.Last().Role == "user" && t.LastUser() == slowCall {
+		time.Sleep(1500 * time.Millisecond)
+		return providertest.Reply{Calls: []providertest.Call{{ID: "call_1", Name: "random-number", Arguments: "{}"}}}
 	}
 	if t.Last().Role == "user" && t.LastUser() == slowWord {
 		chunks := []string{"first chunk "}
@@ -582,5 +590,75 @@ func TestPTYWaitingStatus(t *testing.T) {
 	c.expect("echo: wait 3s")
 	if code := c.exitCode(); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
+	}
+}
+
+// On a plain terminal, a line typed while an answer runs is queued and
+// given to the model after the current tool round, shown as queued, then
+// as sent; the model's next request has it after the tool's result.
+func TestPTYREPLQueuedLine(t *testing.T) {
+	dir := t.TempDir()
+	url, rec := fakeOpenAI(t)
+	ptyCartridge(t, dir, url, "safety: {tools: {confirmable: false}}\n")
+	c := startNBWith(t, dir, ptyOptions{env: []string{"TERM=dumb"}}, "bot.yml", "-", "repl")
+	c.expect("🤖> ")
+	c.send(slowCall + "\r")
+	time.Sleep(300 * time.Millisecond)
+	c.send("in metric units\r")
+	c.expect("nb: queued: in metric units")
+	c.expect("nb: sent: in metric units")
+	c.expect("echo: in metric units")
+	c.send("exit\r")
+	if code := c.exitCode(); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	bodies := rec.Bodies()
+	if len(bodies) != 2 {
+		t.Fatalf("%d requests, want 2", len(bodies))
+	}
+	if !bytes.Contains(bodies[1], []byte(`"role":"tool"}`)) && !bytes.Contains(bodies[1], []byte(`"tool_call_id":"call_1"`)) {
+		t.Errorf("the second request lacks the tool's result: %s", bodies[1])
+	}
+	if !bytes.Contains(bodies[1], []byte(`{"content":"in metric units","role":"user"}`)) {
+		t.Errorf("the second request lacks the queued line: %s", bodies[1])
+	}
+}
+
+// With the line editor too: a line typed while the answer runs (the
+// editor idle, the terminal in its normal mode) is queued and given to
+// the model after the tool round; the editor reads at the next prompt as
+// before.
+func TestPTYREPLQueuedLineEditor(t *testing.T) {
+	dir := t.TempDir()
+	url, rec := fakeOpenAI(t)
+	ptyCartridge(t, dir, url, "safety: {tools: {confirmable: false}}\n")
+	c := startNB(t, dir, nil, "bot.yml", "-", "repl")
+	c.expect("🤖> ")
+	c.send(slowCall + "\r")
+	time.Sleep(500 * time.Millisecond)
+	c.send("in metric units\r")
+	c.expect("nb: queued: in metric units")
+	c.expect("nb: sent: in metric units")
+	c.expect("echo: in metric units")
+	c.expect("🤖> ")
+	// A line typed during an answer without tool calls is the next
+	// message, sent when the answer ends.
+	c.send(slowWord + "\r")
+	c.expect("first chunk")
+	c.send("hello\r")
+	c.expect("nb: queued: hello")
+	c.expect("nb: sent: hello")
+	c.expect("echo: hello")
+	c.expect("🤖> ")
+	c.send("exit\r")
+	if code := c.exitCode(); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	bodies := rec.Bodies()
+	if len(bodies) != 4 {
+		t.Fatalf("%d requests, want 4", len(bodies))
+	}
+	if !bytes.Contains(bodies[1], []byte(`{"content":"in metric units","role":"user"}`)) {
+		t.Errorf("the second request lacks the queued line: %s", bodies[1])
 	}
 }

@@ -81,6 +81,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		agentTokens = fs.String("agent-tokens", "", "a `file` of remote agent servers' tokens, one `host[:port] token` (or ENV/NAME) per line; its hosts may be named as minions too")
 		agentID     = fs.String("agent-id", "", "this server's `id` in the chains of runs across servers (default: random)")
 		agentFrame  = fs.String("agent-max-frame", "1MiB", "largest frame a client may send on an agent run (`size`)")
+		storeURL    = fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
 	)
 	fs.Old("allow-unconfirmed-tools", "yes")
 	if err := fs.Parse(args); err != nil {
@@ -143,7 +144,11 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		return err
 	}
 
-	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: a.fennelCacheDir()}
+	if err := a.openStore(ctx, *storeURL); err != nil {
+		return err
+	}
+	defer a.closeStore()
+	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: a.fennelCacheDir(), Store: a.sharedStore()}
 	if len(dirs) == 0 {
 		env := host.CartridgeEnv()
 		if strings.TrimSpace(env.CartridgesPath) != "" || strings.TrimSpace(env.CartridgesDirectory) != "" {
@@ -162,7 +167,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
 		AllowUnconfirmed: *yes, AllowTools: *allowTools, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
 		AllowOrigins: splitList(*origins), ClientHosts: *clientHosts, TrustedProxies: trusted,
-		Log: log, LogMessages: *logMessages,
+		Log: log, LogMessages: *logMessages, Checks: a.storeChecks(),
 	})
 	if err != nil {
 		return err
@@ -206,7 +211,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		addrs[i] = "http://" + ln.Addr().String()
 	}
 	log.Info("serving", "cartridges", len(models), "failed", broken, "folders", strings.Join(dirs, ":"),
-		"listen", strings.Join(addrs, " "), "tokens", len(tokens))
+		"listen", strings.Join(addrs, " "), "tokens", len(tokens), "store", a.storeName())
 	fmt.Fprintf(a.Stderr, "nb: serving %d cartridges on %s (Ctrl-C stops)\n", len(models), strings.Join(addrs, " and "))
 	return srv.Serve(ctx, lns...)
 }

@@ -64,6 +64,9 @@ type Server struct {
 	Log    *slog.Logger
 	// MaxFrame bounds an incoming frame (default 1 MiB).
 	MaxFrame int64
+	// Checks are what GET /ready checks besides the channels (the stores
+	// the gateway must reach); a failed one is reported by name.
+	Checks []server.Check
 
 	mu    sync.Mutex
 	conns map[string]map[*conn]bool // chat -> sockets
@@ -101,15 +104,16 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, r *http.Request) {
 		ready, chans := s.Gateway.Ready()
-		ok, checks := s.Gateway.Checks(r.Context())
-		ready = ready && ok
+		body := map[string]any{"channels": chans}
+		if len(s.Checks) > 0 {
+			ok, checks := server.RunChecks(r.Context(), s.Checks)
+			ready = ready && ok
+			body["checks"] = checks
+		}
+		body["ready"] = ready
 		status := http.StatusOK
 		if !ready {
 			status = http.StatusServiceUnavailable
-		}
-		body := map[string]any{"ready": ready, "channels": chans}
-		if len(checks) > 0 {
-			body["checks"] = checks // the shared bus: "ok" or why not
 		}
 		writeJSON(w, status, body)
 	})

@@ -353,6 +353,10 @@ func (s *Server) ask(b *bot.Bot) sdk.ToolHandler {
 			switch {
 			case err != nil:
 				out = textResult(err.Error(), true)
+			case res.Notice != "":
+				// A limit stopped the exchange: the state key keeps the
+				// conversation, and the notice says how to go on.
+				out = textResult(strings.TrimSpace(res.Text+"\n\n[nb: "+res.Notice+"]"), false)
 			case res.Streamed || res.Display == "":
 				out = textResult(res.Text, false)
 			default:

@@ -208,6 +208,12 @@ type conn struct {
 	seq    int64
 	closed bool
 	run    *agents.Run
+	// followUps is the run frame's follow_ups; answered is set once the
+	// run's final_result is sent, and idle closes the connection when no
+	// follow-up comes.
+	followUps bool
+	answered  bool
+	idle      *time.Timer
 
 	// the rate limiter's bucket
 	tokens float64
@@ -243,10 +249,57 @@ func (c *conn) send(f *agentproto.Frame) {
 		}
 		return
 	}
+	if f.Terminal() && f.Type == agentproto.TypeFinalResult && c.followUps {
+		// The client may follow up on the conversation: the connection
+		// stays open until it does, closes it, or stays idle too long.
+		c.answered = true
+		c.idle = time.AfterFunc(c.h.Runtime.IdleTimeout(), c.close)
+		return
+	}
 	if f.Terminal() {
 		c.closed = true
 		go c.ws.Close(websocket.StatusNormalClosure, "") //nolint:errcheck // the peer may be gone
 	}
+}
+
+// close ends the connection normally, with nothing more to send.
+func (c *conn) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.ws.Close(websocket.StatusNormalClosure, "") //nolint:errcheck // the peer may be gone
+}
+
+// followUp handles a frame of the client after the run's final_result
+// (with follow_ups): input starts a follow-up run on the conversation,
+// stop closes the connection; false ends the connection.
+func (c *conn) followUp(ctx context.Context, f, problem *agentproto.Frame) bool {
+	switch {
+	case problem != nil:
+		c.send(problem)
+	case f.Type == agentproto.TypeStop:
+		c.close()
+		return false
+	case f.Type == agentproto.TypeInput:
+		c.mu.Lock()
+		run := c.run
+		c.mu.Unlock()
+		<-run.Done() // the final_result is sent just before it ends
+		if !run.Answered() {
+			return false
+		}
+		c.mu.Lock()
+		c.answered = false
+		c.idle.Stop()
+		c.mu.Unlock()
+		next := c.h.Runtime.FollowUp(ctx, run, f.Content, c.send)
+		c.mu.Lock()
+		c.run = next
+		c.mu.Unlock()
+	default:
+		c.send(agentproto.ErrorFrame(agentproto.CodeProtocol, "the run is over: send an input frame to follow up on its conversation, or stop to close the connection"))
+	}
+	return true
 }
 
 // fail ends a connection that has no run with an error frame.
@@ -347,6 +400,9 @@ func (c *conn) serve(ctx context.Context, name string) {
 	start := time.Now()
 	req := agents.RequestFrom(f)
 	req.EndUser = c.endUser
+	c.mu.Lock()
+	c.followUps = req.FollowUps
+	c.mu.Unlock()
 	run := c.h.Runtime.Start(ctx, name, req, c.send)
 	c.mu.Lock()
 	c.run = run
@@ -355,6 +411,18 @@ func (c *conn) serve(ctx context.Context, name string) {
 		f, problem, err := c.frame(context.Background())
 		if err != nil {
 			break
+		}
+		c.mu.Lock()
+		answered := c.answered
+		c.mu.Unlock()
+		if answered {
+			if !c.followUp(ctx, f, problem) {
+				break
+			}
+			c.mu.Lock()
+			run = c.run
+			c.mu.Unlock()
+			continue
 		}
 		select {
 		case <-run.Done():

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/agentproto"
 	"github.com/nbots/nb/provider/providertest"
 )
@@ -230,4 +231,82 @@ func TestStopMidStream(t *testing.T) {
 // openaiTurn decodes a recorded Chat Completions request.
 func openaiTurn(body []byte) (providertest.Turn, error) {
 	return openaitestDecode(body)
+}
+
+// A run that reaches its round limit ends with a final_result that says
+// so (stopped, message, the usage so far), not an error; with events:
+// true the loop's events come as event frames, in the reference's names:
+// the session bracketed, the input, the loop warning, the turn limit.
+func TestRoundLimitAndEvents(t *testing.T) {
+	url, _ := fakeOpenAI(t, func(providertest.Turn) providertest.Reply {
+		return providertest.Reply{Calls: []providertest.Call{{ID: "c", Name: "ping", Arguments: `{}`}}}
+	})
+	body := "safety: {tools: {confirmable: false, rounds: 4}, functions: {sandboxed: false}}\ntools:\n  - name: ping\n    lua: return 'pong'\n"
+	srv, _ := serve(t, nil, newAgent(t, t.TempDir(), url, "Pinger", body))
+	c := start(t, srv.URL, "Pinger", &agentproto.Frame{Input: "go", Events: true})
+	end := c.finish(nil)
+	if end.Type != agentproto.TypeFinalResult || end.Stopped != agent.StopRoundLimit || !strings.Contains(end.Message, "stopped after 4 rounds") || end.Usage == nil {
+		t.Fatalf("end %+v\n%s", end, c.dump())
+	}
+	var kinds []string
+	for _, f := range c.all {
+		if f.Type == agentproto.TypeEvent {
+			kinds = append(kinds, f.Kind)
+			if f.Kind == "loop_detection" && f.Message != agent.LoopWarning(3) {
+				t.Errorf("loop_detection %q", f.Message)
+			}
+			if f.Kind == "turn_limit" && f.Step != 4 {
+				t.Errorf("turn_limit at step %d", f.Step)
+			}
+		}
+	}
+	if got := strings.Join(kinds, " "); got != "session_start user_input loop_detection turn_limit session_end" {
+		t.Errorf("events: %s\n%s", got, c.dump())
+	}
+}
+
+// With follow_ups, the connection stays open after final_result: an
+// input frame starts a follow-up run on the same conversation (its own
+// run_started and run id), and stop closes the connection.
+func TestFollowUp(t *testing.T) {
+	url, rec := fakeOpenAI(t, providertest.Echo)
+	srv, _ := serve(t, nil, newAgent(t, t.TempDir(), url, "Echo", ""))
+	c := start(t, srv.URL, "Echo", &agentproto.Frame{Input: "hello", FollowUps: true})
+	until := func(typ string) *agentproto.Frame {
+		for {
+			if f := c.next(); f.Type == typ {
+				return f
+			}
+		}
+	}
+	first := c.runID
+	if end := until(agentproto.TypeFinalResult); end.Result != "echo: hello" {
+		t.Fatalf("first result %+v", end)
+	}
+	c.send(&agentproto.Frame{Type: agentproto.TypeInput, Content: "again"})
+	c.runID = "" // the follow-up is a run of its own
+	started := until(agentproto.TypeRunStarted)
+	if started.RunID == first || started.Agent != "Echo" {
+		t.Errorf("follow-up run_started %+v (first run %s)", started, first)
+	}
+	if end := until(agentproto.TypeFinalResult); end.Result != "echo: again" {
+		t.Fatalf("follow-up result %+v", end)
+	}
+	turn, err := openaiTurn(rec.Bodies()[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	for _, m := range turn.Messages {
+		if m.Role != "system" {
+			said = append(said, m.Role+": "+m.Content)
+		}
+	}
+	if got := strings.Join(said, " | "); got != "user: hello | assistant: echo: hello | user: again" {
+		t.Errorf("the follow-up's request: %s", got)
+	}
+	c.send(&agentproto.Frame{Type: agentproto.TypeStop})
+	if _, err := c.read(5 * time.Second); err != errClosed {
+		t.Errorf("after stop: %v, want a normal close", err)
+	}
 }

@@ -419,14 +419,23 @@ func (a *API) execute(ctx context.Context, j *job, out io.StringWriter) error {
 	}
 	if !j.boot || j.bot.HasBoot() {
 		write(c.Affix(mode, "output", "prefix"))
+		var res *agent.Result
 		var err error
 		if j.boot {
-			_, err = j.bot.Boot(ctx, j.x)
+			res, err = j.bot.Boot(ctx, j.x)
 		} else {
-			_, err = j.bot.Ask(ctx, j.x, j.input)
+			res, err = j.bot.Ask(ctx, j.x, j.input)
 		}
 		if err != nil {
 			return err
+		}
+		if res != nil && res.Notice != "" {
+			// A limit stopped the exchange before an answer: the client
+			// reads why and how to go on where the answer would be.
+			if wrote {
+				write("\n\n")
+			}
+			write("[nb: " + res.Notice + "]")
 		}
 		write(c.Affix(mode, "output", "suffix"))
 	}

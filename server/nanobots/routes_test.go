@@ -305,3 +305,19 @@ func checkPostEvents(t *testing.T, body string) {
 		t.Errorf("the output events add up to %q", output.String())
 	}
 }
+
+// A limit that stops an exchange before an answer is an answer that says
+// so and how to go on, not a failed stream.
+func TestRoundLimitAnswered(t *testing.T) {
+	always := func(providertest.Turn) providertest.Reply {
+		return providertest.Reply{Calls: []providertest.Call{{ID: "c", Name: "random-number", Arguments: `{"n":1}`}}}
+	}
+	f := newFixture(t, setup{brain: always, files: map[string]string{
+		"free.yml": cart("name: Free", "safety: {tools: {confirmable: false, rounds: 2}}", "tools: [{name: random-number, lua: 'return 4'}]"),
+	}})
+	resp, body := f.do("POST", "/cartridges", `{"cartridge": "free", "input": "go"}`)
+	out, _ := decodeJSON(t, body)["output"].(string)
+	if resp.StatusCode != 200 || !strings.Contains(out, "[nb: stopped after 2 rounds of tool calls without an answer") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/server"
@@ -150,10 +149,6 @@ func apiError(err error, model string, providerID string) *Error {
 			e.Message = fmt.Sprintf("model %s: the provider is over its rate limit: %v", model, pe)
 		}
 		return e
-	}
-	var limit *agent.LimitError
-	if errors.As(err, &limit) {
-		return &Error{Status: http.StatusInternalServerError, Message: fmt.Sprintf("model %s: %v", model, limit), Type: "server_error", Code: "tool_round_limit"}
 	}
 	var panicked *bot.PanicError
 	if errors.As(err, &panicked) {

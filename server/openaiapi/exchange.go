@@ -111,6 +111,13 @@ func (h *Handler) run(ctx context.Context, t *turn, s sink) (out *outcome, err e
 	if err != nil {
 		return nil, err
 	}
+	if res.Notice != "" {
+		// A limit stopped the exchange before an answer: the client
+		// reads why and how to go on where the answer would be, and the
+		// finish reason says it is incomplete.
+		c.roundText = false
+		c.emit("[nb: " + res.Notice + "]")
+	}
 	out = &outcome{res: res, text: c.all.String(), reasoning: c.thought.String(), conversation: mem.History()}
 	if len(res.Pending) > 0 {
 		recorded := out.conversation[len(t.history):]

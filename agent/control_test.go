@@ -1,0 +1,133 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/state"
+	"github.com/nbots/nb/tool"
+)
+
+// An exchange's events come between SessionStart and SessionEnd, with
+// the user's input, the steering injected after a tool round, and, when
+// it fails, an Error.
+func TestSessionEvents(t *testing.T) {
+	p := &scripted{steps: []step{{calls: []provider.ToolCall{call("1", "a", "{}")}}, {chunks: []string{"ok"}}}}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, newTool("a", nil, nil))
+	sent := false
+	h.agent.Steering = func() []string {
+		if sent {
+			return nil
+		}
+		sent = true
+		return []string{"be brief"}
+	}
+	ask(t, h, "go")
+	var kinds []string
+	for _, ev := range h.events {
+		switch ev.Kind {
+		case SessionStart, SessionEnd, UserInput, SteeringInjected, ToolStart, ToolEnd:
+			kinds = append(kinds, ev.Kind.String()+":"+ev.Text)
+		}
+	}
+	equal(t, "events", kinds, []string{"session_start:", "user_input:go", "tool_call_start:", "tool_call_end:", "steering_injected:be brief", "session_end:idle"})
+
+	failing := &scripted{steps: []step{{err: errors.New("the provider is down")}}}
+	h = newHarness(t, unconfirmed, cartridge.Eval, failing, nil)
+	if _, err := h.agent.Ask(context.Background(), "go"); err == nil {
+		t.Fatal("no error")
+	}
+	errs, ends := h.kinds(Error), h.kinds(SessionEnd)
+	if len(errs) != 1 || !strings.Contains(errs[0].Text, "the provider is down") || len(ends) != 1 || ends[0].Text != SessionFailed {
+		t.Errorf("Error events %+v, SessionEnd %+v", errs, ends)
+	}
+}
+
+// The usage of every round is summed and kept with the answer in the
+// state, where it reads back the same.
+func TestUsageStoredWithTheAnswer(t *testing.T) {
+	p := &scripted{steps: []step{
+		{calls: []provider.ToolCall{call("1", "a", "{}")}, usage: provider.Usage{InputTokens: 100, OutputTokens: 10, CacheWriteTokens: 90}},
+		{chunks: []string{"ok"}, usage: provider.Usage{InputTokens: 120, OutputTokens: 5, CacheReadTokens: 90, ReasoningTokens: 3}},
+	}}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, newTool("a", nil, nil))
+	res := ask(t, h, "go")
+	want := state.Usage{InputTokens: 220, OutputTokens: 15, CacheReadTokens: 90, CacheWriteTokens: 90, ReasoningTokens: 3}
+	if u := res.Usage; u.InputTokens != 220 || u.CacheReadTokens != 90 || u.CacheWriteTokens != 90 {
+		t.Errorf("result usage = %+v", u)
+	}
+	hist := h.agent.History()
+	last := hist[len(hist)-1]
+	if last.Usage == nil || *last.Usage != want {
+		t.Fatalf("stored usage = %+v, want %+v", last.Usage, want)
+	}
+	rec := last.JSON()
+	if got, _ := rec.Meta["usage"].(map[string]any); got["input_tokens"] != 220 || got["cache_read_tokens"] != 90 {
+		t.Errorf("meta.usage = %v", rec.Meta["usage"])
+	}
+	data, err := last.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back state.Event
+	if err := back.UnmarshalJSON(data); err != nil || back.Usage == nil || *back.Usage != want {
+		t.Errorf("read back: %+v (%v) from %s", back.Usage, err, data)
+	}
+}
+
+// A long exchange nears the budget: a Warning at 80%, then the oldest
+// tool outputs are abridged (head and tail) before any turn is dropped;
+// the last round's results and the stored outputs stay whole.
+func TestContextPressure(t *testing.T) {
+	big := func(c byte) string { return strings.Repeat(string(c), 8000) } // ~2,000 tokens each
+	outputs := []string{big('a'), big('b'), big('c'), big('d')}
+	n := 0
+	tl := newTool("read", nil, func(context.Context, tool.Call) (any, error) {
+		n++
+		return outputs[n-1], nil
+	})
+	var steps []step
+	for i := range 4 {
+		steps = append(steps, step{calls: []provider.ToolCall{call("c"+string(rune('1'+i)), "read", `{"i":`+strings.Repeat("1", i+1)+`}`)}})
+	}
+	steps = append(steps, step{chunks: []string{"ok"}})
+	p := &scripted{steps: steps}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, tl)
+	h.agent.Budget = 6000
+	res := ask(t, h, "go")
+	if res.ContextBudget != 6000 || res.ContextTokens == 0 || res.ContextTokens > 6000 {
+		t.Errorf("result context figures: %d of %d", res.ContextTokens, res.ContextBudget)
+	}
+	warnings := h.kinds(Warning)
+	var usage, abridged bool
+	for _, w := range warnings {
+		usage = usage || strings.HasPrefix(w.Text, "Context usage at ~")
+		abridged = abridged || strings.Contains(w.Text, "abridged")
+	}
+	if !usage || !abridged {
+		t.Fatalf("warnings = %+v, want the usage warning and the abridging one", warnings)
+	}
+	last := p.request(4).Messages
+	if last[0].Role != provider.RoleUser || last[0].Content != "go" {
+		t.Errorf("the first turn was dropped: %+v", last[0])
+	}
+	tools := toolMessages(p.request(4))
+	if len(tools) != 4 {
+		t.Fatalf("tool results sent: %d, want 4", len(tools))
+	}
+	if !strings.Contains(tools[0], "abridged to fit the context") || len(tools[0]) > 1500 {
+		t.Errorf("the oldest output was not abridged: %d characters", len(tools[0]))
+	}
+	if !strings.HasSuffix(tools[3], big('d')) {
+		t.Error("the last round's output was abridged")
+	}
+	for _, ev := range h.agent.History() {
+		if ev.Who == state.RoleTool && len(Text(ev.Message)) != 8000 {
+			t.Errorf("a stored output has %d characters, want 8000", len(Text(ev.Message)))
+		}
+	}
+}
