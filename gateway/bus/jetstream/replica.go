@@ -248,7 +248,7 @@ type Stopper struct {
 }
 
 // stopWait is how long a /stop waits for the other replicas' answers.
-const stopWait = 300 * time.Millisecond
+const stopWait = 500 * time.Millisecond
 
 // Stopper subscribes the replica named id to the others' stops, which
 // here runs stop (it returns how many turns it cancelled). Close ends it.
@@ -260,6 +260,10 @@ func (b *Bus) Stopper(id string, stop func(key string) int) (*Stopper, error) {
 		n := stop(string(m.Data))
 		m.Respond([]byte(strconv.Itoa(n))) //nolint:errcheck // the asker counts what arrives
 	})
+	if err == nil {
+		// The server knows the subscription once this returns.
+		err = b.nc.FlushTimeout(5 * time.Second)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("stops: %w", cleanErr(err))
 	}
@@ -267,7 +271,7 @@ func (b *Bus) Stopper(id string, stop func(key string) int) (*Stopper, error) {
 }
 
 // Stop implements replica.Stopper: it counts the answers that arrive
-// within 300 ms.
+// within half a second.
 func (s *Stopper) Stop(ctx context.Context, key string) (int, error) {
 	inbox := s.b.nc.NewRespInbox()
 	answers := make(chan *nats.Msg, 64)
