@@ -53,6 +53,9 @@ const (
 	CodeRateLimited       = "rate_limited"       // frames faster than the limit, discarded (the run goes on)
 	CodeFederationRefused = "federation_refused" // the run would call back into its own chain, or go too deep
 	CodeMinionFailed      = "minion_failed"      // a minion could not be run (its own error frames say why)
+	CodeUnknownRun        = "unknown_run"        // a reconnection to a run this client does not have (or that ended long ago)
+	CodeRunLost           = "run_lost"           // a reconnection to a run whose replica stopped before it ended
+	CodeRunInProgress     = "run_in_progress"    // a reconnection to a run that still runs on its own connection
 )
 
 // Frame is one message of a run, either way. Every frame has Type and

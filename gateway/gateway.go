@@ -253,7 +253,7 @@ func (g *Gateway) handle(ctx context.Context, m bus.Inbound) error {
 		channelName, chat, _ = strings.Cut(m.ChatID, ":")
 		key = channelName + ":" + chat
 	}
-	_, err := g.turn(ctx, Direct{SessionKey: key, Channel: channelName, ChatID: chat, Content: m.Content, Source: SourceChat, Deliver: true, ReplyTo: m.ID, Turn: turnOf(m)})
+	_, err := g.turn(ctx, Direct{SessionKey: key, Channel: channelName, ChatID: chat, Content: m.Content, Source: SourceChat, Deliver: true, ReplyTo: m.ID, Media: m.Media, Turn: turnOf(m)})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return err // shutting down: the bus keeps the message
 	}
@@ -276,6 +276,8 @@ type Direct struct {
 	Source  string
 	Deliver bool
 	ReplyTo string
+	// Media are the paths of what came with the message (bus.Inbound.Media).
+	Media []string
 	// Turn identifies the turn ("": a new id). A message's turn is named
 	// after the message, so that the turn run again after its replica
 	// died publishes a reply the bus knows it has (bus.FinalKey).
@@ -405,7 +407,8 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 			}
 		}
 	}
-	ans, err := g.Runner.Run(turnCtx, Turn{Conversation: sess, Input: d.Content, System: g.Prompt.Build(d.Channel, d.ChatID), Tools: tools, OnEvent: onEvent,
+	input, images := g.turnMedia(d.Content, d.Media)
+	ans, err := g.Runner.Run(turnCtx, Turn{Conversation: sess, Input: input, Images: images, System: g.Prompt.Build(d.Channel, d.ChatID), Tools: tools, OnEvent: onEvent,
 		Steering: g.steering(rt)})
 	// The turn's messages are durable before anyone hears of them.
 	if serr := sess.Sync(); serr != nil {

@@ -58,6 +58,16 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	r := &echoRunner{}
+	h, _ := newHarnessWith(t, r)
+	h.r = r
+	return h
+}
+
+// newHarnessWith runs a gateway with the runner; it returns the harness
+// and the gateway's folder (its workspace, sessions and pairing store).
+func newHarnessWith(t *testing.T, r Runner) (*harness, string) {
+	t.Helper()
 	dir := t.TempDir()
 	sm, err := session.NewManager(dir + "/sessions")
 	if err != nil {
@@ -66,18 +76,17 @@ func newHarness(t *testing.T) *harness {
 	t.Cleanup(func() { sm.Close() })
 	b := bus.NewLocal()
 	t.Cleanup(func() { b.Close() })
-	r := &echoRunner{}
 	g := &Gateway{Bus: b, Sessions: sm, Runner: r, Prompt: &Prompt{Workspace: dir},
 		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Access: &access.Checker{Store: dir + "/pairing.json", Channels: map[string]access.ChannelRules{"telegram": {AllowFrom: []string{"1"}}}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go g.Run(ctx)
-	h := &harness{g: g, b: b, out: make(chan bus.Outbound, 100), r: r}
+	h := &harness{g: g, b: b, out: make(chan bus.Outbound, 100)}
 	for _, ch := range []string{"telegram", "web"} {
 		go b.Outbound(ctx, ch, func(ctx context.Context, m bus.Outbound) error { h.out <- m; return nil })
 	}
-	return h
+	return h, dir
 }
 
 func (h *harness) send(t *testing.T, m bus.Inbound) {

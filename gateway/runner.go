@@ -2,12 +2,16 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
 )
 
@@ -21,6 +25,10 @@ type Turn struct {
 	Conversation agent.Conversation
 	// Input is the user's message.
 	Input string
+	// Images are the pictures that came with it, for this turn only: the
+	// session keeps the text (which names their files), and a provider
+	// that takes no images gets the text alone.
+	Images []media.Image
 	// System is the gateway's system prompt (bootstrap files, memory,
 	// skills), sent after the cartridge's own directive.
 	System string
@@ -56,7 +64,24 @@ type BotRunner struct {
 
 // Run implements Runner.
 func (r BotRunner) Run(ctx context.Context, t Turn) (Answer, error) {
-	res, err := r.Bot.Ask(ctx, bot.Exchange{Mode: cartridge.REPL, Conversation: t.Conversation, System: t.System, Tools: t.Tools, OnEvent: t.OnEvent, Steering: t.Steering}, t.Input)
+	x := bot.Exchange{Mode: cartridge.REPL, Conversation: t.Conversation, System: t.System, Tools: t.Tools, OnEvent: t.OnEvent, Steering: t.Steering}
+	if len(t.Images) > 0 {
+		conv := &turnImages{Conversation: t.Conversation}
+		x.Conversation = conv
+		res, err := r.Bot.Ask(ctx, x, t.Input, t.Images...)
+		var unsupported *provider.UnsupportedError
+		if errors.As(err, &unsupported) && !conv.dropped {
+			// The model takes no images: the question stands, recorded,
+			// with the note that names their files.
+			conv.dropped = true
+			res, err = r.Bot.Continue(ctx, x)
+		}
+		return r.answer(res, err)
+	}
+	return r.answer(r.Bot.Ask(ctx, x, t.Input))
+}
+
+func (r BotRunner) answer(res *agent.Result, err error) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
@@ -67,6 +92,43 @@ func (r BotRunner) Run(ctx context.Context, t Turn) (Answer, error) {
 		text = strings.TrimSpace(text + "\n\n" + res.Notice)
 	}
 	return Answer{Text: text, Usage: res.Usage, Model: r.Model()}, nil
+}
+
+// turnImages keeps a turn's images out of the session, which stores
+// text, and shows them to the agent with the turn's user message for as
+// long as the turn lasts (unless the provider refused them).
+type turnImages struct {
+	agent.Conversation
+	images  []media.Image
+	dropped bool
+}
+
+// Append records events, their images set aside.
+func (c *turnImages) Append(events ...state.Event) error {
+	out := make([]state.Event, len(events))
+	for i, ev := range events {
+		if ev.Who == state.RoleUser && len(ev.Images) > 0 {
+			c.images, ev.Images = ev.Images, nil
+		}
+		out[i] = ev
+	}
+	return c.Conversation.Append(out...)
+}
+
+// History is the session's, the last user message with the turn's images.
+func (c *turnImages) History() []state.Event {
+	h := c.Conversation.History()
+	if c.dropped || len(c.images) == 0 {
+		return h
+	}
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Who == state.RoleUser {
+			h = slices.Clone(h)
+			h[i].Images = c.images
+			break
+		}
+	}
+	return h
 }
 
 // Model implements Runner.

@@ -144,8 +144,9 @@ const corsMethods = "GET, POST, OPTIONS, HEAD, DELETE"
 // Handler is the server's HTTP handler: every request gets an id, CORS
 // headers (any origin: the Obsidian plugin runs in a page of origin
 // app://obsidian.md and sends custom headers, so even its GETs are
-// preflighted), panic recovery and a log line; preflights, /healthz
-// and /ready need no token, everything else does when the server has tokens. A
+// preflighted), panic recovery and a log line; preflights, /healthz and
+// /ready need no token, everything else does when the server has tokens
+// (and is refused, 503, while a shared store is out of reach). A
 // server without tokens answers browsers only from Options.AllowOrigins,
 // and only requests addressed to a loopback name (see browserRefused). Request
 // bodies are read whole (up to Limits.MaxBody, within BodyTimeout and at
@@ -203,6 +204,12 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		info.quiet = true
 		w.WriteHeader(http.StatusNoContent)
 		return
+	}
+	if r.URL.Path != "/healthz" && r.URL.Path != "/ready" {
+		if err := s.unshared(); err != nil {
+			s.WriteError(w, r, err)
+			return
+		}
 	}
 	if r.URL.Path != "/healthz" && r.URL.Path != "/ready" && len(s.opts.Tokens) > 0 {
 		tok, err := authenticate(s.opts.Tokens, r)

@@ -42,6 +42,7 @@ import (
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/catalog"
+	"github.com/nbots/nb/eventlog"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/tool"
 )
@@ -193,6 +194,11 @@ type Options struct {
 	Log *slog.Logger
 	// LogMessages puts the text of messages in the log (off by default).
 	LogMessages bool
+	// Shared, when set, is the store shared with the server's other
+	// replicas (package eventlog/pglog): the front-ends keep their
+	// streams, responses and runs there, and the server takes no work
+	// while it cannot reach it (see GET /ready).
+	Shared eventlog.Shared
 	// Checks are what GET /ready checks besides the server's own state
 	// (the stores it must reach).
 	Checks []Check
@@ -255,6 +261,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.cat = catalog.New(ctx, catalog.Options{Dirs: opts.Dirs, Host: s.host, Lookup: lookup, Log: s.log})
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /ready", s.ready)
+	if opts.Shared != nil {
+		s.opts.Checks = append(slices.Clip(opts.Checks), sharedCheck(opts.Shared))
+	}
 	return s, nil
 }
 

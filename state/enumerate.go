@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Enumerator is a store that can say everything it holds, for moving
@@ -26,6 +27,13 @@ type OutputLister interface {
 	Outputs(ctx context.Context) ([]string, error)
 }
 
+// Backdater is a conversation whose time of last activity can be set:
+// an import keeps the exported one.
+type Backdater interface {
+	// SetLastActivity sets it; the conversation must be stored.
+	SetLastActivity(ctx context.Context, at time.Time) error
+}
+
 // BotFromPath reads a BotPath back into the bot of its slugs.
 func BotFromPath(path string) (Bot, error) {
 	parts := strings.Split(path, "/")
@@ -38,7 +46,16 @@ func BotFromPath(path string) (Bot, error) {
 var (
 	_ Enumerator   = Files{}
 	_ OutputLister = (*fileConversation)(nil)
+	_ Backdater    = (*fileConversation)(nil)
 )
+
+// SetLastActivity sets the state file's modification time.
+func (s *fileConversation) SetLastActivity(_ context.Context, at time.Time) error {
+	if err := os.Chtimes(s.file(), at, at); err != nil {
+		return fmt.Errorf("set the time of %s: %w", s.file(), err)
+	}
+	return nil
+}
 
 // Bots lists the cartridge folders under the root that hold
 // conversations.

@@ -347,10 +347,12 @@ func (a *App) cartridgeCommand(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := a.openStore(context.Background(), ""); err != nil {
-		return err
+	if key != "" || cmd == "state" { // a stateless exchange needs no store
+		if err := a.openStore(context.Background(), ""); err != nil {
+			return err
+		}
+		defer a.closeStore()
 	}
-	defer a.closeStore()
 	for _, w := range cart.Warnings {
 		fmt.Fprintln(a.Stderr, "nb: warning: "+w)
 	}

@@ -386,6 +386,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 		rt.Channels = append(rt.Channels, ch)
 		accounts[ch.Name()] = channelAccount(name, c.Channels.Each[name])
 	}
+	ws.Webhooks = channelWebhooks(rt.Channels)
 	d := &dispatch.Dispatcher{Bus: g.Bus, Channels: rt.Channels, Log: log, Progress: c.Channels.Progress(), ToolHints: c.Channels.SendToolHints, MaxRetries: c.Channels.MaxRetries()}
 	if sc != nil {
 		d.Delivered, d.Fanout = sc.delivered, sc.bus.Fanout()

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/discord"
 	"github.com/nbots/nb/gateway/channel/email"
+	"github.com/nbots/nb/gateway/channel/matrix"
 	"github.com/nbots/nb/gateway/channel/slack"
 	"github.com/nbots/nb/gateway/channel/telegram"
 )
@@ -46,6 +48,25 @@ func init() {
 		}
 		return email.New(cfg, rt.channelEnv())
 	}
+	gatewayChannels[matrix.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		var cfg matrix.Config
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return matrix.New(cfg, rt.channelEnv())
+	}
+}
+
+// channelWebhooks are the channels that receive by webhook, by the path
+// the listener serves them at.
+func channelWebhooks(chs []channel.Channel) map[string]http.Handler {
+	hooks := map[string]http.Handler{}
+	for _, ch := range chs {
+		if w, ok := ch.(channel.Webhook); ok && w.WebhookPath() != "" {
+			hooks[w.WebhookPath()] = w
+		}
+	}
+	return hooks
 }
 
 // decodeChannel reads a channel's section (keys in camelCase, as the

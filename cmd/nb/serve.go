@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/eventlog/pglog"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/server/nanobots"
@@ -82,6 +83,8 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		agentID     = fs.String("agent-id", "", "this server's `id` in the chains of runs across servers (default: random)")
 		agentFrame  = fs.String("agent-max-frame", "1MiB", "largest frame a client may send on an agent run (`size`)")
 		storeURL    = fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
+		replicaID   = fs.String("replica-id", "", "with a postgres:// --store: this replica's `name` among the replicas that share nb serve's streams, responses and runs (default: the host name and a random suffix)")
+		replicaDead = fs.Duration("replica-timeout", 10*time.Second, "with a postgres:// --store: how long a replica may go without reaching the database before the others take its running streams and agent runs for lost")
 	)
 	fs.Old("allow-unconfirmed-tools", "yes")
 	if err := fs.Parse(args); err != nil {
@@ -163,11 +166,18 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 			log.Warn("cartridge folder not found: its cartridges appear when it is created", "folder", dir)
 		}
 	}
+	shared, err := a.openServeStore(ctx, *storeURL, pglog.Options{Replica: *replicaID, DeadAfter: *replicaDead, Log: log})
+	if err != nil {
+		return err
+	}
+	if shared != nil {
+		defer shared.Close()
+	}
 	srv, err := server.New(ctx, server.Options{
 		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
 		AllowUnconfirmed: *yes, AllowTools: *allowTools, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
 		AllowOrigins: splitList(*origins), ClientHosts: *clientHosts, TrustedProxies: trusted,
-		Log: log, LogMessages: *logMessages, Checks: a.storeChecks(),
+		Log: log, LogMessages: *logMessages, Checks: a.storeChecks(), Shared: sharedOrNil(shared),
 	})
 	if err != nil {
 		return err
@@ -185,7 +195,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 			}
 			return provider.WithAnswerLimit(run, answerLimit), done, nil
 		},
-		EndUser: srv.EndUser, Owner: tokenOwner,
+		EndUser: srv.EndUser, Owner: tokenOwner, Shared: srv.Shared(),
 	}).Register(srv)
 	closeAgents, err := a.mountAgents(ctx, srv, host, agentOptions{minions: *minionFile, hosts: *agentHosts, tokens: *agentTokens, id: *agentID, maxFrame: *agentFrame})
 	if err != nil {

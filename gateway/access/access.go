@@ -183,7 +183,7 @@ func (c *Checker) channelLocked(r Request) Decision {
 	if r.Group && !r.Mentioned && rules.GroupPolicy != "open" {
 		return Decision{Verdict: Ignore, Reason: "a group message without a mention"}
 	}
-	if matches(r.Channel, rules.AllowFrom, r.SenderID) {
+	if Matches(r.Channel, rules.AllowFrom, r.SenderID) {
 		c.record(r.Channel, r.ChatID)
 		return Decision{Verdict: Allow, Reason: "in allowFrom"}
 	}
@@ -241,7 +241,7 @@ func (c *Checker) destinationLocked(channel, chat string) bool {
 	if !ok {
 		return false
 	}
-	if matches(channel, rules.AllowFrom, chat) && !slices.Contains(rules.AllowFrom, "*") {
+	if Matches(channel, rules.AllowFrom, chat) && !slices.Contains(rules.AllowFrom, "*") {
 		return true
 	}
 	c.reloadLocked()
@@ -256,7 +256,11 @@ func (c *Checker) destinationLocked(channel, chat string) bool {
 // matches applies allowFrom to a sender: exact entries, with or without
 // the "<channel>:" prefix, "*" for everyone; Telegram's senders are
 // "<id>|<username>" and either part may match (Telegram only).
-func matches(channel string, allow []string, sender string) bool {
+// Matches reports whether an allowFrom list admits sender on the
+// channel: "*", the sender's id, or "<channel>:<id>" (on Telegram, either
+// part of "<id>|<username>", with or without "@"). Channels use it to
+// decide on what only they see, such as a Matrix room invitation.
+func Matches(channel string, allow []string, sender string) bool {
 	if sender == "" {
 		return false
 	}

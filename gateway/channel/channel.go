@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/nbots/nb/gateway/bus"
@@ -113,4 +114,13 @@ func (e *Undeliverable) Error() string { return "undeliverable: " + e.Reason }
 func IsUndeliverable(err error) bool {
 	var u *Undeliverable
 	return errors.As(err, &u)
+}
+
+// Webhook is implemented by channels that can receive by the platform's
+// HTTP requests: when WebhookPath is not "", the gateway serves the
+// channel at that path on its listener, outside the listener's token
+// check; the channel authenticates the platform itself (a shared secret).
+type Webhook interface {
+	http.Handler
+	WebhookPath() string
 }

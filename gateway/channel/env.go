@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/nbots/nb/netguard"
 )
@@ -100,4 +102,39 @@ func (c Cursor) Save(pos string) error {
 		return fmt.Errorf("save receive position: %w", err)
 	}
 	return nil
+}
+
+// Position opens the named channel's position file and reads the
+// position saved in it ("" when there is none yet).
+func (e Env) Position(channel string) (Cursor, string, error) {
+	c, err := e.Cursor(channel)
+	if err != nil {
+		return Cursor{}, "", err
+	}
+	pos, err := c.Load()
+	return c, pos, err
+}
+
+// MediaClient is the HTTP client a channel fetches inbound media with:
+// every connection goes through the egress guard (Env.Guard, or one from
+// the system's resolver), which also admits the hosts named here (a
+// platform server the operator configured, which may be private or on
+// loopback). Redirects are not followed: the guard checks where a
+// request goes, and a redirect would carry the request's credentials.
+func (e Env) MediaClient(hosts ...string) *http.Client {
+	guard := netguard.Guard{}
+	if e.Guard != nil {
+		guard = *e.Guard
+		guard.AllowHosts = append([]string(nil), e.Guard.AllowHosts...)
+	}
+	for _, h := range hosts {
+		guard.AllowHosts = append(guard.AllowHosts, strings.ToLower(h))
+	}
+	return &http.Client{
+		Transport: &http.Transport{Proxy: nil, DialContext: guard.DialContext, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 30 * time.Second},
+		Timeout:   2 * time.Minute,
+		CheckRedirect: func(r *http.Request, _ []*http.Request) error {
+			return fmt.Errorf("media redirected to %s: not followed", r.URL.Host)
+		},
+	}
 }

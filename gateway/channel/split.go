@@ -110,3 +110,35 @@ func SplitRich(r Rich, limit int, length func(string) int) []Rich {
 	}
 	return out
 }
+
+// SplitFenced splits Markdown on line boundaries, closing a code fence
+// at the end of a piece and reopening it (with its language) at the
+// start of the next, so no piece shows half a code block as prose.
+func SplitFenced(md string, limit int) []string {
+	const reserve = 64 // room for a closing and an opening fence line
+	var out []string
+	open := "" // the fence line open at the end of the previous piece
+	for _, piece := range Split(strings.TrimSpace(md), limit-reserve-len(open), nil) {
+		text := piece
+		if open != "" {
+			text = open + "\n" + text
+		}
+		for _, line := range strings.Split(piece, "\n") {
+			if t := strings.TrimSpace(line); strings.HasPrefix(t, "```") {
+				if open == "" {
+					open = t
+				} else {
+					open = ""
+				}
+			}
+		}
+		text = strings.TrimRight(text, "\n ")
+		if open != "" {
+			text += "\n```"
+		}
+		if strings.TrimSpace(text) != "" {
+			out = append(out, text)
+		}
+	}
+	return out
+}

@@ -121,3 +121,35 @@ func Deliver[P any](t *Turns, m bus.Outbound, ps []P, post func(i int, p P) (str
 	}
 	return last, nil
 }
+
+// part is a piece of an answer's text in the platform's form, or a file.
+type part[P any] struct {
+	text P
+	file *Attachment
+}
+
+// DeliverFiles is Deliver for an answer with files: the pieces of its
+// text, then each file by send (i counts the text's pieces and the
+// files). A file that would replace a turn's progress message is sent
+// after it instead, the progress left as it is.
+func DeliverFiles[P any](t *Turns, m bus.Outbound, ps []P, files []Attachment, post func(i int, p P) (string, error), edit func(id string, p P) error, send func(i int, f *Attachment) (string, error)) (string, error) {
+	all := make([]part[P], 0, len(ps)+len(files))
+	for _, p := range ps {
+		all = append(all, part[P]{text: p})
+	}
+	for i := range files {
+		all = append(all, part[P]{file: &files[i]})
+	}
+	return Deliver(t, m, all, func(i int, p part[P]) (string, error) {
+		if p.file != nil {
+			return send(i, p.file)
+		}
+		return post(i, p.text)
+	}, func(id string, p part[P]) error {
+		if p.file != nil {
+			_, err := send(0, p.file)
+			return err
+		}
+		return edit(id, p.text)
+	})
+}

@@ -64,6 +64,10 @@ type Server struct {
 	Log    *slog.Logger
 	// MaxFrame bounds an incoming frame (default 1 MiB).
 	MaxFrame int64
+	// Webhooks are the platform channels served by path on the listener
+	// (POST only), outside the token and Host checks: each authenticates
+	// its platform itself (channel.Webhook).
+	Webhooks map[string]http.Handler
 	// Checks are what GET /ready checks besides the channels (the stores
 	// the gateway must reach); a failed one is reported by name.
 	Checks []server.Check
@@ -126,7 +130,19 @@ func (s *Server) Handler() http.Handler {
 		w.Write(page) //nolint:errcheck // the client may have gone
 	})
 	mux.HandleFunc("GET /ws", s.serveWS)
-	return s.guard(mux)
+	guarded := s.guard(mux)
+	if len(s.Webhooks) == 0 {
+		return guarded
+	}
+	// A platform's webhook is called by the platform, which has no token
+	// of ours and no loopback Host: the channel checks the platform's own
+	// secret instead.
+	top := http.NewServeMux()
+	for path, h := range s.Webhooks {
+		top.Handle("POST "+path, h)
+	}
+	top.Handle("/", guarded)
+	return top
 }
 
 // guard applies nb serve's rules: with tokens, a valid token (except for

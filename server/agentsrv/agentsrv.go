@@ -22,6 +22,7 @@ import (
 
 	"github.com/nbots/nb/agentproto"
 	"github.com/nbots/nb/agents"
+	"github.com/nbots/nb/eventlog"
 	"github.com/nbots/nb/internal/bytesize"
 	"github.com/nbots/nb/internal/httpjson"
 )
@@ -75,8 +76,20 @@ type Handler struct {
 	WriteError func(w http.ResponseWriter, r *http.Request, err error)
 	// EndUser, when set, names the end user of a request's runs.
 	EndUser func(r *http.Request) string
+	// Owner, when set, names who a request comes from (its token): the
+	// end of a run is told only to a reconnection of the same owner.
+	Owner func(r *http.Request) string
+	// Shared, when set, is the store of the server's replicas: the runs'
+	// records are kept there, so that a client reconnects to any replica
+	// (see runs.go). Without it they are kept in memory.
+	Shared eventlog.Shared
+	// RunTTL is how long the end of a run is kept for a reconnecting
+	// client (DefaultRunTTL when 0).
+	RunTTL time.Duration
 
-	runs atomic.Int64
+	runs        atomic.Int64
+	recordsOnce sync.Once
+	runRecords  *eventlog.Keeper[*runRecord]
 }
 
 // Runs is the number of runs in progress.
@@ -159,7 +172,7 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 		return // Accept answered with the HTTP error
 	}
 	ws.SetReadLimit(hardLimit)
-	c := &conn{h: h, ws: ws, tokens: float64(h.burst()), last: time.Now()}
+	c := &conn{h: h, ws: ws, tokens: float64(h.burst()), last: time.Now(), owner: h.ownerOf(r), agent: r.PathValue("name")}
 	if h.EndUser != nil {
 		c.endUser = h.EndUser(r)
 	}
@@ -169,9 +182,14 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 	// The run goes on in a goroutine of its own and the handler returns:
 	// the HTTP server's state for the request (its buffers, its deep
 	// stack) is freed while the run waits, which is most of its life.
+	id := r.URL.Query().Get("run_id")
 	go func() {
 		defer done()
 		defer h.runs.Add(-1)
+		if id != "" {
+			c.reconnect(id)
+			return
+		}
 		c.serve(ctx, r.PathValue("name"))
 	}()
 }
@@ -203,6 +221,10 @@ type conn struct {
 	ws *websocket.Conn
 
 	endUser string
+	owner   string // who the connection comes from (Handler.Owner)
+	agent   string // the agent's name in the request
+	// recorded: the run's end is kept for a reconnection (record).
+	recorded bool
 
 	mu     sync.Mutex
 	seq    int64
@@ -226,19 +248,21 @@ type conn struct {
 func (c *conn) send(f *agentproto.Frame) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if f.RunID == "" && c.run != nil {
+		f.RunID = c.run.ID
+	}
+	c.record(f) // even when the client is gone: it may reconnect for the end
 	if c.closed {
 		return
 	}
 	c.seq++
 	f.Seq = c.seq
-	if f.RunID == "" && c.run != nil {
-		f.RunID = c.run.ID
-	}
 	data, err := json.Marshal(f)
 	if err != nil {
 		data, _ = json.Marshal(&agentproto.Frame{Type: agentproto.TypeError, Seq: f.Seq, RunID: f.RunID, MinionID: f.MinionID,
 			Code: agentproto.CodeInternal, Message: "a frame could not be encoded: " + err.Error()})
 	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	err = c.ws.Write(ctx, websocket.MessageText, data)
 	cancel()

@@ -32,6 +32,10 @@ func Mount(srv *server.Server, h *Handler, minions []*agents.Agent) *ServerCatal
 	}
 	h.WriteError = srv.WriteError
 	h.EndUser = srv.EndUser
+	h.Owner = func(r *http.Request) string { return server.Owner(r.Context()) }
+	if h.Shared == nil {
+		h.Shared = srv.Shared()
+	}
 	if h.Log == nil {
 		h.Log = srv.Logger(context.Background())
 	}

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nbots/nb/agent"
@@ -64,6 +65,11 @@ type API struct {
 	opts    Options
 	streams *eventlog.Store[*stream]
 	stop    chan struct{}
+	// shared is the store of the server's replicas (nil: none): streams
+	// run here are published there, and the streams of other replicas
+	// are followed from there.
+	shared   eventlog.Shared
+	followMu sync.Mutex // one copy per stream
 }
 
 // New mounts the API's routes on srv and starts forgetting old streams
@@ -87,7 +93,7 @@ func New(srv *server.Server, opts Options) *API {
 	if opts.StreamBytes <= 0 {
 		opts.StreamBytes = DefaultStreamBytes
 	}
-	a := &API{srv: srv, opts: opts, stop: make(chan struct{})}
+	a := &API{srv: srv, opts: opts, stop: make(chan struct{}), shared: srv.Shared()}
 	a.streams = eventlog.NewStore(eventlog.Limits{Count: opts.MaxStreams, Bytes: opts.StreamBytes, TTL: opts.StreamTTL}, nil,
 		func(_ string, s *stream) { s.cancel(eventlog.ErrEvicted) })
 	srv.HandleFunc("GET /{$}", a.index)
@@ -121,7 +127,9 @@ func (a *API) janitor() {
 			return
 		case <-t.C:
 			for _, s := range a.streams.Sweep(a.opts.AbandonAfter) {
-				s.cancel(server.ErrClientGone)
+				if !a.readElsewhere(s) {
+					s.cancel(server.ErrClientGone)
+				}
 			}
 		}
 	}
@@ -527,7 +535,15 @@ func (a *API) createStream(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancelCause(runCtx)
 	now := time.Now()
 	s := &stream{Log: eventlog.New(a.opts.MaxOutput), cancel: cancel}
-	a.streams.Put(eventlog.NewID(), server.Owner(r.Context()), s, 0)
+	id, owner := eventlog.NewID(), server.Owner(r.Context())
+	a.streams.Put(id, owner, s, 0)
+	if err := a.publish(r.Context(), id, owner, s); err != nil {
+		a.streams.Delete(id, owner)
+		cancel(err)
+		done()
+		a.srv.WriteError(w, r, err)
+		return
+	}
 	go func() {
 		defer done()
 		defer cancel(nil)
@@ -568,7 +584,11 @@ func snapshotJSON(s snapshot) runJSON {
 // (always 200 but for a failed stream, 500 as the reference), or its
 // events when the client asks for text/event-stream.
 func (a *API) getStream(w http.ResponseWriter, r *http.Request) {
-	s, _ := a.streams.Get(r.PathValue("id"), server.Owner(r.Context()))
+	s, err := a.lookup(r.Context(), r.PathValue("id"), server.Owner(r.Context()))
+	if err != nil {
+		a.srv.WriteError(w, r, err)
+		return
+	}
 	if wantsEvents(r) {
 		if s == nil {
 			a.unknownEvents(w)

@@ -25,6 +25,8 @@ const (
 type stream struct {
 	*eventlog.Log
 	cancel context.CancelCauseFunc
+	// copied: the stream runs on another replica; this is its copy.
+	copied bool
 	served atomic.Int64 // output length the last poll answered with
 	// polling is held while a poll copies the output: polls of one stream
 	// take its memory one at a time, however many a client sends.

@@ -301,7 +301,9 @@ func (h *Handler) chatTurn(r *http.Request, req *chatRequest) (*turn, error) {
 		}
 	}
 	t.system = strings.Join(system, "\n\n")
-	events, t.lost = h.restoreRounds(t.owner, events)
+	if events, t.lost, err = h.restoreRounds(r.Context(), t.owner, events); err != nil {
+		return nil, err
+	}
 	t.history, t.input = splitInput(events)
 	if t.input == nil && len(t.history) == 0 {
 		return nil, badRequest("messages", "messages hold only system text: send a user message")

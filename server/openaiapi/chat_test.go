@@ -128,7 +128,7 @@ func TestChatClientToolRoundTrip(t *testing.T) {
 			if strings.Contains(msg.calls[0].ID, roundMark) {
 				t.Errorf("a round of client calls only was kept: id %s", msg.calls[0].ID)
 			}
-			if n, _ := s.h.rounds.Stats(); n != 0 {
+			if n, _ := s.h.rounds.Memory().Stats(); n != 0 {
 				t.Errorf("%d rounds kept", n)
 			}
 			sent := s.fakes.recorder.Last()
@@ -185,7 +185,7 @@ func TestChatMixedRound(t *testing.T) {
 
 	// The server's part expires (or the server restarts).
 	_, key := splitID(msg.calls[0].ID)
-	s.h.rounds.Delete(key, "")
+	s.h.rounds.Memory().Delete(key, "")
 	resp, body = continueWith(msg.calls[0].ID)
 	if resp.StatusCode != 200 || resp.Header.Get(lostHeader) != "1" {
 		t.Fatalf("status %d, lost %q: %s", resp.StatusCode, resp.Header.Get(lostHeader), body)

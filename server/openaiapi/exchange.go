@@ -257,7 +257,10 @@ func (h *Handler) keepRound(ctx context.Context, owner string, recorded []state.
 		return calls
 	}
 	key := newKey()
-	if !h.rounds.Put(key, owner, &keptRound{events: recorded}, eventsSize(recorded)) {
+	if ok, err := h.rounds.Put(ctx, key, owner, &keptRound{events: recorded}, eventsSize(recorded)); err != nil {
+		h.logger(ctx).Warn("a tool round could not be kept: the model will see only the client's part of it", "error", err.Error())
+		return calls
+	} else if !ok {
 		h.logger(ctx).Warn("a tool round is too large to keep: the model will see only the client's part of it", "bytes", eventsSize(recorded))
 		return calls
 	}
@@ -270,7 +273,7 @@ func (h *Handler) keepRound(ctx context.Context, owner string, recorded []state.
 // restoreRounds puts back the server's part of the tool rounds the
 // client's conversation refers to, and takes the marks off the ids. It
 // returns how many were gone (expired, or lost in a restart).
-func (h *Handler) restoreRounds(owner string, events []state.Event) ([]state.Event, int) {
+func (h *Handler) restoreRounds(ctx context.Context, owner string, events []state.Event) ([]state.Event, int, error) {
 	marked := false
 	for _, ev := range events {
 		if ev.Who == state.RoleTool {
@@ -290,7 +293,7 @@ func (h *Handler) restoreRounds(owner string, events []state.Event) ([]state.Eve
 		}
 	}
 	if !marked {
-		return events, 0
+		return events, 0, nil
 	}
 	out := make([]state.Event, 0, len(events))
 	lost := 0
@@ -314,7 +317,11 @@ func (h *Handler) restoreRounds(owner string, events []state.Event) ([]state.Eve
 			if key == "" {
 				break
 			}
-			if kept, ok := h.rounds.Get(key, owner); ok {
+			kept, ok, err := h.rounds.Get(ctx, key, owner)
+			if err != nil {
+				return nil, 0, storeError(err)
+			}
+			if ok {
 				out = append(out, kept.events...)
 				continue
 			}
@@ -326,7 +333,7 @@ func (h *Handler) restoreRounds(owner string, events []state.Event) ([]state.Eve
 		}
 		out = append(out, ev)
 	}
-	return out, lost
+	return out, lost, nil
 }
 
 // eventsSize estimates the memory events take, for the stores' bounds.

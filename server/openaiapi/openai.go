@@ -74,6 +74,10 @@ type Options struct {
 	Responses, Rounds StoreLimits
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Shared, when set, keeps the responses and the tool rounds in the
+	// store of the server's replicas instead of this process's memory, so
+	// that any replica continues a conversation (see docs/scale-out.md).
+	Shared eventlog.Shared
 }
 
 // StoreLimits bound a store kept in memory: the oldest entries go first
@@ -122,8 +126,8 @@ type Handler struct {
 	endUser   func(r *http.Request) string
 	owner     func(r *http.Request) string
 	now       func() time.Time
-	responses *eventlog.Store[*storedResponse]
-	rounds    *eventlog.Store[*keptRound]
+	responses *eventlog.Keeper[*storedResponse]
+	rounds    *eventlog.Keeper[*keptRound]
 	mux       *http.ServeMux
 }
 
@@ -139,8 +143,8 @@ func New(c Catalog, o Options) *Handler {
 	if h.now == nil {
 		h.now = time.Now
 	}
-	h.responses = eventlog.NewStore[*storedResponse](eventlog.Limits(o.Responses.or(DefaultResponses)), h.now, nil)
-	h.rounds = eventlog.NewStore[*keptRound](eventlog.Limits(o.Rounds.or(DefaultRounds)), h.now, nil)
+	h.responses = eventlog.NewKeeper("response", eventlog.Limits(o.Responses.or(DefaultResponses)), h.now, o.Shared, encodeResponse, decodeResponse)
+	h.rounds = eventlog.NewKeeper("tool_round", eventlog.Limits(o.Rounds.or(DefaultRounds)), h.now, o.Shared, encodeRound, decodeRound)
 	h.mux = http.NewServeMux()
 	h.Register(h.mux)
 	return h

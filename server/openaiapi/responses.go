@@ -128,7 +128,11 @@ func (h *Handler) keepResponse(r *http.Request, resp *responseObject, out *outco
 	}
 	if resp.Store {
 		size := eventsSize(out.conversation) + int64(len(body))
-		if !h.responses.Put(resp.ID, h.ownerOf(r), &storedResponse{conversation: out.conversation, object: body}, size) {
+		ok, err := h.responses.Put(r.Context(), resp.ID, h.ownerOf(r), &storedResponse{conversation: out.conversation, object: body}, size)
+		switch {
+		case err != nil:
+			h.logger(r.Context()).Warn("a response could not be kept for previous_response_id", "id", resp.ID, "error", err.Error())
+		case !ok:
 			h.logger(r.Context()).Warn("a response is too large to keep for previous_response_id", "id", resp.ID, "bytes", size)
 		}
 	}
@@ -138,7 +142,11 @@ func (h *Handler) keepResponse(r *http.Request, resp *responseObject, out *outco
 // getResponse answers GET /v1/responses/{id}.
 func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	kept, ok := h.stored(r, id)
+	kept, ok, err := h.stored(r, id)
+	if err != nil {
+		WriteError(w, apiError(err, "", ""))
+		return
+	}
 	if !ok {
 		WriteError(w, responseNotFound(id, ""))
 		return
@@ -149,7 +157,12 @@ func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request) {
 // deleteResponse answers DELETE /v1/responses/{id}.
 func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if !h.responses.Delete(id, h.ownerOf(r)) {
+	deleted, err := h.responses.Delete(r.Context(), id, h.ownerOf(r))
+	if err != nil {
+		WriteError(w, storeError(err))
+		return
+	}
+	if !deleted {
 		WriteError(w, responseNotFound(id, ""))
 		return
 	}
@@ -161,8 +174,12 @@ func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request) {
 }
 
 // stored is the response id kept for the owner of r.
-func (h *Handler) stored(r *http.Request, id string) (*storedResponse, bool) {
-	return h.responses.Get(id, h.ownerOf(r))
+func (h *Handler) stored(r *http.Request, id string) (*storedResponse, bool, error) {
+	kept, ok, err := h.responses.Get(r.Context(), id, h.ownerOf(r))
+	if err != nil {
+		return nil, false, storeError(err)
+	}
+	return kept, ok, nil
 }
 
 func responseNotFound(id, param string) *Error {
@@ -194,7 +211,10 @@ func (h *Handler) responsesTurn(r *http.Request, req *responsesRequest) (*turn, 
 	}
 	var history []state.Event
 	if req.PreviousResponseID != "" {
-		kept, ok := h.stored(r, req.PreviousResponseID)
+		kept, ok, err := h.stored(r, req.PreviousResponseID)
+		if err != nil {
+			return nil, nil, err
+		}
 		if !ok {
 			return nil, nil, responseNotFound(req.PreviousResponseID, "previous_response_id")
 		}
@@ -225,7 +245,9 @@ func (h *Handler) responsesTurn(r *http.Request, req *responsesRequest) (*turn, 
 	}
 	system = append(system, more...)
 	t.system = strings.Join(system, "\n\n")
-	events, t.lost = h.restoreRounds(t.owner, events)
+	if events, t.lost, err = h.restoreRounds(r.Context(), t.owner, events); err != nil {
+		return nil, nil, err
+	}
 	t.history, t.input = splitInput(events)
 	if t.input == nil && len(events) == len(history) {
 		return nil, nil, badRequest("input", "input is required: a text, or a list of items")

@@ -730,7 +730,17 @@ func randomHex(n int) string {
 var (
 	_ state.Enumerator   = (*Store)(nil)
 	_ state.OutputLister = (*conversation)(nil)
+	_ state.Backdater    = (*conversation)(nil)
 )
+
+// SetLastActivity sets when the conversation was last written.
+func (c *conversation) SetLastActivity(ctx context.Context, at time.Time) error {
+	if _, err := c.s.pool.Exec(ctx, `UPDATE nb_conversations SET updated_at = $5
+		WHERE bot = $1 AND sealed = $2 AND end_user = $3 AND key = $4`, c.args(at)...); err != nil {
+		return c.s.fail("set the time of "+c.n.display, ctxErr(ctx, err))
+	}
+	return nil
+}
 
 // Bots lists the bots with stored conversations.
 func (s *Store) Bots(ctx context.Context) ([]state.Bot, error) {

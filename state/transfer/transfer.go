@@ -263,5 +263,10 @@ func importOne(ctx context.Context, s state.Store, c Conversation) (bool, error)
 	if err := turn.Append(state.FromJSON(c.History)...); err != nil {
 		return false, fmt.Errorf("store %s: %w", conv.Location(), err)
 	}
+	if bd, ok := conv.(state.Backdater); ok && !c.LastActivity.IsZero() && len(c.History) > 0 {
+		if err := bd.SetLastActivity(ctx, c.LastActivity); err != nil {
+			return false, err
+		}
+	}
 	return true, nil
 }

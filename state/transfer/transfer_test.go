@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nbots/nb/internal/pgtest"
 	"github.com/nbots/nb/media"
@@ -131,6 +132,19 @@ func TestRoundTrip(t *testing.T) {
 				t.Errorf("the database's export differs from the files':\n%s\n----\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
 			}
 
+			// The times of last activity came along (to the microsecond,
+			// PostgreSQL's precision).
+			bot := state.Bot{Author: "Ann Author", Name: "Bot Ü", Version: "1.2.3"}
+			lf, _ := from.List(ctx, bot)
+			lp, _ := pg.List(ctx, bot)
+			if len(lf.Keys) != 4 || len(lp.Keys) != 4 {
+				t.Fatalf("listed %d and %d", len(lf.Keys), len(lp.Keys))
+			}
+			for i := range lf.Keys {
+				if lf.Keys[i].Key != lp.Keys[i].Key || !lf.Keys[i].LastActivity.Truncate(time.Microsecond).Equal(lp.Keys[i].LastActivity) {
+					t.Errorf("key %d: %q at %v in the files, %q at %v in the database", i, lf.Keys[i].Key, lf.Keys[i].LastActivity, lp.Keys[i].Key, lp.Keys[i].LastActivity)
+				}
+			}
 			to := state.Files{Root: t.TempDir(), Cipher: cipher}
 			if st, err := transfer.Import(ctx, to, cipher, bytes.NewReader(second.Bytes())); err != nil || st.Conversations != 8 {
 				t.Fatalf("import into files: %+v, %v", st, err)

@@ -5,12 +5,15 @@ package channeltest
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/internal/testbuf"
 )
 
 // Inbox records published messages. Its zero value is ready.
@@ -141,4 +144,31 @@ func Send(t testing.TB, c channel.Channel, m bus.Outbound) string {
 		t.Fatalf("Send: %v", err)
 	}
 	return id
+}
+
+// Logger is a debug logger into a buffer the test can read; when the test
+// ends it fails the test if any of secrets was written there.
+func Logger(t testing.TB, secrets ...string) (*slog.Logger, *testbuf.Buffer) {
+	t.Helper()
+	buf := &testbuf.Buffer{}
+	t.Cleanup(func() {
+		for _, s := range secrets {
+			if strings.Contains(buf.String(), s) {
+				t.Errorf("the secret %q is in the logs:\n%s", s[:min(len(s), 4)]+"…", buf)
+			}
+		}
+	})
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
+}
+
+// Folders gives env a fresh workspace and state folder where it has none.
+func Folders(t testing.TB, env channel.Env) channel.Env {
+	t.Helper()
+	if env.Workspace == "" {
+		env.Workspace = t.TempDir()
+	}
+	if env.StateDir == "" {
+		env.StateDir = t.TempDir()
+	}
+	return env
 }

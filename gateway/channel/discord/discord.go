@@ -11,6 +11,7 @@
 package discord
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,7 +56,16 @@ type Config struct {
 	Intents int `json:"intents,omitempty"`
 	// APIBase replaces https://discord.com (the tests' fake).
 	APIBase string `json:"apiBase,omitempty"`
+	// MaxMediaBytes bounds one attachment received (20 MB if 0).
+	MaxMediaBytes int64 `json:"maxMediaBytes,omitempty"`
 }
+
+// MaxFileBytes bounds a file the bot sends: Discord's upload limit in a
+// server without boosts (10 MiB); a message carries up to MaxFiles.
+const (
+	MaxFileBytes = 10 << 20
+	MaxFiles     = 10
+)
 
 // Channel is one Discord bot.
 type Channel struct {
@@ -63,6 +73,7 @@ type Channel struct {
 	env     channel.Env
 	log     *slog.Logger
 	s       *discordgo.Session
+	media   *http.Client
 	turns   channel.Turns
 	timeout time.Duration
 
@@ -102,13 +113,18 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discord: %w", err)
 	}
+	if cfg.MaxMediaBytes <= 0 {
+		cfg.MaxMediaBytes = 20 << 20
+	}
 	var transport http.RoundTripper = http.DefaultTransport
+	var mediaHosts []string
 	if cfg.APIBase != "" {
 		u, err := url.Parse(cfg.APIBase)
 		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 			return nil, fmt.Errorf("channels.discord.apiBase %q is not an http or https URL", cfg.APIBase)
 		}
 		transport = rewrite{base: u, next: http.DefaultTransport}
+		mediaHosts = append(mediaHosts, u.Hostname()) // the operator's server: its files may be fetched
 	}
 	s.Client = &http.Client{Transport: transport, Timeout: 30 * time.Second}
 	s.ShouldRetryOnRateLimit = false // the gateway waits, per destination
@@ -118,15 +134,16 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 	if cfg.Intents != 0 {
 		s.Identify.Intents = discordgo.Intent(cfg.Intents)
 	}
-	return &Channel{cfg: cfg, env: env, log: env.Log().With("channel", Name), s: s, timeout: 30 * time.Second, last: map[string]uint64{}}, nil
+	return &Channel{cfg: cfg, env: env, log: env.Log().With("channel", Name), s: s, media: env.MediaClient(mediaHosts...), timeout: 30 * time.Second, last: map[string]uint64{}}, nil
 }
 
 // Name is "discord".
 func (c *Channel) Name() string { return Name }
 
-// Capabilities: 2,000 characters of Discord's Markdown, edits, typing.
+// Capabilities: 2,000 characters of Discord's Markdown, edits, typing,
+// attachments.
 func (c *Channel) Capabilities() channel.Capabilities {
-	return channel.Capabilities{MaxMessageLength: MaxMessageLength, Markdown: channel.CommonMark, Edits: true, Typing: true}
+	return channel.Capabilities{MaxMessageLength: MaxMessageLength, Markdown: channel.CommonMark, Edits: true, Typing: true, Media: true}
 }
 
 func status(err error) int {
@@ -139,11 +156,7 @@ func status(err error) int {
 
 // Run connects to the Gateway and receives until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	cursor, err := c.env.Cursor(Name)
-	if err != nil {
-		return fmt.Errorf("discord: %w", err)
-	}
-	saved, err := cursor.Load()
+	cursor, saved, err := c.env.Position(Name)
 	if err != nil {
 		return fmt.Errorf("discord: %w", err)
 	}
@@ -231,8 +244,18 @@ func (c *Channel) handle(ctx context.Context, in channel.Inbox, m *discordgo.Mes
 		mentioned = true
 	}
 	content := strings.TrimSpace(strings.NewReplacer("<@"+me+">", "", "<@!"+me+">", "").Replace(m.Content))
+	var media []string
+	if mentioned {
+		// Files only from whom the bot would answer: a server's chatter
+		// that does not mention it costs no download.
+		var notes []string
+		media, notes = c.fetchAll(ctx, m)
+		if len(notes) > 0 {
+			content = strings.TrimSpace(content + "\n" + strings.Join(notes, "\n"))
+		}
+	}
 	in2 := bus.Inbound{
-		Channel: Name, ID: m.ID, SenderID: m.Author.ID, ChatID: m.ChannelID, Content: content,
+		Channel: Name, ID: m.ID, SenderID: m.Author.ID, ChatID: m.ChannelID, Content: content, Media: media,
 		Timestamp: m.Timestamp.UTC(),
 		Metadata: map[string]any{
 			"group": group, "mentioned": mentioned, "guild_id": m.GuildID,
@@ -321,8 +344,25 @@ func deliveryError(err error) error {
 // code fences closed and reopened across pieces. Mentions in the text
 // ping nobody. Progress of a turn is posted once and then edited.
 func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
+	content, files := c.env.Outgoing(m, MaxFileBytes)
+	if len(files) > MaxFiles {
+		for _, f := range files[MaxFiles:] {
+			content += fmt.Sprintf("\n(%s not attached: a message carries at most %d files)", f.Name, MaxFiles)
+		}
+		files = files[:MaxFiles]
+	}
+	pieces := channel.SplitFenced(content, MaxMessageLength)
+	if len(pieces) == 0 && len(files) > 0 {
+		pieces = []string{""} // the files alone
+	}
 	post := func(i int, text string) (string, error) {
 		send := &discordgo.MessageSend{Content: text, AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}}
+		if i == len(pieces)-1 {
+			// The files go with the last piece of the text.
+			for _, f := range files {
+				send.Files = append(send.Files, &discordgo.File{Name: f.Name, ContentType: f.Type, Reader: bytes.NewReader(f.Data)})
+			}
+		}
 		if i == 0 && m.ReplyTo != "" && m.Kind != bus.Progress {
 			send.Reference = &discordgo.MessageReference{MessageID: m.ReplyTo, ChannelID: m.ChatID, FailIfNotExists: new(bool)}
 		}
@@ -335,12 +375,12 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 		return msg.ID, nil
 	}
 	edit := func(id, text string) error { return c.Edit(ctx, m.ChatID, id, text) }
-	return channel.Deliver(&c.turns, m, splitFenced(m.Content, MaxMessageLength), post, edit)
+	return channel.Deliver(&c.turns, m, pieces, post, edit)
 }
 
 // Edit replaces the text of a message the bot sent.
 func (c *Channel) Edit(ctx context.Context, chatID, id, content string) error {
-	ps := splitFenced(content, MaxMessageLength)
+	ps := channel.SplitFenced(content, MaxMessageLength)
 	if len(ps) == 0 {
 		return nil
 	}
@@ -364,36 +404,42 @@ func (c *Channel) Typing(ctx context.Context, chatID string) error {
 	return nil
 }
 
-// splitFenced splits Markdown on line boundaries, closing a code fence
-// at the end of a piece and reopening it (with its language) at the
-// start of the next, so no piece shows half a code block as prose.
-func splitFenced(md string, limit int) []string {
-	const reserve = 64 // room for a closing and an opening fence line
-	var out []string
-	open := "" // the fence line open at the end of the previous piece
-	for _, piece := range channel.Split(strings.TrimSpace(md), limit-reserve-len(open), nil) {
-		text := piece
-		if open != "" {
-			text = open + "\n" + text
+// fetchAll downloads a message's attachments through the egress guard
+// into the workspace and returns their paths and a note for each.
+func (c *Channel) fetchAll(ctx context.Context, m *discordgo.Message) (paths, notes []string) {
+	for _, a := range m.Attachments {
+		path, err := c.fetch(ctx, m, a)
+		if err != nil {
+			c.log.Warn("discord: attachment not stored", "name", a.Filename, "message", m.ID, "err", err)
+			notes = append(notes, fmt.Sprintf("[attachment %s not received: %v]", a.Filename, err))
+			continue
 		}
-		for _, line := range strings.Split(piece, "\n") {
-			if t := strings.TrimSpace(line); strings.HasPrefix(t, "```") {
-				if open == "" {
-					open = t
-				} else {
-					open = ""
-				}
-			}
-		}
-		text = strings.TrimRight(text, "\n ")
-		if open != "" {
-			text += "\n```"
-		}
-		if strings.TrimSpace(text) != "" {
-			out = append(out, text)
-		}
+		paths = append(paths, path)
+		notes = append(notes, fmt.Sprintf("[attachment: %s]", path))
 	}
-	return out
+	return paths, notes
+}
+
+func (c *Channel) fetch(ctx context.Context, m *discordgo.Message, a *discordgo.MessageAttachment) (string, error) {
+	limit := c.cfg.MaxMediaBytes
+	if int64(a.Size) > limit {
+		return "", fmt.Errorf("%w (channels.discord.maxMediaBytes)", &channel.TooLarge{Size: int64(a.Size), Limit: limit})
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.URL, nil)
+	if err != nil {
+		return "", err
+	}
+	dir, err := c.env.MediaDir(Name)
+	if err != nil {
+		return "", err
+	}
+	path, err := channel.SaveMedia(c.media, req, dir, m.ID+"_"+a.ID+"_"+a.Filename, limit)
+	if channel.IsTooLarge(err) {
+		return "", fmt.Errorf("%w (channels.discord.maxMediaBytes)", err)
+	}
+	return path, err
 }
 
 var (

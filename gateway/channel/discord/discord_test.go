@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -115,7 +117,7 @@ func TestSplitFenced(t *testing.T) {
 		fmt.Fprintf(&b, "fmt.Println(%d) // a line of code\n", i)
 	}
 	b.WriteString("```\nOutro")
-	ps := splitFenced(b.String(), MaxMessageLength)
+	ps := channel.SplitFenced(b.String(), MaxMessageLength)
 	if len(ps) < 3 {
 		t.Fatalf("%d pieces", len(ps))
 	}
@@ -265,5 +267,51 @@ func TestRefusedToken(t *testing.T) {
 	err = c.Run(context.Background(), &channeltest.Inbox{}, func() { t.Error("ready") })
 	if err == nil || !strings.Contains(err.Error(), "channels.discord.token") || strings.Contains(err.Error(), "secret-X") {
 		t.Errorf("Run: %v", err)
+	}
+}
+
+func TestAttachmentsBothWays(t *testing.T) {
+	fake := newFake(t)
+	ws := t.TempDir()
+	h := start(t, fake, channel.Env{Workspace: ws})
+	in := fake.PostFiles("", "200000000000000001", alice, "look", discordfake.File{Name: "cat.png", ContentType: "image/png", Data: []byte("PNG-bytes")})
+	fake.PostFiles("300000000000000001", "200000000000000002", bob, "not for the bot", discordfake.File{Name: "x.png", Data: []byte("x")})
+	got := h.in.Wait(t, 2)
+	m := got[0]
+	if len(m.Media) != 1 || !strings.HasPrefix(m.Media[0], filepath.Join(ws, "media", "discord")+string(filepath.Separator)) {
+		t.Fatalf("media %q", m.Media)
+	}
+	if b, err := os.ReadFile(m.Media[0]); err != nil || string(b) != "PNG-bytes" {
+		t.Errorf("stored %q %v", b, err)
+	}
+	if m.Content != "look\n[attachment: "+m.Media[0]+"]" {
+		t.Errorf("content %q", m.Content)
+	}
+	if len(got[1].Media) != 0 {
+		t.Error("a file in chatter that does not mention the bot was downloaded")
+	}
+
+	os.WriteFile(filepath.Join(ws, "report.pdf"), []byte("%PDF-1.4"), 0o600)
+	long := strings.Repeat("a line of text\n", 200) // two messages
+	if _, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: in.ChannelID, Content: long,
+		Media: []string{"report.pdf", "/etc/hostname"}}); err != nil {
+		t.Fatal(err)
+	}
+	var sent []discordfake.Message
+	for _, x := range fake.Sent(in.ChannelID) {
+		if x.Author.ID == fake.Bot.ID {
+			sent = append(sent, x)
+		}
+	}
+	if len(sent) != 2 || len(sent[0].Attachments) != 0 || len(sent[1].Attachments) != 1 {
+		t.Fatalf("sent %+v", sent)
+	}
+	a := sent[1].Attachments[0]
+	if a.Filename != "report.pdf" || string(fake.File(a.URL)) != "%PDF-1.4" || !strings.HasSuffix(sent[1].Content, "(hostname not attached: outside the workspace)") {
+		t.Errorf("attachment %+v, text %q", a, sent[1].Content)
+	}
+	// A file alone, without text.
+	if _, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: in.ChannelID, Media: []string{"report.pdf"}}); err != nil {
+		t.Fatal(err)
 	}
 }

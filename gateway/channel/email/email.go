@@ -61,10 +61,16 @@ type Config struct {
 	FromAddress string `json:"fromAddress"`
 	// AutoReplyEnabled false reads mail but sends nothing (default true).
 	AutoReplyEnabled *bool `json:"autoReplyEnabled,omitempty"`
-	// PollIntervalSeconds is how often the mailbox is read (30 if 0).
+	// IMAPIdle waits for new mail in IDLE where the server supports it
+	// (default true); false polls.
+	IMAPIdle *bool `json:"imapIdle,omitempty"`
+	// PollIntervalSeconds is how often the mailbox is read without IDLE
+	// (30 if 0).
 	PollIntervalSeconds int `json:"pollIntervalSeconds,omitempty"`
 	// MarkSeen flags handed-over mail \Seen (default true).
 	MarkSeen *bool `json:"markSeen,omitempty"`
+	// MaxMediaBytes bounds one attached file received (20 MB if 0).
+	MaxMediaBytes int64 `json:"maxMediaBytes,omitempty"`
 	// MaxBodyChars cuts a mail's text (12,000 if 0).
 	MaxBodyChars int `json:"maxBodyChars,omitempty"`
 	// SubjectPrefix starts an answer's subject ("Re: " if "").
@@ -85,7 +91,10 @@ type Channel struct {
 
 	poll      time.Duration
 	retryBase time.Duration
-	timeout   time.Duration
+	// idleRefresh is the longest an IDLE waits before the mailbox is
+	// searched anyway: a safety net for notifications that go missing.
+	idleRefresh time.Duration
+	timeout     time.Duration
 	// tls configures both connections (tests trust their own CA).
 	tls *tls.Config
 
@@ -141,6 +150,9 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 	if cfg.PollIntervalSeconds <= 0 {
 		cfg.PollIntervalSeconds = 30
 	}
+	if cfg.MaxMediaBytes <= 0 {
+		cfg.MaxMediaBytes = 20 << 20
+	}
 	if cfg.MaxBodyChars <= 0 {
 		cfg.MaxBodyChars = 12_000
 	}
@@ -148,14 +160,15 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		cfg.SubjectPrefix = "Re: "
 	}
 	return &Channel{
-		cfg:       cfg,
-		env:       env,
-		log:       env.Log().With("channel", Name),
-		self:      strings.ToLower(from.Address),
-		poll:      time.Duration(cfg.PollIntervalSeconds) * time.Second,
-		retryBase: time.Second,
-		timeout:   time.Minute,
-		threads:   map[string]thread{},
+		cfg:         cfg,
+		env:         env,
+		log:         env.Log().With("channel", Name),
+		self:        strings.ToLower(from.Address),
+		poll:        time.Duration(cfg.PollIntervalSeconds) * time.Second,
+		idleRefresh: 5 * time.Minute,
+		retryBase:   time.Second,
+		timeout:     time.Minute,
+		threads:     map[string]thread{},
 	}, nil
 }
 
@@ -198,11 +211,7 @@ func (p position) String() string { return fmt.Sprintf("%d:%d", p.validity, p.ui
 
 // Run polls the mailbox until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	cursor, err := c.env.Cursor(Name)
-	if err != nil {
-		return fmt.Errorf("email: %w", err)
-	}
-	saved, err := cursor.Load()
+	cursor, saved, err := c.env.Position(Name)
 	if err != nil {
 		return fmt.Errorf("email: %w", err)
 	}

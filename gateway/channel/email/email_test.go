@@ -3,11 +3,14 @@ package email
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
+	"mime"
+	"mime/multipart"
 	"net"
 	"net/mail"
 	"os"
@@ -187,6 +190,12 @@ type harness struct {
 
 func start(t *testing.T, cfg Config, env channel.Env) *harness {
 	t.Helper()
+	return startPoll(t, cfg, env, 20*time.Millisecond)
+}
+
+// startPoll is start with the interval between polls.
+func startPoll(t *testing.T, cfg Config, env channel.Env, poll time.Duration) *harness {
+	t.Helper()
 	logs := &testbuf.Buffer{}
 	env.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	if env.StateDir == "" {
@@ -196,7 +205,8 @@ func start(t *testing.T, cfg Config, env channel.Env) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.poll, c.retryBase, c.timeout = 20*time.Millisecond, 5*time.Millisecond, 2*time.Second
+	c.poll, c.retryBase, c.timeout = poll, 5*time.Millisecond, 2*time.Second
+	c.idleRefresh = min(10*poll, time.Hour)
 	h := &harness{ch: c, in: &channeltest.Inbox{}, logs: logs}
 	t.Cleanup(func() {
 		if l := logs.String(); strings.Contains(l, imapPass) || strings.Contains(l, smtpPass) {
@@ -451,5 +461,107 @@ func TestConfigErrors(t *testing.T) {
 		if _, err := New(cfg, channel.Env{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v, want %q", err, c.want)
 		}
+	}
+}
+
+func TestAttachmentsMailed(t *testing.T) {
+	s := newServers(t)
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "report.pdf"), []byte("%PDF-1.4 report"), 0o600)
+	os.WriteFile(filepath.Join(ws, "notes é.txt"), []byte("plain notes"), 0o600)
+	h := start(t, config(s), channel.Env{Workspace: ws})
+	s.deliver(t, "alice@example.org", "files", "send me the report")
+	m := h.in.Wait(t, 1)[0]
+	_, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: m.ChatID, Content: "Here it is.",
+		Media: []string{filepath.Join(ws, "report.pdf"), "notes é.txt", "/etc/hostname"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := s.sink.mails()[0]
+	mt, params, _ := mime.ParseMediaType(a.Header.Get("Content-Type"))
+	if mt != "multipart/mixed" {
+		t.Fatalf("Content-Type %q", a.Header.Get("Content-Type"))
+	}
+	mr := multipart.NewReader(a.Body, params["boundary"])
+	var texts, names, contents []string
+	for {
+		p, err := mr.NextPart()
+		if err != nil {
+			break
+		}
+		b, _ := io.ReadAll(p)
+		if p.FileName() == "" {
+			texts = append(texts, string(b))
+			continue
+		}
+		names = append(names, p.FileName()+" "+p.Header.Get("Content-Type"))
+		dec, err := base64.StdEncoding.DecodeString(strings.ReplaceAll(string(b), "\r\n", ""))
+		if err != nil {
+			t.Errorf("%s: %v", p.FileName(), err)
+		}
+		contents = append(contents, string(dec))
+	}
+	if len(texts) != 1 || !strings.HasPrefix(texts[0], "Here it is.") || !strings.Contains(texts[0], "(hostname not attached: outside the workspace)") {
+		t.Errorf("text parts %q", texts)
+	}
+	want := []string{`report.pdf application/pdf; name=report.pdf`, `notes é.txt text/plain; name*=utf-8''notes%20%C3%A9.txt`}
+	if strings.Join(names, "|") != strings.Join(want, "|") || strings.Join(contents, "|") != "%PDF-1.4 report|plain notes" {
+		t.Errorf("attachments %q %q", names, contents)
+	}
+}
+
+func TestAttachmentsReceived(t *testing.T) {
+	s := newServers(t)
+	ws := t.TempDir()
+	cfg := config(s)
+	cfg.MaxMediaBytes = 100
+	h := start(t, cfg, channel.Env{Workspace: ws})
+	body := "--b1\r\nContent-Type: multipart/alternative; boundary=b2\r\n\r\n" +
+		"--b2\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nSee attached.\r\n--b2\r\nContent-Type: text/html\r\n\r\n<p>See attached.</p>\r\n--b2--\r\n" +
+		"--b1\r\nContent-Type: image/png; name=\"=?utf-8?q?ch=C3=A9rie.png?=\"\r\nContent-Disposition: attachment\r\nContent-Transfer-Encoding: base64\r\n\r\n" +
+		base64.StdEncoding.EncodeToString([]byte("PNG-bytes")) + "\r\n" +
+		"--b1\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; filename=\"../../big.pdf\"\r\nContent-Transfer-Encoding: base64\r\n\r\n" +
+		base64.StdEncoding.EncodeToString(make([]byte, 101)) + "\r\n--b1--\r\n"
+	s.deliver(t, "alice@example.org", "photo", body, "MIME-Version: 1.0", "Content-Type: multipart/mixed; boundary=b1")
+	m := h.in.Wait(t, 1)[0]
+	if len(m.Media) != 1 || !strings.HasPrefix(m.Media[0], filepath.Join(ws, "media", "email")+string(filepath.Separator)) || !strings.HasSuffix(m.Media[0], "ch_rie.png") {
+		t.Fatalf("media %q", m.Media)
+	}
+	if b, err := os.ReadFile(m.Media[0]); err != nil || string(b) != "PNG-bytes" {
+		t.Errorf("stored %q %v", b, err)
+	}
+	if !strings.HasPrefix(m.Content, "Subject: photo\n\nSee attached.\n\n[attachment: "+m.Media[0]+"]") ||
+		!strings.Contains(m.Content, "[attachment big.pdf not received: over the limit of 100 bytes (channels.email.maxMediaBytes)]") {
+		t.Errorf("content %q", m.Content)
+	}
+}
+
+func TestIdleReadsMailAsItArrives(t *testing.T) {
+	s := newServers(t)
+	h := startPoll(t, config(s), channel.Env{}, time.Hour) // no polling to speak of: only IDLE can tell
+	for i := range 3 {
+		time.Sleep(100 * time.Millisecond) // the channel back in IDLE
+		t0 := time.Now()
+		s.deliver(t, "alice@example.org", fmt.Sprintf("n%d", i), "hello")
+		h.in.Wait(t, i+1)
+		if d := time.Since(t0); d > 5*time.Second {
+			t.Errorf("mail %d read after %s", i, d)
+		}
+	}
+	if !strings.Contains(h.logs.String(), "supports IDLE") {
+		t.Errorf("IDLE not used:\n%s", h.logs)
+	}
+}
+
+func TestPollingWithoutIdle(t *testing.T) {
+	s := newServers(t)
+	cfg := config(s)
+	off := false
+	cfg.IMAPIdle = &off
+	h := start(t, cfg, channel.Env{})
+	s.deliver(t, "alice@example.org", "polled", "hello")
+	h.in.Wait(t, 1)
+	if strings.Contains(h.logs.String(), "supports IDLE") {
+		t.Error("IDLE used with imapIdle false")
 	}
 }

@@ -32,7 +32,9 @@ func finalIMAP(err error) error {
 	return nil
 }
 
-func (c *Channel) dialIMAP(ctx context.Context) (*imapclient.Client, error) {
+// dialIMAP connects; newMail, if not nil, is signalled when the server
+// announces a mailbox size (EXISTS), as it does during IDLE.
+func (c *Channel) dialIMAP(ctx context.Context, newMail chan<- struct{}) (*imapclient.Client, error) {
 	addr := net.JoinHostPort(c.cfg.IMAPHost, strconv.Itoa(c.cfg.IMAPPort))
 	d := net.Dialer{Timeout: 30 * time.Second}
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -48,7 +50,18 @@ func (c *Channel) dialIMAP(ctx context.Context) (*imapclient.Client, error) {
 		}
 		conn = tc
 	}
-	return imapclient.New(conn, &imapclient.Options{}), nil
+	opts := &imapclient.Options{}
+	if newMail != nil {
+		opts.UnilateralDataHandler = &imapclient.UnilateralDataHandler{Mailbox: func(d *imapclient.UnilateralDataMailbox) {
+			if d.NumMessages != nil {
+				select {
+				case newMail <- struct{}{}:
+				default: // one signal pending is enough
+				}
+			}
+		}}
+	}
+	return imapclient.New(conn, opts), nil
 }
 
 func (c *Channel) tlsConfig(host string) *tls.Config {
@@ -60,10 +73,13 @@ func (c *Channel) tlsConfig(host string) *tls.Config {
 	return &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 }
 
-// session logs in, selects the mailbox and polls it until ctx ends or
-// the connection fails.
+// session logs in, selects the mailbox and reads it until ctx ends or the
+// connection fails: in IDLE, woken by the server's news of new mail,
+// where the server supports it (and imapIdle is not false), else every
+// pollIntervalSeconds.
 func (c *Channel) session(ctx context.Context, in channel.Inbox, cursor channel.Cursor, pos *position, connected func()) error {
-	client, err := c.dialIMAP(ctx)
+	newMail := make(chan struct{}, 1)
+	client, err := c.dialIMAP(ctx, newMail)
 	if err != nil {
 		return err
 	}
@@ -98,6 +114,10 @@ func (c *Channel) session(ctx context.Context, in channel.Inbox, cursor channel.
 			return err
 		}
 	}
+	idle := on(c.cfg.IMAPIdle) && client.Caps().Has(imap.CapIdle)
+	if idle {
+		c.log.Info("email: the server supports IDLE: new mail is read as it arrives", "mailbox", c.cfg.IMAPMailbox)
+	}
 	connected()
 	for {
 		watchdog.Reset(c.timeout)
@@ -105,10 +125,51 @@ func (c *Channel) session(ctx context.Context, in channel.Inbox, cursor channel.
 			return err
 		}
 		watchdog.Stop()
-		if !channel.Sleep(ctx, c.poll) {
+		if !idle {
+			if !channel.Sleep(ctx, c.poll) {
+				return nil
+			}
+			continue
+		}
+		if err := c.idle(ctx, client, watchdog, newMail); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
 			return nil
 		}
 	}
+}
+
+// idle waits in IDLE until the server announces mail, idleRefresh
+// passes, or ctx ends, then leaves IDLE (DONE) so commands can follow.
+func (c *Channel) idle(ctx context.Context, client *imapclient.Client, watchdog *time.Timer, newMail <-chan struct{}) error {
+	// NOOP first: a server sends at IDLE's start no news it held back.
+	watchdog.Reset(c.timeout)
+	if err := client.Noop().Wait(); err != nil {
+		return fmt.Errorf("IMAP noop: %w", err)
+	}
+	watchdog.Stop()
+	select {
+	case <-newMail: // news from before: the search that follows reads it
+		return nil
+	default:
+	}
+	cmd, err := client.Idle()
+	if err != nil {
+		return fmt.Errorf("IMAP idle: %w", err)
+	}
+	t := time.NewTimer(c.idleRefresh)
+	select {
+	case <-newMail:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	watchdog.Reset(c.timeout) // a server that never ends the IDLE
+	if err := cmd.Close(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("IMAP idle: %w", err)
+	}
+	return nil
 }
 
 // fetchNew hands over every mail after pos, in UID order, saving pos

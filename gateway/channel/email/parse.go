@@ -2,6 +2,7 @@ package email
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"mime/multipart"
 	"mime/quotedprintable"
 	"net/mail"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -17,6 +19,7 @@ import (
 	"golang.org/x/text/encoding/htmlindex"
 
 	"github.com/nbots/nb/gateway/bus"
+	"github.com/nbots/nb/gateway/channel"
 )
 
 var words = &mime.WordDecoder{CharsetReader: charsetReader}
@@ -109,11 +112,16 @@ func (c *Channel) parse(raw []byte, uidKey string) (bus.Inbound, string) {
 		c.threads[messageID] = t
 	}
 	c.mu.Unlock()
+	paths, notes := c.attachments(raw, id)
+	if len(notes) > 0 {
+		body = strings.TrimSpace(body + "\n\n" + strings.Join(notes, "\n"))
+	}
 	return bus.Inbound{
 		Channel:   Name,
 		ID:        id,
 		SenderID:  addr,
 		ChatID:    addr,
+		Media:     paths,
 		Content:   "Subject: " + subject + "\n\n" + body,
 		Timestamp: date.UTC(),
 		Metadata: map[string]any{
@@ -121,6 +129,74 @@ func (c *Channel) parse(raw []byte, uidKey string) (bus.Inbound, string) {
 			"message_id": messageID, "sender_name": from.Name,
 		},
 	}, ""
+}
+
+// attachments stores a mail's attached files (the parts with a file name)
+// under the workspace, each up to maxMediaBytes, and returns their paths
+// and a note per file for the text.
+func (c *Channel) attachments(raw []byte, id string) (paths, notes []string) {
+	msg, err := mail.ReadMessage(bytes.NewReader(raw))
+	if err != nil {
+		return nil, nil
+	}
+	prefix := fmt.Sprintf("%x", sha256.Sum256([]byte(id)))[:16]
+	n := 0
+	walkFiles(msg.Header.Get("Content-Type"), msg.Header.Get("Content-Transfer-Encoding"), msg.Body, 0, func(name string, r io.Reader) {
+		n++
+		dir, err := c.env.MediaDir(Name)
+		var path string
+		if err == nil {
+			path, err = channel.StoreMedia(r, dir, fmt.Sprintf("%s_%d_%s", prefix, n, name), c.cfg.MaxMediaBytes)
+		}
+		if channel.IsTooLarge(err) {
+			err = fmt.Errorf("%w (channels.email.maxMediaBytes)", err)
+		}
+		if err != nil {
+			c.log.Warn("email: attachment not stored", "name", name, "mail", id, "err", err)
+			notes = append(notes, fmt.Sprintf("[attachment %s not received: %v]", name, err))
+			return
+		}
+		paths = append(paths, path)
+		notes = append(notes, fmt.Sprintf("[attachment: %s]", path))
+	})
+	return paths, notes
+}
+
+// walkFiles calls file for each part of a MIME body that carries a file
+// name (Content-Disposition filename, else Content-Type name), decoded.
+func walkFiles(contentType, encoding string, r io.Reader, depth int, file func(name string, r io.Reader)) {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || !strings.HasPrefix(mt, "multipart/") || depth > 10 {
+		return
+	}
+	mr := multipart.NewReader(r, params["boundary"])
+	for {
+		p, err := mr.NextPart()
+		if err != nil {
+			return
+		}
+		name := p.FileName()
+		if name == "" {
+			if _, ps, err := mime.ParseMediaType(p.Header.Get("Content-Type")); err == nil {
+				name = ps["name"]
+			}
+		}
+		if name == "" {
+			walkFiles(p.Header.Get("Content-Type"), p.Header.Get("Content-Transfer-Encoding"), p, depth+1, file)
+			continue
+		}
+		if d, err := words.DecodeHeader(name); err == nil {
+			name = d
+		}
+		var body io.Reader = p
+		switch strings.ToLower(strings.TrimSpace(p.Header.Get("Content-Transfer-Encoding"))) {
+		case "quoted-printable":
+			body = quotedprintable.NewReader(p)
+		case "base64":
+			body = base64.NewDecoder(base64.StdEncoding, &stripSpace{r: p})
+		}
+		file(filepath.Base(name), body)
+	}
 }
 
 // textOf is a part's text: text/plain as it is, text/html as Markdown,

@@ -5,13 +5,16 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"mime"
+	"mime/multipart"
 	"mime/quotedprintable"
 	"net"
 	"net/mail"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -34,11 +37,7 @@ type repliedSet struct {
 const keepReplied = 5000
 
 func loadReplied(env channel.Env) (*repliedSet, error) {
-	cur, err := env.Cursor(Name + ".replied")
-	if err != nil {
-		return nil, err
-	}
-	s, err := cur.Load()
+	cur, s, err := env.Position(Name + ".replied")
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +94,8 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	if answered {
 		return "", &channel.Undeliverable{Reason: "already answered " + t.messageID + " (RFC 3834: one answer per mail)"}
 	}
-	id, msg := c.compose(addr, t, m.Content)
+	text, files := c.env.Outgoing(m, MaxAttachmentBytes)
+	id, msg := c.compose(addr, t, text, files)
 	if err := c.smtpSend(ctx, addr, msg); err != nil {
 		return "", err
 	}
@@ -108,9 +108,14 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	return id, nil
 }
 
-// compose writes the answer: threaded, marked auto-replied, UTF-8
-// quoted-printable.
-func (c *Channel) compose(to string, t thread, text string) (string, []byte) {
+// MaxAttachmentBytes bounds one attached file: most providers refuse
+// mail over 25 MB, and base64 makes a file a third larger.
+const MaxAttachmentBytes = 18 << 20
+
+// compose writes the answer: threaded, marked auto-replied, its text
+// UTF-8 quoted-printable; with files, multipart/mixed, the text first and
+// each file a base64 attachment.
+func (c *Channel) compose(to string, t thread, text string, files []channel.Attachment) (string, []byte) {
 	var rnd [12]byte
 	rand.Read(rnd[:]) //nolint:errcheck // never fails
 	domain := c.self[strings.LastIndexByte(c.self, '@')+1:]
@@ -134,12 +139,37 @@ func (c *Channel) compose(to string, t thread, text string) (string, []byte) {
 	}
 	header("Auto-Submitted", "auto-replied")
 	header("MIME-Version", "1.0")
-	header("Content-Type", "text/plain; charset=utf-8")
-	header("Content-Transfer-Encoding", "quoted-printable")
+	body := strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\n", "\r\n")
+	if len(files) == 0 {
+		header("Content-Type", "text/plain; charset=utf-8")
+		header("Content-Transfer-Encoding", "quoted-printable")
+		b.WriteString("\r\n")
+		qp := quotedprintable.NewWriter(&b)
+		qp.Write([]byte(body)) //nolint:errcheck // a buffer
+		qp.Close()             //nolint:errcheck // a buffer
+		return id, b.Bytes()
+	}
+	mw := multipart.NewWriter(&b)
+	header("Content-Type", mime.FormatMediaType("multipart/mixed", map[string]string{"boundary": mw.Boundary()}))
 	b.WriteString("\r\n")
-	qp := quotedprintable.NewWriter(&b)
-	qp.Write([]byte(strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\n"), "\n", "\r\n"))) //nolint:errcheck // a buffer
-	qp.Close()                                                                                 //nolint:errcheck // a buffer
+	part, _ := mw.CreatePart(textproto.MIMEHeader{"Content-Type": {"text/plain; charset=utf-8"}, "Content-Transfer-Encoding": {"quoted-printable"}})
+	qp := quotedprintable.NewWriter(part)
+	qp.Write([]byte(body)) //nolint:errcheck // a buffer
+	qp.Close()             //nolint:errcheck // a buffer
+	for _, f := range files {
+		part, _ := mw.CreatePart(textproto.MIMEHeader{
+			"Content-Type":              {mime.FormatMediaType(f.Type, map[string]string{"name": f.Name})},
+			"Content-Disposition":       {mime.FormatMediaType("attachment", map[string]string{"filename": f.Name})},
+			"Content-Transfer-Encoding": {"base64"},
+		})
+		enc := base64.StdEncoding.EncodeToString(f.Data)
+		for len(enc) > 76 {
+			part.Write([]byte(enc[:76] + "\r\n")) //nolint:errcheck // a buffer
+			enc = enc[76:]
+		}
+		part.Write([]byte(enc + "\r\n")) //nolint:errcheck // a buffer
+	}
+	mw.Close() //nolint:errcheck // a buffer
 	return id, b.Bytes()
 }
 

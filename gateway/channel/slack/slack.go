@@ -12,6 +12,7 @@
 package slack
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -67,15 +68,26 @@ type Config struct {
 	DM            DMConfig `json:"dm,omitempty"`
 	// APIBase is the Web API's URL (default https://slack.com/api/).
 	APIBase string `json:"apiBase,omitempty"`
+	// MaxMediaBytes bounds one file received (20 MB if 0).
+	MaxMediaBytes int64 `json:"maxMediaBytes,omitempty"`
 }
+
+// MaxFileBytes bounds a file the app sends (Slack takes up to 1 GB; a
+// chat answer needs far less).
+const MaxFileBytes = 50 << 20
 
 // Channel is one Slack app.
 type Channel struct {
 	cfg   Config
+	env   channel.Env
 	log   *slog.Logger
 	api   *slackapi.Client
 	pacer channel.Pacer
 	turns channel.Turns
+	// media fetches people's files; apiHost is the configured API's host,
+	// the one place besides Slack's own that may see the bot token.
+	media   *http.Client
+	apiHost string
 
 	retryBase time.Duration
 }
@@ -100,17 +112,27 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		slackapi.OptionAppLevelToken(cfg.AppToken),
 		slackapi.OptionHTTPClient(&http.Client{Timeout: 30 * time.Second}),
 	}
+	if cfg.MaxMediaBytes <= 0 {
+		cfg.MaxMediaBytes = 20 << 20
+	}
+	var apiHost string
+	var mediaHosts []string
 	if cfg.APIBase != "" {
 		u, err := url.Parse(cfg.APIBase)
 		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 			return nil, fmt.Errorf("channels.slack.apiBase %q is not an http or https URL", cfg.APIBase)
 		}
 		opts = append(opts, slackapi.OptionAPIURL(strings.TrimRight(cfg.APIBase, "/")+"/"))
+		apiHost = u.Host
+		mediaHosts = append(mediaHosts, u.Hostname()) // the operator's server: its files may be fetched
 	}
 	return &Channel{
 		cfg:       cfg,
+		env:       env,
 		log:       env.Log().With("channel", Name),
 		api:       slackapi.New(cfg.BotToken, opts...),
+		media:     env.MediaClient(mediaHosts...),
+		apiHost:   apiHost,
 		retryBase: 500 * time.Millisecond,
 	}, nil
 }
@@ -118,9 +140,9 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 // Name is "slack".
 func (c *Channel) Name() string { return Name }
 
-// Capabilities: 4,000 characters, mrkdwn, edits.
+// Capabilities: 4,000 characters, mrkdwn, edits, files.
 func (c *Channel) Capabilities() channel.Capabilities {
-	return channel.Capabilities{MaxMessageLength: MaxMessageLength, Markdown: channel.Slack, Edits: true}
+	return channel.Capabilities{MaxMessageLength: MaxMessageLength, Markdown: channel.Slack, Edits: true, Media: true}
 }
 
 // authFailures are the Web API errors no retry cures.
@@ -192,7 +214,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 				if !ok || evt.Request == nil {
 					continue
 				}
-				if m, ok := c.inbound(api, me); ok && !channel.PublishDurably(ctx, in, m, c.log, c.retryBase) {
+				if m, ok := c.inbound(ctx, api, me); ok && !channel.PublishDurably(ctx, in, m, c.log, c.retryBase) {
 					return nil
 				}
 				// Acknowledged only now that the gateway holds it: a crash
@@ -210,15 +232,19 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 }
 
 // inbound turns a message or app_mention event into the bus's form.
-func (c *Channel) inbound(ev slackevents.EventsAPIEvent, me string) (bus.Inbound, bool) {
+func (c *Channel) inbound(ctx context.Context, ev slackevents.EventsAPIEvent, me string) (bus.Inbound, bool) {
 	var user, text, ts, thread, ch, chType, botID, subtype string
+	var files []slackapi.File
 	mention := false
 	switch e := ev.InnerEvent.Data.(type) {
 	case *slackevents.MessageEvent:
 		user, text, ts, thread, ch, chType, botID, subtype = e.User, e.Text, e.TimeStamp, e.ThreadTimeStamp, e.Channel, e.ChannelType, e.BotID, e.SubType
+		if e.Message != nil {
+			files = e.Message.Files
+		}
 	case *slackevents.AppMentionEvent:
 		user, text, ts, thread, ch, botID = e.User, e.Text, e.TimeStamp, e.ThreadTimeStamp, e.Channel, e.BotID
-		chType, mention = "channel", true
+		chType, mention, files = "channel", true, e.Files
 	default:
 		return bus.Inbound{}, false
 	}
@@ -239,12 +265,28 @@ func (c *Channel) inbound(ev slackevents.EventsAPIEvent, me string) (bus.Inbound
 	} else if group && (c.cfg.ReplyInThread == nil || *c.cfg.ReplyInThread) {
 		chatID = ch + ":" + ts
 	}
+	var media []string
+	if mention || !group {
+		// Files only from whom the app would answer: a channel's chatter
+		// that does not mention it costs no download.
+		for _, f := range files {
+			path, err := c.fetch(ctx, ch, ts, f)
+			if err != nil {
+				c.log.Warn("slack: file not stored", "name", f.Name, "message", ts, "err", err)
+				text = strings.TrimSpace(text + fmt.Sprintf("\n[file %s not received: %v]", f.Name, err))
+				continue
+			}
+			media = append(media, path)
+			text = strings.TrimSpace(text + fmt.Sprintf("\n[file: %s]", path))
+		}
+	}
 	return bus.Inbound{
 		Channel:   Name,
 		ID:        ch + ":" + ts,
 		SenderID:  user,
 		ChatID:    chatID,
 		Content:   text,
+		Media:     media,
 		Timestamp: tsTime(ts),
 		Metadata: map[string]any{
 			"group": group, "mentioned": mention || !group, "channel_type": chType,
@@ -281,17 +323,75 @@ func (c *Channel) deliveryError(chatID string, err error) error {
 	return fmt.Errorf("slack: %w", err)
 }
 
-// Send delivers m in its conversation (and thread). Progress of a turn
-// is posted once and then updated; the final answer replaces it.
+// Send delivers m in its conversation (and thread): its text, then its
+// files. Progress of a turn is posted once and then updated; the final
+// answer replaces it.
 func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	ch, thread := dest(m.ChatID)
+	content, files := c.env.Outgoing(m, MaxFileBytes)
 	var ps []string
-	for _, r := range channel.SplitRich(channel.ParseMarkdown(m.Content), MaxMessageLength, nil) {
+	for _, r := range channel.SplitRich(channel.ParseMarkdown(content), MaxMessageLength, nil) {
 		ps = append(ps, mrkdwn(r))
 	}
 	post := func(_ int, text string) (string, error) { return c.post(ctx, m.ChatID, ch, thread, text) }
 	edit := func(ts, text string) error { return c.update(ctx, m.ChatID, ch, ts, text) }
-	return channel.Deliver(&c.turns, m, ps, post, edit)
+	send := func(_ int, f *channel.Attachment) (string, error) { return c.share(ctx, m.ChatID, ch, thread, f) }
+	return channel.DeliverFiles(&c.turns, m, ps, files, post, edit, send)
+}
+
+// share uploads a file into the conversation (and thread) and returns
+// its file id.
+func (c *Channel) share(ctx context.Context, chatID, ch, thread string, f *channel.Attachment) (string, error) {
+	if err := c.pacer.Wait(ctx, chatID); err != nil {
+		return "", err
+	}
+	sum, err := c.api.UploadFileContext(ctx, slackapi.UploadFileParameters{
+		Filename: f.Name, Title: f.Name, FileSize: len(f.Data), Reader: bytes.NewReader(f.Data),
+		Channel: ch, ThreadTimestamp: thread,
+	})
+	if err != nil {
+		return "", c.deliveryError(chatID, err)
+	}
+	return sum.ID, nil
+}
+
+// fetch downloads a person's file with the bot token, through the egress
+// guard, into the workspace. The token goes only to Slack's own https
+// hosts or the configured apiBase.
+func (c *Channel) fetch(ctx context.Context, ch, ts string, f slackapi.File) (string, error) {
+	limit := c.cfg.MaxMediaBytes
+	if int64(f.Size) > limit {
+		return "", fmt.Errorf("%w (channels.slack.maxMediaBytes)", &channel.TooLarge{Size: int64(f.Size), Limit: limit})
+	}
+	src := f.URLPrivateDownload
+	if src == "" {
+		src = f.URLPrivate
+	}
+	u, err := url.Parse(src)
+	if err != nil || u.Host == "" {
+		return "", errors.New("the file has no download URL")
+	}
+	host := strings.ToLower(u.Hostname())
+	slackHost := u.Scheme == "https" && (host == "slack.com" || strings.HasSuffix(host, ".slack.com") || host == "slack-files.com" || strings.HasSuffix(host, ".slack-files.com"))
+	if !slackHost && !(c.apiHost != "" && strings.EqualFold(u.Host, c.apiHost)) {
+		return "", fmt.Errorf("the file is on %s, not a Slack host: the bot token is not sent there", u.Host)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.cfg.BotToken)
+	dir, err := c.env.MediaDir(Name)
+	if err != nil {
+		return "", err
+	}
+	path, err := channel.SaveMedia(c.media, req, dir, ch+"_"+ts+"_"+f.ID+"_"+f.Name, limit)
+	if channel.IsTooLarge(err) {
+		return "", fmt.Errorf("%w (channels.slack.maxMediaBytes)", err)
+	}
+	return path, err
 }
 
 func (c *Channel) post(ctx context.Context, chatID, ch, thread, text string) (string, error) {

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	slackapi "github.com/slack-go/slack"
 
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
@@ -22,6 +26,7 @@ const (
 
 type harness struct {
 	fake *slackfake.Server
+	env  channel.Env
 	ch   *Channel
 	in   *channeltest.Inbox
 	stop func()
@@ -44,12 +49,13 @@ func start(t *testing.T, fake *slackfake.Server, cfg Config) *harness {
 		cfg.BotToken, cfg.AppToken = botToken, appToken
 	}
 	cfg.APIBase = fake.URL
-	c, err := New(cfg, channel.Env{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	env := channeltest.Folders(t, channel.Env{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	c, err := New(cfg, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.retryBase = time.Millisecond
-	h := &harness{fake: fake, ch: c, in: &channeltest.Inbox{}}
+	h := &harness{fake: fake, env: env, ch: c, in: &channeltest.Inbox{}}
 	t.Cleanup(func() {
 		if l := logs.String(); strings.Contains(l, "secretBOT") || strings.Contains(l, "secretAPP") {
 			t.Errorf("a token is in the logs:\n%s", l)
@@ -302,5 +308,51 @@ func TestConfigErrors(t *testing.T) {
 		if _, err := New(c.cfg, channel.Env{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v", c.cfg, err)
 		}
+	}
+}
+
+func TestFilesBothWays(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, Config{MaxMediaBytes: 100})
+	ws := h.env.Workspace
+	pic := fake.AddFile("cat.png", "image/png", []byte("PNG-bytes"))
+	big := fake.AddFile("big.bin", "application/octet-stream", make([]byte, 101))
+	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "look", Subtype: "file_share", Files: []slackfake.File{pic, big}})
+	fake.Post(slackfake.Event{Channel: "C0001", ChannelType: "channel", User: "U0002", Text: "chatter", Subtype: "file_share", Files: []slackfake.File{pic}})
+	got := h.in.Wait(t, 2)
+	m := got[0]
+	if len(m.Media) != 1 || !strings.HasPrefix(m.Media[0], filepath.Join(ws, "media", "slack")+string(filepath.Separator)) {
+		t.Fatalf("media %q (%q)", m.Media, m.Content)
+	}
+	if b, err := os.ReadFile(m.Media[0]); err != nil || string(b) != "PNG-bytes" {
+		t.Errorf("stored %q %v", b, err)
+	}
+	if m.Content != "look\n[file: "+m.Media[0]+"]\n[file big.bin not received: 101 bytes, over the limit of 100 (channels.slack.maxMediaBytes)]" {
+		t.Errorf("content %q", m.Content)
+	}
+	if len(got[1].Media) != 0 {
+		t.Error("a file in chatter that does not mention the app was downloaded")
+	}
+
+	os.WriteFile(filepath.Join(ws, "report.pdf"), []byte("%PDF-1.4"), 0o600)
+	send(t, h.ch, bus.Outbound{ChatID: "D0001", Content: "Here.", Media: []string{"report.pdf", "../x"}})
+	sent := fake.Sent("D0001")
+	if len(sent) != 2 || !strings.HasPrefix(sent[0].Text, "Here.") || !strings.Contains(sent[0].Text, "(x not attached:") {
+		t.Fatalf("sent %+v", sent)
+	}
+	if f := sent[1].Files; len(f) != 1 || f[0].Name != "report.pdf" || string(f[0].Data) != "%PDF-1.4" {
+		t.Errorf("shared %+v", sent[1])
+	}
+	if fake.Calls("files.getUploadURLExternal") != 1 || fake.Calls("files.completeUploadExternal") != 1 {
+		t.Error("not the external upload flow")
+	}
+}
+
+func TestFileTokenOnlyToSlack(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, Config{})
+	_, err := h.ch.fetch(context.Background(), "D1", "1.2", slackapi.File{ID: "F1", Name: "x", URLPrivateDownload: "http://127.0.0.1:1/evil"})
+	if err == nil || !strings.Contains(err.Error(), "not a Slack host") {
+		t.Errorf("a file elsewhere: %v", err)
 	}
 }

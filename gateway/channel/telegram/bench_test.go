@@ -12,6 +12,7 @@ import (
 
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/channel/channeltest"
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
 	"github.com/nbots/nb/gateway/channel/telegram/telegramfake"
 )
@@ -51,7 +52,7 @@ func TestSlowChatDelaysNoOther(t *testing.T) {
 	c, _ := newChannel(t, fake, channel.Env{}, Config{})
 	ids := chats(fake, 21)
 	fake.SetChatDelay(1000, time.Second)
-	fake.Inject("sendMessage", telegramfake.TooMany)
+	fake.Inject("sendMessage", channeltest.TooMany)
 	ctx := context.Background()
 	slowDone := make(chan error, 1)
 	go func() { slowDone <- deliver(ctx, c, bus.Outbound{Kind: bus.Message, ChatID: ids[0], Content: "slow"}) }()

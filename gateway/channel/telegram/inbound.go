@@ -4,17 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf16"
 
 	"github.com/nbots/nb/gateway/bus"
+	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
 )
 
@@ -141,8 +139,6 @@ func attachments(m *botapi.Message) []attachment {
 	return out
 }
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]`)
-
 // fetch downloads one attachment through the egress guard into the
 // workspace, refusing what exceeds the size limit before and while it
 // downloads.
@@ -168,17 +164,6 @@ func (c *Channel) fetch(ctx context.Context, m *botapi.Message, a attachment) (s
 	if err != nil {
 		return "", c.api.Redact(err)
 	}
-	resp, err := c.media.Do(req)
-	if err != nil {
-		return "", c.api.Redact(fmt.Errorf("download: %w", err))
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("download: %s", resp.Status)
-	}
-	if resp.ContentLength > limit {
-		return "", fmt.Errorf("%d bytes, over the limit of %d (channels.telegram.maxMediaBytes)", resp.ContentLength, limit)
-	}
 	dir, err := c.env.MediaDir(Name)
 	if err != nil {
 		return "", err
@@ -187,26 +172,12 @@ func (c *Channel) fetch(ctx context.Context, m *botapi.Message, a attachment) (s
 	if ext == "" {
 		ext = filepath.Ext(f.FilePath)
 	}
-	name := fmt.Sprintf("%d_%d_%s%s", m.Chat.ID, m.MessageID, a.uniqueID, ext)
-	name = unsafeName.ReplaceAllString(name, "_")
-	tmp, err := os.CreateTemp(dir, ".download-*")
-	if err != nil {
-		return "", fmt.Errorf("store: %w", err)
-	}
-	defer os.Remove(tmp.Name()) //nolint:errcheck // gone after the rename
-	n, err := io.Copy(tmp, io.LimitReader(resp.Body, limit+1))
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	path, err := channel.SaveMedia(c.media, req, dir, fmt.Sprintf("%d_%d_%s%s", m.Chat.ID, m.MessageID, a.uniqueID, ext), limit)
+	if channel.IsTooLarge(err) {
+		return "", fmt.Errorf("%w (channels.telegram.maxMediaBytes)", err)
 	}
 	if err != nil {
-		return "", c.api.Redact(fmt.Errorf("download: %w", err))
-	}
-	if n > limit {
-		return "", fmt.Errorf("over the limit of %d bytes (channels.telegram.maxMediaBytes)", limit)
-	}
-	path := filepath.Join(dir, name)
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", fmt.Errorf("store: %w", err)
+		return "", c.api.Redact(err)
 	}
 	return path, nil
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
@@ -20,6 +21,15 @@ type piece struct {
 	entities []botapi.MessageEntity
 	plain    string // the same text without formatting, for the retry
 }
+
+// Upload limits of the Bot API: photos up to 10 MB, other files 50 MB.
+const (
+	MaxPhotoBytes = 10 << 20
+	MaxFileBytes  = 50 << 20
+)
+
+// photoTypes are the pictures sendPhoto takes; others go as documents.
+var photoTypes = map[string]bool{"image/jpeg": true, "image/png": true, "image/webp": true}
 
 var entityType = map[channel.SpanKind]string{
 	channel.Bold: "bold", channel.Italic: "italic", channel.Strike: "strikethrough",
@@ -85,7 +95,7 @@ func (c *Channel) deliveryError(chat string, err error) error {
 	case e.Code == http.StatusTooManyRequests:
 		c.pacer.Defer(chat, e.RetryAfter)
 		return &channel.RetryAfter{After: e.RetryAfter, Err: err}
-	case e.Code == http.StatusForbidden:
+	case e.Code == http.StatusForbidden, e.Code == http.StatusRequestEntityTooLarge:
 		return &channel.Undeliverable{Reason: e.Description}
 	case e.MigrateTo != 0:
 		return &channel.Undeliverable{Reason: fmt.Sprintf("%s (the group is now chat %d)", e.Description, e.MigrateTo)}
@@ -123,7 +133,12 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 		return strconv.FormatInt(id, 10), err
 	}
 	edit := func(id string, p piece) error { return c.edit(ctx, chat, m.ChatID, messageID(id), p) }
-	return channel.Deliver(&c.turns, m, pieces(m.Content), post, edit)
+	send := func(_ int, f *channel.Attachment) (string, error) {
+		id, err := c.sendFile(ctx, chat, m.ChatID, f)
+		return strconv.FormatInt(id, 10), err
+	}
+	content, files := c.env.Outgoing(m, MaxFileBytes)
+	return channel.DeliverFiles(&c.turns, m, pieces(content), files, post, edit, send)
 }
 
 func (c *Channel) sendPiece(ctx context.Context, chat int64, dest string, p piece, reply *botapi.ReplyParameters) (int64, error) {
@@ -137,6 +152,25 @@ func (c *Channel) sendPiece(ctx context.Context, chat int64, dest string, p piec
 		c.log.Warn("telegram: formatting refused, sending as plain text", "chat", dest, "err", err)
 		msg, err = c.api.SendMessage(rctx, botapi.SendMessage{ChatID: chat, Text: p.plain, ReplyParameters: reply})
 	}
+	if err != nil {
+		return 0, c.deliveryError(dest, err)
+	}
+	return msg.MessageID, nil
+}
+
+// sendFile sends a picture with sendPhoto (up to MaxPhotoBytes) and any
+// other file with sendDocument.
+func (c *Channel) sendFile(ctx context.Context, chat int64, dest string, f *channel.Attachment) (int64, error) {
+	if err := c.pacer.Wait(ctx, dest); err != nil {
+		return 0, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	method, field := "sendDocument", "document"
+	if photoTypes[f.Type] && len(f.Data) <= MaxPhotoBytes {
+		method, field = "sendPhoto", "photo"
+	}
+	msg, err := c.api.SendFile(rctx, method, field, chat, f.Name, f.Data)
 	if err != nil {
 		return 0, c.deliveryError(dest, err)
 	}

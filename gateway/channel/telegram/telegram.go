@@ -25,7 +25,6 @@ import (
 
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
-	"github.com/nbots/nb/netguard"
 )
 
 // Name is the channel's configuration name, channels.telegram.
@@ -63,6 +62,14 @@ type Config struct {
 	MaxMediaBytes int64 `json:"maxMediaBytes,omitempty"`
 	// PollTimeout is getUpdates's long-poll timeout in seconds (25 if 0).
 	PollTimeout int `json:"pollTimeout,omitempty"`
+	// WebhookURL, when set, receives by webhook instead of long polling:
+	// the public https URL Telegram posts updates to, which must reach
+	// the gateway's listener at the same path.
+	WebhookURL string `json:"webhookUrl,omitempty"`
+	// WebhookSecret is the secret_token Telegram sends back with every
+	// update (16 to 256 of A-Z, a-z, 0-9, _ and -); required with
+	// WebhookURL.
+	WebhookSecret string `json:"webhookSecret,omitempty"`
 }
 
 // Channel is one Telegram bot.
@@ -87,6 +94,20 @@ type Channel struct {
 
 	mu sync.Mutex
 	me botapi.User
+
+	// webhookPath is WebhookURL's path ("" when polling); hook holds what
+	// the webhook's requests need while Run runs.
+	webhookPath string
+	hookMu      sync.Mutex
+	hook        *hookState
+}
+
+// hookState is the receive position of a channel that receives by
+// webhook.
+type hookState struct {
+	in     channel.Inbox
+	cursor channel.Cursor
+	offset int64
 }
 
 // New checks cfg and builds the channel; nothing connects before Run.
@@ -104,6 +125,10 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 	}
 	if cfg.MaxMediaBytes <= 0 {
 		cfg.MaxMediaBytes = DefaultMaxMediaBytes
+	}
+	webhookPath, err := checkWebhook(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.PollTimeout <= 0 {
 		cfg.PollTimeout = 25
@@ -123,11 +148,7 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		}
 		transport.Proxy = http.ProxyURL(p)
 	}
-	guard := netguard.Guard{}
-	if env.Guard != nil {
-		guard = *env.Guard
-		guard.AllowHosts = append([]string(nil), env.Guard.AllowHosts...)
-	}
+	var mediaHosts []string
 	if cfg.APIBase != "" {
 		u, err := url.Parse(cfg.APIBase)
 		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
@@ -135,25 +156,20 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		}
 		// The operator named this server: its files may be fetched even
 		// when it is on a private or loopback address.
-		guard.AllowHosts = append(guard.AllowHosts, strings.ToLower(u.Hostname()))
+		mediaHosts = append(mediaHosts, u.Hostname())
 	}
 	c := &Channel{
-		cfg: cfg,
-		env: env,
-		log: env.Log().With("channel", Name),
-		api: &botapi.Client{Base: cfg.APIBase, Token: cfg.Token, HTTP: &http.Client{Transport: transport}},
-		media: &http.Client{
-			Transport: &http.Transport{Proxy: nil, DialContext: guard.DialContext, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 30 * time.Second},
-			Timeout:   2 * time.Minute,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return errors.New("the Bot API's file server redirected: not followed")
-			},
-		},
+		cfg:            cfg,
+		env:            env,
+		log:            env.Log().With("channel", Name),
+		api:            &botapi.Client{Base: cfg.APIBase, Token: cfg.Token, HTTP: &http.Client{Transport: transport}},
+		media:          env.MediaClient(mediaHosts...),
 		pacer:          channel.Pacer{Interval: groupInterval},
 		retryBase:      500 * time.Millisecond,
 		retryMax:       30 * time.Second,
 		requestTimeout: 30 * time.Second,
 		pollDeadline:   time.Duration(cfg.PollTimeout+10) * time.Second,
+		webhookPath:    webhookPath,
 	}
 	return c, nil
 }
@@ -186,11 +202,7 @@ func final(err error) error {
 
 // Run connects (getMe), then long-polls until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	cursor, err := c.env.Cursor(Name)
-	if err != nil {
-		return fmt.Errorf("telegram: %w", err)
-	}
-	saved, err := cursor.Load()
+	cursor, saved, err := c.env.Position(Name)
 	if err != nil {
 		return fmt.Errorf("telegram: %w", err)
 	}
@@ -200,49 +212,46 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			return fmt.Errorf("telegram: the saved update offset in %s is not a number: %q", cursor.Path, saved)
 		}
 	}
-	wait := c.retryBase
-	for {
+	b := &channel.Backoff{Base: c.retryBase, Max: c.retryMax}
+	ok, err := channel.Retry(ctx, c.log, "telegram: connecting", b, func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
+		defer cancel()
 		me, err := c.api.GetMe(rctx)
-		cancel()
 		if err == nil {
 			c.mu.Lock()
 			c.me = me
 			c.mu.Unlock()
-			break
 		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if f := final(err); f != nil {
-			return f
-		}
-		c.log.Warn("telegram: connecting", "err", err, "retry_in", wait)
-		if !channel.Sleep(ctx, c.backoff(&wait, err)) {
-			return nil
-		}
+		return err
+	}, classify)
+	if !ok {
+		return err
 	}
 	c.log.Info("telegram: connected", "bot", c.me.Username, "offset", offset)
+	if c.webhookPath != "" {
+		return c.runWebhook(ctx, in, ready, b, cursor, offset)
+	}
 	ready()
-	wait = c.retryBase
 	for {
-		pctx, cancel := context.WithTimeout(ctx, c.pollDeadline)
-		updates, err := c.api.GetUpdates(pctx, botapi.GetUpdates{Offset: offset, Timeout: c.cfg.PollTimeout, AllowedUpdates: []string{"message"}})
-		cancel()
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			if f := final(err); f != nil {
-				return f
+		var updates []botapi.Update
+		ok, err := channel.Retry(ctx, c.log, "telegram: getUpdates failed", b, func(ctx context.Context) error {
+			pctx, cancel := context.WithTimeout(ctx, c.pollDeadline)
+			defer cancel()
+			var err error
+			updates, err = c.api.GetUpdates(pctx, botapi.GetUpdates{Offset: offset, Timeout: c.cfg.PollTimeout, AllowedUpdates: []string{"message"}})
+			if webhookActive(err) {
+				// A webhook set earlier (webhookUrl removed since): back
+				// to polling, the waiting updates kept.
+				c.log.Info("telegram: a webhook is set: deleting it to poll")
+				if derr := c.api.DeleteWebhook(pctx); derr != nil {
+					return derr
+				}
 			}
-			c.log.Warn("telegram: getUpdates failed", "err", err)
-			if !channel.Sleep(ctx, c.backoff(&wait, err)) {
-				return nil
-			}
-			continue
+			return err
+		}, classify)
+		if !ok {
+			return err
 		}
-		wait = c.retryBase
 		for _, u := range updates {
 			if u.UpdateID < offset {
 				continue // already published before a restart
@@ -262,14 +271,18 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 	}
 }
 
-// backoff returns how long to wait after err and doubles *wait up to
-// retryMax; a 429's retry_after wins.
-func (c *Channel) backoff(wait *time.Duration, err error) time.Duration {
+// webhookActive tells getUpdates's refusal while a webhook is set.
+func webhookActive(err error) bool {
+	var e *botapi.Error
+	return errors.As(err, &e) && e.Code == http.StatusConflict && strings.Contains(e.Description, "webhook is active")
+}
+
+// classify sorts a failed call for channel.Retry: a refused token is
+// final; a 429 waits its retry_after.
+func classify(err error) (error, time.Duration) {
 	var e *botapi.Error
 	if errors.As(err, &e) && e.RetryAfter > 0 {
-		return e.RetryAfter
+		return final(err), e.RetryAfter
 	}
-	d := *wait
-	*wait = min(*wait*2, c.retryMax)
-	return d
+	return final(err), 0
 }

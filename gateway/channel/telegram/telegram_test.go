@@ -3,7 +3,6 @@ package telegram
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -54,8 +53,8 @@ func newFake(t *testing.T) *telegramfake.Server {
 
 func newChannel(t *testing.T, fake *telegramfake.Server, env channel.Env, cfg Config) (*Channel, *testbuf.Buffer) {
 	t.Helper()
-	logs := &testbuf.Buffer{}
-	env.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var logs *testbuf.Buffer
+	env.Logger, logs = channeltest.Logger(t, "secret_TOKEN")
 	if cfg.Token == "" {
 		cfg.Token = token
 	}
@@ -77,19 +76,9 @@ func newChannel(t *testing.T, fake *telegramfake.Server, env channel.Env, cfg Co
 // (or env's).
 func start(t *testing.T, fake *telegramfake.Server, env channel.Env, cfg Config) *harness {
 	t.Helper()
-	if env.Workspace == "" {
-		env.Workspace = t.TempDir()
-	}
-	if env.StateDir == "" {
-		env.StateDir = t.TempDir()
-	}
+	env = channeltest.Folders(t, env)
 	c, logs := newChannel(t, fake, env, cfg)
 	h := &harness{fake: fake, ch: c, in: &channeltest.Inbox{}, logs: logs, env: env}
-	t.Cleanup(func() {
-		if strings.Contains(logs.String(), "secret_TOKEN") {
-			t.Errorf("the token is in the logs:\n%s", logs)
-		}
-	})
 	h.stop = channeltest.Start(t, c, h.in)
 	return h
 }
@@ -334,7 +323,7 @@ func TestRetryAfterPerChat(t *testing.T) {
 	fake.Say(alice, "x")
 	fake.Say(bob, "y")
 	h.in.Wait(t, 2)
-	fake.Inject("sendMessage", telegramfake.TooMany)
+	fake.Inject("sendMessage", channeltest.TooMany)
 	_, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: "42", Content: "one"})
 	var ra *channel.RetryAfter
 	if !errors.As(err, &ra) || ra.After != time.Second {
@@ -362,7 +351,7 @@ func TestRetryAfterMidAnswerSendsTheRest(t *testing.T) {
 	fake.Say(alice, "x")
 	h.in.Wait(t, 1)
 	long := strings.Repeat("a line of text\n", 600) // 9,000 characters: three messages
-	fake.Inject("sendMessage", 0, telegramfake.TooMany)
+	fake.Inject("sendMessage", 0, channeltest.TooMany)
 	m := bus.Outbound{Kind: bus.Message, ChatID: "42", Turn: "t9", Content: long}
 	if _, err := h.ch.Send(context.Background(), m); err == nil {
 		t.Fatal("no error on a 429")
@@ -401,17 +390,17 @@ func TestUndeliverable(t *testing.T) {
 func TestHundredDisconnectsLoseNothing(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, channel.Env{}, Config{})
-	var faults []telegramfake.Fault
+	var faults []channeltest.Fault
 	for i := range 100 {
 		switch {
 		case i%20 == 7:
-			faults = append(faults, telegramfake.Hang) // 5 polls that hang past their deadline
+			faults = append(faults, channeltest.Hang) // 5 polls that hang past their deadline
 		case i == 50:
-			faults = append(faults, telegramfake.TooMany)
+			faults = append(faults, channeltest.TooMany)
 		case i%2 == 0:
-			faults = append(faults, telegramfake.Reset)
+			faults = append(faults, channeltest.Reset)
 		default:
-			faults = append(faults, telegramfake.BadGateway)
+			faults = append(faults, channeltest.BadGateway)
 		}
 	}
 	fake.Inject("getUpdates", faults...)
@@ -558,5 +547,29 @@ func TestProxy(t *testing.T) {
 	defer mu.Unlock()
 	if len(proxied) < 3 || !strings.HasSuffix(proxied[0], "/getMe") {
 		t.Errorf("through the proxy: %v", proxied)
+	}
+}
+
+func TestFilesSent(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, channel.Env{}, Config{})
+	fake.Say(alice, "send me the files")
+	h.in.Wait(t, 1)
+	ws := h.env.Workspace
+	os.WriteFile(filepath.Join(ws, "chart.png"), []byte("\x89PNG\r\n\x1a\nchart"), 0o600)
+	os.WriteFile(filepath.Join(ws, "report.pdf"), []byte("%PDF-1.4"), 0o600)
+	send(t, h.ch, bus.Outbound{ChatID: "42", Turn: "t1", Content: "Here.", Media: []string{"chart.png", "report.pdf", "../escape.txt"}})
+	sent := fake.Sent(42)
+	if len(sent) != 3 {
+		t.Fatalf("sent %+v", sent)
+	}
+	if !strings.HasPrefix(sent[0].Text, "Here.") || !strings.Contains(sent[0].Text, "(escape.txt not attached:") {
+		t.Errorf("text %q", sent[0].Text)
+	}
+	if p := sent[1].Photo; len(p) != 1 || string(fake.FileContent(p[0].FileID)) != "\x89PNG\r\n\x1a\nchart" {
+		t.Errorf("photo %+v", sent[1])
+	}
+	if d := sent[2].Document; d == nil || d.FileName != "report.pdf" || string(fake.FileContent(d.FileID)) != "%PDF-1.4" {
+		t.Errorf("document %+v", sent[2])
 	}
 }

@@ -5,17 +5,23 @@
 // a sequence, replaying after a Resume the dispatches the client missed
 // and then RESUMED, or answering Invalid Session; closing with 4004 on a
 // bad token) and the REST API the channel calls (GET gateway, users/@me,
-// channel messages: create, edit, list after an id; typing), with the
-// rate-limit headers on every answer and 429 with retry_after when a
-// channel's bucket is empty.
+// channel messages: create, as JSON or as multipart/form-data with
+// payload_json and files[n], edit, list after an id; typing; attachments
+// served from a CDN path), with the rate-limit headers on every answer and
+// 429 with retry_after when a channel's bucket is empty.
 package discordfake
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
 	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,7 +49,28 @@ type Message struct {
 	EditedTimestamp  *string           `json:"edited_timestamp"`
 	Mentions         []User            `json:"mentions"`
 	MessageReference *MessageReference `json:"message_reference,omitempty"`
+	Attachments      []Attachment      `json:"attachments"`
 }
+
+// Attachment is a file of a message, served by the fake's CDN at URL.
+type Attachment struct {
+	ID          string `json:"id"`
+	Filename    string `json:"filename"`
+	ContentType string `json:"content_type,omitempty"`
+	Size        int    `json:"size"`
+	URL         string `json:"url"`
+	ProxyURL    string `json:"proxy_url"`
+}
+
+// File is a file a person attaches.
+type File struct {
+	Name, ContentType string
+	Data              []byte
+}
+
+// MaxFileBytes is a file's upload limit (Discord's for servers without
+// boosts: 10 MiB).
+const MaxFileBytes = 10 << 20
 
 // MessageReference is what a reply points to.
 type MessageReference struct {
@@ -83,6 +110,7 @@ type Server struct {
 	limit    int
 	window   time.Duration
 	buckets  map[string]*bucket
+	files    map[string][]byte // CDN path -> content
 }
 
 type bucket struct {
@@ -101,12 +129,13 @@ func New(token string) (*Server, error) {
 		Bot:     User{ID: "900000000000000001", Username: "nb", Bot: true},
 		changed: make(chan struct{}), snow: 1_100_000_000_000_000_000,
 		messages: map[string][]*Message{}, channels: map[string]string{}, denied: map[string]bool{},
-		limit: 5, window: time.Second, buckets: map[string]*bucket{},
+		limit: 5, window: time.Second, buckets: map[string]*bucket{}, files: map[string][]byte{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /gateway", s.gateway)
 	mux.HandleFunc("GET /gateway/", s.gateway)
 	mux.HandleFunc("/api/{version}/{rest...}", s.rest)
+	mux.HandleFunc("GET /attachments/{rest...}", s.cdn)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go s.srv.Serve(ln) //nolint:errcheck // ends with Close
 	return s, nil
@@ -143,6 +172,48 @@ func (s *Server) Post(guild, channel string, from User, content string, mentions
 	s.messages[channel] = append(s.messages[channel], m)
 	s.dispatch("MESSAGE_CREATE", m)
 	return *m
+}
+
+// PostFiles is Post with files attached.
+func (s *Server) PostFiles(guild, channel string, from User, content string, files ...File) Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.channels[channel] = guild
+	m := &Message{ID: s.id(), ChannelID: channel, GuildID: guild, Author: from, Content: content,
+		Timestamp: time.Now().UTC().Format(time.RFC3339Nano), Mentions: []User{}}
+	for _, f := range files {
+		m.Attachments = append(m.Attachments, s.storeLocked(channel, f))
+	}
+	s.messages[channel] = append(s.messages[channel], m)
+	s.dispatch("MESSAGE_CREATE", m)
+	return *m
+}
+
+// storeLocked puts a file on the CDN.
+func (s *Server) storeLocked(channel string, f File) Attachment {
+	id := s.id()
+	path := "/attachments/" + channel + "/" + id + "/" + url.PathEscape(f.Name)
+	s.files[path] = f.Data
+	return Attachment{ID: id, Filename: f.Name, ContentType: f.ContentType, Size: len(f.Data), URL: s.URL + path, ProxyURL: s.URL + path}
+}
+
+// File returns the content of an attachment's URL.
+func (s *Server) File(u string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.files[strings.TrimPrefix(u, s.URL)]
+}
+
+func (s *Server) cdn(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	b, ok := s.files[r.URL.EscapedPath()]
+	s.mu.Unlock()
+	if !ok {
+		http.Error(w, "Not Found", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Write(b) //nolint:errcheck // the client reads what it gets
 }
 
 // dispatch numbers and sends an event; called with s.mu held.
@@ -374,7 +445,44 @@ func (s *Server) rest(w http.ResponseWriter, r *http.Request) {
 			Content          string            `json:"content"`
 			MessageReference *MessageReference `json:"message_reference"`
 		}
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		var files []File
+		var jsonBody io.Reader = r.Body
+		if mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+			// A message with files: the JSON in the payload_json field,
+			// each file in a files[n] field.
+			mr := multipart.NewReader(http.MaxBytesReader(w, r.Body, 11*MaxFileBytes), params["boundary"])
+			jsonBody = strings.NewReader("")
+			for {
+				p, err := mr.NextPart()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					apiError(w, 413, 40005, "Request entity too large")
+					return
+				}
+				b, err := io.ReadAll(p)
+				if err != nil {
+					apiError(w, 413, 40005, "Request entity too large")
+					return
+				}
+				switch name := p.FormName(); {
+				case name == "payload_json":
+					jsonBody = bytes.NewReader(b)
+				case strings.HasPrefix(name, "files[") || strings.HasPrefix(name, "file"):
+					if len(b) > MaxFileBytes {
+						apiError(w, 413, 40005, "Request entity too large")
+						return
+					}
+					files = append(files, File{Name: p.FileName(), ContentType: p.Header.Get("Content-Type"), Data: b})
+				}
+			}
+			if len(files) > 10 {
+				apiError(w, 400, 50035, "Invalid Form Body: files: Must be 10 or fewer in length.")
+				return
+			}
+		}
+		if err := json.NewDecoder(jsonBody).Decode(&body); err != nil {
 			apiError(w, 400, 50109, "The request body contains invalid JSON.")
 			return
 		}
@@ -382,7 +490,7 @@ func (s *Server) rest(w http.ResponseWriter, r *http.Request) {
 			apiError(w, 400, 50035, "Invalid Form Body: content: Must be 2000 or fewer in length.")
 			return
 		}
-		if strings.TrimSpace(body.Content) == "" {
+		if strings.TrimSpace(body.Content) == "" && (len(files) == 0 || r.Method == http.MethodPatch) {
 			apiError(w, 400, 50006, "Cannot send an empty message")
 			return
 		}
@@ -401,6 +509,9 @@ func (s *Server) rest(w http.ResponseWriter, r *http.Request) {
 		}
 		m := &Message{ID: s.id(), ChannelID: ch, GuildID: s.channels[ch], Author: s.Bot, Content: body.Content,
 			Timestamp: time.Now().UTC().Format(time.RFC3339Nano), Mentions: []User{}, MessageReference: body.MessageReference}
+		for _, f := range files {
+			m.Attachments = append(m.Attachments, s.storeLocked(ch, f))
+		}
 		s.messages[ch] = append(s.messages[ch], m)
 		s.notify()
 		reply(w, 200, m)

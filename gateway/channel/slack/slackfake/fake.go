@@ -5,19 +5,23 @@
 // hello, carries events_api envelopes that the app acknowledges with
 // {"envelope_id":…}, redelivers on the next connection what was not
 // acknowledged (retry_attempt, retry_reason), and asks the app to
-// reconnect with a disconnect envelope; auth.test, chat.postMessage and
-// chat.update take the bot token as a Bearer header and answer
-// {"ok":true,…} or {"ok":false,"error":…}, with HTTP 429 and Retry-After
-// when a channel gets messages faster than allowed.
+// reconnect with a disconnect envelope; auth.test, chat.postMessage,
+// chat.update, files.getUploadURLExternal (with the upload URL it names)
+// and files.completeUploadExternal take the bot token as a Bearer header
+// and answer {"ok":true,…} or {"ok":false,"error":…}, with HTTP 429 and Retry-After
+// when a channel gets messages faster than allowed; people's files are
+// served at url_private_download to the bot token only.
 package slackfake
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +42,28 @@ type Event struct {
 	EventTS     string `json:"event_ts"`
 	BotID       string `json:"bot_id,omitempty"`
 	Subtype     string `json:"subtype,omitempty"`
+	Files       []File `json:"files,omitempty"`
+}
+
+// File is a file object as events and files.* methods carry it; its
+// url_private_download is served to the bot token only.
+type File struct {
+	ID                 string `json:"id"`
+	Name               string `json:"name"`
+	Title              string `json:"title,omitempty"`
+	Mimetype           string `json:"mimetype,omitempty"`
+	Size               int    `json:"size"`
+	URLPrivate         string `json:"url_private,omitempty"`
+	URLPrivateDownload string `json:"url_private_download,omitempty"`
+}
+
+// Upload is a file the bot shared (files.getUploadURLExternal, the
+// upload, files.completeUploadExternal).
+type Upload struct {
+	ID, Name, Title string
+	Data            []byte
+	ThreadTS        string
+	Comment         string
 }
 
 // Message is one the bot posted.
@@ -47,6 +73,8 @@ type Message struct {
 	ThreadTS string
 	Text     string
 	Edited   bool
+	// Files are the bot's uploads shared in the channel.
+	Files []Upload
 }
 
 type envelope struct {
@@ -82,6 +110,8 @@ type Server struct {
 	interval time.Duration
 	last     map[string]time.Time
 	calls    map[string]int
+	files    map[string][]byte  // url_private_download path -> content
+	uploads  map[string]*Upload // file id -> upload
 }
 
 // New starts a server on 127.0.0.1.
@@ -94,11 +124,13 @@ func New(botToken, appToken string) (*Server, error) {
 		URL: "http://" + ln.Addr().String() + "/api/", BotToken: botToken, AppToken: appToken, BotUserID: "UBOT0001",
 		changed: make(chan struct{}), clock: 1_700_000_000_000_000, acked: map[string]time.Duration{}, sentAt: map[string]time.Time{},
 		sent: map[string][]*Message{}, channels: map[string]bool{}, gone: map[string]string{}, faults: map[string]int{},
-		last: map[string]time.Time{}, calls: map[string]int{},
+		last: map[string]time.Time{}, calls: map[string]int{}, files: map[string][]byte{}, uploads: map[string]*Upload{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/{method}", s.api)
 	mux.HandleFunc("GET /link/", s.socket)
+	mux.HandleFunc("GET /files-pri/", s.download)
+	mux.HandleFunc("POST /upload/v1/{id}", s.upload)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go s.srv.Serve(ln) //nolint:errcheck // ends with Close
 	return s, nil
@@ -145,6 +177,64 @@ func (s *Server) Post(ev Event) Event {
 		s.write(s.conn, env)
 	}
 	return ev
+}
+
+// AddFile stores a file a person shares and returns its file object,
+// for Event.Files.
+func (s *Server) AddFile(name, mimetype string, data []byte) File {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := fmt.Sprintf("F%08d", len(s.files)+1)
+	base := strings.TrimSuffix(s.URL, "/api/")
+	path := "/files-pri/T0001-" + id + "/download/" + url.PathEscape(name)
+	s.files[path] = data
+	return File{ID: id, Name: name, Title: name, Mimetype: mimetype, Size: len(data),
+		URLPrivate: base + "/files-pri/T0001-" + id + "/" + url.PathEscape(name), URLPrivateDownload: base + path}
+}
+
+// download serves a private file to the bot token; without it Slack
+// answers its sign-in page's redirect.
+func (s *Server) download(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+s.BotToken {
+		http.Redirect(w, r, "https://fake.slack.com/?redir="+url.QueryEscape(r.URL.Path), http.StatusFound)
+		return
+	}
+	s.mu.Lock()
+	b, ok := s.files[r.URL.EscapedPath()]
+	s.mu.Unlock()
+	if !ok {
+		http.Error(w, "file not found", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Write(b) //nolint:errcheck // the client reads what it gets
+}
+
+// upload takes a file's bytes at the URL files.getUploadURLExternal gave
+// (a multipart form's file field, or the raw body).
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	u := s.uploads[r.PathValue("id")]
+	s.mu.Unlock()
+	if u == nil {
+		http.Error(w, "upload URL not found", http.StatusNotFound)
+		return
+	}
+	var data []byte
+	var err error
+	if f, _, ferr := r.FormFile("file"); ferr == nil {
+		data, err = io.ReadAll(f)
+	} else {
+		data, err = io.ReadAll(r.Body)
+	}
+	if err != nil {
+		http.Error(w, "unreadable upload", http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	u.Data = data
+	s.mu.Unlock()
+	fmt.Fprintf(w, "OK - %d", len(data))
 }
 
 // write sends v on c; called with s.mu held.
@@ -344,6 +434,46 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		}
 		s.notify()
 		answer(w, 200, map[string]any{"ok": true, "channel": ch, "ts": m.TS, "text": text, "message": map[string]any{"type": "message", "user": s.BotUserID, "text": text, "ts": m.TS}})
+	case "files.getUploadURLExternal":
+		n, err := strconv.Atoi(r.Form.Get("length"))
+		if r.Form.Get("filename") == "" || err != nil || n <= 0 {
+			answer(w, 200, map[string]any{"ok": false, "error": "invalid_arguments"})
+			return
+		}
+		id := fmt.Sprintf("F%08d", 1000+len(s.uploads))
+		s.uploads[id] = &Upload{ID: id, Name: r.Form.Get("filename")}
+		answer(w, 200, map[string]any{"ok": true, "upload_url": "http://" + r.Host + "/upload/v1/" + id, "file_id": id})
+	case "files.completeUploadExternal":
+		var files []struct {
+			ID    string `json:"id"`
+			Title string `json:"title"`
+		}
+		if err := json.Unmarshal([]byte(r.Form.Get("files")), &files); err != nil || len(files) == 0 {
+			answer(w, 200, map[string]any{"ok": false, "error": "invalid_arguments"})
+			return
+		}
+		ch := r.Form.Get("channel_id")
+		if ch != "" && !s.channels[ch] {
+			answer(w, 200, map[string]any{"ok": false, "error": "channel_not_found"})
+			return
+		}
+		m := &Message{Channel: ch, TS: s.ts(), ThreadTS: r.Form.Get("thread_ts"), Text: r.Form.Get("initial_comment")}
+		var out []map[string]any
+		for _, f := range files {
+			u := s.uploads[f.ID]
+			if u == nil || u.Data == nil {
+				answer(w, 200, map[string]any{"ok": false, "error": "file_not_found"})
+				return
+			}
+			u.Title, u.ThreadTS, u.Comment = f.Title, m.ThreadTS, m.Text
+			m.Files = append(m.Files, *u)
+			out = append(out, map[string]any{"id": u.ID, "title": u.Title})
+		}
+		if ch != "" {
+			s.sent[ch] = append(s.sent[ch], m)
+			s.notify()
+		}
+		answer(w, 200, map[string]any{"ok": true, "files": out})
 	default:
 		answer(w, 200, map[string]any{"ok": false, "error": "unknown_method"})
 	}

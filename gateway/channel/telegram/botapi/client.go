@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -97,12 +99,34 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 	if err != nil {
 		return fmt.Errorf("telegram %s: %w", method, err)
 	}
+	return c.do(ctx, method, bytes.NewReader(body), "application/json", result)
+}
+
+// SendFile uploads a file with a method that takes one (sendPhoto with
+// field "photo", sendDocument with "document"), as multipart/form-data.
+func (c *Client) SendFile(ctx context.Context, method, field string, chatID int64, name string, data []byte) (Message, error) {
+	var b bytes.Buffer
+	mw := multipart.NewWriter(&b)
+	mw.WriteField("chat_id", strconv.FormatInt(chatID, 10)) //nolint:errcheck // a buffer
+	fw, err := mw.CreateFormFile(field, name)
+	if err != nil {
+		return Message{}, fmt.Errorf("telegram %s: %w", method, err)
+	}
+	fw.Write(data) //nolint:errcheck // a buffer
+	mw.Close()     //nolint:errcheck // a buffer
+	var m Message
+	err = c.do(ctx, method, &b, mw.FormDataContentType(), &m)
+	return m, err
+}
+
+// do posts body to the method and decodes the answer.
+func (c *Client) do(ctx context.Context, method string, body io.Reader, contentType string, result any) error {
 	u := c.base() + "/bot" + c.Token + "/" + method
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, body)
 	if err != nil {
 		return c.Redact(fmt.Errorf("telegram %s: %w", method, err))
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
 	resp, err := c.http().Do(req)
 	if err != nil {
 		return c.Redact(fmt.Errorf("telegram %s: %w", method, err))
@@ -184,4 +208,15 @@ func (c *Client) FileURL(filePath string) (string, error) {
 		return "", fmt.Errorf("telegram getFile: unusable file path %q", filePath)
 	}
 	return c.base() + "/file/bot" + c.Token + "/" + filePath, nil
+}
+
+// SetWebhook makes Telegram deliver updates by HTTPS POSTs to p.URL
+// instead of getUpdates.
+func (c *Client) SetWebhook(ctx context.Context, p SetWebhook) error {
+	return c.Call(ctx, "setWebhook", p, nil)
+}
+
+// DeleteWebhook goes back to getUpdates; the updates waiting are kept.
+func (c *Client) DeleteWebhook(ctx context.Context) error {
+	return c.Call(ctx, "deleteWebhook", map[string]any{"drop_pending_updates": false}, nil)
 }

@@ -159,3 +159,18 @@ type Response[T any] struct {
 	ErrorCode   int                 `json:"error_code,omitempty"`
 	Parameters  *ResponseParameters `json:"parameters,omitempty"`
 }
+
+// SetWebhook is setWebhook's parameters.
+type SetWebhook struct {
+	URL string `json:"url"`
+	// SecretToken comes back in every request's
+	// X-Telegram-Bot-Api-Secret-Token header.
+	SecretToken    string   `json:"secret_token,omitempty"`
+	AllowedUpdates []string `json:"allowed_updates,omitempty"`
+	// MaxConnections 1 delivers one update at a time, in order.
+	MaxConnections     int  `json:"max_connections,omitempty"`
+	DropPendingUpdates bool `json:"drop_pending_updates,omitempty"`
+}
+
+// SecretHeader is the header a webhook request carries the secret in.
+const SecretHeader = "X-Telegram-Bot-Api-Secret-Token"

@@ -3,17 +3,22 @@
 // same URLs (/bot<token>/<method>, /file/bot<token>/<path>), the same
 // envelope ({"ok":…,"result":…} or {"ok":false,"error_code":…,
 // "description":…,"parameters":{"retry_after":…}}), getUpdates long
-// polling with offsets that confirm earlier updates, sendMessage and
-// editMessageText with entities checked against the text, getFile, and
+// polling with offsets that confirm earlier updates (or, after
+// setWebhook, updates posted to the webhook with its secret_token, one at
+// a time, until answered 2xx; getUpdates then answers 409), sendMessage and
+// editMessageText with entities checked against the text, sendPhoto and
+// sendDocument with their multipart uploads, getFile, and
 // the API's own error texts. Tests make people write to the bot, read
 // what the bot sent, and inject failures: connection resets, 5xx, polls
 // that hang, 429s per chat.
 package telegramfake
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -23,22 +28,8 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/nbots/nb/gateway/channel/channeltest"
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
-)
-
-// Fault is a failure the server answers one request with.
-type Fault int
-
-// Faults.
-const (
-	// Reset closes the connection without an answer.
-	Reset Fault = iota + 1
-	// BadGateway answers 502 in the API's envelope.
-	BadGateway
-	// Hang answers nothing until the client gives up.
-	Hang
-	// TooMany answers 429 with retry_after 1.
-	TooMany
 )
 
 // Server is a fake Bot API server on a loopback port.
@@ -52,6 +43,10 @@ type Server struct {
 
 	srv *http.Server
 	ln  net.Listener
+	// Faults counts the requests by method and answers the ones
+	// injected: a reset connection, a 502 in the API's envelope, a
+	// request left hanging, a 429 with retry_after 1.
+	channeltest.Faults
 
 	mu         sync.Mutex
 	changed    chan struct{} // closed and replaced on every change
@@ -62,13 +57,16 @@ type Server struct {
 	chats      map[int64]botapi.Chat
 	blocked    map[int64]bool
 	files      map[string][]byte
-	faults     map[string][]Fault
-	calls      map[string]int
 	interval   time.Duration
 	lastSend   map[int64]time.Time
 	delay      map[int64]time.Duration
 	rejectEnts bool
 	poller     chan struct{} // closes the running getUpdates (409)
+	// webhook is the URL updates are posted to, with its secret, when set.
+	webhook, secret string
+	hookStop        chan struct{}
+	hookCalls       int
+	hookRefused     int
 }
 
 // New starts a server for token on 127.0.0.1.
@@ -89,8 +87,6 @@ func New(token string) (*Server, error) {
 		chats:      map[int64]botapi.Chat{},
 		blocked:    map[int64]bool{},
 		files:      map[string][]byte{},
-		faults:     map[string][]Fault{},
-		calls:      map[string]int{},
 		lastSend:   map[int64]time.Time{},
 		delay:      map[int64]time.Duration{},
 	}
@@ -101,6 +97,9 @@ func New(token string) (*Server, error) {
 
 // Close stops the server.
 func (s *Server) Close() {
+	s.mu.Lock()
+	s.stopHookLocked()
+	s.mu.Unlock()
 	s.srv.Close()
 }
 
@@ -178,20 +177,6 @@ func (s *Server) Pending() int {
 	return len(s.updates)
 }
 
-// Calls is how many requests the method received.
-func (s *Server) Calls(method string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[method]
-}
-
-// Inject queues faults for the next requests to method.
-func (s *Server) Inject(method string, faults ...Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults[method] = append(s.faults[method], faults...)
-}
-
 // Block makes the chat refuse the bot (403, as after the person blocked it).
 func (s *Server) Block(chatID int64) {
 	s.mu.Lock()
@@ -245,31 +230,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiError{code: 401, description: "Unauthorized"})
 		return
 	}
-	s.mu.Lock()
-	s.calls[method]++
-	var fault Fault
-	if q := s.faults[method]; len(q) > 0 {
-		fault, s.faults[method] = q[0], q[1:]
-	}
-	s.mu.Unlock()
+	fault := s.Next(method)
 	switch fault {
-	case Reset:
-		if hj, ok := w.(http.Hijacker); ok {
-			if c, _, err := hj.Hijack(); err == nil {
-				if tc, ok := c.(*net.TCPConn); ok {
-					tc.SetLinger(0) //nolint:errcheck // a reset, not a clean close
-				}
-				c.Close()
-				return
-			}
+	case channeltest.Reset:
+		if channeltest.ResetConnection(w) {
+			return
 		}
-	case BadGateway:
+	case channeltest.BadGateway:
 		writeError(w, apiError{code: 502, description: "Bad Gateway"})
 		return
-	case Hang:
+	case channeltest.Hang:
 		<-r.Context().Done()
 		return
-	case TooMany:
+	case channeltest.TooMany:
 		writeError(w, apiError{code: 429, description: "Too Many Requests: retry after 1", retryAfter: 1})
 		return
 	}
@@ -289,10 +262,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		result, aerr = s.sendMessage(r.Context(), params)
 	case "editMessageText":
 		result, aerr = s.editMessageText(r.Context(), params)
-	case "sendChatAction", "deleteWebhook":
+	case "sendChatAction":
+		result = true
+	case "setWebhook":
+		result, aerr = s.setWebhook(params)
+	case "deleteWebhook":
+		s.mu.Lock()
+		s.stopHookLocked()
+		s.mu.Unlock()
 		result = true
 	case "getFile":
 		result, aerr = s.getFile(params)
+	case "sendPhoto":
+		result, aerr = s.sendFile(r, params, "photo", 10<<20)
+	case "sendDocument":
+		result, aerr = s.sendFile(r, params, "document", 50<<20)
 	default:
 		aerr = &apiError{code: 404, description: "Not Found"}
 	}
@@ -382,7 +366,125 @@ func (p params) entities() ([]botapi.MessageEntity, error) {
 	return es, nil
 }
 
+// setWebhook starts posting updates to the URL, one at a time in order,
+// each until it is answered 2xx (then it is confirmed), with the secret
+// in X-Telegram-Bot-Api-Secret-Token.
+func (s *Server) setWebhook(p params) (any, *apiError) {
+	u := p.str("url")
+	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://127.0.0.1:") {
+		return nil, &apiError{code: 400, description: "Bad Request: bad webhook: An HTTPS URL must be provided for webhook"}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopHookLocked()
+	s.webhook, s.secret = u, p.str("secret_token")
+	stop := make(chan struct{})
+	s.hookStop = stop
+	go s.deliver(u, s.secret, stop)
+	return true, nil
+}
+
+func (s *Server) stopHookLocked() {
+	if s.hookStop != nil {
+		close(s.hookStop)
+		s.hookStop = nil
+	}
+	s.webhook, s.secret = "", ""
+}
+
+// WebhookCalls is how many update deliveries the webhook got, and how
+// many it refused (a non-2xx answer).
+func (s *Server) WebhookCalls() (calls, refused int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hookCalls, s.hookRefused
+}
+
+// Webhook is the URL set by setWebhook ("" when none).
+func (s *Server) Webhook() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.webhook
+}
+
+// PostRaw posts a body to the webhook as Telegram would, with the given
+// secret (a forger's, say), and returns the status.
+func (s *Server) PostRaw(secret string, body []byte) (int, error) {
+	req, err := http.NewRequest(http.MethodPost, s.Webhook(), bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if secret != "" {
+		req.Header.Set(botapi.SecretHeader, secret)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func (s *Server) deliver(u, secret string, stop chan struct{}) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	wait := 10 * time.Millisecond
+	for {
+		s.mu.Lock()
+		var next *botapi.Update
+		if len(s.updates) > 0 {
+			up := s.updates[0]
+			next = &up
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		if next == nil {
+			select {
+			case <-stop:
+				return
+			case <-ch:
+				continue
+			}
+		}
+		body, _ := json.Marshal(next)
+		req, _ := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if secret != "" {
+			req.Header.Set(botapi.SecretHeader, secret)
+		}
+		resp, err := client.Do(req)
+		ok := err == nil && resp.StatusCode/100 == 2
+		if err == nil {
+			resp.Body.Close()
+		}
+		s.mu.Lock()
+		s.hookCalls++
+		if ok {
+			if len(s.updates) > 0 && s.updates[0].UpdateID == next.UpdateID {
+				s.updates = s.updates[1:]
+			}
+			s.notify()
+		} else {
+			s.hookRefused++
+		}
+		s.mu.Unlock()
+		if !ok {
+			select {
+			case <-stop:
+				return
+			case <-time.After(wait):
+			}
+		}
+	}
+}
+
 func (s *Server) getUpdates(ctx context.Context, p params) (any, *apiError) {
+	s.mu.Lock()
+	hooked := s.webhook != ""
+	s.mu.Unlock()
+	if hooked {
+		return nil, &apiError{code: 409, description: "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"}
+	}
 	offset, _ := p.int("offset")
 	limit, ok := p.int("limit")
 	if !ok || limit <= 0 || limit > 100 {
@@ -529,6 +631,53 @@ func (s *Server) sendMessage(ctx context.Context, p params) (any, *apiError) {
 	s.sent[c.ID] = append(s.sent[c.ID], m)
 	s.notify()
 	return m, nil
+}
+
+// sendFile is sendPhoto or sendDocument with the file uploaded as
+// multipart/form-data in the field; limit is the Bot API's size limit
+// for the kind (10 MB for photos, 50 MB for other files).
+func (s *Server) sendFile(r *http.Request, p params, field string, limit int64) (any, *apiError) {
+	if r.MultipartForm == nil || len(r.MultipartForm.File[field]) == 0 {
+		return nil, &apiError{code: 400, description: "Bad Request: there is no " + field + " in the request"}
+	}
+	fh := r.MultipartForm.File[field][0]
+	if fh.Size > limit {
+		return nil, &apiError{code: 413, description: "Request Entity Too Large"}
+	}
+	f, err := fh.Open()
+	if err != nil {
+		return nil, &apiError{code: 400, description: "Bad Request: " + err.Error()}
+	}
+	data, err := io.ReadAll(f)
+	f.Close()
+	if err != nil {
+		return nil, &apiError{code: 400, description: "Bad Request: " + err.Error()}
+	}
+	id := s.AddFile(data)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, aerr := s.chat(p)
+	if aerr != nil {
+		return nil, aerr
+	}
+	s.nextMsg[c.ID]++
+	bot := s.Bot
+	m := &botapi.Message{MessageID: s.nextMsg[c.ID], From: &bot, Chat: c, Date: time.Now().Unix()}
+	if field == "photo" {
+		m.Photo = []botapi.PhotoSize{{FileID: id, FileUniqueID: "u" + id, FileSize: int64(len(data))}}
+	} else {
+		m.Document = &botapi.Document{FileID: id, FileUniqueID: "u" + id, FileName: fh.Filename, MimeType: fh.Header.Get("Content-Type"), FileSize: int64(len(data))}
+	}
+	s.sent[c.ID] = append(s.sent[c.ID], m)
+	s.notify()
+	return m, nil
+}
+
+// FileContent is the content of a file by its file_id.
+func (s *Server) FileContent(id string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.files[id]
 }
 
 func (s *Server) editMessageText(ctx context.Context, p params) (any, *apiError) {

@@ -1,0 +1,122 @@
+package pglog
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nbots/nb/eventlog"
+)
+
+// Put implements eventlog.Shared.
+func (s *Store) Put(ctx context.Context, kind, id, owner string, value []byte, lim eventlog.Limits) error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	s.setLimits(kind, lim)
+	_, err := s.pool.Exec(ctx, `INSERT INTO nb_serve_values (kind, id, owner, value, put, expires) VALUES ($1, $2, $3, $4, now(), now() + $5::interval)
+		ON CONFLICT (kind, id) DO UPDATE SET owner = $3, value = $4, put = now(), expires = now() + $5::interval`,
+		kind, id, owner, value, lim.TTL)
+	return s.failed(err)
+}
+
+// Get implements eventlog.Shared.
+func (s *Store) Get(ctx context.Context, kind, id, owner string) ([]byte, error) {
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	var v []byte
+	err := s.pool.QueryRow(ctx, `SELECT value FROM nb_serve_values WHERE kind = $1 AND id = $2 AND owner = $3 AND expires > now()`, kind, id, owner).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, eventlog.ErrUnknown
+	}
+	if err != nil {
+		return nil, s.failed(err)
+	}
+	return v, nil
+}
+
+// Delete implements eventlog.Shared.
+func (s *Store) Delete(ctx context.Context, kind, id, owner string) (bool, error) {
+	if err := s.Err(); err != nil {
+		return false, err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM nb_serve_values WHERE kind = $1 AND id = $2 AND owner = $3 AND expires > now()`, kind, id, owner)
+	if err != nil {
+		return false, s.failed(err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+func (s *Store) setLimits(kind string, lim eventlog.Limits) {
+	s.mu.Lock()
+	s.limits[kind] = lim
+	s.mu.Unlock()
+}
+
+// janitor deletes what expired, keeps each kind within the limits its
+// writers gave, and fails the open logs of replicas that are gone. Every
+// replica runs it; each statement is right whoever runs it first.
+func (s *Store) janitor() {
+	if s.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.sweep(ctx); err != nil {
+		s.opts.Log.Warn("could not clean the shared store", "error", err.Error())
+	}
+}
+
+func (s *Store) sweep(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM nb_serve_values WHERE expires <= now()`); err != nil {
+		return s.failed(err)
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM nb_serve_logs WHERE expires <= now()`); err != nil {
+		return s.failed(err)
+	}
+	if err := s.failLost(ctx, ""); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM nb_serve_replicas WHERE seen < now() - interval '1 day'`); err != nil {
+		return s.failed(err)
+	}
+	s.mu.Lock()
+	limits := make(map[string]eventlog.Limits, len(s.limits))
+	for k, v := range s.limits {
+		limits[k] = v
+	}
+	s.mu.Unlock()
+	for kind, lim := range limits {
+		if err := s.trim(ctx, kind, lim); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// trim forgets the oldest entries of kind beyond lim's count or bytes:
+// of the logs, only the ended ones (an open log is bounded by its
+// writer, which fails it when it must forget it).
+func (s *Store) trim(ctx context.Context, kind string, lim eventlog.Limits) error {
+	count, bytes := int64(lim.Count), lim.Bytes
+	if count <= 0 {
+		count = 1 << 62
+	}
+	if bytes <= 0 {
+		bytes = 1 << 62
+	}
+	var err error
+	if kind == logKind {
+		_, err = s.pool.Exec(ctx, `DELETE FROM nb_serve_logs WHERE id IN (
+			SELECT id FROM (SELECT id, row_number() OVER w AS n, sum(text_len) OVER w AS b FROM nb_serve_logs WHERE status <> 0
+				WINDOW w AS (ORDER BY finished DESC, id)) x WHERE n > $1 OR b > $2)`, count, bytes)
+	} else {
+		_, err = s.pool.Exec(ctx, `DELETE FROM nb_serve_values WHERE kind = $1 AND id IN (
+			SELECT id FROM (SELECT id, row_number() OVER w AS n, sum(octet_length(value)) OVER w AS b FROM nb_serve_values WHERE kind = $1
+				WINDOW w AS (ORDER BY put DESC, id)) x WHERE n > $2 OR b > $3)`, kind, count, bytes)
+	}
+	return s.failed(err)
+}
