@@ -554,6 +554,7 @@ func (b *Bus) handle(ctx context.Context, msg jetstream.Msg, fn func(context.Con
 	var mu sync.Mutex
 	stopped := false
 	var beat *time.Timer
+	mu.Lock() // the callback reads beat
 	beat = time.AfterFunc(b.opt.AckWait/3, func() {
 		mu.Lock()
 		defer mu.Unlock()
@@ -562,6 +563,7 @@ func (b *Bus) handle(ctx context.Context, msg jetstream.Msg, fn func(context.Con
 			beat.Reset(b.opt.AckWait / 3)
 		}
 	})
+	mu.Unlock()
 	err := fn(ctx, msg.Data())
 	mu.Lock()
 	stopped = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,4 +137,36 @@ func TestCheckAcrossRestart(t *testing.T) {
 	receive("after")
 	go idle.Inbound(ctx, func(ctx context.Context, m bus.Inbound) error { got <- m; return nil }) //nolint:errcheck // ends with ctx
 	receive("kept")
+}
+
+// A handler that runs longer than AckWait keeps its message: the
+// in-progress beat stops the server from giving it to another replica.
+func TestLongHandlerNotRedelivered(t *testing.T) {
+	s := natstest.Start(t)
+	b := dial(t, s.URL(), jetstream.Options{Namespace: "long", AckWait: 600 * time.Millisecond})
+	other := dial(t, s.URL(), jetstream.Options{Namespace: "long", AckWait: 600 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var deliveries atomic.Int32
+	done := make(chan struct{}, 2)
+	handler := func(ctx context.Context, m bus.Inbound) error {
+		deliveries.Add(1)
+		time.Sleep(2 * time.Second)
+		done <- struct{}{}
+		return nil
+	}
+	go b.Inbound(ctx, handler)     //nolint:errcheck // ends with ctx
+	go other.Inbound(ctx, handler) //nolint:errcheck // ends with ctx
+	if _, err := b.PublishInbound(ctx, bus.Inbound{Channel: "telegram", ID: "1", ChatID: "1", Content: "long"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not delivered")
+	}
+	time.Sleep(time.Second)
+	if n := deliveries.Load(); n != 1 {
+		t.Fatalf("delivered %d times", n)
+	}
 }
