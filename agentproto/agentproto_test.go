@@ -66,10 +66,10 @@ func TestFrameSchemas(t *testing.T) {
 	bad := []struct{ frame, want string }{
 		{`{"type":"run"}`, `required: missing properties: ["seq"]`},
 		{`{"type":"step","seq":1,"run_id":"r","step":1,"generated":"","usage":{"input_tokens":1,"output_tokens":1}}`, `missing properties: ["tool_calls"]`},
-		{`{"type":"confirm_result","seq":1,"id":"c","allow":"yes"}`, "allow: type"},
+		{`{"type":"confirm_result","seq":1,"id":"c","allow":"yes"}`, "allow: must be a boolean, not a string"},
 		{`{"type":"step_chunk","seq":1,"run_id":"r","minion_id":"x","step":1,"delta":"a"}`, "minion_id: pattern"},
 		{`{"type":"step_chunk","seq":1,"run_id":"r","step":1,"delta":""}`, "delta: minLength"},
-		{`{"type":"error","seq":1,"code":"oops","message":"m"}`, "code: enum"},
+		{`{"type":"error","seq":1,"code":"oops","message":"m"}`, "code: must be one of [validation_error"},
 		{`{"type":"dance","seq":1}`, `unknown frame type "dance"`},
 		{`[1]`, "a frame is a JSON object"},
 	}

@@ -45,6 +45,7 @@ const (
 	CodeCancelled         = "cancelled"          // stop, or the server shutting down
 	CodeProvider          = "provider_error"     // the model's API failed
 	CodeTimeout           = "timeout"            // an idle or total limit ran out
+	CodeCartridge         = "cartridge_error"    // the agent's cartridge cannot be loaded or built (a mistake in it, a variable not set)
 	CodeInternal          = "internal"           // a failure of the server itself
 	CodeUnknownCallID     = "unknown_call_id"    // a result or answer for no pending call (the run goes on)
 	CodeDuplicateResult   = "duplicate_result"   // a second result for a call (the run goes on)

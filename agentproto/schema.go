@@ -130,7 +130,41 @@ func SchemaError(err error) error {
 	msg = strings.ReplaceAll(msg, "validating ", "")
 	msg = schemaPath.ReplaceAllString(msg, ".$1")
 	msg = strings.TrimPrefix(msg, ".")
+	msg = schemaType.ReplaceAllStringFunc(msg, func(m string) string {
+		g := schemaType.FindStringSubmatch(m)
+		return "must be " + kindOf(g[3]) + ", not " + kindOf(g[2])
+	})
+	msg = schemaTypes.ReplaceAllStringFunc(msg, func(m string) string {
+		g := schemaTypes.FindStringSubmatch(m)
+		var want []string
+		for _, w := range strings.Split(g[3], ", ") {
+			want = append(want, kindOf(w))
+		}
+		return "must be " + strings.Join(want, " or ") + ", not " + kindOf(g[2])
+	})
+	msg = schemaEnum.ReplaceAllString(msg, "must be one of $2")
+	msg = schemaConst.ReplaceAllString(msg, "must be $2")
 	return fmt.Errorf("%s", msg)
+}
+
+// The messages of the validator that print the value as Go prints it
+// (map[x:1]): rewritten in JSON's words.
+var (
+	schemaType  = regexp.MustCompile(`type: (.*?) has type "(\w+)", want "(\w+)"`)
+	schemaTypes = regexp.MustCompile(`type: (.*?) has type "(\w+)", want one of "([^"]*)"`)
+	schemaEnum  = regexp.MustCompile(`enum: (.*?) does not equal any of: (\[.*\])`)
+	schemaConst = regexp.MustCompile(`const: (.*?) does not equal (.*)`)
+)
+
+// kindOf names a JSON Schema type with its article: "an object".
+func kindOf(t string) string {
+	switch t {
+	case "object", "array", "integer":
+		return "an " + t
+	case "null":
+		return "null"
+	}
+	return "a " + t
 }
 
 // CompileSchema resolves a JSON Schema given as a decoded JSON value (an

@@ -20,6 +20,9 @@ import (
 func builtinOptions(h Host, depth int, spawn builtin.SpawnFunc) builtin.Options {
 	o := h.Builtins
 	o.Environ = h.Environ
+	if o.Notice == nil {
+		o.Notice = h.warn
+	}
 	o.Depth = depth
 	o.Spawn = spawn
 	return o
@@ -180,6 +183,12 @@ type warner interface {
 	Warn(call tool.Call) string
 }
 
+// placed is a tool that can tell where its calls run (exec: sandboxed or
+// not), for the confirmation.
+type placed interface {
+	Where() string
+}
+
 // warnedConfirmer adds a tool's warning about a call to the text the
 // user confirms: "exec {...} [warning: recursive or forced delete]".
 type warnedConfirmer struct {
@@ -198,6 +207,9 @@ func warned(c agent.Confirmer, tools *tool.Set) agent.Confirmer {
 
 func (w warnedConfirmer) Confirm(ctx context.Context, call tool.Call, text string) (bool, error) {
 	if t, ok := w.tools.Lookup(call.Name); ok {
+		if pt, ok := t.(placed); ok {
+			text += " [" + pt.Where() + "]"
+		}
 		if wt, ok := t.(warner); ok {
 			if msg := wt.Warn(call); msg != "" {
 				text += " [warning: " + msg + "]"

@@ -50,6 +50,11 @@ type Options struct {
 	SearchURL string
 	// Bwrap is bubblewrap's path (empty: looked for in Environ's PATH).
 	Bwrap string
+	// RequireSandbox refuses exec's commands where bubblewrap cannot
+	// run, even with sandbox: auto (servers; see shell.Options).
+	RequireSandbox bool
+	// Notice is told once when exec first runs a command unsandboxed.
+	Notice func(msg string)
 	// Spawn runs sub-agents; nil leaves the spawn tool out.
 	Spawn SpawnFunc
 	// Depth is the depth of the bot the tools are for: 0 for the
@@ -187,6 +192,7 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 		ex, status, err := shell.New(shell.Options{
 			Workspace: dir, Timeout: timeout, Sandbox: e.Sandbox, Network: e.Network,
 			Environ: o.Environ, Env: e.Env, ReadOnly: readOnly, Writable: writable, Bwrap: o.Bwrap,
+			RequireSandbox: o.RequireSandbox, Notice: o.Notice,
 		})
 		if err != nil {
 			return nil, st, fail(key, "%v", err)

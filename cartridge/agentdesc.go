@@ -139,7 +139,7 @@ func (c *Cartridge) AgentDesc() (AgentDesc, error) {
 				case map[string]any:
 					for mk := range t {
 						if mk != "name" && mk != "url" {
-							return d, fail(ipath+"."+mk, "unknown key; a minion has a name and, when it is remote, a url")
+							return d, fail(ipath+"."+mk, "unknown key%s; a minion has a name and, when it is remote, a url", nearest(mk, []string{"name", "url"}))
 						}
 					}
 					m.Name, _ = t["name"].(string)
@@ -165,7 +165,7 @@ func (c *Cartridge) AgentDesc() (AgentDesc, error) {
 			}
 			d.MaxTasks = int(n)
 		default:
-			return d, fail(path, "unknown key; the agent block takes %s", strings.Join(agentKeys, ", "))
+			return d, fail(path, "unknown key%s; the agent block takes %s", nearest(k, agentKeys), strings.Join(agentKeys, ", "))
 		}
 	}
 	return d, nil

@@ -218,7 +218,7 @@ func (p *builtinsParser) group(v any, path, what string) map[string]any {
 func (p *builtinsParser) known(m map[string]any, path string, keys ...string) {
 	for _, k := range sortedKeys(m) {
 		if !contains(keys, k) {
-			p.fail(join(path, k), "unknown setting (known: %s)", strings.Join(keys, ", "))
+			p.fail(join(path, k), "unknown setting%s", nearestOrKnown(k, keys))
 		}
 	}
 }

@@ -169,10 +169,25 @@ func Nearest(name string, known []string) string {
 	return best
 }
 
-// suggestion names the known key nearest to name, or lists them all.
-func suggestion(name string, known []string) string {
+// nearestOrKnown is ": did you mean "sandbox"? (known: ...)", or
+// " (known: ...)" when no known key is near name.
+func nearestOrKnown(name string, known []string) string {
+	return nearest(name, known) + " (known: " + strings.Join(known, ", ") + ")"
+}
+
+// nearest is ": did you mean "sandbox"?", or "" when no known key is
+// near name.
+func nearest(name string, known []string) string {
 	if best := Nearest(name, known); best != "" {
 		return fmt.Sprintf(": did you mean %q?", best)
+	}
+	return ""
+}
+
+// suggestion names the known key nearest to name, or lists them all.
+func suggestion(name string, known []string) string {
+	if s := nearest(name, known); s != "" {
+		return s
 	}
 	seen := map[string]bool{}
 	var list []string

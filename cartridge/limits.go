@@ -4,7 +4,6 @@ import (
 	"math"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -82,7 +81,7 @@ func (k *checker) functionLimits(safety map[string]any) {
 		path := limitsPath + "." + key
 		max, known := maxLimits[key]
 		if !known {
-			k.fail(path, "unknown limit %q (known: %s)", key, strings.Join(limitKeys, ", "))
+			k.fail(path, "unknown limit%s", nearestOrKnown(key, limitKeys))
 			continue
 		}
 		v := limits[key]

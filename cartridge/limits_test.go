@@ -35,7 +35,7 @@ func TestFunctionLimitsErrors(t *testing.T) {
 		"limits:\n      memory: lots":    "bot.yml:7: safety.functions.limits.memory: must be a number of MiB, not text",
 		"limits:\n      timeout: -1":     "bot.yml:7: safety.functions.limits.timeout: must be a number of seconds above 0, not -1",
 		"limits:\n      cpu-seconds: 0":  "bot.yml:7: safety.functions.limits.cpu-seconds: must be a number of seconds above 0, not 0",
-		"limits:\n      cpu: 2":          `bot.yml:7: safety.functions.limits.cpu: unknown limit "cpu" (known: cpu-seconds, memory, timeout)`,
+		"limits:\n      cpu: 2":          `bot.yml:7: safety.functions.limits.cpu: unknown limit (known: cpu-seconds, memory, timeout)`,
 		"limits:\n      memory: 2000000": "bot.yml:7: safety.functions.limits.memory: must be at most 1048576 MiB, not 2000000",
 	} {
 		src := "provider:\n  id: openai\nsafety:\n  functions:\n    sandboxed: true\n    " + limits + "\n"

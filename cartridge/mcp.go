@@ -194,7 +194,7 @@ func (c *Cartridge) mcpServer(k *checker, name string, v any, env Lookup) MCPSer
 	}
 	for _, key := range sortedKeys(m) {
 		if !slices.Contains(mcpKeys, key) {
-			k.fail(join(path, key), "unknown key (known keys: %s)", strings.Join(mcpKeys, ", "))
+			k.fail(join(path, key), "unknown key%s", nearestOrKnown(key, mcpKeys))
 			return s
 		}
 	}

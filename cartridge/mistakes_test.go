@@ -231,3 +231,20 @@ func TestFindNotRegular(t *testing.T) {
 		t.Errorf("meta %+v", c.Meta())
 	}
 }
+
+// A misspelt model (modle) is warned about, with the right name; a model
+// left out altogether is not (some servers have a default one).
+func TestMisspeltModel(t *testing.T) {
+	c, err := Parse([]byte("provider:\n  id: openai\n  settings:\n    modle: gpt-4o\n"), "bot.yml", FormatYAML, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `bot.yml:4: provider.settings.modle: provider.settings has no model, which openai needs: did you mean "model"?`
+	if len(c.Warnings) != 1 || c.Warnings[0] != want {
+		t.Errorf("warnings %q, want %q", c.Warnings, want)
+	}
+	c, err = Parse([]byte("provider:\n  id: openai\n  settings:\n    temperature: 0\n"), "bot.yml", FormatYAML, nil)
+	if err != nil || len(c.Warnings) != 0 {
+		t.Errorf("no model at all: %q, %v", c.Warnings, err)
+	}
+}

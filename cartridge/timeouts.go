@@ -63,7 +63,7 @@ func (c *Cartridge) Timeouts() (Timeouts, error) {
 	for _, k := range keys {
 		field, known := timeoutKeys[k]
 		if !known {
-			return t, fail(k, "unknown time limit; the limits are connect, first-byte and idle")
+			return t, fail(k, "unknown time limit%s", nearestOrKnown(k, []string{"connect", "first-byte", "idle"}))
 		}
 		val := m[k]
 		if val == nil {

@@ -34,7 +34,7 @@ func TestTimeouts(t *testing.T) {
 func TestTimeoutsErrors(t *testing.T) {
 	for src, want := range map[string]string{
 		"provider:\n  id: openai\n  timeouts: 30\n":                 "bot.yml:3: provider.timeouts: must be a mapping of connect, first-byte and idle to seconds, not a number",
-		"provider:\n  id: openai\n  timeouts:\n    firstbyte: 3\n":  "bot.yml:4: provider.timeouts.firstbyte: unknown time limit; the limits are connect, first-byte and idle",
+		"provider:\n  id: openai\n  timeouts:\n    firstbyte: 3\n":  "bot.yml:4: provider.timeouts.firstbyte: unknown time limit: did you mean \"first-byte\"? (known: connect, first-byte, idle)",
 		"provider:\n  id: openai\n  timeouts:\n    idle: -1\n":      "bot.yml:4: provider.timeouts.idle: must be a number of seconds above 0 (for example 120), not -1",
 		"provider:\n  id: openai\n  timeouts:\n    connect: soon\n": "bot.yml:4: provider.timeouts.connect: must be a number of seconds above 0 (for example 120), not soon",
 		"provider:\n  id: openai\n  timeouts:\n    connect: 0\n":    "bot.yml:4: provider.timeouts.connect: must be a number of seconds above 0 (for example 120), not 0",

@@ -143,6 +143,7 @@ func (c *Cartridge) validate() error {
 	k := &checker{c: c}
 	d := c.Data
 	c.unknownKeys()
+	c.missingModel()
 
 	meta := k.mapping(d, "", "meta")
 	for _, key := range []string{"symbol", "name", "author", "version", "license", "description"} {
@@ -400,4 +401,28 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// missingModel warns about a provider whose model is missing while a
+// key near "model" is there (modle): the provider's own 400 would
+// otherwise come at the first message. (A model left out altogether may
+// be intended: some OpenAI-compatible servers have a default one; Google
+// refuses it when the bot is built.)
+func (c *Cartridge) missingModel() {
+	p := c.Provider()
+	if p.ID == "" || p.Model() != "" {
+		return
+	}
+	for _, section := range []struct {
+		path string
+		m    map[string]any
+	}{{"provider.settings", p.Settings}, {"provider.options", p.Options}} {
+		for _, k := range sortedKeys(section.m) {
+			if k != "model" && Nearest(k, []string{"model"}) == "model" {
+				c.Warnings = append(c.Warnings, fmt.Sprintf("%s:%d: %s.%s: %s has no model, which %s needs: did you mean \"model\"?",
+					displayName(c.Path), c.lineOf(section.path+"."+k), section.path, k, section.path, p.ID))
+				return
+			}
+		}
+	}
 }

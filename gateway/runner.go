@@ -60,11 +60,15 @@ type Runner interface {
 // BotRunner runs turns on a bot built from the assistant's cartridge.
 type BotRunner struct {
 	Bot *bot.Bot
+	// Confirmer decides the tool calls that ask for a confirmation; nil
+	// denies them (nobody can confirm in a chat). nb gateway chat --yes
+	// sets one.
+	Confirmer agent.Confirmer
 }
 
 // Run implements Runner.
 func (r BotRunner) Run(ctx context.Context, t Turn) (Answer, error) {
-	x := bot.Exchange{Mode: cartridge.REPL, Conversation: t.Conversation, System: t.System, Tools: t.Tools, OnEvent: t.OnEvent, Steering: t.Steering}
+	x := bot.Exchange{Mode: cartridge.REPL, Conversation: t.Conversation, System: t.System, Tools: t.Tools, OnEvent: t.OnEvent, Steering: t.Steering, Confirmer: r.Confirmer}
 	if len(t.Images) > 0 {
 		conv := &turnImages{Conversation: t.Conversation}
 		x.Conversation = conv

@@ -80,7 +80,7 @@ func catalogError(err error) error {
 		return &Error{Status: http.StatusForbidden, Code: "model_not_allowed",
 			Message: fmt.Sprintf("this token may not use the cartridge %q", ce.ID)}
 	case catalog.Broken:
-		return &Error{Status: http.StatusInternalServerError, Err: ce.Err,
+		return &Error{Status: http.StatusInternalServerError, Err: ce.Err, Code: "cartridge_error",
 			Message: fmt.Sprintf("the cartridge %q failed to load: %v", ce.ID, ce.Err)}
 	}
 	return &Error{Status: http.StatusServiceUnavailable, Message: ce.Error(), Err: err}

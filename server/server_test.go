@@ -428,6 +428,14 @@ func TestConfirmer(t *testing.T) {
 			t.Errorf("the denial is not logged:\n%s", f.log)
 		}
 	}
+	// --allow-tool: the named tools only.
+	f := newFixture(t, nil, func(o *Options) { o.AllowTools = []string{"rm"} })
+	if ok, err := f.srv.Confirmer().Confirm(context.Background(), toolCall("rm"), "rm {}"); !ok || err != nil {
+		t.Errorf("an allowed tool: %v %v", ok, err)
+	}
+	if ok, err := f.srv.Confirmer().Confirm(context.Background(), toolCall("mv"), "mv {}"); ok || err != nil {
+		t.Errorf("another tool: %v %v", ok, err)
+	}
 }
 
 // SIGTERM (the end of Serve's context) lets a run in flight finish while

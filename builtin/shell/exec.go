@@ -58,6 +58,13 @@ type Options struct {
 	// Bwrap is bubblewrap's path; empty looks for bwrap in the PATH of
 	// Environ, then at /usr/bin/bwrap.
 	Bwrap string
+	// RequireSandbox makes SandboxAuto refuse commands where bubblewrap
+	// cannot run, as SandboxOn does: servers (nb serve, the gateway) fail
+	// closed unless their operator allows unsandboxed commands.
+	RequireSandbox bool
+	// Notice, when set, is told once, at the first command run without a
+	// sandbox, that it runs unsandboxed and why.
+	Notice func(msg string)
 }
 
 // Status says how commands will run, for `nb CART - cartridge`.
@@ -73,6 +80,9 @@ type Status struct {
 	Refused bool
 	// Reason says why bubblewrap is not used, when it is not.
 	Reason string
+	// Required is true when a server refused sandbox: auto without
+	// bubblewrap (Options.RequireSandbox).
+	Required bool
 }
 
 func (s Status) String() string {
@@ -81,6 +91,8 @@ func (s Status) String() string {
 		return "sandboxed by bubblewrap: the system read-only, the workspace the only writable folder, network allowed"
 	case s.Sandboxed:
 		return "sandboxed by bubblewrap: the system read-only, the workspace the only writable folder, no network"
+	case s.Refused && s.Required:
+		return "refused: this server runs commands only sandboxed, and bubblewrap cannot run here (" + s.Reason + "): install the Debian package bubblewrap, or start the server with --allow-unsandboxed-exec"
 	case s.Refused:
 		return "refused: sandbox is on, but bubblewrap cannot run here (" + s.Reason + "): install the Debian package bubblewrap, or set builtins.exec.sandbox to auto or off"
 	case s.Mode == SandboxOff:
@@ -95,6 +107,7 @@ type Exec struct {
 	shell   string
 	sandbox *sandbox // nil: unwrapped
 	status  Status
+	noticed sync.Once
 }
 
 // New returns the exec tool and how it will run commands. With
@@ -142,7 +155,8 @@ func New(cfg Options) (*Exec, Status, error) {
 		}
 		if err != nil {
 			t.status.Reason = err.Error()
-			t.status.Refused = cfg.Sandbox == SandboxOn
+			t.status.Refused = cfg.Sandbox == SandboxOn || cfg.RequireSandbox
+			t.status.Required = cfg.Sandbox == SandboxAuto && cfg.RequireSandbox
 		} else {
 			t.sandbox = sb
 			t.status.Sandboxed, t.status.Network = true, cfg.Network
@@ -161,6 +175,22 @@ func within(p, dir string) bool {
 
 // Status says how the tool runs commands.
 func (t *Exec) Status() Status { return t.status }
+
+// Where says where the commands run, for a confirmation: "sandboxed by
+// bubblewrap, no network" or "NOT sandboxed: with your rights".
+func (t *Exec) Where() string {
+	switch {
+	case t.status.Sandboxed && t.status.Network:
+		return "sandboxed by bubblewrap, network allowed"
+	case t.status.Sandboxed:
+		return "sandboxed by bubblewrap, no network"
+	case t.status.Refused:
+		return "refused: no sandbox"
+	case t.status.Mode == SandboxOff:
+		return "NOT sandboxed (sandbox: off): with your rights"
+	}
+	return "NOT sandboxed (bubblewrap cannot run here): with your rights"
+}
 
 func (t *Exec) Spec() tool.Spec {
 	where := "Commands run sandboxed: the system is read-only, the workspace is the only writable folder, and there is no network."
@@ -211,6 +241,9 @@ func (t *Exec) Run(ctx context.Context, call tool.Call) (any, error) {
 	}
 	if t.status.Refused {
 		return nil, errors.New("exec is refused: " + strings.TrimPrefix(t.status.String(), "refused: "))
+	}
+	if !t.status.Sandboxed && t.cfg.Notice != nil {
+		t.noticed.Do(func() { t.cfg.Notice("exec runs commands " + t.status.String()) })
 	}
 	timeout := time.Duration(secs) * time.Second
 	if _, set := call.Arguments["timeout"]; !set {

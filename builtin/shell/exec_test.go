@@ -291,6 +291,28 @@ func TestSandboxStatus(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "ran")); err == nil {
 		t.Error("the refused command ran")
 	}
+	// A server requires the sandbox: auto fails closed, saying how to opt in.
+	e, st, _ = New(Options{Workspace: ws, Environ: environ, Sandbox: SandboxAuto, Bwrap: fake, RequireSandbox: true})
+	if !st.Refused || !strings.Contains(st.String(), "--allow-unsandboxed-exec") {
+		t.Errorf("auto on a server with a failing bwrap: %v", st)
+	}
+	if _, err := e.Run(context.Background(), tool.Call{Arguments: map[string]any{"command": "echo must-not-run > ran"}}); err == nil || !strings.Contains(err.Error(), "this server runs commands only sandboxed") {
+		t.Errorf("auto on a server ran the command unsandboxed: %v", err)
+	}
+	if _, st, _ = New(Options{Workspace: ws, Environ: environ, Sandbox: SandboxOff, RequireSandbox: true}); st.Refused {
+		t.Errorf("sandbox: off is the cartridge's own choice, even on a server: %v", st)
+	}
+	// Unsandboxed commands are noticed once, and the confirmation says where they run.
+	var notices []string
+	e, _, _ = New(Options{Workspace: ws, Environ: environ, Sandbox: SandboxAuto, Bwrap: fake, Notice: func(m string) { notices = append(notices, m) }})
+	runExec(t, e, map[string]any{"command": "true"})
+	runExec(t, e, map[string]any{"command": "true"})
+	if len(notices) != 1 || !strings.HasPrefix(notices[0], "exec runs commands NOT sandboxed: bubblewrap cannot run here") {
+		t.Errorf("notices: %q", notices)
+	}
+	if w := e.Where(); w != "NOT sandboxed (bubblewrap cannot run here): with your rights" {
+		t.Errorf("where: %q", w)
+	}
 	_, st, _ = New(Options{Workspace: ws, Environ: environ, Sandbox: SandboxOn, Bwrap: "/nonexistent/bwrap"})
 	if !st.Refused || !strings.Contains(st.Reason, "not installed") {
 		t.Errorf("on without bwrap: %v", st)

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -365,14 +367,14 @@ func (r *agentRun) show(f *agentproto.Frame) {
 			fmt.Fprintf(errw, "%s-> %s %s\n", who, c.Name, in)
 		}
 	case agentproto.TypeToolResult:
-		fmt.Fprintf(errw, "%s<- %s: %s\n", who, f.Name, oneLine(agent.Text(f.Output)))
+		fmt.Fprintf(errw, "%s<- %s: %s\n", who, f.Name, oneLine(wireText(f.Output)))
 	case agentproto.TypeMinionStart:
 		fmt.Fprintf(errw, "%s%s started\n", "["+f.MinionID+"] ", f.Name)
 	case agentproto.TypeMinionResult:
 		if f.IsError {
 			fmt.Fprintf(errw, "%sfailed: %s\n", who, f.Message)
 		} else {
-			fmt.Fprintf(errw, "%sdone: %s\n", who, oneLine(agent.Text(f.Result)))
+			fmt.Fprintf(errw, "%sdone: %s\n", who, oneLine(wireText(f.Result)))
 		}
 	case agentproto.TypeError:
 		if !f.Terminal() {
@@ -430,8 +432,22 @@ func (r *agentRun) runTool(ctx context.Context, f *agentproto.Frame) (any, bool)
 		}
 	case tool.Result:
 		return v.Text, v.IsError
+	case int64, int, float64:
+		// JSON has one kind of number: sent as a number, the 5 of a Lua
+		// tool would reach the model as 5.0 (Lua's float). As text it
+		// reads as in nb's other front-ends.
+		return agent.Text(v), false
 	}
 	return out, false
+}
+
+// wireText renders a value that came through JSON as nb renders a tool's
+// result: a whole number as 5, not 5.0.
+func wireText(v any) string {
+	if f, ok := v.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		return strconv.FormatInt(int64(f), 10)
+	}
+	return agent.Text(v)
 }
 
 // confirm asks the user whether a server tool may run.

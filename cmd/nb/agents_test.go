@@ -74,6 +74,23 @@ func TestAgentsScripts(t *testing.T) {
 			srv := httptest.NewServer(mux)
 			env.Defer(srv.Close)
 			env.Setenv("AGENTS_URL", srv.URL)
+			// The same agents behind a token, as nb serve answers a
+			// request without the right one: 401.
+			guarded := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Authorization") != "Bearer right-token" {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusUnauthorized)
+					w.Write([]byte(`{"error":{"message":"a valid token is required","type":"authentication_error"}}`)) //nolint:errcheck // test server
+					return
+				}
+				mux.ServeHTTP(w, r)
+			}))
+			env.Defer(guarded.Close)
+			env.Setenv("GUARDED_URL", guarded.URL)
+			// An address where nothing listens: a server started and stopped.
+			gone := httptest.NewServer(http.NotFoundHandler())
+			env.Setenv("GONE_URL", gone.URL)
+			gone.Close()
 			env.Setenv("HOME", filepath.Join(env.WorkDir, "home"))
 			env.Setenv("NB_DOTENV", "0")
 			return nil

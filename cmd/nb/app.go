@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"github.com/joho/godotenv"
 
 	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/builtin"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/cmd/nb/cliflag"
 	"github.com/nbots/nb/proc"
@@ -65,6 +67,11 @@ type App struct {
 	// store is the conversation store of --store or NB_STORE (nil: the
 	// files), see openStore.
 	store *storeurl.Store
+	// lastFlags is the flag set made last (nb help --man reads it).
+	lastFlags *cliflag.Set
+	// requireSandbox refuses exec's commands where bubblewrap cannot run
+	// (nb gateway without --allow-unsandboxed-exec).
+	requireSandbox bool
 }
 
 // Getenv returns a variable of the environment, "" when unset.
@@ -87,20 +94,38 @@ func (a *App) Run() int {
 	if len(args) == 0 {
 		return a.help()
 	}
+	if f := args[0]; len(f) > 1 && f[0] == '-' && f != "-h" && f != "--help" && f != "--version" {
+		return a.report(leadingFlagError(f))
+	}
 	switch args[0] {
-	case "", "help", "-h", "--help":
+	case "", "-h", "--help":
 		return a.help()
-	case "version", "--version":
+	case "help":
+		return a.report(a.helpCommand(args[1:]))
+	case "--version":
 		io.WriteString(a.Stdout, versionText()) //nolint:errcheck // nothing to do about a closed stdout
 		return exitOK
-	case "completion":
-		return a.report(a.completion(args[1:]))
-	case "specification":
-		fmt.Fprintln(a.Stdout, Specification)
+	case "version", "specification", "security":
+		if isCartridgeCommand(args) {
+			break
+		}
+		if err := a.simpleCommand(args); err != nil {
+			return a.report(err)
+		}
+		switch args[0] {
+		case "version":
+			io.WriteString(a.Stdout, versionText()) //nolint:errcheck // nothing to do about a closed stdout
+		case "specification":
+			fmt.Fprintln(a.Stdout, Specification)
+		default:
+			a.loadDotEnv()
+			return a.security()
+		}
 		return exitOK
-	case "security":
-		a.loadDotEnv()
-		return a.security()
+	case "completion":
+		if !isCartridgeCommand(args) {
+			return a.report(a.completion(args[1:]))
+		}
 	case "serve":
 		if isServeCommand(args) {
 			a.loadDotEnv()
@@ -261,7 +286,7 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb cartridge.yml - cartridge
 
   nb cartridge.yml - mcp
-  nb mcp serve [--listen ADDR] [--cors-origins ORIGINS] [--allow-tools] [CARTRIDGE|DIR ...]
+  nb mcp serve [--listen ADDR] [--cors-origins ORIGINS] [--yes] [CARTRIDGE|DIR ...]
 
   nb - STATE-KEY state
   nb cartridge.yml STATE-KEY state
@@ -273,16 +298,17 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
   nb robopages serve|run|validate|view|create|install ...
 
   nb gateway [--config FILE] [--workspace DIR] [--listen 127.0.0.1:18790]
-  nb gateway init | chat [-m MESSAGE] [-s SESSION] | pair CODE
+  nb gateway init | chat [--message TEXT] [--session KEY] | pair CODE | status | cron ...
 
   nb agents list http://host:port
-  nb agents run http://host:port/NAME "message" [--tools cartridge.yml]
+  nb agents run http://host:port/NAME "message" [--tools cartridge.yml] [--yes]
 
   nb security
   nb specification
   nb version
   nb completion bash|zsh|fish
-  nb help
+  nb help [COMMAND...]                     (or nb COMMAND --help)
+  nb help --man                            the manual page, in roff
 
 eval reads the message from its words, or else from standard input:
   cat article.txt | nb translate.yml - eval | nb summarize.yml - eval
@@ -326,6 +352,13 @@ func (a *App) cartridgeCommand(args []string) error {
 		return err
 	}
 	cmd, rest := args[2], args[3:]
+	if cmd != "eval" && (slices.Contains(rest, "--help") || slices.Contains(rest, "-h")) {
+		// Eval's words are the message; the other commands take no
+		// dashed words, so --help there is the command's help.
+		if _, ok := cartridgeHelp[cmd]; ok {
+			return a.helpCommand([]string{cmd})
+		}
+	}
 	switch cmd {
 	case "eval", "state", "cartridge", "mcp":
 	case "repl":
@@ -426,6 +459,7 @@ func (a *App) host() bot.Host {
 		Robopages:            a.robopageExecutor(),
 		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
 		Store:                a.sharedStore(),
+		Builtins:             builtin.Options{RequireSandbox: a.requireSandbox},
 	}
 }
 

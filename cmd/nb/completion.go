@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 )
 
@@ -11,6 +12,16 @@ import (
 // cartridges (files ending in .yml, .yaml or .md, here and in the
 // folders of NANO_BOTS_CARTRIDGES_PATH) where a cartridge goes.
 func (a *App) completion(args []string) error {
+	fs := a.flags("nb completion", "nb completion bash|zsh|fish", `Prints the shell's completion script: nb's commands and their flags, the
+commands after a cartridge and a state key, and cartridges (files ending in
+.yml, .yaml or .md, here and in the folders of NANO_BOTS_CARTRIDGES_PATH).
+  bash: eval "$(nb completion bash)"   (in ~/.bashrc)
+  zsh:  eval "$(nb completion zsh)"    (in ~/.zshrc)
+  fish: nb completion fish | source    (in ~/.config/fish/config.fish)`)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	args = fs.Args()
 	if len(args) != 1 {
 		return &usageError{"give the shell: nb completion bash, zsh or fish"}
 	}
@@ -18,17 +29,71 @@ func (a *App) completion(args []string) error {
 	commands := strings.Join(cartridgeCommands, " ")
 	var script string
 	switch args[0] {
-	case "bash":
-		script = fmt.Sprintf(bashCompletion, words, commands)
-	case "zsh":
-		script = "autoload -U +X bashcompinit && bashcompinit\n" + fmt.Sprintf(bashCompletion, words, commands)
+	case "bash", "zsh":
+		subs, flags, err := a.commandTree()
+		if err != nil {
+			return err
+		}
+		script = fmt.Sprintf(bashCompletion, bashCase(subs), bashCase(flags), words, commands)
+		if args[0] == "zsh" {
+			script = "autoload -U +X bashcompinit && bashcompinit\n" + script
+		}
 	case "fish":
+		_, flags, err := a.commandTree()
+		if err != nil {
+			return err
+		}
 		script = fmt.Sprintf(fishCompletion, words, commands)
+		for _, path := range helpPaths {
+			if _, ok := cartridgeHelp[path[0]]; ok || len(path) != 1 {
+				continue
+			}
+			for _, f := range strings.Fields(flags[path[0]]) {
+				script += fmt.Sprintf("complete -c nb -n '__fish_seen_subcommand_from %s' -l %s\n", path[0], strings.TrimPrefix(f, "--"))
+			}
+		}
 	default:
 		return &usageError{fmt.Sprintf("no completion for %q: nb completion bash, zsh or fish", args[0])}
 	}
 	_, err := io.WriteString(a.Stdout, script)
 	return err
+}
+
+// commandTree is what completion knows of nb's commands, from the same
+// flag sets as their help: the subcommands of each command path
+// ("gateway cron" -> "list add ...") and the flags of each.
+func (a *App) commandTree() (subs, flags map[string]string, err error) {
+	subs, flags = map[string]string{}, map[string]string{}
+	for _, path := range helpPaths {
+		if _, ok := cartridgeHelp[path[0]]; ok {
+			continue
+		}
+		key := strings.Join(path, " ")
+		if len(path) > 1 {
+			parent := strings.Join(path[:len(path)-1], " ")
+			subs[parent] = strings.TrimSpace(subs[parent] + " " + path[len(path)-1])
+		}
+		fs, err := a.helpSet(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		flags[key] = strings.Join(append(fs.Flags(), "--help"), " ")
+	}
+	return subs, flags, nil
+}
+
+// bashCase writes m as the arms of a bash case on a command path.
+func bashCase(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\t%q) echo %q ;;\n", k, m[k])
+	}
+	return b.String()
 }
 
 const bashCompletion = `# nb's completion for bash: eval "$(nb completion bash)"
@@ -40,6 +105,14 @@ _nb_cartridges() {
 		compgen -f -X '!*.@(yml|yaml|md)' -- "$d/$1" 2>/dev/null | sed "s|^$d/||"
 	done
 }
+_nb_subcommands() {
+	case "$1" in
+%s	esac
+}
+_nb_flags() {
+	case "$1" in
+%s	esac
+}
 _nb() {
 	local cur=${COMP_WORDS[COMP_CWORD]}
 	local subcommands="%s"
@@ -49,6 +122,22 @@ _nb() {
 		[[ ${COMP_WORDS[i]} == --allow-tool ]] && ((i++))
 		((i++))
 	done
+	if ((COMP_CWORD > i)) && [[ " $subcommands " == *" ${COMP_WORDS[i]} "* ]]; then
+		# nb's own command: its subcommands, then its flags.
+		local path=${COMP_WORDS[i]} j=$((i + 1))
+		while ((j < COMP_CWORD)) && [[ " $(_nb_subcommands "$path") " == *" ${COMP_WORDS[j]} "* ]]; do
+			path="$path ${COMP_WORDS[j]}"
+			((j++))
+		done
+		if [[ $cur == -* ]]; then
+			COMPREPLY=($(compgen -W "$(_nb_flags "$path")" -- "$cur"))
+		elif ((COMP_CWORD == j)) && [[ -n $(_nb_subcommands "$path") ]]; then
+			COMPREPLY=($(compgen -W "$(_nb_subcommands "$path")" -- "$cur"))
+		else
+			COMPREPLY=($(compgen -f -- "$cur"))
+		fi
+		return
+	fi
 	case $((COMP_CWORD - i)) in
 	0)
 		shopt -s extglob

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -42,16 +43,34 @@ var environment = []envVar{
 	{"HTTPS_PROXY, HTTP_PROXY, NO_PROXY", "", "the proxy of providers' requests"},
 }
 
+// commandEnvironment narrows the variables of the commands that read
+// fewer than every command's.
+var commandEnvironment = map[string][]string{
+	"version":       nil,
+	"specification": nil,
+	"completion":    {"NANO_BOTS_CARTRIDGES_PATH"}, // by the script, as it completes cartridges
+	"security":      {"NANO_BOTS_ENCRYPTION_PASSWORD", "NB_DOTENV"},
+}
+
 // environmentHelp lists the variables read by command ("" for all of
 // nb's; "nb serve" or "serve"), for help texts. A variable of "agents"
 // is read by "agents run" too.
 func environmentHelp(command string) string {
 	command = strings.TrimPrefix(command, "nb ")
+	only, narrow := commandEnvironment[command]
 	var rows []envVar
 	for _, v := range environment {
-		if command == "" || v.Commands == "" || readBy(v, command) {
+		switch {
+		case narrow:
+			if slices.Contains(only, v.Name) {
+				rows = append(rows, v)
+			}
+		case command == "" || v.Commands == "" || readBy(v, command):
 			rows = append(rows, v)
 		}
+	}
+	if narrow && len(rows) == 0 {
+		return "Environment:\n  none: this command reads no variable of nb's.\n\n"
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Commands == "" && rows[j].Commands != "" })
 	var b strings.Builder

@@ -10,5 +10,6 @@ import "github.com/nbots/nb/cmd/nb/cliflag"
 func (a *App) flags(name, usage, about string) *cliflag.Set {
 	fs := cliflag.New(name, usage, about, a.Stdout, a.Stderr)
 	fs.Environment = environmentHelp(name)
+	a.lastFlags = fs
 	return fs
 }

@@ -297,9 +297,12 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	busURL := fs.String("bus", "", "the `URL` of the bus replicas share, nats://… (default: NB_BUS, gateway.bus, else in-process; docs/scale-out.md)")
 	storeURL := fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
+	tokenFlag := fs.String("token", "", "the `token` of the web chat and websocket (default NB_GATEWAY_TOKEN; prefer the variable: a flag shows in the process list)")
+	unsandboxed := fs.Bool("allow-unsandboxed-exec", false, "let exec with sandbox: auto run commands without a sandbox where bubblewrap cannot run (by default they are refused)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
+	a.requireSandbox = !*unsandboxed
 	if err := a.openStore(ctx, *storeURL); err != nil {
 		return err
 	}
@@ -318,10 +321,14 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 		return err
 	}
 	var tokens []*server.Token
-	if secret := a.Getenv("NB_GATEWAY_TOKEN"); secret != "" {
+	secret, from := *tokenFlag, "--token"
+	if secret == "" {
+		secret, from = a.Getenv("NB_GATEWAY_TOKEN"), "NB_GATEWAY_TOKEN"
+	}
+	if secret != "" {
 		t, err := server.NewToken("", secret)
 		if err != nil {
-			return fmt.Errorf("NB_GATEWAY_TOKEN: %w", err)
+			return fmt.Errorf("%s: %w", from, err)
 		}
 		tokens = []*server.Token{t}
 	}
@@ -340,7 +347,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 		addr = net.JoinHostPort(host, strconv.Itoa(port))
 	}
 	if err := server.CheckListen(addr, len(tokens)); err != nil {
-		return fmt.Errorf("refusing to listen on %s without a token: anyone who reaches it could talk to your assistant; set NB_GATEWAY_TOKEN to a secret of %d or more random characters, or listen on 127.0.0.1", addr, server.MinTokenLength)
+		return fmt.Errorf("refusing to listen on %s without a token: anyone who reaches it could talk to your assistant; set NB_GATEWAY_TOKEN (or --token) to a secret of %d or more random characters, or listen on 127.0.0.1", addr, server.MinTokenLength)
 	}
 	lns, err := server.Listen(addr)
 	if err != nil {
@@ -518,8 +525,15 @@ func (a *App) gatewayChat(ctx context.Context, args []string) error {
 	fs, f := a.gatewayFlagSet("nb gateway chat", "nb gateway chat [flags]", "Talks to the assistant from the terminal: one message, or a conversation\n(exit, quit, /exit, /quit, :q or Ctrl-D to leave).")
 	message := fs.StringP("message", "m", "", "one `message`: print the answer and exit")
 	sessionKey := fs.StringP("session", "s", "cli:direct", "the `session` key")
+	yes := fs.BoolP("yes", "y", false, "run every tool call that asks for a confirmation, in this chat's turns (else they are denied: nobody is asked in a chat)")
+	allowTools := fs.StringSlice("allow-tool", nil, "run the calls of the tool `name` without a confirmation (repeatable, or comma-separated)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
+	}
+	approval := a.approve.Clone()
+	approval.All = approval.All || *yes
+	for _, t := range *allowTools {
+		approval.Allow(t)
 	}
 	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c, err := a.loadGatewayConfig(f)
@@ -532,6 +546,10 @@ func (a *App) gatewayChat(ctx context.Context, args []string) error {
 	}
 	defer rt.close()
 	g := rt.Gateway
+	if r, ok := g.Runner.(gateway.BotRunner); ok {
+		r.Confirmer = approvedTools{approval}
+		g.Runner = r
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go g.Run(runCtx) //nolint:errcheck // ends with runCtx

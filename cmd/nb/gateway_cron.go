@@ -248,6 +248,9 @@ func (a *App) gatewayCronCommand(args []string) error {
 			rest = append(rest, args[i])
 			continue
 		}
+		if !strings.HasPrefix(name, "--") {
+			fmt.Fprintf(a.Stderr, "nb: gateway cron %s is deprecated: write -%s (one dash is for one-letter flags)\n", name, name)
+		}
 		if !has {
 			if i+1 >= len(args) {
 				return &usageError{name + " needs a value"}

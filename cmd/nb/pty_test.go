@@ -662,3 +662,20 @@ func TestPTYREPLQueuedLineEditor(t *testing.T) {
 		t.Errorf("the second request lacks the queued line: %s", bodies[1])
 	}
 }
+
+// The confirmation of an exec call says where the command runs: here,
+// where bubblewrap cannot run, NOT sandboxed.
+func TestPTYExecConfirmationSaysWhere(t *testing.T) {
+	dir := t.TempDir()
+	url, _ := fakeOpenAI(t)
+	ptyCartridge(t, dir, url, "builtins:\n  exec: {}\n")
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "bwrap"), []byte("#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := startNBWith(t, dir, ptyOptions{env: []string{"PATH=" + bin + ":" + os.Getenv("PATH")}}, "bot.yml", "-", "eval", `call exec {"command":"echo hi"}`)
+	c.expect(`exec {"command":"echo hi"} [NOT sandboxed (bubblewrap cannot run here): with your rights] [yN] `)
+	c.send("n\r")
+	c.expect("tool exec said: " + denial)
+	c.exitCode()
+}

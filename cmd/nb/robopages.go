@@ -15,12 +15,12 @@ func (a *App) robopages(args []string) int {
 	ctx, stop := signalContext()
 	defer stop()
 	return cli.Main(ctx, args, cli.Process{
-		Environ:     a.Environ,
-		Stdin:       a.Stdin,
-		Stdout:      a.Stdout,
-		Stderr:      a.Stderr,
-		Terminal:    term.IsTerminal(a.Stdin),
-		Environment: environmentHelp,
+		Environ:  a.Environ,
+		Stdin:    a.Stdin,
+		Stdout:   a.Stdout,
+		Stderr:   a.Stderr,
+		Terminal: term.IsTerminal(a.Stdin),
+		Flags:    a.flags,
 	})
 }
 

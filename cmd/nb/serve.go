@@ -93,7 +93,6 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	dirs := fs.Args()
 	limits := server.Limits{HeaderTimeout: *headerTO, BodyTimeout: *bodyTO, IdleTimeout: *idleTO, RunTimeout: *runTO, Grace: *grace,
 		MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxWaitingRuns: *maxWaiting, MaxClientConns: *clientConns, MaxConns: *maxConns}
-	_ = unsandboxed
 	if *grace == 0 {
 		limits.Grace = -1
 	}
@@ -152,13 +151,19 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	}
 	defer a.closeStore()
 	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: a.fennelCacheDir(), Store: a.sharedStore()}
+	host.Builtins.RequireSandbox = !*unsandboxed
 	if len(dirs) == 0 {
 		env := host.CartridgeEnv()
 		if strings.TrimSpace(env.CartridgesPath) != "" || strings.TrimSpace(env.CartridgesDirectory) != "" {
 			dirs = env.Directories()
 			dirs = dirs[:len(dirs)-1] // the variables' folders, not the default one
 		} else {
-			dirs = []string{env.DefaultDirectory()}
+			// A user in a folder of cartridges serves that folder.
+			wd, err := os.Getwd()
+			if err != nil {
+				return fmt.Errorf("the current folder: %w (name the folders to serve: nb serve DIR)", err)
+			}
+			dirs = []string{wd}
 		}
 	}
 	for _, dir := range dirs {
@@ -222,8 +227,43 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	}
 	log.Info("serving", "cartridges", len(models), "failed", broken, "folders", strings.Join(dirs, ":"),
 		"listen", strings.Join(addrs, " "), "tokens", len(tokens), "store", a.storeName())
-	fmt.Fprintf(a.Stderr, "nb: serving %d cartridges on %s (Ctrl-C stops)\n", len(models), strings.Join(addrs, " and "))
+	fmt.Fprintf(a.Stderr, "nb: serving %s on %s (Ctrl-C stops)\n", served(models, dirs), strings.Join(addrs, " and "))
 	return srv.Serve(ctx, lns...)
+}
+
+// served says what nb serve serves: "2 cartridges of /srv/carts, and
+// the default cartridge", "1 cartridge of ...", "no cartridges of ...
+// (only the default cartridge)", with those that failed to load.
+func served(models []server.Model, dirs []string) string {
+	n, broken, def := 0, 0, false
+	for _, m := range models {
+		if m.ID == server.DefaultID {
+			def = true
+			continue
+		}
+		n++
+		if m.Err != nil {
+			broken++
+		}
+	}
+	count := fmt.Sprintf("%d cartridges", n)
+	switch n {
+	case 0:
+		count = "no cartridges"
+	case 1:
+		count = "1 cartridge"
+	}
+	s := count + " of " + strings.Join(dirs, ", ")
+	if broken > 0 {
+		s += fmt.Sprintf(" (%d failed to load: see the log)", broken)
+	}
+	switch {
+	case def && n == 0:
+		s += " (only the default cartridge)"
+	case def:
+		s += ", and the default cartridge,"
+	}
+	return s
 }
 
 // splitList reads a comma-separated flag; "" is an empty list.

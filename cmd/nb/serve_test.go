@@ -25,6 +25,13 @@ import (
 // as nb when it is called nb) on a free port, and waits until it answers.
 func nbServe(t *testing.T, dir string, env []string, args ...string) (*exec.Cmd, string, *bytes.Buffer) {
 	t.Helper()
+	return nbServeIn(t, "", env, append(args, dir)...)
+}
+
+// nbServeIn starts nb serve --listen ADDR args in the folder cwd ("" for
+// the test's).
+func nbServeIn(t *testing.T, cwd string, env []string, args ...string) (*exec.Cmd, string, *bytes.Buffer) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +46,8 @@ func nbServe(t *testing.T, dir string, env []string, args ...string) (*exec.Cmd,
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(bin, append(append([]string{"serve", "--listen", addr}, args...), dir)...)
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr}, args...)...)
+	cmd.Dir = cwd
 	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -202,5 +210,90 @@ func until(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting: %s", what)
 		}
+	}
+}
+
+// nb serve fails closed: a cartridge's exec with sandbox: auto is refused
+// where bubblewrap cannot run, unless the operator passes
+// --allow-unsandboxed-exec.
+func TestServeUnsandboxedExec(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts nb serve")
+	}
+	fake := httptest.NewServer(openaitest.New(providertest.Echo))
+	defer fake.Close()
+	dir := t.TempDir()
+	src := "meta: {name: Shell}\nsafety: {tools: {confirmable: false}}\nbuiltins: {exec: {}}\nprovider: {id: openai, credentials: {address: ENV/OPENAI_API_ADDRESS, access-token: k}, settings: {model: m}}\n"
+	if err := os.WriteFile(filepath.Join(dir, "shell.yml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A bwrap that fails, as in a container without the privileges.
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "bwrap"), []byte("#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"OPENAI_API_ADDRESS=" + fake.URL, "PATH=" + bin + ":" + os.Getenv("PATH")}
+	ask := `{"cartridge": "shell", "input": "call exec {\"command\": \"echo ran-unsandboxed\"}"}`
+
+	_, url, _ := nbServe(t, dir, env)
+	status, body, err := post(url+"/cartridges", ask)
+	if err != nil || status != 200 || !strings.Contains(body, "this server runs commands only sandboxed") || !strings.Contains(body, "--allow-unsandboxed-exec") || strings.Contains(body, "ran-unsandboxed\\n") {
+		t.Errorf("without --allow-unsandboxed-exec: %d %s %v", status, body, err)
+	}
+
+	_, url, _ = nbServe(t, dir, env, "--allow-unsandboxed-exec")
+	status, body, err = post(url+"/cartridges", ask)
+	if err != nil || status != 200 || !strings.Contains(body, "ran-unsandboxed\\n") {
+		t.Errorf("with --allow-unsandboxed-exec: %d %s %v", status, body, err)
+	}
+}
+
+// nb serve without a folder, and without NANO_BOTS_CARTRIDGES_PATH,
+// serves the current folder's cartridges and says so; /v1/models and
+// /agents name the default cartridge usably.
+func TestServeDefaultFolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts nb serve")
+	}
+	fake := httptest.NewServer(openaitest.New(providertest.Echo))
+	defer fake.Close()
+	dir := t.TempDir()
+	src := "meta: {name: Writer, author: Ann}\nprovider: {id: openai, credentials: {address: ENV/OPENAI_API_ADDRESS, access-token: k}, settings: {model: m}}\n"
+	if err := os.WriteFile(filepath.Join(dir, "writer.yml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"OPENAI_API_ADDRESS=" + fake.URL, "OPENAI_API_KEY=k"}
+	cmd, url, stderr := nbServeIn(t, dir, env)
+	resp, err := http.Get(url + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `{"object":"list","data":[{"id":"default","object":"model","created":0,"owned_by":"nb"},{"id":"writer","object":"model","created":`; !strings.HasPrefix(string(body), want) || !strings.Contains(string(body), `"owned_by":"Ann"`) {
+		t.Errorf("/v1/models: %s", body)
+	}
+	status, answer, err := post(url+"/v1/chat/completions", `{"model": "default", "messages": [{"role": "user", "content": "hi"}]}`)
+	if err != nil || status != 200 || !strings.Contains(answer, `"content":"echo: hi"`) {
+		t.Errorf("model default: %d %s %v", status, answer, err)
+	}
+	resp, err = http.Get(url + "/agents/default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"description":"nb's built-in default cartridge`) {
+		t.Errorf("/agents/default: %s", body)
+	}
+	// stderr is read once nb serve has ended (its writes race a read).
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitExit(cmd, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if want := "nb: serving 1 cartridge of " + dir + ", and the default cartridge, on " + url + " "; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
 	}
 }

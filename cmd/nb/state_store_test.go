@@ -35,29 +35,11 @@ func cluster(t *testing.T) *pgtest.Cluster {
 	return c
 }
 
-// runNB runs nb in process with env, stdin from a file, and returns the
-// exit code, stdout and stderr.
-func runNB(t *testing.T, env []string, stdin string, args ...string) (int, string, string) {
+// runNBInput runs nb in process with env, stdin, and a home of its own,
+// and returns the exit code, stdout and stderr.
+func runNBInput(t *testing.T, env []string, stdin string, args ...string) (int, string, string) {
 	t.Helper()
-	dir := t.TempDir()
-	files := map[string]*os.File{}
-	for _, name := range []string{"in", "out", "err"} {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		files[name] = f
-	}
-	if _, err := files["in"].WriteString(stdin); err != nil {
-		t.Fatal(err)
-	}
-	files["in"].Seek(0, 0) //nolint:errcheck // a new file
-	a := &App{Args: args, Stdin: files["in"], Stdout: files["out"], Stderr: files["err"], Environ: append([]string{"HOME=" + dir, "NB_DOTENV=0"}, env...)}
-	code := a.Run()
-	out, _ := os.ReadFile(files["out"].Name())
-	errs, _ := os.ReadFile(files["err"].Name())
-	return code, string(out), string(errs)
+	return runNBStdin(t, append([]string{"HOME=" + t.TempDir(), "NB_DOTENV=0"}, env...), stdin, args...)
 }
 
 // TestStoreURL: nb serve --store keeps its conversations in PostgreSQL
@@ -142,20 +124,20 @@ func TestStoreURL(t *testing.T) {
 	}
 
 	// NB_STORE for the cartridge commands.
-	code, listed, errs := runNB(t, append(env, "NB_STORE="+dbURL), "", cart, "-", "state", "list")
+	code, listed, errs := runNBInput(t, append(env, "NB_STORE="+dbURL), "", cart, "-", "state", "list")
 	if code != 0 || !strings.Contains(listed, "k1") {
 		t.Fatalf("state list with NB_STORE: %d\n%s\n%s", code, listed, errs)
 	}
 
 	// Export from the database, import into the files, and back into a
 	// new database.
-	code, export, errs := runNB(t, env, "", "state", "export", "--store", dbURL)
+	code, export, errs := runNBInput(t, env, "", "state", "export", "--store", dbURL)
 	if code != 0 || !strings.Contains(errs, "exported 1 conversations (2 events") || strings.Contains(errs, pg.Password()) {
 		t.Fatalf("export: %d\n%s", code, errs)
 	}
 	root := filepath.Join(dir, "files")
 	filesEnv := append(env[:len(env)-1:len(env)-1], "NANO_BOTS_STATE_PATH="+root)
-	if code, _, errs := runNB(t, filesEnv, export, "state", "import"); code != 0 || !strings.Contains(errs, "imported 1 conversations") {
+	if code, _, errs := runNBInput(t, filesEnv, export, "state", "import"); code != 0 || !strings.Contains(errs, "imported 1 conversations") {
 		t.Fatalf("import into the files: %d\n%s", code, errs)
 	}
 	files := state.Files{Root: root, Cipher: state.NewCipher("pw")}
@@ -167,7 +149,7 @@ func TestStoreURL(t *testing.T) {
 	if history, err := c.History(ctx); err != nil || len(history) != 2 || history[1].Message != "hello" {
 		t.Errorf("the imported history: %v, %v", state.JSON(history), err)
 	}
-	again, _, _ := runNB(t, filesEnv, "", "state", "export")
+	again, _, _ := runNBInput(t, filesEnv, "", "state", "export")
 	if again != 0 {
 		t.Fatal("export from the files failed")
 	}
@@ -175,10 +157,10 @@ func TestStoreURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errs := runNB(t, append(env, "NB_STORE="+other), export, "state", "import"); code != 0 || strings.Contains(errs, pg.Password()) {
+	if code, _, errs := runNBInput(t, append(env, "NB_STORE="+other), export, "state", "import"); code != 0 || strings.Contains(errs, pg.Password()) {
 		t.Fatalf("import into another database: %d\n%s", code, errs)
 	}
-	if code, _, errs := runNB(t, env, "", "state", "import", "--store", "mysql://nb:"+pg.Password()+"@h/db"); code == 0 || strings.Contains(errs, pg.Password()) || !strings.Contains(errs, "unknown kind of store") {
+	if code, _, errs := runNBInput(t, env, "", "state", "import", "--store", "mysql://nb:"+pg.Password()+"@h/db"); code == 0 || strings.Contains(errs, pg.Password()) || !strings.Contains(errs, "unknown kind of store") {
 		t.Errorf("a store URL of an unknown kind: %d\n%s", code, errs)
 	}
 }

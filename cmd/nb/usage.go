@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nbots/nb/cartridge"
 )
@@ -46,6 +48,17 @@ func (a *App) approvalFlags(args []string) ([]string, error) {
 	return args, nil
 }
 
+// leadingFlagError explains a flag before the cartridge or the command
+// that nb does not take there (nb --yse bot.yml - eval hi).
+func leadingFlagError(f string) error {
+	name, _, _ := strings.Cut(strings.TrimLeft(f, "-"), "=")
+	msg := fmt.Sprintf("unknown flag %s", f)
+	if near := cartridge.Nearest(name, []string{"yes", "allow-tool", "help", "version"}); near != "" {
+		msg += fmt.Sprintf(": did you mean --%s?", near)
+	}
+	return &usageError{msg + " (before the cartridge nb takes --yes, --allow-tool NAME, --help and --version; a command's own flags come after it: nb serve --listen ...)"}
+}
+
 // commandSlip names the common slips of nb CARTRIDGE STATE-KEY COMMAND: a
 // mistyped subcommand (nb serv), a forgotten state key (nb bot.yml eval
 // hi), a forgotten command (nb bot.yml).
@@ -71,7 +84,8 @@ func (a *App) commandSlip(args []string) error {
 }
 
 // versionText is nb version: the version, the commit and its date when
-// the binary was built from a checkout, the Go version and platform.
+// the binary was built from a checkout, the build date, the Go version
+// and platform.
 func versionText() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "nb %s (Nano Bots specification %s)\n", Version, Specification)
@@ -90,12 +104,21 @@ func versionText() string {
 			}
 		}
 	}
-	if buildDate != "" {
-		when = buildDate
+	if when != "" {
+		commit += " of " + when
 	}
 	fmt.Fprintf(&b, "commit: %s%s\n", commit, dirty)
-	if when != "" {
-		fmt.Fprintf(&b, "date: %s\n", when)
+	built := buildDate
+	if built == "" {
+		// Without -ldflags "-X main.buildDate=...", the binary's own date.
+		if exe, err := os.Executable(); err == nil {
+			if fi, err := os.Stat(exe); err == nil {
+				built = fi.ModTime().UTC().Format(time.RFC3339)
+			}
+		}
+	}
+	if built != "" {
+		fmt.Fprintf(&b, "built: %s\n", built)
 	}
 	fmt.Fprintf(&b, "go: %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return b.String()

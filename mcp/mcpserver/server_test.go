@@ -249,6 +249,29 @@ func TestConfirmation(t *testing.T) {
 	}
 }
 
+// AllowTool runs the named tools without asking a client that cannot be
+// asked, and only them.
+func TestAllowTool(t *testing.T) {
+	for _, tc := range []struct {
+		allow []string
+		ran   bool
+	}{{[]string{"other", "touch"}, true}, {[]string{"other"}, false}} {
+		ran := filepath.Join(t.TempDir(), "ran")
+		dir, host := setup(t, providertest.Echo, map[string]string{"bot.yml": confirmCartridge(ran)})
+		s, err := New(context.Background(), Config{Host: host, Paths: []string{filepath.Join(dir, "bot.yml")}, AllowTool: tc.allow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sess := connect(t, s, nil)
+		if _, err := sess.CallTool(context.Background(), &sdk.CallToolParams{Name: "bot", Arguments: map[string]any{"message": "call touch {}"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(ran); (err == nil) != tc.ran {
+			t.Errorf("AllowTool %v: the tool ran: %v, want %v", tc.allow, err == nil, tc.ran)
+		}
+	}
+}
+
 func confirmCase(t *testing.T, version string, allow bool, elicit func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error), wantRan bool) {
 	ran := filepath.Join(t.TempDir(), "ran")
 	dir, host := setup(t, providertest.Echo, map[string]string{"bot.yml": confirmCartridge(ran)})

@@ -75,10 +75,10 @@ func TestSchemaRejections(t *testing.T) {
 		run  *agentproto.Frame
 		want string
 	}{
-		{&agentproto.Frame{Input: "Paris"}, `input: type: Paris has type "string", want "object"`},
+		{&agentproto.Frame{Input: "Paris"}, `input: must be an object, not a string`},
 		{&agentproto.Frame{Input: map[string]any{"town": "Paris"}}, `input: unexpected additional properties ["town"]`},
 		{&agentproto.Frame{Input: map[string]any{}}, `input: required: missing properties: ["city"]`},
-		{&agentproto.Frame{Input: map[string]any{"city": "Paris"}, Parameters: map[string]any{"temperature": "hot"}}, `parameters: temperature: type: hot has type "string", want "number"`},
+		{&agentproto.Frame{Input: map[string]any{"city": "Paris"}, Parameters: map[string]any{"temperature": "hot"}}, `parameters: temperature: must be a number, not a string`},
 		{&agentproto.Frame{Input: map[string]any{"city": "Paris"}, Parameters: map[string]any{"top_p": 0.5}}, `parameters: unexpected additional properties ["top_p"]`},
 	} {
 		c := start(t, srv.URL, "Typed", tc.run)
@@ -96,7 +96,7 @@ func TestSchemaRejections(t *testing.T) {
 	box.fn = providertest.Scripted(providertest.Reply{Chunks: []string{"warm"}}, providertest.Reply{Chunks: []string{`{"temp": "warm"}`}})
 	c := start(t, srv.URL, "Typed", &agentproto.Frame{Input: map[string]any{"city": "Paris"}, Parameters: map[string]any{"temperature": 0.1}})
 	end := c.finish(nil)
-	if end.Code != agentproto.CodeValidation || !strings.Contains(end.Message, `temp: type: warm has type "string", want "number"`) {
+	if end.Code != agentproto.CodeValidation || !strings.Contains(end.Message, `temp: must be a number, not a string`) {
 		t.Errorf("end %+v", end)
 	}
 	first := rec.Last()

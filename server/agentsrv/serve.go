@@ -13,6 +13,10 @@ import (
 	"github.com/nbots/nb/server"
 )
 
+// DefaultDescription describes the built-in default cartridge's agent,
+// whose meta (the specification's) says only "Unknown".
+const DefaultDescription = "nb's built-in default cartridge: a general assistant on the default provider, without tools"
+
 // Mount serves the agent protocol on nb serve's server: its routes are
 // behind the server's tokens, request log and limits (each run counts as
 // one of the server's runs, with its deadline and its shutdown), the
@@ -111,7 +115,10 @@ func (c *ServerCatalog) view(ctx context.Context) view {
 		a := f.agent
 		switch {
 		case f.id == server.DefaultID:
-			a = a.Renamed("default") // the built-in default cartridge
+			a = a.Renamed("default")             // the built-in default cartridge
+			if a.Repr.Description == "Unknown" { // the specification's default meta
+				a.Repr.Description = DefaultDescription
+			}
 		case names[a.Name()] > 1:
 			a = a.Renamed(f.id)
 		}
@@ -144,7 +151,7 @@ func (c *ServerCatalog) Agent(ctx context.Context, name string) (*agents.Agent, 
 		return a, nil
 	}
 	if err, ok := v.failed[name]; ok {
-		return nil, &agents.Failure{Code: agentproto.CodeInternal, Message: fmt.Sprintf("the cartridge %q cannot run as an agent: %v", name, err)}
+		return nil, &agents.Failure{Code: agentproto.CodeCartridge, Message: fmt.Sprintf("the cartridge %q cannot run as an agent: %v", name, err)}
 	}
 	if _, err := c.Server.Model(ctx, name); err != nil {
 		return nil, &agents.Failure{Code: agentproto.CodeUnknownAgent, Message: err.Error()}

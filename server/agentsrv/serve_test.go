@@ -89,7 +89,7 @@ func TestMount(t *testing.T) {
 	allClient, _ := agentproto.NewClient(hs.URL, "all-secret-0123456789ab")
 	idle()
 	end = startWith(t, allClient, "broken", &agentproto.Frame{Input: "hi"}).finish(nil)
-	if end.Code != agentproto.CodeInternal || !strings.Contains(end.Message, "agent.type: must be one of functions, react, plan") {
+	if end.Code != agentproto.CodeCartridge || !strings.Contains(end.Message, "agent.type: must be one of functions, react, plan") {
 		t.Errorf("a broken agent: %+v", end)
 	}
 

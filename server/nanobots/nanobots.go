@@ -301,6 +301,9 @@ func decode(r *http.Request, v any) error {
 		if errors.As(err, &te) && te.Field != "" {
 			return server.Errorf(http.StatusBadRequest, "the request body's %s must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
 		}
+		if errors.As(err, &te) {
+			return server.Errorf(http.StatusBadRequest, "the request body must be a JSON object, not %s", te.Value)
+		}
 		return server.Errorf(http.StatusBadRequest, "the request body is not a JSON object: %v", err)
 	}
 	return nil

@@ -52,6 +52,7 @@ func TestRoutesGolden(t *testing.T) {
 		{"run_bad_as.json", "POST", "/cartridges", `{"cartridge": "writer", "input": "hi", "as": "chat"}`, 400},
 		{"run_bad_json.json", "POST", "/cartridges", `{"cartridge": `, 400},
 		{"run_bad_state.json", "POST", "/cartridges", `{"cartridge": "writer", "input": "hi", "state": 7}`, 400},
+		{"run_not_object.json", "POST", "/cartridges", `[1]`, 400},
 		{"run_client_env.json", "POST", "/cartridges", `{"cartridge": {"provider": {"id": "openai", "credentials": {"address": "https://example.com", "access-token": "ENV/OPENAI_API_KEY"}}}, "input": "hi"}`, 400},
 		{"stream_create.json", "POST", "/cartridges/stream", `{"cartridge": "writer", "state": "-", "input": "hi"}`, 200},
 		{"stream_unknown.json", "GET", "/cartridges/stream/0123", "", 200},

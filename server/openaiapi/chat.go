@@ -151,7 +151,12 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) error {
 		}
 		var te *json.UnmarshalTypeError
 		if ok := asTypeError(err, &te); ok && te.Field != "" {
-			return badRequest(te.Field, "invalid value for %s: expected %s, got JSON %s", te.Field, jsonKind(te.Type), te.Value)
+			// Fields of embedded structs (sampling) are the request's own.
+			field := strings.TrimPrefix(te.Field, "sampling.")
+			return badRequest(field, "invalid value for %s: expected %s, got JSON %s", field, jsonKind(te.Type), te.Value)
+		}
+		if ok := asTypeError(err, &te); ok {
+			return badRequest("", "the request body must be a JSON object, not %s", te.Value)
 		}
 		return badRequest("", "the request body is not valid JSON: %v", err)
 	}
@@ -225,7 +230,7 @@ func (h *Handler) chatTurn(r *http.Request, req *chatRequest) (*turn, error) {
 	if len(req.Messages) == 0 {
 		return nil, badRequest("messages", "messages must hold at least one message")
 	}
-	b, err := h.catalog.Bot(r.Context(), req.Model)
+	b, err := h.catalog.Bot(r.Context(), cartridgeID(req.Model))
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ type modelObject struct {
 
 func toModelObject(m Model) modelObject {
 	owner := "nb"
-	if m.Cartridge != nil {
+	if m.Cartridge != nil && m.ID != server.DefaultID {
 		if a := strings.TrimSpace(m.Cartridge.Meta().Author); a != "" {
 			owner = a
 		}
@@ -27,7 +27,25 @@ func toModelObject(m Model) modelObject {
 	if !m.Modified.IsZero() {
 		created = m.Modified.Unix()
 	}
-	return modelObject{ID: m.ID, Object: "model", Created: created, OwnedBy: owner}
+	id := m.ID
+	if id == server.DefaultID {
+		// The built-in default cartridge, listed only when no cartridge
+		// is named default: "-" is no name for a model.
+		id = DefaultModel
+	}
+	return modelObject{ID: id, Object: "model", Created: created, OwnedBy: owner}
+}
+
+// DefaultModel is the model id of the default cartridge: a cartridge
+// named default, else the built-in one ("-" is accepted too).
+const DefaultModel = "default"
+
+// cartridgeID is the catalog's id of a request's model.
+func cartridgeID(model string) string {
+	if strings.EqualFold(model, DefaultModel) {
+		return server.DefaultID
+	}
+	return model
 }
 
 // listModels answers GET /v1/models: one model per cartridge the caller
@@ -50,8 +68,16 @@ func (h *Handler) listModels(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) getModel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	models := h.catalog.Models(r.Context())
-	i := sort.Search(len(models), func(i int) bool { return models[i].ID >= id })
-	if i == len(models) || models[i].ID != id {
+	want := id
+	if want == DefaultModel {
+		want = server.DefaultID
+	}
+	i := sort.Search(len(models), func(i int) bool { return models[i].ID >= want })
+	if (i == len(models) || models[i].ID != want) && want != id {
+		want = id // a cartridge named default
+		i = sort.Search(len(models), func(i int) bool { return models[i].ID >= want })
+	}
+	if i == len(models) || models[i].ID != want {
 		WriteError(w, &Error{Status: http.StatusNotFound, Message: "The model '" + id + "' does not exist or you do not have access to it.", Type: "invalid_request_error", Code: "model_not_found"})
 		return
 	}

@@ -220,7 +220,7 @@ func (h *Handler) responsesTurn(r *http.Request, req *responsesRequest) (*turn, 
 		}
 		history = append(history, kept.conversation...)
 	}
-	b, err := h.catalog.Bot(r.Context(), req.Model)
+	b, err := h.catalog.Bot(r.Context(), cartridgeID(req.Model))
 	if err != nil {
 		return nil, nil, err
 	}

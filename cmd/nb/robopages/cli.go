@@ -20,6 +20,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/cmd/nb/cliflag"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/robopage"
@@ -29,7 +30,7 @@ import (
 //go:embed templates
 var templates embed.FS
 
-const usage = `Usage: nb robopages <command> [flags]
+const usage = `Usage: nb robopages COMMAND [flags]
 
 Robopages are YAML pages that describe command-line tools for language models.
 
@@ -45,6 +46,9 @@ The pages are read from --path, else $ROBOPAGES_PATH, else ~/.robopages.
 Run "nb robopages <command> --help" for the flags of a command.
 `
 
+// commands are the commands of nb robopages.
+var commands = []string{"serve", "run", "validate", "view", "create", "install"}
+
 // Process is what Main takes from the process it runs in: cmd/nb passes
 // its own, since nothing below cmd/ reads the environment or looks at
 // the terminal.
@@ -59,9 +63,10 @@ type Process struct {
 	// Terminal says that Stdin is a terminal: run asks there for the
 	// required arguments not given with -D instead of failing.
 	Terminal bool
-	// Environment returns the help's list of the variables a command
-	// (robopages serve) reads; nil lists none.
-	Environment func(command string) string
+	// Flags, when set, makes the flag set of each command (nb robopages
+	// serve): cmd/nb's, whose help lists the environment the command
+	// reads. nil makes a plain one.
+	Flags func(name, usage, about string) *cliflag.Set
 }
 
 // Exit statuses of Main besides 0: a failure, a mistake on the command
@@ -78,14 +83,16 @@ const (
 // returns the exit status. `serve` ends normally (0) when ctx ends; the
 // other commands exit with ExitInterrupted or the cause's code.
 func Main(ctx context.Context, args []string, p Process) int {
+	c := &command{ctx: ctx, environ: p.Environ, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, terminal: p.Terminal, newFlags: p.Flags}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(p.Stdout, usage)
+		fs := c.flags("", strings.TrimSpace(usage[strings.Index(usage, "\n\n"):]))
+		fs.set.Usage = "nb robopages COMMAND [flags]"
+		fs.set.Parse([]string{"--help"}) //nolint:errcheck // only prints the help
 		if len(args) == 0 {
 			return ExitUsage
 		}
 		return 0
 	}
-	c := &command{ctx: ctx, environ: p.Environ, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, terminal: p.Terminal, environment: p.Environment}
 	var run func([]string) error
 	switch args[0] {
 	case "serve":
@@ -101,6 +108,10 @@ func Main(ctx context.Context, args []string, p Process) int {
 	case "install":
 		run = c.install
 	default:
+		if s := cartridge.Nearest(args[0], commands); s != "" {
+			fmt.Fprintf(p.Stderr, "nb robopages: unknown command %q: did you mean nb robopages %s?\n", args[0], s)
+			return ExitUsage
+		}
 		fmt.Fprintf(p.Stderr, "nb robopages: unknown command %q\n\n%s", args[0], usage)
 		return ExitUsage
 	}
@@ -140,7 +151,7 @@ type command struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	terminal       bool
-	environment    func(command string) string
+	newFlags       func(name, usage, about string) *cliflag.Set
 	lines          chan lineRead
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -19,11 +20,14 @@ type flagSet struct {
 }
 
 func (c *command) flags(name, synopsis string) *flagSet {
-	s := cliflag.New("nb robopages "+name, "nb robopages "+name+" [flags]", synopsis, c.stdout, c.stderr)
-	if c.environment != nil {
-		s.Environment = c.environment("robopages " + name)
+	full := strings.TrimSpace("nb robopages " + name)
+	newSet := c.newFlags
+	if newSet == nil {
+		newSet = func(name, usage, about string) *cliflag.Set {
+			return cliflag.New(name, usage, about, c.stdout, c.stderr)
+		}
 	}
-	return &flagSet{set: s, name: name}
+	return &flagSet{set: newSet(full, full+" [flags]", synopsis), name: name}
 }
 
 // shown sets the help's placeholder and default of the flag just defined.
