@@ -30,7 +30,7 @@ func (g *Gateway) command(ctx context.Context, m bus.Inbound) (reply string, ok 
 	case "/new":
 		return g.newSession(ctx, m.SessionKey()), true
 	case "/stop":
-		return g.stop(m.SessionKey()), true
+		return g.stop(ctx, m.SessionKey()), true
 	case "/status":
 		return g.status(m.SessionKey()), true
 	case "/pair":

@@ -12,6 +12,7 @@ package gateway
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/replica"
 	"github.com/nbots/nb/gateway/session"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/tool"
@@ -74,6 +76,11 @@ type Gateway struct {
 	AfterTurn    AfterTurn
 	// ExtraTools are offered in every turn (the cron tool).
 	ExtraTools func(d Direct) []tool.Tool
+	// Elector decides which replica runs a channel account's receive
+	// loop (RunAccount); nil runs every one here.
+	Elector replica.Elector
+	// Others, when set, reaches the turns other replicas run (/stop).
+	Others replica.Stopper
 
 	mu      sync.Mutex
 	running map[string]map[*runningTurn]bool
@@ -113,7 +120,7 @@ type inbox struct{ g *Gateway }
 func (i inbox) Publish(ctx context.Context, m bus.Inbound) error {
 	if strings.TrimSpace(m.Content) == "/stop" {
 		if i.g.authorize(m).Verdict == access.Allow {
-			i.g.reply(ctx, m, "", i.g.stop(m.SessionKey()))
+			i.g.reply(ctx, m, "", i.g.stop(ctx, m.SessionKey()))
 		}
 		return nil
 	}
@@ -246,7 +253,7 @@ func (g *Gateway) handle(ctx context.Context, m bus.Inbound) error {
 		channelName, chat, _ = strings.Cut(m.ChatID, ":")
 		key = channelName + ":" + chat
 	}
-	_, err := g.turn(ctx, Direct{SessionKey: key, Channel: channelName, ChatID: chat, Content: m.Content, Source: SourceChat, Deliver: true, ReplyTo: m.ID, Media: m.Media})
+	_, err := g.turn(ctx, Direct{SessionKey: key, Channel: channelName, ChatID: chat, Content: m.Content, Source: SourceChat, Deliver: true, ReplyTo: m.ID, Media: m.Media, Turn: turnOf(m)})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return err // shutting down: the bus keeps the message
 	}
@@ -271,6 +278,20 @@ type Direct struct {
 	ReplyTo string
 	// Media are the paths of what came with the message (bus.Inbound.Media).
 	Media []string
+	// Turn identifies the turn ("": a new id). A message's turn is named
+	// after the message, so that the turn run again after its replica
+	// died publishes a reply the bus knows it has (bus.FinalKey).
+	Turn string
+}
+
+// turnOf is the turn id of a channel message: derived from its platform
+// id, random when it has none.
+func turnOf(m bus.Inbound) string {
+	if m.ID == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(m.Channel + "\x00" + m.ID))
+	return "m" + hex.EncodeToString(sum[:8])
 }
 
 // RunDirect runs a turn for cron or the heartbeat and returns its answer;
@@ -312,7 +333,10 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	rt := g.track(d.SessionKey, cancel)
 	defer g.untrack(d.SessionKey, rt)
 
-	turnID := newID()
+	turnID := d.Turn
+	if turnID == "" {
+		turnID = newID()
+	}
 	if g.Budget != nil {
 		if err := g.Budget.Allow(d.SessionKey, d.Source); err != nil {
 			g.publish(ctx, d, bus.Error, turnID, err.Error())
@@ -485,19 +509,33 @@ func (g *Gateway) untrack(key string, rt *runningTurn) {
 }
 
 // stop cancels the session's running turns (and with them their tool
-// processes and sub-agents).
-func (g *Gateway) stop(key string) string {
+// processes and sub-agents), here and on the other replicas.
+func (g *Gateway) stop(ctx context.Context, key string) string {
+	n := g.StopHere(key)
+	if g.Others != nil {
+		more, err := g.Others.Stop(ctx, key)
+		if err != nil {
+			g.log().Warn("/stop: the other replicas", "session", key, "error", err)
+		}
+		n += more
+	}
+	if n == 0 {
+		return "No active task to stop."
+	}
+	return fmt.Sprintf("⏹ Stopped %d task(s).", n)
+}
+
+// StopHere cancels the session's turns running in this process and says
+// how many there were.
+func (g *Gateway) StopHere(key string) int {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	n := 0
 	for rt := range g.running[key] {
 		rt.cancel()
 		n++
 	}
-	g.mu.Unlock()
-	if n == 0 {
-		return "No active task to stop."
-	}
-	return fmt.Sprintf("⏹ Stopped %d task(s).", n)
+	return n
 }
 
 // spent records a call's tokens in today's ledger and the budget.
@@ -529,6 +567,20 @@ func (g *Gateway) Expect(names ...string) {
 	g.mu.Unlock()
 }
 
+// standbyState marks a channel whose receive loop another replica runs.
+const standbyState = "\x00standby"
+
+// Standby records that another replica runs the channel's receive loop:
+// this replica is ready without it (and still delivers its replies).
+func (g *Gateway) Standby(name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.channels == nil {
+		g.channels = map[string]string{}
+	}
+	g.channels[name] = standbyState
+}
+
 // Connected records that a channel connected once (err nil) or why it
 // could not.
 func (g *Gateway) Connected(name string, err error) {
@@ -539,7 +591,7 @@ func (g *Gateway) Connected(name string, err error) {
 	}
 	if err != nil {
 		g.channels[name] = err.Error()
-	} else if _, seen := g.channels[name]; !seen {
+	} else if st, seen := g.channels[name]; !seen || st == standbyState {
 		g.channels[name] = ""
 	}
 }
@@ -559,11 +611,32 @@ func (g *Gateway) Ready() (bool, map[string]string) {
 			out[name] = "connecting"
 		case st == "":
 			out[name] = "connected"
+		case st == standbyState:
+			out[name] = "standby: another replica receives"
 		default:
 			out[name] = st
 		}
 	}
 	return ready, out
+}
+
+// RunAccount runs the receive loop of one channel account (a Telegram bot
+// token, a Slack app) on the one replica the Elector makes its leader,
+// and stands by on the others: account identifies it (its token is
+// fine: only a hash of it leaves the process).
+func (g *Gateway) RunAccount(ctx context.Context, ch channel.Channel, account string) error {
+	if g.Elector == nil {
+		return g.RunChannel(ctx, ch)
+	}
+	sum := sha256.Sum256([]byte(ch.Name() + "\x00" + account))
+	key := "channel." + ch.Name() + "." + hex.EncodeToString(sum[:12])
+	return g.Elector.Lead(ctx, key, func(ctx context.Context) error {
+		g.log().Info("this replica receives", "channel", ch.Name())
+		return g.RunChannel(ctx, ch)
+	}, func() {
+		g.log().Info("another replica receives", "channel", ch.Name())
+		g.Standby(ch.Name())
+	})
 }
 
 // RunChannel runs one channel until ctx ends, recording when it is ready.

@@ -248,3 +248,23 @@ func TestInitWorkspaceNeverOverwrites(t *testing.T) {
 		t.Fatal(again)
 	}
 }
+
+// TestTurnRunAgainRepliesOnce: a message whose turn runs a second time
+// (its replica died before the bus heard the turn was done) is answered
+// once: the turn is named after the message, and the bus queues a turn's
+// final reply once per destination.
+func TestTurnRunAgainRepliesOnce(t *testing.T) {
+	h := newHarness(t)
+	m := tg("hello")
+	m.ID = "1:77"
+	for range 2 {
+		if err := h.g.handle(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := h.next(t)
+	h.send(t, tg("after"))
+	if m := h.next(t); m.Content != "echo: after" {
+		t.Fatalf("the turn run again replied too: %+v then %+v", first, m)
+	}
+}

@@ -32,6 +32,7 @@ var environment = []envVar{
 	{"NB_AGENTS_TOKEN", "agents", "the token sent to an nb server's agents"},
 	{"NB_GATEWAY_CONFIG", "gateway", "the gateway's configuration file (else $XDG_CONFIG_HOME/nb/gateway.json, else ~/.nanobot/config.json)"},
 	{"NB_GATEWAY_TOKEN", "gateway", "the token of the gateway's web chat and websocket (required beyond loopback)"},
+	{"NB_BUS", "gateway", "the bus replicas share, nats://… (default in-process; docs/scale-out.md)"},
 	{"NANOBOT_*", "gateway", "overrides of the configuration, nanobot's way (NANOBOT_AGENTS__DEFAULTS__MODEL)"},
 	{"ROBOPAGES_PATH", "robopages", "where robopages are looked up"},
 	{"ROBOPAGES_TOKEN", "robopages serve", "the token clients of the robopages server must send"},

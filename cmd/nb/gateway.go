@@ -30,6 +30,7 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/config"
 	"github.com/nbots/nb/gateway/dispatch"
+	"github.com/nbots/nb/gateway/replica"
 	gwsession "github.com/nbots/nb/gateway/session"
 	"github.com/nbots/nb/gateway/web"
 	"github.com/nbots/nb/provider"
@@ -54,6 +55,8 @@ type gatewayRuntime struct {
 	// Background are run beside the gateway until it stops (a
 	// scheduler, the heartbeat).
 	Background []func(ctx context.Context) error
+	// Claims are the slots' claims shared by replicas (--bus); nil alone.
+	Claims replica.Claims
 }
 
 // Registries the other gateway features fill from their init functions
@@ -193,7 +196,7 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // buildGateway builds the assistant and the gateway around it.
-func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logger) (*gatewayRuntime, error) {
+func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logger, sc *scaleOut) (*gatewayRuntime, error) {
 	for _, d := range gateway.Layout {
 		if err := os.MkdirAll(filepath.Join(c.Workspace, d), 0o700); err != nil {
 			return nil, fmt.Errorf("workspace %s: %w", c.Workspace, err)
@@ -253,6 +256,15 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 		Prompt: &gateway.Prompt{Workspace: c.Workspace, Location: loc}, Log: log,
 	}
 	rt := &gatewayRuntime{App: a, Config: c, Host: host, Bot: b, Gateway: g, Sessions: sessions, Access: checker, Log: log}
+	if sc != nil {
+		g.Bus, g.Elector, rt.Claims = sc.bus, sc.elector, sc.claims
+		stops, err := sc.bus.Stopper(sc.id, g.StopHere)
+		if err != nil {
+			rt.close()
+			return nil, err
+		}
+		g.Others = stops
+	}
 	for _, hook := range gatewayHooks {
 		if err := hook(ctx, rt); err != nil {
 			rt.close()
@@ -283,6 +295,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	fs, f := a.gatewayFlagSet("nb gateway", "nb gateway [flags]\nnb gateway init | chat | pair | status | cron ... [flags]", "Runs the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). nb gateway COMMAND --help tells more of each command.")
 	listen := fs.String("listen", "", "`host:port` of the web chat and /health (default: gateway.host and gateway.port, 127.0.0.1:18790)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	busURL := fs.String("bus", "", "the `URL` of the bus replicas share, nats://… (default: NB_BUS, gateway.bus, else in-process; docs/scale-out.md)")
 	storeURL := fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
 	tokenFlag := fs.String("token", "", "the `token` of the web chat and websocket (default NB_GATEWAY_TOKEN; prefer the variable: a flag shows in the process list)")
 	unsandboxed := fs.Bool("allow-unsandboxed-exec", false, "let exec with sandbox: auto run commands without a sandbox where bubblewrap cannot run (by default they are refused)")
@@ -340,7 +353,13 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	rt, err := a.buildGateway(ctx, c, log)
+	var rt *gatewayRuntime
+	sc, err := openScaleOut(ctx, a.gatewayBusURL(*busURL, c), log)
+	if err == nil {
+		if rt, err = a.buildGateway(ctx, c, log, sc); err != nil && sc != nil {
+			sc.bus.Close()
+		}
+	}
 	if err != nil {
 		for _, ln := range lns {
 			ln.Close()
@@ -350,7 +369,11 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	defer rt.close()
 	g := rt.Gateway
 	ws := &web.Server{Gateway: g, Sessions: rt.Sessions, Tokens: tokens, Log: log, Checks: a.storeChecks()}
+	if sc != nil {
+		ws.Checks = append(ws.Checks, server.Check{Name: "bus", Run: sc.bus.Check})
+	}
 	rt.Channels = append([]channel.Channel{ws}, rt.Channels...)
+	accounts := map[string]string{} // channel -> account, elected among replicas
 	for name := range c.Channels.Each {
 		cc, _ := c.Channels.Channel(name)
 		if !cc.Enabled {
@@ -368,9 +391,13 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 			return fmt.Errorf("channels.%s: %w", name, err)
 		}
 		rt.Channels = append(rt.Channels, ch)
+		accounts[ch.Name()] = channelAccount(name, c.Channels.Each[name])
 	}
 	ws.Webhooks = channelWebhooks(rt.Channels)
 	d := &dispatch.Dispatcher{Bus: g.Bus, Channels: rt.Channels, Log: log, Progress: c.Channels.Progress(), ToolHints: c.Channels.SendToolHints, MaxRetries: c.Channels.MaxRetries()}
+	if sc != nil {
+		d.Delivered, d.Fanout = sc.delivered, sc.bus.Fanout()
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -385,6 +412,10 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	run(d.Run)
 	for _, ch := range rt.Channels {
 		g.Expect(ch.Name())
+		if account, ok := accounts[ch.Name()]; ok {
+			run(func(ctx context.Context) error { return g.RunAccount(ctx, ch, account) })
+			continue
+		}
 		run(func(ctx context.Context) error { return g.RunChannel(ctx, ch) })
 	}
 	for _, bg := range rt.Background {
@@ -509,7 +540,7 @@ func (a *App) gatewayChat(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	rt, err := a.buildGateway(ctx, c, log)
+	rt, err := a.buildGateway(ctx, c, log, nil)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -300,14 +299,8 @@ func gatewayCronHook(_ context.Context, rt *gatewayRuntime) error {
 		})
 		return err
 	}}
-	rt.Background = append(rt.Background, func(ctx context.Context) error {
-		err := sched.Run(ctx)
-		if errors.Is(err, cron.ErrRunning) {
-			rt.Log.Warn("cron: " + err.Error() + ": this gateway runs none")
-			return nil
-		}
-		return err
-	})
+	sched.Claims = rt.Claims
+	rt.Background = append(rt.Background, func(ctx context.Context) error { return rt.runScheduler(ctx, sched) })
 	prev := g.ExtraTools
 	g.ExtraTools = func(d gateway.Direct) []tool.Tool {
 		var tools []tool.Tool

@@ -112,7 +112,8 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 				return err
 			},
 		}
-		rt.Background = append(rt.Background, svc.Run)
+		svc.Claims = rt.Claims
+		rt.Background = append(rt.Background, func(ctx context.Context) error { return rt.leadOrRun(ctx, "heartbeat", svc.Run) })
 	}
 	return nil
 }

@@ -95,11 +95,22 @@ type Bus interface {
 	// Messages of one session are delivered in order and one at a time;
 	// different sessions run in parallel.
 	Inbound(ctx context.Context, fn func(context.Context, Inbound) error) error
-	// PublishOutbound queues a message for its channel.
+	// PublishOutbound queues a message for its channel. A final reply
+	// (Message or Error) with a Turn is queued once per (Turn, Channel,
+	// ChatID): a turn run again after a crash answers nothing twice.
 	PublishOutbound(ctx context.Context, m Outbound) error
 	// Outbound delivers queued messages of the named channel to fn until
 	// ctx ends, with the same acknowledgement rule as Inbound.
 	Outbound(ctx context.Context, channel string, fn func(context.Context, Outbound) error) error
 	// Close releases the bus.
 	Close() error
+}
+
+// FinalKey is the key that makes a final reply idempotent, "" and false
+// for a message that is not one (progress, tool hints, no turn).
+func FinalKey(m Outbound) (string, bool) {
+	if m.Turn == "" || (m.Kind != Message && m.Kind != Error && m.Kind != "") {
+		return "", false
+	}
+	return m.Turn + "\x00" + m.Channel + "\x00" + m.ChatID, true
 }

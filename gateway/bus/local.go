@@ -31,7 +31,8 @@ type Local struct {
 	closed bool
 }
 
-// dedupWindow is how many (channel, id) pairs a Local remembers.
+// dedupWindow is how many (channel, id) pairs and final replies a Local
+// remembers.
 const dedupWindow = 1 << 16
 
 // NewLocal returns an empty in-process bus.
@@ -58,22 +59,27 @@ func (b *Local) PublishInbound(ctx context.Context, m Inbound) (bool, error) {
 		b.mu.Unlock()
 		return false, ErrClosed
 	}
-	if m.ID != "" {
-		k := m.Channel + "\x00" + m.ID
-		if _, dup := b.seen[k]; dup {
-			b.mu.Unlock()
-			return true, nil
-		}
-		b.seen[k] = struct{}{}
-		b.order = append(b.order, k)
-		if len(b.order) > dedupWindow {
-			delete(b.seen, b.order[0])
-			b.order = b.order[1:]
-		}
+	if m.ID != "" && !b.firstLocked("in\x00"+m.Channel+"\x00"+m.ID) {
+		b.mu.Unlock()
+		return true, nil
 	}
 	b.mu.Unlock()
 	b.in.push(m.SessionKey(), m)
 	return false, nil
+}
+
+// firstLocked records k and reports whether it was new.
+func (b *Local) firstLocked(k string) bool {
+	if _, dup := b.seen[k]; dup {
+		return false
+	}
+	b.seen[k] = struct{}{}
+	b.order = append(b.order, k)
+	if len(b.order) > dedupWindow {
+		delete(b.seen, b.order[0])
+		b.order = b.order[1:]
+	}
+	return true
 }
 
 // Inbound implements Bus.
@@ -95,10 +101,17 @@ func (b *Local) PublishOutbound(ctx context.Context, m Outbound) error {
 		return err
 	}
 	b.mu.Lock()
-	closed := b.closed
-	b.mu.Unlock()
-	if closed {
+	if b.closed {
+		b.mu.Unlock()
 		return ErrClosed
+	}
+	first := true
+	if k, ok := FinalKey(m); ok {
+		first = b.firstLocked("out\x00" + k)
+	}
+	b.mu.Unlock()
+	if !first {
+		return nil
 	}
 	b.out(m.Channel).push(m.ChatID, m)
 	return nil

@@ -125,6 +125,9 @@ type Gateway struct {
 	Host      string    `json:"host"`
 	Port      int       `json:"port"`
 	Heartbeat Heartbeat `json:"heartbeat"`
+	// Bus (nb) is the bus replicas share, nats://… (--bus and NB_BUS
+	// win); "" is the in-process bus of one gateway.
+	Bus string `json:"bus"`
 }
 
 // Heartbeat is gateway.heartbeat.

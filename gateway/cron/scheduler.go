@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/gateway/clock"
+	"github.com/nbots/nb/gateway/replica"
 	"github.com/nbots/nb/internal/atomicfile"
 )
 
@@ -32,6 +33,12 @@ type Scheduler struct {
 	Poll time.Duration
 	// Log receives warnings (a failed run, missed slots); nil discards.
 	Log *slog.Logger
+	// Claims, when set, is asked before a scheduled slot runs (key
+	// "cron.<job id>.<slot in ms>"): of replicas whose schedulers both
+	// found it due, only the one that claims it first runs it. Nil runs
+	// every slot this scheduler found due (jobs.json, edited under its
+	// lock, already makes that once on one machine).
+	Claims replica.Claims
 
 	seen fileStamp
 }
@@ -102,9 +109,10 @@ func (s *Scheduler) Tick(ctx context.Context) (time.Time, error) {
 		return s.seen.nextDue, nil // nothing changed, nothing due
 	}
 	var due []Job
+	var slots []int64
 	var next time.Time
 	err := s.Store.Edit(ctx, func(f *File) error {
-		due, next = s.claim(f, now)
+		due, slots, next = s.claim(f, now)
 		return nil
 	})
 	if err != nil {
@@ -112,9 +120,20 @@ func (s *Scheduler) Tick(ctx context.Context) (time.Time, error) {
 	}
 	s.seen = stampOf(s.Store.Path)
 	s.seen.nextDue = next
-	for _, j := range due {
+	for i, j := range due {
 		if ctx.Err() != nil {
 			break
+		}
+		if s.Claims != nil && slots[i] != 0 {
+			ok, err := s.Claims.Claim(ctx, fmt.Sprintf("cron.%s.%d", j.ID, slots[i]))
+			if err != nil {
+				// Better a slot missed than run twice: say so.
+				s.logger().Warn(fmt.Sprintf("cron: job %q (%s) not run: its slot could not be claimed: %v", j.Name, j.ID, err))
+				continue
+			}
+			if !ok {
+				continue // another replica runs it
+			}
 		}
 		s.runOne(ctx, j)
 	}
@@ -125,15 +144,18 @@ func (s *Scheduler) Tick(ctx context.Context) (time.Time, error) {
 }
 
 // claim takes the jobs of f due at now, advancing their schedules, and
-// returns them with the earliest next run of all jobs.
-func (s *Scheduler) claim(f *File, now time.Time) ([]Job, time.Time) {
+// returns them with their slots (0: run by hand) and the earliest next
+// run of all jobs.
+func (s *Scheduler) claim(f *File, now time.Time) ([]Job, []int64, time.Time) {
 	var due []Job
+	var slots []int64
 	var next time.Time
 	nowMs := now.UnixMilli()
 	kept := f.Jobs[:0]
 	for _, j := range f.Jobs {
 		run := j.RunNow
 		j.RunNow = false
+		slotMs := int64(0)
 		if j.Enabled && j.State.NextRunAtMs == nil {
 			// Added by hand or by a writer that left the first run to us.
 			if t, ok := j.Schedule.Next(now, s.Zone); ok {
@@ -143,7 +165,8 @@ func (s *Scheduler) claim(f *File, now time.Time) ([]Job, time.Time) {
 			}
 		}
 		if j.Enabled && j.State.NextRunAtMs != nil && *j.State.NextRunAtMs <= nowMs {
-			slot := time.UnixMilli(*j.State.NextRunAtMs)
+			slotMs = *j.State.NextRunAtMs
+			slot := time.UnixMilli(slotMs)
 			if missed := s.missed(j, slot, now); missed > 0 {
 				s.logger().Warn(fmt.Sprintf("cron: job %q (%s) missed %d run(s) while the gateway was stopped; running it once now", j.Name, j.ID, missed))
 			}
@@ -155,7 +178,7 @@ func (s *Scheduler) claim(f *File, now time.Time) ([]Job, time.Time) {
 				j.State.NextRunAtMs = nil
 				if j.Schedule.Kind == KindAt {
 					if j.DeleteAfterRun {
-						due = append(due, j)
+						due, slots = append(due, j), append(slots, slotMs)
 						continue
 					}
 					j.Enabled = false
@@ -164,7 +187,7 @@ func (s *Scheduler) claim(f *File, now time.Time) ([]Job, time.Time) {
 			j.UpdatedAtMs = nowMs
 		}
 		if run {
-			due = append(due, j)
+			due, slots = append(due, j), append(slots, slotMs)
 		}
 		if j.Enabled && j.State.NextRunAtMs != nil {
 			if t := time.UnixMilli(*j.State.NextRunAtMs); next.IsZero() || t.Before(next) {
@@ -174,7 +197,7 @@ func (s *Scheduler) claim(f *File, now time.Time) ([]Job, time.Time) {
 		kept = append(kept, j)
 	}
 	f.Jobs = kept
-	return due, next
+	return due, slots, next
 }
 
 // missed counts the slots after slot that passed before now.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/gateway/clock"
+	"github.com/nbots/nb/gateway/replica"
 	"github.com/nbots/nb/internal/testbuf"
 )
 
@@ -281,5 +282,29 @@ func TestNanobotFormat(t *testing.T) {
 	os.WriteFile(st.Path, []byte("{\"version\":1,\n\"jobs\":[}"), 0o600)
 	if _, err := st.Load(); err == nil || !strings.Contains(err.Error(), "jobs.json:2: ") {
 		t.Errorf("bad syntax: %v", err)
+	}
+}
+
+// TestClaimsAcrossStores: replicas whose jobs.json are copies (one per
+// machine) run each slot once when they share claims.
+func TestClaimsAcrossStores(t *testing.T) {
+	start := time.Date(2026, 6, 1, 8, 59, 0, 0, time.UTC)
+	clock := clock.NewFake(start)
+	r := &runs{c: clock}
+	claims := &replica.Local{}
+	a, b := NewStore(t.TempDir()), NewStore(t.TempDir())
+	j := addJob(t, a, Spec{Name: "hourly", Message: "m", Cron: "0 * * * *"}, start)
+	if err := b.Edit(context.Background(), func(f *File) error { f.Jobs = append(f.Jobs, j); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	sa := &Scheduler{Store: a, RunJob: r.run, Clock: clock, Claims: claims}
+	sb := &Scheduler{Store: b, RunJob: r.run, Clock: clock, Claims: claims}
+	for h := range 3 {
+		clock.Set(time.Date(2026, 6, 1, 9+h, 0, 0, 0, time.UTC))
+		sa.Tick(context.Background())
+		sb.Tick(context.Background())
+	}
+	if got := r.get(j.ID); len(got) != 3 {
+		t.Fatalf("runs %v, want 09:00, 10:00, 11:00 once each", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,12 +37,28 @@ type Dispatcher struct {
 	// Undeliverable is told about a message that could not be delivered,
 	// with the reason (the session records it); nil only logs it.
 	Undeliverable func(m bus.Outbound, reason string)
+	// Delivered, when set, is a record of delivered final replies shared
+	// with other replicas (package gateway/bus/jetstream has one): a reply
+	// one replica delivered is not delivered again by another that gets
+	// it after a crash. Nil keeps the record in this process only.
+	Delivered Record
+	// Fanout are the channels whose messages reach every replica (the
+	// web chat's: its sockets live in one of them); one this replica
+	// cannot deliver is another's, not an error.
+	Fanout []string
 
 	mu       sync.Mutex
 	next     map[string]time.Time // destination -> when it may be sent to again
 	sent     map[string]bool      // turn+destination of delivered final replies
 	sentFIFO []string
 	progress map[string]string // turn+destination -> id of the progress message to edit
+}
+
+// Record remembers which final replies, by (turn, destination), were
+// delivered.
+type Record interface {
+	Seen(ctx context.Context, key string) (bool, error)
+	Record(ctx context.Context, key string) error
 }
 
 // sentWindow is how many delivered (turn, destination) pairs are kept.
@@ -95,6 +112,14 @@ func (d *Dispatcher) Deliver(ctx context.Context, ch channel.Channel, m bus.Outb
 		d.mu.Lock()
 		done := d.sent[key]
 		d.mu.Unlock()
+		if !done && d.Delivered != nil {
+			seen, err := d.Delivered.Seen(ctx, key)
+			if err != nil {
+				// Delivering twice beats never delivering.
+				d.log().Warn("delivered replies unknown, delivering", "channel", m.Channel, "chat", m.ChatID, "error", err)
+			}
+			done = seen
+		}
 		if done {
 			return nil
 		}
@@ -146,6 +171,11 @@ func (d *Dispatcher) Deliver(ctx context.Context, ch channel.Channel, m bus.Outb
 				d.progress[key] = id
 			}
 			d.mu.Unlock()
+			if final && m.Turn != "" && d.Delivered != nil {
+				if err := d.Delivered.Record(context.WithoutCancel(ctx), key); err != nil {
+					d.log().Warn("delivered reply not recorded", "channel", m.Channel, "chat", m.ChatID, "error", err)
+				}
+			}
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -213,6 +243,10 @@ func (d *Dispatcher) mark(m bus.Outbound, after time.Duration) {
 }
 
 func (d *Dispatcher) undeliverable(m bus.Outbound, reason string) {
+	if slices.Contains(d.Fanout, m.Channel) {
+		d.log().Debug("not for this replica", "channel", m.Channel, "chat", m.ChatID, "reason", reason)
+		return
+	}
 	if m.Kind == bus.Progress || m.Kind == bus.ToolHint {
 		d.log().Info("progress not delivered", "channel", m.Channel, "chat", m.ChatID, "reason", reason)
 		return

@@ -142,3 +142,61 @@ func TestPacedPerDestination(t *testing.T) {
 	ch.mu.Unlock()
 	close(ch.block)
 }
+
+// sharedRecord is a Record two dispatchers share, as replicas share the
+// bus's.
+type sharedRecord struct {
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+func (r *sharedRecord) Seen(_ context.Context, key string) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.keys[key], nil
+}
+
+func (r *sharedRecord) Record(_ context.Context, key string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.keys[key] = true
+	return nil
+}
+
+// A final reply one replica delivered is not delivered by another that
+// gets it again (its first replica died before acknowledging it).
+func TestDeliveredAcrossReplicas(t *testing.T) {
+	ch := &fakeChannel{}
+	rec := &sharedRecord{keys: map[string]bool{}}
+	a := &Dispatcher{Log: quiet(), Delivered: rec}
+	b := &Dispatcher{Log: quiet(), Delivered: rec}
+	m := bus.Outbound{Kind: bus.Message, Channel: "fake", ChatID: "a", Content: "hi", Turn: "t1"}
+	ctx := context.Background()
+	if err := a.Deliver(ctx, ch, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Deliver(ctx, ch, m); err != nil {
+		t.Fatal(err)
+	}
+	m.ChatID = "b"
+	if err := b.Deliver(ctx, ch, m); err != nil {
+		t.Fatal(err)
+	}
+	if len(ch.sends) != 2 {
+		t.Fatalf("%d sends, want 2 (one per destination)", len(ch.sends))
+	}
+}
+
+// A fan-out channel's message this replica cannot deliver (the web chat
+// is open on another replica) is not reported undeliverable.
+func TestFanoutNotForThisReplica(t *testing.T) {
+	ch := &fakeChannel{errs: map[string][]error{"a": {&channel.Undeliverable{Reason: "no web chat is open on chat a"}}}}
+	var reported int
+	d := &Dispatcher{Log: quiet(), Fanout: []string{"fake"}, Undeliverable: func(bus.Outbound, string) { reported++ }}
+	if err := d.Deliver(context.Background(), ch, bus.Outbound{Kind: bus.Message, Channel: "fake", ChatID: "a", Content: "hi", Turn: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	if reported != 0 {
+		t.Fatal("reported undeliverable")
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/gateway/clock"
+	"github.com/nbots/nb/gateway/replica"
 )
 
 // Template is nanobot's HEARTBEAT.md template: a file equal to it has no
@@ -68,6 +69,9 @@ type Service struct {
 	Zone *time.Location
 	// Log receives warnings; nil discards them.
 	Log *slog.Logger
+	// Claims, when set, is asked before each beat (key "heartbeat.<start
+	// of the interval>"): replicas beat once per interval between them.
+	Claims replica.Claims
 }
 
 // Run beats every Interval until ctx ends.
@@ -81,6 +85,15 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-s.clock().After(interval):
+		}
+		if s.Claims != nil {
+			ok, err := s.Claims.Claim(ctx, replica.Slot("heartbeat", s.clock().Now(), interval))
+			if err != nil && ctx.Err() == nil {
+				s.logger().Warn("heartbeat: not beating: " + err.Error())
+			}
+			if !ok {
+				continue
+			}
 		}
 		if _, err := s.Beat(ctx); err != nil && ctx.Err() == nil {
 			s.logger().Warn("heartbeat: " + err.Error())

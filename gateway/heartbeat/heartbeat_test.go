@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/gateway/clock"
+	"github.com/nbots/nb/gateway/replica"
 )
 
 // runDay runs the service for 24 hours of a fake clock and returns how
@@ -115,5 +116,44 @@ func TestPromptBudget(t *testing.T) {
 	}
 	if !strings.HasSuffix(p, "more lines: read HEARTBEAT.md)") || !strings.Contains(p, "- [ ] task number ééé") {
 		t.Errorf("prompt ends %q", p[len(p)-80:])
+	}
+}
+
+// TestClaimedOnceAcrossReplicas: two replicas beating on the same clock
+// with shared claims beat once per interval between them.
+func TestClaimedOnceAcrossReplicas(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "HEARTBEAT.md"), []byte("- [ ] water the plants\n"), 0o600)
+	fake := clock.NewFake(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
+	var calls atomic.Int32
+	claims := &replica.Local{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	for range 2 {
+		s := &Service{Workspace: dir, Interval: 1800 * time.Second, Clock: fake, Claims: claims, Execute: func(context.Context, string) error {
+			calls.Add(1)
+			return nil
+		}}
+		go func() { done <- s.Run(ctx) }()
+	}
+	wait := func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for fake.Waiters() < 2 {
+			if time.Now().After(deadline) {
+				t.Fatal("the services do not wait for their next beat")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for range 10 {
+		wait()
+		fake.Advance(1800 * time.Second)
+	}
+	wait()
+	cancel()
+	<-done
+	<-done
+	if n := calls.Load(); n != 10 {
+		t.Fatalf("%d beats in 10 intervals, want 10", n)
 	}
 }

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nbots/nb/gateway/bus/jetstream"
+	"github.com/nbots/nb/gateway/config"
+	"github.com/nbots/nb/gateway/cron"
+)
+
+// scaleOut is what replicas of nb gateway share when it runs with --bus
+// (issue 24): the bus on NATS JetStream, the elections of receive loops,
+// cron and the heartbeat, the claims of their slots and the record of
+// delivered replies. nil is one gateway alone, in process.
+type scaleOut struct {
+	id        string
+	bus       *jetstream.Bus
+	elector   *jetstream.Elector
+	claims    *jetstream.Claims
+	delivered *jetstream.Delivered
+}
+
+// gatewayBusURL is the bus to use: --bus, else NB_BUS, else gateway.bus.
+func (a *App) gatewayBusURL(flag string, c *config.Config) string {
+	if flag != "" {
+		return flag
+	}
+	if v := a.Getenv("NB_BUS"); v != "" {
+		return v
+	}
+	return c.Gateway.Bus
+}
+
+// openScaleOut connects to the bus at raw; "" is nil (in process). A bus
+// that cannot be reached at start is an error naming it, credentials
+// redacted; after the start, the client reconnects by itself and /ready
+// says while it cannot.
+func openScaleOut(ctx context.Context, raw string, log *slog.Logger) (*scaleOut, error) {
+	if raw == "" {
+		return nil, nil
+	}
+	host, _ := os.Hostname()
+	var r [4]byte
+	rand.Read(r[:]) //nolint:errcheck // never fails
+	id := fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(r[:]))
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	b, err := jetstream.Dial(dctx, raw, "nb gateway "+id, jetstream.Options{Log: log})
+	if err != nil {
+		return nil, err
+	}
+	sc := &scaleOut{id: id, bus: b}
+	if sc.elector, err = b.Elector(dctx, id, 0); err == nil {
+		if sc.claims, err = b.Claims(dctx, id); err == nil {
+			sc.delivered, err = b.Delivered(dctx)
+		}
+	}
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("bus %s: %w", jetstream.Redact(raw), err)
+	}
+	log.Info("bus", "url", jetstream.Redact(raw), "replica", id)
+	return sc, nil
+}
+
+// leadOrRun runs fn under the election of key when replicas share a
+// bus, else at once.
+func (rt *gatewayRuntime) leadOrRun(ctx context.Context, key string, fn func(context.Context) error) error {
+	if rt.Gateway.Elector == nil {
+		return fn(ctx)
+	}
+	return rt.Gateway.Elector.Lead(ctx, key, fn, nil)
+}
+
+// runScheduler runs the cron scheduler; with replicas, on the elected
+// one, waiting out the file lock of a leader that is stepping down.
+func (rt *gatewayRuntime) runScheduler(ctx context.Context, sched *cron.Scheduler) error {
+	return rt.leadOrRun(ctx, "cron", func(ctx context.Context) error {
+		for {
+			err := sched.Run(ctx)
+			if !errors.Is(err, cron.ErrRunning) {
+				return err
+			}
+			if rt.Gateway.Elector == nil {
+				rt.Log.Warn("cron: " + err.Error() + ": this gateway runs none")
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+		}
+	})
+}
+
+// identityKeys are the keys of a channel's section that name its
+// account on the platform (a Telegram bot's token, a mailbox).
+var identityKeys = []string{"token", "botToken", "appToken", "accessToken", "userId", "homeserver", "imapHost", "imapUsername", "clientId", "appId"}
+
+// channelAccount identifies the account of channels.<name> for the
+// election of its receive loop (hashed before it leaves the process).
+func channelAccount(name string, raw json.RawMessage) string {
+	var section map[string]any
+	if json.Unmarshal(raw, &section) != nil {
+		return name + "\x00" + string(raw)
+	}
+	var parts []string
+	for _, k := range identityKeys {
+		if v, ok := section[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	if len(parts) == 0 {
+		return name + "\x00" + string(raw)
+	}
+	slices.Sort(parts)
+	return name + "\x00" + strings.Join(parts, "\x00")
+}

@@ -1,0 +1,78 @@
+// Package replica is what the replicas of one gateway agree on besides
+// their messages: which replica runs a piece of work that must run once
+// (a channel account's receive loop: an election) and which one takes a
+// one-time event (a cron slot, a heartbeat: a claim). Local is the
+// single-process case; package gateway/bus/jetstream implements both on
+// a JetStream key-value bucket.
+package replica
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Elector runs work that must run on one replica at a time.
+type Elector interface {
+	// Lead runs fn while this replica leads key, and only then: fn's
+	// context ends when leadership is lost (or ctx ends), and fn runs
+	// again when it is won back. Lead returns when ctx ends. standby, if
+	// not nil, is called each time another replica is found leading.
+	Lead(ctx context.Context, key string, fn func(context.Context) error, standby func()) error
+}
+
+// Claims hands out one-time events.
+type Claims interface {
+	// Claim reports whether this replica is the first to claim key
+	// (within the claims' memory, a day at least).
+	Claim(ctx context.Context, key string) (bool, error)
+}
+
+// Stopper reaches the other replicas' turns of a session (/stop).
+type Stopper interface {
+	// Stop cancels the session's turns on the other replicas and says
+	// how many there were.
+	Stop(ctx context.Context, key string) (int, error)
+}
+
+// Local is one process alone: it always leads, and remembers the claims
+// of the last 4,096 keys.
+type Local struct {
+	mu    sync.Mutex
+	seen  map[string]bool
+	order []string
+}
+
+// Lead implements Elector: fn runs at once; when it returns before ctx
+// ends (a channel's final error), it is not run again.
+func (l *Local) Lead(ctx context.Context, key string, fn func(context.Context) error, standby func()) error {
+	return fn(ctx)
+}
+
+// Claim implements Claims.
+func (l *Local) Claim(ctx context.Context, key string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = map[string]bool{}
+	}
+	if l.seen[key] {
+		return false, nil
+	}
+	l.seen[key] = true
+	l.order = append(l.order, key)
+	if len(l.order) > 4096 {
+		delete(l.seen, l.order[0])
+		l.order = l.order[1:]
+	}
+	return true, nil
+}
+
+// Slot is the key of the interval slot holding t (the heartbeat's): the
+// same on every replica for the same interval.
+func Slot(prefix string, t time.Time, interval time.Duration) string {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	return prefix + "." + t.Truncate(interval).UTC().Format("20060102T150405")
+}
