@@ -133,6 +133,7 @@ func Start(o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	reapOrphans(bin)
 	c := &Cluster{bin: bin, password: randomHex(12)}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
@@ -146,6 +147,10 @@ func Start(o Options) (*Cluster, error) {
 		return nil, err
 	}
 	if err := c.chown(c.dir); err != nil {
+		c.remove()
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "owner"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		c.remove()
 		return nil, err
 	}
@@ -192,6 +197,28 @@ func Start(o Options) (*Cluster, error) {
 	}
 	c.remove()
 	return nil, fmt.Errorf("pgtest: no free port after five tries")
+}
+
+// reapOrphans stops the clusters of test processes that died without
+// stopping theirs (killed by go test's timeout, say): each cluster's
+// folder names its owner's pid.
+func reapOrphans(bin string) {
+	owners, _ := filepath.Glob(filepath.Join(os.TempDir(), "nb-pgtest-*", "owner"))
+	for _, f := range owners {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(string(b))
+		if err != nil || pid <= 0 || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			continue
+		}
+		orphan := &Cluster{dir: filepath.Dir(f), bin: bin}
+		if u, err := user.Lookup("postgres"); err == nil && os.Geteuid() == 0 {
+			orphan.runAs = u
+		}
+		orphan.Stop()
+	}
 }
 
 // URL is the address of database db, with the cluster's credentials.

@@ -2,6 +2,8 @@ package pgtest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -44,5 +46,31 @@ func TestNew(t *testing.T) {
 	}
 	if err := c.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReapOrphans: a cluster whose test process died is stopped and
+// removed by the next Start.
+func TestReapOrphans(t *testing.T) {
+	Shared(t) // skips without PostgreSQL
+	c, err := Start(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	// A pid that no process has: the highest the kernel allows is lower.
+	if err := os.WriteFile(filepath.Join(c.dir, "owner"), []byte("2147483646"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Start(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	if _, err := os.Stat(c.dir); !os.IsNotExist(err) {
+		t.Fatalf("the orphan's folder is still there: %v", err)
+	}
+	if err := c.Exec(context.Background(), "SELECT 1"); err == nil {
+		t.Fatal("the orphan cluster still answers")
 	}
 }
