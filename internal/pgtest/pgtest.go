@@ -75,11 +75,7 @@ func Main(m *testing.M) {
 // password.
 func New(t testing.TB) string {
 	t.Helper()
-	sharedOnce.Do(func() { shared, sharedErr = Start(Options{}) })
-	if sharedErr != nil {
-		unavailable(t, sharedErr)
-	}
-	u, err := shared.NewDatabase(context.Background())
+	u, err := Shared(t).NewDatabase(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +86,10 @@ func New(t testing.TB) string {
 // or skips the test like New.
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
-	New(t)
+	sharedOnce.Do(func() { shared, sharedErr = Start(Options{}) })
+	if sharedErr != nil {
+		unavailable(t, sharedErr)
+	}
 	return shared
 }
 
