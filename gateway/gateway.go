@@ -137,9 +137,12 @@ func (i inbox) Publish(ctx context.Context, m bus.Inbound) error {
 // before it took it, the bus delivers it as the next turn; when the turn
 // took it, handle skips it. So it is never lost and never answered twice.
 // Commands, messages without an id (they could not be recognised) and
-// senders not allowed are left to the bus alone.
+// senders not allowed are left to the bus alone. So are all messages
+// when other replicas share the bus (Others is set): its copy may reach
+// another replica, which does not know the turn here took it and would
+// answer it again.
 func (g *Gateway) offer(m bus.Inbound) {
-	if m.ID == "" || m.Channel == SystemChan || strings.HasPrefix(strings.TrimSpace(m.Content), "/") || len(m.Media) > 0 {
+	if g.Others != nil || m.ID == "" || m.Channel == SystemChan || strings.HasPrefix(strings.TrimSpace(m.Content), "/") || len(m.Media) > 0 {
 		return
 	}
 	g.mu.Lock()

@@ -130,3 +130,30 @@ func TestStatusShowsTheContext(t *testing.T) {
 		t.Fatal(m.Content)
 	}
 }
+
+// stopNone is a replica.Stopper of other replicas that run nothing.
+type stopNone struct{}
+
+func (stopNone) Stop(context.Context, string) (int, error) { return 0, nil }
+
+// With other replicas on the bus, a message that arrives while its
+// session's turn runs is not given to that turn: the bus's copy could
+// reach another replica, which would answer it a second time. It is the
+// next turn.
+func TestSteeringOffWithReplicas(t *testing.T) {
+	h, r := steeringHarness(t)
+	h.g.Others = stopNone{}
+	h.send(t, tgID("m1", "work"))
+	<-r.started
+	h.send(t, tgID("m2", "use metric units"))
+	close(r.proceed)
+	if m := h.next(t); m.Content != "done: work" {
+		t.Fatalf("answer %q, want the turn without the second message", m.Content)
+	}
+	if in := <-r.started; in != "use metric units" {
+		t.Fatalf("the next turn ran %q, want the second message", in)
+	}
+	if m := h.next(t); m.Content != "done: use metric units" {
+		t.Fatalf("answer %q", m.Content)
+	}
+}
