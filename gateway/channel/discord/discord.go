@@ -163,7 +163,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 	last := map[string]string{}
 	if saved != "" {
 		if err := json.Unmarshal([]byte(saved), &last); err != nil {
-			return fmt.Errorf("discord: the saved positions in %s are not readable: %v", cursor.Path, err)
+			return fmt.Errorf("discord: the saved positions in %s are not readable: %v", cursor, err)
 		}
 	}
 	c.mu.Lock()

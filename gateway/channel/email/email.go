@@ -217,7 +217,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 	}
 	pos, err := parsePosition(saved)
 	if err != nil {
-		return fmt.Errorf("email: %s: %w", cursor.Path, err)
+		return fmt.Errorf("email: %s: %w", cursor, err)
 	}
 	rs, err := loadReplied(c.env)
 	if err != nil {

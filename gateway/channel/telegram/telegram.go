@@ -209,7 +209,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 	var offset int64
 	if saved != "" {
 		if offset, err = strconv.ParseInt(saved, 10, 64); err != nil {
-			return fmt.Errorf("telegram: the saved update offset in %s is not a number: %q", cursor.Path, saved)
+			return fmt.Errorf("telegram: the saved update offset in %s is not a number: %q", cursor, saved)
 		}
 	}
 	b := &channel.Backoff{Base: c.retryBase, Max: c.retryMax}
