@@ -28,6 +28,7 @@ type scaleOut struct {
 	elector   *jetstream.Elector
 	claims    *jetstream.Claims
 	delivered *jetstream.Delivered
+	positions *jetstream.Positions // the receive positions (gateway_shared.go)
 }
 
 // gatewayBusURL is the bus to use: --bus, else NB_BUS, else gateway.bus.
