@@ -57,6 +57,8 @@ type gatewayRuntime struct {
 	Background []func(ctx context.Context) error
 	// Claims are the slots' claims shared by replicas (--bus); nil alone.
 	Claims replica.Claims
+	// Counters are the budgets' sums shared by replicas (--bus); nil alone.
+	Counters replica.Counters
 	// Scale is what replicas share (--bus); nil alone.
 	Scale *scaleOut
 }
@@ -259,7 +261,7 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 	}
 	rt := &gatewayRuntime{App: a, Config: c, Host: host, Bot: b, Gateway: g, Sessions: sessions, Access: checker, Log: log}
 	if sc != nil {
-		g.Bus, g.Elector, rt.Claims, rt.Scale = sc.bus, sc.elector, sc.claims, sc
+		g.Bus, g.Elector, rt.Claims, rt.Counters, rt.Scale = sc.bus, sc.elector, sc.claims, sc.counters, sc
 		stops, err := sc.bus.Stopper(sc.id, g.StopHere)
 		if err != nil {
 			rt.close()
