@@ -89,7 +89,7 @@ func (p *Pairings) Update(change func(*access.Book)) (access.Book, error) {
 		} else {
 			next, err = p.kv.Update(ctx, pairingKey, data, rev)
 		}
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if isConflict(err) {
 			continue // another replica wrote first: change the newer book
 		}
 		if err != nil {

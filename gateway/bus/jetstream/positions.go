@@ -76,7 +76,7 @@ func (p *Positions) Open(ctx context.Context, key string, file channel.Cursor) (
 				return nil, fmt.Errorf("receive position %s: the position to start from: %w", key, ferr)
 			}
 			rev, err := p.kv.Create(ctx, c.key, c.encode(pos))
-			if errors.Is(err, jetstream.ErrKeyExists) {
+			if isConflict(err) {
 				continue // another replica created it meanwhile
 			}
 			if err != nil {
@@ -99,7 +99,7 @@ func (p *Positions) Open(ctx context.Context, key string, file channel.Cursor) (
 		// replica that held it (if it still runs, having lost its
 		// election) can no longer move it.
 		rev, err := p.kv.Update(ctx, c.key, c.encode(v.Position), e.Revision())
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if isConflict(err) {
 			continue // moved meanwhile: read it again
 		}
 		if err != nil {
@@ -145,7 +145,7 @@ func (c *Position) Save(pos string) error {
 			c.pos, c.rev = pos, rev
 			return nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+		if !isConflict(err) {
 			return fmt.Errorf("save receive position %s: %w", c.name, cleanErr(err))
 		}
 		// The key moved: by another replica, or by this one's previous
