@@ -225,11 +225,18 @@ func (c *Checker) channelLocked(r Request) Decision {
 		}
 	}
 	code := c.newCodeLocked()
-	given := ""
+	given, paired := "", false
 	err := c.updateLocked(func(s *Book) error {
-		// Another process may have given one meanwhile (a replica that
-		// handled the sender's previous message): that one stays.
-		given = ""
+		// Another process may have paired the sender, or given them a
+		// code (a replica that handled their previous message), since
+		// the book was read: that stays.
+		given, paired = "", false
+		for _, a := range s.Approved {
+			if a.Channel == r.Channel && a.SenderID == r.SenderID {
+				paired = true
+				return nil
+			}
+		}
 		for _, p := range s.Pending {
 			if p.Channel == r.Channel && p.SenderID == r.SenderID && now.Before(p.Expires) {
 				given = p.Code
@@ -241,6 +248,10 @@ func (c *Checker) channelLocked(r Request) Decision {
 	})
 	if err != nil {
 		return Decision{Reason: "pairing store: " + err.Error()}
+	}
+	if paired {
+		c.record(r.Channel, r.ChatID)
+		return Decision{Verdict: Allow, Reason: "paired"}
 	}
 	if given != "" {
 		return Decision{Verdict: Pair, Code: given, Reason: "waiting for pairing"}

@@ -130,3 +130,31 @@ func TestPairingImport(t *testing.T) {
 		t.Fatalf("the imported approval on another replica: %+v", d)
 	}
 }
+
+// Each replica's copy stays current after the NATS server restarts (its
+// watch opened again).
+func TestPairingAfterServerRestart(t *testing.T) {
+	s := natstest.Start(t)
+	_, pa := replicaChecker(t, s.URL())
+	b, _ := replicaChecker(t, s.URL())
+	s.Restart(t)
+	eve := access.Request{Entry: access.Channel, Channel: "telegram", SenderID: "333|eve", ChatID: "333"}
+	deadline := time.Now().Add(10 * time.Second)
+	var d access.Decision
+	for d = b.Authorize(eve); d.Verdict != access.Pair; d = b.Authorize(eve) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no code after the restart: %+v", d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := b.Approve(d.Code); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(2 * time.Second)
+	for len(pa.Read().Approved) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the approval given after the restart is not in the other replica's copy")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
