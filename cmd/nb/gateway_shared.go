@@ -71,15 +71,13 @@ func sharedPairings(ctx context.Context, b *jetstream.Bus, path string, info fun
 // name whose section is raw (nil without a bus): the key is the
 // position's name and a hash of the channel's account, as its receive
 // loop's election.
-func (rt *gatewayRuntime) sharedPosition(name string, raw json.RawMessage) func(string, channel.FileCursor) (channel.Cursor, error) {
+func (rt *gatewayRuntime) sharedPosition(name string, raw json.RawMessage) func(context.Context, string, channel.FileCursor) (channel.Cursor, error) {
 	if rt.Scale == nil || rt.Scale.positions == nil {
 		return nil
 	}
 	hash := replica.AccountHash(name, channelAccount(name, raw))
 	positions := rt.Scale.positions
-	return func(position string, file channel.FileCursor) (channel.Cursor, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
+	return func(ctx context.Context, position string, file channel.FileCursor) (channel.Cursor, error) {
 		return positions.Open(ctx, position+"."+hash, file)
 	}
 }

@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,8 +25,9 @@ type Env struct {
 	// OpenPosition, when set, keeps the receive positions somewhere else
 	// than StateDir's files (the bus that replicas on several machines
 	// share): it opens the named position, which starts from file's when
-	// it has none yet.
-	OpenPosition func(name string, file FileCursor) (Cursor, error)
+	// it has none yet. ctx is the receive loop's: it ends when the loop
+	// stops (its replica lost the election).
+	OpenPosition func(ctx context.Context, name string, file FileCursor) (Cursor, error)
 	// Logger receives the channel's events, secrets redacted (nil: discard).
 	Logger *slog.Logger
 	// Guard checks every connection that fetches inbound media, as it does
@@ -80,14 +82,15 @@ type FileCursor struct {
 	Path string
 }
 
-// Cursor opens the named channel's position: where OpenPosition says
-// when it is set, else the file <name>.cursor under StateDir.
-func (e Env) Cursor(channel string) (Cursor, error) {
+// Cursor opens the named channel's position for the receive loop
+// running with ctx: where OpenPosition says when it is set, else the
+// file <name>.cursor under StateDir.
+func (e Env) Cursor(ctx context.Context, channel string) (Cursor, error) {
 	file, err := e.FileCursor(channel)
 	if err != nil || e.OpenPosition == nil {
 		return file, err
 	}
-	return e.OpenPosition(channel, file)
+	return e.OpenPosition(ctx, channel, file)
 }
 
 // FileCursor is the named channel's position file under StateDir.
@@ -140,10 +143,10 @@ func (c FileCursor) Save(pos string) error {
 	return nil
 }
 
-// Position opens the named channel's position and reads it ("" when
-// there is none yet).
-func (e Env) Position(channel string) (Cursor, string, error) {
-	c, err := e.Cursor(channel)
+// Position opens the named channel's position for the receive loop
+// running with ctx and reads it ("" when there is none yet).
+func (e Env) Position(ctx context.Context, channel string) (Cursor, string, error) {
+	c, err := e.Cursor(ctx, channel)
 	if err != nil {
 		return nil, "", err
 	}

@@ -63,52 +63,83 @@ type Position struct {
 // Open opens the position key (a channel's position name and a hash of
 // its account: never a token) and takes it over. When the bucket has no
 // position yet, it starts from file's (a gateway that used files before
-// the bus) and says so in the log.
+// the bus) and says so in the log. While the bus does not answer, Open
+// waits for it (saying so in the log) until ctx, the receive loop's,
+// ends.
 func (p *Positions) Open(ctx context.Context, key string, file channel.Cursor) (*Position, error) {
 	var nonce [4]byte
 	rand.Read(nonce[:]) //nolint:errcheck // never fails
 	c := &Position{p: p, name: key, key: kvKey(key), holder: p.id + "/" + hex.EncodeToString(nonce[:])}
-	for range 20 {
-		e, err := p.kv.Get(ctx, c.key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			pos, ferr := file.Load()
-			if ferr != nil {
-				return nil, fmt.Errorf("receive position %s: the position to start from: %w", key, ferr)
-			}
-			rev, err := p.kv.Create(ctx, c.key, c.encode(pos))
-			if isConflict(err) {
-				continue // another replica created it meanwhile
-			}
-			if err != nil {
-				return nil, fmt.Errorf("receive position %s: %w", key, cleanErr(err))
-			}
-			if pos != "" {
-				p.b.opt.Log.Info("receive position: none on the bus yet, starting from the file's, kept on the bus from now on", "position", key, "file", file.String(), "bucket", p.bucketName())
-			}
-			c.pos, c.rev = pos, rev
+	wait := 250 * time.Millisecond
+	for conflicts := 0; conflicts < 20; {
+		actx, cancel := context.WithTimeout(ctx, positionTimeout)
+		conflict, err := c.open(actx, file)
+		cancel()
+		switch {
+		case err == nil && !conflict:
 			return c, nil
+		case conflict:
+			conflicts++ // moved meanwhile: read it again
+		case errors.Is(err, errUnreadable) || ctx.Err() != nil:
+			return nil, fmt.Errorf("receive position %s: %w", key, err)
+		default:
+			p.b.opt.Log.Warn("receive position: "+err.Error()+"; trying again", "position", key, "in", wait)
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("receive position %s: %w", key, err)
+			case <-time.After(wait):
+			}
+			wait = min(wait*2, 5*time.Second)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("receive position %s: %w", key, cleanErr(err))
-		}
-		var v positionValue
-		if err := json.Unmarshal(e.Value(), &v); err != nil {
-			return nil, fmt.Errorf("receive position %s in bucket %s is not readable: %v", key, p.bucketName(), err)
-		}
-		// Taking it over: a write at the revision read, so that the
-		// replica that held it (if it still runs, having lost its
-		// election) can no longer move it.
-		rev, err := p.kv.Update(ctx, c.key, c.encode(v.Position), e.Revision())
-		if isConflict(err) {
-			continue // moved meanwhile: read it again
-		}
-		if err != nil {
-			return nil, fmt.Errorf("receive position %s: %w", key, cleanErr(err))
-		}
-		c.pos, c.rev = v.Position, rev
-		return c, nil
 	}
 	return nil, fmt.Errorf("receive position %s: changed by other replicas at every attempt to open it", key)
+}
+
+// errUnreadable marks what trying again does not mend.
+var errUnreadable = errors.New("not readable")
+
+// open tries once to take the position over; conflict is true when
+// another replica wrote it in between.
+func (c *Position) open(ctx context.Context, file channel.Cursor) (conflict bool, err error) {
+	p := c.p
+	e, err := p.kv.Get(ctx, c.key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		pos, ferr := file.Load()
+		if ferr != nil {
+			return false, fmt.Errorf("%w: the position to start from: %w", errUnreadable, ferr)
+		}
+		rev, err := p.kv.Create(ctx, c.key, c.encode(pos))
+		if isConflict(err) {
+			return true, nil // another replica created it meanwhile
+		}
+		if err != nil {
+			return false, cleanErr(err)
+		}
+		if pos != "" {
+			p.b.opt.Log.Info("receive position: none on the bus yet, starting from the file's, kept on the bus from now on", "position", c.name, "file", file.String(), "bucket", p.bucketName())
+		}
+		c.pos, c.rev = pos, rev
+		return false, nil
+	}
+	if err != nil {
+		return false, cleanErr(err)
+	}
+	var v positionValue
+	if err := json.Unmarshal(e.Value(), &v); err != nil {
+		return false, fmt.Errorf("%w: the value in bucket %s: %v", errUnreadable, p.bucketName(), err)
+	}
+	// Taking it over: a write at the revision read, so that the replica
+	// that held it (if it still runs, having lost its election) can no
+	// longer move it.
+	rev, err := p.kv.Update(ctx, c.key, c.encode(v.Position), e.Revision())
+	if isConflict(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, cleanErr(err)
+	}
+	c.pos, c.rev = v.Position, rev
+	return false, nil
 }
 
 func (p *Positions) bucketName() string { return p.b.opt.Namespace + "_positions" }

@@ -207,3 +207,34 @@ func BenchmarkPositionSave(b *testing.B) {
 		}
 	})
 }
+
+// A receive loop elected while the bus is away waits for it to open its
+// position, and gives up when its context ends.
+func TestPositionsOpenWaitsForTheBus(t *testing.T) {
+	s := natstest.Start(t)
+	a := positions(t, s.URL(), "replica-a", nil)
+	s.Shutdown()
+	s.WaitForShutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	_, err := a.Open(ctx, "telegram.0123abcd", fileCursor(t, "100"))
+	cancel()
+	if err == nil {
+		t.Fatal("opened without a bus")
+	}
+	restarted := make(chan bool)
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		s.Restart(t)
+		close(restarted)
+	}()
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := a.Open(ctx, "telegram.0123abcd", fileCursor(t, "100"))
+	<-restarted
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := load(t, c); got != "100" {
+		t.Fatalf("opened at %q", got)
+	}
+}

@@ -156,7 +156,7 @@ func status(err error) int {
 
 // Run connects to the Gateway and receives until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	cursor, saved, err := c.env.Position(Name)
+	cursor, saved, err := c.env.Position(ctx, Name)
 	if err != nil {
 		return fmt.Errorf("discord: %w", err)
 	}

@@ -202,7 +202,7 @@ func final(err error) error {
 
 // Run connects (getMe), then long-polls until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	cursor, saved, err := c.env.Position(Name)
+	cursor, saved, err := c.env.Position(ctx, Name)
 	if err != nil {
 		return fmt.Errorf("telegram: %w", err)
 	}
