@@ -21,7 +21,7 @@ import (
 // scaleOut is what replicas of nb gateway share when it runs with --bus
 // (issue 24): the bus on NATS JetStream, the elections of receive loops,
 // cron and the heartbeat, the claims of their slots, the record of
-// delivered replies and the budgets' counts. nil is one gateway alone, in process.
+// delivered replies, the budgets' counts and steering. nil is one gateway alone, in process.
 type scaleOut struct {
 	id        string
 	bus       *jetstream.Bus
@@ -29,6 +29,7 @@ type scaleOut struct {
 	claims    *jetstream.Claims
 	delivered *jetstream.Delivered
 	counters  *jetstream.Counters
+	steering  *jetstream.Steering
 	positions *jetstream.Positions // the receive positions (gateway_shared.go)
 }
 
@@ -65,7 +66,9 @@ func openScaleOut(ctx context.Context, raw string, log *slog.Logger) (*scaleOut,
 	if sc.elector, err = b.Elector(dctx, id, 0); err == nil {
 		if sc.claims, err = b.Claims(dctx, id); err == nil {
 			if sc.delivered, err = b.Delivered(dctx); err == nil {
-				sc.counters, err = b.Counters(dctx, "budget")
+				if sc.counters, err = b.Counters(dctx, "budget"); err == nil {
+					sc.steering, err = b.Steering(dctx)
+				}
 			}
 		}
 	}
