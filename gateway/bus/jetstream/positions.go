@@ -182,8 +182,13 @@ func (c *Position) Save(pos string) error {
 		// The key moved: by another replica, or by this one's previous
 		// write whose answer was lost (it holds this opening's holder).
 		e, gerr := c.p.kv.Get(ctx, c.key)
-		if gerr != nil {
+		if errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			// Deleted (by hand): the next receive loop to open it
+			// starts it again.
 			return fmt.Errorf("save receive position %s: %w", c.name, channel.ErrPositionTaken)
+		}
+		if gerr != nil {
+			return fmt.Errorf("save receive position %s: %w", c.name, cleanErr(gerr))
 		}
 		var v positionValue
 		if json.Unmarshal(e.Value(), &v) != nil || v.Holder != c.holder {
