@@ -140,3 +140,51 @@ func TestCorruptedStoreResets(t *testing.T) {
 		t.Fatal(warned)
 	}
 }
+
+// stalePairings is a shared store whose copy lags behind: Read returns
+// what it held before another replica's change.
+type stalePairings struct {
+	*FilePairings
+	copy Book
+}
+
+func (s *stalePairings) Read() Book { return s.copy }
+
+// A sender paired, or given a code, by another replica since this one's
+// copy was read is not given a new code.
+func TestChangedMeanwhile(t *testing.T) {
+	c, now := newChecker(t)
+	store := &stalePairings{FilePairings: &FilePairings{Path: c.Store}}
+	c.Shared = store
+	if _, err := store.Update(func(b *Book) {
+		b.Approved = append(b.Approved, Approval{Channel: "telegram", SenderID: "333|eve", ChatID: "333"})
+		b.Pending = append(b.Pending, Pending{Code: "ABCD-EFGH", Channel: "slack", SenderID: "U9", Expires: now.Add(time.Minute)})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Authorize(Request{Entry: Channel, Channel: "telegram", SenderID: "333|eve", ChatID: "333"}); d.Verdict != Allow {
+		t.Fatalf("paired meanwhile: %+v", d)
+	}
+	if d := c.Authorize(Request{Entry: Channel, Channel: "slack", SenderID: "U9", ChatID: "D9"}); d.Verdict != Pair || d.Code != "ABCD-EFGH" || d.NewCode {
+		t.Fatalf("given a code meanwhile: %+v", d)
+	}
+	if n := len(store.FilePairings.Read().Pending); n != 1 {
+		t.Fatalf("%d codes waiting, want 1", n)
+	}
+}
+
+// Merge adds what the book lacks, once.
+func TestMerge(t *testing.T) {
+	var b Book
+	b.Approved = []Approval{{Channel: "telegram", SenderID: "1"}}
+	file := Book{
+		Approved: []Approval{{Channel: "telegram", SenderID: "1"}, {Channel: "telegram", SenderID: "2"}, {Channel: "slack", SenderID: "1"}},
+		Pending:  []Pending{{Code: "AAAA-BBBB"}},
+	}
+	if n := b.Merge(file); n != 2 || len(b.Approved) != 3 || len(b.Pending) != 1 {
+		t.Fatalf("merged %d: %+v", n, b)
+	}
+	if n := b.Merge(file); n != 0 || len(b.Approved) != 3 || len(b.Pending) != 1 {
+		t.Fatalf("merged %d again: %+v", n, b)
+	}
+}
