@@ -707,8 +707,7 @@ func (g *Gateway) RunAccount(ctx context.Context, ch channel.Channel, account st
 	if g.Elector == nil {
 		return g.RunChannel(ctx, ch)
 	}
-	sum := sha256.Sum256([]byte(ch.Name() + "\x00" + account))
-	key := "channel." + ch.Name() + "." + hex.EncodeToString(sum[:12])
+	key := "channel." + ch.Name() + "." + replica.AccountHash(ch.Name(), account)
 	return g.Elector.Lead(ctx, key, func(ctx context.Context) error {
 		g.log().Info("this replica receives", "channel", ch.Name())
 		return g.RunChannel(ctx, ch)

@@ -30,6 +30,7 @@ type scaleOut struct {
 	delivered *jetstream.Delivered
 	counters  *jetstream.Counters
 	steering  *jetstream.Steering
+	positions *jetstream.Positions // the receive positions (gateway_shared.go)
 }
 
 // gatewayBusURL is the bus to use: --bus, else NB_BUS, else gateway.bus.

@@ -42,6 +42,9 @@ type replicaSet struct {
 	cmds []*exec.Cmd
 	logs []*testbuf.Buffer
 	urls []string
+	// envFor, if set, adds to replica i's environment (its own state
+	// folder, as on another machine).
+	envFor func(i int) []string
 }
 
 // newReplicaSet starts the NATS server, the Telegram fake and a model
@@ -93,6 +96,9 @@ func (r *replicaSet) start(i int) {
 	ln.Close()
 	cmd := exec.Command(r.bin, "gateway", "--config", r.cfg, "--listen", addr, "--log-level", "debug")
 	cmd.Env = r.env
+	if r.envFor != nil {
+		cmd.Env = append(slices.Clone(r.env), r.envFor(i)...)
+	}
 	log := &testbuf.Buffer{}
 	cmd.Stderr = log
 	if err := cmd.Start(); err != nil {
