@@ -236,3 +236,26 @@ func (s *memSteering) waitSubscribed(t *testing.T) {
 		}
 	}
 }
+
+// An offer that arrives late (after the turn of its own message started,
+// or after that message was answered by a turn of its own) is not taken:
+// a turn is steered by later messages only.
+func TestSteeringTakesNeitherItsOwnNorOlderMessages(t *testing.T) {
+	h, r := steeringHarness(t)
+	at := time.Now()
+	m1 := tgID("m1", "work")
+	m1.Timestamp = at
+	h.send(t, m1)
+	<-r.started
+	older := tgID("m0", "an older message")
+	older.Timestamp = at.Add(-time.Second)
+	h.g.offer(m1)    // its own message, offered late
+	h.g.offer(older) // answered already
+	later := tgID("m2", "use metric units")
+	later.Timestamp = at.Add(time.Second)
+	h.send(t, later)
+	close(r.proceed)
+	if m := h.next(t); m.Content != "done: work + use metric units" {
+		t.Fatalf("answer %q", m.Content)
+	}
+}
