@@ -261,8 +261,7 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 	}
 	rt := &gatewayRuntime{App: a, Config: c, Host: host, Bot: b, Gateway: g, Sessions: sessions, Access: checker, Log: log}
 	if sc != nil {
-		g.Bus, g.Elector, g.Steer, rt.Claims, rt.Counters = sc.bus, sc.elector, sc.steering, sc.claims, sc.counters
-		rt.Scale = sc
+		g.Bus, g.Elector, g.Steer, rt.Claims, rt.Counters, rt.Scale = sc.bus, sc.elector, sc.steering, sc.claims, sc.counters, sc
 		stops, err := sc.bus.Stopper(sc.id, g.StopHere)
 		if err != nil {
 			rt.close()
