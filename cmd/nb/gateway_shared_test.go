@@ -140,13 +140,20 @@ func TestGatewayReplicasOwnStateFolders(t *testing.T) {
 	said := 3 + 4 + 5 // m0-m2, dan's, eve's: the fake numbers updates from 100001
 	want := []string{"echo: m2"}
 	for try := 0; ; try++ {
+		polls := tg.Calls("getUpdates") // the one waiting included
 		tg.Inject("getUpdates", channeltest.Hang)
 		text := fmt.Sprint("m3", strings.Repeat("'", try))
 		tg.Say(owner, text)
 		said++
 		want = append(want, "echo: "+text)
 		waitSent(owner.ID, len(want))
-		time.Sleep(200 * time.Millisecond)
+		for tg.Calls("getUpdates") == polls { // the hang taken
+			if ctx.Err() != nil {
+				t.Fatalf("replica 0 polls no more\n%s", rs.dump())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond)
 		if tg.Pending() == 1 {
 			break
 		}
@@ -156,7 +163,7 @@ func TestGatewayReplicasOwnStateFolders(t *testing.T) {
 	}
 	rs.kill9(0)
 	m3Update := 100000 + said
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for tg.Pending() != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("replica 1 does not receive\n%s", rs.dump())
