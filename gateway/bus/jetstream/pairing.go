@@ -70,7 +70,7 @@ func (p *Pairings) Read() access.Book {
 // from the server and written at its revision, again from a fresh read
 // when another replica wrote first.
 func (p *Pairings) Update(change func(*access.Book)) (access.Book, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), positionTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
 	for range 50 {
 		b, rev, err := p.latest(ctx)

@@ -15,10 +15,10 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 )
 
-// positionTimeout bounds one read or write of a receive position (the
-// channels' Cursor has no context: a position is saved between two
-// receives).
-const positionTimeout = 10 * time.Second
+// stateTimeout bounds one read or write of a receive position or of the
+// pairing book (their callers have no context: a position is saved
+// between two receives, a code given within a message's check).
+const stateTimeout = 10 * time.Second
 
 // Positions keeps the channels' receive positions (channel.Cursor) in the
 // bucket <namespace>_positions, so that a receive loop elected on another
@@ -72,7 +72,7 @@ func (p *Positions) Open(ctx context.Context, key string, file channel.Cursor) (
 	c := &Position{p: p, name: key, key: kvKey(key), holder: p.id + "/" + hex.EncodeToString(nonce[:])}
 	wait := 250 * time.Millisecond
 	for conflicts := 0; conflicts < 20; {
-		actx, cancel := context.WithTimeout(ctx, positionTimeout)
+		actx, cancel := context.WithTimeout(ctx, stateTimeout)
 		conflict, err := c.open(actx, file)
 		cancel()
 		switch {
@@ -168,7 +168,7 @@ func (c *Position) Load() (string, error) {
 func (c *Position) Save(pos string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), positionTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
 	for range 3 {
 		rev, err := c.p.kv.Update(ctx, c.key, c.encode(pos), c.rev)
