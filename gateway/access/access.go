@@ -102,6 +102,10 @@ type ChannelRules struct {
 // CodeLifetime is how long a pairing code can be approved.
 const CodeLifetime = 10 * time.Minute
 
+// MaxPending is how many pairing codes wait at most: past it, a new code
+// replaces the oldest.
+const MaxPending = 1000
+
 // Checker holds the rules and the pairing store.
 type Checker struct {
 	// Channels are the rules of each channel by name.
@@ -244,6 +248,13 @@ func (c *Checker) channelLocked(r Request) Decision {
 			}
 		}
 		s.Pending = append(s.Pending, Pending{Code: code, Channel: r.Channel, SenderID: r.SenderID, ChatID: r.ChatID, Expires: now.Add(CodeLifetime)})
+		if n := len(s.Pending) - MaxPending; n > 0 {
+			// Strangers writing by the thousand: the oldest codes go,
+			// so that the book stays small (a bus's value is at most
+			// 1 MB) and the owner can still approve.
+			slices.SortStableFunc(s.Pending, func(a, b Pending) int { return a.Expires.Compare(b.Expires) })
+			s.Pending = slices.Delete(s.Pending, 0, n)
+		}
 		return nil
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package access
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -186,5 +187,26 @@ func TestMerge(t *testing.T) {
 	}
 	if n := b.Merge(file); n != 0 || len(b.Approved) != 3 || len(b.Pending) != 1 {
 		t.Fatalf("merged %d again: %+v", n, b)
+	}
+}
+
+// Strangers by the thousand do not grow the book past MaxPending codes:
+// the oldest go, and the newest can still be approved.
+func TestPendingBounded(t *testing.T) {
+	c, now := newChecker(t)
+	c.Store = "" // in memory: a thousand file writes are slow under -race
+	var last Decision
+	for i := range MaxPending + 50 {
+		*now = now.Add(time.Millisecond)
+		last = c.Authorize(Request{Entry: Channel, Channel: "slack", SenderID: fmt.Sprint("U", i), ChatID: "D"})
+		if last.Verdict != Pair || !last.NewCode {
+			t.Fatalf("stranger %d: %+v", i, last)
+		}
+	}
+	if n := len(c.pairingsLocked().Read().Pending); n != MaxPending {
+		t.Fatalf("%d codes waiting", n)
+	}
+	if _, err := c.Approve(last.Code); err != nil {
+		t.Fatal(err)
 	}
 }
