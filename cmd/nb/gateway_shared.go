@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,6 +55,8 @@ func sharedPairings(ctx context.Context, b *jetstream.Bus, path string, info fun
 		return nil, fmt.Errorf("bus %s: pairing store: %w", b, err)
 	}
 	file := (&access.FilePairings{Path: path}).Read()
+	now := time.Now()
+	file.Pending = slices.DeleteFunc(slices.Clone(file.Pending), func(p access.Pending) bool { return !now.Before(p.Expires) })
 	if len(file.Approved)+len(file.Pending) == 0 {
 		return p, nil
 	}
