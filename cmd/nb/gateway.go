@@ -232,12 +232,11 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	sessions, err := gwsession.NewManager(filepath.Join(c.Workspace, "sessions"))
+	sessions, err := a.gatewaySessions(c, sc, log)
 	if err != nil {
 		b.Close()
 		return nil, err
 	}
-	sessions.Warn = func(msg string) { log.Warn(msg) }
 	rules, err := accessRules(c)
 	if err != nil {
 		b.Close()
@@ -318,6 +317,9 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	}
 	c, err := a.loadGatewayConfig(f)
 	if err != nil {
+		return err
+	}
+	if err := a.openStore(ctx, c.Gateway.Store); err != nil { // when neither --store nor NB_STORE names one
 		return err
 	}
 	var tokens []*server.Token
@@ -540,6 +542,11 @@ func (a *App) gatewayChat(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The running gateway's sessions: NB_STORE, else gateway.store.
+	if err := a.openStore(ctx, c.Gateway.Store); err != nil {
+		return err
+	}
+	defer a.closeStore()
 	rt, err := a.buildGateway(ctx, c, log, nil)
 	if err != nil {
 		return err

@@ -28,6 +28,8 @@ type scaleOut struct {
 	elector   *jetstream.Elector
 	claims    *jetstream.Claims
 	delivered *jetstream.Delivered
+	// namespace is the bus URL's namespace (its sessions' in a store).
+	namespace string
 }
 
 // gatewayBusURL is the bus to use: --bus, else NB_BUS, else gateway.bus.
@@ -59,7 +61,7 @@ func openScaleOut(ctx context.Context, raw string, log *slog.Logger) (*scaleOut,
 	if err != nil {
 		return nil, err
 	}
-	sc := &scaleOut{id: id, bus: b}
+	sc := &scaleOut{id: id, bus: b, namespace: busNamespace(raw)}
 	if sc.elector, err = b.Elector(dctx, id, 0); err == nil {
 		if sc.claims, err = b.Claims(dctx, id); err == nil {
 			sc.delivered, err = b.Delivered(dctx)

@@ -523,26 +523,34 @@ func (s *Session) Size() int64 {
 // metadata record, synced: the last record read wins, in nb and in
 // nanobot. n never goes back nor past the messages.
 func (s *Session) SetConsolidated(n int) error {
-	return s.held(func() error {
-		if n <= s.meta.LastConsolidated {
-			return nil
-		}
-		if n > len(s.events) {
-			n = len(s.events)
-		}
-		meta := s.meta
-		meta.LastConsolidated = n
-		meta.UpdatedAt = s.m.now().Format(TimeLayout)
-		b, err := s.marshal(meta)
-		if err != nil {
-			return err
-		}
-		if err := s.writeLocked(b); err != nil {
-			return err
-		}
-		s.meta = meta
-		return s.syncLocked()
-	})
+	return s.held(func() error { return s.consolidateLocked(n) })
+}
+
+// consolidateLocked appends the metadata record of last_consolidated n.
+func (s *Session) consolidateLocked(n int) error {
+	if n <= s.meta.LastConsolidated {
+		return nil
+	}
+	n = min(n, len(s.events))
+	meta := s.meta
+	meta.LastConsolidated = n
+	meta.UpdatedAt = s.m.now().Format(TimeLayout)
+	b, err := s.marshal(meta)
+	if err != nil {
+		return err
+	}
+	if err := s.writeLocked(b); err != nil {
+		return err
+	}
+	s.meta = meta
+	return s.syncLocked()
+}
+
+// ConsolidateAll marks every message consolidated, those another
+// process or replica appended included (the heartbeat's isolated
+// session replays none of its past beats).
+func (s *Session) ConsolidateAll() error {
+	return s.held(func() error { return s.consolidateLocked(len(s.events)) })
 }
 
 // Clear starts the session afresh (/new): the file is replaced, atomically,

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nbots/nb/state"
@@ -125,6 +126,9 @@ func (s *Session) absorbLocked(h []state.Event) error {
 			continue
 		}
 		s.size += int64(len(l))
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
 		if err := s.decodeLine([]byte(l)); err != nil {
 			s.m.warn(fmt.Sprintf("session %s: record %d: skipped a line that is not a message (%v)", s.Path, i+1, err))
 		}

@@ -95,7 +95,9 @@ func texts(events []state.Event) []string {
 	return out
 }
 
-func same(a, b []string) bool { return strings.Join(a, "\x00") == strings.Join(b, "\x00") && len(a) == len(b) }
+func same(a, b []string) bool {
+	return strings.Join(a, "\x00") == strings.Join(b, "\x00") && len(a) == len(b)
+}
 
 // turn appends events under the session's lock, as a gateway turn does.
 func turn(t *testing.T, s *session.Session, events ...state.Event) {
