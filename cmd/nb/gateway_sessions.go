@@ -96,17 +96,13 @@ func (a *App) gatewaySessionsCommand(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	raw := *storeURL
-	if raw == "" {
-		raw = a.Getenv("NB_STORE")
-	}
-	if raw == "" {
-		raw = c.Gateway.Store
-	}
-	if err := a.openStore(ctx, raw); err != nil {
+	defer a.closeStore()
+	if err := a.openStore(ctx, *storeURL); err != nil { // --store, else NB_STORE
 		return err
 	}
-	defer a.closeStore()
+	if err := a.openStore(ctx, c.Gateway.Store); err != nil { // when neither names one
+		return err
+	}
 	if a.store == nil || !a.store.Shared {
 		return errors.New("nb gateway sessions " + verb + ": name the PostgreSQL store (--store, NB_STORE or gateway.store): without one the sessions are the workspace's files already")
 	}

@@ -133,7 +133,7 @@ func TestFilesToPostgreSQLAndBack(t *testing.T) {
 	}
 	// The store's session reads as the file's.
 	for _, key := range []string{"telegram:12345", "cli:direct"} {
-		fs, ss := get(t, fm, key), get(t, sm, key)
+		fs, ss := sessiontest.Get(t, fm, key), sessiontest.Get(t, sm, key)
 		if !reflect.DeepEqual(fs.Messages(), ss.Messages()) || !reflect.DeepEqual(fs.Meta(), ss.Meta()) || fs.Size() != ss.Size() {
 			t.Fatalf("%s: files %+v %+v (%d bytes)\nstore %+v %+v (%d bytes)", key, fs.Meta(), fs.Messages(), fs.Size(), ss.Meta(), ss.Messages(), ss.Size())
 		}
@@ -156,7 +156,7 @@ func TestFilesToPostgreSQLAndBack(t *testing.T) {
 	}
 	// Continued in the store, with a /new: the export is what the files
 	// would hold.
-	s := get(t, sm, "telegram:12345")
+	s := sessiontest.Get(t, sm, "telegram:12345")
 	unlock, err := s.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -185,20 +185,11 @@ func TestFilesToPostgreSQLAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer back.Close()
-	fresh := get(t, back, "telegram:12345")
+	fresh := sessiontest.Get(t, back, "telegram:12345")
 	if h := fresh.History(); len(h) != 1 || h[0].Message != "fresh" || fresh.Meta().Metadata["lang"] != "fr" {
 		t.Fatalf("after /new: %+v %+v", h, fresh.Meta())
 	}
 	if stats, err := sm.ExportFiles(ctx, dst2); err != nil || stats.Skipped != 3 {
 		t.Fatalf("an export over the files: %+v, %v", stats, err)
 	}
-}
-
-func get(t *testing.T, m *session.Manager, key string) *session.Session {
-	t.Helper()
-	s, err := m.Get(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }

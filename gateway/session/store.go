@@ -241,6 +241,26 @@ func (s *Session) lockStored(ctx context.Context) (func(), error) {
 	}, nil
 }
 
+// Reread brings a session in a store up to what other replicas
+// appended, without holding it (what /status shows); a session in files
+// is reread at its next Lock only, as reading a file another process is
+// appending to could take its last line for a torn one.
+func (s *Session) Reread(ctx context.Context) error {
+	if s.conv == nil {
+		return nil
+	}
+	h, err := s.conv.History(ctx)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holds {
+		return nil // this process's turn has it as it is
+	}
+	return s.absorbLocked(h)
+}
+
 // marker is the record of /new in a store.
 type marker struct {
 	Type string `json:"_type"`

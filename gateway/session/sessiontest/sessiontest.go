@@ -54,13 +54,15 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentSessions", testConcurrentSessions},
 		{"OneSessionTwoReplicas", testOneSessionTwoReplicas},
 		{"List", testList},
+		{"Reread", testReread},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
 	}
 }
 
-func get(t *testing.T, m *session.Manager, key string) *session.Session {
+// Get returns the session of key, failing the test on an error.
+func Get(t *testing.T, m *session.Manager, key string) *session.Session {
 	t.Helper()
 	s, err := m.Get(key)
 	if err != nil {
@@ -117,7 +119,7 @@ func turn(t *testing.T, s *session.Session, events ...state.Event) {
 // same metadata, length and size.
 func testAppendReload(t *testing.T, h Harness) {
 	r := h.New(t)
-	s := get(t, r.A, "telegram:1")
+	s := Get(t, r.A, "telegram:1")
 	calls := state.Event{Who: state.RoleAI, ToolCalls: []state.ToolCall{{ID: "c1", Name: "exec", Arguments: `{"command":"date"}`}}}
 	turn(t, s, user("what day?"), calls,
 		state.Event{Who: state.RoleTool, Message: "Monday", Result: state.ToolResult{ID: "c1", Name: "exec"}},
@@ -126,7 +128,7 @@ func testAppendReload(t *testing.T, h Harness) {
 	if got := texts(s.History()); !same(got, want) {
 		t.Fatalf("history %q, want %q", got, want)
 	}
-	o := get(t, r.B, "telegram:1")
+	o := Get(t, r.B, "telegram:1")
 	unlock := lock(t, o)
 	h2 := o.History()
 	unlock()
@@ -152,7 +154,7 @@ func testAppendReload(t *testing.T, h Harness) {
 // record winning, and the history starts after it, on both replicas.
 func testMetadataLastWins(t *testing.T, h Harness) {
 	r := h.New(t)
-	s := get(t, r.A, "web:m")
+	s := Get(t, r.A, "web:m")
 	turn(t, s, user("1"), ai("2"), user("3"), ai("4"))
 	for _, n := range []int{1, 3, 2, 99} {
 		if err := s.SetConsolidated(n); err != nil {
@@ -163,7 +165,7 @@ func testMetadataLastWins(t *testing.T, h Harness) {
 		t.Fatalf("last_consolidated %d, want 4 (never back, never past the messages)", m.LastConsolidated)
 	}
 	turn(t, s, user("5"))
-	o := get(t, r.B, "web:m")
+	o := Get(t, r.B, "web:m")
 	unlock := lock(t, o)
 	defer unlock()
 	if m := o.Meta(); m.LastConsolidated != 4 {
@@ -178,7 +180,7 @@ func testMetadataLastWins(t *testing.T, h Harness) {
 // metadata map; what follows is the new session's.
 func testNew(t *testing.T, h Harness) {
 	r := h.New(t)
-	s := get(t, r.A, "cli:direct")
+	s := Get(t, r.A, "cli:direct")
 	turn(t, s, user("old"), ai("old answer"))
 	if err := s.SetConsolidated(1); err != nil {
 		t.Fatal(err)
@@ -195,7 +197,7 @@ func testNew(t *testing.T, h Harness) {
 	if s.Meta().Metadata == nil {
 		t.Fatal("the metadata map was lost")
 	}
-	o := get(t, r.B, "cli:direct")
+	o := Get(t, r.B, "cli:direct")
 	turn(t, o, user("new"))
 	turn(t, s, ai("new answer"))
 	for _, x := range []*session.Session{s, o} {
@@ -215,7 +217,7 @@ func testNew(t *testing.T, h Harness) {
 // waits; it then sees what the first appended.
 func testLockExcludes(t *testing.T, h Harness) {
 	r := h.New(t)
-	a, b := get(t, r.A, "telegram:2"), get(t, r.B, "telegram:2")
+	a, b := Get(t, r.A, "telegram:2"), Get(t, r.B, "telegram:2")
 	unlock := lock(t, a)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	if un, err := b.Lock(ctx); err == nil {
@@ -264,7 +266,7 @@ func testLockExcludes(t *testing.T, h Harness) {
 // (/new's archival) does not wait for itself.
 func testWriteOutsideTurn(t *testing.T, h Harness) {
 	r := h.New(t)
-	a, b := get(t, r.A, "heartbeat"), get(t, r.B, "heartbeat")
+	a, b := Get(t, r.A, "heartbeat"), Get(t, r.B, "heartbeat")
 	turn(t, a, user("beat 1"), ai("ok"))
 	unlock := lock(t, a)
 	done := make(chan error, 1)
@@ -285,7 +287,7 @@ func testWriteOutsideTurn(t *testing.T, h Harness) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("SetConsolidated outside a turn never ran")
 	}
-	o := get(t, r.A, "heartbeat")
+	o := Get(t, r.A, "heartbeat")
 	un := lock(t, o)
 	defer un()
 	if got := texts(o.History()); !same(got, []string{"beat 2"}) && !same(got, []string{"ok", "beat 2"}) {
@@ -303,7 +305,7 @@ func testTakeover(t *testing.T, h Harness) {
 	if r.KillA == nil {
 		t.Skip("this backend's hold ends with its process (tested by the process tests)")
 	}
-	a, b := get(t, r.A, "telegram:3"), get(t, r.B, "telegram:3")
+	a, b := Get(t, r.A, "telegram:3"), Get(t, r.B, "telegram:3")
 	turn(t, a, user("before"))
 	lock(t, a) // never unlocked: A dies holding it
 	r.KillA()
@@ -323,7 +325,7 @@ func testLost(t *testing.T, h Harness) {
 	if r.KillA == nil {
 		t.Skip("this backend's hold cannot be lost while its process lives")
 	}
-	a, b := get(t, r.A, "telegram:4"), get(t, r.B, "telegram:4")
+	a, b := Get(t, r.A, "telegram:4"), Get(t, r.B, "telegram:4")
 	turn(t, a, user("one"))
 	unlockA := lock(t, a)
 	defer unlockA()
@@ -337,7 +339,7 @@ func testLost(t *testing.T, h Harness) {
 	if !errors.Is(err, state.ErrLost) {
 		t.Fatalf("append of a lost turn: %v, want ErrLost", err)
 	}
-	o := get(t, r.B, "telegram:4")
+	o := Get(t, r.B, "telegram:4")
 	un := lock(t, o)
 	defer un()
 	if got := texts(o.History()); !same(got, []string{"one", "from B"}) {
@@ -348,11 +350,11 @@ func testLost(t *testing.T, h Harness) {
 // testMaxToolResult: a large tool result is cut as nanobot cuts it.
 func testMaxToolResult(t *testing.T, h Harness) {
 	r := h.New(t)
-	s := get(t, r.A, "web:big")
+	s := Get(t, r.A, "web:big")
 	big := strings.Repeat("x", session.MaxToolResult+5000)
 	turn(t, s, state.Event{Who: state.RoleAI, ToolCalls: []state.ToolCall{{ID: "c", Name: "read_file", Arguments: "{}"}}},
 		state.Event{Who: state.RoleTool, Message: big, Result: state.ToolResult{ID: "c", Name: "read_file"}})
-	o := get(t, r.B, "web:big")
+	o := Get(t, r.B, "web:big")
 	unlock := lock(t, o)
 	defer unlock()
 	h2 := o.History()
@@ -403,7 +405,7 @@ func testConcurrentSessions(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	for i := range sessions {
-		s := get(t, r.A, fmt.Sprintf("telegram:c%d", i))
+		s := Get(t, r.A, fmt.Sprintf("telegram:c%d", i))
 		unlock := lock(t, s)
 		got := texts(s.History())
 		unlock()
@@ -448,7 +450,7 @@ func testOneSessionTwoReplicas(t *testing.T, h Harness) {
 			t.Fatal(err)
 		}
 	}
-	s := get(t, r.A, "telegram:one")
+	s := Get(t, r.A, "telegram:one")
 	unlock := lock(t, s)
 	defer unlock()
 	got := texts(s.History())
@@ -467,7 +469,7 @@ func testOneSessionTwoReplicas(t *testing.T, h Harness) {
 func testList(t *testing.T, h Harness) {
 	r := h.New(t)
 	for _, key := range []string{"telegram:l1", "web:l2", "cli:l3"} {
-		turn(t, get(t, r.A, key), user("hi "+key))
+		turn(t, Get(t, r.A, key), user("hi "+key))
 		time.Sleep(20 * time.Millisecond) // distinct times, files' too
 	}
 	infos, err := r.B.List()
@@ -483,5 +485,24 @@ func testList(t *testing.T, h Harness) {
 	}
 	if !same(keys, []string{"cli:l3", "web:l2", "telegram:l1"}) {
 		t.Fatalf("listed %q", keys)
+	}
+}
+
+// testReread: /status's reread shows, without holding the session, what
+// the other replica appended (a store); files are reread at the next
+// Lock only.
+func testReread(t *testing.T, h Harness) {
+	r := h.New(t)
+	b := Get(t, r.B, "telegram:rr")
+	turn(t, Get(t, r.A, "telegram:rr"), user("hello"), ai("hi"))
+	if err := b.Reread(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	if r.B.Stored() {
+		want = 2
+	}
+	if b.Len() != want {
+		t.Fatalf("%d messages after a reread, want %d", b.Len(), want)
 	}
 }
