@@ -82,12 +82,15 @@ type Gateway struct {
 	Elector replica.Elector
 	// Others, when set, reaches the turns other replicas run (/stop).
 	Others replica.Stopper
+	// Steer, when set, carries steering between the replicas that share
+	// the bus; with Others set and no Steer, turns are not steered.
+	Steer SharedSteering
 
 	mu      sync.Mutex
 	running map[string]map[*runningTurn]bool
-	// steered are the messages a running turn took as steering, by
-	// channel and id: when the bus delivers them they are not answered
-	// again (see inbox.Publish).
+	// steered are the messages a completed turn took as steering, by
+	// channel and id (without Steer): when the bus delivers them they are
+	// not answered again (see offer).
 	steered map[string]bool
 	// contexts are the last request's size and budget by session (/status).
 	contexts map[string][2]int
@@ -102,6 +105,24 @@ type runningTurn struct {
 	// queue are the session's messages that arrived while the turn ran,
 	// for its next steering point.
 	queue []bus.Inbound
+	// took are the keys (steerKey) of the messages the turn took.
+	took []string
+}
+
+// SharedSteering carries steering between replicas that share the bus:
+// a message that arrives during a turn reaches the replica running that
+// turn, and the messages a completed turn took are known to every
+// replica, so that the bus's copy of one is not answered again wherever
+// the bus delivers it.
+type SharedSteering interface {
+	// Offer sends m to every replica, this one included.
+	Offer(ctx context.Context, m bus.Inbound) error
+	// Offers gives fn the offers of every replica until ctx ends.
+	Offers(ctx context.Context, fn func(bus.Inbound)) error
+	// Took records that a completed turn took the messages of keys.
+	Took(ctx context.Context, keys []string) error
+	// Taken reports whether a completed turn took the message of key.
+	Taken(ctx context.Context, key string) (bool, error)
 }
 
 func (g *Gateway) log() *slog.Logger {
@@ -126,24 +147,40 @@ func (i inbox) Publish(ctx context.Context, m bus.Inbound) error {
 		return nil
 	}
 	dup, err := i.g.Bus.PublishInbound(ctx, m)
-	if err == nil && !dup {
-		i.g.offer(m)
+	if err == nil && !dup && steerable(m) {
+		if i.g.Steer == nil {
+			i.g.offer(m)
+		} else if oerr := i.g.Steer.Offer(ctx, m); oerr != nil {
+			i.g.log().Warn("steering offer not sent: the message will be the next turn", "channel", m.Channel, "error", oerr)
+		}
 	}
 	return err
 }
+
+// steerable tells the messages that may steer a running turn: not
+// commands, messages without an id (they could not be recognised when
+// the bus delivers them) nor messages with media.
+func steerable(m bus.Inbound) bool {
+	return m.ID != "" && m.Channel != SystemChan && !strings.HasPrefix(strings.TrimSpace(m.Content), "/") && len(m.Media) == 0
+}
+
+// steerKey names a message among the steered ones.
+func steerKey(m bus.Inbound) string { return m.Channel + "\x00" + m.ID }
 
 // offer gives a message that arrived while its session's turn runs in
 // this process to that turn, which takes it after its current round of
 // tool calls. The message is on the bus all the same: when the turn ends
 // before it took it, the bus delivers it as the next turn; when the turn
-// took it, handle skips it. So it is never lost and never answered twice.
-// Commands, messages without an id (they could not be recognised) and
-// senders not allowed are left to the bus alone. So are all messages
-// when other replicas share the bus (Others is set): its copy may reach
-// another replica, which does not know the turn here took it and would
-// answer it again.
+// took it and completed, handle skips it. The bus delivers a session's
+// messages in order, one at a time, each after the turn of the one
+// before ended, so a completed turn recorded what it took before its
+// message's successor is delivered: never lost, never answered twice.
+// With replicas, Steer carries the offer to the replica running the turn
+// and the record to every replica; without Steer, replicas (Others set)
+// steer nothing: the bus's copy could reach a replica that does not know
+// the turn took it. Senders not allowed are left to the bus alone.
 func (g *Gateway) offer(m bus.Inbound) {
-	if g.Others != nil || m.ID == "" || m.Channel == SystemChan || strings.HasPrefix(strings.TrimSpace(m.Content), "/") || len(m.Media) > 0 {
+	if (g.Others != nil && g.Steer == nil) || !steerable(m) {
 		return
 	}
 	g.mu.Lock()
@@ -161,17 +198,14 @@ func (g *Gateway) offer(m bus.Inbound) {
 }
 
 // steering is a running turn's Steering: the messages offered to it
-// since its last round, marked so the bus's copies are not answered again.
+// since its last round, kept in rt.took for tookAll.
 func (g *Gateway) steering(rt *runningTurn) func() []string {
 	return func() []string {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		var out []string
 		for _, m := range rt.queue {
-			if g.steered == nil {
-				g.steered = map[string]bool{}
-			}
-			g.steered[m.Channel+"\x00"+m.ID] = true
+			rt.took = append(rt.took, steerKey(m))
 			out = append(out, m.Content)
 		}
 		rt.queue = nil
@@ -179,14 +213,47 @@ func (g *Gateway) steering(rt *runningTurn) func() []string {
 	}
 }
 
-// wasSteered reports, once, whether a running turn already took m.
-func (g *Gateway) wasSteered(m bus.Inbound) bool {
-	if m.ID == "" {
+// tookAll records, once a turn completed (its answer is on the bus),
+// the messages it took, so that the bus's copies are not answered again.
+// A turn that failed or was stopped records nothing: what it took is
+// answered as the next turns.
+func (g *Gateway) tookAll(ctx context.Context, rt *runningTurn) {
+	g.mu.Lock()
+	keys := rt.took
+	rt.took = nil
+	if g.Steer == nil {
+		for _, k := range keys {
+			if g.steered == nil {
+				g.steered = map[string]bool{}
+			}
+			g.steered[k] = true
+		}
+	}
+	g.mu.Unlock()
+	if g.Steer != nil && len(keys) > 0 {
+		if err := g.Steer.Took(ctx, keys); err != nil {
+			// Then the copies are answered as turns of their own: better
+			// twice than never.
+			g.log().Error("steered messages not recorded", "count", len(keys), "error", err)
+		}
+	}
+}
+
+// wasSteered reports (once, without Steer) whether a completed turn took m.
+func (g *Gateway) wasSteered(ctx context.Context, m bus.Inbound) bool {
+	if !steerable(m) {
 		return false
+	}
+	k := steerKey(m)
+	if g.Steer != nil {
+		taken, err := g.Steer.Taken(ctx, k)
+		if err != nil {
+			g.log().Warn("steered messages not readable: the message is answered", "channel", m.Channel, "id", m.ID, "error", err)
+		}
+		return taken
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	k := m.Channel + "\x00" + m.ID
 	if g.steered[k] {
 		delete(g.steered, k)
 		return true
@@ -194,8 +261,16 @@ func (g *Gateway) wasSteered(m bus.Inbound) bool {
 	return false
 }
 
-// Run takes inbound messages until ctx ends.
+// Run takes inbound messages until ctx ends (and, with Steer, the
+// steering offers of every replica).
 func (g *Gateway) Run(ctx context.Context) error {
+	if g.Steer != nil {
+		go func() {
+			if err := g.Steer.Offers(ctx, g.offer); err != nil && ctx.Err() == nil {
+				g.log().Warn("steering offers not received: messages during a turn are the next turns", "error", err)
+			}
+		}()
+	}
 	return g.Bus.Inbound(ctx, g.handle)
 }
 
@@ -230,7 +305,7 @@ func (g *Gateway) authorize(m bus.Inbound) access.Decision {
 
 // handle runs one inbound message.
 func (g *Gateway) handle(ctx context.Context, m bus.Inbound) error {
-	if g.wasSteered(m) {
+	if g.wasSteered(ctx, m) {
 		g.log().Debug("message given to the turn that was running", "channel", m.Channel, "id", m.ID)
 		return nil
 	}
@@ -451,6 +526,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	if !same {
 		g.publish(ctx, d, bus.Message, turnID, text)
 	}
+	g.tookAll(ctx, rt)
 	return text, nil
 }
 

@@ -56,17 +56,18 @@ type harness struct {
 	r   *echoRunner
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, opts ...func(*Gateway)) *harness {
 	t.Helper()
 	r := &echoRunner{}
-	h, _ := newHarnessWith(t, r)
+	h, _ := newHarnessWith(t, r, opts...)
 	h.r = r
 	return h
 }
 
-// newHarnessWith runs a gateway with the runner; it returns the harness
-// and the gateway's folder (its workspace, sessions and pairing store).
-func newHarnessWith(t *testing.T, r Runner) (*harness, string) {
+// newHarnessWith runs a gateway with the runner, set up further by opts;
+// it returns the harness and the gateway's folder (its workspace,
+// sessions and pairing store).
+func newHarnessWith(t *testing.T, r Runner, opts ...func(*Gateway)) (*harness, string) {
 	t.Helper()
 	dir := t.TempDir()
 	sm, err := session.NewManager(dir + "/sessions")
@@ -79,6 +80,9 @@ func newHarnessWith(t *testing.T, r Runner) (*harness, string) {
 	g := &Gateway{Bus: b, Sessions: sm, Runner: r, Prompt: &Prompt{Workspace: dir},
 		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Access: &access.Checker{Store: dir + "/pairing.json", Channels: map[string]access.ChannelRules{"telegram": {AllowFrom: []string{"1"}}}}}
+	for _, o := range opts {
+		o(g)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go g.Run(ctx)

@@ -47,10 +47,9 @@ func (r *steeringRunner) Run(ctx context.Context, t Turn) (Answer, error) {
 	return Answer{Text: answer}, nil
 }
 
-func steeringHarness(t *testing.T) (*harness, *steeringRunner) {
-	h := newHarness(t)
+func steeringHarness(t *testing.T, opts ...func(*Gateway)) (*harness, *steeringRunner) {
 	r := &steeringRunner{started: make(chan string, 10), proceed: make(chan struct{})}
-	h.g.Runner = r
+	h := newHarness(t, append([]func(*Gateway){func(g *Gateway) { g.Runner = r }}, opts...)...)
 	return h, r
 }
 
@@ -141,8 +140,7 @@ func (stopNone) Stop(context.Context, string) (int, error) { return 0, nil }
 // reach another replica, which would answer it a second time. It is the
 // next turn.
 func TestSteeringOffWithReplicas(t *testing.T) {
-	h, r := steeringHarness(t)
-	h.g.Others = stopNone{}
+	h, r := steeringHarness(t, func(g *Gateway) { g.Others = stopNone{} })
 	h.send(t, tgID("m1", "work"))
 	<-r.started
 	h.send(t, tgID("m2", "use metric units"))
@@ -155,5 +153,87 @@ func TestSteeringOffWithReplicas(t *testing.T) {
 	}
 	if m := h.next(t); m.Content != "done: use metric units" {
 		t.Fatalf("answer %q", m.Content)
+	}
+}
+
+// memSteering is a SharedSteering of replicas in one process: offers go
+// to every subscriber, records to one set.
+type memSteering struct {
+	mu    sync.Mutex
+	subs  []func(bus.Inbound)
+	taken map[string]bool
+	asked int
+}
+
+func (s *memSteering) Offer(_ context.Context, m bus.Inbound) error {
+	s.mu.Lock()
+	subs := append([]func(bus.Inbound){}, s.subs...)
+	s.mu.Unlock()
+	for _, fn := range subs {
+		fn(m)
+	}
+	return nil
+}
+
+func (s *memSteering) Offers(ctx context.Context, fn func(bus.Inbound)) error {
+	s.mu.Lock()
+	s.subs = append(s.subs, fn)
+	s.mu.Unlock()
+	<-ctx.Done()
+	return nil
+}
+
+func (s *memSteering) Took(_ context.Context, keys []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.taken == nil {
+		s.taken = map[string]bool{}
+	}
+	for _, k := range keys {
+		s.taken[k] = true
+	}
+	return nil
+}
+
+func (s *memSteering) Taken(_ context.Context, key string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.asked++
+	return s.taken[key], nil
+}
+
+// With replicas and shared steering, a message that arrives during a
+// turn reaches the turn through the offers, and the completed turn's
+// record keeps the bus's copy from being answered again by any replica.
+func TestSteeringAcrossReplicas(t *testing.T) {
+	sh := &memSteering{}
+	h, r := steeringHarness(t, func(g *Gateway) { g.Others, g.Steer = stopNone{}, sh })
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		sh.mu.Lock()
+		n := len(sh.subs)
+		sh.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway does not take the replicas' offers")
+		}
+	}
+	h.send(t, tgID("m1", "work"))
+	<-r.started
+	h.send(t, tgID("m2", "use metric units"))
+	close(r.proceed)
+	if m := h.next(t); m.Content != "done: work + use metric units" {
+		t.Fatalf("answer %q", m.Content)
+	}
+	h.send(t, tgID("m3", "next"))
+	if in := <-r.started; in != "next" {
+		t.Fatalf("the next turn ran %q, want the next message", in)
+	}
+	h.next(t)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if !sh.taken["telegram\x00m2"] || len(sh.taken) != 1 || sh.asked < 3 {
+		t.Errorf("recorded %v after %d questions", sh.taken, sh.asked)
 	}
 }

@@ -25,7 +25,7 @@ var environment = []envVar{
 	{"NANO_BOTS_STATE_DIRECTORY", "", "the reference's older name of NANO_BOTS_STATE_PATH"},
 	{"NANO_BOTS_END_USER", "", "whose conversations these are (default unknown)"},
 	{"NANO_BOTS_ENCRYPTION_PASSWORD", "", "encrypts the state files (nb security tells whether it does)"},
-	{"NB_STORE", "", "where conversations are kept instead of the state files: postgres://user:password@host:port/database (serve and gateway: --store); with nb serve, its replicas also share streams, stored responses and agent runs there; with nb gateway, its chat sessions"},
+	{"NB_STORE", "", "where conversations are kept instead of the state files: postgres://user:password@host:port/database (serve, gateway, mcp serve and state export/import: --store); with nb serve, its replicas also share streams, stored responses and agent runs there; with nb gateway, its chat sessions"},
 	{"NB_STORE_LEASE_TTL", "", "how long a replica that died holds its conversations in a PostgreSQL store before another takes them over (default 15s; renewed every third of it)"},
 	{"NANO_BOTS_HISTORY_BUDGET", "", "the history sent to the provider, in estimated tokens"},
 	{"NB_DOTENV", "", "0 ignores the .env file of the working directory"},

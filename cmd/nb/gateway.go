@@ -57,6 +57,8 @@ type gatewayRuntime struct {
 	Background []func(ctx context.Context) error
 	// Claims are the slots' claims shared by replicas (--bus); nil alone.
 	Claims replica.Claims
+	// Counters are the budgets' sums shared by replicas (--bus); nil alone.
+	Counters replica.Counters
 }
 
 // Registries the other gateway features fill from their init functions
@@ -256,7 +258,7 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 	}
 	rt := &gatewayRuntime{App: a, Config: c, Host: host, Bot: b, Gateway: g, Sessions: sessions, Access: checker, Log: log}
 	if sc != nil {
-		g.Bus, g.Elector, rt.Claims = sc.bus, sc.elector, sc.claims
+		g.Bus, g.Elector, g.Steer, rt.Claims, rt.Counters = sc.bus, sc.elector, sc.steering, sc.claims, sc.counters
 		stops, err := sc.bus.Stopper(sc.id, g.StopHere)
 		if err != nil {
 			rt.close()

@@ -20,14 +20,16 @@ import (
 
 // scaleOut is what replicas of nb gateway share when it runs with --bus
 // (issue 24): the bus on NATS JetStream, the elections of receive loops,
-// cron and the heartbeat, the claims of their slots and the record of
-// delivered replies. nil is one gateway alone, in process.
+// cron and the heartbeat, the claims of their slots, the record of
+// delivered replies, the budgets' counts and steering. nil is one gateway alone, in process.
 type scaleOut struct {
 	id        string
 	bus       *jetstream.Bus
 	elector   *jetstream.Elector
 	claims    *jetstream.Claims
 	delivered *jetstream.Delivered
+	counters  *jetstream.Counters
+	steering  *jetstream.Steering
 	// namespace is the bus URL's namespace (its sessions' in a store).
 	namespace string
 }
@@ -64,7 +66,11 @@ func openScaleOut(ctx context.Context, raw string, log *slog.Logger) (*scaleOut,
 	sc := &scaleOut{id: id, bus: b, namespace: busNamespace(raw)}
 	if sc.elector, err = b.Elector(dctx, id, 0); err == nil {
 		if sc.claims, err = b.Claims(dctx, id); err == nil {
-			sc.delivered, err = b.Delivered(dctx)
+			if sc.delivered, err = b.Delivered(dctx); err == nil {
+				if sc.counters, err = b.Counters(dctx, "budget"); err == nil {
+					sc.steering, err = b.Steering(dctx)
+				}
+			}
 		}
 	}
 	if err != nil {

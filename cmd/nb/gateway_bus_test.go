@@ -433,3 +433,74 @@ func TestGatewayReplicasStop(t *testing.T) {
 		t.Fatalf("%q\n%s", sent[0].Text, rs.dump())
 	}
 }
+
+// TestGatewayReplicasSteering: a message written while its chat's turn
+// runs reaches that turn, whichever of three replicas runs it, and is
+// not answered a second time by the replica the bus delivers it to.
+func TestGatewayReplicasSteering(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three nb gateway replicas")
+	}
+	started := make(chan string, 8)
+	proceed := make(chan bool, 8)
+	rs := newReplicaSet(t, func(turn providertest.Turn) providertest.Reply {
+		var users []string
+		toolRound := false
+		for _, m := range turn.Messages {
+			switch m.Role {
+			case "user":
+				users = append(users, m.Content)
+			case "tool":
+				toolRound = true
+			}
+		}
+		if toolRound {
+			return providertest.Reply{Chunks: []string{"saw: " + strings.Join(users, " + ")}}
+		}
+		if strings.HasPrefix(turn.LastUser(), "work") {
+			started <- turn.LastUser()
+			<-proceed
+			// A round of tool calls: the turn takes what was sent
+			// meanwhile before its next request.
+			return providertest.Reply{Calls: []providertest.Call{{ID: "call_1", Name: "no_such_tool", Arguments: "{}"}}}
+		}
+		return providertest.Echo(turn)
+	}, "")
+	for i := range 3 {
+		rs.start(i)
+	}
+	for n := range 3 {
+		u := botapi.User{ID: int64(9300 + n), FirstName: fmt.Sprint("steerer", n)}
+		work := fmt.Sprint("work ", n)
+		rs.tg.Say(u, work)
+		select {
+		case <-started:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the turn did not start\n%s", rs.dump())
+		}
+		rs.tg.Say(u, "use metric units")
+		time.Sleep(300 * time.Millisecond) // the offer reaches the turn's replica
+		proceed <- true
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		sent, err := rs.tg.WaitSent(ctx, u.ID, 1)
+		cancel()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, rs.dump())
+		}
+		if want := "saw: " + work + " + use metric units"; sent[len(sent)-1].Text != want {
+			t.Fatalf("chat %d: answer %q, want %q\n%s", n, sent[len(sent)-1].Text, want, rs.dump())
+		}
+		// The bus delivers the steering message after the turn: nobody
+		// answers it again.
+		time.Sleep(2 * time.Second)
+		var texts []string
+		for _, m := range rs.tg.Sent(u.ID) {
+			if !strings.HasPrefix(m.Text, "no_such_tool") { // a tool hint
+				texts = append(texts, m.Text)
+			}
+		}
+		if len(texts) != 1 {
+			t.Fatalf("chat %d got %q, want one answer\n%s", n, texts, rs.dump())
+		}
+	}
+}

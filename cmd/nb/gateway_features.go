@@ -38,9 +38,12 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 		Limits: budget.Limits{SessionTokens: d.Budget.SessionTokens, DailyTokens: d.Budget.DailyTokens},
 		Path:   gatewayStateFile(rt.App, c.Workspace, "usage"),
 		Zone:   zone,
+		Shared: rt.Counters,
+		Warn:   func(msg string) { rt.Log.Warn(msg) },
 	}
 	g.Budget = ledger
 	rt.Background = append(rt.Background, func(ctx context.Context) error {
+		ledger.Run(ctx) //nolint:errcheck // with replicas, until ctx ends; alone, at once
 		<-ctx.Done()
 		return ledger.Flush()
 	})

@@ -128,6 +128,7 @@ See docs/mcp.md.`)
 	origins := fs.String("cors-origins", "", "the `origins` of the browser pages answered over HTTP, comma-separated (* for any); by default none: a request with an Origin header gets 403")
 	yes := fs.BoolP("yes", "y", false, "run the tools that need a confirmation without asking when the client cannot be asked (no MCP elicitation); else they are denied")
 	allowTools := fs.StringSlice("allow-tool", nil, "the same for the tool `name` only (repeatable, or comma-separated)")
+	storeURL := fs.String("store", "", "the `URL` of the store of the conversations continued by a state key: "+storeFlagDoc)
 	fs.Old("allow-tools", "yes")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -147,6 +148,10 @@ See docs/mcp.md.`)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := a.openStore(ctx, *storeURL); err != nil {
+		return err
+	}
+	defer a.closeStore()
 	host := a.host()
 	srv, err := mcpserver.New(ctx, mcpserver.Config{Host: host, Paths: fs.Args(), AllowTools: *yes, AllowTool: *allowTools, Output: a.Stderr, Version: Version, AllowOrigins: splitList(*origins)})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nbots/nb/gateway/clock"
 	"github.com/nbots/nb/gateway/modelcall"
+	"github.com/nbots/nb/gateway/replica"
 	"github.com/nbots/nb/internal/atomicfile"
 	"github.com/nbots/nb/provider"
 )
@@ -67,7 +68,14 @@ type Ledger struct {
 	// Zone is where days begin and end (agents.defaults.timezone); nil is UTC.
 	Zone  *time.Location
 	Clock clock.Clock
+	// Shared, when replicas share the gateway's work, holds the sums of
+	// every replica's counts, which the budgets are checked against (see
+	// Run); nil counts this process's calls only.
+	Shared replica.Counters
+	// Warn receives a failure to reach Shared (nil: dropped).
+	Warn func(msg string)
 
+	sh      sharedState
 	mu      sync.Mutex
 	loaded  bool
 	data    ledgerFile
@@ -109,12 +117,12 @@ func (l *Ledger) Check(session string) error {
 	now := l.now()
 	l.roll(now)
 	if lim := l.Limits.DailyTokens; lim > 0 {
-		if used := l.today(); used >= lim {
+		if used := total(l.todayBySource()); used >= lim {
 			return &Exceeded{Budget: "daily", Limit: lim, Used: used, Resets: l.nextDay(now), now: now}
 		}
 	}
 	if lim := l.Limits.SessionTokens; lim > 0 {
-		if used := l.data.Sessions[session].Total(); used >= lim {
+		if used := l.sessionUsed(session).Total(); used >= lim {
 			return &Exceeded{Budget: "session", Limit: lim, Used: used, now: now}
 		}
 	}
@@ -132,6 +140,12 @@ func (l *Ledger) Record(session string, src Source, u Usage) {
 	s := l.data.Sessions[session]
 	l.data.Sessions[session] = Usage{s.Input + u.Input, s.Output + u.Output}
 	l.dirty = true
+	if l.Shared != nil {
+		l.sh.init()
+		for _, k := range []string{dayKey(l.data.Day, src), sessionKey(session)} {
+			l.sh.pending[k] = plus(l.sh.pending[k], u)
+		}
+	}
 	if now.Sub(l.flushed) >= time.Second {
 		l.flushLocked(now) //nolint:errcheck // the next Record or Flush tries again
 	}
@@ -144,6 +158,14 @@ func (l *Ledger) ResetSession(session string) {
 	l.roll(l.now())
 	delete(l.data.Sessions, session)
 	l.dirty = true
+	if l.Shared != nil {
+		l.sh.init()
+		k := sessionKey(session)
+		delete(l.sh.pending, k)
+		delete(l.sh.inflight, k)
+		l.sh.sums[k] = replica.Count{Revision: l.sh.sums[k].Revision, Deleted: true}
+		l.sh.deletes[k] = true
+	}
 }
 
 // Report is what /status shows.
@@ -162,11 +184,8 @@ func (l *Ledger) Report(session string) Report {
 	defer l.mu.Unlock()
 	now := l.now()
 	l.roll(now)
-	r := Report{Limits: l.Limits, Session: l.data.Sessions[session], Today: map[Source]Usage{}, Resets: l.nextDay(now)}
-	for k, v := range l.data.Today {
-		r.Today[k] = v
-	}
-	r.TodayTotal = l.today()
+	r := Report{Limits: l.Limits, Session: l.sessionUsed(session), Today: l.todayBySource(), Resets: l.nextDay(now)}
+	r.TodayTotal = total(r.Today)
 	return r
 }
 
@@ -221,6 +240,9 @@ func (l *Ledger) flushLocked(now time.Time) error {
 	if l.Path == "" || !l.dirty {
 		return nil
 	}
+	if l.Shared != nil {
+		l.data.Today = l.todayBySource() // the file shows every replica's counts
+	}
 	data, err := json.MarshalIndent(l.data, "", "  ")
 	if err != nil {
 		return fmt.Errorf("budget: %w", err)
@@ -260,6 +282,9 @@ func (l *Ledger) roll(now time.Time) {
 		return
 	}
 	if l.data.Day != "" {
+		if l.Shared != nil {
+			l.data.Today = l.todayBySource()
+		}
 		if l.data.Days == nil {
 			l.data.Days = map[string]Usage{}
 		}
@@ -284,9 +309,46 @@ func (l *Ledger) roll(now time.Time) {
 	l.dirty = true
 }
 
-func (l *Ledger) today() int {
+// todayBySource is today's counts: this process's, or with Shared the
+// sums of every replica's.
+func (l *Ledger) todayBySource() map[Source]Usage {
+	out := map[Source]Usage{}
+	if l.Shared == nil {
+		for k, v := range l.data.Today {
+			out[k] = v
+		}
+		return out
+	}
+	l.sh.init()
+	prefix := dayKey(l.data.Day, "")
+	for _, m := range []map[string]Usage{l.sh.pending, l.sh.inflight} {
+		for k, u := range m {
+			if src, ok := strings.CutPrefix(k, prefix); ok {
+				out[Source(src)] = plus(out[Source(src)], u)
+			}
+		}
+	}
+	for k, c := range l.sh.sums {
+		if src, ok := strings.CutPrefix(k, prefix); ok && !c.Deleted {
+			out[Source(src)] = plus(out[Source(src)], toUsage(c))
+		}
+	}
+	return out
+}
+
+// sessionUsed is session's count: this process's, or with Shared the
+// sum of every replica's.
+func (l *Ledger) sessionUsed(session string) Usage {
+	if l.Shared == nil {
+		return l.data.Sessions[session]
+	}
+	l.sh.init()
+	return l.sh.used(sessionKey(session))
+}
+
+func total(by map[Source]Usage) int {
 	n := 0
-	for _, u := range l.data.Today {
+	for _, u := range by {
 		n += u.Total()
 	}
 	return n

@@ -1,6 +1,9 @@
 package channel
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
 	"sync"
 
 	"github.com/nbots/nb/gateway/bus"
@@ -22,6 +25,22 @@ func TurnKey(m bus.Outbound) string {
 		return ""
 	}
 	return m.ChatID + "\x00" + m.Turn
+}
+
+// PieceKey names piece i (its text or a file's description) of a turn's
+// final message or error the same way on every try and on every replica:
+// "nb" and 22 hex digits, within the 25 characters of Discord's nonce.
+// A platform that takes an idempotency key (Matrix's transaction id,
+// Discord's enforced nonce) answers a repeated send with the first
+// message instead of posting twice. ok is false for progress and for
+// messages outside a turn, which need no key.
+func PieceKey(m bus.Outbound, i int, piece string) (key string, ok bool) {
+	tk := TurnKey(m)
+	if tk == "" || m.Kind == bus.Progress {
+		return "", false
+	}
+	h := sha256.Sum256([]byte(tk + "\x00" + string(m.Kind) + "\x00" + strconv.Itoa(i) + "\x00" + piece))
+	return "nb" + hex.EncodeToString(h[:11]), true
 }
 
 // Progress is the id of the message that shows the turn's progress.

@@ -122,6 +122,10 @@ func (c *Config) choose() (providerSpec, Provider, error) {
 	return providerSpec{}, Provider{}, fmt.Errorf("agents.defaults.model %q: no provider matches it and none has an apiKey: set providers.<name>.apiKey (or agents.defaults.provider)", d.Model)
 }
 
+// DefaultMaxToolIterations is nanobot's agents.defaults.maxToolIterations
+// when a configuration leaves it out (40; 200 from nanobot v0.1.5).
+const DefaultMaxToolIterations = 40
+
 // Mapped says whether the configuration names a model (or a cartridge):
 // without either, the gateway runs on nb's default cartridge.
 func (c *Config) Mapped() bool {
@@ -138,7 +142,7 @@ func (c *Config) Cartridge(base *cartridge.Cartridge, env Env) (*cartridge.Cartr
 		"meta": map[string]any{"symbol": "🐈", "name": "nb gateway", "author": "nb", "version": "1.0.0", "license": "CC0-1.0",
 			"description": "The personal assistant of nb gateway."},
 		"safety": map[string]any{"functions": map[string]any{"sandboxed": true},
-			"tools": map[string]any{"confirmable": false, "rounds": max(d.MaxToolIterations, 1)}},
+			"tools": map[string]any{"confirmable": false, "rounds": orDefault(d.MaxToolIterations, DefaultMaxToolIterations)}},
 	}
 	var warnings []string
 	if d.Model == "" {

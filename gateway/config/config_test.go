@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,8 +102,18 @@ func TestFindAndDefault(t *testing.T) {
 	if err != nil || cart.String("provider", "id") != "openai" || cart.RawString("provider", "credentials", "access-token") != "ENV/OPENAI_API_KEY" {
 		t.Fatalf("%v %v", cart.Raw, err)
 	}
-	// ~/.nanobot/config.json is found, then nb's own file first.
+	// A file that leaves maxToolIterations out gets nanobot's 40 rounds.
 	os.MkdirAll(filepath.Join(home, ".nanobot"), 0o700)
+	os.WriteFile(filepath.Join(home, ".nanobot", "config.json"), []byte(`{}`), 0o600)
+	c, err = Load(filepath.Join(home, ".nanobot", "config.json"), "", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cart, _, err = c.Cartridge(cartridge.Default(env.Lookup), env)
+	if v, ok := cart.Get("safety", "tools", "rounds"); err != nil || !ok || fmt.Sprint(v) != "40" {
+		t.Fatalf("rounds %v (%v)", v, err)
+	}
+	// ~/.nanobot/config.json is found, then nb's own file first.
 	os.WriteFile(filepath.Join(home, ".nanobot", "config.json"), []byte(`{}`), 0o600)
 	if p, _ := Find("", env); p != filepath.Join(home, ".nanobot", "config.json") {
 		t.Fatal(p)

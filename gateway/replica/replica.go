@@ -3,7 +3,8 @@
 // (a channel account's receive loop: an election) and which one takes a
 // one-time event (a cron slot, a heartbeat: a claim). Local is the
 // single-process case; package gateway/bus/jetstream implements both on
-// a JetStream key-value bucket.
+// a JetStream key-value bucket. Counters are sums the replicas add to
+// together (the token budgets).
 package replica
 
 import (
@@ -33,6 +34,29 @@ type Stopper interface {
 	// Stop cancels the session's turns on the other replicas and says
 	// how many there were.
 	Stop(ctx context.Context, key string) (int, error)
+}
+
+// Counters are named sums shared by replicas: each key holds counts by
+// name (a budget's "input" and "output" tokens) that any replica adds to.
+type Counters interface {
+	// Add adds delta to key's counts atomically (replicas adding at once
+	// lose nothing) and returns the counts it made.
+	Add(ctx context.Context, key string, delta map[string]int64) (Count, error)
+	// Delete forgets key's counts.
+	Delete(ctx context.Context, key string) error
+	// Watch calls fn with every key's counts, first as they are, then
+	// each time a replica changes them, until ctx ends. ready, if not
+	// nil, is called once the counts as they were are reported.
+	Watch(ctx context.Context, fn func(key string, c Count), ready func()) error
+}
+
+// Count is a key's counts as of a revision: a later change has a higher
+// revision, so a reader keeps the newest of what Add and Watch report.
+type Count struct {
+	Values   map[string]int64
+	Revision uint64
+	// Deleted is true when the key was deleted.
+	Deleted bool
 }
 
 // Local is one process alone: it always leads, and remembers the claims

@@ -151,7 +151,7 @@ func (e *Elector) lead(ctx context.Context, k string, rev uint64, fn func(contex
 			switch {
 			case err == nil:
 				rev, renewed = next, at
-			case errors.Is(err, jetstream.ErrKeyExists) || time.Since(renewed) > e.ttl*3/4:
+			case isConflict(err) || time.Since(renewed) > e.ttl*3/4:
 				// Another replica holds it, or it may have expired.
 				cancel()
 				<-result

@@ -357,25 +357,68 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	}
 	post := func(i int, text string) (string, error) {
 		send := &discordgo.MessageSend{Content: text, AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}}
+		described := text // what the piece's nonce is made of
 		if i == len(pieces)-1 {
 			// The files go with the last piece of the text.
 			for _, f := range files {
 				send.Files = append(send.Files, &discordgo.File{Name: f.Name, ContentType: f.Type, Reader: bytes.NewReader(f.Data)})
+				described += fmt.Sprintf("\x00file\x00%s\x00%d", f.Name, len(f.Data))
 			}
 		}
 		if i == 0 && m.ReplyTo != "" && m.Kind != bus.Progress {
 			send.Reference = &discordgo.MessageReference{MessageID: m.ReplyTo, ChannelID: m.ChatID, FailIfNotExists: new(bool)}
 		}
+		nonce, _ := channel.PieceKey(m, i, described)
 		rctx, cancel := context.WithTimeout(ctx, c.timeout)
 		defer cancel()
-		msg, err := c.s.ChannelMessageSendComplex(m.ChatID, send, discordgo.WithContext(rctx))
+		id, err := c.create(rctx, m.ChatID, send, nonce)
 		if err != nil {
 			return "", deliveryError(err)
 		}
-		return msg.ID, nil
+		return id, nil
 	}
 	edit := func(id, text string) error { return c.Edit(ctx, m.ChatID, id, text) }
 	return channel.Deliver(&c.turns, m, pieces, post, edit)
+}
+
+// messageCreate is Create Message's body: discordgo's MessageSend and
+// the nonce it has no field for. With enforce_nonce Discord checks the
+// nonce against the bot's messages of the past few minutes and answers a
+// repeated one with the message it created the first time, so a reply
+// sent again (by the replica that took over a turn whose replica died
+// right after sending it) is posted once.
+type messageCreate struct {
+	*discordgo.MessageSend
+	Nonce        string `json:"nonce,omitempty"`
+	EnforceNonce bool   `json:"enforce_nonce,omitempty"`
+}
+
+// create posts a message (as discordgo's ChannelMessageSendComplex does,
+// with the nonce) and returns its id.
+func (c *Channel) create(ctx context.Context, chatID string, send *discordgo.MessageSend, nonce string) (string, error) {
+	body := messageCreate{MessageSend: send, Nonce: nonce, EnforceNonce: nonce != ""}
+	endpoint := discordgo.EndpointChannelMessages(chatID)
+	var (
+		resp []byte
+		err  error
+	)
+	if len(send.Files) > 0 {
+		ct, b, merr := discordgo.MultipartBodyWithJSON(body, send.Files)
+		if merr != nil {
+			return "", merr
+		}
+		resp, err = c.s.RequestRaw(http.MethodPost, endpoint, ct, b, endpoint, 0, discordgo.WithContext(ctx))
+	} else {
+		resp, err = c.s.RequestWithBucketID(http.MethodPost, endpoint, body, endpoint, discordgo.WithContext(ctx))
+	}
+	if err != nil {
+		return "", err
+	}
+	var msg discordgo.Message
+	if err := json.Unmarshal(resp, &msg); err != nil {
+		return "", fmt.Errorf("discord: the created message: %w", err)
+	}
+	return msg.ID, nil
 }
 
 // Edit replaces the text of a message the bot sent.

@@ -315,3 +315,46 @@ func TestAttachmentsBothWays(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A turn's reply sent again by another replica (the first died after
+// Discord took the reply, before it recorded the delivery) is posted
+// once: each piece carries a nonce derived from the turn, enforced.
+func TestRepeatedReplyPostedOnce(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, channel.Env{})
+	dm := fake.Post("", "200000000000000001", alice, "x")
+	h.in.Wait(t, 1)
+	other, err := New(Config{Token: token, APIBase: fake.URL}, channel.Env{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	long := strings.Repeat("line of the answer\n", 150) // two pieces
+	reply := bus.Outbound{Kind: bus.Message, ChatID: dm.ChannelID, Turn: "turn-1", Content: long}
+	first, err := h.ch.Send(ctx, reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := other.Send(ctx, reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := fake.Sent(dm.ChannelID); len(s) != 2 || first != again {
+		t.Fatalf("the reply sent twice was posted as %d messages (ids %s, %s)", len(s), first, again)
+	}
+	if n := fake.NonceHits(); n != 2 {
+		t.Errorf("%d creates answered by the nonce, want 2", n)
+	}
+	// Another turn, and a message outside any turn, are new messages.
+	if _, err := other.Send(ctx, bus.Outbound{Kind: bus.Message, ChatID: dm.ChannelID, Turn: "turn-2", Content: "short"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := other.Send(ctx, bus.Outbound{Kind: bus.Message, ChatID: dm.ChannelID, Content: "no turn"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := fake.Sent(dm.ChannelID); len(s) != 5 {
+		t.Errorf("%d messages, want 5", len(s))
+	}
+}

@@ -565,3 +565,36 @@ func TestPollingWithoutIdle(t *testing.T) {
 		t.Error("IDLE used with imapIdle false")
 	}
 }
+
+// A turn's answer mailed again by another replica (the first died after
+// the server took it, before recording it) has the same Message-ID, so
+// the correspondent's mail store keeps one copy.
+func TestRepeatedAnswerSameMessageID(t *testing.T) {
+	s := newServers(t)
+	a := start(t, config(s), channel.Env{})
+	b := start(t, config(s), channel.Env{})
+	s.deliver(t, "alice@example.org", "plans", "10?")
+	m := a.in.Wait(t, 1)[0]
+	b.in.Wait(t, 1)
+	reply := bus.Outbound{Kind: bus.Message, ChatID: m.ChatID, Turn: "turn-1", Content: "Yes."}
+	for _, h := range []*harness{a, b} {
+		if _, err := h.ch.Send(context.Background(), reply); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mails := s.sink.mails()
+	if len(mails) != 2 {
+		t.Fatalf("%d mails", len(mails))
+	}
+	id0, id1 := mails[0].Header.Get("Message-ID"), mails[1].Header.Get("Message-ID")
+	if id0 != id1 || !strings.HasPrefix(id0, "<nb") {
+		t.Errorf("Message-IDs %q and %q, want one turn-derived id", id0, id1)
+	}
+	// Outside a turn, each mail has its own.
+	if _, err := a.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: "bob@example.org", Content: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	if id := s.sink.mails()[2].Header.Get("Message-ID"); id == id0 || strings.HasPrefix(id, "<nb") {
+		t.Errorf("Message-ID outside a turn %q", id)
+	}
+}

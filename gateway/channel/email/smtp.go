@@ -95,7 +95,10 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 		return "", &channel.Undeliverable{Reason: "already answered " + t.messageID + " (RFC 3834: one answer per mail)"}
 	}
 	text, files := c.env.Outgoing(m, MaxAttachmentBytes)
-	id, msg := c.compose(addr, t, text, files)
+	// A turn's answer has the same Message-ID on every try and replica:
+	// mail stores keep one copy of a mail delivered twice with one id.
+	key, _ := channel.PieceKey(m, 0, text)
+	id, msg := c.compose(addr, t, text, files, key)
 	if err := c.smtpSend(ctx, addr, msg); err != nil {
 		return "", err
 	}
@@ -114,12 +117,16 @@ const MaxAttachmentBytes = 18 << 20
 
 // compose writes the answer: threaded, marked auto-replied, its text
 // UTF-8 quoted-printable; with files, multipart/mixed, the text first and
-// each file a base64 attachment.
-func (c *Channel) compose(to string, t thread, text string, files []channel.Attachment) (string, []byte) {
-	var rnd [12]byte
-	rand.Read(rnd[:]) //nolint:errcheck // never fails
+// each file a base64 attachment. Its Message-ID's left part is key, or
+// random when key is "".
+func (c *Channel) compose(to string, t thread, text string, files []channel.Attachment, key string) (string, []byte) {
+	if key == "" {
+		var rnd [12]byte
+		rand.Read(rnd[:]) //nolint:errcheck // never fails
+		key = hex.EncodeToString(rnd[:])
+	}
 	domain := c.self[strings.LastIndexByte(c.self, '@')+1:]
-	id := "<" + hex.EncodeToString(rnd[:]) + "@" + domain + ">"
+	id := "<" + key + "@" + domain + ">"
 	subject := t.subject
 	if subject == "" {
 		subject = "Message from your assistant"

@@ -2,11 +2,8 @@ package matrix
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -43,12 +40,10 @@ func roomID(s string) (id.RoomID, error) {
 // with the first event instead of posting twice; messages outside a turn
 // get a fresh id.
 func (c *Channel) txnID(m bus.Outbound, i int, piece string) string {
-	key := channel.TurnKey(m)
-	if key == "" || m.Kind == bus.Progress {
-		return c.cli.TxnID()
+	if key, ok := channel.PieceKey(m, i, piece); ok {
+		return key
 	}
-	h := sha256.Sum256([]byte(key + "\x00" + string(m.Kind) + "\x00" + strconv.Itoa(i) + "\x00" + piece))
-	return "nb" + hex.EncodeToString(h[:12])
+	return c.cli.TxnID()
 }
 
 // deliveryError sorts the homeserver's answer: 429 M_LIMIT_EXCEEDED

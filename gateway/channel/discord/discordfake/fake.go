@@ -6,7 +6,8 @@
 // and then RESUMED, or answering Invalid Session; closing with 4004 on a
 // bad token) and the REST API the channel calls (GET gateway, users/@me,
 // channel messages: create, as JSON or as multipart/form-data with
-// payload_json and files[n], edit, list after an id; typing; attachments
+// payload_json and files[n], with a nonce that enforce_nonce makes
+// unique per author for a few minutes; edit, list after an id; typing; attachments
 // served from a CDN path), with the rate-limit headers on every answer and
 // 429 with retry_after when a channel's bucket is empty.
 package discordfake
@@ -50,6 +51,10 @@ type Message struct {
 	Mentions         []User            `json:"mentions"`
 	MessageReference *MessageReference `json:"message_reference,omitempty"`
 	Attachments      []Attachment      `json:"attachments"`
+	// Nonce is what the creator sent to recognise its message.
+	Nonce string `json:"nonce,omitempty"`
+
+	created time.Time
 }
 
 // Attachment is a file of a message, served by the fake's CDN at URL.
@@ -111,7 +116,13 @@ type Server struct {
 	window   time.Duration
 	buckets  map[string]*bucket
 	files    map[string][]byte // CDN path -> content
+	// nonceHits counts creates answered with an earlier message.
+	nonceHits int
 }
+
+// NonceWindow is how long an enforced nonce stays unique ("the past few
+// minutes" of Discord's documentation).
+const NonceWindow = 5 * time.Minute
 
 type bucket struct {
 	remaining int
@@ -282,6 +293,14 @@ func (s *Server) Stats() (conns, resumes int) {
 	return s.conns, s.resumes
 }
 
+// NonceHits is how many message creates were answered with the message
+// an earlier create made with the same enforced nonce.
+func (s *Server) NonceHits() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nonceHits
+}
+
 // WaitConnected waits for the n-th gateway connection to be ready.
 func (s *Server) WaitConnected(ctx context.Context, n int) error {
 	for {
@@ -444,6 +463,8 @@ func (s *Server) rest(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Content          string            `json:"content"`
 			MessageReference *MessageReference `json:"message_reference"`
+			Nonce            json.RawMessage   `json:"nonce"`
+			EnforceNonce     bool              `json:"enforce_nonce"`
 		}
 		var files []File
 		var jsonBody io.Reader = r.Body
@@ -507,8 +528,31 @@ func (s *Server) rest(w http.ResponseWriter, r *http.Request) {
 			apiError(w, 404, 10008, "Unknown Message")
 			return
 		}
+		// The nonce: an integer or a string of at most 25 characters.
+		// Enforced, it is unique per author for a few minutes: a
+		// message created again is answered with the first.
+		var nonce string
+		if len(body.Nonce) > 0 && string(body.Nonce) != "null" {
+			if json.Unmarshal(body.Nonce, &nonce) != nil {
+				nonce = string(body.Nonce)
+			}
+			if len(nonce) > 25 {
+				apiError(w, 400, 50035, "Invalid Form Body: nonce: Must be 25 or fewer in length.")
+				return
+			}
+		}
+		if nonce != "" && body.EnforceNonce {
+			for _, m := range s.messages[ch] {
+				if m.Author.ID == s.Bot.ID && m.Nonce == nonce && time.Since(m.created) < NonceWindow {
+					s.nonceHits++
+					reply(w, 200, m)
+					return
+				}
+			}
+		}
 		m := &Message{ID: s.id(), ChannelID: ch, GuildID: s.channels[ch], Author: s.Bot, Content: body.Content,
-			Timestamp: time.Now().UTC().Format(time.RFC3339Nano), Mentions: []User{}, MessageReference: body.MessageReference}
+			Timestamp: time.Now().UTC().Format(time.RFC3339Nano), Mentions: []User{}, MessageReference: body.MessageReference,
+			Nonce: nonce, created: time.Now()}
 		for _, f := range files {
 			m.Attachments = append(m.Attachments, s.storeLocked(ch, f))
 		}

@@ -1,0 +1,108 @@
+package budget_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nbots/nb/gateway/budget"
+	"github.com/nbots/nb/gateway/bus/jetstream"
+	"github.com/nbots/nb/internal/natstest"
+)
+
+// replicas returns n ledgers, each on its own connection to one NATS
+// server, sharing their counts, running until the test ends.
+func replicas(t *testing.T, n int, limits budget.Limits) []*budget.Ledger {
+	t.Helper()
+	s := natstest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	var out []*budget.Ledger
+	for range n {
+		dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+		b, err := jetstream.Dial(dctx, s.URL(), "budget test", jetstream.Options{Namespace: "budgets"})
+		if err != nil {
+			dcancel()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		c, err := b.Counters(dctx, "budget")
+		dcancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := &budget.Ledger{Limits: limits, Shared: c, Path: t.TempDir() + "/usage.json", Warn: func(msg string) { t.Log(msg) }}
+		wg.Add(1)
+		go func() { defer wg.Done(); l.Run(ctx) }() //nolint:errcheck // ends with ctx
+		out = append(out, l)
+	}
+	return out
+}
+
+// eventually waits up to 3 s for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A budget is the replicas' together: what one spends counts on the
+// others, for the session's budget and the day's.
+func TestSharedBudgets(t *testing.T) {
+	ls := replicas(t, 3, budget.Limits{SessionTokens: 600, DailyTokens: 1000})
+	a, b, c := ls[0], ls[1], ls[2]
+	a.Record("telegram:1", budget.Chat, budget.Usage{Input: 300, Output: 100})
+	b.Record("telegram:1", budget.Chat, budget.Usage{Input: 200, Output: 100})
+	var ex *budget.Exceeded
+	eventually(t, "replica c never saw the session's 700 tokens spent on a and b", func() bool {
+		return errors.As(c.Check("telegram:1"), &ex) && ex.Budget == "session" && ex.Used == 700
+	})
+	if err := c.Check("telegram:2"); err != nil {
+		t.Fatalf("another session: %v", err)
+	}
+	c.Record("telegram:2", budget.Cron, budget.Usage{Input: 250, Output: 50})
+	eventually(t, "replica a never saw the day's 1,000 tokens spent", func() bool {
+		return errors.As(a.Check("telegram:3"), &ex) && ex.Budget == "daily" && ex.Used == 1000
+	})
+	r := b.Report("telegram:1")
+	if r.TodayTotal != 1000 || r.Today[budget.Chat].Total() != 700 || r.Today[budget.Cron].Total() != 300 || r.Session.Total() != 700 {
+		t.Errorf("b's report %+v", r)
+	}
+	// /new on one replica starts the session's count again on all.
+	a.ResetSession("telegram:1")
+	eventually(t, "replica b still counts the session that was started anew", func() bool {
+		return b.Report("telegram:1").Session.Total() == 0
+	})
+}
+
+// Replicas adding at once lose nothing.
+func TestSharedCountsLoseNothing(t *testing.T) {
+	ls := replicas(t, 3, budget.Limits{})
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		for range 40 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l.Record("s", budget.Chat, budget.Usage{Input: 1, Output: 1})
+				time.Sleep(time.Millisecond)
+			}()
+		}
+	}
+	wg.Wait()
+	for i, l := range ls {
+		eventually(t, "the counts of 120 calls did not add up", func() bool {
+			return l.Report("s").Session.Total() == 240 && l.Report("s").TodayTotal == 240
+		})
+		if err := l.Flush(); err != nil {
+			t.Errorf("replica %d: %v", i, err)
+		}
+	}
+}
