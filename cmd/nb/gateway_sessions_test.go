@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
+	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
 )
 
@@ -113,4 +118,89 @@ func TestGatewayReplicasKill9PostgreSQL(t *testing.T) {
 		t.Skip("starts PostgreSQL, NATS and three nb gateway replicas and kills them")
 	}
 	replicasKill9(t, *storeKills, func(rs *replicaSet) { sharedStore(t, rs) })
+}
+
+// TestGatewaySessionsCommands: a nanobot workspace's session imported into
+// PostgreSQL (nb gateway sessions import) continues there with nb gateway
+// chat and NB_STORE, the workspace's file untouched; exported into
+// another workspace it is the file as it was, then the turn's two lines
+// as nb writes them; without a store the commands say what is missing.
+func TestGatewaySessionsCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	dbURL, err := cluster(t).NewDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := httptest.NewServer(openaitest.New(func(turn providertest.Turn) providertest.Reply {
+		var users []string
+		for _, m := range turn.Messages {
+			if m.Role == "user" {
+				users = append(users, m.Content)
+			}
+		}
+		return providertest.Reply{Chunks: []string{fmt.Sprintf("heard %d: %s", len(users), turn.LastUser())}}
+	}))
+	defer model.Close()
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "workspace")
+	old := `{"_type": "metadata", "key": "cli:direct", "created_at": "2026-03-01T10:00:00", "updated_at": "2026-03-15T14:30:00", "metadata": {}, "last_consolidated": 0}
+{"role": "user", "content": "old question", "timestamp": "2026-03-01T10:00:00.000001"}
+{"role": "assistant", "content": "old answer", "timestamp": "2026-03-01T10:00:01.000001"}
+`
+	if err := os.MkdirAll(filepath.Join(ws, "sessions"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(ws, "sessions", "cli_direct.jsonl")
+	if err := os.WriteFile(file, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "gateway.json")
+	data, _ := json.Marshal(map[string]any{
+		"agents":    map[string]any{"defaults": map[string]any{"workspace": ws, "model": "gpt-4o-mini", "provider": "custom"}},
+		"providers": map[string]any{"custom": map[string]any{"apiBase": model.URL, "apiKey": "test-key"}},
+	})
+	if err := os.WriteFile(cfg, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"XDG_STATE_HOME=" + filepath.Join(dir, "state"), "NANO_BOTS_ENCRYPTION_PASSWORD=pw"}
+	withStore := append(slices.Clone(env), "NB_STORE="+dbURL)
+
+	code, _, errs := runNBInput(t, withStore, "", "gateway", "sessions", "import", "--config", cfg)
+	if code != 0 || !strings.Contains(errs, "imported 1 sessions (3 lines)") || !strings.Contains(errs, "conversations of nb/gateway/nb") {
+		t.Fatalf("import: %d\n%s", code, errs)
+	}
+	code, out, errs := runNBInput(t, withStore, "", "gateway", "chat", "--config", cfg, "-m", "and now?")
+	if code != 0 || !strings.Contains(out, "heard 2: ") || !strings.Contains(out, "and now?") {
+		t.Fatalf("chat on the imported session: %d\n%s\n%s", code, out, errs)
+	}
+	if got, _ := os.ReadFile(file); string(got) != old {
+		t.Fatalf("nb gateway chat with NB_STORE wrote the workspace's file:\n%s", got)
+	}
+	ws2 := filepath.Join(dir, "back")
+	code, _, errs = runNBInput(t, env, "", "gateway", "sessions", "export", "--config", cfg, "--workspace", ws2, "--store", dbURL)
+	if code != 0 || !strings.Contains(errs, "exported 1 sessions (5 lines, 0 earlier") {
+		t.Fatalf("export: %d\n%s", code, errs)
+	}
+	back, err := os.ReadFile(filepath.Join(ws2, "sessions", "cli_direct.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(strings.TrimPrefix(string(back), old), "\n"), "\n")
+	if !strings.HasPrefix(string(back), old) || len(lines) != 2 || !strings.HasPrefix(lines[0], `{"role":"user","content":"and now?"`) || !strings.HasPrefix(lines[1], `{"role":"assistant","content":"heard 2: `) {
+		t.Fatalf("exported:\n%s", back)
+	}
+	code, _, errs = runNBInput(t, env, "", "gateway", "sessions", "export", "--config", cfg, "--workspace", ws2, "--store", dbURL)
+	if code != 0 || !strings.Contains(errs, "1 sessions have a file already") {
+		t.Fatalf("export over the files: %d\n%s", code, errs)
+	}
+	code, _, errs = runNBInput(t, env, "", "gateway", "sessions", "export", "--config", cfg)
+	if code == 0 || !strings.Contains(errs, "name the PostgreSQL store") {
+		t.Fatalf("export without a store: %d\n%s", code, errs)
+	}
+	code, _, errs = runNBInput(t, env, "", "gateway", "sessions", "--config", cfg)
+	if code == 0 || !strings.Contains(errs, "say import") {
+		t.Fatalf("no verb: %d\n%s", code, errs)
+	}
 }
