@@ -26,8 +26,10 @@ import (
 // history read with it), the user's message, a tool call and its result
 // and the answer appended (one Append, as the agent records a round),
 // Sync, unlock. Turns go round 20 sessions that start with 100 messages
-// each (a session of a few days). p50 and p99 are reported per backend,
-// and the p50 of the differences of turns run side by side.
+// each (a session of a few days), then round 4 sessions of 1,000 (the
+// store reads a session's whole history at each Lock). p50 and p99 are
+// reported per backend, and the p50 of the differences of turns run
+// side by side.
 func BenchmarkSessionTurn(b *testing.B) {
 	c, err := pgtest.Start(pgtest.Options{Durable: true})
 	if errors.Is(err, pgtest.ErrNotInstalled) && os.Getenv("CI") == "" {
@@ -63,7 +65,6 @@ func BenchmarkSessionTurn(b *testing.B) {
 	}
 	managers := []*session.Manager{files, stored}
 	names := []string{"files", "postgres"}
-	const sessions = 20
 	q := "What is the weather like in Zürich today? And tomorrow?"
 	round := []state.Event{
 		{Who: state.RoleUser, Message: q, Input: &q},
@@ -86,36 +87,41 @@ func BenchmarkSessionTurn(b *testing.B) {
 		}
 		return s.Sync()
 	}
-	for _, m := range managers {
-		for i := range sessions {
-			for range 25 { // 100 messages
-				if err := turn(m, fmt.Sprint("telegram:", i)); err != nil {
-					b.Fatal(err)
+	for _, size := range []struct{ sessions, messages int }{{20, 100}, {4, 1000}} {
+		b.Run(fmt.Sprintf("history=%d", size.messages), func(b *testing.B) {
+			key := func(i int) string { return fmt.Sprintf("telegram:%d-%d", size.messages, i%size.sessions) }
+			for _, m := range managers {
+				for i := range size.sessions {
+					for range size.messages / len(round) {
+						if err := turn(m, key(i)); err != nil {
+							b.Fatal(err)
+						}
+					}
 				}
 			}
-		}
-	}
-	times := make([][]time.Duration, len(managers))
-	b.ResetTimer()
-	for n := range b.N {
-		for i, m := range managers {
-			start := time.Now()
-			if err := turn(m, fmt.Sprint("telegram:", n%sessions)); err != nil {
-				b.Fatal(err)
+			times := make([][]time.Duration, len(managers))
+			b.ResetTimer()
+			for n := range b.N {
+				for i, m := range managers {
+					start := time.Now()
+					if err := turn(m, key(n)); err != nil {
+						b.Fatal(err)
+					}
+					times[i] = append(times[i], time.Since(start))
+				}
 			}
-			times[i] = append(times[i], time.Since(start))
-		}
+			b.StopTimer()
+			for i, ts := range times {
+				b.ReportMetric(float64(percentile(ts, 50))/1e6, names[i]+"-p50-ms")
+				b.ReportMetric(float64(percentile(ts, 99))/1e6, names[i]+"-p99-ms")
+			}
+			diff := make([]time.Duration, len(times[0]))
+			for j := range diff {
+				diff[j] = times[1][j] - times[0][j]
+			}
+			b.ReportMetric(float64(percentile(diff, 50))/1e6, "overhead-p50-ms")
+		})
 	}
-	b.StopTimer()
-	for i, ts := range times {
-		b.ReportMetric(float64(percentile(ts, 50))/1e6, names[i]+"-p50-ms")
-		b.ReportMetric(float64(percentile(ts, 99))/1e6, names[i]+"-p99-ms")
-	}
-	diff := make([]time.Duration, len(times[0]))
-	for j := range diff {
-		diff[j] = times[1][j] - times[0][j]
-	}
-	b.ReportMetric(float64(percentile(diff, 50))/1e6, "overhead-p50-ms")
 }
 
 // percentile returns the p-th percentile of ts (sorting a copy).

@@ -117,12 +117,26 @@ func line(ev state.Event) (string, bool) {
 // conversation was deleted (and maybe written again) meanwhile.
 func (s *Session) absorbLocked(h []state.Event) error {
 	if first, _ := firstLine(h); len(h) < s.seen || (s.seen > 0 && first != s.first) {
-		s.meta, s.events, s.size, s.seen, s.first, s.pending = Meta{}, nil, 0, 0, "", nil
+		s.resetLocked()
 	}
-	for i := s.seen; i < len(h); i++ {
-		l, ok := line(h[i])
+	if s.seen == 0 && len(h) > 0 {
+		s.first, _ = firstLine(h)
+	}
+	return s.absorbTailLocked(h[s.seen:], len(h))
+}
+
+// resetLocked forgets what was read of the conversation.
+func (s *Session) resetLocked() {
+	s.meta, s.events, s.size, s.seen, s.first, s.pending = Meta{}, nil, 0, 0, "", nil
+}
+
+// absorbTailLocked decodes the records after those read (tail), the
+// conversation holding total records in all.
+func (s *Session) absorbTailLocked(tail []state.Event, total int) error {
+	for i, ev := range tail {
+		l, ok := line(ev)
 		if !ok {
-			s.m.warn(fmt.Sprintf("session %s: record %d is not a session line: skipped", s.Path, i+1))
+			s.m.warn(fmt.Sprintf("session %s: record %d is not a session line: skipped", s.Path, s.seen+i+1))
 			continue
 		}
 		s.size += int64(len(l))
@@ -130,16 +144,13 @@ func (s *Session) absorbLocked(h []state.Event) error {
 			continue
 		}
 		if err := s.decodeLine([]byte(l)); err != nil {
-			s.m.warn(fmt.Sprintf("session %s: record %d: skipped a line that is not a message (%v)", s.Path, i+1, err))
+			s.m.warn(fmt.Sprintf("session %s: record %d: skipped a line that is not a message (%v)", s.Path, s.seen+i+1, err))
 		}
 	}
-	if len(h) > 0 {
+	if total > 0 {
 		s.pending = nil // stored already, by another replica maybe
-		if s.seen == 0 {
-			s.first, _ = firstLine(h)
-		}
 	}
-	s.seen = len(h)
+	s.seen = total
 	if s.meta.Type == "" {
 		now := s.m.now().Format(TimeLayout)
 		s.meta = Meta{Type: "metadata", Key: s.Key, CreatedAt: now, UpdatedAt: now, Metadata: map[string]any{}}
@@ -216,7 +227,22 @@ func (s *Session) held(fn func() error) error {
 // waiting for another replica's turn, and reads what was appended
 // meanwhile.
 func (s *Session) lockStored(ctx context.Context) (func(), error) {
-	t, err := s.conv.Begin(ctx, func() {})
+	s.mu.Lock()
+	n := s.seen
+	s.mu.Unlock()
+	var (
+		t     state.Turn
+		total int
+		err   error
+	)
+	tb, tail := s.conv.(state.TailBeginner)
+	if tail && n > 0 {
+		// Only what was appended since: a long session is not read
+		// whole at every turn.
+		t, total, err = tb.BeginAfter(ctx, func() {}, n)
+	} else {
+		t, err = s.conv.Begin(ctx, func() {})
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -224,7 +250,20 @@ func (s *Session) lockStored(ctx context.Context) (func(), error) {
 		return nil, fmt.Errorf("session %s: %w", s.Path, err)
 	}
 	s.mu.Lock()
-	err = s.absorbLocked(t.History())
+	switch {
+	case !tail || n == 0:
+		err = s.absorbLocked(t.History())
+	case total < n: // deleted since: the whole history
+		s.resetLocked()
+		err = s.absorbLocked(t.History())
+	case s.seen == n:
+		err = s.absorbTailLocked(t.History(), total)
+	default: // read meanwhile (Reread): read it whole, once
+		var h []state.Event
+		if h, err = s.conv.History(ctx); err == nil {
+			err = s.absorbLocked(h)
+		}
+	}
 	if err == nil {
 		s.turn, s.holds = t, true
 	}
