@@ -59,7 +59,35 @@ func (a *App) gatewaySessions(c *config.Config, sc *scaleOut, log *slog.Logger) 
 	}
 	m.Warn = func(msg string) { log.Warn(msg) }
 	log.Info("sessions", "in", m.Location(), "namespace", ns)
+	if n := notImported(m, filepath.Join(c.Workspace, "sessions")); n > 0 {
+		log.Warn(fmt.Sprintf("the workspace has %d session files that are not in the store: these conversations start afresh here; nb gateway sessions import moves them (docs/scale-out.md)", n))
+	}
 	return m, nil
+}
+
+// notImported counts the session files of dir whose sessions the store
+// of m does not hold (a gateway that was given a store after running on
+// its files).
+func notImported(m *gwsession.Manager, dir string) int {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if len(files) == 0 {
+		return 0
+	}
+	infos, err := m.List()
+	if err != nil {
+		return 0 // the store's error shows at the first turn
+	}
+	stored := map[string]bool{}
+	for _, in := range infos {
+		stored[gwsession.FileName(in.Key)] = true
+	}
+	n := 0
+	for _, f := range files {
+		if !stored[filepath.Base(f)] {
+			n++
+		}
+	}
+	return n
 }
 
 // gatewaySessionsCommand is nb gateway sessions import|export.

@@ -167,11 +167,19 @@ func TestGatewaySessionsCommands(t *testing.T) {
 	env := []string{"XDG_STATE_HOME=" + filepath.Join(dir, "state"), "NANO_BOTS_ENCRYPTION_PASSWORD=pw"}
 	withStore := append(slices.Clone(env), "NB_STORE="+dbURL)
 
+	// Before the import, nb gateway says that the workspace's session
+	// is not in the store.
+	if code, _, errs := runNBInput(t, withStore, "", "gateway", "chat", "--config", cfg, "-s", "web:other", "-m", "hi"); code != 0 || !strings.Contains(errs, "1 session files that are not in the store") {
+		t.Fatalf("no warning of the files left out: %d\n%s", code, errs)
+	}
 	code, _, errs := runNBInput(t, withStore, "", "gateway", "sessions", "import", "--config", cfg)
 	if code != 0 || !strings.Contains(errs, "imported 1 sessions (3 lines)") || !strings.Contains(errs, "conversations of nb/gateway/nb") {
 		t.Fatalf("import: %d\n%s", code, errs)
 	}
 	code, out, errs := runNBInput(t, withStore, "", "gateway", "chat", "--config", cfg, "-m", "and now?")
+	if strings.Contains(errs, "not in the store") {
+		t.Errorf("a warning after the import:\n%s", errs)
+	}
 	if code != 0 || !strings.Contains(out, "heard 2: ") || !strings.Contains(out, "and now?") {
 		t.Fatalf("chat on the imported session: %d\n%s\n%s", code, out, errs)
 	}
@@ -180,7 +188,7 @@ func TestGatewaySessionsCommands(t *testing.T) {
 	}
 	ws2 := filepath.Join(dir, "back")
 	code, _, errs = runNBInput(t, env, "", "gateway", "sessions", "export", "--config", cfg, "--workspace", ws2, "--store", dbURL)
-	if code != 0 || !strings.Contains(errs, "exported 1 sessions (5 lines, 0 earlier") {
+	if code != 0 || !strings.Contains(errs, "exported 2 sessions (8 lines, 0 earlier") {
 		t.Fatalf("export: %d\n%s", code, errs)
 	}
 	back, err := os.ReadFile(filepath.Join(ws2, "sessions", "cli_direct.jsonl"))
@@ -192,7 +200,7 @@ func TestGatewaySessionsCommands(t *testing.T) {
 		t.Fatalf("exported:\n%s", back)
 	}
 	code, _, errs = runNBInput(t, env, "", "gateway", "sessions", "export", "--config", cfg, "--workspace", ws2, "--store", dbURL)
-	if code != 0 || !strings.Contains(errs, "1 sessions have a file already") {
+	if code != 0 || !strings.Contains(errs, "2 sessions have a file already") {
 		t.Fatalf("export over the files: %d\n%s", code, errs)
 	}
 	code, _, errs = runNBInput(t, env, "", "gateway", "sessions", "export", "--config", cfg)
