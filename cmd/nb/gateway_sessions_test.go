@@ -199,7 +199,16 @@ func TestGatewaySessionsCommands(t *testing.T) {
 	if !strings.HasPrefix(string(back), old) || len(lines) != 2 || !strings.HasPrefix(lines[0], `{"role":"user","content":"and now?"`) || !strings.HasPrefix(lines[1], `{"role":"assistant","content":"heard 2: `) {
 		t.Fatalf("exported:\n%s", back)
 	}
-	code, _, errs = runNBInput(t, env, "", "gateway", "sessions", "export", "--config", cfg, "--workspace", ws2, "--store", dbURL)
+	// gateway.store names the store too.
+	cfg2 := filepath.Join(dir, "gateway2.json")
+	data, _ = json.Marshal(map[string]any{
+		"agents":  map[string]any{"defaults": map[string]any{"workspace": ws2}},
+		"gateway": map[string]any{"store": dbURL},
+	})
+	if err := os.WriteFile(cfg2, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = runNBInput(t, env, "", "gateway", "sessions", "export", "--config", cfg2)
 	if code != 0 || !strings.Contains(errs, "2 sessions have a file already") {
 		t.Fatalf("export over the files: %d\n%s", code, errs)
 	}
