@@ -256,9 +256,12 @@ func (s *Session) lockStored(ctx context.Context) (func(), error) {
 	case total < n: // deleted since: the whole history
 		s.resetLocked()
 		err = s.absorbLocked(t.History())
-	case s.seen == n:
-		err = s.absorbTailLocked(t.History(), total)
-	default: // read meanwhile (Reread): read it whole, once
+	case s.seen >= n && s.seen <= total:
+		// Those this process appended or reread while this turn
+		// waited for the lease are skipped: the history is only ever
+		// appended to, one holder at a time.
+		err = s.absorbTailLocked(t.History()[s.seen-n:], total)
+	default: // forgotten meanwhile (a reread found it deleted): read it whole
 		var h []state.Event
 		if h, err = s.conv.History(ctx); err == nil {
 			err = s.absorbLocked(h)

@@ -420,13 +420,16 @@ func testConcurrentSessions(t *testing.T, h Harness) {
 }
 
 // testOneSessionTwoReplicas: turns on one session from both replicas at
-// once follow one another: none loses another's messages.
+// once, two of them from one replica, follow one another: none loses
+// another's messages.
 func testOneSessionTwoReplicas(t *testing.T, h Harness) {
 	r := h.New(t)
 	const turns = 6
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for i, m := range []*session.Manager{r.A, r.B} {
+	errs := make(chan error, 3)
+	// Two turns of one replica wait for each other too (the second
+	// then reads the history with the first's messages in it).
+	for i, m := range []*session.Manager{r.A, r.B, r.A} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -454,8 +457,8 @@ func testOneSessionTwoReplicas(t *testing.T, h Harness) {
 	unlock := lock(t, s)
 	defer unlock()
 	got := texts(s.History())
-	if len(got) != 2*turns {
-		t.Fatalf("%d messages, want %d: %q", len(got), 2*turns, got)
+	if len(got) != 3*turns {
+		t.Fatalf("%d messages, want %d: %q", len(got), 3*turns, got)
 	}
 	for i, g := range got {
 		if !strings.HasSuffix(g, fmt.Sprintf(" after %d", i)) {
