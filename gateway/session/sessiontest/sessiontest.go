@@ -53,6 +53,7 @@ func Run(t *testing.T, h Harness) {
 		{"MaxToolResult", testMaxToolResult},
 		{"ConcurrentSessions", testConcurrentSessions},
 		{"OneSessionTwoReplicas", testOneSessionTwoReplicas},
+		{"WaitingTurnOfOneReplica", testWaitingTurn},
 		{"List", testList},
 		{"Reread", testReread},
 	}
@@ -507,5 +508,37 @@ func testReread(t *testing.T, h Harness) {
 	}
 	if b.Len() != want {
 		t.Fatalf("%d messages after a reread, want %d", b.Len(), want)
+	}
+}
+
+// testWaitingTurn: a turn that waits for another turn of its replica on
+// the same session reads the history with that turn's messages once.
+func testWaitingTurn(t *testing.T, h Harness) {
+	r := h.New(t)
+	s := Get(t, r.A, "telegram:wait")
+	turn(t, s, user("before"))
+	unlock := lock(t, s)
+	got := make(chan []string, 1)
+	go func() {
+		un, err := s.Lock(context.Background())
+		if err != nil {
+			got <- []string{err.Error()}
+			return
+		}
+		got <- texts(s.History())
+		un()
+	}()
+	time.Sleep(200 * time.Millisecond) // the second turn waits
+	if err := s.Append(ai("during")); err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	select {
+	case g := <-got:
+		if !same(g, []string{"before", "during"}) {
+			t.Fatalf("the waiting turn read %q", g)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting turn never got the session")
 	}
 }
