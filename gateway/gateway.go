@@ -107,6 +107,12 @@ type runningTurn struct {
 	queue []bus.Inbound
 	// took are the keys (steerKey) of the messages the turn took.
 	took []string
+	// from is the key of the message the turn answers ("" for cron and
+	// the heartbeat) and at when it was written: the turn takes neither
+	// that message (its offer may arrive after the turn started) nor one
+	// written before it (answered by a turn of its own already).
+	from string
+	at   time.Time
 }
 
 // SharedSteering carries steering between replicas that share the bus:
@@ -192,6 +198,9 @@ func (g *Gateway) offer(m bus.Inbound) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for rt := range g.running[m.SessionKey()] {
+		if rt.from == steerKey(m) || m.Timestamp.Before(rt.at) {
+			continue
+		}
 		rt.queue = append(rt.queue, m)
 		return
 	}
@@ -332,7 +341,7 @@ func (g *Gateway) handle(ctx context.Context, m bus.Inbound) error {
 		channelName, chat, _ = strings.Cut(m.ChatID, ":")
 		key = channelName + ":" + chat
 	}
-	_, err := g.turn(ctx, Direct{SessionKey: key, Channel: channelName, ChatID: chat, Content: m.Content, Source: SourceChat, Deliver: true, ReplyTo: m.ID, Media: m.Media, Turn: turnOf(m)})
+	_, err := g.turn(ctx, Direct{SessionKey: key, Channel: channelName, ChatID: chat, Content: m.Content, Source: SourceChat, Deliver: true, ReplyTo: m.ID, Media: m.Media, Turn: turnOf(m), From: m})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return err // shutting down: the bus keeps the message
 	}
@@ -361,6 +370,9 @@ type Direct struct {
 	// after the message, so that the turn run again after its replica
 	// died publishes a reply the bus knows it has (bus.FinalKey).
 	Turn string
+	// From is the channel message the turn answers (none for cron and
+	// the heartbeat): the turn is not steered by it, nor by older ones.
+	From bus.Inbound
 }
 
 // turnOf is the turn id of a channel message: derived from its platform
@@ -409,7 +421,11 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	defer unlock()
 	turnCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rt := g.track(d.SessionKey, cancel)
+	rt := &runningTurn{cancel: cancel}
+	if d.From.ID != "" {
+		rt.from, rt.at = steerKey(d.From), d.From.Timestamp
+	}
+	g.track(d.SessionKey, rt)
 	defer g.untrack(d.SessionKey, rt)
 
 	turnID := d.Turn
@@ -571,7 +587,7 @@ func (g *Gateway) reply(ctx context.Context, m bus.Inbound, turn, text string) {
 	g.publish(ctx, Direct{Channel: m.Channel, ChatID: m.ChatID, ReplyTo: m.ID, Deliver: true}, bus.Message, turn, text)
 }
 
-func (g *Gateway) track(key string, cancel context.CancelFunc) *runningTurn {
+func (g *Gateway) track(key string, rt *runningTurn) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.running == nil {
@@ -580,9 +596,7 @@ func (g *Gateway) track(key string, cancel context.CancelFunc) *runningTurn {
 	if g.running[key] == nil {
 		g.running[key] = map[*runningTurn]bool{}
 	}
-	rt := &runningTurn{cancel: cancel}
 	g.running[key][rt] = true
-	return rt
 }
 
 func (g *Gateway) untrack(key string, rt *runningTurn) {
@@ -714,8 +728,7 @@ func (g *Gateway) RunAccount(ctx context.Context, ch channel.Channel, account st
 	if g.Elector == nil {
 		return g.RunChannel(ctx, ch)
 	}
-	sum := sha256.Sum256([]byte(ch.Name() + "\x00" + account))
-	key := "channel." + ch.Name() + "." + hex.EncodeToString(sum[:12])
+	key := "channel." + ch.Name() + "." + replica.AccountHash(ch.Name(), account)
 	return g.Elector.Lead(ctx, key, func(ctx context.Context) error {
 		g.log().Info("this replica receives", "channel", ch.Name())
 		return g.RunChannel(ctx, ch)

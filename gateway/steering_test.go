@@ -61,28 +61,47 @@ func tgID(id, text string) bus.Inbound {
 
 // A message that arrives while its session's turn runs is given to that
 // turn after its current tool round, and is not answered a second time
-// when the bus delivers it.
+// when the bus delivers it: alone, and with replicas that share steering
+// (the offer goes through them, and so does the record of what the
+// completed turn took).
 func TestSteeringIntoTheRunningTurn(t *testing.T) {
-	h, r := steeringHarness(t)
-	h.send(t, tgID("m1", "work"))
-	<-r.started
-	h.send(t, tgID("m2", "use metric units"))
-	close(r.proceed)
-	if m := h.next(t); m.Content != "done: work + use metric units" {
-		t.Fatalf("answer %q", m.Content)
-	}
-	// The bus delivers m2 after the turn: it is not run again.
-	h.send(t, tgID("m3", "next"))
-	if in := <-r.started; in != "next" {
-		t.Fatalf("the next turn ran %q, want the next message", in)
-	}
-	if m := h.next(t); m.Content != "done: next" {
-		t.Fatalf("answer %q", m.Content)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if strings.Join(r.inputs, "|") != "work|next" {
-		t.Errorf("turns run: %q", r.inputs)
+	for _, replicas := range []bool{false, true} {
+		t.Run(map[bool]string{false: "alone", true: "replicas"}[replicas], func(t *testing.T) {
+			sh := &memSteering{}
+			var opts []func(*Gateway)
+			if replicas {
+				opts = append(opts, func(g *Gateway) { g.Others, g.Steer = stopNone{}, sh })
+			}
+			h, r := steeringHarness(t, opts...)
+			if replicas {
+				sh.waitSubscribed(t)
+			}
+			h.send(t, tgID("m1", "work"))
+			<-r.started
+			h.send(t, tgID("m2", "use metric units"))
+			close(r.proceed)
+			if m := h.next(t); m.Content != "done: work + use metric units" {
+				t.Fatalf("answer %q", m.Content)
+			}
+			// The bus delivers m2 after the turn: it is not run again.
+			h.send(t, tgID("m3", "next"))
+			if in := <-r.started; in != "next" {
+				t.Fatalf("the next turn ran %q, want the next message", in)
+			}
+			if m := h.next(t); m.Content != "done: next" {
+				t.Fatalf("answer %q", m.Content)
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if strings.Join(r.inputs, "|") != "work|next" {
+				t.Errorf("turns run: %q", r.inputs)
+			}
+			sh.mu.Lock()
+			defer sh.mu.Unlock()
+			if replicas && (!sh.taken["telegram\x00m2"] || len(sh.taken) != 1 || sh.asked < 3) {
+				t.Errorf("recorded %v after %d questions", sh.taken, sh.asked)
+			}
+		})
 	}
 }
 
@@ -202,38 +221,41 @@ func (s *memSteering) Taken(_ context.Context, key string) (bool, error) {
 	return s.taken[key], nil
 }
 
-// With replicas and shared steering, a message that arrives during a
-// turn reaches the turn through the offers, and the completed turn's
-// record keeps the bus's copy from being answered again by any replica.
-func TestSteeringAcrossReplicas(t *testing.T) {
-	sh := &memSteering{}
-	h, r := steeringHarness(t, func(g *Gateway) { g.Others, g.Steer = stopNone{}, sh })
+// waitSubscribed waits for a gateway to take the offers.
+func (s *memSteering) waitSubscribed(t *testing.T) {
+	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		sh.mu.Lock()
-		n := len(sh.subs)
-		sh.mu.Unlock()
+		s.mu.Lock()
+		n := len(s.subs)
+		s.mu.Unlock()
 		if n > 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the gateway does not take the replicas' offers")
 		}
 	}
-	h.send(t, tgID("m1", "work"))
+}
+
+// An offer that arrives late (after the turn of its own message started,
+// or after that message was answered by a turn of its own) is not taken:
+// a turn is steered by later messages only.
+func TestSteeringTakesNeitherItsOwnNorOlderMessages(t *testing.T) {
+	h, r := steeringHarness(t)
+	at := time.Now()
+	m1 := tgID("m1", "work")
+	m1.Timestamp = at
+	h.send(t, m1)
 	<-r.started
-	h.send(t, tgID("m2", "use metric units"))
+	older := tgID("m0", "an older message")
+	older.Timestamp = at.Add(-time.Second)
+	h.g.offer(m1)    // its own message, offered late
+	h.g.offer(older) // answered already
+	later := tgID("m2", "use metric units")
+	later.Timestamp = at.Add(time.Second)
+	h.send(t, later)
 	close(r.proceed)
 	if m := h.next(t); m.Content != "done: work + use metric units" {
 		t.Fatalf("answer %q", m.Content)
-	}
-	h.send(t, tgID("m3", "next"))
-	if in := <-r.started; in != "next" {
-		t.Fatalf("the next turn ran %q, want the next message", in)
-	}
-	h.next(t)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if !sh.taken["telegram\x00m2"] || len(sh.taken) != 1 || sh.asked < 3 {
-		t.Errorf("recorded %v after %d questions", sh.taken, sh.asked)
 	}
 }

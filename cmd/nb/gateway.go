@@ -59,6 +59,8 @@ type gatewayRuntime struct {
 	Claims replica.Claims
 	// Counters are the budgets' sums shared by replicas (--bus); nil alone.
 	Counters replica.Counters
+	// Scale is what replicas share (--bus); nil alone.
+	Scale *scaleOut
 }
 
 // Registries the other gateway features fill from their init functions
@@ -258,7 +260,7 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 	}
 	rt := &gatewayRuntime{App: a, Config: c, Host: host, Bot: b, Gateway: g, Sessions: sessions, Access: checker, Log: log}
 	if sc != nil {
-		g.Bus, g.Elector, g.Steer, rt.Claims, rt.Counters = sc.bus, sc.elector, sc.steering, sc.claims, sc.counters
+		g.Bus, g.Elector, g.Steer, rt.Claims, rt.Counters, rt.Scale = sc.bus, sc.elector, sc.steering, sc.claims, sc.counters, sc
 		stops, err := sc.bus.Stopper(sc.id, g.StopHere)
 		if err != nil {
 			rt.close()
@@ -503,6 +505,7 @@ func (a *App) gatewayInit(args []string) error {
 // gatewayPair approves a pairing code.
 func (a *App) gatewayPair(args []string) error {
 	fs, f := a.gatewayFlagSet("nb gateway pair", "nb gateway pair [flags] CODE", "Lets the sender who was given CODE talk to the assistant.")
+	busURL := fs.String("bus", "", "the `URL` of the bus the gateway's replicas share, whose pairing store to approve in (default: NB_BUS, gateway.bus, else the state folder's file)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -513,7 +516,11 @@ func (a *App) gatewayPair(args []string) error {
 	if err != nil {
 		return err
 	}
-	checker := &access.Checker{Store: a.pairingStore(c.Workspace)}
+	checker, done, err := a.pairingChecker(context.Background(), *busURL, c)
+	if err != nil {
+		return err
+	}
+	defer done()
 	ap, err := checker.Approve(fs.Arg(0))
 	if err != nil {
 		return err

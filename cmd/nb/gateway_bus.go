@@ -30,6 +30,7 @@ type scaleOut struct {
 	delivered *jetstream.Delivered
 	counters  *jetstream.Counters
 	steering  *jetstream.Steering
+	positions *jetstream.Positions // the receive positions (gateway_shared.go)
 	// namespace is the bus URL's namespace (its sessions' in a store).
 	namespace string
 }

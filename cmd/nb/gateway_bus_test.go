@@ -44,6 +44,9 @@ type replicaSet struct {
 	urls []string
 	// args, when set, are replica i's own arguments (its workspace).
 	args func(i int) []string
+	// envFor, if set, adds to replica i's environment (its own state
+	// folder, as on another machine).
+	envFor func(i int) []string
 }
 
 // newReplicaSet starts the NATS server, the Telegram fake and a model
@@ -99,6 +102,9 @@ func (r *replicaSet) start(i int) {
 	}
 	cmd := exec.Command(r.bin, args...)
 	cmd.Env = r.env
+	if r.envFor != nil {
+		cmd.Env = append(slices.Clone(r.env), r.envFor(i)...)
+	}
 	log := &testbuf.Buffer{}
 	cmd.Stderr = log
 	if err := cmd.Start(); err != nil {

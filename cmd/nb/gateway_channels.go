@@ -25,35 +25,35 @@ func init() {
 		if err := decodeChannel(raw, &cfg); err != nil {
 			return nil, err
 		}
-		return telegram.New(cfg, rt.channelEnv())
+		return telegram.New(cfg, rt.channelEnv(telegram.Name, raw))
 	}
 	gatewayChannels[slack.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
 		var cfg slack.Config
 		if err := decodeChannel(raw, &cfg); err != nil {
 			return nil, err
 		}
-		return slack.New(cfg, rt.channelEnv())
+		return slack.New(cfg, rt.channelEnv(slack.Name, raw))
 	}
 	gatewayChannels[discord.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
 		var cfg discord.Config
 		if err := decodeChannel(raw, &cfg); err != nil {
 			return nil, err
 		}
-		return discord.New(cfg, rt.channelEnv())
+		return discord.New(cfg, rt.channelEnv(discord.Name, raw))
 	}
 	gatewayChannels[email.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
 		var cfg email.Config
 		if err := decodeChannel(raw, &cfg); err != nil {
 			return nil, err
 		}
-		return email.New(cfg, rt.channelEnv())
+		return email.New(cfg, rt.channelEnv(email.Name, raw))
 	}
 	gatewayChannels[matrix.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
 		var cfg matrix.Config
 		if err := decodeChannel(raw, &cfg); err != nil {
 			return nil, err
 		}
-		return matrix.New(cfg, rt.channelEnv())
+		return matrix.New(cfg, rt.channelEnv(matrix.Name, raw))
 	}
 }
 
@@ -84,11 +84,12 @@ func decodeChannel(raw json.RawMessage, cfg any) error {
 	return nil
 }
 
-// channelEnv is what the platform channels get: the workspace (inbound
-// media go under media/<channel>), a folder beside the pairing store for
-// their receive positions, and the gateway's logger.
-func (rt *gatewayRuntime) channelEnv() channel.Env {
+// channelEnv is what the platform channel name (its section raw) gets:
+// the workspace (inbound media go under media/<channel>), a folder beside
+// the pairing store for its receive positions (on the bus, when replicas
+// share one: gateway_shared.go), and the gateway's logger.
+func (rt *gatewayRuntime) channelEnv(name string, raw json.RawMessage) channel.Env {
 	pairing := rt.App.pairingStore(rt.Config.Workspace)
 	dir := filepath.Join(filepath.Dir(pairing), "channels-"+strings.TrimSuffix(strings.TrimPrefix(filepath.Base(pairing), "pairing-"), ".json"))
-	return channel.Env{Workspace: rt.Config.Workspace, StateDir: dir, Logger: rt.Log}
+	return channel.Env{Workspace: rt.Config.Workspace, StateDir: dir, Logger: rt.Log, OpenPosition: rt.sharedPosition(name, raw)}
 }

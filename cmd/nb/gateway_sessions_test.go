@@ -21,8 +21,8 @@ import (
 
 var storeKills = flag.Int("replica-store-kills", 4, "how many times TestGatewayReplicasKill9PostgreSQL kills a replica")
 
-// sharedStore gives the replicas of rs separate workspaces (as on
-// separate machines) and a new database of a PostgreSQL cluster as their
+// sharedStore gives the replicas of rs separate workspaces and state
+// folders (as on separate machines) and a new database of a PostgreSQL cluster as their
 // store, with a 2 s lease; it returns the database's URL.
 func sharedStore(t *testing.T, rs *replicaSet) string {
 	t.Helper()
@@ -32,6 +32,7 @@ func sharedStore(t *testing.T, rs *replicaSet) string {
 	}
 	root := t.TempDir()
 	rs.args = func(i int) []string { return []string{"--workspace", filepath.Join(root, fmt.Sprint("machine", i))} }
+	rs.envFor = func(i int) []string { return []string{"XDG_STATE_HOME=" + filepath.Join(root, fmt.Sprint("state", i))} }
 	rs.env = append(rs.env, "NB_STORE="+dbURL, "NB_STORE_LEASE_TTL=2s")
 	return dbURL
 }

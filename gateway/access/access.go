@@ -106,23 +106,44 @@ const CodeLifetime = 10 * time.Minute
 type Checker struct {
 	// Channels are the rules of each channel by name.
 	Channels map[string]ChannelRules
-	// Store is the pairing store's file.
+	// Store is the pairing store's file ("": kept in memory).
 	Store string
+	// Shared, when set, keeps the pairing codes and approvals instead of
+	// Store's file: a store the replicas of a gateway share.
+	Shared Pairings
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
 	// Warn receives a repaired store's warning.
 	Warn func(string)
 
 	mu       sync.Mutex
-	state    store
-	modTime  time.Time
-	size     int64
+	file     *FilePairings
+	state    Book
 	recorded map[string]bool // destinations allowed senders wrote from
 }
 
-type store struct {
+// Book is what a pairing store holds: the codes waiting for the owner and
+// the senders the owner approved.
+type Book struct {
 	Pending  []Pending  `json:"pending"`
 	Approved []Approval `json:"approved"`
+}
+
+// Pairings keeps the Book: FilePairings for one gateway, or a store that
+// replicas share (package gateway/bus/jetstream).
+type Pairings interface {
+	// Read returns the book as it is now. The Checker calls it for every
+	// message of a sender that allowFrom does not name, so it must be
+	// cheap (a copy in memory, kept current). The caller does not modify
+	// what it returns.
+	Read() Book
+	// Update applies change to the latest book and stores the result
+	// atomically, and returns it. change may run more than once (when
+	// another process changed the book meanwhile), each time on a fresh
+	// copy.
+	Update(change func(*Book)) (Book, error)
+	// String names the store, for messages.
+	String() string
 }
 
 // Pending is a pairing code waiting for the owner.
@@ -204,12 +225,36 @@ func (c *Checker) channelLocked(r Request) Decision {
 		}
 	}
 	code := c.newCodeLocked()
-	err := c.updateLocked(func(s *store) error {
+	given, paired := "", false
+	err := c.updateLocked(func(s *Book) error {
+		// Another process may have paired the sender, or given them a
+		// code (a replica that handled their previous message), since
+		// the book was read: that stays.
+		given, paired = "", false
+		for _, a := range s.Approved {
+			if a.Channel == r.Channel && a.SenderID == r.SenderID {
+				paired = true
+				return nil
+			}
+		}
+		for _, p := range s.Pending {
+			if p.Channel == r.Channel && p.SenderID == r.SenderID && now.Before(p.Expires) {
+				given = p.Code
+				return nil
+			}
+		}
 		s.Pending = append(s.Pending, Pending{Code: code, Channel: r.Channel, SenderID: r.SenderID, ChatID: r.ChatID, Expires: now.Add(CodeLifetime)})
 		return nil
 	})
 	if err != nil {
 		return Decision{Reason: "pairing store: " + err.Error()}
+	}
+	if paired {
+		c.record(r.Channel, r.ChatID)
+		return Decision{Verdict: Allow, Reason: "paired"}
+	}
+	if given != "" {
+		return Decision{Verdict: Pair, Code: given, Reason: "waiting for pairing"}
 	}
 	return Decision{Verdict: Pair, Code: code, NewCode: true, Reason: "an unknown sender: pairing code issued"}
 }
@@ -314,7 +359,7 @@ func (c *Checker) Approve(code string) (Approval, error) {
 	defer c.mu.Unlock()
 	code = strings.ToUpper(strings.TrimSpace(code))
 	var got Approval
-	err := c.updateLocked(func(s *store) error {
+	err := c.updateLocked(func(s *Book) error {
 		now := c.now()
 		for i, p := range s.Pending {
 			if p.Code != code {
@@ -341,74 +386,145 @@ func (c *Checker) Approved() []Approval {
 	return slices.Clone(c.state.Approved)
 }
 
-// reloadLocked rereads the store when another process changed it.
+// pairingsLocked is the store of codes and approvals: Shared, else the
+// file.
+func (c *Checker) pairingsLocked() Pairings {
+	if c.Shared != nil {
+		return c.Shared
+	}
+	if c.file == nil {
+		c.file = &FilePairings{Path: c.Store, Warn: c.Warn}
+	}
+	return c.file
+}
+
+// reloadLocked takes the store's current book (the file is reread when
+// another process changed it).
 func (c *Checker) reloadLocked() {
-	if c.Store == "" {
-		return
-	}
-	fi, err := os.Stat(c.Store)
-	if err != nil {
-		return
-	}
-	if fi.ModTime().Equal(c.modTime) && fi.Size() == c.size {
-		return
-	}
-	c.state = c.readLocked()
-	c.modTime, c.size = fi.ModTime(), fi.Size()
+	c.state = c.pairingsLocked().Read()
 }
 
-func (c *Checker) readLocked() store {
-	var s store
-	data, err := os.ReadFile(c.Store)
+// updateLocked changes the book atomically, pending codes expired for
+// an hour dropped. The change is stored even when it fails (a code found
+// expired is removed).
+func (c *Checker) updateLocked(change func(*Book) error) error {
+	now := c.now()
+	store := c.pairingsLocked()
+	var cerr error
+	b, err := store.Update(func(b *Book) {
+		b.Pending = slices.DeleteFunc(b.Pending, func(p Pending) bool { return now.Sub(p.Expires) > time.Hour })
+		cerr = change(b)
+	})
 	if err != nil {
-		return s
+		return errors.Join(cerr, fmt.Errorf("pairing store %s: %w", store, err))
 	}
-	if err := json.Unmarshal(data, &s); err != nil {
-		if c.Warn != nil {
-			c.Warn(fmt.Sprintf("pairing store %s is not valid JSON (%v): starting from an empty one; approvals must be given again", c.Store, err))
+	c.state = b
+	return cerr
+}
+
+// Merge adds to b the approvals of other that b lacks (the same channel
+// and sender) and its pending codes that b lacks, and says how many
+// approvals it added: importing a gateway's file into a shared store.
+func (b *Book) Merge(other Book) int {
+	n := 0
+	for _, a := range other.Approved {
+		if !slices.ContainsFunc(b.Approved, func(x Approval) bool { return x.Channel == a.Channel && x.SenderID == a.SenderID }) {
+			b.Approved = append(b.Approved, a)
+			n++
 		}
-		return store{}
 	}
-	return s
+	for _, p := range other.Pending {
+		if !slices.ContainsFunc(b.Pending, func(x Pending) bool { return x.Code == p.Code }) {
+			b.Pending = append(b.Pending, p)
+		}
+	}
+	return n
 }
 
-// updateLocked changes the store under an exclusive lock shared with the
-// other processes (nb gateway pair while the gateway runs), and writes it
-// atomically.
-func (c *Checker) updateLocked(change func(*store) error) error {
-	if c.Store == "" {
-		return change(&c.state)
+// FilePairings is Pairings in a JSON file, changed under an exclusive
+// lock shared with the other processes (nb gateway pair while the gateway
+// runs) and written atomically. Without a Path the book is kept in
+// memory.
+type FilePairings struct {
+	Path string
+	// Warn receives a repaired file's warning.
+	Warn func(string)
+
+	mu      sync.Mutex
+	book    Book
+	modTime time.Time
+	size    int64
+}
+
+// String implements Pairings: the file's path.
+func (f *FilePairings) String() string { return f.Path }
+
+// Read implements Pairings: the file is read again when it changed.
+func (f *FilePairings) Read() Book {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Path == "" {
+		return f.book
 	}
-	if err := os.MkdirAll(filepath.Dir(c.Store), 0o700); err != nil {
-		return err
-	}
-	lock, err := os.OpenFile(c.Store+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	fi, err := os.Stat(f.Path)
 	if err != nil {
-		return err
+		return f.book
+	}
+	if fi.ModTime().Equal(f.modTime) && fi.Size() == f.size {
+		return f.book
+	}
+	f.book = f.readLocked()
+	f.modTime, f.size = fi.ModTime(), fi.Size()
+	return f.book
+}
+
+func (f *FilePairings) readLocked() Book {
+	var b Book
+	data, err := os.ReadFile(f.Path)
+	if err != nil {
+		return b
+	}
+	if err := json.Unmarshal(data, &b); err != nil {
+		if f.Warn != nil {
+			f.Warn(fmt.Sprintf("pairing store %s is not valid JSON (%v): starting from an empty one; approvals must be given again", f.Path, err))
+		}
+		return Book{}
+	}
+	return b
+}
+
+// Update implements Pairings.
+func (f *FilePairings) Update(change func(*Book)) (Book, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Path == "" {
+		b := Book{Pending: slices.Clone(f.book.Pending), Approved: slices.Clone(f.book.Approved)}
+		change(&b)
+		f.book = b
+		return b, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
+		return Book{}, err
+	}
+	lock, err := os.OpenFile(f.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return Book{}, err
 	}
 	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return err
+		return Book{}, err
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing unlocks too
-	s := c.readLocked()
-	now := c.now()
-	s.Pending = slices.DeleteFunc(s.Pending, func(p Pending) bool { return now.Sub(p.Expires) > time.Hour })
-	if err := change(&s); err != nil {
-		c.state = s
-		if werr := writeJSON(c.Store, s); werr != nil {
-			return errors.Join(err, werr)
-		}
-		return err
+	b := f.readLocked()
+	change(&b)
+	if err := writeJSON(f.Path, b); err != nil {
+		return Book{}, err
 	}
-	c.state = s
-	if err := writeJSON(c.Store, s); err != nil {
-		return fmt.Errorf("pairing store %s: %w", c.Store, err)
+	f.book = b
+	if fi, err := os.Stat(f.Path); err == nil {
+		f.modTime, f.size = fi.ModTime(), fi.Size()
 	}
-	if fi, err := os.Stat(c.Store); err == nil {
-		c.modTime, c.size = fi.ModTime(), fi.Size()
-	}
-	return nil
+	return b, nil
 }
 
 func writeJSON(path string, v any) error {

@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,12 @@ type Env struct {
 	// StateDir holds the channel's receive position (Telegram's update
 	// offset, an IMAP UID), one file per channel.
 	StateDir string
+	// OpenPosition, when set, keeps the receive positions somewhere else
+	// than StateDir's files (the bus that replicas on several machines
+	// share): it opens the named position, which starts from file's when
+	// it has none yet. ctx is the receive loop's: it ends when the loop
+	// stops (its replica lost the election).
+	OpenPosition func(ctx context.Context, name string, file FileCursor) (Cursor, error)
 	// Logger receives the channel's events, secrets redacted (nil: discard).
 	Logger *slog.Logger
 	// Guard checks every connection that fetches inbound media, as it does
@@ -49,26 +56,59 @@ func (e Env) MediaDir(channel string) (string, error) {
 	return dir, nil
 }
 
-// Cursor is a channel's receive position, kept in one small file and
-// replaced atomically, so that a restart resumes where the last
-// published message left off: no replay, no gap.
-type Cursor struct {
+// Cursor is a channel's receive position (Telegram's update offset, an
+// IMAP UID, Matrix's since token), saved so that a receive loop that
+// starts again, here or on another replica, resumes where the last
+// published message left off: no replay, no gap. Load and Save are
+// atomic: a crash leaves the old position or the new one.
+type Cursor interface {
+	// Load returns the saved position, "" when there is none yet.
+	Load() (string, error)
+	// Save replaces the position. A position shared by replicas refuses
+	// to move once another replica has taken it over (ErrPositionTaken):
+	// the channel logs it and goes on, its receive loop about to stop.
+	Save(pos string) error
+	// String names where the position is kept, for messages.
+	String() string
+}
+
+// ErrPositionTaken is Save's error when another replica has taken the
+// position over since this one opened it: the saving replica lost its
+// receive loop's election and must not move the position back.
+var ErrPositionTaken = errors.New("another replica receives now and has taken the receive position over: not moving it back")
+
+// FileCursor is a Cursor kept in one small file, replaced atomically.
+type FileCursor struct {
 	Path string
 }
 
-// Cursor is the named channel's position file under StateDir.
-func (e Env) Cursor(channel string) (Cursor, error) {
-	if e.StateDir == "" {
-		return Cursor{}, errors.New("no state folder to keep the receive position in")
+// Cursor opens the named channel's position for the receive loop
+// running with ctx: where OpenPosition says when it is set, else the
+// file <name>.cursor under StateDir.
+func (e Env) Cursor(ctx context.Context, channel string) (Cursor, error) {
+	file, err := e.FileCursor(channel)
+	if err != nil || e.OpenPosition == nil {
+		return file, err
 	}
-	if err := os.MkdirAll(e.StateDir, 0o700); err != nil {
-		return Cursor{}, fmt.Errorf("state folder: %w", err)
-	}
-	return Cursor{Path: filepath.Join(e.StateDir, channel+".cursor")}, nil
+	return e.OpenPosition(ctx, channel, file)
 }
 
-// Load returns the saved position, "" when there is none yet.
-func (c Cursor) Load() (string, error) {
+// FileCursor is the named channel's position file under StateDir.
+func (e Env) FileCursor(channel string) (FileCursor, error) {
+	if e.StateDir == "" {
+		return FileCursor{}, errors.New("no state folder to keep the receive position in")
+	}
+	if err := os.MkdirAll(e.StateDir, 0o700); err != nil {
+		return FileCursor{}, fmt.Errorf("state folder: %w", err)
+	}
+	return FileCursor{Path: filepath.Join(e.StateDir, channel+".cursor")}, nil
+}
+
+// String implements Cursor: the file's path.
+func (c FileCursor) String() string { return c.Path }
+
+// Load implements Cursor.
+func (c FileCursor) Load() (string, error) {
 	b, err := os.ReadFile(c.Path)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil
@@ -79,10 +119,9 @@ func (c Cursor) Load() (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// Save replaces the position: written to a temporary file, synced, then
-// renamed over the old one, so a crash leaves the old position or the
-// new one.
-func (c Cursor) Save(pos string) error {
+// Save implements Cursor: the position is written to a temporary file,
+// synced, then renamed over the old one.
+func (c FileCursor) Save(pos string) error {
 	f, err := os.CreateTemp(filepath.Dir(c.Path), ".cursor-*")
 	if err != nil {
 		return fmt.Errorf("save receive position: %w", err)
@@ -104,12 +143,12 @@ func (c Cursor) Save(pos string) error {
 	return nil
 }
 
-// Position opens the named channel's position file and reads the
-// position saved in it ("" when there is none yet).
-func (e Env) Position(channel string) (Cursor, string, error) {
-	c, err := e.Cursor(channel)
+// Position opens the named channel's position for the receive loop
+// running with ctx and reads it ("" when there is none yet).
+func (e Env) Position(ctx context.Context, channel string) (Cursor, string, error) {
+	c, err := e.Cursor(ctx, channel)
 	if err != nil {
-		return Cursor{}, "", err
+		return nil, "", err
 	}
 	pos, err := c.Load()
 	return c, pos, err

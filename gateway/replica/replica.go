@@ -9,6 +9,8 @@ package replica
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"sync"
 	"time"
 )
@@ -99,4 +101,12 @@ func Slot(prefix string, t time.Time, interval time.Duration) string {
 		interval = time.Second
 	}
 	return prefix + "." + t.Truncate(interval).UTC().Format("20060102T150405")
+}
+
+// AccountHash names a channel account among replicas (its receive loop's
+// election, its receive position): a hash of the channel's name and of
+// account, which may hold a bot token that must not leave the process.
+func AccountHash(channel, account string) string {
+	sum := sha256.Sum256([]byte(channel + "\x00" + account))
+	return hex.EncodeToString(sum[:12])
 }

@@ -292,6 +292,9 @@ func (b *Bus) Check(ctx context.Context) error {
 // (Options.Broadcast).
 func (b *Bus) Fanout() []string { return slices.Clone(b.opt.Broadcast) }
 
+// String is the bus's URL, credentials redacted.
+func (b *Bus) String() string { return b.url }
+
 // Conn is the bus's connection (for the elections and claims).
 func (b *Bus) Conn() *nats.Conn { return b.nc }
 

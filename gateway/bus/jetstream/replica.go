@@ -197,11 +197,39 @@ func (c *Claims) Claim(ctx context.Context, key string) (bool, error) {
 	}
 }
 
+// keySet is a set of keys in a bucket: a key is in it once put, until
+// the bucket's TTL removes it.
+type keySet struct {
+	kv   jetstream.KeyValue
+	what string // for errors: "delivered replies"
+}
+
+// has reports whether key is in the set.
+func (s keySet) has(ctx context.Context, key string) (bool, error) {
+	_, err := s.kv.Get(ctx, kvKey(key))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil
+	default:
+		return false, fmt.Errorf("%s: %w", s.what, cleanErr(err))
+	}
+}
+
+// add puts key in the set.
+func (s keySet) add(ctx context.Context, key string) error {
+	if _, err := s.kv.Put(ctx, kvKey(key), nil); err != nil {
+		return fmt.Errorf("%s: %w", s.what, cleanErr(err))
+	}
+	return nil
+}
+
 // Delivered is the dispatcher's record of delivered final replies
 // (dispatch.Delivered) on the bucket <namespace>_delivered, so that a
 // reply delivered by one replica is not delivered again by another.
 type Delivered struct {
-	kv jetstream.KeyValue
+	set keySet
 }
 
 // Delivered returns the bus's record of delivered replies.
@@ -210,29 +238,14 @@ func (b *Bus) Delivered(ctx context.Context) (*Delivered, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Delivered{kv: kv}, nil
+	return &Delivered{set: keySet{kv, "delivered replies"}}, nil
 }
 
 // Seen reports whether the reply of key was delivered.
-func (d *Delivered) Seen(ctx context.Context, key string) (bool, error) {
-	_, err := d.kv.Get(ctx, kvKey(key))
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return false, nil
-	default:
-		return false, fmt.Errorf("delivered replies: %w", cleanErr(err))
-	}
-}
+func (d *Delivered) Seen(ctx context.Context, key string) (bool, error) { return d.set.has(ctx, key) }
 
 // Record records that the reply of key was delivered.
-func (d *Delivered) Record(ctx context.Context, key string) error {
-	if _, err := d.kv.Put(ctx, kvKey(key), nil); err != nil {
-		return fmt.Errorf("delivered replies: %w", cleanErr(err))
-	}
-	return nil
-}
+func (d *Delivered) Record(ctx context.Context, key string) error { return d.set.add(ctx, key) }
 
 var (
 	_ replica.Elector = (*Elector)(nil)

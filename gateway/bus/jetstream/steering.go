@@ -3,11 +3,9 @@ package jetstream
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/nbots/nb/gateway/bus"
 )
@@ -20,8 +18,8 @@ import (
 // (24 hours, as delivered replies), where the replica the bus delivers
 // one to finds it.
 type Steering struct {
-	b  *Bus
-	kv jetstream.KeyValue
+	b   *Bus
+	set keySet
 }
 
 // Steering returns the bus's shared steering.
@@ -30,7 +28,7 @@ func (b *Bus) Steering(ctx context.Context) (*Steering, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Steering{b: b, kv: kv}, nil
+	return &Steering{b: b, set: keySet{kv, "steered messages"}}, nil
 }
 
 func (s *Steering) subject() string { return s.b.opt.Namespace + ".steer" }
@@ -66,22 +64,12 @@ func (s *Steering) Offers(ctx context.Context, fn func(bus.Inbound)) error {
 // Took records that a completed turn took the messages of keys.
 func (s *Steering) Took(ctx context.Context, keys []string) error {
 	for _, k := range keys {
-		if _, err := s.kv.Put(ctx, kvKey(k), nil); err != nil {
-			return fmt.Errorf("steered messages: %w", cleanErr(err))
+		if err := s.set.add(ctx, k); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
 // Taken reports whether a completed turn took the message of key.
-func (s *Steering) Taken(ctx context.Context, key string) (bool, error) {
-	_, err := s.kv.Get(ctx, kvKey(key))
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		return false, nil
-	default:
-		return false, fmt.Errorf("steered messages: %w", cleanErr(err))
-	}
-}
+func (s *Steering) Taken(ctx context.Context, key string) (bool, error) { return s.set.has(ctx, key) }

@@ -156,14 +156,14 @@ func status(err error) int {
 
 // Run connects to the Gateway and receives until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	cursor, saved, err := c.env.Position(Name)
+	cursor, saved, err := c.env.Position(ctx, Name)
 	if err != nil {
 		return fmt.Errorf("discord: %w", err)
 	}
 	last := map[string]string{}
 	if saved != "" {
 		if err := json.Unmarshal([]byte(saved), &last); err != nil {
-			return fmt.Errorf("discord: the saved positions in %s are not readable: %v", cursor.Path, err)
+			return fmt.Errorf("discord: the saved positions in %s are not readable: %v", cursor, err)
 		}
 	}
 	c.mu.Lock()

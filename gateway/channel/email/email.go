@@ -211,15 +211,15 @@ func (p position) String() string { return fmt.Sprintf("%d:%d", p.validity, p.ui
 
 // Run polls the mailbox until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	cursor, saved, err := c.env.Position(Name)
+	cursor, saved, err := c.env.Position(ctx, Name)
 	if err != nil {
 		return fmt.Errorf("email: %w", err)
 	}
 	pos, err := parsePosition(saved)
 	if err != nil {
-		return fmt.Errorf("email: %s: %w", cursor.Path, err)
+		return fmt.Errorf("email: %s: %w", cursor, err)
 	}
-	rs, err := loadReplied(c.env)
+	rs, err := loadReplied(ctx, c.env)
 	if err != nil {
 		return fmt.Errorf("email: %w", err)
 	}

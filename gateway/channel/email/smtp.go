@@ -36,8 +36,8 @@ type repliedSet struct {
 
 const keepReplied = 5000
 
-func loadReplied(env channel.Env) (*repliedSet, error) {
-	cur, s, err := env.Position(Name + ".replied")
+func loadReplied(ctx context.Context, env channel.Env) (*repliedSet, error) {
+	cur, s, err := env.Position(ctx, Name+".replied")
 	if err != nil {
 		return nil, err
 	}

@@ -221,7 +221,7 @@ func retryAfter(err error, fallback time.Duration) (time.Duration, bool) {
 
 // Run checks the token (whoami), then syncs until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	cursor, since, err := c.env.Position(Name)
+	cursor, since, err := c.env.Position(ctx, Name)
 	if err != nil {
 		return fmt.Errorf("matrix: %w", err)
 	}

@@ -202,14 +202,14 @@ func final(err error) error {
 
 // Run connects (getMe), then long-polls until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	cursor, saved, err := c.env.Position(Name)
+	cursor, saved, err := c.env.Position(ctx, Name)
 	if err != nil {
 		return fmt.Errorf("telegram: %w", err)
 	}
 	var offset int64
 	if saved != "" {
 		if offset, err = strconv.ParseInt(saved, 10, 64); err != nil {
-			return fmt.Errorf("telegram: the saved update offset in %s is not a number: %q", cursor.Path, saved)
+			return fmt.Errorf("telegram: the saved update offset in %s is not a number: %q", cursor, saved)
 		}
 	}
 	b := &channel.Backoff{Base: c.retryBase, Max: c.retryMax}

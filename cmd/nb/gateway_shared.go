@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nbots/nb/gateway/access"
+	"github.com/nbots/nb/gateway/bus/jetstream"
+	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/config"
+	"github.com/nbots/nb/gateway/replica"
+)
+
+// What nb gateway keeps in its state folder (XDG_STATE_HOME) is shared
+// through the bus when replicas run on several machines (issue 24): the
+// channels' receive positions in the bucket <namespace>_positions and the
+// pairing codes and approvals in <namespace>_pairing. Alone (no --bus),
+// they stay the state folder's files.
+func init() {
+	gatewayHooks = append(gatewayHooks, gatewayShared)
+}
+
+// gatewayShared opens the shared positions and pairing book when the
+// gateway runs on a bus, importing the approvals of this replica's file.
+func gatewayShared(ctx context.Context, rt *gatewayRuntime) error {
+	sc := rt.Scale
+	if sc == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var err error
+	if sc.positions, err = sc.bus.Positions(ctx, sc.id); err != nil {
+		return fmt.Errorf("bus %s: receive positions: %w", sc.bus, err)
+	}
+	pairings, err := sharedPairings(ctx, sc.bus, rt.Access.Store, rt.Log.Info)
+	if err != nil {
+		return err
+	}
+	rt.Access.Shared = pairings
+	return nil
+}
+
+// sharedPairings opens the bus's pairing book, into which the approvals
+// (and waiting codes) of the file at path go first: a gateway moving to
+// the bus keeps its paired senders. An approval already there is not
+// added again, so importing is done once whatever the restarts.
+func sharedPairings(ctx context.Context, b *jetstream.Bus, path string, info func(string, ...any)) (*jetstream.Pairings, error) {
+	p, err := b.Pairings(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bus %s: pairing store: %w", b, err)
+	}
+	file := (&access.FilePairings{Path: path}).Read()
+	if len(file.Approved)+len(file.Pending) == 0 {
+		return p, nil
+	}
+	n := 0
+	if _, err := p.Update(func(book *access.Book) { n = book.Merge(file) }); err != nil {
+		return nil, fmt.Errorf("bus %s: pairing store: importing %s: %w", b, path, err)
+	}
+	if n > 0 {
+		info("pairing: approvals imported from this replica's file into the bus; the file is no longer read", "approvals", n, "file", path, "store", p.String())
+	}
+	return p, nil
+}
+
+// sharedPosition is channel.Env.OpenPosition on the bus for the channel
+// name whose section is raw (nil without a bus): the key is the
+// position's name and a hash of the channel's account, as its receive
+// loop's election.
+func (rt *gatewayRuntime) sharedPosition(name string, raw json.RawMessage) func(context.Context, string, channel.FileCursor) (channel.Cursor, error) {
+	if rt.Scale == nil || rt.Scale.positions == nil {
+		return nil
+	}
+	hash := replica.AccountHash(name, channelAccount(name, raw))
+	positions := rt.Scale.positions
+	return func(ctx context.Context, position string, file channel.FileCursor) (channel.Cursor, error) {
+		return positions.Open(ctx, position+"."+hash, file)
+	}
+}
+
+// pairingChecker is the checker nb gateway pair approves with: on the
+// bus when the gateway runs on one (--bus, NB_BUS, gateway.bus), else
+// the state folder's file. done closes the bus.
+func (a *App) pairingChecker(ctx context.Context, busFlag string, c *config.Config) (checker *access.Checker, done func(), err error) {
+	checker = &access.Checker{Store: a.pairingStore(c.Workspace)}
+	raw := a.gatewayBusURL(busFlag, c)
+	if raw == "" {
+		return checker, func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	b, err := jetstream.Dial(ctx, raw, "nb gateway pair", jetstream.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	var info []string
+	if checker.Shared, err = sharedPairings(ctx, b, checker.Store, func(msg string, _ ...any) { info = append(info, msg) }); err != nil {
+		b.Close()
+		return nil, nil, err
+	}
+	if len(info) > 0 {
+		fmt.Fprintln(a.Stderr, "nb: "+strings.Join(info, "; "))
+	}
+	return checker, func() { b.Close() }, nil
+}
