@@ -32,7 +32,7 @@ func (g *Gateway) command(ctx context.Context, m bus.Inbound) (reply string, ok 
 	case "/stop":
 		return g.stop(ctx, m.SessionKey()), true
 	case "/status":
-		return g.status(m.SessionKey()), true
+		return g.status(ctx, m.SessionKey()), true
 	case "/pair":
 		code := strings.TrimSpace(arg)
 		if code == "" {
@@ -74,10 +74,13 @@ func (g *Gateway) newSession(ctx context.Context, key string) string {
 }
 
 // status is /status's answer.
-func (g *Gateway) status(key string) string {
+func (g *Gateway) status(ctx context.Context, key string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "🐈 nb gateway\nModel: %s\n", g.Runner.Model())
 	if sess, err := g.Sessions.Get(key); err == nil {
+		if err := sess.Reread(ctx); err != nil {
+			g.log().Warn("/status: the session could not be read again", "session", key, "error", err)
+		}
 		m := sess.Meta()
 		fmt.Fprintf(&b, "Session: %s, %d messages (%d unconsolidated), %s\n", key, sess.Len(), sess.Len()-m.LastConsolidated, size(sess.Size()))
 	}

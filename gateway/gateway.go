@@ -29,6 +29,7 @@ import (
 	"github.com/nbots/nb/gateway/replica"
 	"github.com/nbots/nb/gateway/session"
 	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
 )
 
@@ -520,6 +521,12 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 		return "", context.Canceled // /stop: its own reply says so
 	case err != nil && ctx.Err() != nil:
 		return "", ctx.Err()
+	case errors.Is(err, state.ErrLost):
+		// Another replica took the session over (this one lost its
+		// store): no reply from here, so that the turn run again there
+		// answers (an error reply would take its turn's place).
+		g.log().Error("turn stopped: the session's hold was lost", "session", d.SessionKey, "error", err)
+		return "", err
 	case err != nil:
 		g.log().Error("turn failed", "session", d.SessionKey, "error", err)
 		g.publish(ctx, d, bus.Error, turnID, errorReply)

@@ -83,6 +83,17 @@ type Turn interface {
 	End()
 }
 
+// TailBeginner is a Conversation that can begin an exchange reading only
+// the events after the first n of its history, for a caller that has
+// those already (the gateway's sessions, reread at every turn). The
+// turn's History is those events (and then what it appends); total is
+// the number of events stored. When fewer than n are stored (the
+// conversation was deleted since), History is the whole history and
+// total its length.
+type TailBeginner interface {
+	BeginAfter(ctx context.Context, onBusy func(), n int) (t Turn, total int, err error)
+}
+
 // ErrBusy is returned by Begin when another exchange holds the
 // conversation and the caller does not want to wait.
 var ErrBusy = errors.New("another exchange is running on this state key")

@@ -236,12 +236,11 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	sessions, err := gwsession.NewManager(filepath.Join(c.Workspace, "sessions"))
+	sessions, err := a.gatewaySessions(c, sc, log)
 	if err != nil {
 		b.Close()
 		return nil, err
 	}
-	sessions.Warn = func(msg string) { log.Warn(msg) }
 	rules, err := accessRules(c)
 	if err != nil {
 		b.Close()
@@ -296,7 +295,7 @@ func (a *App) gatewayLogger(level string) (*slog.Logger, error) {
 // gatewayServe runs nb gateway: the assistant, its channels and its
 // listener, until ctx ends.
 func (a *App) gatewayServe(ctx context.Context, args []string) error {
-	fs, f := a.gatewayFlagSet("nb gateway", "nb gateway [flags]\nnb gateway init | chat | pair | status | cron ... [flags]", "Runs the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). nb gateway COMMAND --help tells more of each command.")
+	fs, f := a.gatewayFlagSet("nb gateway", "nb gateway [flags]\nnb gateway init | chat | pair | status | cron ... | sessions ... [flags]", "Runs the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). nb gateway COMMAND --help tells more of each command.")
 	listen := fs.String("listen", "", "`host:port` of the web chat and /health (default: gateway.host and gateway.port, 127.0.0.1:18790)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	busURL := fs.String("bus", "", "the `URL` of the bus replicas share, nats://… (default: NB_BUS, gateway.bus, else in-process; docs/scale-out.md)")
@@ -322,6 +321,9 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	}
 	c, err := a.loadGatewayConfig(f)
 	if err != nil {
+		return err
+	}
+	if err := a.openStore(ctx, c.Gateway.Store); err != nil { // when neither --store nor NB_STORE names one
 		return err
 	}
 	var tokens []*server.Token
@@ -549,6 +551,11 @@ func (a *App) gatewayChat(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The running gateway's sessions: NB_STORE, else gateway.store.
+	if err := a.openStore(ctx, c.Gateway.Store); err != nil {
+		return err
+	}
+	defer a.closeStore()
 	rt, err := a.buildGateway(ctx, c, log, nil)
 	if err != nil {
 		return err

@@ -31,6 +31,8 @@ type scaleOut struct {
 	counters  *jetstream.Counters
 	steering  *jetstream.Steering
 	positions *jetstream.Positions // the receive positions (gateway_shared.go)
+	// namespace is the bus URL's namespace (its sessions' in a store).
+	namespace string
 }
 
 // gatewayBusURL is the bus to use: --bus, else NB_BUS, else gateway.bus.
@@ -62,7 +64,7 @@ func openScaleOut(ctx context.Context, raw string, log *slog.Logger) (*scaleOut,
 	if err != nil {
 		return nil, err
 	}
-	sc := &scaleOut{id: id, bus: b}
+	sc := &scaleOut{id: id, bus: b, namespace: busNamespace(raw)}
 	if sc.elector, err = b.Elector(dctx, id, 0); err == nil {
 		if sc.claims, err = b.Claims(dctx, id); err == nil {
 			if sc.delivered, err = b.Delivered(dctx); err == nil {

@@ -42,6 +42,8 @@ type replicaSet struct {
 	cmds []*exec.Cmd
 	logs []*testbuf.Buffer
 	urls []string
+	// args, when set, are replica i's own arguments (its workspace).
+	args func(i int) []string
 	// envFor, if set, adds to replica i's environment (its own state
 	// folder, as on another machine).
 	envFor func(i int) []string
@@ -94,7 +96,11 @@ func (r *replicaSet) start(i int) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(r.bin, "gateway", "--config", r.cfg, "--listen", addr, "--log-level", "debug")
+	args := []string{"gateway", "--config", r.cfg, "--listen", addr, "--log-level", "debug"}
+	if r.args != nil {
+		args = append(args, r.args(i)...)
+	}
+	cmd := exec.Command(r.bin, args...)
 	cmd.Env = r.env
 	if r.envFor != nil {
 		cmd.Env = append(slices.Clone(r.env), r.envFor(i)...)
@@ -162,6 +168,12 @@ func TestGatewayReplicasKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nb gateway replicas and kills them")
 	}
+	replicasKill9(t, *replicaKills, nil)
+}
+
+// replicasKill9 is TestGatewayReplicasKill9 killing times times; setup, if
+// not nil, shapes the replicas before they start.
+func replicasKill9(t *testing.T, times int, setup func(rs *replicaSet)) {
 	// A quick model, 80 ms a turn: a kill often lands
 	// in the middle of a turn.
 	var mu sync.Mutex
@@ -173,6 +185,9 @@ func TestGatewayReplicasKill9(t *testing.T) {
 		return providertest.Reply{Chunks: []string{"echo: ", turn.LastUser()}, Delay: 40 * time.Millisecond}
 	}, "")
 	tg := rs.tg
+	if setup != nil {
+		setup(rs)
+	}
 	for i := range 3 {
 		rs.start(i)
 	}
@@ -183,7 +198,7 @@ func TestGatewayReplicasKill9(t *testing.T) {
 		users[i] = botapi.User{ID: int64(9100 + i), FirstName: fmt.Sprint("user", i)}
 	}
 	want := map[int64][]string{}
-	messages := *replicaKills * 6
+	messages := times * 6
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	said, answered := map[string]time.Time{}, map[string]time.Time{}
@@ -220,7 +235,7 @@ func TestGatewayReplicasKill9(t *testing.T) {
 		}
 	}()
 	var kills []time.Time
-	for k := range *replicaKills {
+	for k := range times {
 		time.Sleep(time.Duration(50+rand.IntN(250)) * time.Millisecond)
 		i := rand.IntN(3)
 		mu.Lock()
@@ -287,7 +302,7 @@ func TestGatewayReplicasKill9(t *testing.T) {
 	}
 	slices.Sort(lat)
 	t.Logf("%d messages, %d kills: %d turns cut by a kill and run again; %d replies repeated (the platform had it when its replica was killed); message to answer p50 %v, p99 %v, max %v",
-		messages, *replicaKills, again, repeats, lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
+		messages, times, again, repeats, lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])
 }
 
 // TestGatewayReplicasCronOnce: a job every 2 seconds, three replicas,

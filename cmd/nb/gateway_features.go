@@ -102,7 +102,7 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 				// Isolated: the beat's session replays none of its past
 				// beats (the file keeps them).
 				if s, err := rt.Sessions.Get(heartbeat.Session); err == nil {
-					if err := s.SetConsolidated(s.Len()); err != nil {
+					if err := s.ConsolidateAll(); err != nil {
 						return err
 					}
 				}

@@ -22,6 +22,7 @@ var helpPaths = [][]string{
 	{"gateway"}, {"gateway", "init"}, {"gateway", "chat"}, {"gateway", "pair"}, {"gateway", "status"},
 	{"gateway", "cron"}, {"gateway", "cron", "list"}, {"gateway", "cron", "add"}, {"gateway", "cron", "remove"},
 	{"gateway", "cron", "enable"}, {"gateway", "cron", "run"},
+	{"gateway", "sessions"}, {"gateway", "sessions", "import"}, {"gateway", "sessions", "export"},
 	{"state", "export"}, {"state", "import"},
 	{"security"}, {"specification"}, {"version"}, {"completion"},
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/nbots/nb/cmd/nb/cliflag"
 	"github.com/nbots/nb/server"
@@ -28,7 +29,15 @@ func (a *App) openStore(ctx context.Context, flagValue string) error {
 	if raw == "" || a.store != nil {
 		return nil
 	}
-	s, err := storeurl.Open(ctx, raw, storeurl.Options{Password: a.Getenv("NANO_BOTS_ENCRYPTION_PASSWORD")})
+	o := storeurl.Options{Password: a.Getenv("NANO_BOTS_ENCRYPTION_PASSWORD")}
+	if v := a.Getenv("NB_STORE_LEASE_TTL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return fmt.Errorf("NB_STORE_LEASE_TTL %q: a duration of a second or more (15s by default)", v)
+		}
+		o.LeaseTTL = d
+	}
+	s, err := storeurl.Open(ctx, raw, o)
 	if err != nil {
 		return err
 	}

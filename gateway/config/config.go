@@ -128,6 +128,10 @@ type Gateway struct {
 	// Bus (nb) is the bus replicas share, nats://… (--bus and NB_BUS
 	// win); "" is the in-process bus of one gateway.
 	Bus string `json:"bus"`
+	// Store (nb) is the conversation store replicas share, postgres://…
+	// (--store and NB_STORE win): the chat sessions go there; "" keeps
+	// them in the workspace's files.
+	Store string `json:"store"`
 }
 
 // Heartbeat is gateway.heartbeat.

@@ -5,6 +5,10 @@
 // most the last line: it is cut off on load and kept aside in a
 // quarantine file. A Session is the agent's Conversation: the runtime
 // reads its history and appends the turn's events to it.
+//
+// A Manager made by NewStoreManager keeps the same lines in a
+// state.Store instead (PostgreSQL, shared by replicas on several
+// machines): see store.go.
 package session
 
 import (
@@ -107,6 +111,9 @@ type Manager struct {
 
 	mu   sync.Mutex
 	open map[string]*Session
+	// st keeps the sessions in a state.Store; nil keeps them in files
+	// under Dir.
+	st *storeSessions
 }
 
 // NewManager returns the manager of the sessions under dir, creating it.
@@ -132,7 +139,11 @@ func (m *Manager) Get(key string) (*Session, error) {
 	if s, ok := m.open[key]; ok {
 		return s, nil
 	}
-	s, err := m.load(key)
+	load := m.load
+	if m.st != nil {
+		load = m.loadStored
+	}
+	s, err := load(key)
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +173,9 @@ type Info struct {
 // List describes the sessions on disk, most recently written first. It
 // reads only each file's first line (and its size), as nanobot does.
 func (m *Manager) List() ([]Info, error) {
+	if m.st != nil {
+		return m.listStored()
+	}
 	entries, err := os.ReadDir(m.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("sessions folder: %w", err)
@@ -204,6 +218,20 @@ type Session struct {
 	events []state.Event // every message, as the agent's events
 	dirty  bool          // written since the last Sync
 	size   int64
+
+	// holds tells that a turn of this process holds the session (Lock):
+	// writes of other goroutines go through it instead of waiting.
+	holds bool
+
+	// A session in a state.Store (nil f): its conversation, the turn
+	// that holds it, how many of its records were read, the first of them (to
+	// tell a conversation deleted and written again), and the lines to
+	// write before the first message (its metadata record).
+	conv    state.Conversation
+	turn    state.Turn
+	seen    int
+	first   string
+	pending [][]byte
 }
 
 // load reads the file of key, repairing a torn last line.
@@ -253,7 +281,11 @@ func (m *Manager) load(key string) (*Session, error) {
 	if s.meta.Type == "" {
 		now := m.now().Format(TimeLayout)
 		s.meta = Meta{Type: "metadata", Key: key, CreatedAt: now, UpdatedAt: now, Metadata: map[string]any{}}
-		if err := s.writeLocked(s.meta); err != nil {
+		b, err := s.marshal(s.meta)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.writeLocked(b); err != nil {
 			return nil, err
 		}
 		if err := s.syncLocked(); err != nil {
@@ -310,6 +342,12 @@ func (s *Session) decodeLine(line []byte) error {
 	if err := sjson.Unmarshal(line, &r); err != nil {
 		return err
 	}
+	if r.Type == newMarker {
+		// /new in a store: the session starts afresh (the file is
+		// replaced instead).
+		s.events, s.meta, s.size = nil, Meta{}, 0
+		return nil
+	}
 	if r.Type == "metadata" {
 		meta := Meta{Type: r.Type, Key: r.Key, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Metadata: r.Metadata, LastConsolidated: r.LastConsolidated}
 		if meta.Metadata == nil {
@@ -356,25 +394,35 @@ func (s *Session) History() []state.Event {
 // written (not yet synced: see Sync) before Append returns. Partial
 // answers are not kept, as nanobot keeps no failed answer.
 func (s *Session) Append(events ...state.Event) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.m.now().Format(TimeLayout)
-	for _, ev := range events {
-		if ev.Partial {
-			continue
+	return s.held(func() error {
+		now := s.m.now().Format(TimeLayout)
+		var (
+			lines [][]byte
+			kept  []state.Event
+		)
+		for _, ev := range events {
+			if ev.Partial {
+				continue
+			}
+			msg, ok := fromEvent(ev, now)
+			if !ok {
+				continue
+			}
+			b, err := s.marshal(msg)
+			if err != nil {
+				return err
+			}
+			lines = append(lines, b)
+			ev.At = msg.Timestamp
+			kept = append(kept, ev)
 		}
-		msg, ok := fromEvent(ev, now)
-		if !ok {
-			continue
-		}
-		if err := s.writeLocked(msg); err != nil {
+		if err := s.writeLocked(lines...); err != nil {
 			return err
 		}
-		ev.At = msg.Timestamp
-		s.events = append(s.events, ev)
-	}
-	s.meta.UpdatedAt = now
-	return nil
+		s.events = append(s.events, kept...)
+		s.meta.UpdatedAt = now
+		return nil
+	})
 }
 
 // Sync makes what was appended durable (fsync): the gateway calls it
@@ -386,7 +434,7 @@ func (s *Session) Sync() error {
 }
 
 func (s *Session) syncLocked() error {
-	if !s.dirty {
+	if !s.dirty || s.f == nil {
 		return nil
 	}
 	if err := s.f.Sync(); err != nil {
@@ -396,19 +444,34 @@ func (s *Session) syncLocked() error {
 	return nil
 }
 
-func (s *Session) writeLocked(v any) error {
+// marshal is v as a line, with its newline.
+func (s *Session) marshal(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("session %s: %w", s.Path, err)
+		return nil, fmt.Errorf("session %s: %w", s.Path, err)
 	}
-	b = append(b, '\n')
-	// One write call per line: O_APPEND puts it whole at the end; a crash
-	// in the middle leaves a torn last line that the next load repairs.
-	n, err := s.f.Write(b)
-	s.size += int64(n)
-	s.dirty = true
-	if err != nil {
-		return fmt.Errorf("session %s: write: %w", s.Path, err)
+	return append(b, '\n'), nil
+}
+
+// writeLocked appends lines (each with its newline): to the file, or to
+// the store as one append of the turn that holds the session.
+func (s *Session) writeLocked(lines ...[]byte) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	if s.f == nil {
+		return s.storeLocked(lines)
+	}
+	for _, b := range lines {
+		// One write call per line: O_APPEND puts it whole at the end; a
+		// crash in the middle leaves a torn last line that the next load
+		// repairs.
+		n, err := s.f.Write(b)
+		s.size += int64(n)
+		s.dirty = true
+		if err != nil {
+			return fmt.Errorf("session %s: write: %w", s.Path, err)
+		}
 	}
 	return nil
 }
@@ -460,28 +523,49 @@ func (s *Session) Size() int64 {
 // metadata record, synced: the last record read wins, in nb and in
 // nanobot. n never goes back nor past the messages.
 func (s *Session) SetConsolidated(n int) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	return s.held(func() error { return s.consolidateLocked(n) })
+}
+
+// consolidateLocked appends the metadata record of last_consolidated n.
+func (s *Session) consolidateLocked(n int) error {
 	if n <= s.meta.LastConsolidated {
 		return nil
 	}
-	if n > len(s.events) {
-		n = len(s.events)
-	}
-	s.meta.LastConsolidated = n
-	s.meta.UpdatedAt = s.m.now().Format(TimeLayout)
-	if err := s.writeLocked(s.meta); err != nil {
+	n = min(n, len(s.events))
+	meta := s.meta
+	meta.LastConsolidated = n
+	meta.UpdatedAt = s.m.now().Format(TimeLayout)
+	b, err := s.marshal(meta)
+	if err != nil {
 		return err
 	}
+	if err := s.writeLocked(b); err != nil {
+		return err
+	}
+	s.meta = meta
 	return s.syncLocked()
+}
+
+// ConsolidateAll marks every message consolidated, those another
+// process or replica appended included (the heartbeat's isolated
+// session replays none of its past beats).
+func (s *Session) ConsolidateAll() error {
+	return s.held(func() error { return s.consolidateLocked(len(s.events)) })
 }
 
 // Clear starts the session afresh (/new): the file is replaced, atomically,
 // by one holding only a new metadata record; the old one is kept beside
-// it as <file>.<time>.bak, never lost.
+// it as <file>.<time>.bak, never lost. In a store, a marker and the new
+// metadata record are appended, in one append: the old messages stay
+// before the marker.
 func (s *Session) Clear() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	return s.held(s.clearLocked)
+}
+
+func (s *Session) clearLocked() error {
+	if s.f == nil {
+		return s.clearStoredLocked()
+	}
 	now := s.m.now()
 	if err := s.syncLocked(); err != nil {
 		return err
@@ -509,6 +593,9 @@ func (s *Session) Clear() error {
 // process appended meanwhile. It waits for the lock until ctx ends; the
 // returned function releases it.
 func (s *Session) Lock(ctx context.Context) (func(), error) {
+	if s.conv != nil {
+		return s.lockStored(ctx)
+	}
 	lf, err := os.OpenFile(s.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: lock: %w", s.Path, err)
@@ -529,12 +616,19 @@ func (s *Session) Lock(ctx context.Context) (func(), error) {
 		case <-time.After(wait):
 		}
 	}
-	unlock := func() { lf.Close() } // closing releases the lock
 	if err := s.refresh(); err != nil {
-		unlock()
+		lf.Close()
 		return nil, err
 	}
-	return unlock, nil
+	s.mu.Lock()
+	s.holds = true
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.holds = false
+		s.mu.Unlock()
+		lf.Close() // closing releases the lock
+	}, nil
 }
 
 // refresh rereads the file when another process changed it: the lines it
@@ -565,6 +659,9 @@ func (s *Session) refresh() error {
 func (s *Session) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.f == nil {
+		return nil
+	}
 	err := s.syncLocked()
 	return errors.Join(err, s.f.Close())
 }

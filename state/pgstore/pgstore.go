@@ -185,11 +185,14 @@ const (
 	historySQL  = historyFrom + ` ORDER BY e.seq`
 	historyFrom = `SELECT e.data FROM nb_events e JOIN nb_conversations c ON c.id = e.conversation
 		WHERE c.bot = $1 AND c.sealed = $2 AND c.end_user = $3 AND c.key = $4`
-	// heldHistorySQL reads them only when $5 holds the lease (in the
-	// batch of claimSQL, so that a failed claim reads nothing).
+	// heldHistorySQL reads those after the first $6 only when $5 holds
+	// the lease (in the batch of claimSQL, so that a failed claim reads
+	// nothing).
 	heldHistorySQL = historyFrom + `
 		AND EXISTS (SELECT 1 FROM nb_leases l WHERE l.bot = $1 AND l.sealed = $2 AND l.end_user = $3 AND l.key = $4 AND l.holder = $5)
-		ORDER BY e.seq`
+		AND e.seq > $6 ORDER BY e.seq`
+	// countSQL is the number of events stored.
+	countSQL = `SELECT coalesce((SELECT events FROM nb_conversations WHERE bot = $1 AND sealed = $2 AND end_user = $3 AND key = $4), 0)`
 	// leaseCTE locks the lease while it is $5's and unexpired: the
 	// statement that uses it writes nothing otherwise, and a takeover
 	// waits for it to commit.
@@ -239,25 +242,26 @@ const (
 )
 
 // hold takes the conversation's lease for holder, waiting as Begin says;
-// with read, it also reads the history in the same round trip.
+// with after ≥ 0, it also reads the history's events after the first
+// after in the same round trip (and, after > 0, how many are stored).
 // sent is when the claim that took it was sent: the lease lasts at
 // least the TTL from then.
-func (c *conversation) hold(ctx context.Context, holder string, onBusy func(), read bool) (rows []string, sent time.Time, err error) {
+func (c *conversation) hold(ctx context.Context, holder string, onBusy func(), after int) (rows []string, total int, sent time.Time, err error) {
 	var ch chan struct{}
 	// The poll finds leases that expired (their holders cannot announce
 	// it) and releases whose announcement was missed.
 	wait := state.BusyWait{First: 10 * time.Millisecond, Max: 250 * time.Millisecond}
 	for {
 		sent = time.Now()
-		rows, ok, err := c.claim(ctx, holder, read)
+		rows, total, ok, err := c.claim(ctx, holder, after)
 		if err != nil {
-			return nil, sent, err
+			return nil, 0, sent, err
 		}
 		if ok {
-			return rows, sent, nil
+			return rows, total, sent, nil
 		}
 		if onBusy == nil {
-			return nil, sent, state.ErrBusy
+			return nil, 0, sent, state.ErrBusy
 		}
 		if ch == nil {
 			c.s.listen()
@@ -266,46 +270,54 @@ func (c *conversation) hold(ctx context.Context, holder string, onBusy func(), r
 			defer unregister()
 		}
 		if err := wait.Wait(ctx, onBusy, ch); err != nil {
-			return nil, sent, err
+			return nil, 0, sent, err
 		}
 	}
 }
 
-// claim tries once to take the lease, and reads the history with read.
-func (c *conversation) claim(ctx context.Context, holder string, read bool) (data []string, ok bool, err error) {
+// claim tries once to take the lease, and reads the history after the
+// first after events when after ≥ 0.
+func (c *conversation) claim(ctx context.Context, holder string, after int) (data []string, total int, ok bool, err error) {
 	var b pgx.Batch
 	b.Queue(asyncSQL)
 	b.Queue(claimSQL, c.args(holder, c.s.ttl.Seconds())...)
+	read := after >= 0
 	if read {
-		b.Queue(heldHistorySQL, c.args(holder)...)
+		b.Queue(heldHistorySQL, c.args(holder, after)...)
+		if after > 0 {
+			b.Queue(countSQL, c.args()...)
+		}
 	}
 	br := c.s.pool.SendBatch(ctx, &b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return nil, false, c.s.fail("take the conversation "+c.n.display, ctxErr(ctx, err))
+		return nil, 0, false, c.s.fail("take the conversation "+c.n.display, ctxErr(ctx, err))
 	}
 	var one int
 	switch err := br.QueryRow().Scan(&one); {
 	case errors.Is(err, pgx.ErrNoRows):
-		return nil, false, nil
+		return nil, 0, false, nil
 	case err != nil:
-		return nil, false, c.s.fail("take the conversation "+c.n.display, ctxErr(ctx, err))
+		return nil, 0, false, c.s.fail("take the conversation "+c.n.display, ctxErr(ctx, err))
 	}
 	if read {
 		rows, err := br.Query()
 		if err == nil {
 			data, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		}
+		if err == nil && after > 0 {
+			err = br.QueryRow().Scan(&total)
+		}
 		if err != nil {
 			c.release(holder)
-			return nil, false, c.s.fail("read "+c.n.display, ctxErr(ctx, err))
+			return nil, 0, false, c.s.fail("read "+c.n.display, ctxErr(ctx, err))
 		}
 	}
 	if err := br.Close(); err != nil {
 		c.release(holder)
-		return nil, false, c.s.fail("take the conversation "+c.n.display, ctxErr(ctx, err))
+		return nil, 0, false, c.s.fail("take the conversation "+c.n.display, ctxErr(ctx, err))
 	}
-	return data, true, nil
+	return data, total, true, nil
 }
 
 // ctxErr prefers the context's error, so a caller that gave up sees
@@ -328,20 +340,24 @@ func (c *conversation) release(holder string) {
 }
 
 // decode reads stored events.
-func (c *conversation) decode(data []string) ([]state.Event, error) {
+func (c *conversation) decode(data []string) ([]state.Event, error) { return c.decodeFrom(data, 0) }
+
+// decodeFrom reads stored events, the first of them the history's
+// event first+1.
+func (c *conversation) decodeFrom(data []string, first int) ([]state.Event, error) {
 	out := make([]state.Event, len(data), len(data)+16)
 	for i, d := range data {
 		text := []byte(d)
 		if c.n.sealed {
 			plain, err := c.s.cipher.Decrypt(d)
 			if err != nil {
-				return nil, fmt.Errorf("%s: event %d: %w", c.HistoryLocation(), i+1, err)
+				return nil, fmt.Errorf("%s: event %d: %w", c.HistoryLocation(), first+i+1, err)
 			}
 			text = plain
 		}
 		var r state.JSONEvent
 		if err := json.Unmarshal(text, &r); err != nil {
-			return nil, fmt.Errorf("%s: event %d is damaged: %v", c.HistoryLocation(), i+1, err)
+			return nil, fmt.Errorf("%s: event %d is damaged: %v", c.HistoryLocation(), first+i+1, err)
 		}
 		out[i] = r.Event()
 	}
@@ -411,7 +427,7 @@ func (c *conversation) Output(ctx context.Context, id string) (string, error) {
 // its lease.
 func (c *conversation) Delete(ctx context.Context) (bool, error) {
 	holder := c.s.newHolder()
-	if _, _, err := c.hold(ctx, holder, func() {}, false); err != nil {
+	if _, _, _, err := c.hold(ctx, holder, func() {}, -1); err != nil {
 		return false, err
 	}
 	defer c.release(holder)
@@ -430,20 +446,46 @@ func (s *Store) newHolder() string { return fmt.Sprintf("%s:%d", s.holder, s.tur
 // Begin takes the conversation's lease (waiting as the interface says)
 // and reads its history.
 func (c *conversation) Begin(ctx context.Context, onBusy func()) (state.Turn, error) {
+	t, _, err := c.begin(ctx, onBusy, 0)
+	return t, err
+}
+
+// BeginAfter is Begin reading only the events after the first n (one
+// query, in the claim's round trip): see state.TailBeginner.
+func (c *conversation) BeginAfter(ctx context.Context, onBusy func(), n int) (state.Turn, int, error) {
+	return c.begin(ctx, onBusy, max(n, 0))
+}
+
+func (c *conversation) begin(ctx context.Context, onBusy func(), after int) (state.Turn, int, error) {
 	holder := c.s.newHolder()
-	data, start, err := c.hold(ctx, holder, onBusy, true)
+	data, total, start, err := c.hold(ctx, holder, onBusy, after)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	events, err := c.decode(data)
+	if after > 0 && total < after {
+		// Fewer than the caller has: deleted since. The whole of it.
+		after = 0
+		rows, err := c.s.pool.Query(ctx, heldHistorySQL, c.args(holder, 0)...)
+		if err == nil {
+			data, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			c.release(holder)
+			return nil, 0, c.s.fail("read "+c.n.display, ctxErr(ctx, err))
+		}
+	}
+	if after == 0 {
+		total = len(data)
+	}
+	events, err := c.decodeFrom(data, after)
 	if err != nil {
 		c.release(holder)
-		return nil, err
+		return nil, 0, err
 	}
 	t := &turn{c: c, holder: holder, events: events, stop: make(chan struct{}), done: make(chan struct{})}
 	t.renewed.Store(start.UnixNano())
 	go t.renew()
-	return t, nil
+	return t, total, nil
 }
 
 // turn holds a conversation's lease and renews it in the background.
@@ -733,6 +775,7 @@ func randomHex(n int) string {
 }
 
 var (
+	_ state.TailBeginner = (*conversation)(nil)
 	_ state.Enumerator   = (*Store)(nil)
 	_ state.OutputLister = (*conversation)(nil)
 	_ state.Backdater    = (*conversation)(nil)

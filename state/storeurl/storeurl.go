@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/nbots/nb/internal/pgurl"
 	"github.com/nbots/nb/state"
@@ -24,6 +25,9 @@ type Options struct {
 	// Root is the files' state root when the URL is empty (see
 	// state.RootFrom).
 	Root string
+	// LeaseTTL is how long a database's lease on a conversation lasts
+	// without renewal (0: pgstore.DefaultLeaseTTL).
+	LeaseTTL time.Duration
 }
 
 // Store is an open store.
@@ -65,7 +69,7 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 	case raw == "":
 		return &Store{Store: state.Files{Root: o.Root, Cipher: cipher}, Name: o.Root}, nil
 	case pgurl.Is(raw):
-		pg, err := pgstore.Open(ctx, raw, pgstore.Options{Cipher: cipher})
+		pg, err := pgstore.Open(ctx, raw, pgstore.Options{Cipher: cipher, LeaseTTL: o.LeaseTTL})
 		if err != nil {
 			return nil, fmt.Errorf("conversation store: %w", err)
 		}
