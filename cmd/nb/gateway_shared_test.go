@@ -170,7 +170,14 @@ func TestGatewayReplicasOwnStateFolders(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if m := regexp.MustCompile(`telegram: connected.* offset=(\d+)`).FindAllStringSubmatch(rs.logs[1].String(), -1); len(m) == 0 || m[len(m)-1][1] != fmt.Sprint(m3Update+1) {
+	// The log line comes before the poll; the test reads it through a
+	// pipe, which may lag.
+	connected := regexp.MustCompile(`telegram: connected.* offset=(\d+)`)
+	var m [][]string
+	for m = connected.FindAllStringSubmatch(rs.logs[1].String(), -1); len(m) == 0 && time.Now().Before(deadline); m = connected.FindAllStringSubmatch(rs.logs[1].String(), -1) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(m) == 0 || m[len(m)-1][1] != fmt.Sprint(m3Update+1) {
 		t.Fatalf("replica 1 resumed from %v, want %d (after m3)\n%s", m, m3Update+1, rs.dump())
 	}
 	tg.Say(owner, "m4")
