@@ -217,6 +217,10 @@ func TestGatewaySessionsCommands(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, "name the PostgreSQL store") {
 		t.Fatalf("export without a store: %d\n%s", code, errs)
 	}
+	code, _, errs = runNBInput(t, append(slices.Clone(withStore), "NB_STORE_LEASE_TTL=5"), "", "gateway", "sessions", "export", "--config", cfg)
+	if code == 0 || !strings.Contains(errs, `NB_STORE_LEASE_TTL "5": a duration of a second or more`) {
+		t.Fatalf("a lease TTL without its unit: %d\n%s", code, errs)
+	}
 	code, _, errs = runNBInput(t, env, "", "gateway", "sessions", "--config", cfg)
 	if code == 0 || !strings.Contains(errs, "say import") {
 		t.Fatalf("no verb: %d\n%s", code, errs)
