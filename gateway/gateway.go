@@ -345,6 +345,10 @@ func (g *Gateway) handle(ctx context.Context, m bus.Inbound) error {
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return err // shutting down: the bus keeps the message
 	}
+	var again storeError
+	if errors.As(err, &again) {
+		return err // the bus delivers it again (maybe to a replica that reaches the store)
+	}
 	return nil
 }
 
@@ -374,6 +378,15 @@ type Direct struct {
 	// the heartbeat): the turn is not steered by it, nor by older ones.
 	From bus.Inbound
 }
+
+// storeError is a turn that could not use the session's store (it could
+// not be reached, or the turn lost its hold on the session): the message
+// is handed back to the bus, to be run again, rather than answered with
+// an error.
+type storeError struct{ err error }
+
+func (e storeError) Error() string { return e.err.Error() }
+func (e storeError) Unwrap() error { return e.err }
 
 // turnOf is the turn id of a channel message: derived from its platform
 // id, random when it has none.
@@ -411,11 +424,20 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	sess, err := g.Sessions.Get(d.SessionKey)
 	if err != nil {
 		g.log().Error("session", "key", d.SessionKey, "error", err)
+		if g.Sessions.Stored() {
+			// A store that cannot be reached now may be reached by the
+			// replica the message goes to next: no error reply then.
+			return "", storeError{err}
+		}
 		g.publish(ctx, d, bus.Error, "", errorReply)
 		return "", err
 	}
 	unlock, err := sess.Lock(ctx)
 	if err != nil {
+		if g.Sessions.Stored() && ctx.Err() == nil {
+			g.log().Error("session", "key", d.SessionKey, "error", err)
+			return "", storeError{err}
+		}
 		return "", err
 	}
 	defer unlock()
@@ -526,7 +548,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 		// store): no reply from here, so that the turn run again there
 		// answers (an error reply would take its turn's place).
 		g.log().Error("turn stopped: the session's hold was lost", "session", d.SessionKey, "error", err)
-		return "", err
+		return "", storeError{err}
 	case err != nil:
 		g.log().Error("turn failed", "session", d.SessionKey, "error", err)
 		g.publish(ctx, d, bus.Error, turnID, errorReply)

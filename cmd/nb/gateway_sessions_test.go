@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -14,9 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
 	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
+	"github.com/nbots/nb/state/pgstore"
 )
 
 var storeKills = flag.Int("replica-store-kills", 4, "how many times TestGatewayReplicasKill9PostgreSQL kills a replica")
@@ -217,8 +221,132 @@ func TestGatewaySessionsCommands(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, "name the PostgreSQL store") {
 		t.Fatalf("export without a store: %d\n%s", code, errs)
 	}
+	code, _, errs = runNBInput(t, append(slices.Clone(withStore), "NB_STORE_LEASE_TTL=5"), "", "gateway", "sessions", "export", "--config", cfg)
+	if code == 0 || !strings.Contains(errs, `NB_STORE_LEASE_TTL "5": a duration of a second or more`) {
+		t.Fatalf("a lease TTL without its unit: %d\n%s", code, errs)
+	}
 	code, _, errs = runNBInput(t, env, "", "gateway", "sessions", "--config", cfg)
 	if code == 0 || !strings.Contains(errs, "say import") {
 		t.Fatalf("no verb: %d\n%s", code, errs)
+	}
+}
+
+// TestGatewayReplicaCutOffFromStore: of two replicas sharing the
+// sessions in PostgreSQL, each with a database role of its own, one is
+// cut off from the database (its role may no longer log in, its
+// connections are closed): its /ready fails, and every message is
+// answered once, by the other, with the history it has (no error reply
+// from the one cut off). Back, it is ready again.
+func TestGatewayReplicaCutOffFromStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL, NATS and two nb gateway replicas")
+	}
+	rs := newReplicaSet(t, func(turn providertest.Turn) providertest.Reply {
+		n := 0
+		for _, m := range turn.Messages {
+			if m.Role == "user" {
+				n++
+			}
+		}
+		return providertest.Reply{Chunks: []string{fmt.Sprintf("%d: %s", n, turn.LastUser())}}
+	}, "")
+	ctx := context.Background()
+	pg := cluster(t)
+	dbURL, err := pg.NewDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tables, then a role per replica that may use them.
+	st, err := pgstore.Open(ctx, dbURL, pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	conn, err := pgx.Connect(ctx, dbURL) // the grants are the database's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	urls := make([]string, 2)
+	for i, role := range []string{"replica_a", "replica_b"} {
+		for _, q := range []string{
+			"CREATE ROLE " + role + " LOGIN PASSWORD 'pw_" + role + "'",
+			"GRANT ALL ON ALL TABLES IN SCHEMA public TO " + role,
+			"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO " + role,
+		} {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		u, _ := url.Parse(dbURL)
+		u.User = url.UserPassword(role, "pw_"+role)
+		urls[i] = u.String()
+	}
+	root := t.TempDir()
+	rs.args = func(i int) []string { return []string{"--workspace", filepath.Join(root, fmt.Sprint("machine", i))} }
+	rs.envFor = func(i int) []string {
+		return []string{"NB_STORE=" + urls[i], "NB_STORE_LEASE_TTL=2s", "XDG_STATE_HOME=" + filepath.Join(root, fmt.Sprint("state", i))}
+	}
+	rs.start(0)
+	rs.start(1)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	users := []botapi.User{{ID: 5100, FirstName: "a"}, {ID: 5101, FirstName: "b"}, {ID: 5102, FirstName: "c"}}
+	for _, u := range users {
+		rs.tg.Say(u, "first")
+		if _, err := rs.tg.WaitSent(wctx, u.ID, 1); err != nil {
+			t.Fatalf("%v\n%s", err, rs.dump())
+		}
+	}
+	if err := pg.Exec(ctx, "ALTER ROLE replica_a NOLOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'replica_a'"); err != nil {
+		t.Fatal(err)
+	}
+	ready := func(i int) int {
+		resp, err := http.Get(rs.urls[i] + "/ready")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for deadline := time.Now().Add(20 * time.Second); ready(0) != 503; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica cut off from the database is still ready\n%s", rs.dump())
+		}
+	}
+	for round := range 2 {
+		for _, u := range users {
+			rs.tg.Say(u, fmt.Sprint("again", round))
+		}
+		for _, u := range users {
+			sent, err := rs.tg.WaitSent(wctx, u.ID, 2+round)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, rs.dump())
+			}
+			if got, want := sent[1+round].Text, fmt.Sprintf("%d: again%d", 2+round, round); !strings.Contains(got, want[:2]) || !strings.HasSuffix(got, fmt.Sprint("again", round)) {
+				t.Fatalf("chat %d answered %q, want %q (every message before it in the history)\n%s", u.ID, got, want, rs.dump())
+			}
+		}
+	}
+	time.Sleep(time.Second) // an error reply or a second answer would come now
+	for _, u := range users {
+		if sent := rs.tg.Sent(u.ID); len(sent) != 3 {
+			var texts []string
+			for _, m := range sent {
+				texts = append(texts, m.Text)
+			}
+			t.Fatalf("chat %d was sent %q, want three answers\n%s", u.ID, texts, rs.dump())
+		}
+	}
+	if err := pg.Exec(ctx, "ALTER ROLE replica_a LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ready(0) != 200; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica is not ready again once the database is back\n%s", rs.dump())
+		}
 	}
 }
