@@ -202,6 +202,7 @@ func (g *Gateway) offer(m bus.Inbound) {
 			continue
 		}
 		rt.queue = append(rt.queue, m)
+		g.log().Debug("message offered to the running turn", "channel", m.Channel, "id", m.ID)
 		return
 	}
 }

@@ -484,8 +484,14 @@ func TestGatewayReplicasSteering(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatalf("the turn did not start\n%s", rs.dump())
 		}
+		offered := strings.Count(rs.dump(), "message offered to the running turn")
 		rs.tg.Say(u, "use metric units")
-		time.Sleep(300 * time.Millisecond) // the offer reaches the turn's replica
+		// The offer reaches the turn's replica, whichever it is.
+		for deadline := time.Now().Add(20 * time.Second); strings.Count(rs.dump(), "message offered to the running turn") == offered; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the message was not offered to the running turn\n%s", rs.dump())
+			}
+		}
 		proceed <- true
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		sent, err := rs.tg.WaitSent(ctx, u.ID, 1)
