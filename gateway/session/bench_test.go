@@ -2,7 +2,6 @@ package session_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -31,19 +30,8 @@ import (
 // reported per backend, and the p50 of the differences of turns run
 // side by side.
 func BenchmarkSessionTurn(b *testing.B) {
-	c, err := pgtest.Start(pgtest.Options{Durable: true})
-	if errors.Is(err, pgtest.ErrNotInstalled) && os.Getenv("CI") == "" {
-		b.Skipf("!!! SKIPPED: %v", err)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Stop()
+	dbURL := pgtest.Durable(b)
 	ctx := context.Background()
-	dbURL, err := c.NewDatabase(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
 	pg, err := pgstore.Open(ctx, dbURL, pgstore.Options{})
 	if err != nil {
 		b.Fatal(err)

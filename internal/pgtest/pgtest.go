@@ -82,6 +82,24 @@ func New(t testing.TB) string {
 	return u
 }
 
+// Durable starts a cluster of its own that syncs to the disk as
+// production does (for benchmarks), stopped when the test ends, and
+// returns the URL of a new database in it; it skips the test (fails it
+// under CI) when PostgreSQL is not installed.
+func Durable(t testing.TB) string {
+	t.Helper()
+	c, err := Start(Options{Durable: true})
+	if err != nil {
+		unavailable(t, err)
+	}
+	t.Cleanup(c.Stop)
+	u, err := c.NewDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 // Shared returns the package's shared cluster, starting it on first use,
 // or skips the test like New.
 func Shared(t testing.TB) *Cluster {

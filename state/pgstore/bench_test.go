@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -29,19 +28,8 @@ import (
 // conversations from 8 goroutines. appends: one-event appends from 8
 // goroutines, each holding its own conversation.
 func BenchmarkStore(b *testing.B) {
-	c, err := pgtest.Start(pgtest.Options{Durable: true})
-	if errors.Is(err, pgtest.ErrNotInstalled) && os.Getenv("CI") == "" {
-		b.Skipf("!!! SKIPPED: %v", err)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Stop()
+	dbURL := pgtest.Durable(b)
 	ctx := context.Background()
-	dbURL, err := c.NewDatabase(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
 	pg, err := pgstore.Open(ctx, dbURL, pgstore.Options{})
 	if err != nil {
 		b.Fatal(err)
