@@ -73,15 +73,10 @@ func (l *Ledger) Run(ctx context.Context) error {
 	if l.Shared == nil {
 		return nil
 	}
-	watchErr := make(chan error, 1)
+	watched := make(chan struct{})
 	go func() {
-		watchErr <- l.Shared.Watch(ctx, func(key string, c replica.Count) {
-			l.mu.Lock()
-			l.sh.init()
-			l.sh.seen(key, c)
-			l.dirty = true // the file shows the sums too
-			l.mu.Unlock()
-		}, nil)
+		defer close(watched)
+		l.watch(ctx)
 	}()
 	tick := time.NewTicker(PushEvery)
 	defer tick.Stop()
@@ -91,13 +86,8 @@ func (l *Ledger) Run(ctx context.Context) error {
 			pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			l.push(pctx) //nolint:errcheck // reported by push
-			<-watchErr
+			<-watched
 			return nil
-		case err := <-watchErr:
-			if err != nil && l.Warn != nil {
-				l.Warn("budget: the shared counts cannot be watched: " + err.Error())
-			}
-			watchErr = nil // a nil channel: not selected again
 		case <-tick.C:
 			l.push(ctx) //nolint:errcheck // reported by push, tried again on the next tick
 			l.mu.Lock()
@@ -106,6 +96,31 @@ func (l *Ledger) Run(ctx context.Context) error {
 				l.flushLocked(now) //nolint:errcheck // the next tick tries again
 			}
 			l.mu.Unlock()
+		}
+	}
+}
+
+// watch keeps the view of the shared sums current until ctx ends,
+// watching again (after a second) when a watch ends before: the bus's
+// connection was closed or lost.
+func (l *Ledger) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := l.Shared.Watch(ctx, func(key string, c replica.Count) {
+			l.mu.Lock()
+			l.sh.init()
+			l.sh.seen(key, c)
+			l.dirty = true // the file shows the sums too
+			l.mu.Unlock()
+		}, nil)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && l.Warn != nil {
+			l.Warn("budget: the shared counts cannot be watched (watching again): " + err.Error())
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
 		}
 	}
 }
