@@ -1,4 +1,4 @@
-// Package server offers nb's bots to MCP clients (Claude Desktop,
+// Package mcpserver offers nb's bots to MCP clients (Claude Desktop,
 // Cursor, the MCP Inspector...): each cartridge is a tool that takes a
 // message (and optionally a state key) and answers with the bot's
 // answer, its own tools running inside; each robopage function is a tool

@@ -1,4 +1,4 @@
-// Package server serves a robopage library over the HTTP API of the
+// Package pageserver serves a robopage library over the HTTP API of the
 // robopages function-calling server: GET / and GET /{filter} list the
 // tools in the openai, rigging or nerve flavor, POST /process runs a batch
 // of calls. Handlers stay thin; robopage does the work.

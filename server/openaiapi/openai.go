@@ -1,4 +1,4 @@
-// Package openai serves nb's bots over an OpenAI-compatible HTTP API:
+// Package openaiapi serves nb's bots over an OpenAI-compatible HTTP API:
 // GET /v1/models, POST /v1/chat/completions and POST /v1/responses, so
 // that OpenAI's SDKs, the ai SDK and agent frameworks talk to cartridges
 // as they talk to models. A model is a cartridge: its directive,
