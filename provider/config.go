@@ -138,3 +138,21 @@ func JoinURL(address, path string) string {
 	}
 	return address + path
 }
+
+// Endpoint returns the cartridge's credentials.address and the credential
+// stored under the first of keys that is set. Without an address it
+// returns official, provider id's own address, and then the credential is
+// required: a self-hosted or compatible server behind an address may need
+// none, the provider's own API always does. keys[0] names the credential
+// in the error.
+func (c Config) Endpoint(id, official string, keys ...string) (address, credential string, err error) {
+	address = c.Credential("address")
+	credential = c.Credential(keys...)
+	if address == "" {
+		if credential == "" {
+			return "", "", &MissingCredentialError{Provider: id, Key: keys[0]}
+		}
+		address = official
+	}
+	return address, credential, nil
+}

@@ -54,13 +54,9 @@ type Client struct {
 // a gateway given in credentials.address may authenticate otherwise.
 // options.beta (a string or a list) becomes the anthropic-beta header.
 func New(cfg provider.Config) (provider.Provider, error) {
-	address := cfg.Credential("address")
-	key := cfg.Credential("api-key")
-	if address == "" {
-		address = DefaultAddress
-		if key == "" {
-			return nil, &provider.MissingCredentialError{Provider: ID, Key: "api-key"}
-		}
+	address, key, err := cfg.Endpoint(ID, DefaultAddress, "api-key")
+	if err != nil {
+		return nil, err
 	}
 	version := cfg.Credential("anthropic-version")
 	if version == "" {

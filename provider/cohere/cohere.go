@@ -65,13 +65,9 @@ func New(cfg provider.Config) (provider.Provider, error) {
 	if err := cfg.RefuseEffort(); err != nil {
 		return nil, err
 	}
-	address := cfg.Credential("address")
-	key := cfg.Credential("api-key")
-	if address == "" {
-		address = DefaultAddress
-		if key == "" {
-			return nil, &provider.MissingCredentialError{Provider: ID, Key: "api-key"}
-		}
+	address, key, err := cfg.Endpoint(ID, DefaultAddress, "api-key")
+	if err != nil {
+		return nil, err
 	}
 	base := strings.TrimSuffix(strings.TrimRight(address, "/"), "/chat")
 	fromAddress := ""

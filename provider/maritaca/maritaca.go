@@ -52,13 +52,9 @@ func New(cfg provider.Config) (provider.Provider, error) {
 	if err := cfg.RefuseEffort(); err != nil {
 		return nil, err
 	}
-	address := cfg.Credential("address")
-	key := cfg.Credential("api-key")
-	if address == "" {
-		address = DefaultAddress
-		if key == "" {
-			return nil, &provider.MissingCredentialError{Provider: ID, Key: "api-key"}
-		}
+	address, key, err := cfg.Endpoint(ID, DefaultAddress, "api-key")
+	if err != nil {
+		return nil, err
 	}
 	c := &Client{cfg: cfg, headers: map[string]string{}}
 	// The address may be the host, the host with /api (as OpenAI clients

@@ -38,15 +38,11 @@ type Client struct {
 // New builds a client. The access token is required for the official
 // address only: local compatible servers usually need none.
 func New(cfg provider.Config) (provider.Provider, error) {
-	address := cfg.Credential("address")
-	token := cfg.Credential("access-token", "api-key")
-	official := address == "" || strings.TrimRight(address, "/") == DefaultAddress
-	if address == "" {
-		address = DefaultAddress
-		if token == "" {
-			return nil, &provider.MissingCredentialError{Provider: ID, Key: "access-token"}
-		}
+	address, token, err := cfg.Endpoint(ID, DefaultAddress, "access-token", "api-key")
+	if err != nil {
+		return nil, err
 	}
+	official := strings.TrimRight(address, "/") == DefaultAddress
 	effort, err := cfg.ReasoningEffort()
 	if err != nil {
 		return nil, err
