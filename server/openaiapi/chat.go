@@ -171,19 +171,31 @@ func asTypeError(err error, te **json.UnmarshalTypeError) bool {
 	return ok
 }
 
-// chatCompletions answers POST /v1/chat/completions.
-func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
+// open admits r (see admitRequest) and decodes its JSON body into req.
+// When it returns false it has answered the client and released what it
+// took; otherwise the caller calls done when the request ends.
+func (h *Handler) open(w http.ResponseWriter, r *http.Request, req any) (_ *http.Request, done func(), ok bool) {
 	r, done, err := h.admitRequest(r)
 	if err != nil {
 		WriteError(w, apiError(err, "", ""))
+		return r, nil, false
+	}
+	if err := h.decode(w, r, req); err != nil {
+		WriteError(w, apiError(err, "", ""))
+		done()
+		return r, nil, false
+	}
+	return r, done, true
+}
+
+// chatCompletions answers POST /v1/chat/completions.
+func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	r, done, ok := h.open(w, r, &req)
+	if !ok {
 		return
 	}
 	defer done()
-	var req chatRequest
-	if err := h.decode(w, r, &req); err != nil {
-		WriteError(w, apiError(err, "", ""))
-		return
-	}
 	t, err := h.chatTurn(r, &req)
 	if err != nil {
 		WriteError(w, apiError(err, req.Model, ""))

@@ -66,17 +66,12 @@ type storedResponse struct {
 
 // createResponse answers POST /v1/responses.
 func (h *Handler) createResponse(w http.ResponseWriter, r *http.Request) {
-	r, done, err := h.admitRequest(r)
-	if err != nil {
-		WriteError(w, apiError(err, "", ""))
+	var req responsesRequest
+	r, done, ok := h.open(w, r, &req)
+	if !ok {
 		return
 	}
 	defer done()
-	var req responsesRequest
-	if err := h.decode(w, r, &req); err != nil {
-		WriteError(w, apiError(err, "", ""))
-		return
-	}
 	t, instructions, err := h.responsesTurn(r, &req)
 	if err != nil {
 		WriteError(w, apiError(err, req.Model, ""))
