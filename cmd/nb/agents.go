@@ -22,6 +22,7 @@ import (
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/cmd/nb/cliflag"
+	"github.com/nbots/nb/internal/bytesize"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/server/agentsrv"
 	"github.com/nbots/nb/term"
@@ -477,7 +478,7 @@ type agentOptions struct {
 func (a *App) mountAgents(ctx context.Context, srv *server.Server, host bot.Host, o agentOptions) (func(), error) {
 	h := &agentsrv.Handler{}
 	var err error
-	if h.MaxFrame, err = parseSize(o.maxFrame); err != nil {
+	if h.MaxFrame, err = bytesize.Parse(o.maxFrame); err != nil {
 		return nil, &usageError{"--agent-max-frame: " + err.Error()}
 	}
 	rt := agents.New(nil)

@@ -8,13 +8,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/eventlog/pglog"
+	"github.com/nbots/nb/internal/bytesize"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/server/nanobots"
@@ -97,18 +97,18 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		limits.Grace = -1
 	}
 	var err error
-	if limits.MaxBody, err = parseSize(*maxBody); err != nil {
+	if limits.MaxBody, err = bytesize.Parse(*maxBody); err != nil {
 		return &usageError{"--max-body: " + err.Error()}
 	}
-	answerLimit, err := parseSize(*maxAnswer)
+	answerLimit, err := bytesize.Parse(*maxAnswer)
 	if err != nil {
 		return &usageError{"--max-answer: " + err.Error()}
 	}
-	streamLimit, err := parseSize(*streamBytes)
+	streamLimit, err := bytesize.Parse(*streamBytes)
 	if err != nil {
 		return &usageError{"--max-stream-bytes: " + err.Error()}
 	}
-	if limits.BodyMinRate, err = parseSize(*bodyRate); err != nil {
+	if limits.BodyMinRate, err = bytesize.Parse(*bodyRate); err != nil {
 		return &usageError{"--body-min-rate: " + err.Error()}
 	}
 	trusted, err := server.ParseProxies(*proxies)
@@ -291,26 +291,6 @@ func holdOrNone(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
-}
-
-// parseSize reads 4194304, 512KiB or 4MiB (KB and MB too, as powers of 2).
-func parseSize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"K", 1 << 10}, {"M", 1 << 20}, {"B", 1}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%q is not a size: write bytes, or a number with KiB or MiB (4MiB)", s)
-	}
-	return n * mult, nil
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
