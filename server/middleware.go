@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/catalog"
+	"github.com/nbots/nb/internal/httpguard"
 )
 
 // reqInfo is what the middleware and the handlers share about one request.
@@ -260,74 +261,9 @@ func (s *Server) browserRefused(r *http.Request) string {
 	return g.Refused(r)
 }
 
-// BrowserGuard keeps web pages away from a server on this machine: a
-// request with an Origin header (a browser's) is answered only from an
-// allowed origin, and a request that reaches a loopback listener only
-// when it is addressed to a loopback name (a page whose name a DNS
-// rebinding points at 127.0.0.1 would otherwise be same-origin). nb serve
-// applies it without tokens, nb mcp serve always (the MCP specification
-// asks servers to validate Origin).
-type BrowserGuard struct {
-	// Origins are the allowed origins; "*" is any.
-	Origins []string
-	// Why starts a refusal ("this server answers"); Fix says how to allow
-	// an origin (%s is the origin); HostFix how to serve other host names.
-	Why, Fix, HostFix string
-}
-
-// Refused says why g does not answer r, "" when it does.
-func (g BrowserGuard) Refused(r *http.Request) string {
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && isLoopbackAddr(la.String()) && r.Host != "" && !isLoopbackHost(r.Host) {
-		return fmt.Sprintf("%s only requests addressed to localhost, 127.0.0.1 or ::1, not %q (a web page could reach it through DNS rebinding); %s", g.Why, r.Host, g.HostFix)
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return ""
-	}
-	for _, o := range g.Origins {
-		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
-			return ""
-		}
-	}
-	return fmt.Sprintf("%s no web page of origin %q (any page the user opens could use it otherwise): %s", g.Why, origin, fmt.Sprintf(g.Fix, origin))
-}
-
-// Handler answers 403 to the requests g refuses, and passes the others
-// to h.
-func (g BrowserGuard) Handler(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if msg := g.Refused(r); msg != "" {
-			http.Error(w, msg, http.StatusForbidden)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-// isLoopbackAddr reports whether addr (host:port) is a loopback address.
-func isLoopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// isLoopbackHost reports whether a Host header names this machine:
-// localhost (and its subdomains, which browsers never resolve elsewhere)
-// or a loopback address.
-func isLoopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// BrowserGuard keeps web pages away from a server on this machine; see
+// httpguard.BrowserGuard.
+type BrowserGuard = httpguard.BrowserGuard
 
 // noRoute answers a path or method no route has, in the family's shape.
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request, muxHandler http.Handler) {

@@ -3,20 +3,12 @@ package server
 import (
 	"context"
 	"net/http"
-	"time"
+
+	"github.com/nbots/nb/internal/httpguard"
 )
 
-// Check is one thing a replica needs to take work: a store it must
-// reach, a bus it must be connected to. GET /ready runs them all.
-type Check struct {
-	// Name says which (store, bus).
-	Name string
-	// Run fails with the reason, which must carry no credentials.
-	Run func(ctx context.Context) error
-}
-
-// readyTimeout bounds each check of GET /ready.
-const readyTimeout = 3 * time.Second
+// Check is one thing a replica needs to take work; see httpguard.Check.
+type Check = httpguard.Check
 
 // ready answers GET /ready: 200 when the server takes work and every
 // check passes, else 503 saying which check failed and why. Like
@@ -38,18 +30,8 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, status, body)
 }
 
-// RunChecks runs checks, each within a few seconds: ok when all pass;
-// results maps each name to "ok" or its failure.
+// RunChecks runs checks, each within a few seconds; see
+// httpguard.RunChecks.
 func RunChecks(ctx context.Context, checks []Check) (ok bool, results map[string]string) {
-	ok, results = true, map[string]string{}
-	for _, c := range checks {
-		cctx, cancel := context.WithTimeout(ctx, readyTimeout)
-		err := c.Run(cctx)
-		cancel()
-		results[c.Name] = "ok"
-		if err != nil {
-			ok, results[c.Name] = false, err.Error()
-		}
-	}
-	return ok, results
+	return httpguard.RunChecks(ctx, checks)
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/catalog"
 	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/tool"
 )
@@ -358,7 +359,7 @@ func (s *Server) Admit(ctx context.Context, detached bool) (context.Context, fun
 	if tok == nil {
 		tok = s.anon
 	}
-	run, err := s.adm.Admit(&tok.tenant, admission.Policy{MaxRuns: tok.MaxRuns, Rate: tok.Rate})
+	run, err := s.adm.Admit(tok.Tenant(), admission.Policy{MaxRuns: tok.MaxRuns, Rate: tok.Rate})
 	if err != nil {
 		return nil, nil, s.admitError(err)
 	}
@@ -528,26 +529,7 @@ func Listen(addr string) ([]net.Listener, error) {
 
 // IsLoopback reports whether addr (host:port) is reachable from this
 // machine only.
-func IsLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// CheckListen refuses to listen where other machines can reach the server
-// without a token.
-func CheckListen(addr string, tokens int) error {
-	if tokens > 0 || IsLoopback(addr) {
-		return nil
-	}
-	return fmt.Errorf("refusing to listen on %s without a token: other machines could run your cartridges with your API keys; set NB_SERVE_TOKEN to a secret of %d or more random characters (or pass --tokens FILE), or listen on 127.0.0.1", addr, MinTokenLength)
-}
+func IsLoopback(addr string) bool { return httpguard.IsLoopbackListen(addr) }
 
 // newRequestID returns a random id for a request's log lines.
 func newRequestID() string {

@@ -246,21 +246,6 @@ func TestRunTimeout(t *testing.T) {
 	}
 }
 
-func TestCheckListen(t *testing.T) {
-	for addr, ok := range map[string]bool{"127.0.0.1:3048": true, "localhost:3048": true, "[::1]:3048": true, "0.0.0.0:3048": false, ":3048": false, "192.168.1.2:80": false} {
-		err := CheckListen(addr, 0)
-		if (err == nil) != ok {
-			t.Errorf("%s: %v", addr, err)
-		}
-		if err != nil && !strings.Contains(err.Error(), "NB_SERVE_TOKEN") {
-			t.Errorf("the error does not name the variable: %v", err)
-		}
-		if err := CheckListen(addr, 1); err != nil {
-			t.Errorf("%s with a token: %v", addr, err)
-		}
-	}
-}
-
 func TestListenLocalhost(t *testing.T) {
 	lns, err := Listen("localhost:0")
 	if err != nil {

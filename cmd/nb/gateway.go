@@ -33,6 +33,7 @@ import (
 	"github.com/nbots/nb/gateway/replica"
 	gwsession "github.com/nbots/nb/gateway/session"
 	"github.com/nbots/nb/gateway/web"
+	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/server"
 )
@@ -352,8 +353,8 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 		}
 		addr = net.JoinHostPort(host, strconv.Itoa(port))
 	}
-	if err := server.CheckListen(addr, len(tokens)); err != nil {
-		return fmt.Errorf("refusing to listen on %s without a token: anyone who reaches it could talk to your assistant; set NB_GATEWAY_TOKEN (or --token) to a secret of %d or more random characters, or listen on 127.0.0.1", addr, server.MinTokenLength)
+	if err := httpguard.CheckListen(addr, len(tokens)); err != nil {
+		return fmt.Errorf("refusing to listen on %s without a token: anyone who reaches it could talk to your assistant; set NB_GATEWAY_TOKEN (or --token) to a secret of %d or more random characters, or listen on 127.0.0.1", addr, httpguard.MinTokenLength)
 	}
 	lns, err := server.Listen(addr)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/mcp"
 	"github.com/nbots/nb/mcp/mcpserver"
 )
@@ -194,10 +195,7 @@ func listenAddress(listen, token string) (string, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	loopback := host == "localhost"
-	if ip := net.ParseIP(host); ip != nil {
-		loopback = ip.IsLoopback()
-	}
+	loopback := httpguard.IsLoopbackListen(net.JoinHostPort(host, port))
 	if !loopback && token == "" {
 		return "", fmt.Errorf("--listen %s is reachable from other machines: set NB_SERVE_TOKEN (or --token) to a secret that clients send as Authorization: Bearer <token>, or listen on 127.0.0.1", listen)
 	}

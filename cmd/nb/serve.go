@@ -15,6 +15,7 @@ import (
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/eventlog/pglog"
 	"github.com/nbots/nb/internal/bytesize"
+	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/server/nanobots"
@@ -142,8 +143,8 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		t.Rate = anonRate
 		tokens = append(tokens, t)
 	}
-	if err := server.CheckListen(*listen, len(tokens)); err != nil {
-		return err
+	if err := httpguard.CheckListen(*listen, len(tokens)); err != nil {
+		return fmt.Errorf("refusing to listen on %s without a token: other machines could run your cartridges with your API keys; set NB_SERVE_TOKEN to a secret of %d or more random characters (or pass --tokens FILE), or listen on 127.0.0.1", *listen, httpguard.MinTokenLength)
 	}
 
 	if err := a.openStore(ctx, *storeURL); err != nil {

@@ -8,14 +8,14 @@ import (
 	"testing"
 
 	"github.com/nbots/nb/gateway"
-	"github.com/nbots/nb/server"
+	"github.com/nbots/nb/internal/httpguard"
 )
 
 // TestReadyChecks: /ready fails, naming the check and its reason, when
 // a store the gateway needs cannot be reached.
 func TestReadyChecks(t *testing.T) {
 	var storeErr error
-	s := &Server{Gateway: &gateway.Gateway{}, Checks: []server.Check{{Name: "store", Run: func(context.Context) error { return storeErr }}}}
+	s := &Server{Gateway: &gateway.Gateway{}, Checks: []httpguard.Check{{Name: "store", Run: func(context.Context) error { return storeErr }}}}
 	get := func() (int, string) {
 		w := httptest.NewRecorder()
 		s.Handler().ServeHTTP(w, httptest.NewRequest("GET", "http://localhost/ready", nil))

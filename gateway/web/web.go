@@ -30,7 +30,7 @@ import (
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/session"
-	"github.com/nbots/nb/server"
+	"github.com/nbots/nb/internal/httpguard"
 )
 
 //go:embed chat.html
@@ -60,7 +60,7 @@ type Server struct {
 	// Tokens, when set, are required (Authorization: Bearer, or ?token=
 	// for the page's websocket); without them only loopback requests of
 	// the page's own origin are answered.
-	Tokens []*server.Token
+	Tokens []*httpguard.Token
 	Log    *slog.Logger
 	// MaxFrame bounds an incoming frame (default 1 MiB).
 	MaxFrame int64
@@ -70,7 +70,7 @@ type Server struct {
 	Webhooks map[string]http.Handler
 	// Checks are what GET /ready checks besides the channels (the stores
 	// the gateway must reach); a failed one is reported by name.
-	Checks []server.Check
+	Checks []httpguard.Check
 
 	mu    sync.Mutex
 	conns map[string]map[*conn]bool // chat -> sockets
@@ -110,7 +110,7 @@ func (s *Server) Handler() http.Handler {
 		ready, chans := s.Gateway.Ready()
 		body := map[string]any{"channels": chans}
 		if len(s.Checks) > 0 {
-			ok, checks := server.RunChecks(r.Context(), s.Checks)
+			ok, checks := httpguard.RunChecks(r.Context(), s.Checks)
 			ready = ready && ok
 			body["checks"] = checks
 		}
@@ -154,12 +154,12 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				if tok := r.URL.Query().Get("token"); tok != "" && r.Header.Get("Authorization") == "" {
 					r.Header.Set("Authorization", "Bearer "+tok)
 				}
-				if _, err := server.Authenticate(s.Tokens, r); err != nil {
+				if _, err := httpguard.Authenticate(s.Tokens, r); err != nil {
 					writeJSON(w, http.StatusUnauthorized, map[string]any{"error": err.Error()})
 					return
 				}
 			}
-		} else if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && isLoopback(la) && !server.IsLoopbackHost(r.Host) {
+		} else if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && httpguard.IsLoopbackAddr(la.String()) && !httpguard.IsLoopbackHost(r.Host) {
 			writeJSON(w, http.StatusForbidden, map[string]any{"error": fmt.Sprintf("the gateway has no token, so it answers only requests addressed to localhost, 127.0.0.1 or ::1, not %q (a web page could reach it through DNS rebinding)", r.Host)})
 			return
 		}
@@ -169,15 +169,6 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-func isLoopback(a net.Addr) bool {
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // sameOrigin tells whether origin is the page the gateway served itself.

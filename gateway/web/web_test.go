@@ -21,8 +21,8 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/dispatch"
 	"github.com/nbots/nb/gateway/session"
+	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/provider"
-	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
 )
@@ -154,8 +154,8 @@ func TestBrowserChecks(t *testing.T) {
 
 func TestTokens(t *testing.T) {
 	srv, g := start(t)
-	tok, _ := server.NewToken("", "0123456789abcdef0123")
-	s := &Server{Gateway: g, Sessions: g.Sessions, Tokens: []*server.Token{tok}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	tok, _ := httpguard.NewToken("", "0123456789abcdef0123")
+	s := &Server{Gateway: g, Sessions: g.Sessions, Tokens: []*httpguard.Token{tok}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	h := s.Handler()
 	for _, tc := range []struct {
 		path, auth string

@@ -34,8 +34,8 @@ import (
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/catalog"
+	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/robopage"
-	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/tool"
 )
 
@@ -174,9 +174,9 @@ func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteClos
 // specification requires, a request with an Origin header is answered
 // only from Config.AllowOrigins, and one that reaches a loopback
 // listener only when it names a loopback host (nb serve's check,
-// server.BrowserGuard): a web page must not reach the bots.
+// httpguard.BrowserGuard): a web page must not reach the bots.
 func (s *Server) Handler(token string) http.Handler {
-	guard := server.BrowserGuard{Origins: s.cfg.AllowOrigins, Why: "nb mcp serve answers",
+	guard := httpguard.BrowserGuard{Origins: s.cfg.AllowOrigins, Why: "nb mcp serve answers",
 		Fix: "start nb mcp serve with --cors-origins %s to allow it", HostFix: "listen on another address to serve other names"}
 	return guard.Handler(s.authorized(token, sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp }, nil)))
 }

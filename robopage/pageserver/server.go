@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/connlimit"
+	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/internal/httpjson"
 	"github.com/nbots/nb/robopage"
 )
@@ -371,11 +372,10 @@ func plain(w http.ResponseWriter, code int, msg string) {
 // allowRemote is set and a token protects the server: the API runs
 // programs on this machine.
 func CheckAddress(addr string, allowRemote bool, token string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("address %s: %v; write host:port, for example 127.0.0.1:8000", addr, err)
 	}
-	if isLoopback(host) {
+	if httpguard.IsLoopbackListen(addr) {
 		return nil
 	}
 	if !allowRemote {
@@ -385,14 +385,6 @@ func CheckAddress(addr string, allowRemote bool, token string) error {
 		return fmt.Errorf("--allow-remote needs --token (or ROBOPAGES_TOKEN): without one anybody who reaches %s can run programs here", addr)
 	}
 	return nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
 }
 
 // Limits bound what clients can hold of a server: slow requests are cut
