@@ -43,10 +43,10 @@ func TestAuthenticate(t *testing.T) {
 		t.Error("a 3-character secret was taken")
 	}
 	for header, want := range map[string]*Token{
-		"Bearer " + strings.Repeat("b", MinTokenLength): b,
+		"Bearer " + strings.Repeat("b", MinTokenLength):  b,
 		"bearer  " + strings.Repeat("a", MinTokenLength): a,
-		"Bearer " + strings.Repeat("c", MinTokenLength): nil,
-		"Basic " + strings.Repeat("a", MinTokenLength):  nil,
+		"Bearer " + strings.Repeat("c", MinTokenLength):  nil,
+		"Basic " + strings.Repeat("a", MinTokenLength):   nil,
 		"": nil,
 	} {
 		r := httptest.NewRequest("GET", "/", nil)
