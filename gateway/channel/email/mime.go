@@ -250,7 +250,9 @@ func readHeader(raw []byte, at, max int, what string) (textproto.MIMEHeader, int
 func parseHeader(b []byte) textproto.MIMEHeader {
 	src := make([]byte, 0, len(b)+4)
 	src = append(append(src, b...), "\r\n\r\n"...)
-	h, _ := textproto.NewReader(bufio.NewReader(bytes.NewReader(src))).ReadMIMEHeader()
+	// A buffer the header's size: bufio's default 4 KB for each of
+	// thousands of small part headers would be most of the work.
+	h, _ := textproto.NewReader(bufio.NewReaderSize(bytes.NewReader(src), min(len(src), 4096))).ReadMIMEHeader()
 	if h == nil {
 		h = textproto.MIMEHeader{}
 	}
