@@ -85,7 +85,7 @@ func (e *entity) fileName() string {
 // ctxCheckLines is how many lines the scanner reads between two looks at
 // its context: often enough that a cancelled gateway stops within
 // milliseconds, rarely enough to cost nothing.
-const ctxCheckLines = 4096
+const ctxCheckLines = 512
 
 // scanMIME splits raw into its MIME entities in one pass over its lines,
 // whatever the nesting: each line is compared once with the boundaries
@@ -93,6 +93,9 @@ const ctxCheckLines = 4096
 // readers (mime/multipart) reads each byte once per level. It stops at
 // the first limit broken, or when ctx ends.
 func scanMIME(ctx context.Context, raw []byte, lim Limits) ([]entity, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if lim.MailBytes > 0 && int64(len(raw)) > lim.MailBytes {
 		return nil, &LimitError{What: fmt.Sprintf("the mail has %d bytes", len(raw)), Key: "maxMailBytes", Limit: lim.MailBytes}
 	}
