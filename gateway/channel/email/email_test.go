@@ -614,5 +614,6 @@ func textOf(contentType, encoding string, r io.Reader) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return c.textOf(context.Background(), ents, 0)
+	html := maxHTMLBytes
+	return c.textOf(context.Background(), ents, 0, &html)
 }

@@ -32,7 +32,8 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("a body that is not in the mail: %q", e.body)
 			}
 		}
-		c.textOf(context.Background(), ents, 0) //nolint:errcheck // only that it returns
+		html := maxHTMLBytes
+		c.textOf(context.Background(), ents, 0, &html) //nolint:errcheck // only that it returns
 
 		if hd, err := c.readHead(raw); err == nil {
 			c.noReply(hd.h, hd.addr)

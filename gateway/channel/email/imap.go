@@ -213,22 +213,39 @@ func (c *Channel) fetchNew(ctx context.Context, client *imapclient.Client, watch
 				return ctx.Err()
 			}
 		}
+		if flag == QuarantineFlag {
+			// Flagged before the position moves past it: a connection
+			// lost in between reads it again (refused again, in one
+			// bounded pass) rather than leaving it unflagged.
+			if err := c.store(client, uid, flag); err != nil {
+				return err
+			}
+		}
 		pos.uid = uint32(uid)
 		if err := cursor.Save(pos.String()); err != nil {
 			c.log.Error("email: saving the mailbox position", "err", err)
 		}
-		if flag == QuarantineFlag || on(c.cfg.MarkSeen) {
-			if err := client.Store(imap.UIDSetNum(uid), &imap.StoreFlags{Op: imap.StoreFlagsAdd, Silent: true, Flags: []imap.Flag{flag}}, nil).Close(); err != nil {
-				var ie *imap.Error
-				if flag == QuarantineFlag && errors.As(err, &ie) {
-					// A server that takes no keywords: the position
-					// alone keeps the mail from being read again.
-					c.log.Warn("email: the server refused the quarantine flag", "uid", uid, "err", err)
-					continue
-				}
-				return fmt.Errorf("IMAP store %s: %w", flag, err)
+		if flag != QuarantineFlag && on(c.cfg.MarkSeen) {
+			if err := c.store(client, uid, flag); err != nil {
+				return err
 			}
 		}
+	}
+	return nil
+}
+
+// store adds flag to the mail uid. A server that refuses a keyword
+// (QuarantineFlag) is logged: the position alone keeps the mail from
+// being read again.
+func (c *Channel) store(client *imapclient.Client, uid imap.UID, flag imap.Flag) error {
+	err := client.Store(imap.UIDSetNum(uid), &imap.StoreFlags{Op: imap.StoreFlagsAdd, Silent: true, Flags: []imap.Flag{flag}}, nil).Close()
+	var ie *imap.Error
+	if err != nil && flag == QuarantineFlag && errors.As(err, &ie) {
+		c.log.Warn("email: the server refused the quarantine flag", "uid", uid, "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("IMAP store %s: %w", flag, err)
 	}
 	return nil
 }

@@ -34,9 +34,11 @@ func charsetReader(charset string, r io.Reader) (io.Reader, error) {
 	return enc.NewDecoder().Reader(r), nil
 }
 
-// maxHTMLBytes bounds the HTML converted to Markdown: the text of a mail
-// is cut at maxBodyChars anyway, and HTML's parser is slow on nesting.
-const maxHTMLBytes = 1 << 20
+// maxHTMLBytes bounds the HTML of one mail converted to Markdown, all
+// its HTML parts together: the text is cut at maxBodyChars anyway, and
+// conversion is slow on some markup (a megabyte of "<a>x" takes seconds,
+// 256 KB a few tenths).
+const maxHTMLBytes = 256 << 10
 
 // head is what the channel decides on before it reads a mail's body.
 type head struct {
@@ -159,7 +161,8 @@ func (c *Channel) parse(ctx context.Context, raw []byte, key string) (bus.Inboun
 	if err != nil {
 		subject = h.Get("Subject")
 	}
-	body, err := c.textOf(ctx, ents, 0)
+	html := maxHTMLBytes
+	body, err := c.textOf(ctx, ents, 0, &html)
 	if err != nil {
 		if ctx.Err() != nil {
 			return bus.Inbound{}, ctx.Err()
@@ -262,14 +265,15 @@ func decoded(e *entity) io.Reader {
 // textOf is an entity's text: text/plain as it is, text/html as
 // Markdown, a multipart by its best part (plain before HTML); other
 // parts give "". Its recursion is as deep as the mail's nesting, which
-// scanMIME bounded.
-func (c *Channel) textOf(ctx context.Context, ents []entity, i int) (string, error) {
+// scanMIME bounded. html is how many bytes of HTML may still be
+// converted.
+func (c *Channel) textOf(ctx context.Context, ents []entity, i int, html *int) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
 	e := &ents[i]
 	if e.isMultipart() {
-		var plain, html string
+		var plain, fromHTML string
 		haveHTML := false
 		for _, k := range e.children {
 			ce := &ents[k]
@@ -278,7 +282,7 @@ func (c *Channel) textOf(ctx context.Context, ents []entity, i int) (string, err
 			if !(isPlain || isHTML && !haveHTML) {
 				continue
 			}
-			t, err := c.textOf(ctx, ents, k)
+			t, err := c.textOf(ctx, ents, k, html)
 			if err != nil {
 				if ctx.Err() != nil {
 					return "", ctx.Err()
@@ -290,13 +294,13 @@ func (c *Channel) textOf(ctx context.Context, ents []entity, i int) (string, err
 				break
 			}
 			if isHTML {
-				html, haveHTML = t, t != ""
+				fromHTML, haveHTML = t, t != ""
 			}
 		}
 		if plain != "" {
 			return plain, nil
 		}
-		return html, nil
+		return fromHTML, nil
 	}
 	if !strings.HasPrefix(e.mediaType, "text/") {
 		return "", nil
@@ -308,10 +312,14 @@ func (c *Channel) textOf(ctx context.Context, ents []entity, i int) (string, err
 		}
 	}
 	if e.mediaType == "text/html" {
-		b, err := io.ReadAll(io.LimitReader(r, maxHTMLBytes))
+		if *html <= 0 {
+			return "", nil
+		}
+		b, err := io.ReadAll(io.LimitReader(r, int64(*html)))
 		if err != nil {
 			return "", err
 		}
+		*html -= len(b)
 		return htmltomarkdown.ConvertString(string(b))
 	}
 	// Four bytes a character at most: more is cut at maxBodyChars anyway.
