@@ -13,6 +13,7 @@ import (
 
 	"github.com/emersion/go-imap/v2"
 
+	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 )
 
@@ -146,6 +147,16 @@ func TestMailBombRefused(t *testing.T) {
 		t.Errorf("the owner's mail waited %s", d)
 	}
 	t.Logf("the owner's mail handed over %s after the bomb arrived", d)
+	if _, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: m.ChatID, ReplyTo: m.ID, Content: "Yes."}); err != nil {
+		t.Fatal(err)
+	}
+	mails := s.sink.mails()
+	if len(mails) != 1 {
+		t.Fatalf("%d mails sent", len(mails))
+	}
+	if subject, _ := words.DecodeHeader(mails[0].Header.Get("Subject")); subject != "Re: next" {
+		t.Errorf("the owner's answer: %q", subject)
+	}
 	logs := h.logs.String()
 	if !strings.Contains(logs, "quarantined") || !strings.Contains(logs, "limit=maxMimeDepth") {
 		t.Errorf("the log does not name the limit:\n%s", logs)
@@ -182,6 +193,30 @@ func TestMailBombParse(t *testing.T) {
 		t.Errorf("refused in %s", d)
 	}
 	t.Logf("refused in %s", d)
+}
+
+// Stopping the gateway stops a parse in progress: with the limits raised
+// out of the way, a mail nested 250,000 deep takes a while to scan, and
+// Run still returns at once when its context ends.
+func TestStopDuringParse(t *testing.T) {
+	s := newServers(t)
+	cfg := config(s)
+	cfg.MaxMimeDepth, cfg.MaxMimeParts = 1<<30, 1<<30
+	h := start(t, cfg, channel.Env{})
+	s.deliverRaw(t, nested("owner@example.org", 250_000))
+	// Until the channel has fetched the mail: the fake server's reads
+	// of it and the channel's parse then run for a while.
+	time.Sleep(300 * time.Millisecond)
+	t0 := time.Now()
+	h.stop()
+	d := time.Since(t0)
+	if len(h.in.Messages()) > 0 {
+		t.Skip("the parse ended before the stop: nothing to show on this machine")
+	}
+	if d > time.Second && !raceOn {
+		t.Errorf("Run returned %s after its context ended", d)
+	}
+	t.Logf("Run returned %s after its context ended", d)
 }
 
 // flags are the flags of the mail with uid in the inbox, read over IMAP

@@ -47,6 +47,7 @@ type LimitError struct {
 	Limit int64
 }
 
+// Error names what was too large, the limit and its setting.
 func (e *LimitError) Error() string {
 	return fmt.Sprintf("%s: over the limit of %d (channels.email.%s)", e.What, e.Limit, e.Key)
 }
