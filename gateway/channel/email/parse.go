@@ -107,7 +107,9 @@ func copyKey(addr, messageID string) string {
 // "no", Precedence bulk, list or junk, bounces' empty Return-Path,
 // MAILER-DAEMON, owner-* and *-request), mailing lists (List-Id,
 // List-Unsubscribe), and the marks other responders use (X-Autoreply,
-// X-Autorespond, X-Auto-Response-Suppress).
+// X-Autorespond). Not X-Auto-Response-Suppress: it asks the
+// recipient's responders to keep quiet, and Outlook writes it on mail
+// people send, so honouring it could silence the owner.
 func (c *Channel) noReply(h mail.Header, from string) string {
 	if from == c.self {
 		return "sent from the mailbox's own address"
@@ -127,9 +129,6 @@ func (c *Channel) noReply(h mail.Header, from string) string {
 		if _, ok := h[k]; ok {
 			return k + " (a mailing list or an automatic responder)"
 		}
-	}
-	if v := strings.ToLower(h.Get("X-Auto-Response-Suppress")); strings.Contains(v, "all") || strings.Contains(v, "autoreply") {
-		return "X-Auto-Response-Suppress: " + v
 	}
 	for _, rp := range h["Return-Path"] {
 		if strings.Trim(strings.TrimSpace(rp), "<> ") == "" {
