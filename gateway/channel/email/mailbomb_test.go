@@ -273,3 +273,39 @@ func TestStrangerAttachmentsNotStored(t *testing.T) {
 		t.Errorf("the log does not say why:\n%s", h.logs)
 	}
 }
+
+// Each limit, met over IMAP: the mail is quarantined by the limit's
+// name and the next one read.
+func TestLimitsQuarantine(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		edit func(*Config)
+		raw  string
+		key  string
+	}{
+		{"size", func(c *Config) { c.MaxMailBytes = 10_000 }, "From: owner@example.org\r\n\r\n" + strings.Repeat("x", 20_000), "maxMailBytes"},
+		{"header", func(c *Config) { c.MaxHeaderBytes = 1000 }, "From: owner@example.org\r\nX-Junk: " + strings.Repeat("j", 5000) + "\r\n\r\nbody", "maxHeaderBytes"},
+		{"parts", func(c *Config) { c.MaxMimeParts = 5 }, "From: owner@example.org\r\nContent-Type: multipart/mixed; boundary=B\r\n\r\n" +
+			strings.Repeat("--B\r\n\r\nx\r\n", 6) + "--B--\r\n", "maxMimeParts"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newServers(t)
+			cfg := config(s)
+			c.edit(&cfg)
+			h := start(t, cfg, channel.Env{})
+			s.deliverRaw(t, []byte(c.raw))
+			s.deliver(t, "owner@example.org", "next", "read me")
+			m := h.in.Wait(t, 1)[0]
+			time.Sleep(50 * time.Millisecond)
+			if len(h.in.Messages()) != 1 || !strings.Contains(m.Content, "read me") {
+				t.Errorf("handed over %+v", h.in.Messages())
+			}
+			if !strings.Contains(h.logs.String(), "limit="+c.key) {
+				t.Errorf("the log does not name %s:\n%s", c.key, h.logs)
+			}
+			if got := s.flags(t, 1); !strings.Contains(strings.ToLower(got), strings.ToLower(string(QuarantineFlag))) {
+				t.Errorf("flags %q", got)
+			}
+		})
+	}
+}
