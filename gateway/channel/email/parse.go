@@ -146,7 +146,16 @@ func (c *Channel) noReply(h mail.Header, from string) string {
 // "UIDVALIDITY:UID": its id on the bus, the thread an answer finds, and
 // the name its attachments are stored under (never its Message-ID,
 // which its sender chose). A *LimitError says which limit it broke.
-func (c *Channel) parse(ctx context.Context, raw []byte, key string) (bus.Inbound, error) {
+func (c *Channel) parse(ctx context.Context, raw []byte, key string) (_ bus.Inbound, err error) {
+	defer func() {
+		// A library the text goes through (charsets, HTML) failing on
+		// a stranger's bytes must not take the gateway down, nor make
+		// it crash again on the same mail after a restart: the mail is
+		// quarantined instead.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the mail could not be parsed: %v", p)
+		}
+	}()
 	ents, err := scanMIME(ctx, raw, c.limits)
 	if err != nil {
 		return bus.Inbound{}, err
