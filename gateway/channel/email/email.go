@@ -4,9 +4,14 @@
 // answers over SMTP in the thread (In-Reply-To, References). It follows
 // RFC 3834's rules for automatic responders: it never answers its own
 // address, mail marked Auto-Submitted (other than "no"), mail with
-// Precedence bulk, list or junk, or one Message-ID twice, and it marks
-// its own mail "Auto-Submitted: auto-replied". It reads nobody's mail
-// until channels.email.consentGranted is true.
+// Precedence bulk, list or junk, mailing lists' and other responders'
+// mail, or one mail twice, answers a correspondent at most
+// maxRepliesPerHour times an hour, and marks its own mail
+// "Auto-Submitted: auto-replied". It reads nobody's mail until
+// channels.email.consentGranted is true, reads only the header of mail
+// from senders allowFrom does not name, believes a From only as far as
+// the receiving server's Authentication-Results vouch for it
+// (authservId), and parses MIME in one linear pass within Limits.
 //
 // Identity: Inbound.SenderID and ChatID are the sender's address in lower
 // case ("alice@example.com").
@@ -76,8 +81,31 @@ type Config struct {
 	// SubjectPrefix starts an answer's subject ("Re: " if "").
 	SubjectPrefix string `json:"subjectPrefix,omitempty"`
 	// AllowFrom lists the addresses that may write to the assistant; the
-	// gateway checks SenderID against it.
+	// gateway checks SenderID against it, and the channel reads only the
+	// header of other senders' mail (their attachments are never
+	// fetched).
 	AllowFrom []string `json:"allowFrom"`
+
+	// AuthservID (nb) names the receiving server whose
+	// Authentication-Results fields are believed (its authserv-id, such
+	// as "mx.google.com"): set, a mail is read only when that server
+	// found DMARC passing, or SPF or DKIM passing for a domain aligned
+	// with From's.
+	AuthservID string `json:"authservId,omitempty"`
+	// MaxMailBytes (nb) is the largest mail read (25 MB if 0).
+	MaxMailBytes int64 `json:"maxMailBytes,omitempty"`
+	// MaxMimeDepth (nb) is how deep MIME parts may nest (16 if 0).
+	MaxMimeDepth int `json:"maxMimeDepth,omitempty"`
+	// MaxMimeParts (nb) is how many MIME parts a mail may have (256 if 0).
+	MaxMimeParts int `json:"maxMimeParts,omitempty"`
+	// MaxHeaderBytes (nb) bounds a mail's header and each part's (100 KB
+	// if 0).
+	MaxHeaderBytes int `json:"maxHeaderBytes,omitempty"`
+	// MaxRepliesPerHour (nb) is how many mails of one correspondent are
+	// handed to the assistant, and how many answers mailed to them, in
+	// any hour (10 if 0): an automatic responder the other rules miss
+	// cannot keep a conversation going faster.
+	MaxRepliesPerHour int `json:"maxRepliesPerHour,omitempty"`
 }
 
 func on(b *bool) bool { return b == nil || *b }
@@ -98,18 +126,104 @@ type Channel struct {
 	// tls configures both connections (tests trust their own CA).
 	tls *tls.Config
 
+	limits Limits
+
 	mu sync.Mutex
-	// threads is the last mail of each correspondent: what an answer
-	// replies to.
-	threads map[string]thread
+	// threads are the mails handed over, by key: what an answer replies
+	// to.
+	threads threads
 	replied *repliedSet
+	// handed and answered count each correspondent's mails handed over
+	// and answers mailed (maxRepliesPerHour).
+	handed, answered perHour
 }
 
 // thread is what an answer needs of the mail it answers.
 type thread struct {
+	from       string // the correspondent's address
 	messageID  string
 	references string
 	subject    string
+}
+
+// maxThreads is how many handed-over mails are remembered for answers.
+const maxThreads = 10_000
+
+// threads are the mails handed over by their key ("uid:UIDVALIDITY:UID"),
+// and each correspondent's last.
+type threads struct {
+	byKey map[string]thread
+	last  map[string]string // address -> key
+	order []string
+}
+
+func (t *threads) add(key string, th thread) {
+	if t.byKey == nil {
+		t.byKey, t.last = map[string]thread{}, map[string]string{}
+	}
+	if _, ok := t.byKey[key]; !ok {
+		t.order = append(t.order, key)
+	}
+	t.byKey[key] = th
+	t.last[th.from] = key
+	if len(t.order) > maxThreads {
+		for _, k := range t.order[:len(t.order)-maxThreads] {
+			if old := t.byKey[k]; t.last[old.from] == k {
+				delete(t.last, old.from)
+			}
+			delete(t.byKey, k)
+		}
+		t.order = append([]string(nil), t.order[len(t.order)-maxThreads:]...)
+	}
+}
+
+// find is the mail an answer to addr goes with: replyTo's when it is a
+// mail of addr's, else addr's last mail.
+func (t *threads) find(replyTo, addr string) (key string, th thread, ok bool) {
+	if th, ok := t.byKey[replyTo]; ok && th.from == addr {
+		return replyTo, th, true
+	}
+	key, ok = t.last[addr]
+	return key, t.byKey[key], ok
+}
+
+// perHour counts each correspondent's events over the last hour.
+type perHour struct {
+	limit int
+	times map[string][]time.Time
+}
+
+// allow says whether addr has had fewer than limit events in the hour
+// before now.
+func (p *perHour) allow(addr string, now time.Time) bool {
+	return len(p.recent(addr, now)) < p.limit
+}
+
+func (p *perHour) recent(addr string, now time.Time) []time.Time {
+	ts := p.times[addr]
+	i := 0
+	for i < len(ts) && now.Sub(ts[i]) >= time.Hour {
+		i++
+	}
+	if i > 0 {
+		ts = append(ts[:0], ts[i:]...)
+		p.times[addr] = ts
+	}
+	return ts
+}
+
+func (p *perHour) add(addr string, now time.Time) {
+	if p.times == nil {
+		p.times = map[string][]time.Time{}
+	}
+	if len(p.times) > maxThreads {
+		for a := range p.times {
+			if len(p.recent(a, now)) == 0 {
+				delete(p.times, a)
+			}
+		}
+	}
+	p.times[addr] = append(p.recent(addr, now), now)
 }
 
 // New checks cfg and builds the channel; nothing connects before Run.
@@ -159,7 +273,22 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 	if cfg.SubjectPrefix == "" {
 		cfg.SubjectPrefix = "Re: "
 	}
-	return &Channel{
+	if cfg.MaxMailBytes <= 0 {
+		cfg.MaxMailBytes = DefaultMaxMailBytes
+	}
+	if cfg.MaxMimeDepth <= 0 {
+		cfg.MaxMimeDepth = DefaultMaxMimeDepth
+	}
+	if cfg.MaxMimeParts <= 0 {
+		cfg.MaxMimeParts = DefaultMaxMimeParts
+	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if cfg.MaxRepliesPerHour <= 0 {
+		cfg.MaxRepliesPerHour = DefaultMaxRepliesPerHour
+	}
+	c := &Channel{
 		cfg:         cfg,
 		env:         env,
 		log:         env.Log().With("channel", Name),
@@ -168,9 +297,18 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		idleRefresh: 5 * time.Minute,
 		retryBase:   time.Second,
 		timeout:     time.Minute,
-		threads:     map[string]thread{},
-	}, nil
+		limits:      Limits{MailBytes: cfg.MaxMailBytes, Depth: cfg.MaxMimeDepth, Parts: cfg.MaxMimeParts, HeaderBytes: cfg.MaxHeaderBytes},
+		handed:      perHour{limit: cfg.MaxRepliesPerHour},
+		answered:    perHour{limit: cfg.MaxRepliesPerHour},
+	}
+	if cfg.AuthservID == "" && len(cfg.AllowFrom) > 0 {
+		c.log.Warn("email: channels.email.authservId is not set: a From naming an address in allowFrom is believed unless an Authentication-Results field reports a failure; set it to the authserv-id your receiving server writes (docs/security.md)")
+	}
+	return c, nil
 }
+
+// DefaultMaxRepliesPerHour is channels.email.maxRepliesPerHour's default.
+const DefaultMaxRepliesPerHour = 10
 
 func loopback(host string) bool {
 	if host == "localhost" {

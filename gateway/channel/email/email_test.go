@@ -178,6 +178,8 @@ func config(s *servers) Config {
 		IMAPHost: ih, IMAPPort: ip, IMAPUsername: botAddr, IMAPPassword: imapPass, IMAPUseSSL: &off,
 		SMTPHost: sh, SMTPPort: sp, SMTPUsername: botAddr, SMTPPassword: smtpPass, SMTPUseTLS: &off,
 		FromAddress: botAddr, PollIntervalSeconds: 1,
+		// Everyone: these tests are about mail, not access (TestStranger…).
+		AllowFrom: []string{"*"},
 	}
 }
 
@@ -231,13 +233,13 @@ func TestConversationInThread(t *testing.T) {
 	h := start(t, config(s), channel.Env{})
 	id := s.deliver(t, "Alice <Alice@Example.org>", "=?utf-8?q?Caf=C3=A9_plans?=", "Shall we meet at 10?", "References: <older@example.org>")
 	m := h.in.Wait(t, 1)[0]
-	if m.Channel != "email" || m.SenderID != "alice@example.org" || m.ChatID != "alice@example.org" || m.ID != id {
+	if m.Channel != "email" || m.SenderID != "alice@example.org" || m.ChatID != "alice@example.org" || !strings.HasPrefix(m.ID, "uid:") || m.Metadata["message_id"] != id {
 		t.Errorf("%+v", m)
 	}
 	if m.Content != "Subject: Café plans\n\nShall we meet at 10?" {
 		t.Errorf("content %q", m.Content)
 	}
-	if _, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: m.ChatID, Content: "Yes — 10 works.\nSee you."}); err != nil {
+	if _, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: m.ChatID, ReplyTo: m.ID, Content: "Yes — 10 works.\nSee you."}); err != nil {
 		t.Fatal(err)
 	}
 	mails := s.sink.mails()
@@ -263,7 +265,7 @@ func TestConversationInThread(t *testing.T) {
 		t.Errorf("body %q", body)
 	}
 	// One answer per mail (RFC 3834), even after a restart.
-	_, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: m.ChatID, Content: "again"})
+	_, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: m.ChatID, ReplyTo: m.ID, Content: "again"})
 	if !channel.IsUndeliverable(err) || !strings.Contains(err.Error(), "already answered") {
 		t.Errorf("a second answer: %v", err)
 	}
@@ -597,4 +599,21 @@ func TestRepeatedAnswerSameMessageID(t *testing.T) {
 	if id := s.sink.mails()[2].Header.Get("Message-ID"); id == id0 || strings.HasPrefix(id, "<nb") {
 		t.Errorf("Message-ID outside a turn %q", id)
 	}
+}
+
+// textOf is the text of a mail's body with the given Content-Type and
+// Content-Transfer-Encoding, as the channel reads it.
+func textOf(contentType, encoding string, r io.Reader) (string, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return "", err
+	}
+	raw := []byte("Content-Type: " + contentType + "\r\nContent-Transfer-Encoding: " + encoding + "\r\n\r\n" + string(b))
+	c := &Channel{cfg: Config{MaxBodyChars: 1 << 20}}
+	ents, err := scanMIME(context.Background(), raw, Limits{})
+	if err != nil {
+		return "", err
+	}
+	html := maxHTMLBytes
+	return c.textOf(context.Background(), ents, 0, &html)
 }

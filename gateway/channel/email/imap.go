@@ -13,11 +13,14 @@ import (
 	"github.com/emersion/go-imap/v2"
 	"github.com/emersion/go-imap/v2/imapclient"
 
+	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 )
 
-// maxMailBytes is the largest mail read; a larger one is skipped, logged.
-const maxMailBytes = 25 << 20
+// QuarantineFlag is the keyword put on a mail refused for breaking a
+// limit, so that the mailbox's owner finds it (search for the keyword);
+// the receive position moves past it, so it is never parsed again.
+const QuarantineFlag = imap.Flag("$NbQuarantined")
 
 // loginError is the server's refusal of the credentials: final.
 type loginError struct{ err error }
@@ -121,7 +124,7 @@ func (c *Channel) session(ctx context.Context, in channel.Inbox, cursor channel.
 	connected()
 	for {
 		watchdog.Reset(c.timeout)
-		if err := c.fetchNew(ctx, client, in, cursor, pos); err != nil {
+		if err := c.fetchNew(ctx, client, watchdog, in, cursor, pos); err != nil {
 			return err
 		}
 		watchdog.Stop()
@@ -173,8 +176,9 @@ func (c *Channel) idle(ctx context.Context, client *imapclient.Client, watchdog 
 }
 
 // fetchNew hands over every mail after pos, in UID order, saving pos
-// after each.
-func (c *Channel) fetchNew(ctx context.Context, client *imapclient.Client, in channel.Inbox, cursor channel.Cursor, pos *position) error {
+// after each: a mail that cannot be handed over (refused, unreadable,
+// over a limit) is passed, never read again.
+func (c *Channel) fetchNew(ctx context.Context, client *imapclient.Client, watchdog *time.Timer, in channel.Inbox, cursor channel.Cursor, pos *position) error {
 	data, err := client.UIDSearch(&imap.SearchCriteria{UID: []imap.UIDSet{{imap.UIDRange{Start: imap.UID(pos.uid + 1), Stop: 0}}}}, nil).Wait()
 	if err != nil {
 		return fmt.Errorf("IMAP search: %w", err)
@@ -187,37 +191,107 @@ func (c *Channel) fetchNew(ctx context.Context, client *imapclient.Client, in ch
 	}
 	slices.Sort(uids)
 	for _, uid := range uids {
-		section := &imap.FetchItemBodySection{Peek: true}
-		msgs, err := client.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{UID: true, RFC822Size: true}).Collect()
+		watchdog.Reset(c.timeout) // the time a mail takes, not a batch
+		m, why, refused, err := c.read(ctx, client, uid, fmt.Sprintf("%d:%d", pos.validity, uid))
 		if err != nil {
-			return fmt.Errorf("IMAP fetch: %w", err)
+			return err
 		}
-		var raw []byte
-		if len(msgs) == 1 && msgs[0].RFC822Size <= maxMailBytes {
-			msgs, err = client.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{UID: true, BodySection: []*imap.FetchItemBodySection{section}}).Collect()
-			if err != nil {
-				return fmt.Errorf("IMAP fetch: %w", err)
+		flag := imap.FlagSeen
+		switch {
+		case refused != nil:
+			var le *LimitError
+			limit := ""
+			if errors.As(refused, &le) {
+				limit = le.Key
 			}
-			if len(msgs) == 1 {
-				raw = msgs[0].FindBodySection(section)
-			}
-		}
-		if raw == nil {
-			c.log.Warn("email: mail not read (gone, or larger than 25 MB)", "uid", uid)
-		} else if m, why := c.parse(raw, fmt.Sprintf("%d:%d", pos.validity, uid)); why != "" {
+			c.log.Warn("email: mail refused and quarantined: it is passed and never read again", "uid", uid, "limit", limit, "why", refused.Error(), "flag", string(QuarantineFlag))
+			flag = QuarantineFlag
+		case why != "":
 			c.log.Info("email: not answered", "uid", uid, "why", why)
-		} else if !channel.PublishDurably(ctx, in, m, c.log, c.retryBase) {
-			return ctx.Err()
+		default:
+			if !channel.PublishDurably(ctx, in, m, c.log, c.retryBase) {
+				return ctx.Err()
+			}
+		}
+		if flag == QuarantineFlag {
+			// Flagged before the position moves past it: a connection
+			// lost in between reads it again (refused again, in one
+			// bounded pass) rather than leaving it unflagged.
+			if err := c.store(client, uid, flag); err != nil {
+				return err
+			}
 		}
 		pos.uid = uint32(uid)
 		if err := cursor.Save(pos.String()); err != nil {
 			c.log.Error("email: saving the mailbox position", "err", err)
 		}
-		if on(c.cfg.MarkSeen) {
-			if err := client.Store(imap.UIDSetNum(uid), &imap.StoreFlags{Op: imap.StoreFlagsAdd, Silent: true, Flags: []imap.Flag{imap.FlagSeen}}, nil).Close(); err != nil {
-				return fmt.Errorf("IMAP store \\Seen: %w", err)
+		if flag != QuarantineFlag && on(c.cfg.MarkSeen) {
+			if err := c.store(client, uid, flag); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
+}
+
+// store adds flag to the mail uid. A server that refuses a keyword
+// (QuarantineFlag) is logged: the position alone keeps the mail from
+// being read again.
+func (c *Channel) store(client *imapclient.Client, uid imap.UID, flag imap.Flag) error {
+	err := client.Store(imap.UIDSetNum(uid), &imap.StoreFlags{Op: imap.StoreFlagsAdd, Silent: true, Flags: []imap.Flag{flag}}, nil).Close()
+	var ie *imap.Error
+	if err != nil && flag == QuarantineFlag && errors.As(err, &ie) {
+		c.log.Warn("email: the server refused the quarantine flag", "uid", uid, "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("IMAP store %s: %w", flag, err)
+	}
+	return nil
+}
+
+// read reads one mail: its size and header first, and the rest only when
+// the header admits it (refusal). It returns the message to hand over,
+// or why it is not answered, or the error that refuses it (a
+// *LimitError: quarantined); err is the connection's failure, or ctx's.
+func (c *Channel) read(ctx context.Context, client *imapclient.Client, uid imap.UID, key string) (m bus.Inbound, why string, refused, err error) {
+	header := &imap.FetchItemBodySection{Specifier: imap.PartSpecifierHeader, Peek: true, Partial: &imap.SectionPartial{Size: int64(c.limits.HeaderBytes) + 1}}
+	msgs, err := client.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{UID: true, RFC822Size: true, BodySection: []*imap.FetchItemBodySection{header}}).Collect()
+	if err != nil {
+		return m, "", nil, fmt.Errorf("IMAP fetch: %w", err)
+	}
+	if len(msgs) != 1 {
+		return m, "gone from the mailbox", nil, nil
+	}
+	if size := msgs[0].RFC822Size; size > c.limits.MailBytes {
+		return m, "", &LimitError{What: fmt.Sprintf("the mail has %d bytes", size), Key: "maxMailBytes", Limit: c.limits.MailBytes}, nil
+	}
+	hd, herr := c.readHead(msgs[0].FindBodySection(header))
+	var le *LimitError
+	switch {
+	case errors.As(herr, &le):
+		return m, "", herr, nil
+	case herr != nil:
+		return m, "unreadable header: " + herr.Error(), nil, nil
+	}
+	if why := c.refusal(hd, time.Now()); why != "" {
+		return m, why, nil, nil
+	}
+	body := &imap.FetchItemBodySection{Peek: true}
+	msgs, err = client.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{UID: true, BodySection: []*imap.FetchItemBodySection{body}}).Collect()
+	if err != nil {
+		return m, "", nil, fmt.Errorf("IMAP fetch: %w", err)
+	}
+	var raw []byte
+	if len(msgs) == 1 {
+		raw = msgs[0].FindBodySection(body)
+	}
+	if raw == nil {
+		return m, "gone from the mailbox", nil, nil
+	}
+	m, perr := c.parse(ctx, raw, key)
+	if ctx.Err() != nil {
+		return m, "", nil, ctx.Err()
+	}
+	return m, "", perr, nil
 }

@@ -26,8 +26,10 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 )
 
-// repliedSet is the Message-IDs already answered, kept in a file so that
-// a restart answers none twice.
+// repliedSet is the mails already answered, kept in a file so that a
+// restart answers none twice: each by its key ("uid:UIDVALIDITY:UID")
+// and by its sender and Message-ID (copyKey), which finds a copy of it
+// delivered again.
 type repliedSet struct {
 	file  channel.Cursor
 	ids   map[string]bool
@@ -66,9 +68,12 @@ func (r *repliedSet) add(id string) error {
 	return r.file.Save(strings.Join(r.order, "\n"))
 }
 
-// Send mails m's text to its correspondent, in the thread of their last
-// mail (or of m.ReplyTo, a Message-ID). Progress and tool hints are not
-// mailed.
+// Send mails m's text to its correspondent. An answer (m.ReplyTo, the
+// key of a mail of the correspondent's) goes in that mail's thread, once
+// (RFC 3834), and at most maxRepliesPerHour an hour to one
+// correspondent; another message goes in the thread of their last mail,
+// and neither counts as nor waits for an answer. Progress and tool hints
+// are not mailed.
 func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	if m.Kind == bus.Progress || m.Kind == bus.ToolHint {
 		return "", nil
@@ -84,31 +89,51 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	if addr == c.self {
 		return "", &channel.Undeliverable{Reason: "the mailbox never writes to its own address (RFC 3834)"}
 	}
+	now := time.Now()
 	c.mu.Lock()
-	t, ok := c.threads[m.ReplyTo]
-	if !ok || m.ReplyTo == "" {
-		t = c.threads[addr]
+	key, t, found := c.threads.find(m.ReplyTo, addr)
+	answer := found && m.ReplyTo != "" && key == m.ReplyTo
+	var refused string
+	switch {
+	case answer && c.replied.has(key):
+		refused = "already answered " + describe(t, key) + " (RFC 3834: one answer per mail)"
+	case answer && !c.answered.allow(addr, now):
+		refused = fmt.Sprintf("%d answers mailed to %s in the last hour (channels.email.maxRepliesPerHour)", c.cfg.MaxRepliesPerHour, addr)
 	}
-	answered := t.messageID != "" && c.replied.has(t.messageID)
 	c.mu.Unlock()
-	if answered {
-		return "", &channel.Undeliverable{Reason: "already answered " + t.messageID + " (RFC 3834: one answer per mail)"}
+	if refused != "" {
+		return "", &channel.Undeliverable{Reason: refused}
 	}
 	text, files := c.env.Outgoing(m, MaxAttachmentBytes)
 	// A turn's answer has the same Message-ID on every try and replica:
 	// mail stores keep one copy of a mail delivered twice with one id.
-	key, _ := channel.PieceKey(m, 0, text)
-	id, msg := c.compose(addr, t, text, files, key)
+	pk, _ := channel.PieceKey(m, 0, text)
+	id, msg := c.compose(addr, t, text, files, pk)
 	if err := c.smtpSend(ctx, addr, msg); err != nil {
 		return "", err
 	}
+	if !answer {
+		return id, nil
+	}
 	c.mu.Lock()
-	err = c.replied.add(t.messageID)
+	c.answered.add(addr, now)
+	err = c.replied.add(key)
+	if err == nil && t.messageID != "" {
+		err = c.replied.add(copyKey(addr, t.messageID))
+	}
 	c.mu.Unlock()
 	if err != nil {
 		c.log.Error("email: recording an answer", "err", err)
 	}
 	return id, nil
+}
+
+// describe names a mail in messages: its Message-ID, else its key.
+func describe(t thread, key string) string {
+	if t.messageID != "" {
+		return t.messageID
+	}
+	return key
 }
 
 // MaxAttachmentBytes bounds one attached file: most providers refuse

@@ -1,0 +1,5 @@
+//go:build !race
+
+package email
+
+const raceOn = false
