@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
 )
 
@@ -18,7 +19,7 @@ const helpText = `🐈 nb commands:
 /help — Show available commands`
 
 // command runs an in-chat command; ok is false for an ordinary message.
-func (g *Gateway) command(ctx context.Context, m bus.Inbound) (reply string, ok bool) {
+func (g *Gateway) command(ctx context.Context, m bus.Inbound, role access.Role) (reply string, ok bool) {
 	text := strings.TrimSpace(m.Content)
 	if !strings.HasPrefix(text, "/") {
 		return "", false
@@ -34,6 +35,10 @@ func (g *Gateway) command(ctx context.Context, m bus.Inbound) (reply string, ok 
 	case "/status":
 		return g.status(ctx, m.SessionKey()), true
 	case "/pair":
+		if role != access.Owner {
+			// A guest pairing strangers would let anyone in.
+			return "Only my owner can approve pairing codes.", true
+		}
 		code := strings.TrimSpace(arg)
 		if code == "" {
 			return "Usage: /pair CODE", true
