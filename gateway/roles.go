@@ -89,7 +89,8 @@ func (g *Gateway) policy(ctx context.Context, d Direct, turnID string) *files.Po
 	}
 	p := &files.Policy{Hidden: abs(append(ControlFiles(), g.ProtectedPaths...))}
 	if d.Role != access.Owner {
-		p.Hidden = append(p.Hidden, abs([]string{"memory", "media"})...)
+		// The owner's memory and tasks, and what other chats sent.
+		p.Hidden = append(p.Hidden, abs([]string{"memory", "HEARTBEAT.md", "media"})...)
 		p.Visible = abs(d.Media)
 		p.ReadOnly = abs(PromptFiles())
 		p.RequireSandbox = true
