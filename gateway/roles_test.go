@@ -68,12 +68,12 @@ func rolesHarness(t *testing.T, guests GuestPolicy) (*harness, *toolModel, strin
 	t.Cleanup(fake.Close)
 	ws := t.TempDir()
 	for name, content := range map[string]string{
-		"memory/MEMORY.md":  "the owner's bank is Example Bank\n",
-		"memory/HISTORY.md": "[2026-01-01] the owner talked about a secret plan\n",
-		"AGENTS.md":         "be kind\n",
-		"HEARTBEAT.md":      "- [ ] remind me of the secret plan\n",
-		"skills/x/SKILL.md": "---\nname: x\n---\na skill\n",
-		"cron/jobs.json":    `{"version":1,"jobs":[]}` + "\n",
+		"memory/MEMORY.md":         "the owner's bank is Example Bank\n",
+		"memory/HISTORY.md":        "[2026-01-01] the owner talked about a secret plan\n",
+		"AGENTS.md":                "be kind\n",
+		"HEARTBEAT.md":             "- [ ] remind me of the secret plan\n",
+		"skills/x/SKILL.md":        "---\nname: x\n---\na skill\n",
+		"cron/jobs.json":           `{"version":1,"jobs":[]}` + "\n",
 		"media/telegram/owner.txt": "the owner's document\n",
 		"notes.md":                 "shared notes\n",
 	} {
