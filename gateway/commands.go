@@ -29,7 +29,7 @@ func (g *Gateway) command(ctx context.Context, m bus.Inbound, role access.Role) 
 	case "/help":
 		return helpText, true
 	case "/new":
-		return g.newSession(ctx, m.SessionKey()), true
+		return g.newSession(ctx, m.SessionKey(), role == access.Owner), true
 	case "/stop":
 		return g.stop(ctx, m.SessionKey()), true
 	case "/status":
@@ -53,8 +53,9 @@ func (g *Gateway) command(ctx context.Context, m bus.Inbound, role access.Role) 
 }
 
 // newSession archives the session into memory (when the memory package
-// is plugged in), then clears it, under the session's lock.
-func (g *Gateway) newSession(ctx context.Context, key string) string {
+// is plugged in, and the session is the owner's: a guest's conversation
+// never reaches the memory), then clears it, under the session's lock.
+func (g *Gateway) newSession(ctx context.Context, key string, owner bool) string {
 	sess, err := g.Sessions.Get(key)
 	if err != nil {
 		g.log().Error("/new", "session", key, "error", err)
@@ -65,7 +66,7 @@ func (g *Gateway) newSession(ctx context.Context, key string) string {
 		return errorReply
 	}
 	defer unlock()
-	if g.Consolidator != nil {
+	if g.Consolidator != nil && owner {
 		if err := g.Consolidator.Archive(ctx, sess); err != nil {
 			g.log().Error("/new: memory archival failed", "session", key, "error", err)
 			return "Memory archival failed, session not cleared. Please try again."

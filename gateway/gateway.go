@@ -578,7 +578,12 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	if text == "" {
 		text = emptyReply
 	}
-	if g.AfterTurn != nil {
+	switch {
+	case d.Role != access.Owner:
+		// A guest's conversation never reaches the memory every prompt
+		// shares: its old messages leave the context instead.
+		g.forgetOld(sess)
+	case g.AfterTurn != nil:
 		g.AfterTurn(sess)
 	}
 	if !same {

@@ -10,6 +10,8 @@ import (
 	"github.com/nbots/nb/builtin/files"
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
+	"github.com/nbots/nb/gateway/session"
+	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
 )
 
@@ -147,4 +149,31 @@ func filterTools(tools []tool.Tool, filter func(tool.Tool) bool) []tool.Tool {
 		return tools
 	}
 	return slices.DeleteFunc(tools, func(t tool.Tool) bool { return !filter(t) })
+}
+
+// GuestHistory is how many of a guest's latest messages the guest's turns
+// see: their sessions are never consolidated into memory (which is the
+// owner's, in every prompt), so the older messages leave the context
+// instead (the session file keeps them).
+const GuestHistory = 40
+
+// forgetOld moves a guest session's consolidation mark past all but its
+// last GuestHistory messages, at a user's message, so that the context
+// never starts with a tool result whose call was cut off.
+func (g *Gateway) forgetOld(sess *session.Session) {
+	events := sess.Events()
+	from := sess.Meta().LastConsolidated
+	if len(events)-from <= GuestHistory {
+		return
+	}
+	cut := len(events) - GuestHistory
+	for cut < len(events) && events[cut].Who != state.RoleUser {
+		cut++
+	}
+	if cut >= len(events) || cut <= from {
+		return
+	}
+	if err := sess.SetConsolidated(cut); err != nil {
+		g.log().Warn("a guest's session keeps its old messages in the context", "session", sess.Key, "error", err)
+	}
 }

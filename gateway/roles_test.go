@@ -17,6 +17,7 @@ import (
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
+	"github.com/nbots/nb/gateway/session"
 	_ "github.com/nbots/nb/provider/openai"
 	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
@@ -306,5 +307,56 @@ func TestHeartbeatNeverToAGuest(t *testing.T) {
 	}
 	if m := h.next(t); m.ChatID != "1" || m.Content != "echo: private tasks" {
 		t.Fatalf("%+v", m)
+	}
+}
+
+// countingConsolidator counts the archives /new asks for.
+type countingConsolidator struct{ n int }
+
+func (c *countingConsolidator) Archive(context.Context, *session.Session) error {
+	c.n++
+	return nil
+}
+
+// TestGuestNeverReachesMemory: a guest's turns are not consolidated into
+// the memory every prompt shares, nor archived there by /new; their old
+// messages leave the context instead. The owner's are consolidated.
+func TestGuestNeverReachesMemory(t *testing.T) {
+	var mu sync.Mutex
+	after := map[string]int{}
+	cons := &countingConsolidator{}
+	h := newHarness(t, func(g *Gateway) {
+		g.AfterTurn = func(s *session.Session) {
+			mu.Lock()
+			after[s.Key]++
+			mu.Unlock()
+		}
+		g.Consolidator = cons
+	})
+	h.send(t, guestMsg("hi"))
+	h.send(t, tg("/pair "+pairingCode(t, h.next(t).Content)))
+	h.next(t)
+	for i := range GuestHistory {
+		h.send(t, guestMsg(fmt.Sprint("message ", i)))
+		h.next(t)
+	}
+	h.send(t, tg("owner's message"))
+	h.next(t)
+	mu.Lock()
+	if after["telegram:2"] != 0 || after["telegram:1"] != 1 {
+		t.Fatalf("consolidations asked: %v", after)
+	}
+	mu.Unlock()
+	sess, _ := h.g.Sessions.Get("telegram:2")
+	if n := len(sess.History()); n > GuestHistory || sess.Meta().LastConsolidated == 0 || sess.History()[0].Who != "user" {
+		t.Fatalf("the guest's context holds %d messages from %d", n, sess.Meta().LastConsolidated)
+	}
+	h.send(t, guestMsg("/new"))
+	if m := h.next(t); m.Content != "New session started." || cons.n != 0 {
+		t.Fatalf("%q, %d archives", m.Content, cons.n)
+	}
+	h.send(t, tg("/new"))
+	if h.next(t); cons.n != 1 {
+		t.Fatalf("the owner's /new: %d archives", cons.n)
 	}
 }
