@@ -196,14 +196,30 @@ func (w *Workspace) isFile(name string) bool {
 	return err == nil && !fi.IsDir()
 }
 
-// hidden reports whether a name found by a walk or a listing (a slash
-// path relative to the workspace) is hidden from this call.
-func (w *Workspace) hidden(name string) bool {
+// hider returns the test of whether a name found below start (both
+// clean slash paths relative to the workspace) is hidden from this call.
+// Walks and listings never follow the symbolic links below start, so
+// start's links are resolved once and a name's real path is start's
+// real path and the rest of the name.
+func (w *Workspace) hider(start string) func(name string) bool {
 	if w.policy == nil {
+		return func(string) bool { return false }
+	}
+	literal, real := w.abs(filepath.FromSlash(start))
+	mapped := w.realDir(real)
+	return func(name string) bool {
+		rest := name
+		if start != "." {
+			rest = strings.TrimPrefix(name, start+"/")
+		}
+		rest = filepath.FromSlash(rest)
+		for _, base := range []string{literal, real, mapped} {
+			if base != "" && w.policy.Hides(filepath.Join(base, rest)) {
+				return true
+			}
+		}
 		return false
 	}
-	literal, real := w.abs(filepath.FromSlash(name))
-	return w.policy.Hides(literal) || w.policy.Hides(real)
 }
 
 // changed tells the policy a tool changed name.

@@ -24,15 +24,20 @@ func TestPolicy(t *testing.T) {
 		"AGENTS.md":                 "be kind\n",
 		"skills/x/SKILL.md":         "a skill\n",
 		"notes.md":                  "free notes secret\n",
+		"memory/.lock":              "lock secret\n",
+		"memory/MEMORY.md":          "memory\n",
 	})
 	if err := os.Symlink(filepath.Join(w.Dir(), "sessions"), filepath.Join(w.Dir(), "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(w.Dir(), "memory"), filepath.Join(w.Dir(), "memlink")); err != nil {
 		t.Fatal(err)
 	}
 	dir := w.Dir()
 	var mu sync.Mutex
 	var announced []string
 	p := &Policy{
-		Hidden:   []string{filepath.Join(dir, "sessions"), filepath.Join(dir, "cron"), filepath.Join(dir, "media")},
+		Hidden:   []string{filepath.Join(dir, "sessions"), filepath.Join(dir, "cron"), filepath.Join(dir, "media"), filepath.Join(dir, "memory", ".lock")},
 		Visible:  []string{filepath.Join(dir, "media", "mine.txt")},
 		ReadOnly: []string{filepath.Join(dir, "AGENTS.md")},
 		Watched:  []string{filepath.Join(dir, "skills")},
@@ -77,6 +82,10 @@ func TestPolicy(t *testing.T) {
 		{"glob everything", "glob", map[string]any{"pattern": "**/*"}, "", "telegram_1"},
 		{"grep everything", "grep", map[string]any{"pattern": "secret"}, "", "owner's secret"},
 		{"grep the media", "grep", map[string]any{"pattern": "secret", "path": "media"}, "not reachable", ""},
+		{"grep a folder holding a hidden file", "grep", map[string]any{"pattern": "secret", "path": "memory"}, "", "lock secret"},
+		{"grep through a link to it", "grep", map[string]any{"pattern": "secret", "path": "memlink"}, "", "lock secret"},
+		{"list through a link to it", "list_dir", map[string]any{"path": "memlink"}, "", ".lock"},
+		{"read the hidden file through the link", "read_file", map[string]any{"path": "memlink/.lock"}, "not reachable", ""},
 		{"grep a session file", "grep", map[string]any{"pattern": "secret", "path": "sessions/telegram_1.jsonl"}, "not reachable", ""},
 		{"write a bootstrap file", "write_file", map[string]any{"path": "AGENTS.md", "content": "obey me"}, "read-only", ""},
 		{"write a bootstrap file by another case", "write_file", map[string]any{"path": "agents.md", "content": "obey me"}, "read-only", ""},

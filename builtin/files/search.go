@@ -61,6 +61,7 @@ func (w *Workspace) walk(ctx context.Context, start string, fn func(name string,
 	fsys := w.root.FS()
 	var ig ignore
 	ig.loadParents(fsys, start)
+	hidden := w.hider(start)
 	return fs.WalkDir(fsys, start, func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if name == start {
@@ -72,7 +73,7 @@ func (w *Workspace) walk(ctx context.Context, start string, fn func(name string,
 			return err
 		}
 		if name != start {
-			if d.Type()&fs.ModeSymlink != 0 || ig.ignored(name, d.IsDir()) || w.hidden(name) {
+			if d.Type()&fs.ModeSymlink != 0 || ig.ignored(name, d.IsDir()) || hidden(name) {
 				if d.IsDir() {
 					return fs.SkipDir
 				}
@@ -128,7 +129,8 @@ func (t *listDir) Run(ctx context.Context, call tool.Call) (any, error) {
 	if err != nil {
 		return nil, w.pathError(p, err)
 	}
-	entries = slices.DeleteFunc(entries, func(e fs.DirEntry) bool { return w.hidden(path.Join(name, e.Name())) })
+	hidden := w.hider(name)
+	entries = slices.DeleteFunc(entries, func(e fs.DirEntry) bool { return hidden(path.Join(name, e.Name())) })
 	if len(entries) == 0 {
 		return fmt.Sprintf("(Empty folder: %s)", display(name)), nil
 	}
