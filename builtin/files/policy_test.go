@@ -27,10 +27,10 @@ func TestPolicy(t *testing.T) {
 		"memory/.lock":              "lock secret\n",
 		"memory/MEMORY.md":          "memory\n",
 	})
-	if err := os.Symlink(filepath.Join(w.Dir(), "sessions"), filepath.Join(w.Dir(), "link")); err != nil {
+	if err := os.Symlink("sessions", filepath.Join(w.Dir(), "link")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(filepath.Join(w.Dir(), "memory"), filepath.Join(w.Dir(), "memlink")); err != nil {
+	if err := os.Symlink("memory", filepath.Join(w.Dir(), "memlink")); err != nil {
 		t.Fatal(err)
 	}
 	dir := w.Dir()
