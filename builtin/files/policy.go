@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -102,7 +103,7 @@ func (p *Policy) Check(abs, display string, write bool) error {
 		return nil
 	}
 	if p.Hides(abs) || (write && anyUnder(abs, p.Hidden)) {
-		return fmt.Errorf("%s: %w: the gateway keeps its own state there (sessions, cron jobs, locks), or it belongs to another chat", display, ErrHidden)
+		return fmt.Errorf("%s: %w: the gateway keeps its own state there (sessions, cron jobs, locks), or it is not this chat's to see", display, ErrHidden)
 	}
 	if write && anyUnder(abs, p.ReadOnly) {
 		return fmt.Errorf("%s is read-only in this chat: it shapes the assistant in every chat (bootstrap files, memory, skills), so only the owner's turns change it", display)
@@ -246,4 +247,60 @@ func Readable(ctx context.Context, abs string) error {
 		return p.Check(real, abs, false)
 	}
 	return nil
+}
+
+// maxWatched bounds the files Watch records: a watched folder grown past
+// it is compared on its first maxWatched files only.
+const maxWatched = 10_000
+
+type stamp struct {
+	mod  int64
+	size int64
+}
+
+// Watch records the watched files as they are now, for a tool that can
+// change them without the file tools (exec); the function it returns
+// tells OnWrite of each watched file created, changed or removed since.
+func (p *Policy) Watch() (done func()) {
+	if p == nil || p.OnWrite == nil || len(p.Watched) == 0 {
+		return func() {}
+	}
+	before := p.stamps()
+	return func() {
+		after := p.stamps()
+		var changed []string
+		for f, s := range after {
+			if b, ok := before[f]; !ok || b != s {
+				changed = append(changed, f)
+			}
+		}
+		for f := range before {
+			if _, ok := after[f]; !ok {
+				changed = append(changed, f)
+			}
+		}
+		slices.Sort(changed)
+		for _, f := range changed {
+			p.OnWrite(f)
+		}
+	}
+}
+
+// stamps are the modification times and sizes of the watched files.
+func (p *Policy) stamps() map[string]stamp {
+	out := map[string]stamp{}
+	for _, root := range p.Watched {
+		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error { //nolint:errcheck // what cannot be read is not compared
+			if err != nil || len(out) >= maxWatched {
+				return fs.SkipDir
+			}
+			if d.Type().IsRegular() {
+				if fi, err := d.Info(); err == nil {
+					out[path] = stamp{fi.ModTime().UnixNano(), fi.Size()}
+				}
+			}
+			return nil
+		})
+	}
+	return out
 }

@@ -253,6 +253,9 @@ func (t *Exec) Run(ctx context.Context, call tool.Call) (any, error) {
 	if _, set := call.Arguments["timeout"]; !set {
 		timeout = t.cfg.Timeout
 	}
+	// A command may change the files the policy watches (the owner's
+	// prompt files) as the file tools do: told the same way.
+	defer files.PolicyFrom(ctx).Watch()()
 	res, err := t.run(ctx, command, timeout)
 	if err != nil {
 		return nil, err

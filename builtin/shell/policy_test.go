@@ -58,3 +58,26 @@ func TestPolicyInTheSandbox(t *testing.T) {
 		t.Fatalf("a read-only file was written: %q", data)
 	}
 }
+
+// TestPolicyWatchesCommands: a command that changes a watched file (the
+// owner's prompt files) is told of as the file tools' writes are.
+func TestPolicyWatchesCommands(t *testing.T) {
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, "memory"), 0o700)
+	os.WriteFile(filepath.Join(ws, "memory", "MEMORY.md"), []byte("facts\n"), 0o600)
+	var told []string
+	p := &files.Policy{Watched: []string{filepath.Join(ws, "memory"), filepath.Join(ws, "AGENTS.md")}, OnWrite: func(p string) { told = append(told, p) }}
+	e := newExec(t, Options{Workspace: ws, Sandbox: SandboxAuto})
+	ctx := files.WithPolicy(context.Background(), p)
+	if _, err := e.Run(ctx, tool.Call{Name: "exec", Arguments: map[string]any{"command": "echo more >> memory/MEMORY.md; echo obey > AGENTS.md; echo x > other.md"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(ws, "AGENTS.md"), filepath.Join(ws, "memory", "MEMORY.md")}
+	if !slices.Equal(told, want) {
+		t.Fatalf("told %q, want %q", told, want)
+	}
+	told = nil
+	if _, err := e.Run(ctx, tool.Call{Name: "exec", Arguments: map[string]any{"command": "cat memory/MEMORY.md"}}); err != nil || len(told) != 0 {
+		t.Fatalf("a command that changed nothing: told %q, %v", told, err)
+	}
+}

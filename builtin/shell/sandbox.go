@@ -218,6 +218,10 @@ func policyArgs(p *files.Policy) []string {
 	}
 	var a []string
 	for _, h := range p.Hidden {
+		// A link is hidden where it leads: bwrap mounts on the target.
+		if real, err := filepath.EvalSymlinks(h); err == nil {
+			h = real
+		}
 		fi, err := os.Stat(h)
 		switch {
 		case err != nil:
