@@ -62,9 +62,10 @@ func (p GuestPolicy) allows(name string) bool {
 
 // PromptFiles are the workspace's files and folders that go into every
 // chat's system prompt (or decide what runs in it): the bootstrap files,
-// HEARTBEAT.md, memory and skills.
+// HEARTBEAT.md, memory and skills, and the instruction files a cartridge
+// with project context reads there (agents.defaults.cartridge).
 func PromptFiles() []string {
-	return append(slices.Clone(BootstrapFiles), "HEARTBEAT.md", "memory", "skills")
+	return append(slices.Clone(BootstrapFiles), "HEARTBEAT.md", "memory", "skills", "CLAUDE.md", "GEMINI.md")
 }
 
 // ControlFiles are the workspace's files the gateway keeps for itself:
