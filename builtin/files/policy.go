@@ -52,16 +52,15 @@ func PolicyFrom(ctx context.Context) *Policy {
 	return p
 }
 
-// under reports whether path is entry or lies below it.
+// under reports whether path is entry or lies below it, without regard
+// to case. It allocates nothing for clean paths: walks call it for every
+// entry.
 func under(path, entry string) bool {
-	path, entry = strings.ToLower(filepath.Clean(path)), strings.ToLower(filepath.Clean(entry))
-	if path == entry {
-		return true
+	path, entry = filepath.Clean(path), filepath.Clean(entry)
+	if len(path) < len(entry) || !strings.EqualFold(path[:len(entry)], entry) {
+		return false
 	}
-	if !strings.HasSuffix(entry, string(filepath.Separator)) {
-		entry += string(filepath.Separator)
-	}
-	return strings.HasPrefix(path, entry)
+	return len(path) == len(entry) || path[len(entry)] == filepath.Separator || strings.HasSuffix(entry, string(filepath.Separator))
 }
 
 func anyUnder(path string, entries []string) bool {
@@ -207,15 +206,20 @@ func (w *Workspace) hider(start string) func(name string) bool {
 		return func(string) bool { return false }
 	}
 	literal, real := w.abs(filepath.FromSlash(start))
-	mapped := w.realDir(real)
+	bases := []string{literal}
+	for _, b := range []string{real, w.realDir(real)} {
+		if b != "" && !slices.Contains(bases, b) {
+			bases = append(bases, b)
+		}
+	}
 	return func(name string) bool {
 		rest := name
 		if start != "." {
 			rest = strings.TrimPrefix(name, start+"/")
 		}
 		rest = filepath.FromSlash(rest)
-		for _, base := range []string{literal, real, mapped} {
-			if base != "" && w.policy.Hides(filepath.Join(base, rest)) {
+		for _, base := range bases {
+			if w.policy.Hides(filepath.Join(base, rest)) {
 				return true
 			}
 		}

@@ -120,3 +120,25 @@ func TestPolicy(t *testing.T) {
 		t.Fatal(out)
 	}
 }
+
+// TestUnder: an entry covers itself and what lies below it, in any case,
+// and nothing that merely starts with its name.
+func TestUnder(t *testing.T) {
+	for _, tc := range []struct {
+		path, entry string
+		want        bool
+	}{
+		{"/w/sessions", "/w/sessions", true},
+		{"/w/sessions/a.jsonl", "/w/sessions", true},
+		{"/w/SESSIONS/a.jsonl", "/w/sessions", true},
+		{"/w/sessions2/a.jsonl", "/w/sessions", false},
+		{"/w/session", "/w/sessions", false},
+		{"/w/sessions/../notes.md", "/w/sessions", false},
+		{"/w/x/", "/w/x", true},
+		{"/w/y", "/w/x/", false},
+	} {
+		if got := under(tc.path, tc.entry); got != tc.want {
+			t.Errorf("under(%q, %q) = %v, want %v", tc.path, tc.entry, got, tc.want)
+		}
+	}
+}
