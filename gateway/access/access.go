@@ -233,10 +233,12 @@ func (c *Checker) channelLocked(r Request) Decision {
 	if r.Group && !r.Mentioned && rules.GroupPolicy != "open" {
 		return Decision{Verdict: Ignore, Reason: "a group message without a mention"}
 	}
-	if ok, star := match(r.Channel, rules.AllowFrom, r.SenderID); ok && !star {
+	ok, star := match(r.Channel, rules.AllowFrom, r.SenderID)
+	switch {
+	case ok && !star:
 		c.record(r.Channel, r.ChatID, Owner)
 		return Decision{Verdict: Allow, Reason: "in allowFrom", Role: Owner}
-	} else if ok {
+	case ok:
 		c.record(r.Channel, r.ChatID, Guest)
 		return Decision{Verdict: Allow, Reason: `allowFrom admits everyone ("*")`, Role: Guest}
 	}
@@ -335,15 +337,15 @@ func (c *Checker) destinationLocked(channel, chat string) Role {
 	if channel == "" || chat == "" {
 		return ""
 	}
-	if role, ok := c.recorded[channel+"\x00"+chat]; ok {
-		return role
-	}
-	rules, ok := c.Channels[channel]
-	if !ok {
-		return ""
-	}
-	if namesChat(channel, rules.AllowFrom, chat) {
+	rules, configured := c.Channels[channel]
+	recorded, wrote := c.recorded[channel+"\x00"+chat]
+	switch {
+	case recorded == Owner || (configured && namesChat(channel, rules.AllowFrom, chat)):
 		return Owner
+	case wrote:
+		return recorded
+	case !configured:
+		return ""
 	}
 	c.reloadLocked()
 	for _, a := range c.state.Approved {
