@@ -200,7 +200,9 @@ func (w *Workspace) isFile(name string) bool {
 // clean slash paths relative to the workspace) is hidden from this call.
 // Walks and listings never follow the symbolic links below start, so
 // start's links are resolved once and a name's real path is start's
-// real path and the rest of the name.
+// real path and the rest of the name; the policy's entries are made
+// relative to each of start's paths once, so that an entry costs a
+// comparison, not a join.
 func (w *Workspace) hider(start string) func(name string) bool {
 	if w.policy == nil {
 		return func(string) bool { return false }
@@ -212,19 +214,33 @@ func (w *Workspace) hider(start string) func(name string) bool {
 			bases = append(bases, b)
 		}
 	}
+	var hidden, visible []string
+	all := false
+	for _, b := range bases {
+		all = all || anyUnder(b, w.policy.Hidden)
+		hidden = append(hidden, below(b, w.policy.Hidden)...)
+		visible = append(visible, below(b, w.policy.Visible)...)
+	}
 	return func(name string) bool {
 		rest := name
 		if start != "." {
 			rest = strings.TrimPrefix(name, start+"/")
 		}
 		rest = filepath.FromSlash(rest)
-		for _, base := range bases {
-			if w.policy.Hides(filepath.Join(base, rest)) {
-				return true
-			}
-		}
-		return false
+		return (all || anyUnder(rest, hidden)) && !anyUnder(rest, visible)
 	}
+}
+
+// below are the entries that lie below base, relative to it.
+func below(base string, entries []string) []string {
+	var out []string
+	for _, e := range entries {
+		e = filepath.Clean(e)
+		if e != base && under(e, base) {
+			out = append(out, strings.TrimPrefix(e[len(base):], string(filepath.Separator)))
+		}
+	}
+	return out
 }
 
 // changed tells the policy a tool changed name.
