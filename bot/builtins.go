@@ -133,6 +133,16 @@ func (b *Bot) spawnFor(x Exchange) builtin.SpawnFunc {
 		if err != nil {
 			return "", err
 		}
+		if x.ToolFilter != nil {
+			// A sub-agent gets no tool its parent's exchange was denied.
+			kept := &tool.Set{}
+			for _, t := range available.Tools() {
+				if x.ToolFilter(t) {
+					kept.Add(t)
+				}
+			}
+			available = kept
+		}
 		set := available
 		if len(names) > 0 {
 			set = &tool.Set{}

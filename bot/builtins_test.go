@@ -365,3 +365,29 @@ func TestExecWarning(t *testing.T) {
 		t.Errorf("confirmation texts = %q", conf.texts)
 	}
 }
+
+// TestSpawnKeepsTheToolFilter: a sub-agent gets none of the tools its
+// parent's exchange was denied (a gateway guest without write_file
+// cannot spawn a sub-agent that writes).
+func TestSpawnKeepsTheToolFilter(t *testing.T) {
+	s := &scripted{replies: []providertest.Reply{
+		call("spawn", map[string]any{"task": "Write x.txt."}),
+		text("I have no write tool."), // the sub-agent
+		text("done"),                  // the parent
+	}}
+	url := fakeOpenAI(t, s.brain)
+	b, err := New(context.Background(), spawnCartridge(t, url, "  files: {write: true}\n  spawn: {max-depth: 1}\n"), Host{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := Exchange{Mode: cartridge.Eval, Confirmer: &recorder{}, ToolFilter: func(tl tool.Tool) bool { return tl.Spec().Name != "write_file" }}
+	if _, err := b.Ask(context.Background(), x, "go"); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.turns) != 3 {
+		t.Fatalf("%d requests, want 3", len(s.turns))
+	}
+	if parent, sub := s.turns[0], s.turns[1]; slices.Contains(parent.Tools, "write_file") || slices.Contains(sub.Tools, "write_file") || !slices.Contains(sub.Tools, "read_file") {
+		t.Fatalf("the parent is offered %v, the sub-agent %v", parent.Tools, sub.Tools)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
 )
 
@@ -18,7 +19,7 @@ const helpText = `🐈 nb commands:
 /help — Show available commands`
 
 // command runs an in-chat command; ok is false for an ordinary message.
-func (g *Gateway) command(ctx context.Context, m bus.Inbound) (reply string, ok bool) {
+func (g *Gateway) command(ctx context.Context, m bus.Inbound, role access.Role) (reply string, ok bool) {
 	text := strings.TrimSpace(m.Content)
 	if !strings.HasPrefix(text, "/") {
 		return "", false
@@ -28,12 +29,16 @@ func (g *Gateway) command(ctx context.Context, m bus.Inbound) (reply string, ok 
 	case "/help":
 		return helpText, true
 	case "/new":
-		return g.newSession(ctx, m.SessionKey()), true
+		return g.newSession(ctx, m.SessionKey(), role == access.Owner), true
 	case "/stop":
 		return g.stop(ctx, m.SessionKey()), true
 	case "/status":
 		return g.status(ctx, m.SessionKey()), true
 	case "/pair":
+		if role != access.Owner {
+			// A guest pairing strangers would let anyone in.
+			return "Only my owner can approve pairing codes.", true
+		}
 		code := strings.TrimSpace(arg)
 		if code == "" {
 			return "Usage: /pair CODE", true
@@ -48,8 +53,9 @@ func (g *Gateway) command(ctx context.Context, m bus.Inbound) (reply string, ok 
 }
 
 // newSession archives the session into memory (when the memory package
-// is plugged in), then clears it, under the session's lock.
-func (g *Gateway) newSession(ctx context.Context, key string) string {
+// is plugged in, and the session is the owner's: a guest's conversation
+// never reaches the memory), then clears it, under the session's lock.
+func (g *Gateway) newSession(ctx context.Context, key string, owner bool) string {
 	sess, err := g.Sessions.Get(key)
 	if err != nil {
 		g.log().Error("/new", "session", key, "error", err)
@@ -60,7 +66,7 @@ func (g *Gateway) newSession(ctx context.Context, key string) string {
 		return errorReply
 	}
 	defer unlock()
-	if g.Consolidator != nil {
+	if g.Consolidator != nil && owner {
 		if err := g.Consolidator.Archive(ctx, sess); err != nil {
 			g.log().Error("/new: memory archival failed", "session", key, "error", err)
 			return "Memory archival failed, session not cleared. Please try again."

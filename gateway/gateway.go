@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/agent"
+	"github.com/nbots/nb/builtin/files"
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
@@ -85,6 +86,12 @@ type Gateway struct {
 	// Steer, when set, carries steering between the replicas that share
 	// the bus; with Others set and no Steer, turns are not steered.
 	Steer SharedSteering
+	// Guests is what guests' turns may use (see roles.go).
+	Guests GuestPolicy
+	// ProtectedPaths are more of the gateway's own files and folders
+	// (absolute, or relative to the workspace) that no turn's tools may
+	// read or write: the state folder, a session store elsewhere.
+	ProtectedPaths []string
 
 	mu      sync.Mutex
 	running map[string]map[*runningTurn]bool
@@ -333,7 +340,7 @@ func (g *Gateway) handle(ctx context.Context, m bus.Inbound) error {
 		g.log().Info("message not answered", "channel", m.Channel, "sender", m.SenderID, "reason", d.Reason)
 		return nil
 	}
-	if reply, ok := g.command(ctx, m); ok {
+	if reply, ok := g.command(ctx, m, d.Role); ok {
 		g.reply(ctx, m, "", reply)
 		return nil
 	}
@@ -342,7 +349,7 @@ func (g *Gateway) handle(ctx context.Context, m bus.Inbound) error {
 		channelName, chat, _ = strings.Cut(m.ChatID, ":")
 		key = channelName + ":" + chat
 	}
-	_, err := g.turn(ctx, Direct{SessionKey: key, Channel: channelName, ChatID: chat, Content: m.Content, Source: SourceChat, Deliver: true, ReplyTo: m.ID, Media: m.Media, Turn: turnOf(m), From: m})
+	_, err := g.turn(ctx, Direct{SessionKey: key, Channel: channelName, ChatID: chat, Content: m.Content, Source: SourceChat, Deliver: true, ReplyTo: m.ID, Media: m.Media, Turn: turnOf(m), From: m, Role: d.Role})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return err // shutting down: the bus keeps the message
 	}
@@ -378,6 +385,9 @@ type Direct struct {
 	// From is the channel message the turn answers (none for cron and
 	// the heartbeat): the turn is not steered by it, nor by older ones.
 	From bus.Inbound
+	// Role is whose turn it is: the owner's tools and files, or a
+	// guest's ("" is a guest's; RunDirect's turns are the owner's).
+	Role access.Role
 }
 
 // storeError is a turn that could not use the session's store (it could
@@ -400,8 +410,14 @@ func turnOf(m bus.Inbound) string {
 }
 
 // RunDirect runs a turn for cron or the heartbeat and returns its answer;
-// it is delivered when d.Deliver and the destination is allowed.
+// it is delivered when d.Deliver and the destination is allowed (for
+// cron and the heartbeat: an owner's chat). The turn is the owner's
+// unless d.Role says otherwise: only the owner's turns create cron jobs
+// and write HEARTBEAT.md.
 func (g *Gateway) RunDirect(ctx context.Context, d Direct) (string, error) {
+	if d.Role == "" {
+		d.Role = access.Owner
+	}
 	if d.Deliver {
 		if dec := g.Access.Authorize(access.Request{Entry: d.Entry, Channel: d.Channel, ChatID: d.ChatID}); dec.Verdict != access.Allow {
 			g.log().Warn("delivery refused", "entry", d.Entry, "channel", d.Channel, "chat", d.ChatID, "reason", dec.Reason)
@@ -478,6 +494,9 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	if g.ExtraTools != nil {
 		tools = append(tools, g.ExtraTools(d)...)
 	}
+	filter := g.toolFilter(d)
+	tools = filterTools(tools, filter)
+	turnCtx = files.WithPolicy(turnCtx, g.policy(ctx, d, turnID))
 	// Streamed progress starts after half a second: a quick answer is
 	// sent once, whole.
 	lastProgress := time.Now()
@@ -526,8 +545,8 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 		}
 	}
 	input, images := g.turnMedia(d.Content, d.Media)
-	ans, err := g.Runner.Run(turnCtx, Turn{Conversation: sess, Input: input, Images: images, System: g.Prompt.Build(d.Channel, d.ChatID), Tools: tools, OnEvent: onEvent,
-		Steering: g.steering(rt)})
+	ans, err := g.Runner.Run(turnCtx, Turn{Conversation: sess, Input: input, Images: images, System: g.Prompt.build(d.Channel, d.ChatID, d.Role == access.Owner), Tools: tools, OnEvent: onEvent,
+		Steering: g.steering(rt), ToolFilter: filter})
 	// The turn's messages are durable before anyone hears of them.
 	if serr := sess.Sync(); serr != nil {
 		g.log().Error("session sync", "key", d.SessionKey, "error", serr)
@@ -559,7 +578,12 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	if text == "" {
 		text = emptyReply
 	}
-	if g.AfterTurn != nil {
+	switch {
+	case d.Role != access.Owner:
+		// A guest's conversation never reaches the memory every prompt
+		// shares: its old messages leave the context instead.
+		g.forgetOld(sess)
+	case g.AfterTurn != nil:
 		g.AfterTurn(sess)
 	}
 	if !same {

@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
+	"github.com/nbots/nb/builtin/files"
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/tool"
@@ -47,6 +49,11 @@ func (t *messageTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	if ch == "" || chat == "" {
 		return "Error: No target channel/chat specified", nil
 	}
+	if t.from.Role != access.Owner && (ch != t.from.Channel || chat != t.from.ChatID) {
+		// A guest's turn speaks in the guest's own chat only: never in
+		// the owner's, nor another guest's.
+		return fmt.Sprintf("Error: sending to %s:%s is not allowed: in this chat the message tool sends here only", ch, chat), nil
+	}
 	if d := t.g.Access.Authorize(access.Request{Entry: access.MessageTool, Channel: ch, ChatID: chat}); d.Verdict != access.Allow {
 		return fmt.Sprintf("Error: sending to %s:%s is not allowed (%s)", ch, chat, d.Reason), nil
 	}
@@ -54,6 +61,19 @@ func (t *messageTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	if list, ok := call.Arguments["media"].([]any); ok {
 		for _, m := range list {
 			if s, ok := m.(string); ok {
+				// An attachment is a file read for the chat: the turn's
+				// file policy decides, as for read_file.
+				// A relative path is checked as the workspace's and as
+				// the process's (where a channel would open it).
+				places := []string{filepath.Join(t.g.workspace(), s)}
+				if abs, err := filepath.Abs(s); err == nil {
+					places = append(places, abs)
+				}
+				for _, abs := range places {
+					if err := files.Readable(ctx, abs); err != nil {
+						return fmt.Sprintf("Error: the attachment %s cannot be sent: %v", s, err), nil
+					}
+				}
 				media = append(media, s)
 			}
 		}

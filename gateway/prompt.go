@@ -71,10 +71,14 @@ func (p *Prompt) read(name string) string {
 	return string(data)
 }
 
-// Build returns the system prompt for a turn in channel:chat: identity,
-// bootstrap files, memory, skills, then the runtime context, joined as
-// nanobot joins them.
-func (p *Prompt) Build(channel, chat string) string {
+// Build returns the system prompt for an owner's turn in channel:chat:
+// identity, bootstrap files, memory, skills, then the runtime context,
+// joined as nanobot joins them.
+func (p *Prompt) Build(channel, chat string) string { return p.build(channel, chat, true) }
+
+// build is Build; a guest's prompt (owner false) leaves the long-term
+// memory out: it holds what the owner's chats taught the assistant.
+func (p *Prompt) build(channel, chat string, owner bool) string {
 	parts := []string{p.identity()}
 	for _, f := range BootstrapFiles {
 		if t := strings.TrimSpace(p.read(f)); t != "" {
@@ -82,9 +86,11 @@ func (p *Prompt) Build(channel, chat string) string {
 		}
 	}
 	mem := ""
-	if p.Memory != nil {
+	switch {
+	case !owner: // a guest's prompt holds nothing of the owner's memory
+	case p.Memory != nil:
 		mem = p.Memory.LongTerm()
-	} else {
+	default:
 		mem = p.read(filepath.Join("memory", "MEMORY.md"))
 	}
 	if t := strings.TrimSpace(mem); t != "" {

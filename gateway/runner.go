@@ -34,6 +34,9 @@ type Turn struct {
 	System string
 	// Tools are the turn's own tools (message), besides the bot's.
 	Tools []tool.Tool
+	// ToolFilter, when set, keeps the bot's tools it says yes to (a
+	// guest's turn); nil keeps them all.
+	ToolFilter func(tool.Tool) bool
 	// OnEvent receives the turn's events (streamed text, tool calls).
 	OnEvent func(agent.Event)
 	// Steering, when set, is asked after each round of tool calls for
@@ -68,7 +71,7 @@ type BotRunner struct {
 
 // Run implements Runner.
 func (r BotRunner) Run(ctx context.Context, t Turn) (Answer, error) {
-	x := bot.Exchange{Mode: cartridge.REPL, Conversation: t.Conversation, System: t.System, Tools: t.Tools, OnEvent: t.OnEvent, Steering: t.Steering, Confirmer: r.Confirmer}
+	x := bot.Exchange{Mode: cartridge.REPL, Conversation: t.Conversation, System: t.System, Tools: t.Tools, ToolFilter: t.ToolFilter, OnEvent: t.OnEvent, Steering: t.Steering, Confirmer: r.Confirmer}
 	if len(t.Images) > 0 {
 		conv := &turnImages{Conversation: t.Conversation}
 		x.Conversation = conv

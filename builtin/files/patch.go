@@ -48,7 +48,7 @@ func (t *applyPatch) Run(ctx context.Context, call tool.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.w.applyPatch(ops)
+	return t.w.in(ctx).applyPatch(ops)
 }
 
 // PatchOp is one file operation of a patch.
@@ -378,12 +378,13 @@ func hunkError(op PatchOp, n int, h Hunk, lines []string) error {
 
 // remove deletes a file of the workspace (a patch's deleted or moved file).
 func (w *Workspace) remove(p string) error {
-	name, err := w.rel(p)
+	name, err := w.path(p, true)
 	if err != nil {
 		return err
 	}
 	if err := w.root.Remove(name); err != nil {
 		return w.pathError(p, err)
 	}
+	w.changed(name)
 	return nil
 }

@@ -151,7 +151,7 @@ func (t *editTool) Run(ctx context.Context, call tool.Call) (any, error) {
 			return nil, err
 		}
 	}
-	out, err := t.w.replace(p, oldText, newText, all, expected, s)
+	out, err := t.w.in(ctx).replace(p, oldText, newText, all, expected, s)
 	if err != nil {
 		return nil, err
 	}

@@ -81,7 +81,7 @@ func (t *readFile) Run(ctx context.Context, call tool.Call) (any, error) {
 		return nil, err
 	}
 	limit = min(limit, ReadLines)
-	f, err := t.w.openRegular(p)
+	f, err := t.w.in(ctx).openRegular(p)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func (t *readFile) Run(ctx context.Context, call tool.Call) (any, error) {
 // openRegular opens a regular file of the workspace for reading. The open
 // does not block on a FIFO; folders and devices are refused.
 func (w *Workspace) openRegular(p string) (*os.File, error) {
-	name, err := w.rel(p)
+	name, err := w.path(p, false)
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ func (w *Workspace) dirName(p string) (name string, info fs.FileInfo, err error)
 	if strings.TrimSpace(p) == "" {
 		p = "."
 	}
-	name, err = w.rel(p)
+	name, err = w.path(p, false)
 	if err != nil {
 		return "", nil, err
 	}
@@ -61,6 +61,7 @@ func (w *Workspace) walk(ctx context.Context, start string, fn func(name string,
 	fsys := w.root.FS()
 	var ig ignore
 	ig.loadParents(fsys, start)
+	hidden := w.hider(start)
 	return fs.WalkDir(fsys, start, func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if name == start {
@@ -72,7 +73,7 @@ func (w *Workspace) walk(ctx context.Context, start string, fn func(name string,
 			return err
 		}
 		if name != start {
-			if d.Type()&fs.ModeSymlink != 0 || ig.ignored(name, d.IsDir()) {
+			if d.Type()&fs.ModeSymlink != 0 || ig.ignored(name, d.IsDir()) || hidden(name) {
 				if d.IsDir() {
 					return fs.SkipDir
 				}
@@ -116,17 +117,20 @@ func (t *listDir) Run(ctx context.Context, call tool.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	name, info, err := t.w.dirName(p)
+	w := t.w.in(ctx)
+	name, info, err := w.dirName(p)
 	if err != nil {
 		return nil, err
 	}
 	if !info.IsDir() {
 		return nil, fmt.Errorf("%s is a file, not a folder: read it with read_file", p)
 	}
-	entries, err := fs.ReadDir(t.w.root.FS(), name)
+	entries, err := fs.ReadDir(w.root.FS(), name)
 	if err != nil {
-		return nil, t.w.pathError(p, err)
+		return nil, w.pathError(p, err)
 	}
+	hidden := w.hider(name)
+	entries = slices.DeleteFunc(entries, func(e fs.DirEntry) bool { return hidden(path.Join(name, e.Name())) })
 	if len(entries) == 0 {
 		return fmt.Sprintf("(Empty folder: %s)", display(name)), nil
 	}
@@ -140,7 +144,7 @@ func (t *listDir) Run(ctx context.Context, call tool.Call) (any, error) {
 		case e.IsDir():
 			b.WriteString(e.Name() + "/\n")
 		case e.Type()&fs.ModeSymlink != 0:
-			to, _ := t.w.root.Readlink(path.Join(name, e.Name()))
+			to, _ := w.root.Readlink(path.Join(name, e.Name()))
 			fmt.Fprintf(&b, "%s -> %s\n", e.Name(), to)
 		default:
 			if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
@@ -193,7 +197,8 @@ func (t *globTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	if pattern == "" || !doublestar.ValidatePattern(pattern) {
 		return nil, fmt.Errorf("the pattern %q is not a valid glob: check its brackets and braces", pattern)
 	}
-	start, info, err := t.w.dirName(p)
+	w := t.w.in(ctx)
+	start, info, err := w.dirName(p)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +210,7 @@ func (t *globTool) Run(ctx context.Context, call tool.Call) (any, error) {
 		mod  time.Time
 	}
 	var hits []hit
-	err = t.w.walk(ctx, start, func(name string, d fs.DirEntry) error {
+	err = w.walk(ctx, start, func(name string, d fs.DirEntry) error {
 		if d.IsDir() {
 			return nil
 		}
@@ -223,7 +228,7 @@ func (t *globTool) Run(ctx context.Context, call tool.Call) (any, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, t.w.pathError(p, err)
+		return nil, w.pathError(p, err)
 	}
 	if len(hits) == 0 {
 		return fmt.Sprintf("No files match %s in %s.", pattern, display(start)), nil
@@ -310,7 +315,8 @@ func (t *grepTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	if filter != "" && !doublestar.ValidatePattern(filter) {
 		return nil, fmt.Errorf("the glob %q is not a valid pattern", filter)
 	}
-	start, info, err := t.w.dirName(p)
+	w := t.w.in(ctx)
+	start, info, err := w.dirName(p)
 	if err != nil {
 		return nil, err
 	}
@@ -327,12 +333,12 @@ func (t *grepTool) Run(ctx context.Context, call tool.Call) (any, error) {
 				return nil
 			}
 		}
-		f, err := t.w.root.FS().Open(name)
+		f, err := w.root.FS().Open(name)
 		if err != nil {
 			return nil
 		}
 		defer f.Close()
-		if info, err := f.Stat(); err != nil || t.w.checkLinks(name, info) != nil {
+		if info, err := f.Stat(); err != nil || w.checkLinks(name, info) != nil {
 			return nil // skipped, like a binary file
 		}
 		br := bufio.NewReaderSize(f, 64<<10)
@@ -365,7 +371,7 @@ func (t *grepTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	if info.Mode().IsRegular() {
 		err = search(start)
 	} else {
-		err = t.w.walk(ctx, start, func(name string, d fs.DirEntry) error {
+		err = w.walk(ctx, start, func(name string, d fs.DirEntry) error {
 			if !d.Type().IsRegular() {
 				return nil
 			}
@@ -376,7 +382,7 @@ func (t *grepTool) Run(ctx context.Context, call tool.Call) (any, error) {
 		})
 	}
 	if err != nil && !errors.Is(err, fs.SkipAll) {
-		return nil, t.w.pathError(p, err)
+		return nil, w.pathError(p, err)
 	}
 	if len(out) == 0 {
 		return fmt.Sprintf("No matches for %s in %s.", expr, display(start)), nil

@@ -23,6 +23,8 @@ type Workspace struct {
 	// hardLinks lets the tools read regular files with more than one
 	// name (see AllowHardLinks).
 	hardLinks bool
+	// policy is the call's (see Policy and in); nil for none.
+	policy *Policy
 }
 
 // AllowHardLinks lets the tools read regular files that have more than

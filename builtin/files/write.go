@@ -54,11 +54,12 @@ func (t *writeFile) Run(ctx context.Context, call tool.Call) (any, error) {
 	if strings.TrimSpace(p) == "" {
 		return nil, errors.New("the argument path is empty: give the file's path, relative to the workspace")
 	}
-	mode, existed, err := t.w.target(p)
+	w := t.w.in(ctx)
+	mode, existed, err := w.target(p)
 	if err != nil {
 		return nil, err
 	}
-	if err := t.w.writeAtomic(p, []byte(content), mode); err != nil {
+	if err := w.writeAtomic(p, []byte(content), mode); err != nil {
 		return nil, err
 	}
 	verb := "Wrote"
@@ -72,7 +73,7 @@ func (t *writeFile) Run(ctx context.Context, call tool.Call) (any, error) {
 // a symbolic link is refused (an atomic rename would replace the link
 // itself, not the file it points to).
 func (w *Workspace) target(p string) (mode fs.FileMode, existed bool, err error) {
-	name, err := w.rel(p)
+	name, err := w.path(p, true)
 	if err != nil {
 		return 0, false, err
 	}
@@ -97,7 +98,7 @@ func (w *Workspace) target(p string) (mode fs.FileMode, existed bool, err error)
 // folder, synced and renamed over p, then syncs the folder: a crash leaves
 // the old content or the new, never a mix.
 func (w *Workspace) writeAtomic(p string, data []byte, mode fs.FileMode) error {
-	name, err := w.rel(p)
+	name, err := w.path(p, true)
 	if err != nil {
 		return err
 	}
@@ -138,6 +139,7 @@ func (w *Workspace) writeAtomic(p string, data []byte, mode fs.FileMode) error {
 		_ = d.Sync()
 		d.Close()
 	}
+	w.changed(name)
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nbots/nb/builtin/files"
 	"github.com/nbots/nb/builtin/internal/arg"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/tool"
@@ -245,10 +246,16 @@ func (t *Exec) Run(ctx context.Context, call tool.Call) (any, error) {
 	if !t.status.Sandboxed && t.cfg.Notice != nil {
 		t.noticed.Do(func() { t.cfg.Notice("exec runs commands " + t.status.String()) })
 	}
+	if p := files.PolicyFrom(ctx); p != nil && p.RequireSandbox && t.sandbox == nil {
+		return nil, errors.New("exec is refused in this chat: commands would run outside the sandbox, where the files the gateway protects cannot be hidden from them (the owner may turn the sandbox on: tools.exec.sandbox)")
+	}
 	timeout := time.Duration(secs) * time.Second
 	if _, set := call.Arguments["timeout"]; !set {
 		timeout = t.cfg.Timeout
 	}
+	// A command may change the files the policy watches (the owner's
+	// prompt files) as the file tools do: told the same way.
+	defer files.PolicyFrom(ctx).Watch()()
 	res, err := t.run(ctx, command, timeout)
 	if err != nil {
 		return nil, err
@@ -280,7 +287,7 @@ func (t *Exec) run(ctx context.Context, command string, timeout time.Duration) (
 		info = w
 		defer w.Close()
 		stop.watch(r)
-		argv = append([]string{t.sandbox.bwrap}, t.sandbox.args([]string{"--info-fd", "3"}, argv...)...)
+		argv = append([]string{t.sandbox.bwrap}, t.sandbox.args(append([]string{"--info-fd", "3"}, policyArgs(files.PolicyFrom(ctx))...), argv...)...)
 		extra = append(extra, "TMPDIR=/tmp")
 	}
 	var cmd *exec.Cmd

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nbots/nb/builtin/files"
 	"github.com/nbots/nb/proc"
 )
 
@@ -203,4 +204,51 @@ func (g *graceful) cancel(cmd *exec.Cmd) func() error {
 		time.AfterFunc(proc.Grace, func() { _ = syscall.Kill(-group, syscall.SIGKILL) })
 		return nil
 	}
+}
+
+// policyArgs are bwrap's options that apply a call's file policy (see
+// files.Policy) inside the sandbox, after the workspace is bound: a
+// hidden folder is an empty one, a hidden file an empty read-only one,
+// the visible files inside a hidden folder are bound back read-only, and
+// the read-only paths are bound read-only. A path that does not exist is
+// left alone (the gateway creates its folders before the first turn).
+func policyArgs(p *files.Policy) []string {
+	if p == nil {
+		return nil
+	}
+	var a []string
+	for _, h := range p.Hidden {
+		// A link is hidden where it leads: bwrap mounts on the target.
+		if real, err := filepath.EvalSymlinks(h); err == nil {
+			h = real
+		}
+		fi, err := os.Stat(h)
+		switch {
+		case err != nil:
+		case fi.IsDir():
+			a = append(a, "--tmpfs", h)
+		default:
+			a = append(a, "--ro-bind", "/dev/null", h)
+		}
+	}
+	for _, v := range p.Visible {
+		if !anyHidden(v, p.Hidden) {
+			continue
+		}
+		a = append(a, "--ro-bind-try", v, v)
+	}
+	for _, r := range p.ReadOnly {
+		a = append(a, "--ro-bind-try", r, r)
+	}
+	return a
+}
+
+// anyHidden reports whether v lies in one of the hidden folders.
+func anyHidden(v string, hidden []string) bool {
+	for _, h := range hidden {
+		if strings.HasPrefix(v, h+string(os.PathSeparator)) {
+			return true
+		}
+	}
+	return false
 }

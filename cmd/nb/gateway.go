@@ -258,6 +258,10 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 	g := &gateway.Gateway{
 		Bus: bus.NewLocal(), Sessions: sessions, Access: checker, Runner: gateway.BotRunner{Bot: b},
 		Prompt: &gateway.Prompt{Workspace: c.Workspace, Location: loc}, Log: log,
+		Guests: gateway.GuestPolicy{Tools: c.Gateway.Guests.Tools},
+		// The state folder (pairing, usage, receive positions) is the
+		// gateway's own, should the workspace hold it.
+		ProtectedPaths: []string{filepath.Dir(a.pairingStore(c.Workspace))},
 	}
 	rt := &gatewayRuntime{App: a, Config: c, Host: host, Bot: b, Gateway: g, Sessions: sessions, Access: checker, Log: log}
 	if sc != nil {

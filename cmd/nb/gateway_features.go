@@ -121,15 +121,20 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 	return nil
 }
 
-// heartbeatTarget is where a beat's answer goes, as nanobot chooses: the
-// most recently updated session on a channel other than cli and system,
-// else cli:direct (not delivered).
+// heartbeatTarget is where a beat's answer goes, as nanobot chooses
+// among the owner's chats: the most recently updated session, on a
+// channel other than cli and system, of a chat that is the owner's (a
+// guest who wrote last never reads the owner's tasks), else cli:direct
+// (not delivered).
 func heartbeatTarget(rt *gatewayRuntime) (string, string) {
 	infos, err := rt.Sessions.List()
 	if err == nil {
 		for _, in := range infos {
 			ch, chat, ok := strings.Cut(in.Key, ":")
 			if !ok || ch == "cli" || ch == "system" || ch == "cron" || in.Key == heartbeat.Session {
+				continue
+			}
+			if rt.Access.RoleOf(ch, chat) != access.Owner {
 				continue
 			}
 			return ch, chat

@@ -60,6 +60,21 @@ type Request struct {
 	Authenticated bool
 }
 
+// Role is what an allowed sender may do. The owner is a sender a
+// channel's allowFrom names (and whoever uses the terminal or the
+// authenticated web chat); a guest is a sender the owner paired, or one
+// admitted by allowFrom's "*". The gateway gives a guest's turn fewer
+// tools and fewer files (see package gateway), sends cron and heartbeat
+// answers to the owner's chats only, and lets only the owner approve
+// pairing codes.
+type Role string
+
+// Roles.
+const (
+	Owner Role = "owner"
+	Guest Role = "guest"
+)
+
 // Verdict is the decision.
 type Verdict int
 
@@ -84,12 +99,16 @@ type Decision struct {
 	// Code is the pairing code (Pair); NewCode is true the first time.
 	Code    string
 	NewCode bool
+	// Role is the sender's role (Allow on Channel, Web, Terminal), or the
+	// role of whoever the destination's chat belongs to (Allow on the
+	// other entries).
+	Role Role
 }
 
 // ChannelRules are a channel's access settings.
 type ChannelRules struct {
-	// AllowFrom are the identities that may talk: "<id>", or
-	// "<channel>:<id>"; "*" admits everyone.
+	// AllowFrom are the owner's identities: "<id>", or "<channel>:<id>";
+	// "*" admits everyone, as a guest.
 	AllowFrom []string
 	// GroupPolicy is "mention" (the default: answer in groups when
 	// mentioned) or "open" (answer every group message).
@@ -123,7 +142,7 @@ type Checker struct {
 	mu       sync.Mutex
 	file     *FilePairings
 	state    Book
-	recorded map[string]bool // destinations allowed senders wrote from
+	recorded map[string]Role // destinations allowed senders wrote from, and whose
 }
 
 // Book is what a pairing store holds: the codes waiting for the owner and
@@ -180,19 +199,25 @@ func (c *Checker) Authorize(r Request) Decision {
 	defer c.mu.Unlock()
 	switch r.Entry {
 	case Terminal:
-		return Decision{Verdict: Allow, Reason: "the owner's terminal"}
+		return Decision{Verdict: Allow, Reason: "the owner's terminal", Role: Owner}
 	case Web:
 		if r.Authenticated {
-			return Decision{Verdict: Allow, Reason: "the gateway's web chat (loopback or token)"}
+			return Decision{Verdict: Allow, Reason: "the gateway's web chat (loopback or token)", Role: Owner}
 		}
 		return Decision{Reason: "an unauthenticated web request"}
 	case Channel:
 		return c.channelLocked(r)
 	case Cron, Heartbeat, Subagent, MessageTool:
-		if c.destinationLocked(r.Channel, r.ChatID) {
-			return Decision{Verdict: Allow, Reason: "an allowed destination"}
+		role := c.destinationLocked(r.Channel, r.ChatID)
+		switch {
+		case role == "":
+			return Decision{Reason: fmt.Sprintf("%s:%s is not a chat of an allowed sender", r.Channel, r.ChatID)}
+		case role != Owner && (r.Entry == Cron || r.Entry == Heartbeat):
+			// The owner's jobs and HEARTBEAT.md tasks, private notes
+			// included, are answered to the owner alone.
+			return Decision{Reason: fmt.Sprintf("%s:%s is a guest's chat: %s answers go to the owner's chats only", r.Channel, r.ChatID, r.Entry)}
 		}
-		return Decision{Reason: fmt.Sprintf("%s:%s is not a chat of an allowed sender", r.Channel, r.ChatID)}
+		return Decision{Verdict: Allow, Reason: "an allowed destination", Role: role}
 	}
 	return Decision{Reason: "an unknown entry point"}
 }
@@ -208,15 +233,20 @@ func (c *Checker) channelLocked(r Request) Decision {
 	if r.Group && !r.Mentioned && rules.GroupPolicy != "open" {
 		return Decision{Verdict: Ignore, Reason: "a group message without a mention"}
 	}
-	if Matches(r.Channel, rules.AllowFrom, r.SenderID) {
-		c.record(r.Channel, r.ChatID)
-		return Decision{Verdict: Allow, Reason: "in allowFrom"}
+	ok, star := match(r.Channel, rules.AllowFrom, r.SenderID)
+	switch {
+	case ok && !star:
+		c.record(r.Channel, r.ChatID, Owner)
+		return Decision{Verdict: Allow, Reason: "in allowFrom", Role: Owner}
+	case ok:
+		c.record(r.Channel, r.ChatID, Guest)
+		return Decision{Verdict: Allow, Reason: `allowFrom admits everyone ("*")`, Role: Guest}
 	}
 	c.reloadLocked()
 	for _, a := range c.state.Approved {
 		if a.Channel == r.Channel && a.SenderID == r.SenderID {
-			c.record(r.Channel, r.ChatID)
-			return Decision{Verdict: Allow, Reason: "paired"}
+			c.record(r.Channel, r.ChatID, Guest)
+			return Decision{Verdict: Allow, Reason: "paired", Role: Guest}
 		}
 	}
 	if r.Group || rules.NoPairing {
@@ -261,8 +291,8 @@ func (c *Checker) channelLocked(r Request) Decision {
 		return Decision{Reason: "pairing store: " + err.Error()}
 	}
 	if paired {
-		c.record(r.Channel, r.ChatID)
-		return Decision{Verdict: Allow, Reason: "paired"}
+		c.record(r.Channel, r.ChatID, Guest)
+		return Decision{Verdict: Allow, Reason: "paired", Role: Guest}
 	}
 	if given != "" {
 		return Decision{Verdict: Pair, Code: given, Reason: "waiting for pairing"}
@@ -270,77 +300,134 @@ func (c *Checker) channelLocked(r Request) Decision {
 	return Decision{Verdict: Pair, Code: code, NewCode: true, Reason: "an unknown sender: pairing code issued"}
 }
 
-// record remembers a chat an allowed sender wrote from: the assistant may
-// send there later (cron, heartbeat, message tool).
-func (c *Checker) record(channel, chat string) {
+// record remembers a chat an allowed sender wrote from, and whose it is:
+// the assistant may send there later (cron, heartbeat, message tool). A
+// chat the owner wrote from stays the owner's (a group shared with a
+// guest).
+func (c *Checker) record(channel, chat string, role Role) {
 	if c.recorded == nil {
-		c.recorded = map[string]bool{}
+		c.recorded = map[string]Role{}
 	}
-	c.recorded[channel+"\x00"+chat] = true
+	k := channel + "\x00" + chat
+	if c.recorded[k] != Owner {
+		c.recorded[k] = role
+	}
 }
 
-// destinationLocked tells whether the assistant may send to chat: the
-// local chats, a chat an allowed sender wrote from, or a chat whose id an
-// allowFrom entry or an approval names.
-func (c *Checker) destinationLocked(channel, chat string) bool {
+// RoleOf is whose chat channel:chat is: Owner, Guest, or "" when the
+// assistant may not send there.
+func (c *Checker) RoleOf(channel, chat string) Role {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.destinationLocked(channel, chat)
+}
+
+// destinationLocked tells whether the assistant may send to chat, and
+// whose chat it is: the local chats and a chat whose id an allowFrom
+// entry names are the owner's; a chat an allowed sender wrote from is
+// that sender's; a chat an approval names is a guest's.
+func (c *Checker) destinationLocked(channel, chat string) Role {
 	switch channel {
 	case "cli", "web", "system":
-		return chat != ""
+		if chat != "" {
+			return Owner
+		}
+		return ""
 	}
 	if channel == "" || chat == "" {
-		return false
+		return ""
 	}
-	if c.recorded[channel+"\x00"+chat] {
-		return true
-	}
-	rules, ok := c.Channels[channel]
-	if !ok {
-		return false
-	}
-	if Matches(channel, rules.AllowFrom, chat) && !slices.Contains(rules.AllowFrom, "*") {
-		return true
+	rules, configured := c.Channels[channel]
+	recorded, wrote := c.recorded[channel+"\x00"+chat]
+	switch {
+	case recorded == Owner || (configured && namesChat(channel, rules.AllowFrom, chat)):
+		return Owner
+	case wrote:
+		return recorded
+	case !configured:
+		return ""
 	}
 	c.reloadLocked()
 	for _, a := range c.state.Approved {
 		if a.Channel == channel && (a.ChatID == chat || a.SenderID == chat) {
-			return true
+			return Guest
 		}
 	}
-	return false
+	return ""
 }
 
-// matches applies allowFrom to a sender: exact entries, with or without
-// the "<channel>:" prefix, "*" for everyone; Telegram's senders are
-// "<id>|<username>" and either part may match (Telegram only).
 // Matches reports whether an allowFrom list admits sender on the
-// channel: "*", the sender's id, or "<channel>:<id>" (on Telegram, either
-// part of "<id>|<username>", with or without "@"). Channels use it to
-// decide on what only they see, such as a Matrix room invitation.
+// channel: "*", the sender's id, or "<channel>:<id>". On Telegram, whose
+// senders are "<id>|<username>" (split at the first "|" only: the rest
+// is the username, whatever it holds), an entry of digits alone matches
+// the id, an entry that starts with a letter or "@" the username (a
+// sender "bob" is an id, not a username), and any other entry the whole
+// sender. Channels use it to decide on what
+// only they see, such as a Matrix room invitation.
 func Matches(channel string, allow []string, sender string) bool {
+	ok, _ := match(channel, allow, sender)
+	return ok
+}
+
+// match is Matches, and whether it was "*" that admitted sender (star
+// is false when an entry names sender as well).
+func match(channel string, allow []string, sender string) (ok, star bool) {
 	if sender == "" {
-		return false
-	}
-	ids := []string{sender}
-	if channel == "telegram" && strings.Contains(sender, "|") {
-		ids = append(ids, strings.Split(sender, "|")...)
+		return false, false
 	}
 	for _, e := range allow {
 		e = strings.TrimSpace(e)
 		if e == "*" {
-			return true
+			star = true
+			continue
 		}
 		e = strings.TrimPrefix(e, channel+":")
 		if e == "" {
 			continue
 		}
-		for _, id := range ids {
-			if id != "" && (e == id || (channel == "telegram" && strings.TrimPrefix(e, "@") == id)) {
-				return true
-			}
+		if channel == "telegram" && telegramMatch(e, sender) || channel != "telegram" && e == sender {
+			return true, false
+		}
+	}
+	return star, star
+}
+
+// namesChat reports whether an allowFrom entry names chat itself (a
+// direct chat's id is its user's; Telegram takes "@name" for a chat too).
+func namesChat(channel string, allow []string, chat string) bool {
+	for _, e := range allow {
+		e = strings.TrimPrefix(strings.TrimSpace(e), channel+":")
+		if e != "" && e != "*" && (e == chat || (channel == "telegram" && strings.TrimPrefix(e, "@") == strings.TrimPrefix(chat, "@"))) {
+			return true
 		}
 	}
 	return false
 }
+
+// telegramMatch applies a Telegram allowFrom entry to "<id>|<username>".
+func telegramMatch(entry, sender string) bool {
+	id, username, _ := strings.Cut(sender, "|")
+	switch {
+	case isDigits(entry):
+		return entry == id
+	case strings.HasPrefix(entry, "@"):
+		return username != "" && strings.EqualFold(entry[1:], username)
+	case isLetter(entry[0]):
+		return username != "" && strings.EqualFold(entry, username)
+	}
+	return entry == sender // "<id>|<username>" whole, a group's "-100…"
+}
+
+func isDigits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func isLetter(b byte) bool { return (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') }
 
 // codeAlphabet leaves out letters and digits that look alike.
 const codeAlphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"

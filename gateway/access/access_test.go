@@ -34,48 +34,70 @@ func TestAuthorize(t *testing.T) {
 	if d := c.Authorize(Request{Entry: Channel, Channel: "telegram", SenderID: "111|alice", ChatID: "555"}); d.Verdict != Allow {
 		t.Fatal(d)
 	}
+	// A guest (paired) writes from their chat.
+	if _, err := c.pairingsLocked().Update(func(b *Book) {
+		b.Approved = append(b.Approved, Approval{Channel: "telegram", SenderID: "888|gus", ChatID: "888"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Authorize(Request{Entry: Channel, Channel: "telegram", SenderID: "888|gus", ChatID: "888"}); d.Verdict != Allow || d.Role != Guest {
+		t.Fatal(d)
+	}
 	for _, tc := range []struct {
 		name string
 		r    Request
 		want Verdict
+		role Role // checked when Allow
 	}{
 		// channels
-		{"telegram id|username, id part", Request{Entry: Channel, Channel: "telegram", SenderID: "111|zed"}, Allow},
-		{"telegram id|username, username part", Request{Entry: Channel, Channel: "telegram", SenderID: "222|bob"}, Allow},
-		{"telegram whole id|username entry", Request{Entry: Channel, Channel: "telegram", SenderID: "444|carol"}, Allow},
-		{"telegram whole entry is not a part", Request{Entry: Channel, Channel: "telegram", SenderID: "444|dan"}, Pair},
-		{"telegram unknown", Request{Entry: Channel, Channel: "telegram", SenderID: "333|eve"}, Pair},
-		{"telegram group, no mention", Request{Entry: Channel, Channel: "telegram", SenderID: "111|alice", Group: true}, Ignore},
-		{"telegram group, mentioned", Request{Entry: Channel, Channel: "telegram", SenderID: "111|alice", Group: true, Mentioned: true}, Allow},
-		{"telegram group, unknown, mentioned: no pairing in groups", Request{Entry: Channel, Channel: "telegram", SenderID: "9|x", Group: true, Mentioned: true}, Deny},
-		{"channel-prefixed entry", Request{Entry: Channel, Channel: "discord", SenderID: "900"}, Allow},
-		{"open groups", Request{Entry: Channel, Channel: "discord", SenderID: "900", Group: true}, Allow},
-		{"the | split is Telegram's only", Request{Entry: Channel, Channel: "email", SenderID: "attacker|allow@email.com"}, Deny},
-		{"email exact", Request{Entry: Channel, Channel: "email", SenderID: "allow@email.com"}, Allow},
-		{"empty allowFrom admits nobody (pairing)", Request{Entry: Channel, Channel: "slack", SenderID: "U1"}, Pair},
-		{"star", Request{Entry: Channel, Channel: "matrix", SenderID: "@x:y"}, Allow},
-		{"unconfigured channel", Request{Entry: Channel, Channel: "qq", SenderID: "1"}, Deny},
-		{"empty sender", Request{Entry: Channel, Channel: "matrix", SenderID: ""}, Deny},
+		{"telegram id|username, id part", Request{Entry: Channel, Channel: "telegram", SenderID: "111|zed"}, Allow, Owner},
+		{"telegram id|username, username part", Request{Entry: Channel, Channel: "telegram", SenderID: "222|bob"}, Allow, Owner},
+		{"telegram whole id|username entry", Request{Entry: Channel, Channel: "telegram", SenderID: "444|carol"}, Allow, Owner},
+		{"telegram whole entry is not a part", Request{Entry: Channel, Channel: "telegram", SenderID: "444|dan"}, Pair, ""},
+		// Telegram identities: digits match the id only, a name the username only, and the username is never split.
+		{"telegram digits entry is not a username", Request{Entry: Channel, Channel: "telegram", SenderID: "999|111"}, Pair, ""},
+		{"telegram name entry is not an id", Request{Entry: Channel, Channel: "telegram", SenderID: "bob"}, Pair, ""},
+		{"telegram @name entry", Request{Entry: Channel, Channel: "telegram", SenderID: "223|Bob"}, Allow, Owner},
+		{"telegram | in a username is not split", Request{Entry: Channel, Channel: "telegram", SenderID: "999|x|111"}, Pair, ""},
+		{"telegram | in a username is not split (name)", Request{Entry: Channel, Channel: "telegram", SenderID: "999|x|bob"}, Pair, ""},
+		{"telegram id alone", Request{Entry: Channel, Channel: "telegram", SenderID: "111"}, Allow, Owner},
+		{"telegram unknown", Request{Entry: Channel, Channel: "telegram", SenderID: "333|eve"}, Pair, ""},
+		{"telegram group, no mention", Request{Entry: Channel, Channel: "telegram", SenderID: "111|alice", Group: true}, Ignore, ""},
+		{"telegram group, mentioned", Request{Entry: Channel, Channel: "telegram", SenderID: "111|alice", Group: true, Mentioned: true}, Allow, Owner},
+		{"telegram group, unknown, mentioned: no pairing in groups", Request{Entry: Channel, Channel: "telegram", SenderID: "9|x", Group: true, Mentioned: true}, Deny, ""},
+		{"channel-prefixed entry", Request{Entry: Channel, Channel: "discord", SenderID: "900"}, Allow, Owner},
+		{"open groups", Request{Entry: Channel, Channel: "discord", SenderID: "900", Group: true}, Allow, Owner},
+		{"the | split is Telegram's only", Request{Entry: Channel, Channel: "email", SenderID: "attacker|allow@email.com"}, Deny, ""},
+		{"email exact", Request{Entry: Channel, Channel: "email", SenderID: "allow@email.com"}, Allow, Owner},
+		{"empty allowFrom admits nobody (pairing)", Request{Entry: Channel, Channel: "slack", SenderID: "U1"}, Pair, ""},
+		{"star admits a guest", Request{Entry: Channel, Channel: "matrix", SenderID: "@x:y"}, Allow, Guest},
+		{"paired guest", Request{Entry: Channel, Channel: "telegram", SenderID: "888|gus", ChatID: "888"}, Allow, Guest},
+		{"unconfigured channel", Request{Entry: Channel, Channel: "qq", SenderID: "1"}, Deny, ""},
+		{"empty sender", Request{Entry: Channel, Channel: "matrix", SenderID: ""}, Deny, ""},
 		// web chat and terminal
-		{"web authenticated", Request{Entry: Web, ChatID: "a", Authenticated: true}, Allow},
-		{"web unauthenticated", Request{Entry: Web, ChatID: "a"}, Deny},
-		{"terminal", Request{Entry: Terminal, Channel: "cli", ChatID: "direct"}, Allow},
+		{"web authenticated", Request{Entry: Web, ChatID: "a", Authenticated: true}, Allow, Owner},
+		{"web unauthenticated", Request{Entry: Web, ChatID: "a"}, Deny, ""},
+		{"terminal", Request{Entry: Terminal, Channel: "cli", ChatID: "direct"}, Allow, Owner},
 		// cron, heartbeat, sub-agents, message tool: destinations
-		{"cron to a chat an allowed sender used", Request{Entry: Cron, Channel: "telegram", ChatID: "555"}, Allow},
-		{"cron to a stranger's chat", Request{Entry: Cron, Channel: "telegram", ChatID: "666"}, Deny},
-		{"cron to the terminal", Request{Entry: Cron, Channel: "cli", ChatID: "direct"}, Allow},
-		{"heartbeat to an allowFrom id", Request{Entry: Heartbeat, Channel: "telegram", ChatID: "bob"}, Allow},
-		{"heartbeat nowhere", Request{Entry: Heartbeat}, Deny},
-		{"subagent back to its web session", Request{Entry: Subagent, Channel: "web", ChatID: "s1"}, Allow},
-		{"subagent to a stranger", Request{Entry: Subagent, Channel: "slack", ChatID: "U1"}, Deny},
-		{"message tool to a stranger", Request{Entry: MessageTool, Channel: "telegram", ChatID: "777"}, Deny},
-		{"message tool to everyone's channel needs a known chat", Request{Entry: MessageTool, Channel: "matrix", ChatID: "!room"}, Deny},
-		{"message tool to an unconfigured channel", Request{Entry: MessageTool, Channel: "qq", ChatID: "1"}, Deny},
-		{"unknown entry", Request{Entry: "sdk"}, Deny},
+		{"cron to a chat an allowed sender used", Request{Entry: Cron, Channel: "telegram", ChatID: "555"}, Allow, Owner},
+		{"cron to a stranger's chat", Request{Entry: Cron, Channel: "telegram", ChatID: "666"}, Deny, ""},
+		{"cron to the terminal", Request{Entry: Cron, Channel: "cli", ChatID: "direct"}, Allow, Owner},
+		{"heartbeat to an allowFrom id", Request{Entry: Heartbeat, Channel: "telegram", ChatID: "bob"}, Allow, Owner},
+		{"heartbeat nowhere", Request{Entry: Heartbeat}, Deny, ""},
+		{"subagent back to its web session", Request{Entry: Subagent, Channel: "web", ChatID: "s1"}, Allow, Owner},
+		{"subagent to a stranger", Request{Entry: Subagent, Channel: "slack", ChatID: "U1"}, Deny, ""},
+		{"message tool to a stranger", Request{Entry: MessageTool, Channel: "telegram", ChatID: "777"}, Deny, ""},
+		{"message tool to everyone's channel needs a known chat", Request{Entry: MessageTool, Channel: "matrix", ChatID: "!room"}, Deny, ""},
+		{"message tool to an unconfigured channel", Request{Entry: MessageTool, Channel: "qq", ChatID: "1"}, Deny, ""},
+		{"cron to a guest's chat", Request{Entry: Cron, Channel: "telegram", ChatID: "888"}, Deny, ""},
+		{"heartbeat to a guest's chat", Request{Entry: Heartbeat, Channel: "telegram", ChatID: "888"}, Deny, ""},
+		{"message tool to a guest's chat", Request{Entry: MessageTool, Channel: "telegram", ChatID: "888"}, Allow, Guest},
+		{"subagent back to a guest's chat", Request{Entry: Subagent, Channel: "telegram", ChatID: "888"}, Allow, Guest},
+		{"unknown entry", Request{Entry: "sdk"}, Deny, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if d := c.Authorize(tc.r); d.Verdict != tc.want {
-				t.Fatalf("%+v: got %+v", tc.r, d)
+			if d := c.Authorize(tc.r); d.Verdict != tc.want || (tc.want == Allow && d.Role != tc.role) {
+				t.Fatalf("%+v: got %+v, want verdict %v role %q", tc.r, d, tc.want, tc.role)
 			}
 		})
 	}

@@ -132,6 +132,17 @@ type Gateway struct {
 	// (--store and NB_STORE win): the chat sessions go there; "" keeps
 	// them in the workspace's files.
 	Store string `json:"store"`
+	// Guests (nb) is what the guests' turns may use: the senders the
+	// owner paired, or that allowFrom's "*" admits.
+	Guests Guests `json:"guests"`
+}
+
+// Guests is gateway.guests (nb).
+type Guests struct {
+	// Tools names the tools a guest's turn is offered; absent, the
+	// gateway's default (the read tools, the web, message). cron is never
+	// offered to guests; exec runs only sandboxed for them.
+	Tools []string `json:"tools"`
 }
 
 // Heartbeat is gateway.heartbeat.
@@ -323,6 +334,11 @@ func Load(path, workspace string, env Env) (*Config, error) {
 		return nil, fmt.Errorf("workspace %s: %w", c.Workspace, err)
 	}
 	c.Workspace = abs
+	for _, name := range c.Gateway.Guests.Tools {
+		if name == "cron" {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: gateway.guests.tools: cron is never offered to guests (it changes the owner's jobs): remove it", name))
+		}
+	}
 	return c, nil
 }
 

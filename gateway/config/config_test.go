@@ -192,3 +192,27 @@ func TestStarterLoads(t *testing.T) {
 		t.Fatal("comments inside strings must stay")
 	}
 }
+
+// gateway.guests.tools is read as written (snake_case too); absent, it is
+// nil (the gateway's default); cron in it is warned about.
+func TestGuests(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(path, []byte(`{"gateway": {"guests": {"tools": ["read_file", "exec", "cron"]}}}`), 0o600)
+	c, err := Load(path, "", Env{"HOME=/h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Gateway.Guests.Tools; len(got) != 3 || got[1] != "exec" {
+		t.Fatalf("guests.tools %q", got)
+	}
+	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "gateway.guests.tools: cron is never offered to guests") {
+		t.Fatalf("warnings %q", c.Warnings)
+	}
+	os.WriteFile(path, []byte(`{"gateway": {"guests": {"tools": []}}}`), 0o600)
+	if c, err = Load(path, "", Env{"HOME=/h"}); err != nil || c.Gateway.Guests.Tools == nil || len(c.Warnings) != 0 {
+		t.Fatalf("an empty list (no tools at all) must stay empty, not absent: %v %q", err, c.Warnings)
+	}
+	if c, err = Load("", "", Env{"HOME=/h"}); err != nil || c.Gateway.Guests.Tools != nil {
+		t.Fatalf("the default configuration: %v %v", err, c.Gateway.Guests.Tools)
+	}
+}

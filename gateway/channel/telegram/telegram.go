@@ -7,8 +7,9 @@
 // are fetched through the egress guard into the workspace.
 //
 // Identity: Inbound.SenderID is "<numeric user id>|<username>" (just the
-// id when the person has no username), nanobot's form, so an allowFrom
-// entry may name either part.
+// id when the person has no username), nanobot's form: an allowFrom
+// entry of digits names the id, one that starts with a letter or "@" the
+// username (access.Matches; the username is never split on "|").
 package telegram
 
 import (
@@ -44,7 +45,7 @@ type Config struct {
 	Enabled bool `json:"enabled"`
 	// Token is the bot's token from @BotFather.
 	Token string `json:"token"`
-	// AllowFrom lists who may talk to the bot, as "<id>", "<username>"
+	// AllowFrom lists the owner's identities, as "<id>", "<username>"
 	// or "<id>|<username>"; the gateway checks it against SenderID.
 	AllowFrom []string `json:"allowFrom"`
 	// GroupPolicy is "mention" (the default: in groups, answer only when

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nbots/nb/gateway/access"
+	gwsession "github.com/nbots/nb/gateway/session"
+	"github.com/nbots/nb/state"
+)
+
+// The heartbeat answers into the owner's most recent chat, never into a
+// guest's that was written to later.
+func TestHeartbeatTargetIsTheOwners(t *testing.T) {
+	dir := t.TempDir()
+	sm, err := gwsession.NewManager(filepath.Join(dir, "sessions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sm.Close() })
+	checker := &access.Checker{Store: filepath.Join(dir, "pairing.json"), Channels: map[string]access.ChannelRules{"telegram": {AllowFrom: []string{"1"}}}}
+	(&access.FilePairings{Path: checker.Store}).Update(func(b *access.Book) {
+		b.Approved = append(b.Approved, access.Approval{Channel: "telegram", SenderID: "2", ChatID: "2"})
+	})
+	for _, key := range []string{"telegram:1", "telegram:2"} {
+		s, err := sm.Get(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Append(state.Event{Who: state.RoleUser, Message: "hi"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // the guest's session is the newer
+	}
+	ch, chat := heartbeatTarget(&gatewayRuntime{Sessions: sm, Access: checker})
+	if ch != "telegram" || chat != "1" {
+		t.Fatalf("the heartbeat answers into %s:%s, want the owner's telegram:1", ch, chat)
+	}
+}
