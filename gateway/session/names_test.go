@@ -171,3 +171,30 @@ func TestIdleSessionsClosed(t *testing.T) {
 		t.Errorf("%d sessions kept an hour later", kept)
 	}
 }
+
+// A file that another key wrote under nanobot's name, which is now the
+// name of this key ("web:alice:notes" is web_alice_notes.jsonl, where
+// "web:alice_notes" used to write), is moved to its owner's name before
+// this key reads it.
+func TestSessionStrangerFileMoved(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "web_alice_notes.jsonl"), []byte(`{"_type": "metadata", "key": "web:alice_notes", "created_at": "2026-03-01T10:00:00", "updated_at": "2026-03-01T10:00:00", "metadata": {}, "last_consolidated": 0}
+{"role": "user", "content": "alice_notes' secret", "timestamp": "2026-03-01T10:00:00.000001"}
+`), 0o600)
+	m, _ := NewManager(dir)
+	defer m.Close()
+	s, err := m.Get("web:alice:notes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.History()) != 0 || filepath.Base(s.Path) != "web_alice_notes.jsonl" {
+		t.Fatalf("%s reads %+v", s.Path, s.History())
+	}
+	owner, err := m.Get("web:alice_notes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := owner.History(); len(h) != 1 || agent.Text(h[0].Message) != "alice_notes' secret" {
+		t.Fatalf("the owner lost its history: %+v", h)
+	}
+}

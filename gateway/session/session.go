@@ -377,6 +377,9 @@ func (m *Manager) load(key string) (*Session, error) {
 	if err := m.adoptLegacy(key, path); err != nil {
 		return nil, err
 	}
+	if err := m.evictStranger(key, path); err != nil {
+		return nil, err
+	}
 	s := &Session{Key: key, Path: path, m: m}
 	good, torn, err := s.readFile()
 	if err != nil {
@@ -465,6 +468,42 @@ func (s *Session) readFile() (good int64, torn []byte, err error) {
 	}
 }
 
+// metaKey is the key the metadata record of the session file at path
+// names ("" when there is none).
+func metaKey(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadBytes('\n')
+	var meta Meta
+	if json.Unmarshal(line, &meta) != nil || meta.Type != "metadata" {
+		return ""
+	}
+	return meta.Key
+}
+
+// evictStranger moves away a file at path that another key's session
+// wrote under nanobot's name (web_alice_notes.jsonl of "web:alice_notes"
+// is also the name of "web:alice:notes"): to that key's own name, so
+// that neither chat reads the other's history.
+func (m *Manager) evictStranger(key, path string) error {
+	owner := metaKey(path)
+	if owner == "" || owner == key || FileName(owner) == FileName(key) || legacyName(owner) != filepath.Base(path) {
+		return nil // its own, or a file put there by hand: read as it is
+	}
+	to := filepath.Join(m.Dir, FileName(owner))
+	if _, err := os.Lstat(to); !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("session %s: %s holds the session of %q, and %s exists too: move one of them aside", key, path, owner, to)
+	}
+	if err := os.Rename(path, to); err != nil {
+		return fmt.Errorf("session %s: move %s (the session of %q) to its name: %w", key, path, owner, err)
+	}
+	m.warn(fmt.Sprintf("session %s: %s held the session of %q: renamed to %s", key, filepath.Base(path), owner, filepath.Base(to)))
+	return nil
+}
+
 // adoptLegacy renames the file a session had under nanobot's name (before
 // FileName told keys apart) to path, when path does not exist yet and
 // that file's metadata record names key: a file there for another key
@@ -477,15 +516,8 @@ func (m *Manager) adoptLegacy(key, path string) error {
 	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	f, err := os.Open(old)
-	if err != nil {
-		return nil // none, or unreadable: a new session
-	}
-	line, _ := bufio.NewReader(f).ReadBytes('\n')
-	f.Close()
-	var meta Meta
-	if json.Unmarshal(line, &meta) != nil || meta.Type != "metadata" || meta.Key != key {
-		return nil
+	if metaKey(old) != key {
+		return nil // none, unreadable, or another key's
 	}
 	if err := os.Rename(old, path); err != nil {
 		return fmt.Errorf("session %s: rename %s to its name: %w", key, old, err)
