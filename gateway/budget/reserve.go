@@ -239,6 +239,21 @@ func (l *Ledger) reserveShared(ctx context.Context, r *Reservation, prompt int) 
 	if lim := l.Limits.SessionTokens; lim > 0 {
 		gates = append(gates, gate{gateSessionKey(r.session), "session", lim, l.sessionUsed(r.session).Total()})
 	}
+	// The gates as last watched: while they show the running calls in
+	// the way, waiting costs the counters nothing (a watched change
+	// wakes the waiting calls).
+	l.sh.init()
+	for _, g := range gates {
+		c := l.sh.sums[g.key]
+		if c.Deleted || c.Values == nil {
+			continue
+		}
+		used, held := max(int(c.Values["used"]), g.view), reserved(c, now)-l.myReserved(g.key)
+		if held > 0 && used+held+prompt > g.limit {
+			l.mu.Unlock()
+			return true, nil
+		}
+	}
 	l.mu.Unlock()
 	for _, g := range gates {
 		r.gates = append(r.gates, g.key)
@@ -261,6 +276,20 @@ func (l *Ledger) reserveShared(ctx context.Context, r *Reservation, prompt int) 
 		}
 	}
 	return false, nil
+}
+
+// myReserved is what this replica's running calls hold in the gate key,
+// as it last added to it (l.mu held).
+func (l *Ledger) myReserved(key string) int {
+	if strings.HasPrefix(key, "gate.day.") {
+		return l.res.day[strings.TrimPrefix(key, "gate.day.")]
+	}
+	for s, n := range l.res.session {
+		if gateSessionKey(s) == key {
+			return n
+		}
+	}
+	return 0
 }
 
 // reserved is what the replicas' running calls hold in a gate, those of
