@@ -256,7 +256,8 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 	}
 	g := &gateway.Gateway{
 		Bus: bus.NewLocal(), Sessions: sessions, Access: checker, Runner: gateway.BotRunner{Bot: b},
-		Prompt: &gateway.Prompt{Workspace: c.Workspace, Location: loc, Log: log}, Log: log,
+		Prompt: &gateway.Prompt{Workspace: c.Workspace, Location: loc, Log: log,
+			MaxFileBytes: c.Agents.Defaults.Limits.PromptFileBytes, MaxMemoryBytes: c.Agents.Defaults.Limits.MemoryBytes}, Log: log,
 	}
 	rt := &gatewayRuntime{App: a, Config: c, Host: host, Bot: b, Gateway: g, Sessions: sessions, Access: checker, Log: log}
 	if sc != nil {

@@ -61,6 +61,10 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 		Model:     budget.Guard(modelcall.Provider(rt.Bot.Provider()), ledger),
 		Window:    d.MemoryWindow,
 		Log:       rt.Log,
+		// The memory a call is shown is the prompt's (agents.defaults.limits).
+		MaxMemoryBytes:  d.Limits.MemoryBytes,
+		MaxChunkBytes:   d.Limits.ConsolidationChunkBytes,
+		MaxMessageBytes: d.Limits.ConsolidationMessageBytes,
 		Open: func(_ context.Context, key string) (memory.Session, error) {
 			s, err := rt.Sessions.Get(key)
 			if err != nil {
