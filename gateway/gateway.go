@@ -53,6 +53,17 @@ type Budget interface {
 	Status(session string) string
 }
 
+// Reserver is a Budget that holds a model call's tokens while it runs
+// (gateway/budget's Ledger): a call reserves its prompt's estimated size
+// and its answer's cap before it starts, and settles with its usage, so
+// that calls starting together cannot all pass a check made before any
+// of them is counted. ReserveCall waits while running calls hold what
+// the call needs, and fails with a message for the user when the budget
+// cannot take it.
+type Reserver interface {
+	ReserveCall(ctx context.Context, session, source string, prompt, answer int) (settle func(provider.Usage), err error)
+}
+
 // Consolidator archives a session's unconsolidated messages into memory
 // before /new clears it (a seam: gateway/memory implements it).
 type Consolidator interface {
@@ -73,7 +84,10 @@ type Gateway struct {
 	Log      *slog.Logger
 
 	// Seams for the memory, budget and cron packages; nil is off.
-	Budget       Budget
+	Budget Budget
+	// AnswerTokens is the cap of the model's answer (maxTokens), which a
+	// Reserver budget holds for each call besides its prompt.
+	AnswerTokens int
 	Consolidator Consolidator
 	AfterTurn    AfterTurn
 	// ExtraTools are offered in every turn (the cron tool).
@@ -482,7 +496,20 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 		streamed  strings.Builder
 		budgetErr error
 		sentSame  bool
+		settle    func(provider.Usage) // the running call's reservation
 	)
+	reserver, _ := g.Budget.(Reserver)
+	release := func(u provider.Usage) bool {
+		mu.Lock()
+		s := settle
+		settle = nil
+		mu.Unlock()
+		if s != nil {
+			s(u)
+		}
+		return s != nil
+	}
+	defer release(provider.Usage{}) // a call that failed: what it cost is unknown
 	msgTool := &messageTool{g: g, from: d, onSent: func(ch, chat string) {
 		if ch == d.Channel && chat == d.ChatID {
 			mu.Lock()
@@ -511,7 +538,19 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 				g.contexts[d.SessionKey] = [2]int{ev.ContextTokens, ev.ContextBudget}
 				g.mu.Unlock()
 			}
-			if ev.Round > 1 && g.Budget != nil {
+			if reserver != nil {
+				release(provider.Usage{}) // a round that ended without its RoundEnd
+				s, err := reserver.ReserveCall(turnCtx, d.SessionKey, d.Source, ev.ContextTokens, g.AnswerTokens)
+				mu.Lock()
+				settle = s
+				if err != nil && turnCtx.Err() == nil {
+					budgetErr = err
+				}
+				mu.Unlock()
+				if err != nil {
+					cancel()
+				}
+			} else if ev.Round > 1 && g.Budget != nil {
 				if err := g.Budget.Allow(d.SessionKey, d.Source); err != nil {
 					mu.Lock()
 					budgetErr = err
@@ -532,7 +571,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 				g.publishMeta(ctx, d, bus.Progress, turnID, text, map[string]any{channel.MetaStreamed: true})
 			}
 		case agent.RoundEnd:
-			g.spent(d.SessionKey, d.Source, ev.Usage)
+			g.spent(d.SessionKey, d.Source, ev.Usage, release(ev.Usage))
 			mu.Lock()
 			streamed.Reset()
 			mu.Unlock()
@@ -685,9 +724,10 @@ func (g *Gateway) StopHere(key string) int {
 	return n
 }
 
-// spent records a call's tokens in today's ledger and the budget.
-func (g *Gateway) spent(key, source string, u provider.Usage) {
-	if g.Budget != nil {
+// spent records a call's tokens in today's ledger and, unless its
+// reservation was settled with them, in the budget.
+func (g *Gateway) spent(key, source string, u provider.Usage, settled bool) {
+	if g.Budget != nil && !settled {
 		g.Budget.Spent(key, source, u)
 	}
 	g.mu.Lock()

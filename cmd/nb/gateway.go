@@ -257,7 +257,8 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 	}
 	g := &gateway.Gateway{
 		Bus: bus.NewLocal(), Sessions: sessions, Access: checker, Runner: gateway.BotRunner{Bot: b},
-		Prompt: &gateway.Prompt{Workspace: c.Workspace, Location: loc}, Log: log,
+		Prompt: &gateway.Prompt{Workspace: c.Workspace, Location: loc, Log: log,
+			MaxFileBytes: c.Agents.Defaults.Limits.PromptFileBytes, MaxMemoryBytes: c.Agents.Defaults.Limits.MemoryBytes}, Log: log,
 		Guests: gateway.GuestPolicy{Tools: c.Gateway.Guests.Tools},
 		// The state folder (pairing, usage, receive positions) is the
 		// gateway's own, should the workspace hold it.

@@ -42,6 +42,13 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 		Warn:   func(msg string) { rt.Log.Warn(msg) },
 	}
 	g.Budget = ledger
+	// Each model call reserves its prompt and its answer's cap before it
+	// starts (the cartridge's max_tokens: maxTokens, 8,192 by default).
+	answer := d.MaxTokens
+	if answer <= 0 {
+		answer = 8192
+	}
+	ledger.AnswerTokens, g.AnswerTokens = answer, answer
 	rt.Background = append(rt.Background, func(ctx context.Context) error {
 		ledger.Run(ctx) //nolint:errcheck // with replicas, until ctx ends; alone, at once
 		<-ctx.Done()
@@ -54,6 +61,10 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 		Model:     budget.Guard(modelcall.Provider(rt.Bot.Provider()), ledger),
 		Window:    d.MemoryWindow,
 		Log:       rt.Log,
+		// The memory a call is shown is the prompt's (agents.defaults.limits).
+		MaxMemoryBytes:  d.Limits.MemoryBytes,
+		MaxChunkBytes:   d.Limits.ConsolidationChunkBytes,
+		MaxMessageBytes: d.Limits.ConsolidationMessageBytes,
 		Open: func(_ context.Context, key string) (memory.Session, error) {
 			s, err := rt.Sessions.Get(key)
 			if err != nil {

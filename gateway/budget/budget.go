@@ -74,8 +74,13 @@ type Ledger struct {
 	Shared replica.Counters
 	// Warn receives a failure to reach Shared (nil: dropped).
 	Warn func(msg string)
+	// AnswerTokens is the cap of a model's answer (maxTokens), which
+	// Guard reserves for each call besides its prompt (see Reserve).
+	AnswerTokens int
 
 	sh      sharedState
+	res     reservations
+	gateMu  sync.Mutex // orders this replica's changes of the gates
 	mu      sync.Mutex
 	loaded  bool
 	data    ledgerFile
@@ -99,10 +104,21 @@ type Exceeded struct {
 	Used   int
 	// Resets is when a daily budget is new again; zero for a session's.
 	Resets time.Time
+	// Needed, when the budget is not spent yet, is the estimated size of
+	// the request that the tokens left cannot take.
+	Needed int
 	now    time.Time
 }
 
 func (e *Exceeded) Error() string {
+	if e.Needed > 0 {
+		left := Thousands(e.Limit - e.Used)
+		if e.Budget == "session" {
+			return fmt.Sprintf("This session's token budget (%s tokens) is nearly spent: %s left, and this request needs about %s. It resets when you start a new session with /new.", Thousands(e.Limit), left, Thousands(e.Needed))
+		}
+		return fmt.Sprintf("The daily token budget (%s tokens) is nearly spent: %s left today, and this request needs about %s. It resets at %s (in %s).",
+			Thousands(e.Limit), left, Thousands(e.Needed), e.Resets.Format("15:04 MST, Mon 2 Jan"), roughly(e.Resets.Sub(e.now)))
+	}
 	if e.Budget == "session" {
 		return fmt.Sprintf("This session's token budget (%s tokens) is spent: %s used. It resets when you start a new session with /new.", Thousands(e.Limit), Thousands(e.Used))
 	}
@@ -165,6 +181,12 @@ func (l *Ledger) ResetSession(session string) {
 		delete(l.sh.inflight, k)
 		l.sh.sums[k] = replica.Count{Revision: l.sh.sums[k].Revision, Deleted: true}
 		l.sh.deletes[k] = true
+		// The session's reservations start again too (running calls
+		// settle into the new count; a stamp of the old key is void).
+		g := gateSessionKey(session)
+		l.sh.deletes[g] = true
+		l.res.init()
+		delete(l.res.at, g)
 	}
 }
 
@@ -398,19 +420,31 @@ func (l *Ledger) Status(session string) string {
 	return strings.Join(parts, "; ")
 }
 
-// Guard wraps a Caller so that its calls are checked against the ledger
-// first and counted after, under the request's Source and Session.
+// Guard wraps a Caller so that each call reserves its tokens in the
+// ledger first (its request's estimated size and AnswerTokens: see
+// Reserve) and settles with what it cost, under the request's Source and
+// Session.
 func Guard(c modelcall.Caller, l *Ledger) modelcall.Caller {
 	return modelcall.Func(func(ctx context.Context, req modelcall.Request) (modelcall.Reply, error) {
-		if err := l.Check(req.Session); err != nil {
+		r, err := l.Reserve(ctx, req.Session, Source(req.Source), RequestTokens(req), l.AnswerTokens)
+		if err != nil {
 			return modelcall.Reply{}, err
 		}
 		reply, err := c.Call(ctx, req)
-		if reply.Usage.InputTokens > 0 || reply.Usage.OutputTokens > 0 {
-			l.Record(req.Session, Source(req.Source), Usage{reply.Usage.InputTokens, reply.Usage.OutputTokens})
-		}
+		r.Settle(Usage{reply.Usage.InputTokens, reply.Usage.OutputTokens})
 		return reply, err
 	})
+}
+
+// RequestTokens estimates a call's prompt as the agent does: a token per
+// 4 bytes of its texts and tools' specifications.
+func RequestTokens(req modelcall.Request) int {
+	n := len(req.System) + len(req.User)
+	for _, t := range req.Tools {
+		b, _ := json.Marshal(t)
+		n += len(b)
+	}
+	return (n+3)/4 + 8
 }
 
 // Thousands writes n with thousands separators: 200,000.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 	"time"
 
 	"github.com/nbots/nb/gateway/replica"
@@ -110,6 +111,9 @@ func (l *Ledger) watch(ctx context.Context) {
 			l.sh.init()
 			l.sh.seen(key, c)
 			l.dirty = true // the file shows the sums too
+			if strings.HasPrefix(key, "gate.") {
+				l.wakeLocked() // another replica's call settled, perhaps
+			}
 			l.mu.Unlock()
 		}, nil)
 		if ctx.Err() != nil {

@@ -3,13 +3,18 @@ package budget_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nbots/nb/gateway/budget"
 	"github.com/nbots/nb/gateway/bus/jetstream"
+	"github.com/nbots/nb/gateway/modelcall"
 	"github.com/nbots/nb/internal/natstest"
+	"github.com/nbots/nb/provider"
 )
 
 // replicas returns n ledgers, each on its own connection to one NATS
@@ -104,5 +109,45 @@ func TestSharedCountsLoseNothing(t *testing.T) {
 		if err := l.Flush(); err != nil {
 			t.Errorf("replica %d: %v", i, err)
 		}
+	}
+}
+
+// 50 chats at once on three replicas against one daily budget of 100
+// tokens: the replicas' reservations meet in the shared counters, so the
+// budget is exceeded by at most one call's answer across them.
+func TestSharedBudgetHoldsUnderConcurrency(t *testing.T) {
+	ls := replicas(t, 3, budget.Limits{DailyTokens: 100})
+	for _, l := range ls {
+		l.AnswerTokens = 10
+	}
+	var answered atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 50 {
+		l := ls[i%len(ls)]
+		model := budget.Guard(modelcall.Func(func(context.Context, modelcall.Request) (modelcall.Reply, error) {
+			time.Sleep(20 * time.Millisecond)
+			return modelcall.Reply{Usage: provider.Usage{InputTokens: 16, OutputTokens: 10}}, nil
+		}), l)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := model.Call(ctx, modelcall.Request{Session: fmt.Sprintf("web:%d", i), Source: "chat", User: strings.Repeat("x", 32)})
+			var ex *budget.Exceeded
+			switch {
+			case err == nil:
+				answered.Add(1)
+			case !errors.As(err, &ex):
+				t.Errorf("call %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	n := int(answered.Load())
+	eventually(t, "the replicas' counts never met", func() bool { return ls[0].Report("x").TodayTotal == 26*n })
+	t.Logf("%d of 50 answered on 3 replicas: %d tokens of 100", n, 26*n)
+	if n == 0 || 26*n > 100+10 {
+		t.Errorf("%d answered: %d tokens of 100 (at most 110 allowed)", n, 26*n)
 	}
 }

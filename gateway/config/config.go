@@ -64,6 +64,19 @@ type Defaults struct {
 	Cartridge string `json:"cartridge"`
 	// Budget (nb) bounds the tokens spent.
 	Budget Budget `json:"budget"`
+	// Limits (nb) bound what files and sessions give the model.
+	Limits Limits `json:"limits"`
+}
+
+// Limits is agents.defaults.limits (nb): the bytes the system prompt
+// takes from each bootstrap file and from memory/MEMORY.md, and those a
+// memory consolidation call is sent (its conversation, each message in
+// it); 0 is the default (see docs/security.md).
+type Limits struct {
+	PromptFileBytes           int `json:"promptFileBytes"`
+	MemoryBytes               int `json:"memoryBytes"`
+	ConsolidationChunkBytes   int `json:"consolidationChunkBytes"`
+	ConsolidationMessageBytes int `json:"consolidationMessageBytes"`
 }
 
 // Budget is agents.defaults.budget (nb).

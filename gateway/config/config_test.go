@@ -216,3 +216,16 @@ func TestGuests(t *testing.T) {
 		t.Fatalf("the default configuration: %v %v", err, c.Gateway.Guests.Tools)
 	}
 }
+
+// agents.defaults.limits (nb) is read, and its keys are known.
+func TestLimitsKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gateway.json")
+	os.WriteFile(path, []byte(`{"agents": {"defaults": {"limits": {"promptFileBytes": 1000, "memoryBytes": 2000, "consolidationChunkBytes": 3000, "consolidationMessageBytes": 400}}}}`), 0o600)
+	c, err := Load(path, "", Env{"HOME=/h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.Agents.Defaults.Limits; len(c.Warnings) != 0 || l != (Limits{1000, 2000, 3000, 400}) {
+		t.Fatalf("%+v %q", l, c.Warnings)
+	}
+}

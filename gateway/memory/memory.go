@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nbots/nb/gateway/modelcall"
 	"github.com/nbots/nb/internal/atomicfile"
@@ -66,6 +68,19 @@ type Consolidator struct {
 	ContextTokens int
 	// Timeout bounds one model call (default 2 minutes).
 	Timeout time.Duration
+	// MaxChunkBytes bounds the conversation one model call is sent
+	// (DefaultMaxChunkBytes if 0): a longer tail is consolidated in
+	// several chunks, one per consolidation. MaxMessageBytes bounds each
+	// message's content in it (DefaultMaxMessageBytes if 0), cut with a
+	// note; the session keeps it whole. MaxMemoryBytes bounds what is
+	// read of MEMORY.md, for the prompt and for the call
+	// (DefaultMaxMemoryBytes if 0).
+	MaxChunkBytes, MaxMessageBytes, MaxMemoryBytes int
+	// MaxModelChunks is how many chunks /new (Consolidate with all)
+	// sends to the model at most (DefaultMaxModelChunks if 0): older
+	// ones are archived raw, so that a huge session is cleared in
+	// bounded time and cost.
+	MaxModelChunks int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Log receives warnings; nil discards them.
@@ -75,11 +90,23 @@ type Consolidator struct {
 	runMu    sync.Mutex // guards running; never held long, so Maybe never waits
 	running  map[string]bool
 	failures map[string]int
-	wg       sync.WaitGroup
+	// warnedSize is the size of MEMORY.md last warned about.
+	warnedSize int64
+	wg         sync.WaitGroup
 
 	// crash, in tests, stops a consolidation at a named point as kill -9 would.
 	crash func(point string) bool
 }
+
+// The defaults of the Consolidator's bounds: a 200 MB session or a 50 MB
+// MEMORY.md (written by a prompt-injected exec, say) costs a request of
+// at most a few hundred kilobytes.
+const (
+	DefaultMaxChunkBytes   = 128 << 10
+	DefaultMaxMessageBytes = 16_000
+	DefaultMaxMemoryBytes  = 64 << 10
+	DefaultMaxModelChunks  = 4
+)
 
 // RawAfter is how many consecutive failed calls make a consolidation
 // archive the messages unsummarised, as nanobot does.
@@ -126,7 +153,8 @@ func (c *Consolidator) lockPath() string {
 	return filepath.Join(c.Workspace, "memory", ".lock")
 }
 
-// ReadMemory is MEMORY.md's content ("" when absent).
+// ReadMemory is MEMORY.md's content ("" when absent), whole: what
+// consolidation compares and rewrites.
 func (c *Consolidator) ReadMemory() (string, error) {
 	b, err := os.ReadFile(c.MemoryPath())
 	if errors.Is(err, fs.ErrNotExist) {
@@ -138,14 +166,68 @@ func (c *Consolidator) ReadMemory() (string, error) {
 	return string(b), nil
 }
 
+// readMemoryHead is the first MaxMemoryBytes of MEMORY.md, a note saying
+// it was cut, and the file's size; only that much is read.
+func (c *Consolidator) readMemoryHead() (text string, size int64, err error) {
+	f, err := os.Open(c.MemoryPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", 0, nil
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("read memory: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", 0, fmt.Errorf("read memory: %w", err)
+	}
+	limit := c.maxMemory()
+	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err != nil {
+		return "", 0, fmt.Errorf("read memory: %w", err)
+	}
+	if len(b) <= limit {
+		return string(b), fi.Size(), nil
+	}
+	return Truncate(string(b), limit) + fmt.Sprintf("\n\n[MEMORY.md is %d bytes: only its first %d are shown]", fi.Size(), limit), fi.Size(), nil
+}
+
 // LongTerm is MEMORY.md for the system prompt ("" when absent or
-// unreadable: a prompt is still made).
+// unreadable: a prompt is still made), its first MaxMemoryBytes only,
+// with a warning in the log when it is longer.
 func (c *Consolidator) LongTerm() string {
-	m, err := c.ReadMemory()
+	m, size, err := c.readMemoryHead()
 	if err != nil {
 		c.logger().Warn("memory: " + err.Error())
 	}
+	c.warnLarge(size)
 	return m
+}
+
+// warnLarge warns, once per size, that MEMORY.md is cut.
+func (c *Consolidator) warnLarge(size int64) {
+	if size <= int64(c.maxMemory()) {
+		return
+	}
+	c.runMu.Lock()
+	warned := c.warnedSize == size
+	c.warnedSize = size
+	c.runMu.Unlock()
+	if !warned {
+		c.logger().Warn(fmt.Sprintf("memory: %s is %d bytes, over the %d the prompt and consolidation take: only its beginning is sent; shorten it", c.MemoryPath(), size, c.maxMemory()),
+			"file", c.MemoryPath(), "bytes", size)
+	}
+}
+
+// Truncate cuts s to at most n bytes, on a character boundary.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // Maybe starts consolidating the session in the background when its tail
@@ -207,25 +289,52 @@ func (c *Consolidator) Consolidate(ctx context.Context, key string, all bool) er
 		return fmt.Errorf("load session %s: %w", key, err)
 	}
 	cursor = min(max(cursor, 0), len(msgs))
-	end := len(msgs)
 	if !all {
-		end = c.chunkEnd(msgs, cursor)
+		end := c.boundEnd(msgs, cursor, c.chunkEnd(msgs, cursor))
+		if end <= cursor {
+			return nil
+		}
+		return c.consolidateChunk(ctx, key, s, msgs, cursor, end, false, false)
 	}
-	if end <= cursor {
-		return nil
+	// /new: the whole tail, chunk by chunk, the last MaxModelChunks
+	// through the model and any older ones archived raw.
+	var ends []int
+	for from := cursor; from < len(msgs); from = ends[len(ends)-1] {
+		ends = append(ends, c.boundEnd(msgs, from, len(msgs)))
 	}
-	lines := formatLines(msgs[cursor:end])
-	current, err := c.ReadMemory()
-	if err != nil {
-		return err
+	for i, end := range ends {
+		raw := i < len(ends)-c.maxModelChunks()
+		if err := c.consolidateChunk(ctx, key, s, msgs, cursor, end, true, raw); err != nil {
+			return err
+		}
+		cursor = end
 	}
-	entry, update, err := c.ask(ctx, key, current, lines)
+	return nil
+}
+
+// consolidateChunk consolidates msgs[cursor:end]: through the model, or
+// raw (after RawAfter failures, or at once with raw), and moves the
+// session's cursor to end.
+func (c *Consolidator) consolidateChunk(ctx context.Context, key string, s Session, msgs []Message, cursor, end int, all, raw bool) error {
+	lines := c.formatLines(msgs[cursor:end])
+	var current, entry, update string
+	var err error
+	if raw {
+		err = errors.New("older than what /new sends to the model")
+	} else {
+		if current, err = c.ReadMemory(); err != nil {
+			return err
+		}
+		entry, update, err = c.ask(ctx, key, current, lines)
+	}
 	if err != nil {
 		n := c.failed(key)
 		if n < RawAfter && !all {
 			return err
 		}
-		c.logger().Warn(fmt.Sprintf("memory consolidation of %s failed %d times (%v): archiving %d messages raw", key, n, err, end-cursor))
+		if !raw {
+			c.logger().Warn(fmt.Sprintf("memory consolidation of %s failed %d times (%v): archiving %d messages raw", key, n, err, end-cursor))
+		}
 		entry = fmt.Sprintf("[%s] [RAW] %d messages\n%s", c.now().Format("2006-01-02 15:04"), end-cursor, lines)
 		update = current
 	}
@@ -239,6 +348,10 @@ func (c *Consolidator) Consolidate(ctx context.Context, key string, all bool) er
 		return err
 	}
 	j := journal{Key: key, From: cursor, To: end, HistorySize: hsize, Entry: entry + "\n\n", Memory: update}
+	if update == current {
+		// MEMORY.md stays: the journal need not hold a copy of it.
+		j.Memory, j.KeepMemory = "", true
+	}
 	data, _ := json.Marshal(j)
 	if err := atomicfile.WriteFile(c.journalPath(), data, 0o600); err != nil {
 		return err
@@ -247,6 +360,28 @@ func (c *Consolidator) Consolidate(ctx context.Context, key string, all bool) er
 		return errCrashed
 	}
 	return c.finish(ctx, j, s)
+}
+
+// lineBytes is the size of a message in the request: its content, cut
+// to MaxMessageBytes, and its line's framing.
+func (c *Consolidator) lineBytes(m Message) int {
+	if m.Content == "" {
+		return 0
+	}
+	return min(len(m.Content), c.maxMessage()) + 64
+}
+
+// boundEnd is end, or earlier, so that msgs[cursor:end] formats to at
+// most MaxChunkBytes (one message at least).
+func (c *Consolidator) boundEnd(msgs []Message, cursor, end int) int {
+	n := 0
+	for i := cursor; i < end; i++ {
+		n += c.lineBytes(msgs[i])
+		if n > c.maxChunk() && i > cursor {
+			return i
+		}
+	}
+	return end
 }
 
 func (c *Consolidator) due(tail, tailTokens int) bool {
@@ -334,6 +469,8 @@ type journal struct {
 	HistorySize int64  `json:"history_size"`
 	Entry       string `json:"entry"`
 	Memory      string `json:"memory"`
+	// KeepMemory leaves MEMORY.md as it is (Memory is then empty).
+	KeepMemory bool `json:"keep_memory,omitempty"`
 }
 
 func (c *Consolidator) recoverLocked(ctx context.Context) error {
@@ -376,7 +513,9 @@ func (c *Consolidator) finish(ctx context.Context, j journal, s Session) error {
 	if c.crashAt("history") {
 		return errCrashed
 	}
-	if current, err := c.ReadMemory(); err != nil {
+	if j.KeepMemory {
+		// nothing to write
+	} else if current, err := c.ReadMemory(); err != nil {
 		return err
 	} else if current != j.Memory {
 		if err := atomicfile.WriteFile(c.MemoryPath(), []byte(j.Memory), 0o600); err != nil {
@@ -459,6 +598,12 @@ func (c *Consolidator) ask(ctx context.Context, key, current, lines string) (ent
 	if strings.TrimSpace(mem) == "" {
 		mem = "(empty)"
 	}
+	if len(mem) > c.maxMemory() {
+		// The model rewrites what it is shown: a memory_update made from
+		// the first part only is refused (see keepable).
+		c.warnLarge(int64(len(mem)))
+		mem = Truncate(mem, c.maxMemory()) + fmt.Sprintf("\n\n[MEMORY.md is %d bytes: only its first %d are shown]", len(current), c.maxMemory())
+	}
 	reply, err := c.Model.Call(ctx, modelcall.Request{
 		Source:     "consolidation",
 		Session:    key,
@@ -528,7 +673,20 @@ func asText(v any) string {
 }
 
 // formatLines writes messages as nanobot's consolidation prompt lists them:
-// "[2026-03-15 14:30] USER [tools: a, b]: content", empty contents skipped.
+// "[2026-03-15 14:30] USER [tools: a, b]: content", empty contents
+// skipped, each content cut to MaxMessageBytes with a note.
+func (c *Consolidator) formatLines(msgs []Message) string {
+	limit := c.maxMessage()
+	cut := make([]Message, len(msgs))
+	for i, m := range msgs {
+		if len(m.Content) > limit {
+			m.Content = Truncate(m.Content, limit) + fmt.Sprintf(" … [%d bytes cut]", len(m.Content)-len(Truncate(m.Content, limit)))
+		}
+		cut[i] = m
+	}
+	return formatLines(cut)
+}
+
 func formatLines(msgs []Message) string {
 	var b strings.Builder
 	for _, m := range msgs {
@@ -581,6 +739,20 @@ func (c *Consolidator) window() int {
 		return 100
 	}
 	return c.Window
+}
+
+func (c *Consolidator) maxChunk() int   { return orDefault(c.MaxChunkBytes, DefaultMaxChunkBytes) }
+func (c *Consolidator) maxMessage() int { return orDefault(c.MaxMessageBytes, DefaultMaxMessageBytes) }
+func (c *Consolidator) maxMemory() int  { return orDefault(c.MaxMemoryBytes, DefaultMaxMemoryBytes) }
+func (c *Consolidator) maxModelChunks() int {
+	return orDefault(c.MaxModelChunks, DefaultMaxModelChunks)
+}
+
+func orDefault(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 func (c *Consolidator) timeout() time.Duration {

@@ -15,11 +15,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
-
 	"errors"
 	"fmt"
-	sjson "github.com/segmentio/encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -28,6 +28,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
+
+	sjson "github.com/segmentio/encoding/json"
 
 	"github.com/nbots/nb/internal/atomicfile"
 	"github.com/nbots/nb/state"
@@ -80,25 +83,79 @@ type Function struct {
 	Arguments string `json:"arguments"`
 }
 
-// FileName is the file of a session key: nanobot's safe_filename of the
-// key with ":" replaced by "_".
+// FileName is the file of a session key. For the keys nanobot itself
+// makes ("telegram:12345", "slack:C01:1700000000.000100",
+// "email:john_doe@example.com", "cli:direct") it is nanobot's name:
+// safe_filename of the key with ":" replaced by "_". That mapping sends
+// several keys to one name ("web:alice?notes", "web:alice_notes" and
+// "web:alice:notes" would all be web_alice_notes.jsonl, so one chat would
+// read another's history); so a key is given nanobot's name only when it
+// is the one key nanobot's name reads back as (see canonicalKey), and
+// every other key gets nanobot's name followed by "~" and a hash of the
+// key: different keys never share a file.
 func FileName(key string) string {
-	name := strings.ReplaceAll(key, ":", "_")
+	name := nanobotName(key)
+	if len(name) <= maxNameBytes && canonicalKey(name) == key && !strings.ContainsRune(key, '~') {
+		return name + ".jsonl"
+	}
+	// '~' is never in a name of the first kind, so the two kinds never
+	// meet; the hash tells the keys of the second kind apart.
+	sum := sha256.Sum256([]byte(key))
+	return truncateUTF8(name, maxNameBytes) + "~" + hex.EncodeToString(sum[:8]) + ".jsonl"
+}
+
+// maxNameBytes bounds the readable part of a file name: file systems take
+// 255 bytes, and the hash and ".jsonl" follow.
+const maxNameBytes = 200
+
+// nanobotName is nanobot's file name of key, without ".jsonl":
+// safe_filename(key.replace(":", "_")), control characters replaced too.
+func nanobotName(key string) string {
 	var b strings.Builder
-	for _, r := range name {
+	for _, r := range key {
 		switch r {
 		case '<', '>', ':', '"', '/', '\\', '|', '?', '*':
 			b.WriteByte('_')
 		default:
-			if r < 0x20 {
+			if r < 0x20 || r == 0x7f {
 				b.WriteByte('_')
 				continue
 			}
 			b.WriteRune(r)
 		}
 	}
-	return strings.TrimSpace(b.String()) + ".jsonl"
+	return strings.TrimSpace(b.String())
 }
+
+// canonicalKey is the key a nanobot file name stands for: the channel
+// before the first "_", then the chat id with every "_" read back as ":"
+// (Slack threads, Matrix rooms), except for email, whose addresses hold
+// "_" and never ":".
+func canonicalKey(name string) string {
+	ch, chat, ok := strings.Cut(name, "_")
+	if !ok {
+		return name
+	}
+	if ch != "email" {
+		chat = strings.ReplaceAll(chat, "_", ":")
+	}
+	return ch + ":" + chat
+}
+
+// truncateUTF8 cuts s to at most n bytes, on a character boundary.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// legacyName is the name the session of key had before FileName told
+// keys apart: nanobot's, for every key.
+func legacyName(key string) string { return nanobotName(key) + ".jsonl" }
 
 // Manager opens the sessions of one workspace and keeps them open.
 type Manager struct {
@@ -108,9 +165,17 @@ type Manager struct {
 	Warn func(msg string)
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
+	// IdleAfter is how long a session not used is kept in memory
+	// (DefaultIdleAfter if 0); MaxOpen how many are kept at most, the
+	// least recently used idle ones forgotten first (DefaultMaxOpen if
+	// 0). A forgotten session is read again from its file when its chat
+	// comes back; one a turn holds is never forgotten.
+	IdleAfter time.Duration
+	MaxOpen   int
 
-	mu   sync.Mutex
-	open map[string]*Session
+	mu    sync.Mutex
+	open  map[string]*Session
+	swept time.Time
 	// st keeps the sessions in a state.Store; nil keeps them in files
 	// under Dir.
 	st *storeSessions
@@ -131,14 +196,28 @@ func (m *Manager) now() time.Time {
 	return time.Now()
 }
 
+// DefaultIdleAfter and DefaultMaxOpen are the Manager's defaults: ten
+// thousand chats cost neither ten thousand sessions in memory nor a
+// descriptor each (no session holds one when no turn runs on it).
+const (
+	DefaultIdleAfter = 15 * time.Minute
+	DefaultMaxOpen   = 1000
+)
+
 // Get returns the session of key, loading it from its file or creating
-// it. Every caller of one key gets the same *Session.
+// it. Callers of one key get the same *Session while it is in use; a
+// session idle for IdleAfter may be forgotten and read again (a caller
+// that kept the old one still works with it, as another process would:
+// its writes take the file's lock and reread what changed).
 func (m *Manager) Get(key string) (*Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	now := m.now()
 	if s, ok := m.open[key]; ok {
+		s.touch(now)
 		return s, nil
 	}
+	m.sweepLocked(now)
 	load := m.load
 	if m.st != nil {
 		load = m.loadStored
@@ -147,8 +226,56 @@ func (m *Manager) Get(key string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.used = now
 	m.open[key] = s
 	return s, nil
+}
+
+// touch marks the session used at now.
+func (s *Session) touch(now time.Time) {
+	s.mu.Lock()
+	s.used = now
+	s.mu.Unlock()
+}
+
+// sweepLocked forgets the sessions idle for IdleAfter (checked at most
+// every IdleAfter/4), and the least recently used idle ones past
+// MaxOpen.
+func (m *Manager) sweepLocked(now time.Time) {
+	idle, most := m.IdleAfter, m.MaxOpen
+	if idle <= 0 {
+		idle = DefaultIdleAfter
+	}
+	if most <= 0 {
+		most = DefaultMaxOpen
+	}
+	if len(m.open) < most && now.Sub(m.swept) < idle/4 {
+		return
+	}
+	m.swept = now
+	type entry struct {
+		key  string
+		used time.Time
+	}
+	var idleOnes []entry
+	for k, s := range m.open {
+		s.mu.Lock()
+		held, used := s.holds, s.used
+		s.mu.Unlock()
+		if !held {
+			idleOnes = append(idleOnes, entry{k, used})
+		}
+	}
+	sort.Slice(idleOnes, func(i, j int) bool { return idleOnes[i].used.Before(idleOnes[j].used) })
+	for _, e := range idleOnes {
+		if now.Sub(e.used) < idle && len(m.open) < most {
+			break
+		}
+		if err := m.open[e.key].close(); err != nil {
+			m.warn(err.Error())
+		}
+		delete(m.open, e.key)
+	}
 }
 
 // Close closes every open session's file.
@@ -211,9 +338,14 @@ type Session struct {
 	Key  string
 	Path string
 
-	m      *Manager
-	mu     sync.Mutex
-	f      *os.File
+	m  *Manager
+	mu sync.Mutex
+	// f is the file opened to append, only while the session is held
+	// (or written outside a turn): an idle session keeps no descriptor.
+	f *os.File
+	// fi identifies the file as last read (another process's /new
+	// replaces it).
+	fi     os.FileInfo
 	meta   Meta
 	events []state.Event // every message, as the agent's events
 	dirty  bool          // written since the last Sync
@@ -222,6 +354,8 @@ type Session struct {
 	// holds tells that a turn of this process holds the session (Lock):
 	// writes of other goroutines go through it instead of waiting.
 	holds bool
+	// used is when the session was last asked for or released.
+	used time.Time
 
 	// A session in a state.Store (nil f): its conversation, the turn
 	// that holds it, how many of its records were read, the first of them (to
@@ -234,50 +368,32 @@ type Session struct {
 	pending [][]byte
 }
 
-// load reads the file of key, repairing a torn last line.
+// load reads the file of key, repairing a torn last line. The file is
+// read line by line, never whole: a session of hundreds of megabytes
+// costs its messages, not its bytes twice over. No descriptor stays open:
+// the file is opened again to append (see writeLocked).
 func (m *Manager) load(key string) (*Session, error) {
 	path := filepath.Join(m.Dir, FileName(key))
+	if err := m.adoptLegacy(key, path); err != nil {
+		return nil, err
+	}
+	if err := m.evictStranger(key, path); err != nil {
+		return nil, err
+	}
 	s := &Session{Key: key, Path: path, m: m}
-	data, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("session %s: %w", path, err)
+	good, torn, err := s.readFile()
+	if err != nil {
+		return nil, err
 	}
-	good := 0 // bytes of complete, valid lines
-	lineNo := 0
-	for off := 0; off < len(data); {
-		nl := bytes.IndexByte(data[off:], '\n')
-		if nl < 0 {
-			break // a last line without its newline: torn
-		}
-		line := data[off : off+nl]
-		lineNo++
-		next := off + nl + 1
-		if len(bytes.TrimSpace(line)) == 0 {
-			good, off = next, next
-			continue
-		}
-		if err := s.decodeLine(line); err != nil {
-			if next == len(data) {
-				break // the last line is torn though newline-ended (a partial write of a multi-byte sequence)
-			}
-			m.warn(fmt.Sprintf("session %s:%d: skipped a line that is not a message (%v)", path, lineNo, err))
-		}
-		good, off = next, next
-	}
-	if good < len(data) {
-		if err := m.quarantine(path, data[good:]); err != nil {
+	if torn != nil {
+		if err := m.quarantine(path, torn); err != nil {
 			return nil, err
 		}
-		if err := os.Truncate(path, int64(good)); err != nil {
+		if err := os.Truncate(path, good); err != nil {
 			return nil, fmt.Errorf("session %s: cut its torn last line: %w", path, err)
 		}
-		data = data[:good]
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("session %s: %w", path, err)
-	}
-	s.f, s.size = f, int64(len(data))
+	s.size = good
 	if s.meta.Type == "" {
 		now := m.now().Format(TimeLayout)
 		s.meta = Meta{Type: "metadata", Key: key, CreatedAt: now, UpdatedAt: now, Metadata: map[string]any{}}
@@ -291,11 +407,123 @@ func (m *Manager) load(key string) (*Session, error) {
 		if err := s.syncLocked(); err != nil {
 			return nil, err
 		}
+		s.closeFileLocked()
 	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", path, err)
+	}
+	s.fi = fi
 	if s.meta.LastConsolidated > len(s.events) {
 		s.meta.LastConsolidated = len(s.events)
 	}
 	return s, nil
+}
+
+// readFile decodes the session's file, streamed: it returns the length
+// of its complete lines and, when its last line is torn, that line.
+func (s *Session) readFile() (good int64, torn []byte, err error) {
+	f, err := os.Open(s.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil, nil
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, nil, fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	size := fi.Size()
+	r := bufio.NewReaderSize(f, 256<<10)
+	lineNo := 0
+	for {
+		line, err := r.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			if len(line) > 0 {
+				return good, line, nil // a last line without its newline: torn
+			}
+			return good, nil, nil
+		}
+		if err != nil {
+			return 0, nil, fmt.Errorf("session %s: %w", s.Path, err)
+		}
+		lineNo++
+		next := good + int64(len(line))
+		body := line[:len(line)-1]
+		if len(bytes.TrimSpace(body)) == 0 {
+			good = next
+			continue
+		}
+		if err := s.decodeLine(body); err != nil {
+			if next >= size {
+				// The last line is torn though newline-ended (a
+				// partial write of a multi-byte sequence).
+				return good, line, nil
+			}
+			s.m.warn(fmt.Sprintf("session %s:%d: skipped a line that is not a message (%v)", s.Path, lineNo, err))
+		}
+		good = next
+	}
+}
+
+// metaKey is the key the metadata record of the session file at path
+// names ("" when there is none).
+func metaKey(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadBytes('\n')
+	var meta Meta
+	if json.Unmarshal(line, &meta) != nil || meta.Type != "metadata" {
+		return ""
+	}
+	return meta.Key
+}
+
+// evictStranger moves away a file at path that another key's session
+// wrote under nanobot's name (web_alice_notes.jsonl of "web:alice_notes"
+// is also the name of "web:alice:notes"): to that key's own name, so
+// that neither chat reads the other's history.
+func (m *Manager) evictStranger(key, path string) error {
+	owner := metaKey(path)
+	if owner == "" || owner == key || FileName(owner) == FileName(key) || legacyName(owner) != filepath.Base(path) {
+		return nil // its own, or a file put there by hand: read as it is
+	}
+	to := filepath.Join(m.Dir, FileName(owner))
+	if _, err := os.Lstat(to); !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("session %s: %s holds the session of %q, and %s exists too: move one of them aside", key, path, owner, to)
+	}
+	if err := os.Rename(path, to); err != nil {
+		return fmt.Errorf("session %s: move %s (the session of %q) to its name: %w", key, path, owner, err)
+	}
+	m.warn(fmt.Sprintf("session %s: %s held the session of %q: renamed to %s", key, filepath.Base(path), owner, filepath.Base(to)))
+	return nil
+}
+
+// adoptLegacy renames the file a session had under nanobot's name (before
+// FileName told keys apart) to path, when path does not exist yet and
+// that file's metadata record names key: a file there for another key
+// (one that nanobot's name mapped to the same file) is left to it.
+func (m *Manager) adoptLegacy(key, path string) error {
+	old := filepath.Join(m.Dir, legacyName(key))
+	if old == path {
+		return nil
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if metaKey(old) != key {
+		return nil // none, unreadable, or another key's
+	}
+	if err := os.Rename(old, path); err != nil {
+		return fmt.Errorf("session %s: rename %s to its name: %w", key, old, err)
+	}
+	m.warn(fmt.Sprintf("session %s: renamed %s to %s (a name no other chat shares)", key, filepath.Base(old), filepath.Base(path)))
+	return nil
 }
 
 func (m *Manager) warn(msg string) {
@@ -434,13 +662,37 @@ func (s *Session) Sync() error {
 }
 
 func (s *Session) syncLocked() error {
-	if !s.dirty || s.f == nil {
+	if !s.dirty || s.conv != nil {
 		return nil
 	}
-	if err := s.f.Sync(); err != nil {
+	f := s.f
+	if f == nil {
+		// Written, then closed before this Sync: the file's data is
+		// flushed through any descriptor of it.
+		var err error
+		if f, err = os.OpenFile(s.Path, os.O_WRONLY|os.O_APPEND, 0); err != nil {
+			return fmt.Errorf("session %s: sync: %w", s.Path, err)
+		}
+		defer f.Close()
+	}
+	if err := f.Sync(); err != nil {
 		return fmt.Errorf("session %s: sync: %w", s.Path, err)
 	}
 	s.dirty = false
+	return nil
+}
+
+// closeFileLocked closes the descriptor that appends, if open: done when
+// the session is released, so that idle sessions hold none.
+func (s *Session) closeFileLocked() error {
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	if err != nil {
+		return fmt.Errorf("session %s: close: %w", s.Path, err)
+	}
 	return nil
 }
 
@@ -459,8 +711,15 @@ func (s *Session) writeLocked(lines ...[]byte) error {
 	if len(lines) == 0 {
 		return nil
 	}
-	if s.f == nil {
+	if s.conv != nil {
 		return s.storeLocked(lines)
+	}
+	if s.f == nil {
+		f, err := os.OpenFile(s.Path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("session %s: %w", s.Path, err)
+		}
+		s.f = f
 	}
 	for _, b := range lines {
 		// One write call per line: O_APPEND puts it whole at the end; a
@@ -563,7 +822,7 @@ func (s *Session) Clear() error {
 }
 
 func (s *Session) clearLocked() error {
-	if s.f == nil {
+	if s.conv != nil {
 		return s.clearStoredLocked()
 	}
 	now := s.m.now()
@@ -579,12 +838,12 @@ func (s *Session) clearLocked() error {
 	if err := atomicfile.WriteFile(s.Path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("session %s: %w", s.Path, err)
 	}
-	f, err := os.OpenFile(s.Path, os.O_WRONLY|os.O_APPEND, 0o600)
+	fi, err := os.Stat(s.Path)
 	if err != nil {
 		return fmt.Errorf("session %s: %w", s.Path, err)
 	}
-	s.f.Close()
-	s.f, s.meta, s.events, s.size, s.dirty = f, meta, nil, int64(len(b)+1), false
+	s.closeFileLocked() //nolint:errcheck // the old file, synced above
+	s.fi, s.meta, s.events, s.size, s.dirty = fi, meta, nil, int64(len(b)+1), false
 	return nil
 }
 
@@ -626,6 +885,12 @@ func (s *Session) Lock(ctx context.Context) (func(), error) {
 	return func() {
 		s.mu.Lock()
 		s.holds = false
+		s.used = s.m.now()
+		// What was written stays dirty until a Sync: the data is the
+		// file's, not the descriptor's.
+		if err := s.closeFileLocked(); err != nil {
+			s.m.warn(err.Error())
+		}
 		s.mu.Unlock()
 		lf.Close() // closing releases the lock
 	}, nil
@@ -640,30 +905,26 @@ func (s *Session) refresh() error {
 	if err != nil {
 		return fmt.Errorf("session %s: %w", s.Path, err)
 	}
-	cur, err := s.f.Stat()
-	if err != nil {
-		return fmt.Errorf("session %s: %w", s.Path, err)
-	}
-	if os.SameFile(fi, cur) && fi.Size() == s.size {
+	if s.fi != nil && os.SameFile(fi, s.fi) && fi.Size() == s.size {
 		return nil
 	}
 	fresh, err := s.m.load(s.Key)
 	if err != nil {
 		return err
 	}
-	s.f.Close()
-	s.f, s.meta, s.events, s.size, s.dirty = fresh.f, fresh.meta, fresh.events, fresh.size, false
+	if err := s.syncLocked(); err != nil {
+		return err
+	}
+	s.closeFileLocked() //nolint:errcheck // synced above
+	s.fi, s.meta, s.events, s.size, s.dirty = fresh.fi, fresh.meta, fresh.events, fresh.size, false
 	return nil
 }
 
 func (s *Session) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.f == nil {
-		return nil
-	}
 	err := s.syncLocked()
-	return errors.Join(err, s.f.Close())
+	return errors.Join(err, s.closeFileLocked())
 }
 
 // fromEvent converts an agent event into a message line.

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,13 +38,17 @@ const Name = "slack"
 // past 40,000 characters and advises 4,000.
 const MaxMessageLength = 4000
 
-// DMConfig is channels.slack.dm.
+// DMConfig is channels.slack.dm. The channel applies it, as nanobot's
+// does: a direct message it refuses is acknowledged and dropped before
+// anything is downloaded or a pairing code is handed out.
 type DMConfig struct {
-	// Enabled answers direct messages (default true).
+	// Enabled answers direct messages (default true); false drops them.
 	Enabled *bool `json:"enabled,omitempty"`
-	// Policy is "open" or "allowlist" (the gateway applies it).
+	// Policy is "open" (the default: anyone the gateway's allowFrom or
+	// pairing admits) or "allowlist" (only the user ids of AllowFrom).
 	Policy string `json:"policy,omitempty"`
-	// AllowFrom lists user ids allowed in direct messages.
+	// AllowFrom lists the user ids allowed in direct messages when
+	// Policy is "allowlist".
 	AllowFrom []string `json:"allowFrom,omitempty"`
 }
 
@@ -58,8 +63,10 @@ type Config struct {
 	AppToken string `json:"appToken"`
 	// AllowFrom lists user ids; the gateway checks SenderID against it.
 	AllowFrom []string `json:"allowFrom"`
-	// GroupPolicy is "mention" (default), "open" or "allowlist"
-	// (GroupAllowFrom lists channel ids); the gateway applies it.
+	// GroupPolicy is "mention" (default: answer in channels when
+	// mentioned), "open" (answer every message) or "allowlist" (answer
+	// every message of the channels GroupAllowFrom lists by id, and
+	// nothing elsewhere, mention or not: the channel drops the rest).
 	GroupPolicy    string   `json:"groupPolicy,omitempty"`
 	GroupAllowFrom []string `json:"groupAllowFrom,omitempty"`
 	// ReplyInThread answers channel messages in their thread (default
@@ -107,6 +114,11 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 	case "", "mention", "open", "allowlist":
 	default:
 		return nil, fmt.Errorf("channels.slack.groupPolicy is %q: use \"mention\", \"open\" or \"allowlist\"", cfg.GroupPolicy)
+	}
+	switch cfg.DM.Policy {
+	case "", "open", "allowlist":
+	default:
+		return nil, fmt.Errorf("channels.slack.dm.policy is %q: use \"open\" or \"allowlist\"", cfg.DM.Policy)
 	}
 	opts := []slackapi.Option{
 		slackapi.OptionAppLevelToken(cfg.AppToken),
@@ -254,6 +266,14 @@ func (c *Channel) inbound(ctx context.Context, ev slackevents.EventsAPIEvent, me
 		return bus.Inbound{}, false
 	}
 	group := chType != "im"
+	if why := c.refused(user, ch, group); why != "" {
+		// Dropped here, before any download: the gateway never sees it.
+		c.log.Debug("slack: message dropped", "reason", why, "channel", ch, "user", user)
+		return bus.Inbound{}, false
+	}
+	if group && c.cfg.GroupPolicy == "allowlist" {
+		mention = true // a listed channel is answered without a mention, as in nanobot
+	}
 	tag := "<@" + me + ">"
 	if strings.Contains(text, tag) {
 		mention = true
@@ -293,6 +313,27 @@ func (c *Channel) inbound(ctx context.Context, ev slackevents.EventsAPIEvent, me
 			"channel": ch, "ts": ts, "thread_ts": thread,
 		},
 	}, true
+}
+
+// refused says why the policies of channels.slack drop a message from
+// user in conversation ch ("" when they admit it): dm.enabled, dm.policy
+// with dm.allowFrom for direct messages, groupPolicy "allowlist" with
+// groupAllowFrom for channels.
+func (c *Channel) refused(user, ch string, group bool) string {
+	if !group {
+		dm := c.cfg.DM
+		if dm.Enabled != nil && !*dm.Enabled {
+			return "direct messages are off (channels.slack.dm.enabled)"
+		}
+		if dm.Policy == "allowlist" && !slices.Contains(dm.AllowFrom, user) {
+			return "the user is not in channels.slack.dm.allowFrom"
+		}
+		return ""
+	}
+	if c.cfg.GroupPolicy == "allowlist" && !slices.Contains(c.cfg.GroupAllowFrom, ch) {
+		return "the channel is not in channels.slack.groupAllowFrom"
+	}
+	return ""
 }
 
 func tsTime(ts string) time.Time {

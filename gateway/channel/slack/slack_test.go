@@ -356,3 +356,70 @@ func TestFileTokenOnlyToSlack(t *testing.T) {
 		t.Errorf("a file elsewhere: %v", err)
 	}
 }
+
+// dropped posts the events that the policies must drop, then one they
+// admit, and checks that only that one reached the gateway (and that
+// every envelope was acknowledged, so Slack does not send them again).
+func dropped(t *testing.T, fake *slackfake.Server, h *harness, drop []slackfake.Event, admit slackfake.Event) bus.Inbound {
+	t.Helper()
+	for _, ev := range drop {
+		fake.Post(ev)
+	}
+	fake.Post(admit)
+	h.in.Wait(t, 1)
+	waitAcked(t, fake)
+	time.Sleep(50 * time.Millisecond)
+	got := h.in.Unique()
+	if want := strings.TrimSpace(strings.ReplaceAll(admit.Text, "<@UBOT0001>", "")); len(got) != 1 || got[0].Content != want {
+		t.Fatalf("carried %+v, want only %q", got, admit.Text)
+	}
+	return got[0]
+}
+
+func TestDMDisabled(t *testing.T) {
+	fake := newFake(t)
+	off := false
+	h := start(t, fake, Config{DM: DMConfig{Enabled: &off}})
+	pic := fake.AddFile("cat.png", "image/png", []byte("PNG"))
+	dropped(t, fake, h, []slackfake.Event{
+		{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "hello"},
+		{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "a file", Subtype: "file_share", Files: []slackfake.File{pic}},
+	}, slackfake.Event{Channel: "C0001", ChannelType: "channel", User: "U0001", Text: "<@UBOT0001> in a channel"})
+	if entries, _ := os.ReadDir(filepath.Join(h.env.Workspace, "media", "slack")); len(entries) != 0 {
+		t.Errorf("a refused direct message's file was downloaded: %v", entries)
+	}
+}
+
+func TestDMAllowlist(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, Config{DM: DMConfig{Policy: "allowlist", AllowFrom: []string{"U0002"}}})
+	dropped(t, fake, h, []slackfake.Event{
+		{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "not listed"},
+	}, slackfake.Event{Channel: "D0002", ChannelType: "im", User: "U0002", Text: "listed"})
+}
+
+func TestGroupAllowlist(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, Config{GroupPolicy: "allowlist", GroupAllowFrom: []string{"C0002"}})
+	m := dropped(t, fake, h, []slackfake.Event{
+		// The attack: a mention in a channel that is not on the list.
+		{Channel: "C0001", ChannelType: "channel", User: "U0001", Text: "<@UBOT0001> answer me"},
+		{Type: "app_mention", Channel: "C0001", User: "U0001", Text: "<@UBOT0001> answer me too"},
+		{Channel: "C0001", ChannelType: "channel", User: "U0001", Text: "chatter"},
+	}, slackfake.Event{Channel: "C0002", ChannelType: "channel", User: "U0001", Text: "no mention needed here"})
+	if m.Metadata["mentioned"] != true || m.Metadata["group"] != true {
+		t.Errorf("a listed channel's message is not answered: %v", m.Metadata)
+	}
+	// Direct messages are not channels: the group list does not apply.
+	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "dm"})
+	if got := h.in.Wait(t, 2); got[1].Content != "dm" {
+		t.Errorf("%+v", got[1])
+	}
+}
+
+func TestDMPolicyConfigError(t *testing.T) {
+	_, err := New(Config{BotToken: "xoxb-1", AppToken: "xapp-1", DM: DMConfig{Policy: "closed"}}, channel.Env{})
+	if err == nil || !strings.Contains(err.Error(), "channels.slack.dm.policy") {
+		t.Errorf("%v", err)
+	}
+}
