@@ -42,6 +42,7 @@ import (
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/catalog"
+	"github.com/nbots/nb/connlimit"
 	"github.com/nbots/nb/eventlog"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/tool"
@@ -127,7 +128,7 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxConns <= 0 {
 		l.MaxConns = d.MaxConns
 	}
-	l.MaxConns = min(l.MaxConns, maxConnsForFiles())
+	l.MaxConns = min(l.MaxConns, connlimit.MaxConnsForFiles())
 	if l.MaxRuns <= 0 {
 		l.MaxRuns = d.MaxRuns
 	}
@@ -446,6 +447,7 @@ func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 	}
 	errc := make(chan error, len(lns))
 	conns := s.connLimiter()
+	hs.ConnState = conns.ConnState
 	for _, ln := range lns {
 		go func() { errc <- hs.Serve(conns.Listen(ln)) }()
 	}

@@ -132,6 +132,61 @@ type Gateway struct {
 	// (--store and NB_STORE win): the chat sessions go there; "" keeps
 	// them in the workspace's files.
 	Store string `json:"store"`
+	// Limits (nb) bound what strangers and floods can take from the
+	// gateway.
+	Limits Limits `json:"limits"`
+}
+
+// Limits is gateway.limits (nb); zero or absent keys take the defaults.
+type Limits struct {
+	// ClientConns bounds the listener's open connections from one
+	// address (default 64).
+	ClientConns int `json:"clientConns"`
+	// Conns bounds the listener's open connections in all (default
+	// 1,024, and half the process's limit of open files at most).
+	Conns int `json:"conns"`
+	// MediaBytes bounds the workspace's media folder, where the channels
+	// store what people send: past it the oldest files are removed
+	// (default DefaultMediaBytes).
+	MediaBytes int64 `json:"mediaBytes"`
+	// QueuedPerChat bounds the messages of one chat waiting for the
+	// agent (default DefaultQueuedPerChat): past it they are dropped and
+	// the chat is told once.
+	QueuedPerChat int `json:"queuedPerChat"`
+	// CronJobs bounds the jobs of cron/jobs.json (default
+	// DefaultCronJobs): the cron tool and nb gateway cron add refuse more.
+	CronJobs int `json:"cronJobs"`
+}
+
+// Defaults of gateway.limits.
+const (
+	DefaultMediaBytes    = 1 << 30
+	DefaultQueuedPerChat = 20
+	DefaultCronJobs      = 1000
+)
+
+// Media is gateway.limits.mediaBytes, or its default.
+func (l Limits) Media() int64 {
+	if l.MediaBytes <= 0 {
+		return DefaultMediaBytes
+	}
+	return l.MediaBytes
+}
+
+// Queued is gateway.limits.queuedPerChat, or its default.
+func (l Limits) Queued() int {
+	if l.QueuedPerChat <= 0 {
+		return DefaultQueuedPerChat
+	}
+	return l.QueuedPerChat
+}
+
+// Cron is gateway.limits.cronJobs, or its default.
+func (l Limits) Cron() int {
+	if l.CronJobs <= 0 {
+		return DefaultCronJobs
+	}
+	return l.CronJobs
 }
 
 // Heartbeat is gateway.heartbeat.
