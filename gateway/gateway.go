@@ -163,6 +163,11 @@ func (i inbox) Publish(ctx context.Context, m bus.Inbound) error {
 	return err
 }
 
+// Admits implements channel.Admitter: whether m's sender is let in now,
+// asked without issuing a pairing code, so that a channel downloads no
+// stranger's media.
+func (i inbox) Admits(m bus.Inbound) bool { return i.g.Access.Admitted(i.g.accessRequest(m)) }
+
 // steerable tells the messages that may steer a running turn: not
 // commands, messages without an id (they could not be recognised when
 // the bus delivers them) nor messages with media.
@@ -296,6 +301,11 @@ const (
 
 // authorize is the gateway's one call of access.Authorize for a message.
 func (g *Gateway) authorize(m bus.Inbound) access.Decision {
+	return g.Access.Authorize(g.accessRequest(m))
+}
+
+// accessRequest is what access decides for a message.
+func (g *Gateway) accessRequest(m bus.Inbound) access.Request {
 	r := access.Request{Entry: access.Channel, Channel: m.Channel, SenderID: m.SenderID, ChatID: m.ChatID}
 	r.Group, _ = m.Metadata[channel.MetaGroup].(bool)
 	r.Mentioned, _ = m.Metadata[channel.MetaMentioned].(bool)
@@ -310,7 +320,7 @@ func (g *Gateway) authorize(m bus.Inbound) access.Decision {
 		r.Entry = access.Subagent
 		r.Channel, r.ChatID, _ = strings.Cut(m.ChatID, ":")
 	}
-	return g.Access.Authorize(r)
+	return r
 }
 
 // handle runs one inbound message.
