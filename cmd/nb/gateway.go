@@ -255,8 +255,10 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 			return nil, fmt.Errorf("agents.defaults.timezone: unknown time zone %q", tz)
 		}
 	}
+	local := bus.NewLocal()
+	local.MaxQueued = c.Gateway.Limits.Queued()
 	g := &gateway.Gateway{
-		Bus: bus.NewLocal(), Sessions: sessions, Access: checker, Runner: gateway.BotRunner{Bot: b},
+		Bus: local, Sessions: sessions, Access: checker, Runner: gateway.BotRunner{Bot: b},
 		Prompt: &gateway.Prompt{Workspace: c.Workspace, Location: loc}, Log: log,
 	}
 	rt := &gatewayRuntime{App: a, Config: c, Host: host, Bot: b, Gateway: g, Sessions: sessions, Access: checker, Log: log}
