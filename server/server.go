@@ -66,9 +66,11 @@ type Limits struct {
 	// (a trusted proxy's are bounded by MaxConns only): the excess is
 	// answered 429 and closed before its request is read.
 	MaxClientConns int
-	// MaxConns bounds the open connections in all: the excess waits to
-	// be accepted. It is kept below half the process's limit of open
-	// files, so that the server never runs out of them.
+	// MaxConns bounds the open connections in all: a new connection
+	// past it closes the one idle the longest (waiting for its first or
+	// next request), or waits to be accepted when none is idle. It is
+	// kept below half the process's limit of open files, so that the
+	// server never runs out of them.
 	MaxConns int
 	// IdleTimeout is how long a kept-alive connection may wait for its
 	// next request (clients such as node keep idle sockets 5 s: keep it
