@@ -95,13 +95,14 @@ type Limits struct {
 
 // DefaultLimits are the limits of a server that sets none.
 var DefaultLimits = Limits{
-	MaxBody:        4 << 20,
-	HeaderTimeout:  10 * time.Second,
-	BodyTimeout:    30 * time.Second,
-	BodyMinRate:    4 << 10,
-	MaxClientConns: 64,
-	MaxConns:       1024,
-	IdleTimeout:    2 * time.Minute,
+	// The connections' limits are every listener's (nb gateway's too).
+	MaxBody:        connlimit.DefaultLimits.MaxBody,
+	HeaderTimeout:  connlimit.DefaultLimits.HeaderTimeout,
+	BodyTimeout:    connlimit.DefaultLimits.BodyTimeout,
+	BodyMinRate:    connlimit.DefaultLimits.BodyMinRate,
+	MaxClientConns: connlimit.DefaultLimits.MaxClientConns,
+	MaxConns:       connlimit.DefaultLimits.MaxConns,
+	IdleTimeout:    connlimit.DefaultLimits.IdleTimeout,
 	MaxRuns:        64,
 	RunTimeout:     10 * time.Minute,
 	Grace:          30 * time.Second,
