@@ -2,9 +2,12 @@ package connlimit
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 )
@@ -82,6 +85,101 @@ func TestLimiter(t *testing.T) {
 		case <-got[0]:
 		case <-time.After(2 * time.Second):
 			t.Error("a closed connection did not give its place back")
+		}
+	}
+}
+
+// When every slot is taken, a new connection closes the one idle the
+// longest (never one in a request or handed over): a client holding
+// silent connections cannot keep the others out.
+func TestEvictsTheLongestIdle(t *testing.T) {
+	l := New(10, 2, nil, "")
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := make(chan struct{})
+	hs := l.Server(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/busy" {
+			<-busy
+		}
+	}), DefaultLimits.WithDefaults(), nil)
+	go hs.Serve(l.Listen(inner))
+	defer hs.Close()
+	defer close(busy)
+	addr := inner.Addr().String()
+	silent := dial(t, addr) // idle from the start
+	time.Sleep(50 * time.Millisecond)
+	working := dial(t, addr)
+	working.Write([]byte("GET /busy HTTP/1.1\r\nHost: x\r\n\r\n"))
+	time.Sleep(50 * time.Millisecond)
+	late := dial(t, addr)
+	late.SetDeadline(time.Now().Add(5 * time.Second))
+	late.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	resp, err := http.ReadResponse(bufio.NewReader(late), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the new connection: %v %v", resp, err)
+	}
+	silent.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := silent.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("the silent connection was not closed: %v", err)
+	}
+	working.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := working.Read(make([]byte, 1)); !isTimeout(err) {
+		t.Fatalf("the connection in a request was closed: %v", err)
+	}
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+// Bodies: a body over MaxBody is refused 413 unread, a body that
+// trickles is cut, and any answer given before the body was read whole
+// closes the connection.
+func TestBodies(t *testing.T) {
+	lim := Limits{MaxBody: 10, BodyTimeout: 3 * time.Second}.WithDefaults()
+	h := Bodies(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/refuse" {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusRequestTimeout)
+			return
+		}
+		w.Write([]byte("read"))
+	}), lim)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, tc := range []struct {
+		req    string
+		status int
+		close  bool
+	}{
+		{"POST /read HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nabcd", 200, false},
+		{"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nab", 401, true},
+		{"POST /read HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\nab", 413, true},
+		{"POST /read HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\nab", 408, true},
+	} {
+		c := dial(t, addr)
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.Write([]byte(tc.req))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.req, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != tc.status || resp.Close != tc.close {
+			t.Errorf("%q: %s, close %v", tc.req, resp.Status, resp.Close)
+		}
+		if tc.close {
+			if _, err := br.ReadByte(); err != io.EOF {
+				t.Errorf("%q: the connection stays open: %v", tc.req, err)
+			}
 		}
 	}
 }

@@ -119,6 +119,9 @@ type Gateway struct {
 	expected []string
 	tokens   map[string]int // today's tokens by source
 	day      string
+	// flooding are the sessions told that their messages are dropped,
+	// until one is queued again (see flooded).
+	flooding map[string]bool
 }
 
 type runningTurn struct {
@@ -174,6 +177,13 @@ func (i inbox) Publish(ctx context.Context, m bus.Inbound) error {
 		return nil
 	}
 	dup, err := i.g.Bus.PublishInbound(ctx, m)
+	if full := (*bus.QueueFull)(nil); errors.As(err, &full) {
+		i.g.flooded(ctx, m, full)
+		return nil // dropped: the platform must not send it again
+	}
+	if err == nil {
+		i.g.calmed(m.SessionKey())
+	}
 	if err == nil && !dup && steerable(m) {
 		if i.g.Steer == nil {
 			i.g.offer(m)
@@ -183,6 +193,50 @@ func (i inbox) Publish(ctx context.Context, m bus.Inbound) error {
 	}
 	return err
 }
+
+// floodNotice is what a chat that writes faster than its turns run is
+// told, once per burst.
+const floodNotice = "You are writing faster than I can answer: %d messages are already waiting, so I am dropping the new ones until I catch up. Please wait for my answers, then write again."
+
+// flooded drops m, refused by the bus because its session's queue is
+// full, and tells the chat once per burst (the first refusal since a
+// message of the session was last queued). Senders not let in are not
+// told: the gateway answers strangers nothing but a pairing code.
+func (g *Gateway) flooded(ctx context.Context, m bus.Inbound, full *bus.QueueFull) {
+	key := m.SessionKey()
+	if !g.Access.Admitted(g.accessRequest(m)) {
+		g.log().Debug("message of a sender not allowed dropped: its chat's queue is full", "channel", m.Channel, "session", key)
+		return
+	}
+	g.mu.Lock()
+	first := !g.flooding[key]
+	if first {
+		if g.flooding == nil {
+			g.flooding = map[string]bool{}
+		}
+		g.flooding[key] = true
+	}
+	g.mu.Unlock()
+	if !first {
+		return
+	}
+	g.log().Warn("messages dropped: their chat's queue is full (gateway.limits.queuedPerChat)", "channel", m.Channel, "session", key, "limit", full.Limit)
+	g.reply(ctx, m, "", fmt.Sprintf(floodNotice, full.Limit))
+}
+
+// calmed ends the session's flood: a message was queued again.
+func (g *Gateway) calmed(key string) {
+	g.mu.Lock()
+	if g.flooding[key] {
+		delete(g.flooding, key)
+	}
+	g.mu.Unlock()
+}
+
+// Admits implements channel.Admitter: whether m's sender is let in now,
+// asked without issuing a pairing code, so that a channel downloads no
+// stranger's media.
+func (i inbox) Admits(m bus.Inbound) bool { return i.g.Access.Admitted(i.g.accessRequest(m)) }
 
 // steerable tells the messages that may steer a running turn: not
 // commands, messages without an id (they could not be recognised when
@@ -317,6 +371,11 @@ const (
 
 // authorize is the gateway's one call of access.Authorize for a message.
 func (g *Gateway) authorize(m bus.Inbound) access.Decision {
+	return g.Access.Authorize(g.accessRequest(m))
+}
+
+// accessRequest is what access decides for a message.
+func (g *Gateway) accessRequest(m bus.Inbound) access.Request {
 	r := access.Request{Entry: access.Channel, Channel: m.Channel, SenderID: m.SenderID, ChatID: m.ChatID}
 	r.Group, _ = m.Metadata[channel.MetaGroup].(bool)
 	r.Mentioned, _ = m.Metadata[channel.MetaMentioned].(bool)
@@ -331,7 +390,7 @@ func (g *Gateway) authorize(m bus.Inbound) access.Decision {
 		r.Entry = access.Subagent
 		r.Channel, r.ChatID, _ = strings.Cut(m.ChatID, ":")
 	}
-	return g.Access.Authorize(r)
+	return r
 }
 
 // handle runs one inbound message.

@@ -16,7 +16,7 @@ import (
 // BodyGrace is how long a request body may take before BodyMinRate
 // applies: its first bytes may be slow to come (a client's TLS, its
 // first buffer).
-const BodyGrace = 2 * time.Second
+const BodyGrace = connlimit.BodyGrace
 
 // readBody reads the request's body whole and puts it back as a buffer:
 // up to MaxBody, within BodyTimeout, and at BodyMinRate at least after
@@ -31,7 +31,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
 	}
 	rc := http.NewResponseController(w)
 	now := time.Now()
-	br := &paced{r: http.MaxBytesReader(w, r.Body, s.limits.MaxBody), rc: rc, start: now, end: now.Add(s.limits.BodyTimeout), rate: s.limits.BodyMinRate}
+	br := &connlimit.Paced{R: http.MaxBytesReader(w, r.Body, s.limits.MaxBody), RC: rc, Start: now, End: now.Add(s.limits.BodyTimeout), Rate: s.limits.BodyMinRate}
 	body, err := io.ReadAll(br)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -51,28 +51,6 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	return nil
-}
-
-// paced reads a body with a read deadline before each read: the body
-// must be whole by end, and by start+BodyGrace+n/rate it must have sent
-// more than its first n bytes.
-type paced struct {
-	r          io.Reader
-	rc         *http.ResponseController
-	start, end time.Time
-	rate       int64
-	n          int64
-}
-
-func (p *paced) Read(b []byte) (int, error) {
-	due := p.start.Add(BodyGrace + time.Duration(float64(p.n)/float64(p.rate)*float64(time.Second)))
-	if due.After(p.end) {
-		due = p.end
-	}
-	p.rc.SetReadDeadline(due) //nolint:errcheck // not every connection has deadlines
-	n, err := p.r.Read(b)
-	p.n += int64(n)
-	return n, err
 }
 
 // closeIfUnread marks an answer given before the request's body was read

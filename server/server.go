@@ -42,6 +42,7 @@ import (
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/catalog"
+	"github.com/nbots/nb/connlimit"
 	"github.com/nbots/nb/eventlog"
 	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/proc"
@@ -66,9 +67,11 @@ type Limits struct {
 	// (a trusted proxy's are bounded by MaxConns only): the excess is
 	// answered 429 and closed before its request is read.
 	MaxClientConns int
-	// MaxConns bounds the open connections in all: the excess waits to
-	// be accepted. It is kept below half the process's limit of open
-	// files, so that the server never runs out of them.
+	// MaxConns bounds the open connections in all: a new connection
+	// past it closes the one idle the longest (waiting for its first or
+	// next request), or waits to be accepted when none is idle. It is
+	// kept below half the process's limit of open files, so that the
+	// server never runs out of them.
 	MaxConns int
 	// IdleTimeout is how long a kept-alive connection may wait for its
 	// next request (clients such as node keep idle sockets 5 s: keep it
@@ -93,13 +96,14 @@ type Limits struct {
 
 // DefaultLimits are the limits of a server that sets none.
 var DefaultLimits = Limits{
-	MaxBody:        4 << 20,
-	HeaderTimeout:  10 * time.Second,
-	BodyTimeout:    30 * time.Second,
-	BodyMinRate:    4 << 10,
-	MaxClientConns: 64,
-	MaxConns:       1024,
-	IdleTimeout:    2 * time.Minute,
+	// The connections' limits are every listener's (nb gateway's too).
+	MaxBody:        connlimit.DefaultLimits.MaxBody,
+	HeaderTimeout:  connlimit.DefaultLimits.HeaderTimeout,
+	BodyTimeout:    connlimit.DefaultLimits.BodyTimeout,
+	BodyMinRate:    connlimit.DefaultLimits.BodyMinRate,
+	MaxClientConns: connlimit.DefaultLimits.MaxClientConns,
+	MaxConns:       connlimit.DefaultLimits.MaxConns,
+	IdleTimeout:    connlimit.DefaultLimits.IdleTimeout,
 	MaxRuns:        64,
 	RunTimeout:     10 * time.Minute,
 	Grace:          30 * time.Second,
@@ -128,7 +132,7 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxConns <= 0 {
 		l.MaxConns = d.MaxConns
 	}
-	l.MaxConns = min(l.MaxConns, maxConnsForFiles())
+	l.MaxConns = min(l.MaxConns, connlimit.MaxConnsForFiles())
 	if l.MaxRuns <= 0 {
 		l.MaxRuns = d.MaxRuns
 	}
@@ -447,6 +451,7 @@ func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 	}
 	errc := make(chan error, len(lns))
 	conns := s.connLimiter()
+	hs.ConnState = conns.ConnState
 	for _, ln := range lns {
 		go func() { errc <- hs.Serve(conns.Listen(ln)) }()
 	}

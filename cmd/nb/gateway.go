@@ -24,6 +24,7 @@ import (
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/cmd/nb/cliflag"
+	"github.com/nbots/nb/connlimit"
 	"github.com/nbots/nb/gateway"
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
@@ -255,8 +256,10 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 			return nil, fmt.Errorf("agents.defaults.timezone: unknown time zone %q", tz)
 		}
 	}
+	local := bus.NewLocal()
+	local.MaxQueued = c.Gateway.Limits.Queued()
 	g := &gateway.Gateway{
-		Bus: bus.NewLocal(), Sessions: sessions, Access: checker, Runner: gateway.BotRunner{Bot: b},
+		Bus: local, Sessions: sessions, Access: checker, Runner: gateway.BotRunner{Bot: b},
 		Prompt: &gateway.Prompt{Workspace: c.Workspace, Location: loc, Log: log,
 			MaxFileBytes: c.Agents.Defaults.Limits.PromptFileBytes, MaxMemoryBytes: c.Agents.Defaults.Limits.MemoryBytes}, Log: log,
 		Guests: gateway.GuestPolicy{Tools: c.Gateway.Guests.Tools},
@@ -380,7 +383,8 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	}
 	defer rt.close()
 	g := rt.Gateway
-	ws := &web.Server{Gateway: g, Sessions: rt.Sessions, Tokens: tokens, Log: log, Checks: a.storeChecks()}
+	ws := &web.Server{Gateway: g, Sessions: rt.Sessions, Tokens: tokens, Log: log, Checks: a.storeChecks(),
+		Limits: connlimit.Limits{MaxClientConns: c.Gateway.Limits.ClientConns, MaxConns: c.Gateway.Limits.Conns}}
 	if sc != nil {
 		ws.Checks = append(ws.Checks, server.Check{Name: "bus", Run: sc.bus.Check})
 	}
@@ -433,10 +437,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	for _, bg := range rt.Background {
 		run(bg)
 	}
-	hs := &http.Server{Handler: ws.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	for _, ln := range lns {
-		go hs.Serve(ln) //nolint:errcheck // ErrServerClosed at shutdown
-	}
+	stopListener := ws.Start(lns...)
 	log.Info("nb gateway started", "listen", lns[0].Addr().String(), "workspace", c.Workspace, "config", orDefaultName(c.Path), "model", g.Runner.Model())
 	if c.RestrictToWorkspace() {
 		if st := rt.Bot.Builtins(); st.Exec != nil {
@@ -447,7 +448,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	log.Info("nb gateway stopping")
 	shut, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
-	hs.Shutdown(shut) //nolint:errcheck // best effort
+	stopListener(shut) //nolint:errcheck // best effort
 	cancel()
 	wg.Wait()
 	return nil

@@ -91,5 +91,5 @@ func decodeChannel(raw json.RawMessage, cfg any) error {
 func (rt *gatewayRuntime) channelEnv(name string, raw json.RawMessage) channel.Env {
 	pairing := rt.App.pairingStore(rt.Config.Workspace)
 	dir := filepath.Join(filepath.Dir(pairing), "channels-"+strings.TrimSuffix(strings.TrimPrefix(filepath.Base(pairing), "pairing-"), ".json"))
-	return channel.Env{Workspace: rt.Config.Workspace, StateDir: dir, Logger: rt.Log, OpenPosition: rt.sharedPosition(name, raw)}
+	return channel.Env{Workspace: rt.Config.Workspace, StateDir: dir, Logger: rt.Log, OpenPosition: rt.sharedPosition(name, raw), MediaQuota: rt.Config.Gateway.Limits.Media()}
 }

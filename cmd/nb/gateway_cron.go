@@ -25,7 +25,7 @@ const gatewayCronUsage = "use nb gateway cron list [--all] | add --name N --mess
 // under the lock the running gateway's scheduler takes too, so it works
 // whether or not the gateway runs, and a job added while it runs fires
 // without a restart.
-func (a *App) gatewayCron(workspace string, zone *time.Location, args []string) error {
+func (a *App) gatewayCron(workspace string, zone *time.Location, maxJobs int, args []string) error {
 	if len(args) == 0 {
 		return &usageError{"missing command: " + gatewayCronUsage}
 	}
@@ -77,6 +77,7 @@ func (a *App) gatewayCron(workspace string, zone *time.Location, args []string) 
 	}
 	words := fs.Args()
 	store := cron.NewStore(workspace)
+	store.MaxJobs = maxJobs
 	ctx := context.Background()
 	switch args[0] {
 	case "list":
@@ -220,10 +221,7 @@ func (a *App) cronAdd(ctx context.Context, store *cron.Store, zone *time.Locatio
 	if err != nil {
 		return err
 	}
-	if err := store.Edit(ctx, func(f *cron.File) error {
-		f.Jobs = append(f.Jobs, job)
-		return nil
-	}); err != nil {
+	if err := store.Add(ctx, job); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.Stdout, "✓ Added job '%s' (%s)\n", job.Name, job.ID)
@@ -268,13 +266,13 @@ func (a *App) gatewayCronCommand(args []string) error {
 		if len(rest) == 0 || rest[0] == "help" {
 			rest = []string{"--help"}
 		}
-		return a.gatewayCron("", nil, rest) // only the help: no configuration needed
+		return a.gatewayCron("", nil, 0, rest) // only the help: no configuration needed
 	}
 	c, err := a.loadGatewayConfig(gatewayFlags{config: &cfg, workspace: &ws})
 	if err != nil {
 		return err
 	}
-	return a.gatewayCron(c.Workspace, gatewayZone(c.Agents.Defaults.Timezone), rest)
+	return a.gatewayCron(c.Workspace, gatewayZone(c.Agents.Defaults.Timezone), c.Gateway.Limits.Cron(), rest)
 }
 
 // gatewayCronHook runs the workspace's jobs beside the gateway (each as a
@@ -283,6 +281,7 @@ func (a *App) gatewayCronCommand(args []string) error {
 func gatewayCronHook(_ context.Context, rt *gatewayRuntime) error {
 	g := rt.Gateway
 	store := cron.NewStore(rt.Config.Workspace)
+	store.MaxJobs = rt.Config.Gateway.Limits.Cron()
 	zone := gatewayZone(rt.Config.Agents.Defaults.Timezone)
 	sched := &cron.Scheduler{Store: store, Zone: zone, Log: rt.Log, RunJob: func(ctx context.Context, j cron.Job) error {
 		channel, chat := "cli", "direct"

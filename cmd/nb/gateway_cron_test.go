@@ -23,7 +23,7 @@ func cronCLI(t *testing.T, workspace string, args ...string) (int, string, strin
 	defer errf.Close()
 	a := &App{Stdout: out, Stderr: errf}
 	ny, _ := time.LoadLocation("America/New_York")
-	code := a.report(a.gatewayCron(workspace, ny, args))
+	code := a.report(a.gatewayCron(workspace, ny, 0, args))
 	o, _ := os.ReadFile(out.Name())
 	e, _ := os.ReadFile(errf.Name())
 	return code, string(o), string(e)
@@ -107,5 +107,34 @@ func TestGatewayCronWhileRunning(t *testing.T) {
 		case <-timeout:
 			t.Fatalf("ran %v, want Soon and Hourly", got)
 		}
+	}
+}
+
+// TestGatewayCronAddRefusedPastTheCap: with the workspace's maximum of
+// jobs (gateway.limits.cronJobs, 1,000 by default) nb gateway cron add
+// refuses, saying what to do, and saves nothing.
+func TestGatewayCronAddRefusedPastTheCap(t *testing.T) {
+	ws := t.TempDir()
+	st := cron.NewStore(ws)
+	if err := st.Edit(context.Background(), func(f *cron.File) error {
+		for i := range cron.DefaultMaxJobs {
+			j, err := cron.NewJob(cron.Spec{Name: "n", Message: "m", Every: time.Hour}, time.Now(), nil)
+			if err != nil {
+				return err
+			}
+			j.ID = strings.Repeat("0", 4) + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676))
+			f.Jobs = append(f.Jobs, j)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := cronCLI(t, ws, "add", "--name", "one more", "--message", "hi", "--every", "60")
+	if code == 0 || !strings.Contains(out+errs, "there are already 1000 cron jobs, the most this workspace may have (gateway.limits.cronJobs): remove some first") {
+		t.Fatalf("exit %d: %q %q", code, out, errs)
+	}
+	f, _ := st.Load()
+	if len(f.Jobs) != cron.DefaultMaxJobs {
+		t.Fatalf("%d jobs", len(f.Jobs))
 	}
 }

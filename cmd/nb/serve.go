@@ -60,7 +60,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		bodyTO      = fs.Duration("body-timeout", d.BodyTimeout, "time to read a request's whole body (408 beyond)")
 		bodyRate    = fs.String("body-min-rate", "4KiB", "slowest a request body may come, per second, after its first 2 s (`size`; 408 below)")
 		clientConns = fs.Int("max-client-conns", d.MaxClientConns, "open connections one client address may hold; more are refused with 429")
-		maxConns    = fs.Int("max-conns", d.MaxConns, "open connections in all (at most half the open-file limit); more wait to be accepted")
+		maxConns    = fs.Int("max-conns", d.MaxConns, "open connections in all (at most half the open-file limit); past it the one idle the longest is closed, or new ones wait")
 		proxies     = fs.String("trusted-proxies", "", "`addresses` or networks (CIDR, comma-separated) of the reverse proxies in front of the server: only their X-Forwarded-For is believed, and --max-client-conns does not apply to them")
 		idleTO      = fs.Duration("idle-timeout", d.IdleTimeout, "how long an idle kept-alive connection stays open")
 		runTO       = fs.Duration("run-timeout", d.RunTimeout, "longest run (an evaluation with its tool calls)")

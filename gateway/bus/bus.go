@@ -7,6 +7,7 @@ package bus
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -113,4 +114,16 @@ func FinalKey(m Outbound) (string, bool) {
 		return "", false
 	}
 	return m.Turn + "\x00" + m.Channel + "\x00" + m.ChatID, true
+}
+
+// QueueFull is PublishInbound's refusal of a message whose session
+// already has Limit messages waiting for the agent (or being answered):
+// the chat writes faster than its turns run. Nothing was queued.
+type QueueFull struct {
+	Session string
+	Limit   int
+}
+
+func (e *QueueFull) Error() string {
+	return fmt.Sprintf("%s already has %d messages waiting for the assistant (gateway.limits.queuedPerChat): this one is dropped", e.Session, e.Limit)
 }

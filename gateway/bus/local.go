@@ -21,6 +21,11 @@ type Local struct {
 	// Retry is the wait before a message whose handler failed is delivered
 	// again (doubling up to 30 times it); 0 is 200 ms.
 	Retry time.Duration
+	// MaxQueued bounds the inbound messages of one session held in
+	// memory, waiting or being handled (0: no bound): past it
+	// PublishInbound refuses with *QueueFull, so that one chat's flood
+	// cannot grow the process without end.
+	MaxQueued int
 
 	in   *lanes[Inbound]
 	outs sync.Map // channel name -> *lanes[Outbound]
@@ -59,12 +64,21 @@ func (b *Local) PublishInbound(ctx context.Context, m Inbound) (bool, error) {
 		b.mu.Unlock()
 		return false, ErrClosed
 	}
-	if m.ID != "" && !b.firstLocked("in\x00"+m.Channel+"\x00"+m.ID) {
+	key := "in\x00" + m.Channel + "\x00" + m.ID
+	if m.ID != "" && !b.firstLocked(key) {
 		b.mu.Unlock()
 		return true, nil
 	}
 	b.mu.Unlock()
-	b.in.push(m.SessionKey(), m)
+	if !b.in.pushBounded(m.SessionKey(), m, b.MaxQueued) {
+		if m.ID != "" {
+			// Not queued: the same message sent again later is new.
+			b.mu.Lock()
+			delete(b.seen, key)
+			b.mu.Unlock()
+		}
+		return false, &QueueFull{Session: m.SessionKey(), Limit: b.MaxQueued}
+	}
 	return false, nil
 }
 
@@ -161,7 +175,11 @@ func newLanes[T any](b *Local) *lanes[T] {
 	return &lanes[T]{b: b, queues: map[string]*lane[T]{}, done: make(chan struct{})}
 }
 
-func (l *lanes[T]) push(key string, m T) {
+func (l *lanes[T]) push(key string, m T) { l.pushBounded(key, m, 0) }
+
+// pushBounded queues m unless key's queue already holds max messages
+// (0: no bound); it reports whether it queued.
+func (l *lanes[T]) pushBounded(key string, m T, max int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := l.queues[key]
@@ -169,8 +187,12 @@ func (l *lanes[T]) push(key string, m T) {
 		q = &lane[T]{}
 		l.queues[key] = q
 	}
+	if max > 0 && len(q.items) >= max {
+		return false
+	}
 	q.items = append(q.items, m)
 	l.startLocked(key, q)
+	return true
 }
 
 // startLocked starts draining q when a consumer is there and nobody

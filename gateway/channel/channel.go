@@ -124,3 +124,20 @@ type Webhook interface {
 	http.Handler
 	WebhookPath() string
 }
+
+// Admitter is implemented by the gateway's inbox: it tells a channel,
+// before the channel downloads what a message carries, whether the
+// message's sender is let in now (allowFrom, or an approved pairing).
+// The access check itself comes later, on the bus; this one only keeps a
+// stranger's files off the disk.
+type Admitter interface {
+	Admits(m bus.Inbound) bool
+}
+
+// Admits reports whether in admits m's sender (see Admitter): a channel
+// downloads a message's media only then. An inbox that cannot tell
+// admits nobody: media are fetched for known senders only.
+func Admits(in Inbox, m bus.Inbound) bool {
+	a, ok := in.(Admitter)
+	return ok && a.Admits(m)
+}

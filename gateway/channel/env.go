@@ -33,6 +33,10 @@ type Env struct {
 	// Guard checks every connection that fetches inbound media, as it does
 	// web_fetch's; nil builds one from the system's resolver.
 	Guard *netguard.Guard
+	// MediaQuota bounds the bytes of Workspace/media, every channel's
+	// media together: past it, the oldest files are removed each time
+	// one is stored (0: DefaultMediaQuota).
+	MediaQuota int64
 }
 
 // Log is the Env's logger, or one that discards.
@@ -44,15 +48,18 @@ func (e Env) Log() *slog.Logger {
 }
 
 // MediaDir is the folder, created if needed, where the named channel
-// stores what people send it.
+// stores what people send it, with StoreMedia or SaveMedia: they keep
+// the media folder within MediaQuota.
 func (e Env) MediaDir(channel string) (string, error) {
 	if e.Workspace == "" {
 		return "", errors.New("no workspace to store media in")
 	}
-	dir := filepath.Join(e.Workspace, "media", channel)
+	root := filepath.Join(e.Workspace, "media")
+	dir := filepath.Join(root, channel)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("media folder: %w", err)
 	}
+	setQuota(root, e.MediaQuota, e.Logger)
 	return dir, nil
 }
 

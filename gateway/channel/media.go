@@ -55,7 +55,8 @@ func SaveMedia(hc *http.Client, req *http.Request, dir, name string, limit int64
 
 // StoreMedia writes what r holds into dir/name (made safe), refusing more
 // than limit bytes; the file appears whole or not at all. It returns the
-// stored path.
+// stored path. When dir is a folder of Env.MediaDir, the oldest files of
+// the media folder are then removed until it is within Env.MediaQuota.
 func StoreMedia(r io.Reader, dir, name string, limit int64) (string, error) {
 	tmp, err := os.CreateTemp(dir, ".download-*")
 	if err != nil {
@@ -76,6 +77,7 @@ func StoreMedia(r io.Reader, dir, name string, limit int64) (string, error) {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return "", fmt.Errorf("store: %w", err)
 	}
+	enforceQuota(dir, path)
 	return path, nil
 }
 

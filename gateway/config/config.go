@@ -148,6 +148,9 @@ type Gateway struct {
 	// Guests (nb) is what the guests' turns may use: the senders the
 	// owner paired, or that allowFrom's "*" admits.
 	Guests Guests `json:"guests"`
+	// Limits (nb) bound what strangers and floods can take from the
+	// gateway.
+	Limits GatewayLimits `json:"limits"`
 }
 
 // Guests is gateway.guests (nb).
@@ -156,6 +159,59 @@ type Guests struct {
 	// gateway's default (the read tools, the web, message). cron is never
 	// offered to guests; exec runs only sandboxed for them.
 	Tools []string `json:"tools"`
+}
+
+// GatewayLimits is gateway.limits (nb); zero or absent keys take the
+// defaults.
+type GatewayLimits struct {
+	// ClientConns bounds the listener's open connections from one
+	// address (default 64).
+	ClientConns int `json:"clientConns"`
+	// Conns bounds the listener's open connections in all (default
+	// 1,024, and half the process's limit of open files at most).
+	Conns int `json:"conns"`
+	// MediaBytes bounds the workspace's media folder, where the channels
+	// store what people send: past it the oldest files are removed
+	// (default DefaultMediaBytes).
+	MediaBytes int64 `json:"mediaBytes"`
+	// QueuedPerChat bounds the messages of one chat waiting for the
+	// agent (default DefaultQueuedPerChat): past it they are dropped and
+	// the chat is told once.
+	QueuedPerChat int `json:"queuedPerChat"`
+	// CronJobs bounds the jobs of cron/jobs.json (default
+	// DefaultCronJobs): the cron tool and nb gateway cron add refuse more.
+	CronJobs int `json:"cronJobs"`
+}
+
+// Defaults of gateway.limits.
+const (
+	DefaultMediaBytes    = 1 << 30
+	DefaultQueuedPerChat = 20
+	DefaultCronJobs      = 1000
+)
+
+// Media is gateway.limits.mediaBytes, or its default.
+func (l GatewayLimits) Media() int64 {
+	if l.MediaBytes <= 0 {
+		return DefaultMediaBytes
+	}
+	return l.MediaBytes
+}
+
+// Queued is gateway.limits.queuedPerChat, or its default.
+func (l GatewayLimits) Queued() int {
+	if l.QueuedPerChat <= 0 {
+		return DefaultQueuedPerChat
+	}
+	return l.QueuedPerChat
+}
+
+// Cron is gateway.limits.cronJobs, or its default.
+func (l GatewayLimits) Cron() int {
+	if l.CronJobs <= 0 {
+		return DefaultCronJobs
+	}
+	return l.CronJobs
 }
 
 // Heartbeat is gateway.heartbeat.

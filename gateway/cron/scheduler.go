@@ -224,14 +224,7 @@ func (s *Scheduler) runOne(ctx context.Context, j Job) {
 		status, msg = "error", ptr(err.Error())
 		s.logger().Warn(fmt.Sprintf("cron: job %q (%s) failed: %v", j.Name, j.ID, err))
 	}
-	werr := s.Store.Edit(context.WithoutCancel(ctx), func(f *File) error {
-		if i := f.Find(j.ID); i >= 0 {
-			f.Jobs[i].State.LastStatus = ptr(status)
-			f.Jobs[i].State.LastError = msg
-		}
-		return nil
-	})
-	if werr != nil {
+	if werr := s.Store.RecordRun(context.WithoutCancel(ctx), j.ID, status, msg); werr != nil {
 		s.logger().Warn("cron: " + werr.Error())
 	}
 }

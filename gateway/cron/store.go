@@ -16,9 +16,50 @@ import (
 // Store is a cron/jobs.json file shared by the processes of a workspace:
 // every change is made under the file's lock and written atomically, so
 // the scheduler and `nb gateway cron` never lose each other's edits.
+//
+// How a run went (lastStatus, lastError) is not written into jobs.json
+// at once: rewriting every job for each run made 100,000 jobs run at
+// half a job a second. It is appended to cron/runs.jsonl, which Load
+// applies over jobs.json and the next Edit folds into it (the scheduler
+// edits at each tick that finds jobs due), so jobs.json stays nanobot's
+// file, a tick behind at most on how the last runs went.
 type Store struct {
 	// Path is the jobs.json file (<workspace>/cron/jobs.json).
 	Path string
+	// MaxJobs bounds the jobs Add accepts (0: DefaultMaxJobs).
+	MaxJobs int
+}
+
+// DefaultMaxJobs is how many jobs a store holds at most when MaxJobs is
+// 0 (gateway.limits.cronJobs).
+const DefaultMaxJobs = 1000
+
+// TooManyJobs is Add's refusal past the store's MaxJobs.
+type TooManyJobs struct {
+	Max int
+}
+
+func (e *TooManyJobs) Error() string {
+	return fmt.Sprintf("there are already %d cron jobs, the most this workspace may have (gateway.limits.cronJobs): remove some first (nb gateway cron remove ID, or the cron tool's remove)", e.Max)
+}
+
+func (s *Store) maxJobs() int {
+	if s.MaxJobs <= 0 {
+		return DefaultMaxJobs
+	}
+	return s.MaxJobs
+}
+
+// Add saves a new job, refused with *TooManyJobs when the store already
+// holds MaxJobs.
+func (s *Store) Add(ctx context.Context, j Job) error {
+	return s.Edit(ctx, func(f *File) error {
+		if len(f.Jobs) >= s.maxJobs() {
+			return &TooManyJobs{Max: s.maxJobs()}
+		}
+		f.Jobs = append(f.Jobs, j)
+		return nil
+	})
 }
 
 // NewStore is the store of a workspace: <workspace>/cron/jobs.json.
@@ -30,16 +71,86 @@ func (s *Store) lockPath() string {
 	return filepath.Join(filepath.Dir(s.Path), ".jobs.json.lock")
 }
 
-// Load reads the jobs; a missing file is no jobs.
+func (s *Store) runsPath() string {
+	return filepath.Join(filepath.Dir(s.Path), "runs.jsonl")
+}
+
+// Load reads the jobs, with how their runs went since jobs.json was last
+// written; a missing file is no jobs.
 func (s *Store) Load() (*File, error) {
 	data, err := os.ReadFile(s.Path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &File{Version: 1, Jobs: []Job{}}, nil
+		data, err = nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read cron jobs: %w", err)
 	}
-	return decode(s.Path, data)
+	f, err := decode(s.Path, data)
+	if err != nil {
+		return nil, err
+	}
+	return f, s.applyRuns(f)
+}
+
+// runRecord is one line of runs.jsonl: how a run of job ID went.
+type runRecord struct {
+	ID     string  `json:"id"`
+	Status string  `json:"status"`
+	Error  *string `json:"error"`
+}
+
+// applyRuns sets the run results of runs.jsonl on f's jobs, in the order
+// they were recorded. A line cut short by a crash is skipped.
+func (s *Store) applyRuns(f *File) error {
+	data, err := os.ReadFile(s.runsPath())
+	if errors.Is(err, fs.ErrNotExist) || len(data) == 0 {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read cron runs: %w", err)
+	}
+	index := make(map[string]int, len(f.Jobs))
+	for i := range f.Jobs {
+		index[f.Jobs[i].ID] = i
+	}
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		var r runRecord
+		if len(line) == 0 || json.Unmarshal(line, &r) != nil {
+			continue
+		}
+		if i, ok := index[r.ID]; ok {
+			f.Jobs[i].State.LastStatus = ptr(r.Status)
+			f.Jobs[i].State.LastError = r.Error
+		}
+	}
+	return nil
+}
+
+// RecordRun records how a run of job id went (status "ok" or "error",
+// and the error's text) by appending one line to runs.jsonl, under the
+// store's lock: jobs.json is not rewritten.
+func (s *Store) RecordRun(ctx context.Context, id, status string, msg *string) error {
+	line, err := json.Marshal(runRecord{ID: id, Status: status, Error: msg})
+	if err != nil {
+		return fmt.Errorf("cron runs: %w", err)
+	}
+	unlock, err := atomicfile.Lock(ctx, s.lockPath())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	f, err := os.OpenFile(s.runsPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("cron runs: %w", err)
+	}
+	_, err = f.Write(append(line, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("cron runs: %w", err)
+	}
+	return nil
 }
 
 func decode(path string, data []byte) (*File, error) {
@@ -101,7 +212,16 @@ func (s *Store) Edit(ctx context.Context, fn func(*File) error) error {
 	if err := fn(f); err != nil {
 		return err
 	}
-	return s.save(f)
+	if err := s.save(f); err != nil {
+		return err
+	}
+	// The runs are in jobs.json now (applied by Load): the log starts
+	// again. Left behind by a crash, it is applied again, to the same
+	// effect.
+	if err := os.Remove(s.runsPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("cron runs: %w", err)
+	}
+	return nil
 }
 
 func (s *Store) save(f *File) error {

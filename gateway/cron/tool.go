@@ -123,10 +123,7 @@ func (t *Tool) add(ctx context.Context, args map[string]any, str func(string) st
 	if err != nil {
 		return "Error: " + err.Error()
 	}
-	if err := t.Store.Edit(ctx, func(f *File) error {
-		f.Jobs = append(f.Jobs, job)
-		return nil
-	}); err != nil {
+	if err := t.Store.Add(ctx, job); err != nil {
 		return "Error: " + err.Error()
 	}
 	return fmt.Sprintf("Created job '%s' (id: %s)", job.Name, job.ID)

@@ -26,6 +26,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
 
+	"github.com/nbots/nb/connlimit"
 	"github.com/nbots/nb/gateway"
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
@@ -71,6 +72,9 @@ type Server struct {
 	// Checks are what GET /ready checks besides the channels (the stores
 	// the gateway must reach); a failed one is reported by name.
 	Checks []httpguard.Check
+	// Limits bound the listener's connections, their deadlines and
+	// request bodies (zero fields: connlimit.DefaultLimits, nb serve's).
+	Limits connlimit.Limits
 
 	mu    sync.Mutex
 	conns map[string]map[*conn]bool // chat -> sockets
@@ -98,6 +102,24 @@ func (s *Server) log() *slog.Logger {
 		return s.Log
 	}
 	return slog.Default()
+}
+
+// Start serves the listener on lns within Limits (see Serve) and
+// returns what stops it: stop closes the listeners and waits, until ctx
+// ends, for the requests in progress.
+func (s *Server) Start(lns ...net.Listener) (stop func(ctx context.Context) error) {
+	lim := s.Limits.WithDefaults()
+	conns := connlimit.New(lim.MaxClientConns, lim.MaxConns, nil, "raise gateway.limits.clientConns in the gateway's configuration")
+	hs := conns.Server(s.Handler(), lim, s.log())
+	for _, ln := range lns {
+		go hs.Serve(conns.Listen(ln)) //nolint:errcheck // ErrServerClosed at shutdown
+	}
+	return func(ctx context.Context) error {
+		if err := hs.Shutdown(ctx); err != nil {
+			return hs.Close()
+		}
+		return nil
+	}
 }
 
 // Handler routes the listener's requests.

@@ -18,6 +18,10 @@ import (
 
 // Inbox records published messages. Its zero value is ready.
 type Inbox struct {
+	// Admit says whose media the channel may download (see
+	// channel.Admitter); nil admits everyone.
+	Admit func(bus.Inbound) bool
+
 	mu      sync.Mutex
 	got     []bus.Inbound
 	failing int
@@ -30,6 +34,9 @@ func (b *Inbox) Refuse(n int) {
 	defer b.mu.Unlock()
 	b.failing = n
 }
+
+// Admits implements channel.Admitter.
+func (b *Inbox) Admits(m bus.Inbound) bool { return b.Admit == nil || b.Admit(m) }
 
 // Publish records m, unless refusing.
 func (b *Inbox) Publish(_ context.Context, m bus.Inbound) error {

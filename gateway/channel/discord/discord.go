@@ -244,23 +244,27 @@ func (c *Channel) handle(ctx context.Context, in channel.Inbox, m *discordgo.Mes
 		mentioned = true
 	}
 	content := strings.TrimSpace(strings.NewReplacer("<@"+me+">", "", "<@!"+me+">", "").Replace(m.Content))
-	var media []string
-	if mentioned {
-		// Files only from whom the bot would answer: a server's chatter
-		// that does not mention it costs no download.
-		var notes []string
-		media, notes = c.fetchAll(ctx, m)
-		if len(notes) > 0 {
-			content = strings.TrimSpace(content + "\n" + strings.Join(notes, "\n"))
-		}
-	}
 	in2 := bus.Inbound{
-		Channel: Name, ID: m.ID, SenderID: m.Author.ID, ChatID: m.ChannelID, Content: content, Media: media,
+		Channel: Name, ID: m.ID, SenderID: m.Author.ID, ChatID: m.ChannelID, Content: content,
 		Timestamp: m.Timestamp.UTC(),
 		Metadata: map[string]any{
 			"group": group, "mentioned": mentioned, "guild_id": m.GuildID,
 			"username": m.Author.Username, "message_id": m.ID,
 		},
+	}
+	// Files only from whom the bot would answer: a server's chatter that
+	// does not mention it costs no download, nor does a stranger's
+	// message (never its files on our disk).
+	if mentioned && len(m.Attachments) > 0 {
+		if !channel.Admits(in, in2) {
+			c.log.Info("discord: files of a sender not allowed not downloaded", "message", m.ID, "files", len(m.Attachments))
+		} else {
+			media, notes := c.fetchAll(ctx, m)
+			in2.Media = media
+			if len(notes) > 0 {
+				in2.Content = strings.TrimSpace(content + "\n" + strings.Join(notes, "\n"))
+			}
+		}
 	}
 	if !channel.PublishDurably(ctx, in, in2, c.log, 100*time.Millisecond) {
 		return

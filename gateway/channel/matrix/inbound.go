@@ -18,10 +18,11 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 )
 
-// inbound turns a room event into the bus's form, media fetched. ok is
-// false for what the channel does not carry: its own events, state,
-// notices (other bots), edits, and encrypted messages it cannot read.
-func (c *Channel) inbound(ctx context.Context, e *event.Event) (bus.Inbound, bool) {
+// inbound turns a room event into the bus's form, media fetched when
+// inbox admits the sender. ok is false for what the channel does not
+// carry: its own events, state, notices (other bots), edits, and
+// encrypted messages it cannot read.
+func (c *Channel) inbound(ctx context.Context, inbox channel.Inbox, e *event.Event) (bus.Inbound, bool) {
 	c.mu.Lock()
 	me := c.me
 	c.mu.Unlock()
@@ -76,8 +77,11 @@ func (c *Channel) inbound(ctx context.Context, e *event.Event) (bus.Inbound, boo
 			in.Content = msg.Body
 		}
 		// Media only from whom the bot would answer: a room's chatter
-		// that does not mention it costs no download.
-		if mentioned {
+		// that does not mention it costs no download, nor does a
+		// stranger's message (never its files on our disk).
+		if mentioned && !channel.Admits(inbox, in) {
+			c.log.Info("matrix: media of a sender not allowed not downloaded", "event", e.ID)
+		} else if mentioned {
 			kind := strings.TrimPrefix(string(msg.MsgType), "m.")
 			path, err := c.fetch(ctx, e, msg)
 			note := fmt.Sprintf("[%s: %s]", kind, path)

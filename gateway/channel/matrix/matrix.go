@@ -406,7 +406,7 @@ func (c *Channel) handle(ctx context.Context, in channel.Inbox, resp *mautrix.Re
 		}
 		for _, e := range events {
 			e.RoomID = room
-			m, ok := c.inbound(ctx, e)
+			m, ok := c.inbound(ctx, in, e)
 			if ok && !channel.PublishDurably(ctx, in, m, c.log, c.retryBase) {
 				return false
 			}

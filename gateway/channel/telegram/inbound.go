@@ -26,10 +26,10 @@ func SenderID(u botapi.User) string {
 	return id
 }
 
-// inbound turns a message into the bus's form, media fetched. ok is
-// false for messages the channel does not carry (its own, a channel's
-// posts without a sender).
-func (c *Channel) inbound(ctx context.Context, m *botapi.Message) (bus.Inbound, bool) {
+// inbound turns a message into the bus's form, media fetched when in
+// admits the sender. ok is false for messages the channel does not carry
+// (its own, a channel's posts without a sender).
+func (c *Channel) inbound(ctx context.Context, in channel.Inbox, m *botapi.Message) (bus.Inbound, bool) {
 	c.mu.Lock()
 	me := c.me
 	c.mu.Unlock()
@@ -53,7 +53,7 @@ func (c *Channel) inbound(ctx context.Context, m *botapi.Message) (bus.Inbound, 
 	if m.From.Username != "" {
 		meta["username"] = m.From.Username
 	}
-	in := bus.Inbound{
+	msg := bus.Inbound{
 		Channel:   Name,
 		ID:        strconv.FormatInt(m.Chat.ID, 10) + ":" + strconv.FormatInt(m.MessageID, 10),
 		SenderID:  SenderID(*m.From),
@@ -63,24 +63,31 @@ func (c *Channel) inbound(ctx context.Context, m *botapi.Message) (bus.Inbound, 
 		Metadata:  meta,
 	}
 	// Media only from whom the bot would answer: a group's chatter that
-	// does not mention it costs no download.
-	if mentioned {
-		var notes []string
-		for _, f := range attachments(m) {
-			path, err := c.fetch(ctx, m, f)
-			if err != nil {
-				c.log.Warn("telegram: media not stored", "kind", f.kind, "message", in.ID, "err", err)
-				notes = append(notes, fmt.Sprintf("[%s not received: %v]", f.kind, err))
-				continue
-			}
-			in.Media = append(in.Media, path)
-			notes = append(notes, fmt.Sprintf("[%s: %s]", f.kind, path))
-		}
-		if len(notes) > 0 {
-			in.Content = strings.TrimSpace(in.Content + "\n" + strings.Join(notes, "\n"))
-		}
+	// does not mention it costs no download, nor does a stranger's
+	// message (it gets a pairing code, never its files on our disk).
+	files := attachments(m)
+	if !mentioned || len(files) == 0 {
+		return msg, true
 	}
-	return in, true
+	if !channel.Admits(in, msg) {
+		c.log.Info("telegram: media of a sender not allowed not downloaded", "message", msg.ID, "files", len(files))
+		return msg, true
+	}
+	var notes []string
+	for _, f := range files {
+		path, err := c.fetch(ctx, m, f)
+		if err != nil {
+			c.log.Warn("telegram: media not stored", "kind", f.kind, "message", msg.ID, "err", err)
+			notes = append(notes, fmt.Sprintf("[%s not received: %v]", f.kind, err))
+			continue
+		}
+		msg.Media = append(msg.Media, path)
+		notes = append(notes, fmt.Sprintf("[%s: %s]", f.kind, path))
+	}
+	if len(notes) > 0 {
+		msg.Content = strings.TrimSpace(msg.Content + "\n" + strings.Join(notes, "\n"))
+	}
+	return msg, true
 }
 
 // mentions reports whether the entities name the bot: @username, a

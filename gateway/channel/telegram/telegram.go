@@ -258,7 +258,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 				continue // already published before a restart
 			}
 			if u.Message != nil {
-				m, ok := c.inbound(ctx, u.Message)
+				m, ok := c.inbound(ctx, in, u.Message)
 				if ok && !channel.PublishDurably(ctx, in, m, c.log, c.retryBase) {
 					return nil
 				}

@@ -120,7 +120,7 @@ func (c *Channel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // already published
 	}
 	if u.Message != nil {
-		m, ok := c.inbound(r.Context(), u.Message)
+		m, ok := c.inbound(r.Context(), h.in, u.Message)
 		if ok {
 			ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 			err := h.in.Publish(ctx, m)

@@ -1,12 +1,12 @@
 //go:build unix
 
-package server
+package connlimit
 
 import "syscall"
 
-// maxConnsForFiles is half the process's limit of open files: the rest
+// MaxConnsForFiles is half the process's limit of open files: the rest
 // stays for cartridges, provider connections and tool processes.
-func maxConnsForFiles() int {
+func MaxConnsForFiles() int {
 	var l syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil || l.Cur == 0 || l.Cur > 1<<30 {
 		return 1 << 30
