@@ -51,7 +51,11 @@ func TestPolicyInTheSandbox(t *testing.T) {
 	case *tool.Result:
 		text = v.Text
 	}
-	if strings.Contains(text, "owner secret") || strings.Contains(text, "telegram_1") || strings.Contains(text, "{}") {
+	// The errors quote the command's paths ("cat: sessions/telegram_1.jsonl:
+	// No such file"): what must not show is the files' contents, or the
+	// hidden folder's listing.
+	listed := slices.Contains(strings.Split(text, "\n"), "telegram_1.jsonl")
+	if strings.Contains(text, "owner secret") || listed || strings.Contains(text, "{}") {
 		t.Fatalf("the sandbox showed a hidden file:\n%s", text)
 	}
 	if data, _ := os.ReadFile(filepath.Join(ws, "AGENTS.md")); string(data) != "be kind\n" {
