@@ -226,7 +226,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 				if !ok || evt.Request == nil {
 					continue
 				}
-				if m, ok := c.inbound(ctx, api, me); ok && !channel.PublishDurably(ctx, in, m, c.log, c.retryBase) {
+				if m, ok := c.inbound(ctx, in, api, me); ok && !channel.PublishDurably(ctx, in, m, c.log, c.retryBase) {
 					return nil
 				}
 				// Acknowledged only now that the gateway holds it: a crash
@@ -244,7 +244,11 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 }
 
 // inbound turns a message or app_mention event into the bus's form.
-func (c *Channel) inbound(ctx context.Context, ev slackevents.EventsAPIEvent, me string) (bus.Inbound, bool) {
+//
+// A sender the gateway does not let in (a stranger under dm.policy
+// "open", who gets a pairing code) has the text delivered but no file
+// fetched: strangers must not fill the disk.
+func (c *Channel) inbound(ctx context.Context, in channel.Inbox, ev slackevents.EventsAPIEvent, me string) (bus.Inbound, bool) {
 	var user, text, ts, thread, ch, chType, botID, subtype string
 	var files []slackapi.File
 	mention := false
@@ -285,7 +289,22 @@ func (c *Channel) inbound(ctx context.Context, ev slackevents.EventsAPIEvent, me
 	} else if group && (c.cfg.ReplyInThread == nil || *c.cfg.ReplyInThread) {
 		chatID = ch + ":" + ts
 	}
-	var media []string
+	m := bus.Inbound{
+		Channel:   Name,
+		ID:        ch + ":" + ts,
+		SenderID:  user,
+		ChatID:    chatID,
+		Content:   text,
+		Timestamp: tsTime(ts),
+		Metadata: map[string]any{
+			"group": group, "mentioned": mention || !group, "channel_type": chType,
+			"channel": ch, "ts": ts, "thread_ts": thread,
+		},
+	}
+	if (mention || !group) && len(files) > 0 && !channel.Admits(in, m) {
+		c.log.Info("slack: files of a sender not allowed not downloaded", "message", ts, "files", len(files))
+		files = nil
+	}
 	if mention || !group {
 		// Files only from whom the app would answer: a channel's chatter
 		// that does not mention it costs no download.
@@ -293,26 +312,14 @@ func (c *Channel) inbound(ctx context.Context, ev slackevents.EventsAPIEvent, me
 			path, err := c.fetch(ctx, ch, ts, f)
 			if err != nil {
 				c.log.Warn("slack: file not stored", "name", f.Name, "message", ts, "err", err)
-				text = strings.TrimSpace(text + fmt.Sprintf("\n[file %s not received: %v]", f.Name, err))
+				m.Content = strings.TrimSpace(m.Content + fmt.Sprintf("\n[file %s not received: %v]", f.Name, err))
 				continue
 			}
-			media = append(media, path)
-			text = strings.TrimSpace(text + fmt.Sprintf("\n[file: %s]", path))
+			m.Media = append(m.Media, path)
+			m.Content = strings.TrimSpace(m.Content + fmt.Sprintf("\n[file: %s]", path))
 		}
 	}
-	return bus.Inbound{
-		Channel:   Name,
-		ID:        ch + ":" + ts,
-		SenderID:  user,
-		ChatID:    chatID,
-		Content:   text,
-		Media:     media,
-		Timestamp: tsTime(ts),
-		Metadata: map[string]any{
-			"group": group, "mentioned": mention || !group, "channel_type": chType,
-			"channel": ch, "ts": ts, "thread_ts": thread,
-		},
-	}, true
+	return m, true
 }
 
 // refused says why the policies of channels.slack drop a message from

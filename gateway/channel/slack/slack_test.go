@@ -423,3 +423,31 @@ func TestDMPolicyConfigError(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// TestStrangersFilesNeverFetched: under the open dm.policy a stranger's
+// direct message reaches the gateway (which answers it with a pairing
+// code), but its files are neither downloaded nor stored; the allowed
+// sender's are.
+func TestStrangersFilesNeverFetched(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, Config{MaxMediaBytes: 1 << 20})
+	h.in.Admit = func(m bus.Inbound) bool { return m.SenderID == "U0001" }
+	pic := fake.AddFile("cat.png", "image/png", []byte("PNG-bytes"))
+	for range 5 {
+		fake.Post(slackfake.Event{Channel: "D0002", ChannelType: "im", User: "U0666", Text: "take this", Subtype: "file_share", Files: []slackfake.File{pic}})
+	}
+	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "mine", Subtype: "file_share", Files: []slackfake.File{pic}})
+	got := h.in.Wait(t, 6)
+	for _, m := range got[:5] {
+		if len(m.Media) != 0 || m.Content != "take this" {
+			t.Fatalf("a stranger's message: %+v", m)
+		}
+	}
+	if len(got[5].Media) != 1 {
+		t.Fatalf("the allowed sender's file: %+v", got[5])
+	}
+	entries, _ := os.ReadDir(filepath.Join(h.env.Workspace, "media", "slack"))
+	if len(entries) != 1 {
+		t.Errorf("%d files stored, want only the allowed sender's", len(entries))
+	}
+}
