@@ -579,7 +579,7 @@ func (r *run) runStage(ctx context.Context, node *pipeline.Node, incoming *pipel
 			}
 			break
 		}
-	if o.Status.OK() {
+		if o.Status.OK() {
 			s.ctxSetRetry(retryKey, 0)
 		}
 		out = o

@@ -48,6 +48,6 @@ func graphAttrs(g *pipeline.Graph) map[string]string {
 	return out
 }
 
-func edgeStr(e *pipeline.Edge, key string) string      { return e.Str(key, "") }
+func edgeStr(e *pipeline.Edge, key string) string       { return e.Str(key, "") }
 func edgeInt(e *pipeline.Edge, key string, def int) int { return e.Int(key, def) }
 func edgeBool(e *pipeline.Edge, key string) bool        { return e.Bool(key, false) }

@@ -220,10 +220,10 @@ func tail(s []string, n int) []string {
 // holds it.
 type BranchResult struct {
 	// ID is the branch's first node.
-	ID            string  `json:"id"`
-	Status        Status  `json:"outcome"`
-	Notes         string  `json:"notes,omitempty"`
-	FailureReason string  `json:"failure_reason,omitempty"`
+	ID            string `json:"id"`
+	Status        Status `json:"outcome"`
+	Notes         string `json:"notes,omitempty"`
+	FailureReason string `json:"failure_reason,omitempty"`
 	// Score is the branch context's `score` value when it is a number
 	// (nb's definition, D13), else 0.
 	Score float64 `json:"score,omitempty"`
