@@ -442,17 +442,21 @@ func (r *run) record(node *pipeline.Node, out Outcome, s *Stage) error {
 	r.cp.CurrentNode = node.ID
 	r.cp.LastOutcome = &out
 	r.cp.LastFidelity = s.Fidelity
-	return r.save(node.ID)
+	return r.save(node.ID, true)
 }
 
-func (r *run) save(nodeID string) error {
+// save writes the checkpoint; announce sends CheckpointSaved (the final
+// save, which only marks the run done, is silent).
+func (r *run) save(nodeID string, announce bool) error {
 	r.cp.Timestamp = r.now().UTC()
 	r.cp.Context = r.ctx.Snapshot()
 	r.cp.Logs = r.ctx.Logs()
 	if err := r.cp.Save(r.cfg.LogsRoot); err != nil {
 		return err
 	}
-	r.emit(Event{Kind: CheckpointSaved, NodeID: nodeID})
+	if announce {
+		r.emit(Event{Kind: CheckpointSaved, NodeID: nodeID})
+	}
 	return nil
 }
 
@@ -465,7 +469,7 @@ func (r *run) finish(st Status, reason string, reachedExit bool) *Result {
 		ReachedExit: reachedExit, Tokens: r.cp.Tokens, Steps: r.cp.Steps, Duration: d}
 	var saveErr error
 	if r.cp.CurrentNode != "" {
-		saveErr = r.save(r.cp.CurrentNode)
+		saveErr = r.save(r.cp.CurrentNode, false)
 	}
 	r.saveManifest(string(st), reason)
 	if saveErr != nil && st == Success {
