@@ -122,11 +122,11 @@ func (s *script) callCount(id string) int {
 	return n
 }
 
-func ok() play                     { return play{out: Outcome{Status: Success}} }
-func st(s Status) play             { return play{out: Outcome{Status: s}} }
-func out(o Outcome) play           { return play{out: o} }
-func fails(err error) play         { return play{err: err} }
-func fail(reason string) play      { return play{out: Outcome{Status: Fail, FailureReason: reason}} }
+func ok() play                { return play{out: Outcome{Status: Success}} }
+func st(s Status) play        { return play{out: Outcome{Status: s}} }
+func out(o Outcome) play      { return play{out: o} }
+func fails(err error) play    { return play{err: err} }
+func fail(reason string) play { return play{out: Outcome{Status: Fail, FailureReason: reason}} }
 func withTokens(p play, in, o int) play {
 	p.out.Tokens = &Tokens{Input: in, Output: o}
 	return p
