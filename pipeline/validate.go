@@ -362,8 +362,9 @@ func ruleGoalGateHasRetry(g *Graph) []Diagnostic {
 // the ID alone is not an instruction).
 func rulePromptOnLLMNodes(g *Graph) []Diagnostic {
 	var out []Diagnostic
+	ends := append(g.StartNodes(), g.ExitNodes()...)
 	for _, n := range g.Nodes {
-		if n.HandlerType() != "codergen" || n.Str("prompt", "") != "" || n.Str("label", "") != "" {
+		if n.HandlerType() != "codergen" || slices.Contains(ends, n) || n.Str("prompt", "") != "" || n.Str("label", "") != "" {
 			continue
 		}
 		out = append(out, diag("prompt_on_llm_nodes", Warning, n.Pos, n.ID, fmt.Sprintf("LLM node %s has no prompt or label: the model gets only its ID; add prompt=\"…\"", n.ID)))
