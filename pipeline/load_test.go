@@ -178,3 +178,13 @@ const smoke = `digraph test_pipeline {
     review -> done      [condition="outcome=success"]
     review -> implement [condition="outcome=fail", label="Fix"]
 }`
+
+func TestGraphHandlerType(t *testing.T) {
+	g, ds := loadString(t, `digraph G { start; a [prompt="x"]; end; start -> a -> end }`)
+	if HasErrors(ds) {
+		t.Fatal(ds)
+	}
+	if g.HandlerType(g.Node("start")) != "start" || g.HandlerType(g.Node("end")) != "exit" || g.HandlerType(g.Node("a")) != "codergen" {
+		t.Error("handler types")
+	}
+}

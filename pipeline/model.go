@@ -570,3 +570,21 @@ func (e *Edge) LoopRestart() bool { return e.Bool("loop_restart", false) }
 
 // String names the edge as diagnostics do: "a -> b".
 func (e *Edge) String() string { return e.From + " -> " + e.To }
+
+// HandlerType is n's handler as the engine should resolve it: the node's
+// type, else start or exit for the graph's start and exit nodes even when
+// they are found by ID (a node `start` without shape=Mdiamond is the
+// start, not an LLM step), else its shape's handler.
+func (g *Graph) HandlerType(n *Node) string {
+	if n.Type() == "" {
+		for _, s := range g.StartNodes() {
+			if s == n {
+				return "start"
+			}
+		}
+		if g.IsExit(n) {
+			return "exit"
+		}
+	}
+	return n.HandlerType()
+}
