@@ -239,8 +239,8 @@ type BranchResult struct {
 // fan-in, not run), an exit node, or a node with no edge to take, with
 // the branch's own context c. Its stages report events with Branch set;
 // they are not checkpointed one by one (the parallel node is, once every
-// branch has ended), and they are added to completed_nodes after the
-// parallel node.
+// branch has ended), and the handler adds them to completed_nodes
+// (AddCompleted).
 func (s *Stage) RunBranch(ctx context.Context, start, stop string, c *Context) BranchResult {
 	r := s.run
 	began := r.now()
@@ -304,10 +304,15 @@ func (s *Stage) RunBranch(ctx context.Context, start, stop string, c *Context) B
 		res.Tokens = &tokens
 	}
 	res.DurationMS = ms(r.now().Sub(began))
-	s.mu.Lock()
-	s.branchNodes = append(s.branchNodes, res.Nodes...)
-	s.mu.Unlock()
 	return res
+}
+
+// AddCompleted records nodes a handler ran (a parallel node's branches,
+// in branch order): they follow the stage's node in completed_nodes.
+func (s *Stage) AddCompleted(ids ...string) {
+	s.mu.Lock()
+	s.branchNodes = append(s.branchNodes, ids...)
+	s.mu.Unlock()
 }
 
 // Now is the run's clock.

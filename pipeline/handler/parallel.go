@@ -68,6 +68,7 @@ func Parallel(ctx context.Context, s *engine.Stage) (engine.Outcome, error) {
 	var succeeded, failed int
 	var tokens engine.Tokens
 	for _, r := range results {
+		s.AddCompleted(r.Nodes...)
 		switch r.Status {
 		case engine.Success:
 			succeeded++
