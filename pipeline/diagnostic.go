@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -71,4 +72,35 @@ func HasErrors(ds []Diagnostic) bool {
 		}
 	}
 	return false
+}
+
+// UnmarshalText reads "error", "warning" or "info".
+func (s *Severity) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "error":
+		*s = Error
+	case "warning":
+		*s = Warning
+	case "info":
+		*s = Info
+	default:
+		return fmt.Errorf("unknown severity %q (error, warning, info)", b)
+	}
+	return nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, line and column included.
+func (d *Diagnostic) UnmarshalJSON(b []byte) error {
+	type plain Diagnostic
+	var v struct {
+		plain
+		Line int `json:"line"`
+		Col  int `json:"col"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*d = Diagnostic(v.plain)
+	d.Pos = Pos{v.Line, v.Col}
+	return nil
 }

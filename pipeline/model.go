@@ -5,6 +5,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,17 @@ func (k Kind) String() string {
 
 // MarshalText writes the kind's name.
 func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads a kind's name.
+func (k *Kind) UnmarshalText(b []byte) error {
+	for i, n := range kindNames {
+		if n == string(b) {
+			*k = Kind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown value kind %q", b)
+}
 
 // Value is an attribute value: Text is what the value means (a string's
 // escapes decoded, quotes removed), Raw what the file says, Kind how it
