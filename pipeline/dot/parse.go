@@ -209,6 +209,10 @@ func (s *scanner) str() (text, raw string, err error) {
 			s.advance()
 			continue
 		}
+		if c < 0x20 && c != '\t' && c != '\n' && c != '\r' {
+			// Graphviz refuses them too (gonum's differential test found it).
+			return "", "", s.errorf(s.pos(), "a control character (0x%02x) in a string: remove it", c)
+		}
 		if c < 0x80 {
 			b.WriteByte(c)
 			s.advance()

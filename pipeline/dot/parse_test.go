@@ -96,6 +96,7 @@ func TestParseErrors(t *testing.T) {
 		{`digraph G { { a } }`, "1:13", "anonymous"},
 		{`digraph G { a [x=] }`, "1:18", "value is missing"},
 		{"digraph G { a [label=\"\xff\"] }", "1:23", "not UTF-8"},
+		{"digraph A{A[A=\"\x00\"]}", "1:16", "control character (0x00)"},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.src))
