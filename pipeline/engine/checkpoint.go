@@ -44,10 +44,18 @@ type Checkpoint struct {
 	// LastFidelity is the fidelity current_node ran at (a resume after
 	// `full` runs the next LLM node at summary:high once, §5.3).
 	LastFidelity string `json:"last_fidelity,omitempty"`
-	// Outcomes are each node's last status, for goal gates; Gates are the
-	// goal-gate nodes in the order they first completed (D14).
-	Outcomes map[string]Status `json:"node_outcomes"`
-	Visits   map[string]int    `json:"node_visits"`
+	// Statuses are the statuses of CompletedNodes, one for one ("" for
+	// the nodes of parallel branches). Goal gates' outcomes and the
+	// visit counts are derived from them: maps would be sorted at every
+	// save.
+	Statuses []Status `json:"completed_outcomes"`
+	// RestartAt is the length of CompletedNodes at the last loop
+	// restart: goal gates read the outcomes after it.
+	RestartAt int `json:"restart_at,omitempty"`
+	// Outcomes are each node's last status since the last restart (goal
+	// gates) and Visits each node's runs: derived, not saved.
+	Outcomes map[string]Status `json:"-"`
+	Visits   map[string]int    `json:"-"`
 	Steps    int               `json:"steps"`
 	Tokens   Tokens            `json:"tokens"`
 	// Restarts counts loop_restart edges taken; stage folders of restart
@@ -122,11 +130,18 @@ func ParseCheckpoint(path string, data []byte) (*Checkpoint, error) {
 	if cp.NodeRetries == nil {
 		cp.NodeRetries = map[string]int{}
 	}
-	if cp.Outcomes == nil {
-		cp.Outcomes = map[string]Status{}
+	if len(cp.Statuses) != len(cp.CompletedNodes) || cp.RestartAt > len(cp.CompletedNodes) {
+		return nil, fmt.Errorf("%s: completed_outcomes does not match completed_nodes: the checkpoint is damaged; start the run again", path)
 	}
-	if cp.Visits == nil {
-		cp.Visits = map[string]int{}
+	cp.Outcomes, cp.Visits = map[string]Status{}, map[string]int{}
+	for i, id := range cp.CompletedNodes {
+		if cp.Statuses[i] == "" {
+			continue // a branch's node
+		}
+		cp.Visits[id]++
+		if i >= cp.RestartAt {
+			cp.Outcomes[id] = cp.Statuses[i]
+		}
 	}
 	return &cp, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"sort"
 	"strconv"
 	"sync"
 )
@@ -81,6 +82,20 @@ func Stringify(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(data)
+}
+
+// Keys returns the keys keep accepts, sorted.
+func (c *Context) Keys(keep func(string) bool) []string {
+	c.mu.RLock()
+	keys := make([]string, 0, len(c.values))
+	for k := range c.values {
+		if keep(k) {
+			keys = append(keys, k)
+		}
+	}
+	c.mu.RUnlock()
+	sort.Strings(keys)
+	return keys
 }
 
 // AppendLog adds an entry to the run log.

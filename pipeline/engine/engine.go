@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -111,7 +110,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r.ctx = NewContext()
 	r.mirror()
 	r.cp = &Checkpoint{GraphHash: HashGraph(cfg.Source), GraphFile: cfg.File, RunID: r.cfg.RunID, NodeRetries: map[string]int{},
-		Outcomes: map[string]Status{}, Visits: map[string]int{}, Vars: cfg.Vars, Cartridge: cfg.Cartridge, CompletedNodes: []string{}}
+		Outcomes: map[string]Status{}, Visits: map[string]int{}, Vars: cfg.Vars, Cartridge: cfg.Cartridge, CompletedNodes: []string{}, Statuses: []Status{}}
 	r.man = &Manifest{Name: r.g.Name, Goal: graphStr(r.g, "goal"), StartTime: r.start, RunID: r.cfg.RunID, GraphFile: cfg.File, GraphHash: r.cp.GraphHash, Status: "running"}
 	if err := r.man.Save(cfg.LogsRoot); err != nil {
 		return nil, err
@@ -368,6 +367,7 @@ func (r *run) restart() {
 	r.ctx = NewContext()
 	r.mirror()
 	r.cp.Outcomes = map[string]Status{}
+	r.cp.RestartAt = len(r.cp.CompletedNodes)
 	r.gates = nil
 }
 
@@ -422,7 +422,11 @@ func ordinal(n int) string {
 func (r *run) record(node *pipeline.Node, out Outcome, s *Stage) error {
 	if out.Status != Skipped {
 		r.cp.CompletedNodes = append(r.cp.CompletedNodes, node.ID)
-		r.cp.CompletedNodes = append(r.cp.CompletedNodes, s.branchNodes...)
+		r.cp.Statuses = append(r.cp.Statuses, out.Status)
+		for _, id := range s.branchNodes {
+			r.cp.CompletedNodes = append(r.cp.CompletedNodes, id)
+			r.cp.Statuses = append(r.cp.Statuses, "")
+		}
 		r.cp.Outcomes[node.ID] = out.Status
 		if nodeBool(node, "goal_gate") && !slices.Contains(r.gates, node.ID) {
 			r.gates = append(r.gates, node.ID)
@@ -449,9 +453,14 @@ func (r *run) record(node *pipeline.Node, out Outcome, s *Stage) error {
 // save, which only marks the run done, is silent).
 func (r *run) save(nodeID string, announce bool) error {
 	r.cp.Timestamp = r.now().UTC()
-	r.cp.Context = r.ctx.Snapshot()
-	r.cp.Logs = r.ctx.Logs()
-	if err := r.cp.Save(r.cfg.LogsRoot); err != nil {
+	// The context is marshalled in place, under its lock: no handler
+	// writes it between stages, and a deep copy per save would cost more
+	// than the save.
+	r.ctx.mu.RLock()
+	r.cp.Context, r.cp.Logs = r.ctx.values, r.ctx.logs
+	err := r.cp.Save(r.cfg.LogsRoot)
+	r.ctx.mu.RUnlock()
+	if err != nil {
 		return err
 	}
 	if announce {
@@ -583,8 +592,8 @@ func (r *run) runStage(ctx context.Context, node *pipeline.Node, incoming *pipel
 			}
 			break
 		}
-		if o.Status.OK() {
-			s.ctxSetRetry(retryKey, 0)
+		if _, retried := s.Context.Get(retryKey); retried && o.Status.OK() {
+			s.ctxSetRetry(retryKey, 0) // §3.5's reset; a node never retried gets no key
 		}
 		out = o
 		break
@@ -670,6 +679,3 @@ func (r *run) policy(n *pipeline.Node) RetryPolicy {
 	}
 	return p
 }
-
-// copyVars returns a copy of the run's variables.
-func (r *run) copyVars() map[string]string { return maps.Clone(r.cfg.Vars) }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -163,7 +162,7 @@ func buildPreamble(fidelity, runID string, g *pipeline.Graph, c *Context, comple
 	if !ok {
 		budget = budgets["compact"]
 	}
-	recent := completed
+	recent := tail(completed, 20)
 	switch fidelity {
 	case "summary:low":
 		fmt.Fprintf(&b, "Stages completed so far: %d.\n", len(completed))
@@ -177,14 +176,9 @@ func buildPreamble(fidelity, runID string, g *pipeline.Graph, c *Context, comple
 			fmt.Fprintf(&b, "- %s: %s\n", id, outcomes[id])
 		}
 	}
-	keys := make([]string, 0)
-	for k := range c.Snapshot() {
-		if strings.HasPrefix(k, "internal.") || strings.HasPrefix(k, "graph.") || k == "current_node" {
-			continue
-		}
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := c.Keys(func(k string) bool {
+		return !strings.HasPrefix(k, "internal.") && !strings.HasPrefix(k, "graph.") && k != "current_node"
+	})
 	if len(keys) > 0 {
 		b.WriteString("Context:\n")
 		limit := 200
