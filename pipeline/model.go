@@ -6,6 +6,7 @@ package pipeline
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -372,12 +373,25 @@ func (g *Graph) ExitNode() *Node {
 // IsExit reports whether n is an exit node: shape Msquare, or, in a graph
 // with no Msquare node, the ID exit or end.
 func (g *Graph) IsExit(n *Node) bool {
-	for _, x := range g.ExitNodes() {
-		if x == n {
-			return true
-		}
+	if n.Shape() == "Msquare" {
+		return true
 	}
-	return false
+	if n.ID != "exit" && n.ID != "end" {
+		return false // the common case, without a walk over the nodes
+	}
+	return slices.Contains(g.ExitNodes(), n)
+}
+
+// IsStart reports whether n is a start node: shape Mdiamond, or, in a
+// graph with no Mdiamond node, the ID start or Start.
+func (g *Graph) IsStart(n *Node) bool {
+	if n.Shape() == "Mdiamond" {
+		return true
+	}
+	if n.ID != "start" && n.ID != "Start" {
+		return false
+	}
+	return slices.Contains(g.StartNodes(), n)
 }
 
 // Str returns a graph attribute's text, or def.
@@ -589,10 +603,8 @@ func (e *Edge) String() string { return e.From + " -> " + e.To }
 // start, not an LLM step), else its shape's handler.
 func (g *Graph) HandlerType(n *Node) string {
 	if n.Type() == "" {
-		for _, s := range g.StartNodes() {
-			if s == n {
-				return "start"
-			}
+		if g.IsStart(n) {
+			return "start"
 		}
 		if g.IsExit(n) {
 			return "exit"

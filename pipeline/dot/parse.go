@@ -155,8 +155,7 @@ func (s *scanner) next() (token, error) {
 		s.advance()
 		return token{tUndirected, "--", p}, nil
 	}
-	kinds := map[byte]tokKind{'{': tLBrace, '}': tRBrace, '[': tLBrack, ']': tRBrack, '=': tEq, ',': tComma, ';': tSemi, '.': tDot, ':': tColon}
-	if k, ok := kinds[c]; ok {
+	if k := punct[c]; k != tEOF {
 		s.advance()
 		return token{k, string(c), p}, nil
 	}
@@ -169,6 +168,9 @@ func (s *scanner) next() (token, error) {
 	}
 	return token{tOther, string(r), p}, nil
 }
+
+// punct are the one-character tokens (tEOF: none).
+var punct = [256]tokKind{'{': tLBrace, '}': tRBrace, '[': tLBrack, ']': tRBrack, '=': tEq, ',': tComma, ';': tSemi, '.': tDot, ':': tColon}
 
 // str scans a quoted string (§2.4: escapes \" \n \t \\ only; newlines may
 // be written as they are) and returns its text and raw source.
