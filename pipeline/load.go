@@ -156,6 +156,7 @@ func (b *builder) stmts(stmts []dot.Stmt, sc *scope) {
 			}
 		case *dot.NodeStmt:
 			n := b.node(st.ID, sc, false)
+			n.Attrs = slices.Grow(n.Attrs, len(st.Attrs)+len(stylesheet.Properties))
 			for _, a := range st.Attrs {
 				n.Attrs.Set(convAttr(a, OriginExplicit))
 			}
@@ -165,7 +166,8 @@ func (b *builder) stmts(stmts []dot.Stmt, sc *scope) {
 			}
 			for i := 0; i+1 < len(st.IDs); i++ {
 				e := &Edge{From: st.IDs[i].Name, To: st.IDs[i+1].Name, Pos: Pos(st.Arrows[i]), FromPos: Pos(st.IDs[i].Pos), ToPos: Pos(st.IDs[i+1].Pos)}
-				e.Attrs = slices.Clone(sc.edgeDef)
+				e.Attrs = make(Attrs, len(sc.edgeDef), len(sc.edgeDef)+len(st.Attrs))
+				copy(e.Attrs, sc.edgeDef)
 				for _, a := range st.Attrs {
 					e.Attrs.Set(convAttr(a, OriginExplicit))
 				}

@@ -588,13 +588,25 @@ func ruleLoopCap(g *Graph) []Diagnostic {
 	// Every node of a cycle reaches the same nodes, so one walk back from
 	// the exits answers for all of them.
 	toExit := map[string]bool{}
-	rev := map[string][]*Edge{}
+	rev := make(map[string][]string, len(g.Nodes))
 	for _, e := range g.Edges {
-		rev[e.To] = append(rev[e.To], &Edge{From: e.To, To: e.From})
+		rev[e.To] = append(rev[e.To], e.From)
 	}
+	var stack []string
 	for _, x := range exits {
-		for id := range reach(rev, x.ID) {
-			toExit[id] = true
+		if !toExit[x.ID] {
+			toExit[x.ID] = true
+			stack = append(stack, x.ID)
+		}
+	}
+	for len(stack) > 0 {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, from := range rev[id] {
+			if !toExit[from] {
+				toExit[from] = true
+				stack = append(stack, from)
+			}
 		}
 	}
 	for _, scc := range cycles(g, idx) {

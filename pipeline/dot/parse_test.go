@@ -123,3 +123,21 @@ func TestNumberKind(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParse: the parser never panics, and its errors point inside the
+// input.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("digraph G { a -> b -> c [x=1, y=\"z\", k.q=900s] subgraph s { label=\"L\"; node [k=v] d } }"))
+	f.Add([]byte("digraph G {\n /* c */ a [x=\"\\n\"]; // c\n}"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		_, err := Parse(src)
+		if err == nil {
+			return
+		}
+		e, ok := err.(*Error)
+		lines := strings.Count(string(src), "\n") + 1
+		if !ok || e.Pos.Line < 1 || e.Pos.Line > lines || e.Pos.Col < 1 {
+			t.Fatalf("error %#v outside %d lines", err, lines)
+		}
+	})
+}
