@@ -458,6 +458,9 @@ func (r *run) save(nodeID string, announce bool) error {
 	// than the save.
 	r.ctx.mu.RLock()
 	r.cp.Context, r.cp.Logs = r.ctx.values, r.ctx.logs
+	if r.cp.Logs == nil {
+		r.cp.Logs = []string{}
+	}
 	err := r.cp.Save(r.cfg.LogsRoot)
 	r.ctx.mu.RUnlock()
 	if err != nil {

@@ -226,6 +226,13 @@ type hookedTool struct {
 	environ []string
 }
 
+// ReadOnly keeps the wrapped tool's answer: a hook changes nothing about
+// whether a call needs a confirmation.
+func (h *hookedTool) ReadOnly() bool {
+	r, ok := h.Tool.(tool.ReadOnly)
+	return ok && r.ReadOnly()
+}
+
 func (h *hookedTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	info := hookCall{Node: h.stage.Node.ID, Tool: call.Name, Arguments: call.Arguments}
 	if skip, note := h.hooks.pre(ctx, h.stage, h.environ, "", info); skip {
@@ -257,6 +264,10 @@ func (t *OutcomeTool) Last() *engine.Outcome {
 	defer t.mu.Unlock()
 	return t.last
 }
+
+// ReadOnly says the tool changes nothing on the machine (it records what
+// the model reports), so it never asks for a confirmation.
+func (t *OutcomeTool) ReadOnly() bool { return true }
 
 // Spec describes the tool to the model.
 func (t *OutcomeTool) Spec() tool.Spec {

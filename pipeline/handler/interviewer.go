@@ -275,6 +275,10 @@ func (c *Console) Ask(ctx context.Context, q Question) (Answer, error) {
 	switch q.Type {
 	case MultipleChoice:
 		for _, o := range q.Options {
+			if AcceleratorKey(o.Label) == o.Key && strings.HasPrefix(o.Label, "["+o.Key+"]") {
+				fmt.Fprintf(c.Out, "  %s\n", o.Label) // the label shows its key already
+				continue
+			}
 			fmt.Fprintf(c.Out, "  [%s] %s\n", o.Key, o.Label)
 		}
 		prompt = "Select: "
