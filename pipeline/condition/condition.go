@@ -55,7 +55,8 @@ func Parse(s string) (Expr, error) {
 	}
 	var e Expr
 	start := 0
-	for _, part := range splitAnd(s) {
+	parts := splitAnd(s)
+	for i, part := range parts {
 		off := start
 		start += len(part) + 2
 		trimmed := strings.TrimSpace(part)
@@ -65,6 +66,9 @@ func Parse(s string) (Expr, error) {
 		off += strings.Index(part, trimmed)
 		c, err := parseClause(trimmed, off)
 		if err != nil {
+			if se, ok := err.(*SyntaxError); ok && i+1 < len(parts) && strings.HasPrefix(se.Msg, "unclosed quote") {
+				se.Msg += " (a quoted value cannot hold &&: §10.5 splits the condition on every &&)"
+			}
 			return Expr{}, err
 		}
 		e.Clauses = append(e.Clauses, c)

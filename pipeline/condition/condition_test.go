@@ -91,6 +91,7 @@ func TestParseRejects(t *testing.T) {
 		{`context.x="abc\"`, "unclosed quote", 10},
 		{"outcome=success extra", "not one word", 15},
 		{"out come=x", "not a name", 0},
+		{`context.x="a && b"`, "cannot hold &&", 10},
 	}
 	for _, tt := range tests {
 		_, err := Parse(tt.cond)

@@ -639,6 +639,10 @@ func (p *parser) attrBlock() ([]Attr, error) {
 		if err := p.next(); err != nil {
 			return nil, err
 		}
+		if k := keyword(first.text); k != "" && p.tok.kind != tDot {
+			// Graphviz refuses it (gonum's differential test found it).
+			return nil, p.errorf(first.pos, "%q is the DOT keyword %s: it cannot be an attribute key", first.text, k)
+		}
 		key, err := p.qualified(first)
 		if err != nil {
 			return nil, err

@@ -97,6 +97,8 @@ func TestParseErrors(t *testing.T) {
 		{`digraph G { a [x=] }`, "1:18", "value is missing"},
 		{"digraph G { a [label=\"\xff\"] }", "1:23", "not UTF-8"},
 		{"digraph A{A[A=\"\x00\"]}", "1:16", "control character (0x00)"},
+		{`digraph G { a -> b [edge=x] }`, "1:21", "cannot be an attribute key"},
+		{`digraph G { a [Node=1] }`, "1:16", "keyword node: it cannot be an attribute key"},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.src))
