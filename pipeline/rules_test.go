@@ -240,3 +240,44 @@ func TestSyntaxError(t *testing.T) {
 		t.Error(d.String("bad.dot"))
 	}
 }
+
+// TestCustomRulesAndTransforms pins §7.4 and §9.3: custom transforms run
+// after the built-in ones (they see the expanded prompt and the
+// stylesheet's model), custom rules after the built-in rules.
+func TestCustomRulesAndTransforms(t *testing.T) {
+	var seen string
+	opts := LoadOptions{
+		Transforms: []func(*Graph){func(g *Graph) {
+			n := g.Node("a")
+			seen = n.Prompt() + "|" + n.LLMModel()
+			n.Attrs.Set(Attr{Key: "prompt", Value: String("rewritten"), Origin: OriginTransform})
+		}},
+		Rules: []Rule{RuleFunc{"no_rewrites", func(g *Graph) []Diagnostic {
+			if g.Node("a").Prompt() == "rewritten" {
+				return []Diagnostic{{Severity: Info, Message: "a was rewritten", Node: "a"}}
+			}
+			return nil
+		}}},
+		HandlerTypes: []string{"custom.x"},
+	}
+	g, ds, err := LoadWith("f.dot", []byte(`digraph G { goal=G; model_stylesheet="* { llm_model: m; }"
+  start [shape=Mdiamond]; exit [shape=Msquare]; a [prompt="do $goal", type="custom.x"]; start -> a -> exit }`), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen != "do G|m" || g.Node("a").Prompt() != "rewritten" {
+		t.Errorf("transform saw %q", seen)
+	}
+	if got := rulesOf(ds); !slices.Equal(got, []string{"no_rewrites:a"}) {
+		t.Errorf("got %v", got)
+	}
+}
+
+// TestCommentsInStrings: comment markers inside strings are text.
+func TestCommentsInStrings(t *testing.T) {
+	g, _ := loadString(t, `digraph G { // a comment
+  a [prompt="see http://x /* not a comment */ // nor this"] /* a comment */ }`)
+	if p := g.Node("a").Prompt(); p != "see http://x /* not a comment */ // nor this" {
+		t.Errorf("prompt %q", p)
+	}
+}
