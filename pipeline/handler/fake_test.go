@@ -84,7 +84,13 @@ func (f *fakeLLM) count(key string) int {
 // engine's retries are under test).
 func backendFor(t testing.TB, f *fakeLLM) *BotBackend {
 	t.Helper()
-	srv := httptest.NewServer(openaitest.New(f.brain))
+	return backendWithBrain(t, f.brain)
+}
+
+// backendWithBrain is backendFor with any brain.
+func backendWithBrain(t testing.TB, brain providertest.Brain) *BotBackend {
+	t.Helper()
+	srv := httptest.NewServer(openaitest.New(brain))
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	cart := filepath.Join(dir, "coder.yml")
