@@ -335,9 +335,14 @@ func keyword(name string) string {
 }
 
 type parser struct {
-	s   scanner
-	tok token
+	s     scanner
+	tok   token
+	depth int // subgraph nesting
 }
+
+// maxDepth bounds subgraph nesting, so that a hostile file cannot
+// exhaust the stack of this parser and of the graph builder.
+const maxDepth = 100
 
 // Parse reads one digraph.
 func Parse(src []byte) (*Graph, error) {
@@ -590,6 +595,10 @@ func (p *parser) edge(first token) (Stmt, error) {
 
 func (p *parser) subgraph() (Stmt, error) {
 	sg := &Subgraph{Pos: p.tok.pos}
+	if p.depth++; p.depth > maxDepth {
+		return nil, p.errorf(sg.Pos, "subgraphs nested more than %d deep", maxDepth)
+	}
+	defer func() { p.depth-- }()
 	if err := p.next(); err != nil {
 		return nil, err
 	}

@@ -113,6 +113,20 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// TestNestingLimit: deep nesting is an error, not a stack overflow.
+func TestNestingLimit(t *testing.T) {
+	deep := func(n int) []byte {
+		return []byte("digraph G {" + strings.Repeat("subgraph {", n) + "a" + strings.Repeat("}", n) + "}")
+	}
+	if _, err := Parse(deep(100)); err != nil {
+		t.Fatalf("100 levels: %v", err)
+	}
+	_, err := Parse(deep(200000))
+	if e, ok := err.(*Error); !ok || !strings.Contains(e.Msg, "nested more than 100 deep") || e.Pos != (Pos{1, 1012}) {
+		t.Fatalf("200000 levels: %v", err)
+	}
+}
+
 func TestNumberKind(t *testing.T) {
 	for raw, want := range map[string]Kind{"42": Int, "-1": Int, "0": Int, "0.5": Float, "-3.14": Float, ".5": Float, "900s": Duration, "250ms": Duration, "1d": Duration, "15m": Duration, "2h": Duration} {
 		if k, ok := numberKind(raw); !ok || k != want {
