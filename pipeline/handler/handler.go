@@ -1,7 +1,8 @@
 // Package handler holds the node handlers of attractor pipelines (§4):
 // start, exit, conditional, tool, codergen (an LLM stage run as one
 // exchange of an nb cartridge), wait.human with its Interviewers,
-// parallel and fan-in. Register wires them into an engine registry.
+// parallel and fan-in, and the manager loop. Register wires them into an
+// engine registry.
 package handler
 
 import (
@@ -39,6 +40,7 @@ func Register(reg *engine.Registry, o Options) {
 	reg.Register("wait.human", &WaitHuman{Interviewer: o.Interviewer})
 	reg.Register("parallel", engine.HandlerFunc(Parallel))
 	reg.Register("parallel.fan_in", &FanIn{Backend: o.Backend})
+	reg.Register("stack.manager_loop", &ManagerLoop{Handlers: reg})
 	reg.Default = cg
 }
 
