@@ -137,14 +137,13 @@ func checkKey(key string, off int) error {
 			return &SyntaxError{off + strings.Index(key, strings.TrimSpace(word)), fmt.Sprintf("%q is not in the condition language (§10 has only `=`, `!=` and `&&`; §10.7 forbids adding operators)", strings.TrimSpace(word))}
 		}
 	}
-	for i, seg := range strings.Split(key, ".") {
+	for _, seg := range strings.Split(key, ".") {
 		if !isIdent(seg) {
 			if seg == "" {
 				return &SyntaxError{off, fmt.Sprintf("key %q has an empty part: keys are names joined by dots (context.tests_passed)", key)}
 			}
 			return &SyntaxError{off, fmt.Sprintf("key %q is not a name: keys are outcome, preferred_label, context.PATH or a context key, made of letters, digits, _ and dots", key)}
 		}
-		_ = i
 	}
 	return nil
 }
