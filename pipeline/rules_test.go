@@ -281,3 +281,20 @@ func TestCommentsInStrings(t *testing.T) {
 		t.Errorf("prompt %q", p)
 	}
 }
+
+// TestValidateOrError is §7.3's validate_or_raise.
+func TestValidateOrError(t *testing.T) {
+	g, _ := loadString(t, "digraph G {\n"+frame+"a [prompt=\"x\"]; lone; start -> a -> exit }")
+	ds, err := ValidateOrError(g, LoadOptions{})
+	ve, ok := err.(*ValidationError)
+	if !ok || len(ve.Diagnostics) != 1 || len(ds) != 2 {
+		t.Fatalf("%v, %v", err, rulesOf(ds))
+	}
+	if want := "flow.dot has 1 error(s); nothing runs until they are fixed:\n  flow.dot:4:17: error: reachability: lone cannot be reached from the start node start: add an edge to it or remove it (node lone)"; ve.Error() != want {
+		t.Errorf("got %q", ve.Error())
+	}
+	g, _ = loadString(t, "digraph G {\n"+frame+"a [prompt=\"x\"]; start -> a -> exit }")
+	if _, err := ValidateOrError(g, LoadOptions{}); err != nil {
+		t.Error(err)
+	}
+}

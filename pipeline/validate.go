@@ -710,3 +710,35 @@ func cycles(g *Graph, idx map[string][]*Edge) [][]string {
 	slices.SortFunc(out, func(a, b []string) int { return cmp.Compare(order[a[0]], order[b[0]]) })
 	return out
 }
+
+// ValidationError is a graph with error diagnostics (§7.3's
+// validate_or_raise): the engine refuses to run it.
+type ValidationError struct {
+	File        string
+	Diagnostics []Diagnostic // the errors only
+}
+
+func (e *ValidationError) Error() string {
+	lines := make([]string, 0, len(e.Diagnostics)+1)
+	lines = append(lines, fmt.Sprintf("%s has %d error(s); nothing runs until they are fixed:", e.File, len(e.Diagnostics)))
+	for _, d := range e.Diagnostics {
+		lines = append(lines, "  "+d.String(e.File))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ValidateOrError is §7.3's validate_or_raise: Validate, and a
+// *ValidationError holding the errors when there are any.
+func ValidateOrError(g *Graph, opts LoadOptions) ([]Diagnostic, error) {
+	ds := Validate(g, opts)
+	var errs []Diagnostic
+	for _, d := range ds {
+		if d.Severity == Error {
+			errs = append(errs, d)
+		}
+	}
+	if len(errs) > 0 {
+		return ds, &ValidationError{File: g.File, Diagnostics: errs}
+	}
+	return ds, nil
+}
