@@ -87,8 +87,9 @@ func backendFor(t testing.TB, f *fakeLLM) *BotBackend {
 	return backendWithBrain(t, f.brain)
 }
 
-// backendWithBrain is backendFor with any brain.
-func backendWithBrain(t testing.TB, brain providertest.Brain) *BotBackend {
+// backendWithBrain is backendFor with any brain; extra is added to the
+// cartridge (its tools).
+func backendWithBrain(t testing.TB, brain providertest.Brain, extra ...string) *BotBackend {
 	t.Helper()
 	srv := httptest.NewServer(openaitest.New(brain))
 	t.Cleanup(srv.Close)
@@ -100,7 +101,7 @@ provider:
   credentials: {address: %s, access-token: ENV/TEST_KEY}
   settings: {model: gpt-4o}
 safety: {tools: {confirmable: false}}
-`, srv.URL)
+%s`, srv.URL, strings.Join(extra, ""))
 	if err := os.WriteFile(cart, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
