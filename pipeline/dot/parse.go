@@ -88,7 +88,7 @@ func (s *scanner) skipSpace() error {
 	for s.off < len(s.src) {
 		c := s.src[s.off]
 		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			s.advance()
 		case c == '/' && s.peekAt(1) == '/':
 			for s.off < len(s.src) && s.src[s.off] != '\n' {
@@ -158,6 +158,11 @@ func (s *scanner) next() (token, error) {
 	if k := punct[c]; k != tEOF {
 		s.advance()
 		return token{k, string(c), p}, nil
+	}
+	if c < 0x20 || c == 0x7f {
+		// Graphviz's white space is space, tab and line breaks only
+		// (gonum's differential fuzzing found \v and \f).
+		return token{}, s.errorf(p, "a control character (0x%02x): remove it", c)
 	}
 	r, size := utf8.DecodeRune(s.src[s.off:])
 	if r == utf8.RuneError && size <= 1 {

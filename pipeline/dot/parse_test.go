@@ -97,6 +97,7 @@ func TestParseErrors(t *testing.T) {
 		{`digraph G { a [x=] }`, "1:18", "value is missing"},
 		{"digraph G { a [label=\"\xff\"] }", "1:23", "not UTF-8"},
 		{"digraph A{A[A=\"\x00\"]}", "1:16", "control character (0x00)"},
+		{"digraph A{A\v}", "1:12", "control character (0x0b)"},
 		{`digraph G { a -> b [edge=x] }`, "1:21", "cannot be an attribute key"},
 		{`digraph G { a [Node=1] }`, "1:16", "keyword node: it cannot be an attribute key"},
 	}
