@@ -376,9 +376,17 @@ func TestS8Parallel(t *testing.T) {
   join -> exit
 }`
 	}
-	began := time.Now()
-	r := runFlow(t, flow(", max_parallel=2", "sleep 1; printf X"), Options{})
-	d := time.Since(began)
+	// Wall-time bounds: the lower ones are exact; an upper one missed on
+	// a loaded machine is measured once more before it fails.
+	timed := func(src string) (*run, time.Duration) {
+		began := time.Now()
+		r := runFlow(t, src, Options{})
+		return r, time.Since(began)
+	}
+	r, d := timed(flow(", max_parallel=2", "sleep 1; printf X"))
+	if d >= 3*time.Second {
+		r, d = timed(flow(", max_parallel=2", "sleep 1; printf X"))
+	}
 	r.want(t, engine.Success, "start,fork,a,b,c,join,exit")
 	if d < 2*time.Second || d >= 3*time.Second {
 		t.Errorf("max_parallel=2: %s", d)
@@ -399,10 +407,10 @@ func TestS8Parallel(t *testing.T) {
 	if _, ok := cp.Context["tool.output"]; ok {
 		t.Error("a branch's tool.output reached the parent context")
 	}
-	began = time.Now()
-	runFlow(t, flow("", "sleep 1; printf X"), Options{})
-	if d := time.Since(began); d >= 1500*time.Millisecond {
-		t.Errorf("default max_parallel: %s", d)
+	if _, d = timed(flow("", "sleep 1; printf X")); d >= 1500*time.Millisecond {
+		if _, d = timed(flow("", "sleep 1; printf X")); d >= 1500*time.Millisecond {
+			t.Errorf("default max_parallel: %s", d)
+		}
 	}
 	r = runFlow(t, flow("", "exit 3"), Options{})
 	r.want(t, engine.Success, "")
