@@ -446,3 +446,29 @@ func TestFanInAllFailed(t *testing.T) {
 
 var _ = slices.Contains[[]string]
 var _ = context.Background
+
+// A fan-in with a prompt asks the model for the best candidate (§4.9).
+func TestFanInRankedByModel(t *testing.T) {
+	fake := newFake(map[string][]string{"Pick the best": {`{"status":"success","preferred_label":"b"}`}})
+	r := runFlow(t, `digraph F {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  fork [shape=component]
+  a [shape=parallelogram, tool_command="printf A"]
+  b [shape=parallelogram, tool_command="printf B"]
+  join [shape=tripleoctagon, prompt="Pick the best"]
+  start -> fork
+  fork -> a
+  fork -> b
+  a -> join
+  b -> join
+  join -> exit
+}`, Options{Backend: backendFor(t, fake)})
+	r.want(t, engine.Success, "start,fork,a,b,join,exit")
+	if cp := r.checkpoint(t); cp.Context["parallel.fan_in.best_id"] != "b" {
+		t.Errorf("best %v", cp.Context["parallel.fan_in.best_id"])
+	}
+	if o, _ := engine.ReadStatus(filepath.Join(r.dir, "join")); o.Tokens == nil {
+		t.Error("the fan-in's model tokens are not counted")
+	}
+}
