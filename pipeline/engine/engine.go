@@ -109,9 +109,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r.ctx = NewContext()
 	r.mirror()
-	r.cp = &Checkpoint{GraphHash: HashGraph(cfg.Source), GraphFile: cfg.File, RunID: r.cfg.RunID, NodeRetries: map[string]int{},
+	// The checkpoint names the flow by its absolute path: a resume from
+	// another folder finds it.
+	graphFile := cfg.File
+	if abs, err := filepath.Abs(cfg.File); err == nil && cfg.File != "" {
+		graphFile = abs
+	}
+	r.cp = &Checkpoint{GraphHash: HashGraph(cfg.Source), GraphFile: graphFile, RunID: r.cfg.RunID, NodeRetries: map[string]int{},
 		Outcomes: map[string]Status{}, Visits: map[string]int{}, Vars: cfg.Vars, Cartridge: cfg.Cartridge, CompletedNodes: []string{}, Statuses: []Status{}}
-	r.man = &Manifest{Name: r.g.Name, Goal: graphStr(r.g, "goal"), StartTime: r.start, RunID: r.cfg.RunID, GraphFile: cfg.File, GraphHash: r.cp.GraphHash, Status: "running"}
+	r.man = &Manifest{Name: r.g.Name, Goal: graphStr(r.g, "goal"), StartTime: r.start, RunID: r.cfg.RunID, GraphFile: graphFile, GraphHash: r.cp.GraphHash, Status: "running"}
 	if err := r.man.Save(cfg.LogsRoot); err != nil {
 		return nil, err
 	}
