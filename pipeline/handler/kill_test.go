@@ -62,95 +62,95 @@ func TestKillChild(t *testing.T) {
 
 // S9: kill -9 at random points, then resume: the checkpoint always
 // parses, no node the checkpoint listed as completed ever runs again,
-// and the run ends with every node run once in completed_nodes.
+// and every run ends with each node once in completed_nodes. Runs are
+// killed and resumed until it ends, in fresh folders, until the test has
+// made NB_KILLS kills (20 by default).
 func TestS9KillAndResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	dir := t.TempDir()
 	kills := 20
 	if s := os.Getenv("NB_KILLS"); s != "" {
 		fmt.Sscan(s, &kills)
 	}
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
-	count := func(id string) int {
-		data, _ := os.ReadFile(filepath.Join(dir, id+".count"))
-		return len(data)
-	}
-	frozen := map[string]int{} // a completed node's count when it was first seen completed
-	check := func() {
-		cp, err := engine.LoadCheckpoint(filepath.Join(dir, "run"))
-		if errors.Is(err, engine.ErrNoCheckpoint) || (err != nil && strings.Contains(err.Error(), "no checkpoint.json")) {
-			return
-		}
-		if err != nil {
-			t.Fatalf("the checkpoint after a kill: %v", err)
-		}
-		for _, id := range cp.CompletedNodes {
-			if _, ok := frozen[id]; !ok && strings.HasPrefix(id, "step") {
-				frozen[id] = count(id)
-			}
-		}
-	}
 	childIn := func(dir string) *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), "NB_KILL_DIR="+dir)
 		return cmd
 	}
-	child := func() *exec.Cmd { return childIn(dir) }
 	// A whole run's time, start-up included, is the span kills fall in.
 	began := time.Now()
 	if out, err := childIn(t.TempDir()).CombinedOutput(); err != nil {
 		t.Fatalf("a whole run: %v\n%s", err, out)
 	}
 	span := time.Since(began)
-	finished := false
-	for i := 0; i < kills && !finished; i++ {
-		cmd := child()
-		if err := cmd.Start(); err != nil {
+	made, runs, seen := 0, 0, 0
+	for made < kills {
+		runs++
+		dir := t.TempDir()
+		count := func(id string) int {
+			data, _ := os.ReadFile(filepath.Join(dir, id+".count"))
+			return len(data)
+		}
+		frozen := map[string]int{} // a completed node's count when first seen completed
+		check := func() {
+			cp, err := engine.LoadCheckpoint(filepath.Join(dir, "run"))
+			if errors.Is(err, engine.ErrNoCheckpoint) {
+				return
+			}
+			if err != nil {
+				t.Fatalf("the checkpoint after a kill: %v", err)
+			}
+			for _, id := range cp.CompletedNodes {
+				if _, ok := frozen[id]; !ok && strings.HasPrefix(id, "step") {
+					frozen[id] = count(id)
+				}
+			}
+		}
+		for finished := false; !finished; {
+			cmd := childIn(dir)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("child: %v", err)
+				}
+				finished = true
+			case <-time.After(time.Duration(rnd.Int64N(int64(span)))):
+				cmd.Process.Signal(syscall.SIGKILL)
+				<-done
+				made++
+				// A tool command of the killed run may outlive it (kill -9
+				// gives nb no chance to end its children): let it finish
+				// before the counts are read.
+				time.Sleep(100 * time.Millisecond)
+			}
+			check()
+		}
+		cp, err := engine.LoadCheckpoint(filepath.Join(dir, "run"))
+		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("child: %v", err)
+		want := "start,step1,step2,step3,think,step4,step5,step6,exit"
+		if got := strings.Join(cp.CompletedNodes, ","); got != want {
+			t.Errorf("completed_nodes %s, want %s", got, want)
+		}
+		for id, n := range frozen {
+			if c := count(id); c != n {
+				t.Errorf("%s ran again after the checkpoint listed it as completed (%d runs, %d then)", id, c, n)
 			}
-			finished = true
-		case <-time.After(time.Duration(rnd.Int64N(int64(span)))):
-			cmd.Process.Signal(syscall.SIGKILL)
-			<-done
-			// A tool command of the killed run may outlive it (kill -9
-			// gives nb no chance to end its children): let it finish
-			// before the counts are read.
-			time.Sleep(100 * time.Millisecond)
 		}
-		check()
-	}
-	if !finished {
-		out, err := child().CombinedOutput()
-		if err != nil {
-			t.Fatalf("final resume: %v\n%s", err, out)
+		for i := 1; i <= 6; i++ {
+			if count(fmt.Sprintf("step%d", i)) < 1 {
+				t.Errorf("step%d never ran", i)
+			}
 		}
+		seen += len(frozen)
 	}
-	cp, err := engine.LoadCheckpoint(filepath.Join(dir, "run"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "start,step1,step2,step3,think,step4,step5,step6,exit"
-	if got := strings.Join(cp.CompletedNodes, ","); got != want {
-		t.Errorf("completed_nodes %s, want %s", got, want)
-	}
-	for id, n := range frozen {
-		if c := count(id); c != n {
-			t.Errorf("%s ran again after the checkpoint listed it as completed (%d runs, %d then)", id, c, n)
-		}
-	}
-	for i := 1; i <= 6; i++ {
-		if count(fmt.Sprintf("step%d", i)) < 1 {
-			t.Errorf("step%d never ran", i)
-		}
-	}
-	t.Logf("%d nodes were seen completed across the kills", len(frozen))
+	t.Logf("%d kills over %d runs; %d completed nodes checked", made, runs, seen)
 }
