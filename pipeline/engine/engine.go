@@ -553,7 +553,12 @@ func (r *run) runStage(ctx context.Context, node *pipeline.Node, incoming *pipel
 	index := r.cp.Steps
 	r.emit(Event{Kind: StageStarted, Name: node.ID, Index: index, Branch: branch})
 	began := r.now()
-	policy := r.policy(node)
+	policy, err := r.policy(node)
+	if err != nil {
+		out := Failf("node %s: %v", node.ID, err)
+		r.emit(Event{Kind: StageFailed, Name: node.ID, Index: index, Branch: branch, Error: out.FailureReason, Status: Fail})
+		return out, s, false
+	}
 	var tokens Tokens
 	retryKey := "internal.retry_count." + node.ID
 	var out Outcome
@@ -662,8 +667,13 @@ func (r *run) ctxLog(entry string) { r.ctx.AppendLog(entry) }
 // default_max_retry), else graph retry_policy, else no retries. The
 // backoff is the node's preset's, else the graph's, else §3.6's
 // defaults.
-func (r *run) policy(n *pipeline.Node) RetryPolicy {
+func (r *run) policy(n *pipeline.Node) (RetryPolicy, error) {
 	p := RetryPolicy{MaxAttempts: 1, Backoff: DefaultBackoff}
+	for _, name := range []string{nodeStr(n, "retry_policy"), graphStr(r.g, "retry_policy")} {
+		if _, ok := Presets[name]; name != "" && !ok {
+			return p, fmt.Errorf("retry_policy %q is not a preset: use one of %s", name, presetNames())
+		}
+	}
 	nodePreset, nodeHas := Presets[nodeStr(n, "retry_policy")]
 	graphPreset, graphHas := Presets[graphStr(r.g, "retry_policy")]
 	switch {
@@ -686,5 +696,5 @@ func (r *run) policy(n *pipeline.Node) RetryPolicy {
 	if p.MaxAttempts < 1 {
 		p.MaxAttempts = 1
 	}
-	return p
+	return p, nil
 }

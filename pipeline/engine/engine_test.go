@@ -472,3 +472,13 @@ func TestLoopRestart(t *testing.T) {
 		t.Error("the context survived loop_restart")
 	}
 }
+
+// An unknown retry_policy fails the stage naming the presets (D7).
+func TestUnknownRetryPolicy(t *testing.T) {
+	g, src := graphOf(t, "node start shape=Mdiamond", "node exit shape=Msquare", "node w retry_policy=forever", "edge start->w", "edge w->exit condition=outcome=success")
+	res, _, _ := runWith(t, g, src, newScript())
+	must(t, res, Fail, "start,w")
+	if !strings.Contains(res.FailureReason, `retry_policy "forever" is not a preset: use one of none, standard, aggressive, linear, patient`) {
+		t.Error(res.FailureReason)
+	}
+}

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -185,5 +184,3 @@ func must(t testing.TB, res *Result, status Status, wantPath string) {
 		t.Fatalf("run ended %s (%s) through %s; want %s through %s", res.Status, res.FailureReason, path(res), status, wantPath)
 	}
 }
-
-var _ = fmt.Sprint

@@ -1,11 +1,9 @@
 package handler
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -443,9 +441,6 @@ func TestFanInAllFailed(t *testing.T) {
 		t.Error(r.res.FailureReason)
 	}
 }
-
-var _ = slices.Contains[[]string]
-var _ = context.Background
 
 // A fan-in with a prompt asks the model for the best candidate (§4.9).
 func TestFanInRankedByModel(t *testing.T) {
