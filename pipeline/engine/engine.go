@@ -588,6 +588,11 @@ func (r *run) runStage(ctx context.Context, node *pipeline.Node, incoming *pipel
 		}
 		if o.Status == Retry {
 			if !last {
+				reason := o.FailureReason
+				if reason == "" {
+					reason = "the stage asked to be run again"
+				}
+				r.emit(Event{Kind: StageFailed, Name: node.ID, Index: index, Branch: branch, Error: reason, WillRetry: true, Status: Retry})
 				s.ctxSetRetry(retryKey, attempt)
 				r.bumpRetries(node.ID)
 				if !r.backoff(ctx, s, policy, attempt, index, branch) {

@@ -87,6 +87,9 @@ func TestRetries(t *testing.T) {
 		if len(r) != 2 || r[0].Attempt != 1 || r[0].Delay < 100 || r[0].Delay > 300 || r[1].Delay < 200 || r[1].Delay > 600 {
 			t.Errorf("StageRetrying events %+v", r)
 		}
+		if f := rec.kinds(StageFailed); len(f) != 2 || !f[0].WillRetry || !f[1].WillRetry {
+			t.Errorf("StageFailed events %+v, want two with will_retry", f)
+		}
 		cp, err := LoadCheckpoint(cfg.LogsRoot)
 		if err != nil {
 			t.Fatal(err)

@@ -335,7 +335,8 @@ func TestHumanGate(t *testing.T) {
 	noDefault := strings.Replace(review, `type="wait.human"`, `type="wait.human", timeout="20ms", max_retries=1, max_node_visits=1`, 1)
 	r = runFlow(t, noDefault, Options{Interviewer: &Pending{}})
 	r.want(t, engine.Fail, "start,review_gate,fixes")
-	if f := r.ev.of(engine.StageFailed); len(f) != 1 || f[0].Error != "max retries exceeded: human gate timeout, no default" || len(r.ev.of(engine.StageRetrying)) != 1 {
+	if f := r.ev.of(engine.StageFailed); len(f) != 2 || !f[0].WillRetry || f[0].Error != "human gate timeout, no default" ||
+		f[1].Error != "max retries exceeded: human gate timeout, no default" || len(r.ev.of(engine.StageRetrying)) != 1 {
 		t.Errorf("timeout without default: %+v", f)
 	}
 	once := strings.Replace(review, `type="wait.human"`, `type="wait.human", max_node_visits=1`, 1)
