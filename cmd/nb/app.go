@@ -146,6 +146,11 @@ func (a *App) Run() int {
 		return a.report(a.mcpCommand(args[1:]))
 	case "robopages":
 		return a.robopages(args[1:])
+	case "pipeline":
+		if isPipelineCommand(args) {
+			a.loadDotEnv()
+			return a.report(a.pipelineCommand(args[1:]))
+		}
 	case "state":
 		if isStateCommand(args) {
 			a.loadDotEnv()
@@ -299,6 +304,8 @@ Nano Bots ` + Version + ` (specification ` + Specification + `)
 
   nb gateway [--config FILE] [--workspace DIR] [--listen 127.0.0.1:18790]
   nb gateway init | chat [--message TEXT] [--session KEY] | pair CODE | status | cron ...
+
+  nb pipeline check|run|resume|graph FLOW.dot   attractor's DOT pipelines
 
   nb agents list http://host:port
   nb agents run http://host:port/NAME "message" [--tools cartridge.yml] [--yes]
