@@ -134,7 +134,7 @@ var (
 	simpleMD  = regexp.MustCompile(`(\*\*.+?\*\*|__.+?__|~~.+?~~|(^|[^*])\*[^*\s][^*]*\*)`)
 	listMD    = regexp.MustCompile(`(?m)^\s*([-*+]|\d+\.)\s+`)
 	linkMD    = regexp.MustCompile(`\[([^\]]+)\]\((https?://[^)\s]+)\)`)
-	headingMD = regexp.MustCompile(`(?m)^#{1,6}\s+(.+?)\s*#*\s*$`)
+	headingMD = regexp.MustCompile(`(?m)^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$`)
 )
 
 // format chooses the message type for an answer's piece as nanobot

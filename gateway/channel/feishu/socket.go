@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/channel/feishu/pbbp2"
 )
 
 // defaultPing is the ping interval until the platform names one.
@@ -62,7 +63,7 @@ type conn struct {
 	ping    chan time.Duration // a new ping interval from a pong
 }
 
-func (k *conn) write(ctx context.Context, f *Frame) error {
+func (k *conn) write(ctx context.Context, f *pbbp2.Frame) error {
 	k.wmu.Lock()
 	defer k.wmu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -109,14 +110,14 @@ func (c *Channel) connect(ctx context.Context, in channel.Inbox, ep endpoint, co
 		if typ != websocket.MessageBinary {
 			continue
 		}
-		f, err := UnmarshalFrame(data)
+		f, err := pbbp2.Unmarshal(data)
 		if err != nil {
 			c.log.Warn("feishu: an unreadable frame skipped", "err", err)
 			continue
 		}
 		switch f.Method {
-		case MethodControl:
-			if f.Header("type") == TypePong && len(f.Payload) > 0 {
+		case pbbp2.MethodControl:
+			if f.Header("type") == pbbp2.TypePong && len(f.Payload) > 0 {
 				var cc clientConfig
 				if json.Unmarshal(f.Payload, &cc) == nil && cc.PingInterval > 0 {
 					select {
@@ -125,14 +126,14 @@ func (c *Channel) connect(ctx context.Context, in channel.Inbox, ep endpoint, co
 					}
 				}
 			}
-		case MethodData:
+		case pbbp2.MethodData:
 			payload, whole := assemble(parts, f)
 			if !whole {
 				continue
 			}
 			start := time.Now()
 			code, taken := 200, ""
-			if f.Header("type") == TypeEvent {
+			if f.Header("type") == pbbp2.TypeEvent {
 				id, ok := c.event(ctx, in, payload)
 				if !ok {
 					return ctx.Err()
@@ -144,7 +145,7 @@ func (c *Channel) connect(ctx context.Context, in channel.Inbox, ep endpoint, co
 			// holds the message, so a connection lost before this makes
 			// the platform send the event again.
 			ack := *f
-			ack.Headers = append(append([]Header(nil), f.Headers...), Header{"biz_rt", strconv.FormatInt(time.Since(start).Milliseconds(), 10)})
+			ack.Headers = append(append([]pbbp2.Header(nil), f.Headers...), pbbp2.Header{Key: "biz_rt", Value: strconv.FormatInt(time.Since(start).Milliseconds(), 10)})
 			ack.Payload, _ = json.Marshal(map[string]any{"code": code})
 			if err := k.write(ctx, &ack); err != nil {
 				return fmt.Errorf("acknowledging an event: %w", err)
@@ -161,7 +162,7 @@ func (c *Channel) connect(ctx context.Context, in channel.Inbox, ep endpoint, co
 // that cannot be written ends the connection.
 func (c *Channel) pinger(ctx context.Context, k *conn, interval time.Duration) {
 	ping := func() bool {
-		err := k.write(ctx, &Frame{Method: MethodControl, Service: k.service, Headers: []Header{{"type", TypePing}}})
+		err := k.write(ctx, &pbbp2.Frame{Method: pbbp2.MethodControl, Service: k.service, Headers: []pbbp2.Header{{Key: "type", Value: pbbp2.TypePing}}})
 		if err != nil && ctx.Err() == nil {
 			c.log.Warn("feishu: ping failed", "err", err)
 			k.ws.CloseNow() //nolint:errcheck // the reader sees the failure and reconnects
@@ -198,7 +199,7 @@ type partial struct {
 // assemble returns the frame's payload when it is whole, joining the
 // pieces of a split one (headers sum and seq, 0-based) by message_id;
 // pieces older than 5 seconds are dropped, as the SDKs do.
-func assemble(parts map[string]*partial, f *Frame) ([]byte, bool) {
+func assemble(parts map[string]*partial, f *pbbp2.Frame) ([]byte, bool) {
 	sum, _ := strconv.Atoi(f.Header("sum"))
 	if sum <= 1 {
 		return f.Payload, true

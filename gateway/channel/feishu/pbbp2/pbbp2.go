@@ -1,4 +1,6 @@
-package feishu
+// Package pbbp2 encodes and decodes the frames of the Feishu (Lark) open
+// platform's long connection.
+package pbbp2
 
 import (
 	"encoding/binary"
@@ -97,10 +99,10 @@ func appendBytesField(b []byte, field int, v []byte) []byte {
 
 var errTruncated = errors.New("frame truncated")
 
-// UnmarshalFrame decodes a Frame; fields it does not know are skipped by
+// Unmarshal decodes a Frame; fields it does not know are skipped by
 // their wire type, so a field the platform adds does not break the
 // connection.
-func UnmarshalFrame(b []byte) (*Frame, error) {
+func Unmarshal(b []byte) (*Frame, error) {
 	f := &Frame{}
 	err := fields(b, func(num int, wire int, v uint64, data []byte) error {
 		switch {
