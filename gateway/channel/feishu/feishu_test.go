@@ -475,3 +475,14 @@ func TestEventCallback(t *testing.T) {
 		t.Errorf("an event with another token: %d", resp.StatusCode)
 	}
 }
+
+// TestConnectionErrorHidesTicket: a long connection that cannot open is
+// logged without its address's query, which carries the ticket.
+func TestConnectionErrorHidesTicket(t *testing.T) {
+	fake := newFake(t)
+	c := build(t, fake, Config{})
+	err := c.connect(context.Background(), &channeltest.Inbox{}, endpoint{URL: "ws://127.0.0.1:1/ws?service_id=7&ticket=TICKET-secret"}, func() { t.Error("connected") })
+	if err == nil || strings.Contains(err.Error(), "TICKET") || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("connect: %v", err)
+	}
+}

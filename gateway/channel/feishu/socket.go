@@ -3,9 +3,9 @@ package feishu
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strconv"
 	"sync"
 	"time"
@@ -15,6 +15,8 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/feishu/pbbp2"
 )
+
+var queryRE = regexp.MustCompile(`\?[^\s"]*`)
 
 // defaultPing is the ping interval until the platform names one.
 const defaultPing = 120 * time.Second
@@ -86,9 +88,9 @@ func (c *Channel) connect(ctx context.Context, in channel.Inbox, ep endpoint, co
 		if resp != nil && resp.Header.Get("Handshake-Status") != "" {
 			return fmt.Errorf("handshake refused: status %s: %s", resp.Header.Get("Handshake-Status"), resp.Header.Get("Handshake-Msg"))
 		}
-		// The address carries the connection's ticket: the error says
-		// where without it.
-		return fmt.Errorf("connecting to %s: %w", u.Host, errors.Unwrap(err))
+		// The address's query carries the connection's ticket: the
+		// error says where without it.
+		return fmt.Errorf("connecting to %s: %s", u.Host, queryRE.ReplaceAllString(err.Error(), "?…"))
 	}
 	ws.SetReadLimit(8 << 20)
 	k := &conn{ws: ws, service: int32(service), ping: make(chan time.Duration, 1)}
