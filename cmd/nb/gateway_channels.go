@@ -12,6 +12,7 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/discord"
 	"github.com/nbots/nb/gateway/channel/email"
+	"github.com/nbots/nb/gateway/channel/feishu"
 	"github.com/nbots/nb/gateway/channel/matrix"
 	"github.com/nbots/nb/gateway/channel/slack"
 	"github.com/nbots/nb/gateway/channel/telegram"
@@ -54,6 +55,13 @@ func init() {
 			return nil, err
 		}
 		return matrix.New(cfg, rt.channelEnv(matrix.Name, raw))
+	}
+	gatewayChannels[feishu.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		var cfg feishu.Config
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return feishu.New(cfg, rt.channelEnv(feishu.Name, raw))
 	}
 }
 
