@@ -112,6 +112,8 @@ type Channel struct {
 	turns   channel.Turns
 	backoff time.Duration
 	ping    time.Duration
+	// answerWait bounds the wait for the platform's answer to a command.
+	answerWait time.Duration
 
 	mu      sync.Mutex
 	conn    *wsConn
@@ -148,7 +150,7 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 	}
 	c := &Channel{
 		cfg: cfg, env: env, log: env.Log().With("channel", Name), media: env.MediaClient(hosts...),
-		backoff: time.Second, ping: 30 * time.Second,
+		backoff: time.Second, ping: 30 * time.Second, answerWait: 10 * time.Second,
 		replies: map[string]*reply{}, latest: map[string]*reply{}, streams: map[string]*reply{},
 	}
 	return c, nil
@@ -209,6 +211,7 @@ func (e *authError) Error() string {
 // awaited by req_id.
 type wsConn struct {
 	ws      *websocket.Conn
+	wait    time.Duration
 	wmu     sync.Mutex
 	mu      sync.Mutex
 	waiting map[string]chan Frame
@@ -238,13 +241,13 @@ func (k *wsConn) request(ctx context.Context, f Frame) (Frame, error) {
 	if err := k.write(ctx, f); err != nil {
 		return Frame{}, err
 	}
-	t := time.NewTimer(10 * time.Second)
+	t := time.NewTimer(k.wait)
 	defer t.Stop()
 	select {
 	case a := <-ch:
 		return a, nil
 	case <-t.C:
-		return Frame{}, errors.New("no answer within 10 s")
+		return Frame{}, fmt.Errorf("no answer within %s", k.wait)
 	case <-ctx.Done():
 		return Frame{}, ctx.Err()
 	}
@@ -271,7 +274,7 @@ func (c *Channel) connect(ctx context.Context, in channel.Inbox, connected func(
 		return err
 	}
 	ws.SetReadLimit(4 << 20)
-	k := &wsConn{ws: ws, waiting: map[string]chan Frame{}}
+	k := &wsConn{ws: ws, wait: c.answerWait, waiting: map[string]chan Frame{}}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	defer ws.CloseNow() //nolint:errcheck // closing a connection being abandoned
