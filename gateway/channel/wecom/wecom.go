@@ -312,13 +312,21 @@ func (c *Channel) connect(ctx context.Context, in channel.Inbox, connected func(
 		}
 		answer <- err
 	}()
-	select {
-	case err := <-answer:
-		if err != nil {
+	// Frames that come before the subscription's answer are kept for
+	// after it: nothing the platform sent once is dropped.
+	var early []Frame
+	for subscribed := false; !subscribed; {
+		select {
+		case err := <-answer:
+			if err != nil {
+				return err
+			}
+			subscribed = true
+		case f := <-frames:
+			early = append(early, f)
+		case err := <-readErr:
 			return err
 		}
-	case err := <-readErr:
-		return err
 	}
 	c.mu.Lock()
 	c.conn = k
@@ -332,6 +340,11 @@ func (c *Channel) connect(ctx context.Context, in channel.Inbox, connected func(
 	}()
 	connected()
 	go c.heartbeat(ctx, k)
+	for _, f := range early {
+		if err := c.frame(ctx, in, k, f); err != nil {
+			return err
+		}
+	}
 	for {
 		select {
 		case err := <-readErr:
@@ -611,17 +624,4 @@ func Decrypt(data, key []byte) ([]byte, error) {
 		}
 	}
 	return out[:len(out)-pad], nil
-}
-
-// Encrypt is Decrypt's inverse: the fake platform encrypts with it.
-func Encrypt(plain, key []byte) []byte {
-	pad := 32 - len(plain)%32
-	body := append(append([]byte(nil), plain...), make([]byte, pad)...)
-	for i := len(plain); i < len(body); i++ {
-		body[i] = byte(pad)
-	}
-	block, _ := aes.NewCipher(key) // a 32-byte key always makes a cipher
-	out := make([]byte, len(body))
-	cipher.NewCBCEncrypter(block, key[:aes.BlockSize]).CryptBlocks(out, body)
-	return out
 }

@@ -16,6 +16,8 @@ package wecomtest
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -30,15 +32,48 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/nbots/nb/gateway/channel/channeltest"
-	"github.com/nbots/nb/gateway/channel/wecom"
 )
 
 // Commands, for Inject and Calls (TooMany answers errcode 45009,
 // LoseAnswer carries the command out and answers nothing).
 const (
-	EPRespond = wecom.CmdRespond
-	EPSend    = wecom.CmdSend
+	EPRespond = cmdRespond
+	EPSend    = cmdSend
 )
+
+// The long connection's commands.
+const (
+	cmdSubscribe = "aibot_subscribe"
+	cmdPing      = "ping"
+	cmdCallback  = "aibot_msg_callback"
+	cmdEvent     = "aibot_event_callback"
+	cmdRespond   = "aibot_respond_msg"
+	cmdWelcome   = "aibot_respond_welcome_msg"
+	cmdSend      = "aibot_send_msg"
+)
+
+// frame is one JSON message of the long connection.
+type frame struct {
+	Cmd     string `json:"cmd"`
+	Headers struct {
+		ReqID string `json:"req_id"`
+	} `json:"headers"`
+	Body json.RawMessage `json:"body"`
+}
+
+// encrypt encrypts a file as the platform does: AES-256-CBC, the key's
+// first 16 bytes as the IV, PKCS#7 padding to 32 bytes.
+func encrypt(plain, key []byte) []byte {
+	pad := 32 - len(plain)%32
+	body := append(append([]byte(nil), plain...), make([]byte, pad)...)
+	for i := len(plain); i < len(body); i++ {
+		body[i] = byte(pad)
+	}
+	block, _ := aes.NewCipher(key) // 32 bytes always make a cipher
+	out := make([]byte, len(body))
+	cipher.NewCBCEncrypter(block, key[:aes.BlockSize]).CryptBlocks(out, body)
+	return out
+}
 
 // Stream is an answer on a message's req_id.
 type Stream struct {
@@ -152,17 +187,17 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 			s.mu.Unlock()
 			return
 		}
-		var f wecom.Frame
+		var f frame
 		if json.Unmarshal(data, &f) != nil || f.Headers.ReqID == "" {
 			c.Close(websocket.StatusUnsupportedData, "not a frame") //nolint:errcheck // gone
 			return
 		}
-		if !subscribed && f.Cmd != wecom.CmdSubscribe {
+		if !subscribed && f.Cmd != cmdSubscribe {
 			answer(c, f.Headers.ReqID, 40001, "not subscribed")
 			continue
 		}
 		switch f.Cmd {
-		case wecom.CmdSubscribe:
+		case cmdSubscribe:
 			var b struct {
 				BotID  string `json:"bot_id"`
 				Secret string `json:"secret"`
@@ -181,21 +216,21 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 			s.notify()
 			s.mu.Unlock()
 			if old != nil {
-				write(old, map[string]any{"cmd": wecom.CmdEvent, "headers": map[string]string{"req_id": "ev_" + randHex(4)}, //nolint:errcheck // the old one goes anyway
+				write(old, map[string]any{"cmd": cmdEvent, "headers": map[string]string{"req_id": "ev_" + randHex(4)}, //nolint:errcheck // the old one goes anyway
 					"body": map[string]any{"msgid": randHex(8), "msgtype": "event", "event": map[string]string{"eventtype": "disconnected_event"}}})
 				old.CloseNow() //nolint:errcheck // replaced
 			}
 			answer(c, f.Headers.ReqID, 0, "ok")
-		case wecom.CmdPing:
+		case cmdPing:
 			s.mu.Lock()
 			s.pings++
 			s.mu.Unlock()
 			answer(c, f.Headers.ReqID, 0, "ok")
-		case wecom.CmdRespond:
+		case cmdRespond:
 			s.respond(c, f)
-		case wecom.CmdSend:
+		case cmdSend:
 			s.push(c, f)
-		case wecom.CmdWelcome:
+		case cmdWelcome:
 			var b struct {
 				Text struct {
 					Content string `json:"content"`
@@ -215,7 +250,7 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 
 // fault answers an injected fault; it reports whether the command is
 // to be carried out, and whether to answer.
-func (s *Server) fault(c *websocket.Conn, f wecom.Frame) (carry, reply bool) {
+func (s *Server) fault(c *websocket.Conn, f frame) (carry, reply bool) {
 	switch s.Next(f.Cmd) {
 	case channeltest.TooMany:
 		answer(c, f.Headers.ReqID, 45009, "api freq out of limit")
@@ -229,7 +264,7 @@ func (s *Server) fault(c *websocket.Conn, f wecom.Frame) (carry, reply bool) {
 	return true, true
 }
 
-func (s *Server) respond(c *websocket.Conn, f wecom.Frame) {
+func (s *Server) respond(c *websocket.Conn, f frame) {
 	var b struct {
 		MsgType string `json:"msgtype"`
 		Stream  struct {
@@ -271,7 +306,7 @@ func (s *Server) respond(c *websocket.Conn, f wecom.Frame) {
 	}
 }
 
-func (s *Server) push(c *websocket.Conn, f wecom.Frame) {
+func (s *Server) push(c *websocket.Conn, f frame) {
 	var b struct {
 		ChatID   string `json:"chatid"`
 		MsgType  string `json:"msgtype"`
@@ -322,7 +357,7 @@ func (s *Server) Post(in Incoming) (msgID, reqID string) {
 		body["text"] = map[string]string{"content": in.Text}
 	}
 	if c != nil {
-		write(c, map[string]any{"cmd": wecom.CmdCallback, "headers": map[string]string{"req_id": reqID}, "body": body}) //nolint:errcheck // lost, as on the platform
+		write(c, map[string]any{"cmd": cmdCallback, "headers": map[string]string{"req_id": reqID}, "body": body}) //nolint:errcheck // lost, as on the platform
 	}
 	return msgID, reqID
 }
@@ -333,7 +368,7 @@ func (s *Server) EnterChat(user string) {
 	c := s.conn
 	s.mu.Unlock()
 	if c != nil {
-		write(c, map[string]any{"cmd": wecom.CmdEvent, "headers": map[string]string{"req_id": "ev_" + randHex(8)}, //nolint:errcheck // a test waits for the welcome
+		write(c, map[string]any{"cmd": cmdEvent, "headers": map[string]string{"req_id": "ev_" + randHex(8)}, //nolint:errcheck // a test waits for the welcome
 			"body": map[string]any{"msgid": randHex(8), "msgtype": "event", "from": map[string]string{"userid": user}, "event": map[string]string{"eventtype": "enter_chat"}}})
 	}
 }
@@ -345,7 +380,7 @@ func (s *Server) AddFile(data []byte) map[string]string {
 	rand.Read(key) //nolint:errcheck // never fails
 	id := randHex(8)
 	s.mu.Lock()
-	s.files[id] = wecom.Encrypt(data, key)
+	s.files[id] = encrypt(data, key)
 	s.mu.Unlock()
 	return map[string]string{"url": "http" + strings.TrimPrefix(s.URL, "ws") + "/files/" + id, "aeskey": strings.TrimRight(base64.StdEncoding.EncodeToString(key), "=")}
 }
