@@ -486,3 +486,25 @@ func TestConnectionErrorHidesTicket(t *testing.T) {
 		t.Errorf("connect: %v", err)
 	}
 }
+
+// FuzzEvent: no event the platform (or someone else, on the callback)
+// sends makes the parsers panic.
+func FuzzEvent(f *testing.F) {
+	fake := feishutest.New(appID, appSecret)
+	defer fake.Close()
+	_, ev := fake.Event(feishutest.Incoming{Sender: alice, Chat: group, Text: "hi", MentionBot: true}, "")
+	f.Add(ev, `{"zh_cn":{"title":"t","content":[[{"tag":"text","text":"a"},{"tag":"img","image_key":"k"}]]}}`)
+	f.Add([]byte(`{"encrypt":"AAAA"}`), `{"content":[[{"tag":"a","text":"x","href":"y"}]]}`)
+	c, err := New(Config{AppID: appID, AppSecret: appSecret, APIBase: "http://127.0.0.1:1"}, channel.Env{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, payload []byte, post string) {
+		postText(post)
+		Decrypt(string(payload), "k") //nolint:errcheck // only panics matter
+		var env envelope
+		if json.Unmarshal(payload, &env) == nil {
+			c.inbound(context.Background(), &channeltest.Inbox{Admit: func(bus.Inbound) bool { return false }}, env)
+		}
+	})
+}

@@ -310,3 +310,11 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecrypt: no file and key make the decryption panic.
+func FuzzDecrypt(f *testing.F) {
+	f.Add([]byte("0123456789abcdef0123456789abcdef"), []byte("0123456789abcdef0123456789abcdef"))
+	f.Fuzz(func(t *testing.T, data, key []byte) {
+		Decrypt(data, key) //nolint:errcheck // only panics matter
+	})
+}
