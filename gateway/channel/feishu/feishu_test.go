@@ -508,3 +508,22 @@ func FuzzEvent(f *testing.F) {
 		}
 	})
 }
+
+// TestPacedPerChat: seven messages to one chat in a row keep within the
+// platform's five a second (the fake refuses a sixth within a second),
+// and another chat is not held up by them.
+func TestPacedPerChat(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, Config{})
+	for i := range 7 {
+		channeltest.Send(t, h.ch, bus.Outbound{ChatID: alice, Content: "n" + string(rune('0'+i))})
+	}
+	begin := time.Now()
+	channeltest.Send(t, h.ch, bus.Outbound{ChatID: bob, Content: "other"})
+	if d := time.Since(begin); d > 150*time.Millisecond {
+		t.Errorf("another chat waited %s", d)
+	}
+	if n := len(fake.Sent(alice)); n != 7 {
+		t.Errorf("%d sent", n)
+	}
+}
