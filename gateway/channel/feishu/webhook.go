@@ -88,6 +88,8 @@ func (c *Channel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	io.WriteString(w, "{}\n") //nolint:errcheck // the platform retries an event it did not see answered
 	if ok {
+		// The answer goes out first: the platform waits 3 s for it.
+		http.NewResponseController(w).Flush() //nolint:errcheck // a writer that cannot flush answers when the handler returns
 		c.react(context.WithoutCancel(r.Context()), m.ID)
 	}
 }
