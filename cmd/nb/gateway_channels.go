@@ -12,9 +12,11 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/discord"
 	"github.com/nbots/nb/gateway/channel/email"
+	"github.com/nbots/nb/gateway/channel/feishu"
 	"github.com/nbots/nb/gateway/channel/matrix"
 	"github.com/nbots/nb/gateway/channel/slack"
 	"github.com/nbots/nb/gateway/channel/telegram"
+	"github.com/nbots/nb/gateway/channel/wecom"
 )
 
 // The chat platforms nb gateway starts from channels.<name> (the keys of
@@ -54,6 +56,20 @@ func init() {
 			return nil, err
 		}
 		return matrix.New(cfg, rt.channelEnv(matrix.Name, raw))
+	}
+	gatewayChannels[feishu.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		var cfg feishu.Config
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return feishu.New(cfg, rt.channelEnv(feishu.Name, raw))
+	}
+	gatewayChannels[wecom.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		var cfg wecom.Config
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return wecom.New(cfg, rt.channelEnv(wecom.Name, raw))
 	}
 }
 
