@@ -14,7 +14,7 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/channeltest"
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
-	"github.com/nbots/nb/gateway/channel/telegram/telegramfake"
+	"github.com/nbots/nb/gateway/channel/telegram/telegramtest"
 )
 
 // deliver sends m as the gateway does: on a *channel.RetryAfter it waits
@@ -35,7 +35,7 @@ func deliver(ctx context.Context, c *Channel, m bus.Outbound) error {
 }
 
 // chats makes n people write to the bot, so their chats exist.
-func chats(fake *telegramfake.Server, n int) []string {
+func chats(fake *telegramtest.Server, n int) []string {
 	ids := make([]string, n)
 	for i := range n {
 		u := botapi.User{ID: int64(1000 + i), FirstName: "p" + strconv.Itoa(i)}
@@ -84,7 +84,7 @@ func TestSlowChatDelaysNoOther(t *testing.T) {
 // the round takes about two seconds (each chat's own limit), not the
 // hundred seconds of one queue per platform.
 func BenchmarkHundredChats(b *testing.B) {
-	fake, err := telegramfake.New(token)
+	fake, err := telegramtest.New(token)
 	if err != nil {
 		b.Fatal(err)
 	}
