@@ -1,11 +1,13 @@
 package channeltest
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // A fault answers one request in the platform's words; LoseAnswer carries
@@ -59,5 +61,17 @@ func TestLoopbackFaults(t *testing.T) {
 	reqs := l.Requests()
 	if len(reqs) != 5 || reqs[0] != "POST /bot<secret>/send" || strings.Contains(strings.Join(reqs, "\n"), "s3cret") {
 		t.Errorf("Requests = %q", reqs)
+	}
+	if err := f.WaitCalls(context.Background(), "send", 5); err != nil {
+		t.Errorf("WaitCalls for requests made: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := f.WaitCalls(ctx, "send", 6); err == nil {
+		t.Error("WaitCalls for a request never made returned nil")
+	}
+	go get() //nolint:errcheck // only that it arrives
+	if err := f.WaitCalls(context.Background(), "send", 6); err != nil {
+		t.Errorf("WaitCalls for a request on its way: %v", err)
 	}
 }

@@ -56,7 +56,12 @@ func TestSlowChatDelaysNoOther(t *testing.T) {
 	ctx := context.Background()
 	slowDone := make(chan error, 1)
 	go func() { slowDone <- deliver(ctx, c, bus.Outbound{Kind: bus.Message, ChatID: ids[0], Content: "slow"}) }()
-	time.Sleep(50 * time.Millisecond) // the slow chat is waiting now
+	// The slow chat's first request has its 429: it waits now.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := fake.WaitCalls(wctx, "sendMessage", 1); err != nil {
+		t.Fatal(err)
+	}
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	for _, id := range ids[1:] {
