@@ -1,5 +1,8 @@
 // Package channeltest helps test chat channels: an Inbox that records
-// what a channel publishes and can refuse it for a while.
+// what a channel publishes and can refuse it for a while; what every
+// platform's fake (telegramtest, slacktest, …) shares, a Loopback server
+// with its request log and Faults injected per endpoint; and Conformance,
+// the suite every channel.Channel passes through its fake.
 package channeltest
 
 import (
