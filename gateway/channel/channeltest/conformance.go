@@ -2,6 +2,7 @@ package channeltest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -32,6 +33,13 @@ type Platform interface {
 	Sent(t *testing.T, chatID string) []string
 }
 
+// Throttler is implemented by platforms whose fake can refuse the bot's
+// next send with the platform's "too many requests" (asking to wait a
+// second); the suite's pacing test needs it.
+type Throttler interface {
+	Throttle(t *testing.T)
+}
+
 // Factory makes a fresh platform for one test of the suite; its cleanup
 // is the test's.
 type Factory func(t *testing.T) Platform
@@ -48,6 +56,7 @@ func Conformance(t *testing.T, open Factory) {
 	t.Run("DurableBeforeAdvancing", func(t *testing.T) { durable(t, open) })
 	t.Run("PositionAfterRestart", func(t *testing.T) { restart(t, open) })
 	t.Run("ConcurrentSends", func(t *testing.T) { concurrentSends(t, open) })
+	t.Run("PacedByThePlatform", func(t *testing.T) { paced(t, open) })
 	t.Run("CancelledSend", func(t *testing.T) { cancelledSend(t, open) })
 }
 
@@ -228,6 +237,50 @@ func concurrentSends(t *testing.T, open Factory) {
 	}
 	if len(got) != n {
 		t.Errorf("%d messages for %d sends", len(got), n)
+	}
+}
+
+// A send the platform refuses as too many is either retried by the
+// channel or returned as a *channel.RetryAfter with the wait the platform
+// asked for; sent again after it, it arrives once.
+func paced(t *testing.T, open Factory) {
+	p := open(t)
+	th, ok := p.(Throttler)
+	if !ok {
+		t.Skip("the platform's fake cannot refuse a send")
+	}
+	c := p.Channel(t, env(t))
+	in := &Inbox{}
+	Start(t, c, in)
+	chat := p.Say(t, "hi")
+	in.Wait(t, 1)
+	th.Throttle(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := bus.Outbound{Channel: c.Name(), ChatID: chat, Kind: bus.Message, Content: "paced answer"}
+	_, err := c.Send(ctx, m)
+	var ra *channel.RetryAfter
+	switch {
+	case err == nil:
+	case errors.As(err, &ra):
+		if ra.After <= 0 {
+			t.Errorf("RetryAfter asks to wait %v", ra.After)
+		}
+		time.Sleep(ra.After)
+		if _, err := c.Send(ctx, m); err != nil {
+			t.Fatalf("sent again after the wait: %v", err)
+		}
+	default:
+		t.Fatalf("a send refused as too many: %v, want nil or a *channel.RetryAfter", err)
+	}
+	n := 0
+	for _, s := range p.Sent(t, chat) {
+		if s == "paced answer" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the paced answer arrived %d times, want once", n)
 	}
 }
 

@@ -33,3 +33,6 @@ func (p platform) Sent(t *testing.T, chatID string) []string { return p.fake.Tex
 func TestConformance(t *testing.T) {
 	channeltest.Conformance(t, func(t *testing.T) channeltest.Platform { return platform{newFake(t), new(string)} })
 }
+
+// Throttle makes the next send answer M_LIMIT_EXCEEDED.
+func (p platform) Throttle(t *testing.T) { p.fake.Inject("send", channeltest.TooMany) }

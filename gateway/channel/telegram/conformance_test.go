@@ -37,3 +37,6 @@ func (p platform) Sent(t *testing.T, chatID string) []string {
 func TestConformance(t *testing.T) {
 	channeltest.Conformance(t, func(t *testing.T) channeltest.Platform { return platform{newFake(t)} })
 }
+
+// Throttle makes the next sendMessage answer 429 with retry_after 1.
+func (p platform) Throttle(t *testing.T) { p.fake.Inject("sendMessage", channeltest.TooMany) }
