@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
-	"github.com/nbots/nb/gateway/channel/telegram/telegramfake"
+	"github.com/nbots/nb/gateway/channel/telegram/telegramtest"
 	"github.com/nbots/nb/provider/providertest"
 )
 
@@ -64,7 +64,7 @@ func instantEcho(turn providertest.Turn) providertest.Reply {
 // converse has chats people send n messages in all, one every gap, calls
 // kill after the first killAfter, waits for every answer and returns the
 // waits, sorted.
-func (r *replicaSet) converse(b testing.TB, tg *telegramfake.Server, chats, n int, gap time.Duration, kill func(), killAfter int) []time.Duration {
+func (r *replicaSet) converse(b testing.TB, tg *telegramtest.Server, chats, n int, gap time.Duration, kill func(), killAfter int) []time.Duration {
 	b.Helper()
 	base := map[int64]int{}
 	users := make([]botapi.User, chats)

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
-	"github.com/nbots/nb/gateway/channel/telegram/telegramfake"
+	"github.com/nbots/nb/gateway/channel/telegram/telegramtest"
 	"github.com/nbots/nb/internal/natstest"
 	"github.com/nbots/nb/internal/testbuf"
 	"github.com/nbots/nb/provider/openai/openaitest"
@@ -34,7 +34,7 @@ var replicaKills = flag.Int("replica-kills", 10, "how many times TestGatewayRepl
 type replicaSet struct {
 	t    testing.TB
 	ns   *natstest.Server
-	tg   *telegramfake.Server
+	tg   *telegramtest.Server
 	bin  string
 	cfg  string
 	env  []string
@@ -55,7 +55,7 @@ type replicaSet struct {
 func newReplicaSet(t testing.TB, brain providertest.Brain, busURL string) *replicaSet {
 	t.Helper()
 	ns := natstest.Start(t)
-	tg, err := telegramfake.New("123456:replicas")
+	tg, err := telegramtest.New("123456:replicas")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func (r *replicaSet) dump() string {
 }
 
 // replicaConfig is a gateway on the Telegram fake and the model fake.
-func replicaConfig(t testing.TB, tg *telegramfake.Server, modelURL string) map[string]any {
+func replicaConfig(t testing.TB, tg *telegramtest.Server, modelURL string) map[string]any {
 	return map[string]any{
 		"agents":    map[string]any{"defaults": map[string]any{"workspace": filepath.Join(t.TempDir(), "workspace"), "model": "gpt-4o-mini", "provider": "custom"}},
 		"providers": map[string]any{"custom": map[string]any{"apiBase": modelURL, "apiKey": "test-key"}},

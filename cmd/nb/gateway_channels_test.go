@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
-	"github.com/nbots/nb/gateway/channel/telegram/telegramfake"
+	"github.com/nbots/nb/gateway/channel/telegram/telegramtest"
 	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
 )
@@ -21,7 +21,7 @@ import (
 // Bot API fake and a fake model: an allowed user is answered in their
 // chat, an unknown one gets a pairing code and no answer from the model.
 func TestGatewayTelegram(t *testing.T) {
-	tg, err := telegramfake.New("123456:secret-token")
+	tg, err := telegramtest.New("123456:secret-token")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func runGatewayOn(t *testing.T, dir, cfg, secret, listen string) (logs func() st
 // webhook on the gateway's own listener: the fake posts updates there
 // with the secret; a forged post is refused.
 func TestGatewayTelegramWebhook(t *testing.T) {
-	tg, err := telegramfake.New("123456:secret-token")
+	tg, err := telegramtest.New("123456:secret-token")
 	if err != nil {
 		t.Fatal(err)
 	}

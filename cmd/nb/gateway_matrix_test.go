@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nbots/nb/gateway/channel/matrix/matrixfake"
+	"github.com/nbots/nb/gateway/channel/matrix/matrixtest"
 )
 
 // TestGatewayMatrix runs nb gateway with a Matrix channel against the
@@ -17,7 +17,7 @@ import (
 // not a stranger's mention.
 func TestGatewayMatrix(t *testing.T) {
 	const token = "syt_secret_matrix_token"
-	hs, err := matrixfake.New(token)
+	hs, err := matrixtest.New(token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestGatewayMatrix(t *testing.T) {
 		t.Errorf("no start-up word about encryption:\n%s", logs())
 	}
 
-	room := hs.CreateRoom(ann, matrixfake.RoomOptions{Members: []string{eve, joe}})
+	room := hs.CreateRoom(ann, matrixtest.RoomOptions{Members: []string{eve, joe}})
 	hs.Invite(room, ann, hs.Bot)
 	for !hs.Joined(room) {
 		if wait.Err() != nil {

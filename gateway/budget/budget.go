@@ -19,7 +19,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nbots/nb/gateway/clock"
 	"github.com/nbots/nb/gateway/modelcall"
 	"github.com/nbots/nb/gateway/replica"
 	"github.com/nbots/nb/internal/atomicfile"
@@ -66,8 +65,7 @@ type Ledger struct {
 	// second, and by Flush); "" keeps them in memory.
 	Path string
 	// Zone is where days begin and end (agents.defaults.timezone); nil is UTC.
-	Zone  *time.Location
-	Clock clock.Clock
+	Zone *time.Location
 	// Shared, when replicas share the gateway's work, holds the sums of
 	// every replica's counts, which the budgets are checked against (see
 	// Run); nil counts this process's calls only.
@@ -389,12 +387,7 @@ func (l *Ledger) zone() *time.Location {
 	return l.Zone
 }
 
-func (l *Ledger) now() time.Time {
-	if l.Clock == nil {
-		return time.Now()
-	}
-	return l.Clock.Now()
-}
+func (l *Ledger) now() time.Time { return time.Now() }
 
 // Allow is Check for the gateway's Budget seam (the source does not
 // matter: every call counts against both budgets).

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/nbots/nb/gateway/clock"
 	"github.com/nbots/nb/gateway/replica"
 	"github.com/nbots/nb/internal/atomicfile"
 )
@@ -23,8 +22,6 @@ type Scheduler struct {
 	Store *Store
 	// RunJob runs a due job.
 	RunJob RunFunc
-	// Clock defaults to the system's.
-	Clock clock.Clock
 	// Zone is agents.defaults.timezone, the zone of cron expressions
 	// without a tz; nil is UTC.
 	Zone *time.Location
@@ -87,12 +84,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		wait := s.poll()
 		if !next.IsZero() {
-			wait = min(wait, max(next.Sub(s.clock().Now()), 0))
+			wait = min(wait, max(next.Sub(time.Now()), 0))
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-s.clock().After(wait):
+		case <-time.After(wait):
 		}
 	}
 }
@@ -103,7 +100,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // process dies during the run or two processes tick together; they run
 // one after the other, as nanobot runs them.
 func (s *Scheduler) Tick(ctx context.Context) (time.Time, error) {
-	now := s.clock().Now()
+	now := time.Now()
 	stamp := stampOf(s.Store.Path)
 	if stamp.same(s.seen) && !s.seen.nextDue.IsZero() && now.Before(s.seen.nextDue) {
 		return s.seen.nextDue, nil // nothing changed, nothing due
@@ -227,13 +224,6 @@ func (s *Scheduler) runOne(ctx context.Context, j Job) {
 	if werr := s.Store.RecordRun(context.WithoutCancel(ctx), j.ID, status, msg); werr != nil {
 		s.logger().Warn("cron: " + werr.Error())
 	}
-}
-
-func (s *Scheduler) clock() clock.Clock {
-	if s.Clock == nil {
-		return clock.System{}
-	}
-	return s.Clock
 }
 
 func (s *Scheduler) poll() time.Duration {

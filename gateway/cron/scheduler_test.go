@@ -10,9 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"github.com/nbots/nb/gateway/clock"
 	"github.com/nbots/nb/gateway/replica"
 	"github.com/nbots/nb/internal/testbuf"
 )
@@ -21,7 +21,6 @@ import (
 type runs struct {
 	mu sync.Mutex
 	at map[string][]time.Time
-	c  *clock.Fake
 }
 
 func (r *runs) run(_ context.Context, j Job) error {
@@ -30,7 +29,7 @@ func (r *runs) run(_ context.Context, j Job) error {
 	if r.at == nil {
 		r.at = map[string][]time.Time{}
 	}
-	r.at[j.ID] = append(r.at[j.ID], r.c.Now())
+	r.at[j.ID] = append(r.at[j.ID], time.Now())
 	return nil
 }
 
@@ -39,6 +38,9 @@ func (r *runs) get(id string) []time.Time {
 	defer r.mu.Unlock()
 	return append([]time.Time(nil), r.at[id]...)
 }
+
+// sleepUntil moves a synctest bubble's clock to at.
+func sleepUntil(at time.Time) { time.Sleep(time.Until(at)) }
 
 func addJob(t *testing.T, st *Store, spec Spec, now time.Time) Job {
 	t.Helper()
@@ -75,38 +77,40 @@ func TestTransitionDays(t *testing.T) {
 		{"Australia/Lord_Howe", time.Date(2026, 4, 5, 0, 0, 0, 0, time.UTC), 48, false},  // 24.5 h
 	} {
 		t.Run(tc.zone+tc.day.Format("-01-02"), func(t *testing.T) {
-			loc := mustZone(t, tc.zone)
-			start := time.Date(tc.day.Year(), tc.day.Month(), tc.day.Day(), 0, 0, 0, 0, loc)
-			end := time.Date(tc.day.Year(), tc.day.Month(), tc.day.Day()+1, 0, 0, 0, 0, loc)
-			clock := clock.NewFake(start.Add(-time.Minute))
-			st := NewStore(t.TempDir())
-			r := &runs{c: clock}
-			j := addJob(t, st, Spec{Name: "half-hourly", Message: "m", Cron: "0,30 * * * *", TZ: tc.zone}, clock.Now())
-			s := &Scheduler{Store: st, RunJob: r.run, Clock: clock}
-			for i := 0; clock.Now().Add(time.Minute).Before(end); i++ {
-				clock.Set(clock.Now().Add(time.Minute))
-				if i%97 == 0 {
-					s = &Scheduler{Store: st, RunJob: r.run, Clock: clock} // a restart
+			synctest.Test(t, func(t *testing.T) {
+				loc := mustZone(t, tc.zone)
+				start := time.Date(tc.day.Year(), tc.day.Month(), tc.day.Day(), 0, 0, 0, 0, loc)
+				end := time.Date(tc.day.Year(), tc.day.Month(), tc.day.Day()+1, 0, 0, 0, 0, loc)
+				sleepUntil(start.Add(-time.Minute))
+				st := NewStore(t.TempDir())
+				r := &runs{}
+				j := addJob(t, st, Spec{Name: "half-hourly", Message: "m", Cron: "0,30 * * * *", TZ: tc.zone}, time.Now())
+				s := &Scheduler{Store: st, RunJob: r.run}
+				for i := 0; time.Now().Add(time.Minute).Before(end); i++ {
+					time.Sleep(time.Minute)
+					if i%97 == 0 {
+						s = &Scheduler{Store: st, RunJob: r.run} // a restart
+					}
+					if _, err := s.Tick(context.Background()); err != nil {
+						t.Fatal(err)
+					}
 				}
-				if _, err := s.Tick(context.Background()); err != nil {
-					t.Fatal(err)
+				got := r.get(j.ID)
+				if len(got) != tc.runs {
+					t.Errorf("%d runs, want %d: %v", len(got), tc.runs, got)
 				}
-			}
-			got := r.get(j.ID)
-			if len(got) != tc.runs {
-				t.Errorf("%d runs, want %d: %v", len(got), tc.runs, got)
-			}
-			walls := map[string]bool{}
-			for i, at := range got {
-				w := at.In(loc).Format("15:04")
-				if walls[w] {
-					t.Errorf("slot %s ran twice", w)
+				walls := map[string]bool{}
+				for i, at := range got {
+					w := at.In(loc).Format("15:04")
+					if walls[w] {
+						t.Errorf("slot %s ran twice", w)
+					}
+					walls[w] = true
+					if i > 0 && !at.After(got[i-1]) {
+						t.Errorf("runs out of order: %v", got)
+					}
 				}
-				walls[w] = true
-				if i > 0 && !at.After(got[i-1]) {
-					t.Errorf("runs out of order: %v", got)
-				}
-			}
+			})
 		})
 	}
 }
@@ -115,111 +119,117 @@ func TestTransitionDays(t *testing.T) {
 // runs once on restart, says how many runs it missed, and then keeps its
 // schedule.
 func TestMissedSlotsRunOnce(t *testing.T) {
-	start := time.Date(2026, 6, 1, 8, 59, 0, 0, time.UTC)
-	clock := clock.NewFake(start)
-	st := NewStore(t.TempDir())
-	r := &runs{c: clock}
-	j := addJob(t, st, Spec{Name: "hourly", Message: "m", Cron: "0 * * * *"}, start)
-	var log testbuf.Buffer
-	s := &Scheduler{Store: st, RunJob: r.run, Clock: clock, Log: slog.New(slog.NewTextHandler(&log, nil))}
-	clock.Set(start.Add(time.Minute)) // 09:00
-	s.Tick(context.Background())
-	// stopped from 09:01 to 14:30: 10:00 ... 14:00 missed
-	clock.Set(time.Date(2026, 6, 1, 14, 30, 0, 0, time.UTC))
-	s = &Scheduler{Store: st, RunJob: r.run, Clock: clock, Log: slog.New(slog.NewTextHandler(&log, nil))}
-	s.Tick(context.Background())
-	s.Tick(context.Background())
-	clock.Set(time.Date(2026, 6, 1, 15, 0, 0, 0, time.UTC))
-	s.Tick(context.Background())
-	if got := r.get(j.ID); len(got) != 3 {
-		t.Fatalf("runs %v, want 09:00, 14:30, 15:00", got)
-	}
-	if !strings.Contains(log.String(), `job \"hourly\" (`+j.ID+`) missed 4 run(s) while the gateway was stopped; running it once now`) {
-		t.Errorf("log: %s", log.String())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Date(2026, 6, 1, 8, 59, 0, 0, time.UTC)
+		sleepUntil(start)
+		st := NewStore(t.TempDir())
+		r := &runs{}
+		j := addJob(t, st, Spec{Name: "hourly", Message: "m", Cron: "0 * * * *"}, start)
+		var log testbuf.Buffer
+		s := &Scheduler{Store: st, RunJob: r.run, Log: slog.New(slog.NewTextHandler(&log, nil))}
+		sleepUntil(start.Add(time.Minute)) // 09:00
+		s.Tick(context.Background())
+		// stopped from 09:01 to 14:30: 10:00 ... 14:00 missed
+		sleepUntil(time.Date(2026, 6, 1, 14, 30, 0, 0, time.UTC))
+		s = &Scheduler{Store: st, RunJob: r.run, Log: slog.New(slog.NewTextHandler(&log, nil))}
+		s.Tick(context.Background())
+		s.Tick(context.Background())
+		sleepUntil(time.Date(2026, 6, 1, 15, 0, 0, 0, time.UTC))
+		s.Tick(context.Background())
+		if got := r.get(j.ID); len(got) != 3 {
+			t.Fatalf("runs %v, want 09:00, 14:30, 15:00", got)
+		}
+		if !strings.Contains(log.String(), `job \"hourly\" (`+j.ID+`) missed 4 run(s) while the gateway was stopped; running it once now`) {
+			t.Errorf("log: %s", log.String())
+		}
+	})
 }
 
 // TestClaimSurvivesCrash: a process that dies during a run does not run
 // the slot again after a restart, and two schedulers ticking together run
 // each slot once.
 func TestClaimSurvivesCrash(t *testing.T) {
-	start := time.Date(2026, 6, 1, 8, 59, 0, 0, time.UTC)
-	clock := clock.NewFake(start)
-	st := NewStore(t.TempDir())
-	j := addJob(t, st, Spec{Name: "every", Message: "m", Every: time.Minute}, start)
-	clock.Set(start.Add(time.Minute))
-	crashed := &Scheduler{Store: st, Clock: clock, RunJob: func(ctx context.Context, _ Job) error {
-		panic("crash")
-	}}
-	func() {
-		defer func() { recover() }()
-		crashed.Tick(context.Background())
-	}()
-	r := &runs{c: clock}
-	tickTogether := func() { // four schedulers (processes) at once
-		var wg sync.WaitGroup
-		for range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s := &Scheduler{Store: st, Clock: clock, RunJob: r.run}
-				s.Tick(context.Background())
-			}()
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Date(2026, 6, 1, 8, 59, 0, 0, time.UTC)
+		sleepUntil(start)
+		st := NewStore(t.TempDir())
+		j := addJob(t, st, Spec{Name: "every", Message: "m", Every: time.Minute}, start)
+		sleepUntil(start.Add(time.Minute))
+		crashed := &Scheduler{Store: st, RunJob: func(ctx context.Context, _ Job) error {
+			panic("crash")
+		}}
+		func() {
+			defer func() { recover() }()
+			crashed.Tick(context.Background())
+		}()
+		r := &runs{}
+		tickTogether := func() { // four schedulers (processes) at once
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s := &Scheduler{Store: st, RunJob: r.run}
+					s.Tick(context.Background())
+				}()
+			}
+			wg.Wait()
 		}
-		wg.Wait()
-	}
-	tickTogether()
-	if got := r.get(j.ID); len(got) != 0 {
-		t.Fatalf("the crashed slot ran again: %v", got)
-	}
-	clock.Set(start.Add(2 * time.Minute))
-	tickTogether()
-	if got := r.get(j.ID); len(got) != 1 {
-		t.Fatalf("4 schedulers ran the slot %d times", len(got))
-	}
+		tickTogether()
+		if got := r.get(j.ID); len(got) != 0 {
+			t.Fatalf("the crashed slot ran again: %v", got)
+		}
+		sleepUntil(start.Add(2 * time.Minute))
+		tickTogether()
+		if got := r.get(j.ID); len(got) != 1 {
+			t.Fatalf("4 schedulers ran the slot %d times", len(got))
+		}
+	})
 }
 
 // TestAddedWhileRunning: a job written to jobs.json by another process
 // (here: another Store on the same file) while the scheduler runs, runs
 // without a restart; a one-time job then deletes itself.
 func TestAddedWhileRunning(t *testing.T) {
-	dir := t.TempDir()
-	ran := make(chan Job, 4)
-	s := &Scheduler{Store: NewStore(dir), Poll: 10 * time.Millisecond, RunJob: func(_ context.Context, j Job) error {
-		ran <- j
-		return nil
-	}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	time.Sleep(30 * time.Millisecond)
-	if !NewStore(dir).Running() {
-		t.Error("Running() is false while the scheduler runs")
-	}
-	if err := (&Scheduler{Store: NewStore(dir)}).Run(ctx); err != ErrRunning {
-		t.Errorf("a second scheduler: %v, want ErrRunning", err)
-	}
-	other := NewStore(dir)
-	j := addJob(t, other, Spec{Name: "soon", Message: "hello", At: time.Now().Add(50 * time.Millisecond)}, time.Now())
-	select {
-	case got := <-ran:
-		if got.ID != j.ID || got.Payload.Message != "hello" {
-			t.Errorf("ran %+v", got)
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		ran := make(chan Job, 4)
+		s := &Scheduler{Store: NewStore(dir), Poll: 10 * time.Millisecond, RunJob: func(_ context.Context, j Job) error {
+			ran <- j
+			return nil
+		}}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		synctest.Wait() // the scheduler holds its lock and waits
+		if !NewStore(dir).Running() {
+			t.Error("Running() is false while the scheduler runs")
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the job added while the scheduler ran did not run")
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	f, _ := other.Load()
-	if len(f.Jobs) != 0 {
-		t.Errorf("the one-time job was kept: %+v", f.Jobs)
-	}
-	if NewStore(dir).Running() {
-		t.Error("Running() after the scheduler stopped")
-	}
+		if err := (&Scheduler{Store: NewStore(dir)}).Run(ctx); err != ErrRunning {
+			t.Errorf("a second scheduler: %v, want ErrRunning", err)
+		}
+		other := NewStore(dir)
+		j := addJob(t, other, Spec{Name: "soon", Message: "hello", At: time.Now().Add(50 * time.Millisecond)}, time.Now())
+		select {
+		case got := <-ran:
+			if got.ID != j.ID || got.Payload.Message != "hello" {
+				t.Errorf("ran %+v", got)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the job added while the scheduler ran did not run")
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		f, _ := other.Load()
+		if len(f.Jobs) != 0 {
+			t.Errorf("the one-time job was kept: %+v", f.Jobs)
+		}
+		if NewStore(dir).Running() {
+			t.Error("Running() after the scheduler stopped")
+		}
+	})
 }
 
 // TestNanobotFormat reads a jobs.json as nanobot writes it and writes it
@@ -288,23 +298,25 @@ func TestNanobotFormat(t *testing.T) {
 // TestClaimsAcrossStores: replicas whose jobs.json are copies (one per
 // machine) run each slot once when they share claims.
 func TestClaimsAcrossStores(t *testing.T) {
-	start := time.Date(2026, 6, 1, 8, 59, 0, 0, time.UTC)
-	clock := clock.NewFake(start)
-	r := &runs{c: clock}
-	claims := &replica.Local{}
-	a, b := NewStore(t.TempDir()), NewStore(t.TempDir())
-	j := addJob(t, a, Spec{Name: "hourly", Message: "m", Cron: "0 * * * *"}, start)
-	if err := b.Edit(context.Background(), func(f *File) error { f.Jobs = append(f.Jobs, j); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	sa := &Scheduler{Store: a, RunJob: r.run, Clock: clock, Claims: claims}
-	sb := &Scheduler{Store: b, RunJob: r.run, Clock: clock, Claims: claims}
-	for h := range 3 {
-		clock.Set(time.Date(2026, 6, 1, 9+h, 0, 0, 0, time.UTC))
-		sa.Tick(context.Background())
-		sb.Tick(context.Background())
-	}
-	if got := r.get(j.ID); len(got) != 3 {
-		t.Fatalf("runs %v, want 09:00, 10:00, 11:00 once each", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Date(2026, 6, 1, 8, 59, 0, 0, time.UTC)
+		sleepUntil(start)
+		r := &runs{}
+		claims := &replica.Local{}
+		a, b := NewStore(t.TempDir()), NewStore(t.TempDir())
+		j := addJob(t, a, Spec{Name: "hourly", Message: "m", Cron: "0 * * * *"}, start)
+		if err := b.Edit(context.Background(), func(f *File) error { f.Jobs = append(f.Jobs, j); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		sa := &Scheduler{Store: a, RunJob: r.run, Claims: claims}
+		sb := &Scheduler{Store: b, RunJob: r.run, Claims: claims}
+		for h := range 3 {
+			sleepUntil(time.Date(2026, 6, 1, 9+h, 0, 0, 0, time.UTC))
+			sa.Tick(context.Background())
+			sb.Tick(context.Background())
+		}
+		if got := r.get(j.ID); len(got) != 3 {
+			t.Fatalf("runs %v, want 09:00, 10:00, 11:00 once each", got)
+		}
+	})
 }

@@ -19,7 +19,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nbots/nb/gateway/clock"
 	"github.com/nbots/nb/gateway/replica"
 )
 
@@ -63,8 +62,6 @@ type Service struct {
 	// session Session and delivers its answer as nanobot does (to the most
 	// recently active chat). It is the only way a beat reaches a model.
 	Execute func(ctx context.Context, prompt string) error
-	// Clock defaults to the system's.
-	Clock clock.Clock
 	// Zone is the zone of the time in the prompt (agents.defaults.timezone).
 	Zone *time.Location
 	// Log receives warnings; nil discards them.
@@ -84,10 +81,10 @@ func (s *Service) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-s.clock().After(interval):
+		case <-time.After(interval):
 		}
 		if s.Claims != nil {
-			ok, err := s.Claims.Claim(ctx, replica.Slot("heartbeat", s.clock().Now(), interval))
+			ok, err := s.Claims.Claim(ctx, replica.Slot("heartbeat", time.Now(), interval))
 			if err != nil && ctx.Err() == nil {
 				s.logger().Warn("heartbeat: not beating: " + err.Error())
 			}
@@ -112,7 +109,7 @@ func (s *Service) Beat(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("read %s: %w", path, err)
 	}
-	prompt, ok := Prompt(string(data), s.clock().Now().In(s.zone()))
+	prompt, ok := Prompt(string(data), time.Now().In(s.zone()))
 	if !ok {
 		return false, nil
 	}
@@ -262,13 +259,6 @@ func level(l string) int {
 }
 
 func validUTF8Prefix(s string) string { return strings.ToValidUTF8(s, "") }
-
-func (s *Service) clock() clock.Clock {
-	if s.Clock == nil {
-		return clock.System{}
-	}
-	return s.Clock
-}
 
 func (s *Service) zone() *time.Location {
 	if s.Zone == nil {

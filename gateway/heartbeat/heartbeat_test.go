@@ -7,47 +7,39 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
-	"github.com/nbots/nb/gateway/clock"
 	"github.com/nbots/nb/gateway/replica"
 )
 
-// runDay runs the service for 24 hours of a fake clock and returns how
-// many beats reached Execute (each would be at least one model request).
-func runDay(t *testing.T, content *string) (int, []string) {
+// runDay runs the service for 24 hours of a synctest bubble's clock and
+// returns how many beats reached Execute (each would be at least one
+// model request).
+func runDay(t *testing.T, content *string) (n int, prompts []string) {
 	t.Helper()
-	dir := t.TempDir()
-	if content != nil {
-		os.WriteFile(filepath.Join(dir, "HEARTBEAT.md"), []byte(*content), 0o600)
-	}
-	fake := clock.NewFake(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
-	var calls atomic.Int32
-	var prompts []string
-	s := &Service{Workspace: dir, Interval: 1800 * time.Second, Clock: fake, Execute: func(_ context.Context, p string) error {
-		calls.Add(1)
-		prompts = append(prompts, p)
-		return nil
-	}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- s.Run(ctx) }()
-	for range 48 {
-		deadline := time.Now().Add(5 * time.Second)
-		for fake.Waiters() == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the service does not wait for its next beat")
-			}
-			time.Sleep(time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		if content != nil {
+			os.WriteFile(filepath.Join(dir, "HEARTBEAT.md"), []byte(*content), 0o600)
 		}
-		fake.Advance(1800 * time.Second)
-	}
-	for fake.Waiters() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	<-done
-	return int(calls.Load()), prompts
+		time.Sleep(time.Until(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)))
+		var calls atomic.Int32
+		s := &Service{Workspace: dir, Interval: 1800 * time.Second, Execute: func(_ context.Context, p string) error {
+			calls.Add(1)
+			prompts = append(prompts, p)
+			return nil
+		}}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- s.Run(ctx) }()
+		time.Sleep(24 * time.Hour)
+		synctest.Wait() // the beat due now is done
+		cancel()
+		<-done
+		n = int(calls.Load())
+	})
+	return n, prompts
 }
 
 // TestIdleDayCostsNothing: 24 hours of beats every 30 minutes make no
@@ -122,38 +114,28 @@ func TestPromptBudget(t *testing.T) {
 // TestClaimedOnceAcrossReplicas: two replicas beating on the same clock
 // with shared claims beat once per interval between them.
 func TestClaimedOnceAcrossReplicas(t *testing.T) {
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "HEARTBEAT.md"), []byte("- [ ] water the plants\n"), 0o600)
-	fake := clock.NewFake(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
-	var calls atomic.Int32
-	claims := &replica.Local{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 2)
-	for range 2 {
-		s := &Service{Workspace: dir, Interval: 1800 * time.Second, Clock: fake, Claims: claims, Execute: func(context.Context, string) error {
-			calls.Add(1)
-			return nil
-		}}
-		go func() { done <- s.Run(ctx) }()
-	}
-	wait := func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for fake.Waiters() < 2 {
-			if time.Now().After(deadline) {
-				t.Fatal("the services do not wait for their next beat")
-			}
-			time.Sleep(time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "HEARTBEAT.md"), []byte("- [ ] water the plants\n"), 0o600)
+		time.Sleep(time.Until(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)))
+		var calls atomic.Int32
+		claims := &replica.Local{}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 2)
+		for range 2 {
+			s := &Service{Workspace: dir, Interval: 1800 * time.Second, Claims: claims, Execute: func(context.Context, string) error {
+				calls.Add(1)
+				return nil
+			}}
+			go func() { done <- s.Run(ctx) }()
 		}
-	}
-	for range 10 {
-		wait()
-		fake.Advance(1800 * time.Second)
-	}
-	wait()
-	cancel()
-	<-done
-	<-done
-	if n := calls.Load(); n != 10 {
-		t.Fatalf("%d beats in 10 intervals, want 10", n)
-	}
+		time.Sleep(10 * 1800 * time.Second)
+		synctest.Wait() // the beats due now are done
+		cancel()
+		<-done
+		<-done
+		if n := calls.Load(); n != 10 {
+			t.Fatalf("%d beats in 10 intervals, want 10", n)
+		}
+	})
 }

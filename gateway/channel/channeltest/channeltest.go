@@ -1,10 +1,14 @@
 // Package channeltest helps test chat channels: an Inbox that records
-// what a channel publishes and can refuse it for a while.
+// what a channel publishes and can refuse it for a while; what every
+// platform's fake (telegramtest, slacktest, …) shares, a Loopback server
+// with its request log and Faults injected per endpoint; and Conformance,
+// the suite every channel.Channel passes through its fake.
 package channeltest
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -22,10 +26,11 @@ type Inbox struct {
 	// channel.Admitter); nil admits everyone.
 	Admit func(bus.Inbound) bool
 
-	mu      sync.Mutex
-	got     []bus.Inbound
-	failing int
-	changed chan struct{}
+	mu       sync.Mutex
+	got      []bus.Inbound
+	failing  int
+	attempts int
+	changed  chan struct{}
 }
 
 // Refuse makes the next n publishes fail (n < 0: all until Refuse(0)).
@@ -42,6 +47,8 @@ func (b *Inbox) Admits(m bus.Inbound) bool { return b.Admit == nil || b.Admit(m)
 func (b *Inbox) Publish(_ context.Context, m bus.Inbound) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.attempts++
+	defer b.notifyLocked()
 	if b.failing != 0 {
 		if b.failing > 0 {
 			b.failing--
@@ -49,11 +56,53 @@ func (b *Inbox) Publish(_ context.Context, m bus.Inbound) error {
 		return errors.New("bus unavailable")
 	}
 	b.got = append(b.got, m)
+	return nil
+}
+
+func (b *Inbox) notifyLocked() {
 	if b.changed != nil {
 		close(b.changed)
 		b.changed = nil
 	}
-	return nil
+}
+
+// Attempts is how many times Publish was called, refused calls included.
+func (b *Inbox) Attempts() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.attempts
+}
+
+// WaitAttempts waits until Publish was called n times, refused calls
+// included; it fails the test after 20 s.
+func (b *Inbox) WaitAttempts(t testing.TB, n int) {
+	t.Helper()
+	b.waitUntil(t, func() bool { return b.attempts >= n }, func() string {
+		return fmt.Sprintf("%d of %d publishes", b.Attempts(), n)
+	})
+}
+
+// waitUntil waits until done, called with b.mu held, reports true.
+func (b *Inbox) waitUntil(t testing.TB, done func() bool, what func() string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		b.mu.Lock()
+		ok := done()
+		if !ok && b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		ch := b.changed
+		b.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatal(what())
+		}
+	}
 }
 
 // Messages are all the messages published, in order.
@@ -82,24 +131,10 @@ func unique(ms []bus.Inbound) []bus.Inbound {
 // it fails the test after 20 s.
 func (b *Inbox) Wait(t testing.TB, n int) []bus.Inbound {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		b.mu.Lock()
-		got := len(unique(b.got))
-		if got < n && b.changed == nil {
-			b.changed = make(chan struct{})
-		}
-		ch := b.changed
-		b.mu.Unlock()
-		if got >= n {
-			return b.Unique()
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("received %d of %d messages", len(b.Unique()), n)
-		}
-	}
+	b.waitUntil(t, func() bool { return len(unique(b.got)) >= n }, func() string {
+		return fmt.Sprintf("received %d of %d messages", len(b.Unique()), n)
+	})
+	return b.Unique()
 }
 
 // Start runs c with in until the test ends, waits until it is ready (or

@@ -1,6 +1,8 @@
 package channeltest
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -47,9 +49,10 @@ func ResetConnection(w http.ResponseWriter) bool {
 // injected for the next ones. Its zero value is ready; it is safe for
 // concurrent use. Fakes embed it.
 type Faults struct {
-	mu     sync.Mutex
-	calls  map[string]int
-	queued map[string][]Fault
+	mu      sync.Mutex
+	calls   map[string]int
+	queued  map[string][]Fault
+	changed chan struct{} // closed on the next request; nil: nobody waits
 }
 
 // Inject queues faults for the next requests to the endpoint.
@@ -78,10 +81,36 @@ func (f *Faults) Next(endpoint string) Fault {
 		f.calls = map[string]int{}
 	}
 	f.calls[endpoint]++
+	if f.changed != nil {
+		close(f.changed)
+		f.changed = nil
+	}
 	q := f.queued[endpoint]
 	if len(q) == 0 {
 		return 0
 	}
 	f.queued[endpoint] = q[1:]
 	return q[0]
+}
+
+// WaitCalls waits until the endpoint has received n requests, or ctx
+// ends: a test knows a request is in the fake's hands without sleeping.
+func (f *Faults) WaitCalls(ctx context.Context, endpoint string, n int) error {
+	for {
+		f.mu.Lock()
+		got := f.calls[endpoint]
+		if got < n && f.changed == nil {
+			f.changed = make(chan struct{})
+		}
+		ch := f.changed
+		f.mu.Unlock()
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %d of %d requests: %w", endpoint, got, n, ctx.Err())
+		}
+	}
 }

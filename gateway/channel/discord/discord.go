@@ -227,11 +227,19 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 func (c *Channel) handle(ctx context.Context, in channel.Inbox, m *discordgo.Message) {
 	id, _ := strconv.ParseUint(m.ID, 10, 64)
 	c.mu.Lock()
-	me, done := c.me, id <= c.last[m.ChannelID]
+	last, known := c.last[m.ChannelID]
+	me, done := c.me, id <= last
 	c.mu.Unlock()
 	if done || m.Author == nil || m.Author.ID == me || m.Author.Bot {
 		c.advance(m.ChannelID, id)
 		return
+	}
+	if !known && id > 0 {
+		// The first message of a channel: remember the channel, just
+		// before this message, so that a restart while the message is
+		// not yet durable catches it up (catchUp fetches only the
+		// channels it knows).
+		c.advance(m.ChannelID, id-1)
 	}
 	group := m.GuildID != ""
 	mentioned := !group

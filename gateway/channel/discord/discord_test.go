@@ -15,15 +15,15 @@ import (
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/channeltest"
-	"github.com/nbots/nb/gateway/channel/discord/discordfake"
+	"github.com/nbots/nb/gateway/channel/discord/discordtest"
 	"github.com/nbots/nb/internal/testbuf"
 )
 
 const token = "MTAwMDAw.secret-DISCORD-token"
 
 var (
-	alice = discordfake.User{ID: "100000000000000042", Username: "alice"}
-	bob   = discordfake.User{ID: "100000000000000043", Username: "bob"}
+	alice = discordtest.User{ID: "100000000000000042", Username: "alice"}
+	bob   = discordtest.User{ID: "100000000000000043", Username: "bob"}
 )
 
 type harness struct {
@@ -32,9 +32,9 @@ type harness struct {
 	stop func()
 }
 
-func newFake(t *testing.T) *discordfake.Server {
+func newFake(t *testing.T) *discordtest.Server {
 	t.Helper()
-	f, err := discordfake.New(token)
+	f, err := discordtest.New(token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func newFake(t *testing.T) *discordfake.Server {
 	return f
 }
 
-func start(t *testing.T, fake *discordfake.Server, env channel.Env) *harness {
+func start(t *testing.T, fake *discordtest.Server, env channel.Env) *harness {
 	t.Helper()
 	logs := &testbuf.Buffer{}
 	env.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -274,8 +274,8 @@ func TestAttachmentsBothWays(t *testing.T) {
 	fake := newFake(t)
 	ws := t.TempDir()
 	h := start(t, fake, channel.Env{Workspace: ws})
-	in := fake.PostFiles("", "200000000000000001", alice, "look", discordfake.File{Name: "cat.png", ContentType: "image/png", Data: []byte("PNG-bytes")})
-	fake.PostFiles("300000000000000001", "200000000000000002", bob, "not for the bot", discordfake.File{Name: "x.png", Data: []byte("x")})
+	in := fake.PostFiles("", "200000000000000001", alice, "look", discordtest.File{Name: "cat.png", ContentType: "image/png", Data: []byte("PNG-bytes")})
+	fake.PostFiles("300000000000000001", "200000000000000002", bob, "not for the bot", discordtest.File{Name: "x.png", Data: []byte("x")})
 	got := h.in.Wait(t, 2)
 	m := got[0]
 	if len(m.Media) != 1 || !strings.HasPrefix(m.Media[0], filepath.Join(ws, "media", "discord")+string(filepath.Separator)) {
@@ -297,7 +297,7 @@ func TestAttachmentsBothWays(t *testing.T) {
 		Media: []string{"report.pdf", "/etc/hostname"}}); err != nil {
 		t.Fatal(err)
 	}
-	var sent []discordfake.Message
+	var sent []discordtest.Message
 	for _, x := range fake.Sent(in.ChannelID) {
 		if x.Author.ID == fake.Bot.ID {
 			sent = append(sent, x)

@@ -8,7 +8,7 @@ import (
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/channeltest"
-	"github.com/nbots/nb/gateway/channel/discord/discordfake"
+	"github.com/nbots/nb/gateway/channel/discord/discordtest"
 )
 
 // TestStrangersFilesNeverFetched: a direct message's files from a sender
@@ -24,8 +24,8 @@ func TestStrangersFilesNeverFetched(t *testing.T) {
 	in := &channeltest.Inbox{Admit: func(m bus.Inbound) bool { return m.SenderID == alice.ID }}
 	stop := channeltest.Start(t, c, in)
 	defer stop()
-	fake.PostFiles("", "200000000000000009", bob, "take this", discordfake.File{Name: "big.bin", Data: []byte("junk")})
-	fake.PostFiles("", "200000000000000001", alice, "mine", discordfake.File{Name: "notes.txt", Data: []byte("notes")})
+	fake.PostFiles("", "200000000000000009", bob, "take this", discordtest.File{Name: "big.bin", Data: []byte("junk")})
+	fake.PostFiles("", "200000000000000001", alice, "mine", discordtest.File{Name: "notes.txt", Data: []byte("notes")})
 	got := in.Wait(t, 2)
 	byText := map[string]bus.Inbound{}
 	for _, m := range got {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
-	"github.com/nbots/nb/gateway/channel/matrix/matrixfake"
+	"github.com/nbots/nb/gateway/channel/matrix/matrixtest"
 )
 
 // deliver sends m as the gateway does: on a *channel.RetryAfter it waits
@@ -37,7 +37,7 @@ func deliver(ctx context.Context, c *Channel, m bus.Outbound) error {
 // second (each room's own wait), not the hundred seconds of one queue for
 // the homeserver.
 func BenchmarkHundredRooms(b *testing.B) {
-	fake, err := matrixfake.New(token)
+	fake, err := matrixtest.New(token)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func BenchmarkHundredRooms(b *testing.B) {
 	const n, per = 100, 3
 	rooms := make([]string, n)
 	for i := range rooms {
-		rooms[i] = fake.CreateRoom(fmt.Sprintf("@p%d:fake.test", i), matrixfake.RoomOptions{})
+		rooms[i] = fake.CreateRoom(fmt.Sprintf("@p%d:fake.test", i), matrixtest.RoomOptions{})
 		fake.Join(rooms[i], fake.Bot)
 	}
 	ctx := context.Background()

@@ -16,7 +16,7 @@ import (
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/channeltest"
-	"github.com/nbots/nb/gateway/channel/matrix/matrixfake"
+	"github.com/nbots/nb/gateway/channel/matrix/matrixtest"
 	"github.com/nbots/nb/internal/testbuf"
 )
 
@@ -29,7 +29,7 @@ const (
 )
 
 type harness struct {
-	fake *matrixfake.Server
+	fake *matrixtest.Server
 	ch   *Channel
 	in   *channeltest.Inbox
 	logs *testbuf.Buffer
@@ -37,9 +37,9 @@ type harness struct {
 	stop func()
 }
 
-func newFake(t *testing.T) *matrixfake.Server {
+func newFake(t *testing.T) *matrixtest.Server {
 	t.Helper()
-	f, err := matrixfake.New(token)
+	f, err := matrixtest.New(token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func newFake(t *testing.T) *matrixfake.Server {
 	return f
 }
 
-func newChannel(t *testing.T, fake *matrixfake.Server, env channel.Env, cfg Config) (*Channel, *testbuf.Buffer) {
+func newChannel(t *testing.T, fake *matrixtest.Server, env channel.Env, cfg Config) (*Channel, *testbuf.Buffer) {
 	t.Helper()
 	var logs *testbuf.Buffer
 	env.Logger, logs = channeltest.Logger(t, "secretTOKEN")
@@ -73,7 +73,7 @@ func newChannel(t *testing.T, fake *matrixfake.Server, env channel.Env, cfg Conf
 
 // start runs a channel on fake with a fresh workspace and state folder
 // (or env's).
-func start(t *testing.T, fake *matrixfake.Server, env channel.Env, cfg Config) *harness {
+func start(t *testing.T, fake *matrixtest.Server, env channel.Env, cfg Config) *harness {
 	t.Helper()
 	env = channeltest.Folders(t, env)
 	c, logs := newChannel(t, fake, env, cfg)
@@ -96,7 +96,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // direct makes user open a direct chat with the bot and waits until the
 // bot joined.
-func direct(t *testing.T, fake *matrixfake.Server, user string) string {
+func direct(t *testing.T, fake *matrixtest.Server, user string) string {
 	t.Helper()
 	room := fake.DirectRoom(user)
 	waitFor(t, "the bot to join "+user+"'s room", func() bool { return fake.Joined(room) })
@@ -166,7 +166,7 @@ func TestInvitations(t *testing.T) {
 func TestRoomMentionRule(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, channel.Env{}, Config{})
-	room := fake.CreateRoom(alice, matrixfake.RoomOptions{Members: []string{bob, carol}})
+	room := fake.CreateRoom(alice, matrixtest.RoomOptions{Members: []string{bob, carol}})
 	fake.Invite(room, alice, fake.Bot)
 	waitFor(t, "the join", func() bool { return fake.Joined(room) })
 	cases := []struct {
@@ -203,7 +203,7 @@ func TestGroupPolicies(t *testing.T) {
 	fake := newFake(t)
 	rooms := map[string]string{}
 	for _, n := range []string{"listed", "other"} {
-		rooms[n] = fake.CreateRoom(alice, matrixfake.RoomOptions{Members: []string{bob}})
+		rooms[n] = fake.CreateRoom(alice, matrixtest.RoomOptions{Members: []string{bob}})
 	}
 	h := start(t, fake, channel.Env{}, Config{GroupPolicy: "allowlist", GroupAllowFrom: []string{rooms["listed"]}, AllowRoomMentions: true})
 	for _, r := range rooms {
@@ -401,7 +401,7 @@ func TestProgressEditedInPlace(t *testing.T) {
 func TestEncryptedRoomsNotRead(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, channel.Env{}, Config{})
-	room := fake.CreateRoom(alice, matrixfake.RoomOptions{Encrypted: true})
+	room := fake.CreateRoom(alice, matrixtest.RoomOptions{Encrypted: true})
 	fake.Invite(room, alice, fake.Bot)
 	waitFor(t, "the join", func() bool { return fake.Joined(room) })
 	for range 2 {

@@ -15,7 +15,7 @@ import (
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/channeltest"
-	"github.com/nbots/nb/gateway/channel/slack/slackfake"
+	"github.com/nbots/nb/gateway/channel/slack/slacktest"
 	"github.com/nbots/nb/internal/testbuf"
 )
 
@@ -25,16 +25,16 @@ const (
 )
 
 type harness struct {
-	fake *slackfake.Server
+	fake *slacktest.Server
 	env  channel.Env
 	ch   *Channel
 	in   *channeltest.Inbox
 	stop func()
 }
 
-func newFake(t *testing.T) *slackfake.Server {
+func newFake(t *testing.T) *slacktest.Server {
 	t.Helper()
-	f, err := slackfake.New(botToken, appToken)
+	f, err := slacktest.New(botToken, appToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func newFake(t *testing.T) *slackfake.Server {
 	return f
 }
 
-func start(t *testing.T, fake *slackfake.Server, cfg Config) *harness {
+func start(t *testing.T, fake *slacktest.Server, cfg Config) *harness {
 	t.Helper()
 	logs := &testbuf.Buffer{}
 	if cfg.BotToken == "" {
@@ -70,7 +70,7 @@ func send(t *testing.T, c *Channel, m bus.Outbound) string {
 	return channeltest.Send(t, c, m)
 }
 
-func waitAcked(t *testing.T, fake *slackfake.Server) {
+func waitAcked(t *testing.T, fake *slacktest.Server) {
 	t.Helper()
 	for i := 0; fake.Unacked() > 0; i++ {
 		if i > 500 {
@@ -83,7 +83,7 @@ func waitAcked(t *testing.T, fake *slackfake.Server) {
 func TestDirectMessage(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, Config{})
-	ev := fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "hello"})
+	ev := fake.Post(slacktest.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "hello"})
 	m := h.in.Wait(t, 1)[0]
 	if m.Channel != "slack" || m.SenderID != "U0001" || m.ChatID != "D0001" || m.Content != "hello" || m.ID != "D0001:"+ev.TS {
 		t.Errorf("%+v", m)
@@ -106,12 +106,12 @@ func TestDirectMessage(t *testing.T) {
 func TestChannelMentionAndThreads(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, Config{})
-	chatter := fake.Post(slackfake.Event{Channel: "C0001", ChannelType: "channel", User: "U0001", Text: "lunch?"})
-	asked := fake.Post(slackfake.Event{Channel: "C0001", ChannelType: "channel", User: "U0002", Text: "<@UBOT0001> what is 2+2?"})
-	inThread := fake.Post(slackfake.Event{Channel: "C0001", ChannelType: "channel", User: "U0002", Text: "and 3+3?", ThreadTS: asked.TS})
-	fake.Post(slackfake.Event{Channel: "C0001", ChannelType: "channel", User: "UBOT0001", Text: "my own"})
-	fake.Post(slackfake.Event{Channel: "C0001", ChannelType: "channel", User: "U0003", Text: "a bot", BotID: "B9"})
-	fake.Post(slackfake.Event{Channel: "C0001", ChannelType: "channel", User: "U0003", Text: "edited", Subtype: "message_changed"})
+	chatter := fake.Post(slacktest.Event{Channel: "C0001", ChannelType: "channel", User: "U0001", Text: "lunch?"})
+	asked := fake.Post(slacktest.Event{Channel: "C0001", ChannelType: "channel", User: "U0002", Text: "<@UBOT0001> what is 2+2?"})
+	inThread := fake.Post(slacktest.Event{Channel: "C0001", ChannelType: "channel", User: "U0002", Text: "and 3+3?", ThreadTS: asked.TS})
+	fake.Post(slacktest.Event{Channel: "C0001", ChannelType: "channel", User: "UBOT0001", Text: "my own"})
+	fake.Post(slacktest.Event{Channel: "C0001", ChannelType: "channel", User: "U0003", Text: "a bot", BotID: "B9"})
+	fake.Post(slacktest.Event{Channel: "C0001", ChannelType: "channel", User: "U0003", Text: "edited", Subtype: "message_changed"})
 	got := h.in.Wait(t, 3)
 	waitAcked(t, fake)
 	if len(h.in.Unique()) != 3 {
@@ -131,7 +131,7 @@ func TestChannelMentionAndThreads(t *testing.T) {
 		t.Errorf("not answered in the thread: %+v", s)
 	}
 	// app_mention for the same message: the same id, which the bus drops.
-	fake.Post(slackfake.Event{Type: "app_mention", Channel: "C0002", User: "U0002", Text: "<@UBOT0001> hi"})
+	fake.Post(slacktest.Event{Type: "app_mention", Channel: "C0002", User: "U0002", Text: "<@UBOT0001> hi"})
 	m := h.in.Wait(t, 4)[3]
 	if m.Metadata["mentioned"] != true || m.Metadata["group"] != true {
 		t.Errorf("app_mention %+v", m)
@@ -142,7 +142,7 @@ func TestReplyInThreadOff(t *testing.T) {
 	fake := newFake(t)
 	off := false
 	h := start(t, fake, Config{ReplyInThread: &off})
-	fake.Post(slackfake.Event{Channel: "C0001", ChannelType: "channel", User: "U0001", Text: "<@UBOT0001> hi"})
+	fake.Post(slacktest.Event{Channel: "C0001", ChannelType: "channel", User: "U0001", Text: "<@UBOT0001> hi"})
 	if m := h.in.Wait(t, 1)[0]; m.ChatID != "C0001" {
 		t.Errorf("chat %q", m.ChatID)
 	}
@@ -166,7 +166,7 @@ func TestMrkdwn(t *testing.T) {
 func TestProgressUpdatedInPlace(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, Config{})
-	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "x"})
+	fake.Post(slacktest.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "x"})
 	h.in.Wait(t, 1)
 	p := send(t, h.ch, bus.Outbound{Kind: bus.Progress, ChatID: "D0001", Turn: "t1", Content: "Work"})
 	send(t, h.ch, bus.Outbound{Kind: bus.Progress, ChatID: "D0001", Turn: "t1", Content: "Working on it"})
@@ -183,8 +183,8 @@ func TestProgressUpdatedInPlace(t *testing.T) {
 func TestRateLimitPerChannel(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, Config{})
-	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "x"})
-	fake.Post(slackfake.Event{Channel: "D0002", ChannelType: "im", User: "U0002", Text: "y"})
+	fake.Post(slacktest.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "x"})
+	fake.Post(slacktest.Event{Channel: "D0002", ChannelType: "im", User: "U0002", Text: "y"})
 	h.in.Wait(t, 2)
 	fake.SetChannelInterval(time.Second)
 	send(t, h.ch, bus.Outbound{ChatID: "D0001", Content: "one"})
@@ -207,7 +207,7 @@ func TestRateLimitPerChannel(t *testing.T) {
 func TestUndeliverable(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, Config{})
-	fake.Post(slackfake.Event{Channel: "C0009", ChannelType: "channel", User: "U0001", Text: "x"})
+	fake.Post(slacktest.Event{Channel: "C0009", ChannelType: "channel", User: "U0001", Text: "x"})
 	h.in.Wait(t, 1)
 	fake.Archive("C0009", "is_archived")
 	if _, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: "C0009", Content: "hi"}); !channel.IsUndeliverable(err) || !strings.Contains(err.Error(), "is_archived") {
@@ -223,7 +223,7 @@ func TestHundredDisconnectsLoseNothing(t *testing.T) {
 	h := start(t, fake, Config{})
 	const n = 100
 	for i := range n {
-		fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "m" + string(rune('A'+i%26)) + string(rune('a'+i/26))})
+		fake.Post(slacktest.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "m" + string(rune('A'+i%26)) + string(rune('a'+i/26))})
 		before := fake.Connections()
 		switch {
 		case i%4 == 0:
@@ -260,14 +260,14 @@ func TestHundredDisconnectsLoseNothing(t *testing.T) {
 func TestRestartLosesNothing(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, Config{})
-	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "one"})
+	fake.Post(slacktest.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "one"})
 	h.in.Wait(t, 1)
 	waitAcked(t, fake)
 	h.in.Refuse(-1) // the gateway cannot take the next one: it stays unacknowledged
-	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "two"})
+	fake.Post(slacktest.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "two"})
 	time.Sleep(100 * time.Millisecond)
 	h.stop()
-	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "three"})
+	fake.Post(slacktest.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "three"})
 	h2 := start(t, fake, Config{})
 	got := h2.in.Wait(t, 2)
 	waitAcked(t, fake)
@@ -317,8 +317,8 @@ func TestFilesBothWays(t *testing.T) {
 	ws := h.env.Workspace
 	pic := fake.AddFile("cat.png", "image/png", []byte("PNG-bytes"))
 	big := fake.AddFile("big.bin", "application/octet-stream", make([]byte, 101))
-	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "look", Subtype: "file_share", Files: []slackfake.File{pic, big}})
-	fake.Post(slackfake.Event{Channel: "C0001", ChannelType: "channel", User: "U0002", Text: "chatter", Subtype: "file_share", Files: []slackfake.File{pic}})
+	fake.Post(slacktest.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "look", Subtype: "file_share", Files: []slacktest.File{pic, big}})
+	fake.Post(slacktest.Event{Channel: "C0001", ChannelType: "channel", User: "U0002", Text: "chatter", Subtype: "file_share", Files: []slacktest.File{pic}})
 	got := h.in.Wait(t, 2)
 	m := got[0]
 	if len(m.Media) != 1 || !strings.HasPrefix(m.Media[0], filepath.Join(ws, "media", "slack")+string(filepath.Separator)) {
@@ -360,7 +360,7 @@ func TestFileTokenOnlyToSlack(t *testing.T) {
 // dropped posts the events that the policies must drop, then one they
 // admit, and checks that only that one reached the gateway (and that
 // every envelope was acknowledged, so Slack does not send them again).
-func dropped(t *testing.T, fake *slackfake.Server, h *harness, drop []slackfake.Event, admit slackfake.Event) bus.Inbound {
+func dropped(t *testing.T, fake *slacktest.Server, h *harness, drop []slacktest.Event, admit slacktest.Event) bus.Inbound {
 	t.Helper()
 	for _, ev := range drop {
 		fake.Post(ev)
@@ -381,10 +381,10 @@ func TestDMDisabled(t *testing.T) {
 	off := false
 	h := start(t, fake, Config{DM: DMConfig{Enabled: &off}})
 	pic := fake.AddFile("cat.png", "image/png", []byte("PNG"))
-	dropped(t, fake, h, []slackfake.Event{
+	dropped(t, fake, h, []slacktest.Event{
 		{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "hello"},
-		{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "a file", Subtype: "file_share", Files: []slackfake.File{pic}},
-	}, slackfake.Event{Channel: "C0001", ChannelType: "channel", User: "U0001", Text: "<@UBOT0001> in a channel"})
+		{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "a file", Subtype: "file_share", Files: []slacktest.File{pic}},
+	}, slacktest.Event{Channel: "C0001", ChannelType: "channel", User: "U0001", Text: "<@UBOT0001> in a channel"})
 	if entries, _ := os.ReadDir(filepath.Join(h.env.Workspace, "media", "slack")); len(entries) != 0 {
 		t.Errorf("a refused direct message's file was downloaded: %v", entries)
 	}
@@ -393,25 +393,25 @@ func TestDMDisabled(t *testing.T) {
 func TestDMAllowlist(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, Config{DM: DMConfig{Policy: "allowlist", AllowFrom: []string{"U0002"}}})
-	dropped(t, fake, h, []slackfake.Event{
+	dropped(t, fake, h, []slacktest.Event{
 		{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "not listed"},
-	}, slackfake.Event{Channel: "D0002", ChannelType: "im", User: "U0002", Text: "listed"})
+	}, slacktest.Event{Channel: "D0002", ChannelType: "im", User: "U0002", Text: "listed"})
 }
 
 func TestGroupAllowlist(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, Config{GroupPolicy: "allowlist", GroupAllowFrom: []string{"C0002"}})
-	m := dropped(t, fake, h, []slackfake.Event{
+	m := dropped(t, fake, h, []slacktest.Event{
 		// The attack: a mention in a channel that is not on the list.
 		{Channel: "C0001", ChannelType: "channel", User: "U0001", Text: "<@UBOT0001> answer me"},
 		{Type: "app_mention", Channel: "C0001", User: "U0001", Text: "<@UBOT0001> answer me too"},
 		{Channel: "C0001", ChannelType: "channel", User: "U0001", Text: "chatter"},
-	}, slackfake.Event{Channel: "C0002", ChannelType: "channel", User: "U0001", Text: "no mention needed here"})
+	}, slacktest.Event{Channel: "C0002", ChannelType: "channel", User: "U0001", Text: "no mention needed here"})
 	if m.Metadata["mentioned"] != true || m.Metadata["group"] != true {
 		t.Errorf("a listed channel's message is not answered: %v", m.Metadata)
 	}
 	// Direct messages are not channels: the group list does not apply.
-	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "dm"})
+	fake.Post(slacktest.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "dm"})
 	if got := h.in.Wait(t, 2); got[1].Content != "dm" {
 		t.Errorf("%+v", got[1])
 	}

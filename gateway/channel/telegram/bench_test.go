@@ -14,7 +14,7 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/channeltest"
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
-	"github.com/nbots/nb/gateway/channel/telegram/telegramfake"
+	"github.com/nbots/nb/gateway/channel/telegram/telegramtest"
 )
 
 // deliver sends m as the gateway does: on a *channel.RetryAfter it waits
@@ -35,7 +35,7 @@ func deliver(ctx context.Context, c *Channel, m bus.Outbound) error {
 }
 
 // chats makes n people write to the bot, so their chats exist.
-func chats(fake *telegramfake.Server, n int) []string {
+func chats(fake *telegramtest.Server, n int) []string {
 	ids := make([]string, n)
 	for i := range n {
 		u := botapi.User{ID: int64(1000 + i), FirstName: "p" + strconv.Itoa(i)}
@@ -56,7 +56,12 @@ func TestSlowChatDelaysNoOther(t *testing.T) {
 	ctx := context.Background()
 	slowDone := make(chan error, 1)
 	go func() { slowDone <- deliver(ctx, c, bus.Outbound{Kind: bus.Message, ChatID: ids[0], Content: "slow"}) }()
-	time.Sleep(50 * time.Millisecond) // the slow chat is waiting now
+	// The slow chat's first request has its 429: it waits now.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := fake.WaitCalls(wctx, "sendMessage", 1); err != nil {
+		t.Fatal(err)
+	}
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	for _, id := range ids[1:] {
@@ -84,7 +89,7 @@ func TestSlowChatDelaysNoOther(t *testing.T) {
 // the round takes about two seconds (each chat's own limit), not the
 // hundred seconds of one queue per platform.
 func BenchmarkHundredChats(b *testing.B) {
-	fake, err := telegramfake.New(token)
+	fake, err := telegramtest.New(token)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/channeltest"
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
-	"github.com/nbots/nb/gateway/channel/telegram/telegramfake"
+	"github.com/nbots/nb/gateway/channel/telegram/telegramtest"
 	"github.com/nbots/nb/internal/testbuf"
 )
 
@@ -33,7 +33,7 @@ var (
 // publishes fail.
 
 type harness struct {
-	fake *telegramfake.Server
+	fake *telegramtest.Server
 	ch   *Channel
 	in   *channeltest.Inbox
 	logs *testbuf.Buffer
@@ -41,9 +41,9 @@ type harness struct {
 	stop func()
 }
 
-func newFake(t *testing.T) *telegramfake.Server {
+func newFake(t *testing.T) *telegramtest.Server {
 	t.Helper()
-	f, err := telegramfake.New(token)
+	f, err := telegramtest.New(token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func newFake(t *testing.T) *telegramfake.Server {
 	return f
 }
 
-func newChannel(t *testing.T, fake *telegramfake.Server, env channel.Env, cfg Config) (*Channel, *testbuf.Buffer) {
+func newChannel(t *testing.T, fake *telegramtest.Server, env channel.Env, cfg Config) (*Channel, *testbuf.Buffer) {
 	t.Helper()
 	var logs *testbuf.Buffer
 	env.Logger, logs = channeltest.Logger(t, "secret_TOKEN")
@@ -74,7 +74,7 @@ func newChannel(t *testing.T, fake *telegramfake.Server, env channel.Env, cfg Co
 
 // start runs a channel on fake with a fresh workspace and state folder
 // (or env's).
-func start(t *testing.T, fake *telegramfake.Server, env channel.Env, cfg Config) *harness {
+func start(t *testing.T, fake *telegramtest.Server, env channel.Env, cfg Config) *harness {
 	t.Helper()
 	env = channeltest.Folders(t, env)
 	c, logs := newChannel(t, fake, env, cfg)

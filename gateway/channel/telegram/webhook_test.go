@@ -12,14 +12,14 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/channeltest"
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
-	"github.com/nbots/nb/gateway/channel/telegram/telegramfake"
+	"github.com/nbots/nb/gateway/channel/telegram/telegramtest"
 )
 
 const hookSecret = "hook_SECRET-0123456789abcdef"
 
 // startHook runs a channel that receives by webhook, served at its path
 // by a listener of its own (the gateway's, in nb gateway).
-func startHook(t *testing.T, fake *telegramfake.Server, env channel.Env) *harness {
+func startHook(t *testing.T, fake *telegramtest.Server, env channel.Env) *harness {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

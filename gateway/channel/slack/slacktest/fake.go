@@ -1,4 +1,4 @@
-// Package slackfake is a Slack server for tests, written from Slack's
+// Package slacktest is a Slack server for tests, written from Slack's
 // documentation of Socket Mode (https://api.slack.com/apis/socket-mode)
 // and of the Web API methods the channel calls: apps.connections.open
 // with the app-level token answers a WebSocket URL; the socket says
@@ -11,15 +11,15 @@
 // and answer {"ok":true,…} or {"ok":false,"error":…}, with HTTP 429 and Retry-After
 // when a channel gets messages faster than allowed; people's files are
 // served at url_private_download to the bot token only.
-package slackfake
+package slacktest
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nbots/nb/gateway/channel/channeltest"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -93,7 +93,7 @@ type Server struct {
 	BotToken, AppToken string
 	BotUserID          string
 
-	srv *http.Server
+	srv *channeltest.Loopback
 	mu  sync.Mutex
 
 	changed  chan struct{}
@@ -116,12 +116,8 @@ type Server struct {
 
 // New starts a server on 127.0.0.1.
 func New(botToken, appToken string) (*Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
 	s := &Server{
-		URL: "http://" + ln.Addr().String() + "/api/", BotToken: botToken, AppToken: appToken, BotUserID: "UBOT0001",
+		URL: "/api/", BotToken: botToken, AppToken: appToken, BotUserID: "UBOT0001",
 		changed: make(chan struct{}), clock: 1_700_000_000_000_000, acked: map[string]time.Duration{}, sentAt: map[string]time.Time{},
 		sent: map[string][]*Message{}, channels: map[string]bool{}, gone: map[string]string{}, faults: map[string]int{},
 		last: map[string]time.Time{}, calls: map[string]int{}, files: map[string][]byte{}, uploads: map[string]*Upload{},
@@ -131,10 +127,17 @@ func New(botToken, appToken string) (*Server, error) {
 	mux.HandleFunc("GET /link/", s.socket)
 	mux.HandleFunc("GET /files-pri/", s.download)
 	mux.HandleFunc("POST /upload/v1/{id}", s.upload)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go s.srv.Serve(ln) //nolint:errcheck // ends with Close
+	srv, err := channeltest.NewLoopback(mux, botToken, appToken)
+	if err != nil {
+		return nil, err
+	}
+	s.srv = srv
+	s.URL = srv.URL + s.URL
 	return s, nil
 }
+
+// Requests are the requests received so far ("GET /gateway").
+func (s *Server) Requests() []string { return s.srv.Requests() }
 
 // Close stops the server.
 func (s *Server) Close() {
@@ -253,7 +256,7 @@ func (s *Server) Disconnect() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.conn != nil {
-		s.write(s.conn, map[string]any{"type": "disconnect", "reason": "refresh_requested", "debug_info": map[string]any{"host": "slackfake"}})
+		s.write(s.conn, map[string]any{"type": "disconnect", "reason": "refresh_requested", "debug_info": map[string]any{"host": "slacktest"}})
 	}
 }
 
@@ -490,7 +493,7 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 	}
 	s.conn = c
 	s.conns++
-	s.write(c, map[string]any{"type": "hello", "num_connections": 1, "debug_info": map[string]any{"host": "slackfake", "approximate_connection_time": 18060}, "connection_info": map[string]any{"app_id": "A0001"}})
+	s.write(c, map[string]any{"type": "hello", "num_connections": 1, "debug_info": map[string]any{"host": "slacktest", "approximate_connection_time": 18060}, "connection_info": map[string]any{"app_id": "A0001"}})
 	for _, e := range s.pending {
 		if _, sent := s.sentAt[e.EnvelopeID]; sent {
 			e.RetryAttempt++

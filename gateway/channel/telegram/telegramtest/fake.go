@@ -1,4 +1,4 @@
-// Package telegramfake is a Telegram Bot API server for tests, written
+// Package telegramtest is a Telegram Bot API server for tests, written
 // from the API's documentation (https://core.telegram.org/bots/api): the
 // same URLs (/bot<token>/<method>, /file/bot<token>/<path>), the same
 // envelope ({"ok":…,"result":…} or {"ok":false,"error_code":…,
@@ -11,7 +11,7 @@
 // the API's own error texts. Tests make people write to the bot, read
 // what the bot sent, and inject failures: connection resets, 5xx, polls
 // that hang, 429s per chat.
-package telegramfake
+package telegramtest
 
 import (
 	"bytes"
@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -41,8 +40,7 @@ type Server struct {
 	// Bot is the bot's own user (getMe).
 	Bot botapi.User
 
-	srv *http.Server
-	ln  net.Listener
+	srv *channeltest.Loopback
 	// Faults counts the requests by method and answers the ones
 	// injected: a reset connection, a 502 in the API's envelope, a
 	// request left hanging, a 429 with retry_after 1.
@@ -71,15 +69,9 @@ type Server struct {
 
 // New starts a server for token on 127.0.0.1.
 func New(token string) (*Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
 	s := &Server{
-		URL:        "http://" + ln.Addr().String(),
 		Token:      token,
 		Bot:        botapi.User{ID: 7000001, IsBot: true, FirstName: "nb", Username: "nb_test_bot"},
-		ln:         ln,
 		changed:    make(chan struct{}),
 		nextUpdate: 100000,
 		nextMsg:    map[int64]int64{},
@@ -90,10 +82,16 @@ func New(token string) (*Server, error) {
 		lastSend:   map[int64]time.Time{},
 		delay:      map[int64]time.Duration{},
 	}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	go s.srv.Serve(ln) //nolint:errcheck // ends with Close
+	srv, err := channeltest.NewLoopback(s, token)
+	if err != nil {
+		return nil, err
+	}
+	s.srv, s.URL = srv, srv.URL
 	return s, nil
 }
+
+// Requests are the requests received so far ("POST /bot<secret>/getMe").
+func (s *Server) Requests() []string { return s.srv.Requests() }
 
 // Close stops the server.
 func (s *Server) Close() {
@@ -230,22 +228,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiError{code: 401, description: "Unauthorized"})
 		return
 	}
-	fault := s.Next(method)
-	switch fault {
-	case channeltest.Reset:
-		if channeltest.ResetConnection(w) {
-			return
-		}
-	case channeltest.BadGateway:
-		writeError(w, apiError{code: 502, description: "Bad Gateway"})
-		return
-	case channeltest.Hang:
-		<-r.Context().Done()
-		return
-	case channeltest.TooMany:
+	// The faults answer in the API's envelope: a 502 and a 429 with
+	// retry_after 1.
+	s.Serve(w, r, method, apiAnswers, func(w http.ResponseWriter) { s.call(w, r, method) })
+}
+
+var apiAnswers = channeltest.Answers{
+	BadGateway: func(w http.ResponseWriter) { writeError(w, apiError{code: 502, description: "Bad Gateway"}) },
+	TooMany: func(w http.ResponseWriter) {
 		writeError(w, apiError{code: 429, description: "Too Many Requests: retry after 1", retryAfter: 1})
-		return
-	}
+	},
+}
+
+// call carries out one Bot API method.
+func (s *Server) call(w http.ResponseWriter, r *http.Request, method string) {
 	params, err := readParams(r)
 	if err != nil {
 		writeError(w, apiError{code: 400, description: "Bad Request: " + err.Error()})

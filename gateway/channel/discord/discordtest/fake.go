@@ -1,4 +1,4 @@
-// Package discordfake is a Discord server for tests, written from
+// Package discordtest is a Discord server for tests, written from
 // Discord's developer documentation: the Gateway (a WebSocket sending
 // Hello with the heartbeat interval, answering Identify with READY and a
 // session id, Heartbeats with Heartbeat ACKs, numbering dispatches with
@@ -10,17 +10,17 @@
 // unique per author for a few minutes; edit, list after an id; typing; attachments
 // served from a CDN path), with the rate-limit headers on every answer and
 // 429 with retry_after when a channel's bucket is empty.
-package discordfake
+package discordtest
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nbots/nb/gateway/channel/channeltest"
 	"io"
 	"mime"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -97,7 +97,7 @@ type Server struct {
 	Token string
 	Bot   User
 
-	srv *http.Server
+	srv *channeltest.Loopback
 	mu  sync.Mutex
 
 	changed  chan struct{}
@@ -131,12 +131,8 @@ type bucket struct {
 
 // New starts a server for token (without "Bot ").
 func New(token string) (*Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
 	s := &Server{
-		URL: "http://" + ln.Addr().String(), Token: token,
+		Token:   token,
 		Bot:     User{ID: "900000000000000001", Username: "nb", Bot: true},
 		changed: make(chan struct{}), snow: 1_100_000_000_000_000_000,
 		messages: map[string][]*Message{}, channels: map[string]string{}, denied: map[string]bool{},
@@ -147,10 +143,17 @@ func New(token string) (*Server, error) {
 	mux.HandleFunc("GET /gateway/", s.gateway)
 	mux.HandleFunc("/api/{version}/{rest...}", s.rest)
 	mux.HandleFunc("GET /attachments/{rest...}", s.cdn)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go s.srv.Serve(ln) //nolint:errcheck // ends with Close
+	srv, err := channeltest.NewLoopback(mux, token)
+	if err != nil {
+		return nil, err
+	}
+	s.srv = srv
+	s.URL = srv.URL + s.URL
 	return s, nil
 }
+
+// Requests are the requests received so far ("GET /gateway").
+func (s *Server) Requests() []string { return s.srv.Requests() }
 
 // Close stops the server.
 func (s *Server) Close() {
@@ -616,5 +619,5 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, ch string) {
 func (s *Server) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fmt.Sprintf("discordfake: %d connections, %d resumes, seq %d", s.conns, s.resumes, s.seq)
+	return fmt.Sprintf("discordtest: %d connections, %d resumes, seq %d", s.conns, s.resumes, s.seq)
 }

@@ -1,4 +1,4 @@
-// Package matrixfake is a Matrix homeserver's client-server API for tests,
+// Package matrixtest is a Matrix homeserver's client-server API for tests,
 // written from the specification (https://spec.matrix.org/latest/
 // client-server-api/): the same paths under /_matrix/client/v3, the same
 // JSON shapes (a /sync response's next_batch, rooms.join.<id>.timeline
@@ -9,16 +9,14 @@
 // token, authenticated media downloads and uploads. Tests make people create
 // rooms, invite the bot and write, read what the bot sent, and inject
 // failures: connection resets, 5xx, syncs that hang, 429s per room.
-package matrixfake
+package matrixtest
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -72,7 +70,7 @@ type Server struct {
 	// Token is the only access token it accepts.
 	Token string
 
-	srv *http.Server
+	srv *channeltest.Loopback
 	// Faults counts the requests by endpoint ("sync", "send", "join",
 	// "whoami", "messages", "typing", "joined_members", "download",
 	// "upload") and answers the ones injected: a reset connection, a proxy's HTML 502 page (a homeserver
@@ -95,12 +93,7 @@ type Server struct {
 
 // New starts a server for token on 127.0.0.1.
 func New(token string) (*Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
 	s := &Server{
-		URL:      "http://" + ln.Addr().String(),
 		Name:     "fake.test",
 		Bot:      "@nb:fake.test",
 		Token:    token,
@@ -111,10 +104,16 @@ func New(token string) (*Server, error) {
 		uploaded: map[string]Uploaded{},
 		typing:   map[string]int{},
 	}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	go s.srv.Serve(ln) //nolint:errcheck // ends with Close
+	srv, err := channeltest.NewLoopback(s, token)
+	if err != nil {
+		return nil, err
+	}
+	s.srv, s.URL = srv, srv.URL
 	return s, nil
 }
+
+// Requests are the requests received so far ("GET /_matrix/client/v3/sync").
+func (s *Server) Requests() []string { return s.srv.Requests() }
 
 // Close stops the server.
 func (s *Server) Close() { s.srv.Close() }
@@ -223,7 +222,7 @@ func (s *Server) Post(roomID, sender, typ string, content map[string]any) string
 	defer s.mu.Unlock()
 	r := s.rooms[roomID]
 	if r == nil {
-		panic("matrixfake: no room " + roomID)
+		panic("matrixtest: no room " + roomID)
 	}
 	return s.appendLocked(r, Event{Type: typ, Sender: sender, Content: content}, "")
 }
@@ -345,16 +344,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r) {
 		return
 	}
-	fault := s.Next(endpoint)
-	if fault == channeltest.LoseAnswer {
-		s.serve(httptest.NewRecorder(), r, endpoint, parts)
-		s.fail(w, r, channeltest.Reset)
-		return
-	}
-	if s.fail(w, r, fault) {
-		return
-	}
-	s.serve(w, r, endpoint, parts)
+	s.Serve(w, r, endpoint, homeserverAnswers, func(w http.ResponseWriter) { s.serve(w, r, endpoint, parts) })
+}
+
+// homeserverAnswers are a reverse proxy's HTML 502 page and the
+// homeserver's M_LIMIT_EXCEEDED.
+var homeserverAnswers = channeltest.Answers{
+	BadGateway: func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadGateway)
+		fmt.Fprint(w, "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center></body></html>\n")
+	},
+	TooMany: func(w http.ResponseWriter) { tooMany(w, time.Second) },
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, endpoint string, parts []string) {
@@ -429,27 +430,6 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	case tok != s.Token:
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"errcode": "M_UNKNOWN_TOKEN", "error": "Invalid access token passed.", "soft_logout": false})
-		return false
-	}
-	return true
-}
-
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, f channeltest.Fault) bool {
-	switch f {
-	case channeltest.Reset:
-		if channeltest.ResetConnection(w) {
-			return true
-		}
-		writeError(w, http.StatusBadGateway, "M_UNKNOWN", "reset")
-	case channeltest.BadGateway:
-		w.Header().Set("Content-Type", "text/html")
-		w.WriteHeader(http.StatusBadGateway)
-		fmt.Fprint(w, "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center></body></html>\n")
-	case channeltest.Hang:
-		<-r.Context().Done()
-	case channeltest.TooMany:
-		tooMany(w, time.Second)
-	default:
 		return false
 	}
 	return true
