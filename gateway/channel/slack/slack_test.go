@@ -434,9 +434,9 @@ func TestStrangersFilesNeverFetched(t *testing.T) {
 	h.in.Admit = func(m bus.Inbound) bool { return m.SenderID == "U0001" }
 	pic := fake.AddFile("cat.png", "image/png", []byte("PNG-bytes"))
 	for range 5 {
-		fake.Post(slackfake.Event{Channel: "D0002", ChannelType: "im", User: "U0666", Text: "take this", Subtype: "file_share", Files: []slackfake.File{pic}})
+		fake.Post(slacktest.Event{Channel: "D0002", ChannelType: "im", User: "U0666", Text: "take this", Subtype: "file_share", Files: []slacktest.File{pic}})
 	}
-	fake.Post(slackfake.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "mine", Subtype: "file_share", Files: []slackfake.File{pic}})
+	fake.Post(slacktest.Event{Channel: "D0001", ChannelType: "im", User: "U0001", Text: "mine", Subtype: "file_share", Files: []slacktest.File{pic}})
 	got := h.in.Wait(t, 6)
 	for _, m := range got[:5] {
 		if len(m.Media) != 0 || m.Content != "take this" {
