@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/channel/dingtalk"
 	"github.com/nbots/nb/gateway/channel/discord"
 	"github.com/nbots/nb/gateway/channel/email"
 	"github.com/nbots/nb/gateway/channel/matrix"
@@ -54,6 +55,13 @@ func init() {
 			return nil, err
 		}
 		return matrix.New(cfg, rt.channelEnv(matrix.Name, raw))
+	}
+	gatewayChannels[dingtalk.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		var cfg dingtalk.Config
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return dingtalk.New(cfg, rt.channelEnv(dingtalk.Name, raw))
 	}
 }
 

@@ -89,6 +89,9 @@ type Channel struct {
 
 	retryBase time.Duration
 	keepalive time.Duration
+	// throttled is the wait after the gateway refused a connection
+	// ticket for throttling (it names none).
+	throttled time.Duration
 
 	mu       sync.Mutex
 	token    string
@@ -115,7 +118,7 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		cfg: cfg, env: env, log: env.Log().With("channel", Name),
 		http: &http.Client{Timeout: 30 * time.Second},
 		api:  "https://api.dingtalk.com", oapi: "https://oapi.dingtalk.com",
-		retryBase: time.Second, keepalive: 20 * time.Second,
+		retryBase: time.Second, keepalive: 20 * time.Second, throttled: time.Second,
 		webhooks: map[string]webhook{},
 	}
 	var mediaHosts []string
@@ -276,7 +279,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		if errors.Is(err, errDisconnect) {
 			after = 10 * time.Millisecond
 		} else if errors.As(err, &ae) && ae.throttled() {
-			after = time.Second
+			after = c.throttled
 		}
 		d := b.Next(after)
 		c.log.Warn("dingtalk: stream connection ended; reconnecting", "err", err, "retry_in", d)

@@ -46,7 +46,7 @@ func start(t *testing.T, fake *dingtalktest.Server, in *channeltest.Inbox) *harn
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.retryBase = time.Millisecond
+	c.retryBase, c.throttled = time.Millisecond, 10*time.Millisecond
 	if in == nil {
 		in = &channeltest.Inbox{}
 	}
