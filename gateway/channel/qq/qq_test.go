@@ -311,7 +311,9 @@ func TestBannedBotStops(t *testing.T) {
 	}
 	c.retryBase = time.Millisecond
 	errc := make(chan error, 1)
-	go func() { errc <- c.Run(context.Background(), &channeltest.Inbox{}, func() { fake.CloseWith(4915, "banned") }) }()
+	go func() {
+		errc <- c.Run(context.Background(), &channeltest.Inbox{}, func() { fake.CloseWith(4915, "banned") })
+	}()
 	select {
 	case err := <-errc:
 		if err == nil || !strings.Contains(err.Error(), "banned") {
