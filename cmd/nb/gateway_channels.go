@@ -14,6 +14,7 @@ import (
 	"github.com/nbots/nb/gateway/channel/discord"
 	"github.com/nbots/nb/gateway/channel/email"
 	"github.com/nbots/nb/gateway/channel/matrix"
+	"github.com/nbots/nb/gateway/channel/qq"
 	"github.com/nbots/nb/gateway/channel/slack"
 	"github.com/nbots/nb/gateway/channel/telegram"
 )
@@ -62,6 +63,13 @@ func init() {
 			return nil, err
 		}
 		return dingtalk.New(cfg, rt.channelEnv(dingtalk.Name, raw))
+	}
+	gatewayChannels[qq.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		var cfg qq.Config
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return qq.New(cfg, rt.channelEnv(qq.Name, raw))
 	}
 }
 
