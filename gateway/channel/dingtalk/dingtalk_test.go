@@ -126,6 +126,12 @@ func TestPingsAnswered(t *testing.T) {
 	fake := newFake(t)
 	in := &channeltest.Inbox{}
 	h := start(t, fake, in)
+	// The fake takes the socket in after the handshake the channel saw.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fake.WaitConnected(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
 	in.Refuse(-1)
 	fake.Say(ann("stuck for now"))
 	for range 3 {
