@@ -375,3 +375,22 @@ func TestFilesBothWays(t *testing.T) {
 		t.Errorf("sent %+v", s)
 	}
 }
+
+// TestTokenRefusedByGatewayRenewed: the gateway's 4004 (a token it no
+// longer takes) makes the channel fetch another token and resume.
+func TestTokenRefusedByGatewayRenewed(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, channel.Env{}, nil, Config{})
+	before := fake.Calls(qqtest.Token)
+	fake.CloseWith(4004, "invalid token")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fake.WaitConnected(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if n := fake.Calls(qqtest.Token); n != before+1 {
+		t.Errorf("%d token requests after the 4004, want 1", n-before)
+	}
+	fake.Say(qqtest.Message{User: "OPENID-ANN", Content: "still here"})
+	h.in.Wait(t, 1)
+}
