@@ -358,3 +358,23 @@ func TestFilesBothWays(t *testing.T) {
 		t.Errorf("sent %+v", s)
 	}
 }
+
+// TestExpiredTokenRenewed: the robot API's 401 drops the access token;
+// the retry fetches another and goes through.
+func TestExpiredTokenRenewed(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	fake.Say(ann("x"))
+	h.in.Wait(t, 1)
+	fake.ExpireWebhooks()
+	channeltest.Send(t, h.ch, bus.Outbound{ChatID: "staff-ann", Content: "one"})
+	fake.ExpireTokens()
+	_, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: "staff-ann", Content: "two"})
+	if err == nil || channel.IsUndeliverable(err) || !strings.Contains(err.Error(), "fetched again") {
+		t.Fatalf("a refused token: %v", err)
+	}
+	channeltest.Send(t, h.ch, bus.Outbound{ChatID: "staff-ann", Content: "two"})
+	if s := fake.Sent("staff-ann"); len(s) != 2 || s[1].Text != "two" {
+		t.Errorf("sent %+v", s)
+	}
+}

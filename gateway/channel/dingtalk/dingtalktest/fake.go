@@ -298,6 +298,14 @@ func (s *Server) ExpireWebhooks() {
 	s.expired = true
 }
 
+// ExpireTokens makes every access token issued so far expired: the robot
+// API answers 401 to them.
+func (s *Server) ExpireTokens() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens = map[string]bool{}
+}
+
 // Connections is how many sockets were opened.
 func (s *Server) Connections() int {
 	s.mu.Lock()
