@@ -378,3 +378,23 @@ func TestExpiredTokenRenewed(t *testing.T) {
 		t.Errorf("sent %+v", s)
 	}
 }
+
+// TestWebhookThrottled: the session webhook's "send too fast" (130101)
+// is a wait for that chat, not a failure and not a fallback to the
+// robot API.
+func TestWebhookThrottled(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, nil)
+	fake.Say(ann("x"))
+	h.in.Wait(t, 1)
+	fake.SetInterval(time.Minute)
+	channeltest.Send(t, h.ch, bus.Outbound{ChatID: "staff-ann", Content: "one"})
+	_, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: "staff-ann", Content: "two"})
+	var ra *channel.RetryAfter
+	if !errors.As(err, &ra) || ra.After != 3*time.Second {
+		t.Fatalf("a throttled webhook: %v", err)
+	}
+	if s := fake.Sent("staff-ann"); len(s) != 1 || s[0].Via != "webhook" {
+		t.Errorf("sent %+v", s)
+	}
+}
