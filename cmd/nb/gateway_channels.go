@@ -10,10 +10,12 @@ import (
 	"strings"
 
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/channel/dingtalk"
 	"github.com/nbots/nb/gateway/channel/discord"
 	"github.com/nbots/nb/gateway/channel/email"
 	"github.com/nbots/nb/gateway/channel/feishu"
 	"github.com/nbots/nb/gateway/channel/matrix"
+	"github.com/nbots/nb/gateway/channel/qq"
 	"github.com/nbots/nb/gateway/channel/slack"
 	"github.com/nbots/nb/gateway/channel/telegram"
 	"github.com/nbots/nb/gateway/channel/wecom"
@@ -70,6 +72,20 @@ func init() {
 			return nil, err
 		}
 		return wecom.New(cfg, rt.channelEnv(wecom.Name, raw))
+	}
+	gatewayChannels[dingtalk.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		var cfg dingtalk.Config
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return dingtalk.New(cfg, rt.channelEnv(dingtalk.Name, raw))
+	}
+	gatewayChannels[qq.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		var cfg qq.Config
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return qq.New(cfg, rt.channelEnv(qq.Name, raw))
 	}
 }
 
