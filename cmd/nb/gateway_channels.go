@@ -15,6 +15,7 @@ import (
 	"github.com/nbots/nb/gateway/channel/matrix"
 	"github.com/nbots/nb/gateway/channel/slack"
 	"github.com/nbots/nb/gateway/channel/telegram"
+	"github.com/nbots/nb/gateway/channel/whatsapp"
 )
 
 // The chat platforms nb gateway starts from channels.<name> (the keys of
@@ -55,6 +56,23 @@ func init() {
 		}
 		return matrix.New(cfg, rt.channelEnv(matrix.Name, raw))
 	}
+	gatewayChannels[whatsapp.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		cfg := whatsapp.Config{NanobotDir: rt.nanobotDir()}
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return whatsapp.New(cfg, rt.channelEnv(whatsapp.Name, raw))
+	}
+}
+
+// nanobotDir is nanobot's data folder, where its WhatsApp bridge keeps
+// its token and media: the configuration's folder when that is
+// ~/.nanobot (or another instance's), else ~/.nanobot.
+func (rt *gatewayRuntime) nanobotDir() string {
+	if p := rt.Config.Path; p != "" && filepath.Base(filepath.Dir(p)) == ".nanobot" {
+		return filepath.Dir(p)
+	}
+	return filepath.Join(rt.App.Getenv("HOME"), ".nanobot")
 }
 
 // channelWebhooks are the channels that receive by webhook, by the path
