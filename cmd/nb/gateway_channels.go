@@ -13,6 +13,7 @@ import (
 	"github.com/nbots/nb/gateway/channel/discord"
 	"github.com/nbots/nb/gateway/channel/email"
 	"github.com/nbots/nb/gateway/channel/matrix"
+	"github.com/nbots/nb/gateway/channel/mochat"
 	"github.com/nbots/nb/gateway/channel/slack"
 	"github.com/nbots/nb/gateway/channel/telegram"
 	"github.com/nbots/nb/gateway/channel/whatsapp"
@@ -62,6 +63,13 @@ func init() {
 			return nil, err
 		}
 		return whatsapp.New(cfg, rt.channelEnv(whatsapp.Name, raw))
+	}
+	gatewayChannels[mochat.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		cfg := mochat.Config{NanobotDir: rt.nanobotDir()}
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return mochat.New(cfg, rt.channelEnv(mochat.Name, raw))
 	}
 }
 

@@ -103,7 +103,7 @@ func (b *Bridge) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	defer ws.CloseNow() //nolint:errcheck // closed either way
+	defer ws.CloseNow()        //nolint:errcheck // closed either way
 	ws.SetReadLimit(100 << 20) // the ws package's maxPayload, the bridge's limit
 	ctx := context.Background()
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
