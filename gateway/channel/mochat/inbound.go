@@ -101,8 +101,8 @@ type loop struct {
 
 // Run receives by Socket.IO, and by the claw API's polls while the socket
 // is down, until ctx ends.
-func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	ctx, cancel := context.WithCancelCause(ctx)
+func (c *Channel) Run(parent context.Context, in channel.Inbox, ready func()) error {
+	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	cursor, pos, err := c.env.Position(ctx, Name)
 	if err != nil {
@@ -140,10 +140,10 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			for _, t := range l.timers {
 				t.Stop()
 			}
-			if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				return err
+			if parent.Err() != nil {
+				return nil // stopped, not failed
 			}
-			return nil
+			return context.Cause(ctx)
 		case ev := <-c.events:
 			l.handle(ctx, ev)
 			if ev.done != nil {

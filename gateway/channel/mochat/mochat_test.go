@@ -273,3 +273,18 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("mochat: prefix %+v", got)
 	}
 }
+
+// TestDeadlineIsAStop: Run whose context times out has stopped, not
+// failed: it returns nil.
+func TestDeadlineIsAStop(t *testing.T) {
+	srv := newServer(t)
+	c, err := New(Config{BaseURL: srv.URL, ClawToken: token, Sessions: []string{"session_a"}}, channeltest.Folders(t, channel.Env{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := c.Run(ctx, &channeltest.Inbox{}, func() {}); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
