@@ -15,10 +15,12 @@ import (
 	"github.com/nbots/nb/gateway/channel/email"
 	"github.com/nbots/nb/gateway/channel/feishu"
 	"github.com/nbots/nb/gateway/channel/matrix"
+	"github.com/nbots/nb/gateway/channel/mochat"
 	"github.com/nbots/nb/gateway/channel/qq"
 	"github.com/nbots/nb/gateway/channel/slack"
 	"github.com/nbots/nb/gateway/channel/telegram"
 	"github.com/nbots/nb/gateway/channel/wecom"
+	"github.com/nbots/nb/gateway/channel/whatsapp"
 )
 
 // The chat platforms nb gateway starts from channels.<name> (the keys of
@@ -87,6 +89,30 @@ func init() {
 		}
 		return qq.New(cfg, rt.channelEnv(qq.Name, raw))
 	}
+	gatewayChannels[whatsapp.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		cfg := whatsapp.Config{NanobotDir: rt.nanobotDir()}
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return whatsapp.New(cfg, rt.channelEnv(whatsapp.Name, raw))
+	}
+	gatewayChannels[mochat.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
+		cfg := mochat.Config{NanobotDir: rt.nanobotDir()}
+		if err := decodeChannel(raw, &cfg); err != nil {
+			return nil, err
+		}
+		return mochat.New(cfg, rt.channelEnv(mochat.Name, raw))
+	}
+}
+
+// nanobotDir is nanobot's data folder, where its WhatsApp bridge keeps
+// its token and media: the configuration's folder when that is
+// ~/.nanobot (or another instance's), else ~/.nanobot.
+func (rt *gatewayRuntime) nanobotDir() string {
+	if p := rt.Config.Path; p != "" && filepath.Base(filepath.Dir(p)) == ".nanobot" {
+		return filepath.Dir(p)
+	}
+	return filepath.Join(rt.App.Getenv("HOME"), ".nanobot")
 }
 
 // channelWebhooks are the channels that receive by webhook, by the path

@@ -23,6 +23,7 @@ var helpPaths = [][]string{
 	{"gateway", "cron"}, {"gateway", "cron", "list"}, {"gateway", "cron", "add"}, {"gateway", "cron", "remove"},
 	{"gateway", "cron", "enable"}, {"gateway", "cron", "run"},
 	{"gateway", "sessions"}, {"gateway", "sessions", "import"}, {"gateway", "sessions", "export"},
+	{"gateway", "channels"},
 	{"pipeline"}, {"pipeline", "check"}, {"pipeline", "run"}, {"pipeline", "resume"}, {"pipeline", "graph"},
 	{"state", "export"}, {"state", "import"},
 	{"security"}, {"specification"}, {"version"}, {"completion"},
