@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,6 +28,7 @@ import (
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/channels"
 	"github.com/nbots/nb/gateway/config"
 	"github.com/nbots/nb/gateway/dispatch"
 	"github.com/nbots/nb/gateway/replica"
@@ -65,16 +65,21 @@ type gatewayRuntime struct {
 	Scale *scaleOut
 }
 
-// Registries the other gateway features fill from their init functions
-// (cmd/nb/gateway_cron.go and the like):
-var (
-	// gatewayHooks run once the gateway is built, before it starts.
-	gatewayHooks []func(ctx context.Context, rt *gatewayRuntime) error
-	// gatewaySubcommands are nb gateway NAME ... (cron, status).
-	gatewaySubcommands = map[string]func(a *App, args []string) error{}
-	// gatewayChannels build the platform channels of channels.<name>.
-	gatewayChannels = map[string]func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error){}
-)
+// gatewaySubcommands are nb gateway NAME ... besides init, chat and pair.
+var gatewaySubcommands = map[string]func(a *App, args []string) error{
+	"cron":     (*App).gatewayCronCommand,
+	"status":   (*App).gatewayStatus,
+	"sessions": (*App).gatewaySessionsCommand,
+}
+
+// gatewayFeatures are wired into a built gateway in this order: the cron
+// scheduler and tool; memory, budgets, skills and the heartbeat; then,
+// with replicas, the shared receive positions and pairing book.
+var gatewayFeatureOrder = []func(ctx context.Context, rt *gatewayRuntime) error{
+	gatewayCronHook,
+	gatewayFeatures,
+	gatewayShared,
+}
 
 // isGatewayCommand tells nb gateway from a cartridge named gateway.
 func isGatewayCommand(args []string) bool {
@@ -277,7 +282,7 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 		}
 		g.Others = stops
 	}
-	for _, hook := range gatewayHooks {
+	for _, hook := range gatewayFeatureOrder {
 		if err := hook(ctx, rt); err != nil {
 			rt.close()
 			return nil, err
@@ -395,14 +400,14 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 		if !cc.Enabled {
 			continue
 		}
-		build, ok := gatewayChannels[name]
+		factory, ok := channels.Find(channels.Builtin(), name)
 		if !ok {
 			g.Expect(name)
 			g.Connected(name, fmt.Errorf("channel %s is not supported by this nb", name))
 			log.Error("channel not started: this nb has no such channel", "channel", name)
 			continue
 		}
-		ch, err := build(c.Channels.Each[name], rt)
+		ch, err := factory.New(c.Channels.Each[name], rt.channelEnv(name, c.Channels.Each[name]))
 		if err != nil {
 			return fmt.Errorf("channels.%s: %w", name, err)
 		}

@@ -1,61 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
 
 	"github.com/nbots/nb/gateway/channel"
-	"github.com/nbots/nb/gateway/channel/discord"
-	"github.com/nbots/nb/gateway/channel/email"
-	"github.com/nbots/nb/gateway/channel/matrix"
-	"github.com/nbots/nb/gateway/channel/slack"
-	"github.com/nbots/nb/gateway/channel/telegram"
 )
-
-// The chat platforms nb gateway starts from channels.<name> (the keys of
-// nanobot's configuration; docs/gateway-channels.md).
-func init() {
-	gatewayChannels[telegram.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
-		var cfg telegram.Config
-		if err := decodeChannel(raw, &cfg); err != nil {
-			return nil, err
-		}
-		return telegram.New(cfg, rt.channelEnv(telegram.Name, raw))
-	}
-	gatewayChannels[slack.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
-		var cfg slack.Config
-		if err := decodeChannel(raw, &cfg); err != nil {
-			return nil, err
-		}
-		return slack.New(cfg, rt.channelEnv(slack.Name, raw))
-	}
-	gatewayChannels[discord.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
-		var cfg discord.Config
-		if err := decodeChannel(raw, &cfg); err != nil {
-			return nil, err
-		}
-		return discord.New(cfg, rt.channelEnv(discord.Name, raw))
-	}
-	gatewayChannels[email.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
-		var cfg email.Config
-		if err := decodeChannel(raw, &cfg); err != nil {
-			return nil, err
-		}
-		return email.New(cfg, rt.channelEnv(email.Name, raw))
-	}
-	gatewayChannels[matrix.Name] = func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error) {
-		var cfg matrix.Config
-		if err := decodeChannel(raw, &cfg); err != nil {
-			return nil, err
-		}
-		return matrix.New(cfg, rt.channelEnv(matrix.Name, raw))
-	}
-}
 
 // channelWebhooks are the channels that receive by webhook, by the path
 // the listener serves them at.
@@ -67,21 +19,6 @@ func channelWebhooks(chs []channel.Channel) map[string]http.Handler {
 		}
 	}
 	return hooks
-}
-
-// decodeChannel reads a channel's section (keys in camelCase, as the
-// configuration loader left them) into its Config; a value of the wrong
-// type is named, without the section's values (they hold tokens).
-func decodeChannel(raw json.RawMessage, cfg any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(cfg); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return fmt.Errorf("%s must be %s, not %s", te.Field, strings.TrimPrefix(te.Type.String(), "[]"), te.Value)
-		}
-		return fmt.Errorf("unreadable settings")
-	}
-	return nil
 }
 
 // channelEnv is what the platform channel name (its section raw) gets:

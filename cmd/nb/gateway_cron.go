@@ -228,13 +228,6 @@ func (a *App) cronAdd(ctx context.Context, store *cron.Store, zone *time.Locatio
 	return nil
 }
 
-// nb gateway cron, the cron scheduler and the agent's cron tool, plugged
-// into nb gateway.
-func init() {
-	gatewaySubcommands["cron"] = (*App).gatewayCronCommand
-	gatewayHooks = append(gatewayHooks, gatewayCronHook)
-}
-
 // gatewayCronCommand finds the workspace and zone as nb gateway does
 // (--config and --workspace may come anywhere) and runs gatewayCron.
 func (a *App) gatewayCronCommand(args []string) error {

@@ -23,12 +23,8 @@ import (
 	"github.com/nbots/nb/state"
 )
 
-// The assistant's memory, heartbeat, budgets and skills (issue 20 §2),
-// plugged into the gateway's seams once it is built.
-func init() {
-	gatewayHooks = append(gatewayHooks, gatewayFeatures)
-}
-
+// gatewayFeatures wires the assistant's memory, heartbeat, budgets and
+// skills (issue 20 §2) into the gateway's seams once it is built.
 func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 	c, g := rt.Config, rt.Gateway
 	d := c.Agents.Defaults
@@ -55,7 +51,7 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 		return ledger.Flush()
 	})
 
-	set := &skills.Set{Loader: skills.Loader{Workspace: c.Workspace}, Warn: func(msg string) { rt.Log.Warn(msg) }}
+	set := &skills.Set{Loader: skills.Loader{Workspace: c.Workspace, Getenv: rt.App.Getenv}, Warn: func(msg string) { rt.Log.Warn(msg) }}
 	cons := &memory.Consolidator{
 		Workspace: c.Workspace,
 		Model:     budget.Guard(modelcall.Provider(rt.Bot.Provider()), ledger),
@@ -226,10 +222,6 @@ func gatewayZone(name string) *time.Location {
 func gatewayStateFile(a *App, workspace, name string) string {
 	sum := sha256.Sum256([]byte(workspace))
 	return filepath.Join(filepath.Dir(a.pairingStore(workspace)), name+"-"+hex.EncodeToString(sum[:6])+".json")
-}
-
-func init() {
-	gatewaySubcommands["status"] = (*App).gatewayStatus
 }
 
 // gatewayStatus is nb gateway status: the workspace, today's tokens by

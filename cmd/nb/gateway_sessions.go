@@ -19,9 +19,6 @@ import (
 // PostgreSQL store (--store, NB_STORE, gateway.store) they live there,
 // shared by replicas on several machines; else in the workspace's
 // nanobot files, as always. nb gateway sessions import|export moves them.
-func init() {
-	gatewaySubcommands["sessions"] = (*App).gatewaySessionsCommand
-}
 
 // busNamespace is the namespace of a bus URL (default nb); it names the
 // gateway's sessions in a store too.
