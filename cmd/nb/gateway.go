@@ -16,9 +16,10 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
@@ -419,44 +420,42 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	if sc != nil {
 		d.Delivered, d.Fanout = sc.delivered, sc.bus.Fanout()
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	run := func(fn func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(runCtx) //nolint:errcheck // each logs its own failures
-		}()
+	// Every part runs in one group: the first to fail stops the others
+	// and is what nb gateway reports; when the group is done, every
+	// goroutine it started has ended.
+	group, runCtx := errgroup.WithContext(ctx)
+	run := func(part string, fn func(context.Context) error) {
+		group.Go(func() error {
+			if err := fn(runCtx); err != nil && runCtx.Err() == nil {
+				return fmt.Errorf("%s: %w", part, err)
+			}
+			return nil
+		})
 	}
-	run(g.Run)
-	run(d.Run)
+	run("the gateway", g.Run)
+	run("the dispatcher", d.Run)
 	for _, ch := range rt.Channels {
 		g.Expect(ch.Name())
+		name := "channel " + ch.Name()
 		if account, ok := accounts[ch.Name()]; ok {
-			run(func(ctx context.Context) error { return g.RunAccount(ctx, ch, account) })
+			run(name, func(ctx context.Context) error { return g.RunAccount(ctx, ch, account) })
 			continue
 		}
-		run(func(ctx context.Context) error { return g.RunChannel(ctx, ch) })
+		run(name, func(ctx context.Context) error { return g.RunChannel(ctx, ch) })
 	}
 	for _, bg := range rt.Background {
-		run(bg)
+		run("the gateway", bg)
 	}
-	stopListener := ws.Start(lns...)
+	run("the web chat", func(ctx context.Context) error { return ws.Serve(ctx, lns...) })
 	log.Info("nb gateway started", "listen", lns[0].Addr().String(), "workspace", c.Workspace, "config", orDefaultName(c.Path), "model", g.Runner.Model())
 	if c.RestrictToWorkspace() {
 		if st := rt.Bot.Builtins(); st.Exec != nil {
 			log.Info("exec", "status", st.Exec.String())
 		}
 	}
-	<-ctx.Done()
+	<-runCtx.Done()
 	log.Info("nb gateway stopping")
-	shut, done := context.WithTimeout(context.Background(), 5*time.Second)
-	defer done()
-	stopListener(shut) //nolint:errcheck // best effort
-	cancel()
-	wg.Wait()
-	return nil
+	return group.Wait()
 }
 
 func orDefaultName(p string) string {

@@ -89,14 +89,7 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 		}
 		cons.Maybe(s.Key, n-from, tokens)
 	}
-	rt.Background = append(rt.Background, func(ctx context.Context) error {
-		if err := cons.Recover(ctx); err != nil {
-			rt.Log.Warn("memory: " + err.Error())
-		}
-		<-ctx.Done()
-		cons.Wait()
-		return nil
-	})
+	rt.Background = append(rt.Background, cons.Run)
 
 	hb := c.Gateway.Heartbeat
 	if hb.Enabled == nil || *hb.Enabled {
