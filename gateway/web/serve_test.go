@@ -19,7 +19,9 @@ import (
 // failingListener accepts nothing: its Accept fails at once.
 type failingListener struct{ net.Listener }
 
-func (failingListener) Accept() (net.Conn, error) { return nil, errors.New("accept: too many open files") }
+func (failingListener) Accept() (net.Conn, error) {
+	return nil, errors.New("accept: too many open files")
+}
 
 func serveTestServer(t *testing.T) *Server {
 	t.Helper()
