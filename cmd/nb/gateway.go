@@ -19,8 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/cmd/nb/cliflag"
@@ -52,6 +50,10 @@ type gatewayRuntime struct {
 	Sessions *gwsession.Manager
 	Access   *access.Checker
 	Log      *slog.Logger
+	// State are the gateway's state files; Zone is
+	// agents.defaults.timezone.
+	State gatewayStateFiles
+	Zone  *time.Location
 	// Channels are the channels the dispatcher delivers through; a hook
 	// may add its own.
 	Channels []channel.Channel
@@ -165,15 +167,49 @@ func (a *App) loadGatewayConfig(f gatewayFlags) (*config.Config, error) {
 	return c, nil
 }
 
-// pairingStore is where a workspace's approvals live: outside the
-// workspace, which the assistant's tools can write.
-func (a *App) pairingStore(workspace string) string {
+// gatewayStateFiles are the gateway's own files for one workspace, in
+// its state folder outside the workspace (which the assistant's tools
+// can write), each named after the workspace.
+type gatewayStateFiles struct {
+	Dir      string // $XDG_STATE_HOME/nb/gateway
+	Pairing  string // the pairing codes and approvals
+	Usage    string // the budgets' ledger
+	Channels string // the folder of the channels' receive positions
+}
+
+// gatewayState derives the state files of workspace: the one place
+// their names are made.
+func (a *App) gatewayState(workspace string) gatewayStateFiles {
 	base := a.Getenv("XDG_STATE_HOME")
 	if base == "" {
 		base = filepath.Join(a.Getenv("HOME"), ".local", "state")
 	}
+	dir := filepath.Join(base, "nb", "gateway")
 	sum := sha256.Sum256([]byte(workspace))
-	return filepath.Join(base, "nb", "gateway", "pairing-"+hex.EncodeToString(sum[:6])+".json")
+	id := hex.EncodeToString(sum[:6])
+	return gatewayStateFiles{
+		Dir:      dir,
+		Pairing:  filepath.Join(dir, "pairing-"+id+".json"),
+		Usage:    filepath.Join(dir, "usage-"+id+".json"),
+		Channels: filepath.Join(dir, "channels-"+id),
+	}
+}
+
+// pairingStore is where a workspace's approvals live.
+func (a *App) pairingStore(workspace string) string { return a.gatewayState(workspace).Pairing }
+
+// gatewayZone is agents.defaults.timezone, UTC when unset (nanobot's
+// default).
+func gatewayZone(c *config.Config) (*time.Location, error) {
+	tz := c.Agents.Defaults.Timezone
+	if tz == "" {
+		return time.UTC, nil
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, fmt.Errorf("agents.defaults.timezone: unknown time zone %q", tz)
+	}
+	return loc, nil
 }
 
 // accessRules are the channels' access settings.
@@ -254,13 +290,12 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 		b.Close()
 		return nil, err
 	}
-	checker := &access.Checker{Channels: rules, Store: a.pairingStore(c.Workspace), Warn: func(msg string) { log.Warn(msg) }}
-	var loc *time.Location
-	if tz := c.Agents.Defaults.Timezone; tz != "" {
-		if loc, err = time.LoadLocation(tz); err != nil {
-			b.Close()
-			return nil, fmt.Errorf("agents.defaults.timezone: unknown time zone %q", tz)
-		}
+	st := a.gatewayState(c.Workspace)
+	checker := &access.Checker{Channels: rules, Store: st.Pairing, Warn: func(msg string) { log.Warn(msg) }}
+	loc, err := gatewayZone(c)
+	if err != nil {
+		b.Close()
+		return nil, err
 	}
 	local := bus.NewLocal()
 	local.MaxQueued = c.Gateway.Limits.Queued()
@@ -271,9 +306,9 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 		Guests: gateway.GuestPolicy{Tools: c.Gateway.Guests.Tools},
 		// The state folder (pairing, usage, receive positions) is the
 		// gateway's own, should the workspace hold it.
-		ProtectedPaths: []string{filepath.Dir(a.pairingStore(c.Workspace))},
+		ProtectedPaths: []string{st.Dir},
 	}
-	rt := &gatewayRuntime{App: a, Config: c, Host: host, Bot: b, Gateway: g, Sessions: sessions, Access: checker, Log: log}
+	rt := &gatewayRuntime{App: a, Config: c, Host: host, Bot: b, Gateway: g, Sessions: sessions, Access: checker, Log: log, State: st, Zone: loc}
 	if sc != nil {
 		g.Bus, g.Elector, g.Steer, rt.Claims, rt.Counters, rt.Scale = sc.bus, sc.elector, sc.steering, sc.claims, sc.counters, sc
 		stops, err := sc.bus.Stopper(sc.id, g.StopHere)
@@ -423,15 +458,8 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	// Every part runs in one group: the first to fail stops the others
 	// and is what nb gateway reports; when the group is done, every
 	// goroutine it started has ended.
-	group, runCtx := errgroup.WithContext(ctx)
-	run := func(part string, fn func(context.Context) error) {
-		group.Go(func() error {
-			if err := fn(runCtx); err != nil && runCtx.Err() == nil {
-				return fmt.Errorf("%s: %w", part, err)
-			}
-			return nil
-		})
-	}
+	group := gateway.NewGroup(ctx)
+	run := group.Go
 	run("the gateway", g.Run)
 	run("the dispatcher", d.Run)
 	for _, ch := range rt.Channels {
@@ -453,7 +481,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 			log.Info("exec", "status", st.Exec.String())
 		}
 	}
-	<-runCtx.Done()
+	<-group.Context().Done()
 	log.Info("nb gateway stopping")
 	return group.Wait()
 }

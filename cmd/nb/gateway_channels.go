@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"net/http"
-	"path/filepath"
-	"strings"
 
 	"github.com/nbots/nb/gateway/channel"
 )
@@ -26,7 +24,6 @@ func channelWebhooks(chs []channel.Channel) map[string]http.Handler {
 // the pairing store for its receive positions (on the bus, when replicas
 // share one: gateway_shared.go), and the gateway's logger.
 func (rt *gatewayRuntime) channelEnv(name string, raw json.RawMessage) channel.Env {
-	pairing := rt.App.pairingStore(rt.Config.Workspace)
-	dir := filepath.Join(filepath.Dir(pairing), "channels-"+strings.TrimSuffix(strings.TrimPrefix(filepath.Base(pairing), "pairing-"), ".json"))
+	dir := rt.App.gatewayState(rt.Config.Workspace).Channels
 	return channel.Env{Workspace: rt.Config.Workspace, StateDir: dir, Logger: rt.Log, OpenPosition: rt.sharedPosition(name, raw), MediaQuota: rt.Config.Gateway.Limits.Media()}
 }

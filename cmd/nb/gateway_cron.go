@@ -265,7 +265,11 @@ func (a *App) gatewayCronCommand(args []string) error {
 	if err != nil {
 		return err
 	}
-	return a.gatewayCron(c.Workspace, gatewayZone(c.Agents.Defaults.Timezone), c.Gateway.Limits.Cron(), rest)
+	zone, err := gatewayZone(c)
+	if err != nil {
+		return err
+	}
+	return a.gatewayCron(c.Workspace, zone, c.Gateway.Limits.Cron(), rest)
 }
 
 // gatewayCronHook runs the workspace's jobs beside the gateway (each as a
@@ -275,7 +279,7 @@ func gatewayCronHook(_ context.Context, rt *gatewayRuntime) error {
 	g := rt.Gateway
 	store := cron.NewStore(rt.Config.Workspace)
 	store.MaxJobs = rt.Config.Gateway.Limits.Cron()
-	zone := gatewayZone(rt.Config.Agents.Defaults.Timezone)
+	zone := rt.Zone
 	sched := &cron.Scheduler{Store: store, Zone: zone, Log: rt.Log, RunJob: func(ctx context.Context, j cron.Job) error {
 		channel, chat := "cli", "direct"
 		if j.Payload.Channel != nil && *j.Payload.Channel != "" {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,6 +12,7 @@ import (
 	"github.com/nbots/nb/gateway"
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/budget"
+	"github.com/nbots/nb/gateway/config"
 	"github.com/nbots/nb/gateway/cron"
 	"github.com/nbots/nb/gateway/heartbeat"
 	"github.com/nbots/nb/gateway/memory"
@@ -28,15 +27,11 @@ import (
 func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 	c, g := rt.Config, rt.Gateway
 	d := c.Agents.Defaults
-	zone := gatewayZone(d.Timezone)
+	zone := rt.Zone
 
-	ledger := &budget.Ledger{
-		Limits: budget.Limits{SessionTokens: d.Budget.SessionTokens, DailyTokens: d.Budget.DailyTokens},
-		Path:   gatewayStateFile(rt.App, c.Workspace, "usage"),
-		Zone:   zone,
-		Shared: rt.Counters,
-		Warn:   func(msg string) { rt.Log.Warn(msg) },
-	}
+	ledger := gatewayLedger(c, rt.State, zone)
+	ledger.Shared = rt.Counters
+	ledger.Warn = func(msg string) { rt.Log.Warn(msg) }
 	g.Budget = ledger
 	// Each model call reserves its prompt and its answer's cap before it
 	// starts (the cartridge's max_tokens: maxTokens, 8,192 by default).
@@ -196,25 +191,14 @@ func (c consolidatedSession) messages() []memory.Message {
 	return out
 }
 
-// gatewayZone is agents.defaults.timezone (checked when the configuration
-// was loaded); UTC when unset, as nanobot's default.
-func gatewayZone(name string) *time.Location {
-	if name == "" {
-		return time.UTC
+// gatewayLedger is the budgets' ledger of c, in its state file.
+func gatewayLedger(c *config.Config, st gatewayStateFiles, zone *time.Location) *budget.Ledger {
+	d := c.Agents.Defaults
+	return &budget.Ledger{
+		Limits: budget.Limits{SessionTokens: d.Budget.SessionTokens, DailyTokens: d.Budget.DailyTokens},
+		Path:   st.Usage,
+		Zone:   zone,
 	}
-	loc, err := time.LoadLocation(name)
-	if err != nil {
-		return time.UTC
-	}
-	return loc
-}
-
-// gatewayStateFile is a file of the workspace's that its assistant must
-// not write (its tools can write the workspace): beside the pairing
-// store, named after the workspace.
-func gatewayStateFile(a *App, workspace, name string) string {
-	sum := sha256.Sum256([]byte(workspace))
-	return filepath.Join(filepath.Dir(a.pairingStore(workspace)), name+"-"+hex.EncodeToString(sum[:6])+".json")
 }
 
 // gatewayStatus is nb gateway status: the workspace, today's tokens by
@@ -228,14 +212,11 @@ func (a *App) gatewayStatus(args []string) error {
 	if err != nil {
 		return err
 	}
-	d := c.Agents.Defaults
-	zone := gatewayZone(d.Timezone)
-	ledger := &budget.Ledger{
-		Limits: budget.Limits{SessionTokens: d.Budget.SessionTokens, DailyTokens: d.Budget.DailyTokens},
-		Path:   gatewayStateFile(a, c.Workspace, "usage"),
-		Zone:   zone,
+	zone, err := gatewayZone(c)
+	if err != nil {
+		return err
 	}
-	r := ledger.Report("")
+	r := gatewayLedger(c, a.gatewayState(c.Workspace), zone).Report("")
 	fmt.Fprintf(a.Stdout, "Workspace: %s\n", c.Workspace)
 	fmt.Fprintf(a.Stdout, "Tokens today: %s", budget.Thousands(r.TodayTotal))
 	if r.Limits.DailyTokens > 0 {
