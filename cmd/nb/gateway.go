@@ -333,15 +333,6 @@ func (rt *gatewayRuntime) close() {
 	rt.Bot.Close()
 }
 
-// gatewayLogger logs to standard error, as nb serve does.
-func (a *App) gatewayLogger(level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, &usageError{msg: fmt.Sprintf("--log-level %q: use debug, info, warn or error", level)}
-	}
-	return slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: l})), nil
-}
-
 // gatewayServe runs nb gateway: the assistant, its channels and its
 // listener, until ctx ends.
 func (a *App) gatewayServe(ctx context.Context, args []string) error {
@@ -360,9 +351,9 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer a.closeStore()
-	log, err := a.gatewayLogger(*logLevel)
+	log, err := newLogger(a.Stderr, *logLevel, "text")
 	if err != nil {
-		return err
+		return &usageError{err.Error()}
 	}
 	if a.Getenv("GOMEMLIMIT") == "" {
 		// An always-on assistant should stay small: the collector works
@@ -580,12 +571,19 @@ func (a *App) gatewayChat(ctx context.Context, args []string) error {
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
+	// The assistant's policy is nb gateway's (by default, exec with
+	// sandbox: auto refuses to run where bubblewrap cannot), not the
+	// terminal's: a chat must not exec what the gateway would refuse.
+	a.requireSandbox = true
 	approval := a.approve.Clone()
 	approval.All = approval.All || *yes
 	for _, t := range *allowTools {
 		approval.Allow(t)
 	}
-	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log, err := newLogger(a.Stderr, "warn", "text")
+	if err != nil {
+		return err
+	}
 	c, err := a.loadGatewayConfig(f)
 	if err != nil {
 		return err
