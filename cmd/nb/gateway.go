@@ -69,7 +69,7 @@ type gatewayRuntime struct {
 }
 
 // gatewaySubcommands are nb gateway NAME ... besides init, chat and pair.
-var gatewaySubcommands = map[string]func(a *App, args []string) error{
+var gatewaySubcommands = map[string]func(a *App, ctx context.Context, args []string) error{
 	"cron":     (*App).gatewayCronCommand,
 	"status":   (*App).gatewayStatus,
 	"sessions": (*App).gatewaySessionsCommand,
@@ -107,12 +107,12 @@ func (a *App) gatewayCommand(args []string) int {
 		case "init":
 			return a.report(a.gatewayInit(args[1:]))
 		case "pair":
-			return a.report(a.gatewayPair(args[1:]))
+			return a.report(a.gatewayPair(ctx, args[1:]))
 		case "chat":
 			return a.report(a.gatewayChat(ctx, args[1:]))
 		}
 		if fn, ok := gatewaySubcommands[args[0]]; ok {
-			return a.report(fn(a, args[1:]))
+			return a.report(fn(a, ctx, args[1:]))
 		}
 	}
 	return a.report(a.gatewayServe(ctx, args))
@@ -533,7 +533,7 @@ func (a *App) gatewayInit(args []string) error {
 }
 
 // gatewayPair approves a pairing code.
-func (a *App) gatewayPair(args []string) error {
+func (a *App) gatewayPair(ctx context.Context, args []string) error {
 	fs, f := a.gatewayFlagSet("nb gateway pair", "nb gateway pair [flags] CODE", "Lets the sender who was given CODE talk to the assistant.")
 	busURL := fs.String("bus", "", "the `URL` of the bus the gateway's replicas share, whose pairing store to approve in (default: NB_BUS, gateway.bus, else the state folder's file)")
 	if err := fs.Parse(args); err != nil {
@@ -546,7 +546,7 @@ func (a *App) gatewayPair(args []string) error {
 	if err != nil {
 		return err
 	}
-	checker, done, err := a.pairingChecker(context.Background(), *busURL, c)
+	checker, done, err := a.pairingChecker(ctx, *busURL, c)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ const gatewayCronUsage = "use nb gateway cron list [--all] | add --name N --mess
 // under the lock the running gateway's scheduler takes too, so it works
 // whether or not the gateway runs, and a job added while it runs fires
 // without a restart.
-func (a *App) gatewayCron(workspace string, zone *time.Location, maxJobs int, args []string) error {
+func (a *App) gatewayCron(ctx context.Context, workspace string, zone *time.Location, maxJobs int, args []string) error {
 	if len(args) == 0 {
 		return &usageError{"missing command: " + gatewayCronUsage}
 	}
@@ -78,7 +78,6 @@ func (a *App) gatewayCron(workspace string, zone *time.Location, maxJobs int, ar
 	words := fs.Args()
 	store := cron.NewStore(workspace)
 	store.MaxJobs = maxJobs
-	ctx := context.Background()
 	switch args[0] {
 	case "list":
 		if len(words) > 0 {
@@ -230,7 +229,7 @@ func (a *App) cronAdd(ctx context.Context, store *cron.Store, zone *time.Locatio
 
 // gatewayCronCommand finds the workspace and zone as nb gateway does
 // (--config and --workspace may come anywhere) and runs gatewayCron.
-func (a *App) gatewayCronCommand(args []string) error {
+func (a *App) gatewayCronCommand(ctx context.Context, args []string) error {
 	cfg, ws := "", ""
 	var rest []string
 	for i := 0; i < len(args); i++ {
@@ -259,7 +258,7 @@ func (a *App) gatewayCronCommand(args []string) error {
 		if len(rest) == 0 || rest[0] == "help" {
 			rest = []string{"--help"}
 		}
-		return a.gatewayCron("", nil, 0, rest) // only the help: no configuration needed
+		return a.gatewayCron(ctx, "", nil, 0, rest) // only the help: no configuration needed
 	}
 	c, err := a.loadGatewayConfig(gatewayFlags{config: &cfg, workspace: &ws})
 	if err != nil {
@@ -269,7 +268,7 @@ func (a *App) gatewayCronCommand(args []string) error {
 	if err != nil {
 		return err
 	}
-	return a.gatewayCron(c.Workspace, zone, c.Gateway.Limits.Cron(), rest)
+	return a.gatewayCron(ctx, c.Workspace, zone, c.Gateway.Limits.Cron(), rest)
 }
 
 // gatewayCronHook runs the workspace's jobs beside the gateway (each as a

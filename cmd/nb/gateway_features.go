@@ -203,7 +203,7 @@ func gatewayLedger(c *config.Config, st gatewayStateFiles, zone *time.Location) 
 
 // gatewayStatus is nb gateway status: the workspace, today's tokens by
 // source against the budgets, the memory files and the cron jobs.
-func (a *App) gatewayStatus(args []string) error {
+func (a *App) gatewayStatus(_ context.Context, args []string) error {
 	fs, f := a.gatewayFlagSet("nb gateway status", "nb gateway status [flags]", "Shows the workspace, today's token use by source and the budgets, memory and cron jobs.")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
 	"github.com/nbots/nb/gateway/bus/jetstream"
 	"github.com/nbots/nb/gateway/config"
@@ -88,7 +85,7 @@ func notImported(m *gwsession.Manager, dir string) int {
 }
 
 // gatewaySessionsCommand is nb gateway sessions import|export.
-func (a *App) gatewaySessionsCommand(args []string) error {
+func (a *App) gatewaySessionsCommand(ctx context.Context, args []string) error {
 	verb := ""
 	if len(args) > 0 {
 		verb = args[0]
@@ -119,8 +116,6 @@ func (a *App) gatewaySessionsCommand(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	defer a.closeStore()
 	if err := a.openStore(ctx, *storeURL); err != nil { // --store, else NB_STORE
 		return err
