@@ -348,15 +348,23 @@ func (g *Gateway) wasSteered(ctx context.Context, m bus.Inbound) bool {
 
 // Run takes inbound messages until ctx ends (and, with Steer, the
 // steering offers of every replica).
+// It returns once the goroutine receiving the offers has ended too.
 func (g *Gateway) Run(ctx context.Context) error {
-	if g.Steer != nil {
-		go func() {
-			if err := g.Steer.Offers(ctx, g.offer); err != nil && ctx.Err() == nil {
-				g.log().Warn("steering offers not received: messages during a turn are the next turns", "error", err)
-			}
-		}()
+	if g.Steer == nil {
+		return g.Bus.Inbound(ctx, g.handle)
 	}
-	return g.Bus.Inbound(ctx, g.handle)
+	ctx, cancel := context.WithCancel(ctx)
+	offers := make(chan struct{})
+	go func() {
+		defer close(offers)
+		if err := g.Steer.Offers(ctx, g.offer); err != nil && ctx.Err() == nil {
+			g.log().Warn("steering offers not received: messages during a turn are the next turns", "error", err)
+		}
+	}()
+	err := g.Bus.Inbound(ctx, g.handle)
+	cancel()
+	<-offers
+	return err
 }
 
 // Local channels: their messages come from nb's own front-ends.

@@ -2,13 +2,17 @@ package gateway
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nbots/nb/agent"
+	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
+	"github.com/nbots/nb/gateway/session"
 	"github.com/nbots/nb/state"
 )
 
@@ -257,5 +261,45 @@ func TestSteeringTakesNeitherItsOwnNorOlderMessages(t *testing.T) {
 	close(r.proceed)
 	if m := h.next(t); m.Content != "done: work + use metric units" {
 		t.Fatalf("answer %q", m.Content)
+	}
+}
+
+// endedSteering records when its Offers returned.
+type endedSteering struct {
+	memSteering
+	ended chan struct{}
+}
+
+func (s *endedSteering) Offers(ctx context.Context, fn func(bus.Inbound)) error {
+	defer close(s.ended)
+	err := s.memSteering.Offers(ctx, fn)
+	time.Sleep(20 * time.Millisecond) // a slow unsubscribe: Run must still wait for it
+	return err
+}
+
+// TestRunJoinsTheSteeringOffers: when Run returns, the goroutine taking
+// the replicas' offers has ended too (it was left running before).
+func TestRunJoinsTheSteeringOffers(t *testing.T) {
+	dir := t.TempDir()
+	sm, err := session.NewManager(dir + "/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sm.Close()
+	b := bus.NewLocal()
+	defer b.Close()
+	st := &endedSteering{ended: make(chan struct{})}
+	g := &Gateway{Bus: b, Sessions: sm, Runner: &echoRunner{}, Steer: st, Others: stopNone{},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Access: &access.Checker{Store: dir + "/pairing.json"}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	st.waitSubscribed(t)
+	cancel()
+	<-done
+	select {
+	case <-st.ended:
+	default:
+		t.Error("Run returned while the steering offers were still being received")
 	}
 }

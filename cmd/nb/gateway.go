@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,7 +16,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -29,6 +27,7 @@ import (
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/channels"
 	"github.com/nbots/nb/gateway/config"
 	"github.com/nbots/nb/gateway/dispatch"
 	"github.com/nbots/nb/gateway/replica"
@@ -51,6 +50,10 @@ type gatewayRuntime struct {
 	Sessions *gwsession.Manager
 	Access   *access.Checker
 	Log      *slog.Logger
+	// State are the gateway's state files; Zone is
+	// agents.defaults.timezone.
+	State gatewayStateFiles
+	Zone  *time.Location
 	// Channels are the channels the dispatcher delivers through; a hook
 	// may add its own.
 	Channels []channel.Channel
@@ -65,16 +68,22 @@ type gatewayRuntime struct {
 	Scale *scaleOut
 }
 
-// Registries the other gateway features fill from their init functions
-// (cmd/nb/gateway_cron.go and the like):
-var (
-	// gatewayHooks run once the gateway is built, before it starts.
-	gatewayHooks []func(ctx context.Context, rt *gatewayRuntime) error
-	// gatewaySubcommands are nb gateway NAME ... (cron, status).
-	gatewaySubcommands = map[string]func(a *App, args []string) error{}
-	// gatewayChannels build the platform channels of channels.<name>.
-	gatewayChannels = map[string]func(raw json.RawMessage, rt *gatewayRuntime) (channel.Channel, error){}
-)
+// gatewaySubcommands are nb gateway NAME ... besides init, chat and pair.
+var gatewaySubcommands = map[string]func(a *App, ctx context.Context, args []string) error{
+	"cron":     (*App).gatewayCronCommand,
+	"status":   (*App).gatewayStatus,
+	"sessions": (*App).gatewaySessionsCommand,
+	"channels": (*App).gatewayChannelsCommand,
+}
+
+// gatewayFeatures are wired into a built gateway in this order: the cron
+// scheduler and tool; memory, budgets, skills and the heartbeat; then,
+// with replicas, the shared receive positions and pairing book.
+var gatewayFeatureOrder = []func(ctx context.Context, rt *gatewayRuntime) error{
+	gatewayCronHook,
+	gatewayFeatures,
+	gatewayShared,
+}
 
 // isGatewayCommand tells nb gateway from a cartridge named gateway.
 func isGatewayCommand(args []string) bool {
@@ -99,12 +108,12 @@ func (a *App) gatewayCommand(args []string) int {
 		case "init":
 			return a.report(a.gatewayInit(args[1:]))
 		case "pair":
-			return a.report(a.gatewayPair(args[1:]))
+			return a.report(a.gatewayPair(ctx, args[1:]))
 		case "chat":
 			return a.report(a.gatewayChat(ctx, args[1:]))
 		}
 		if fn, ok := gatewaySubcommands[args[0]]; ok {
-			return a.report(fn(a, args[1:]))
+			return a.report(fn(a, ctx, args[1:]))
 		}
 	}
 	return a.report(a.gatewayServe(ctx, args))
@@ -159,15 +168,49 @@ func (a *App) loadGatewayConfig(f gatewayFlags) (*config.Config, error) {
 	return c, nil
 }
 
-// pairingStore is where a workspace's approvals live: outside the
-// workspace, which the assistant's tools can write.
-func (a *App) pairingStore(workspace string) string {
+// gatewayStateFiles are the gateway's own files for one workspace, in
+// its state folder outside the workspace (which the assistant's tools
+// can write), each named after the workspace.
+type gatewayStateFiles struct {
+	Dir      string // $XDG_STATE_HOME/nb/gateway
+	Pairing  string // the pairing codes and approvals
+	Usage    string // the budgets' ledger
+	Channels string // the folder of the channels' receive positions
+}
+
+// gatewayState derives the state files of workspace: the one place
+// their names are made.
+func (a *App) gatewayState(workspace string) gatewayStateFiles {
 	base := a.Getenv("XDG_STATE_HOME")
 	if base == "" {
 		base = filepath.Join(a.Getenv("HOME"), ".local", "state")
 	}
+	dir := filepath.Join(base, "nb", "gateway")
 	sum := sha256.Sum256([]byte(workspace))
-	return filepath.Join(base, "nb", "gateway", "pairing-"+hex.EncodeToString(sum[:6])+".json")
+	id := hex.EncodeToString(sum[:6])
+	return gatewayStateFiles{
+		Dir:      dir,
+		Pairing:  filepath.Join(dir, "pairing-"+id+".json"),
+		Usage:    filepath.Join(dir, "usage-"+id+".json"),
+		Channels: filepath.Join(dir, "channels-"+id),
+	}
+}
+
+// pairingStore is where a workspace's approvals live.
+func (a *App) pairingStore(workspace string) string { return a.gatewayState(workspace).Pairing }
+
+// gatewayZone is agents.defaults.timezone, UTC when unset (nanobot's
+// default).
+func gatewayZone(c *config.Config) (*time.Location, error) {
+	tz := c.Agents.Defaults.Timezone
+	if tz == "" {
+		return time.UTC, nil
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, fmt.Errorf("agents.defaults.timezone: unknown time zone %q", tz)
+	}
+	return loc, nil
 }
 
 // accessRules are the channels' access settings.
@@ -248,13 +291,12 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 		b.Close()
 		return nil, err
 	}
-	checker := &access.Checker{Channels: rules, Store: a.pairingStore(c.Workspace), Warn: func(msg string) { log.Warn(msg) }}
-	var loc *time.Location
-	if tz := c.Agents.Defaults.Timezone; tz != "" {
-		if loc, err = time.LoadLocation(tz); err != nil {
-			b.Close()
-			return nil, fmt.Errorf("agents.defaults.timezone: unknown time zone %q", tz)
-		}
+	st := a.gatewayState(c.Workspace)
+	checker := &access.Checker{Channels: rules, Store: st.Pairing, Warn: func(msg string) { log.Warn(msg) }}
+	loc, err := gatewayZone(c)
+	if err != nil {
+		b.Close()
+		return nil, err
 	}
 	local := bus.NewLocal()
 	local.MaxQueued = c.Gateway.Limits.Queued()
@@ -265,9 +307,9 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 		Guests: gateway.GuestPolicy{Tools: c.Gateway.Guests.Tools},
 		// The state folder (pairing, usage, receive positions) is the
 		// gateway's own, should the workspace hold it.
-		ProtectedPaths: []string{filepath.Dir(a.pairingStore(c.Workspace))},
+		ProtectedPaths: []string{st.Dir},
 	}
-	rt := &gatewayRuntime{App: a, Config: c, Host: host, Bot: b, Gateway: g, Sessions: sessions, Access: checker, Log: log}
+	rt := &gatewayRuntime{App: a, Config: c, Host: host, Bot: b, Gateway: g, Sessions: sessions, Access: checker, Log: log, State: st, Zone: loc}
 	if sc != nil {
 		g.Bus, g.Elector, g.Steer, rt.Claims, rt.Counters, rt.Scale = sc.bus, sc.elector, sc.steering, sc.claims, sc.counters, sc
 		stops, err := sc.bus.Stopper(sc.id, g.StopHere)
@@ -277,7 +319,7 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 		}
 		g.Others = stops
 	}
-	for _, hook := range gatewayHooks {
+	for _, hook := range gatewayFeatureOrder {
 		if err := hook(ctx, rt); err != nil {
 			rt.close()
 			return nil, err
@@ -290,15 +332,6 @@ func (rt *gatewayRuntime) close() {
 	rt.Gateway.Bus.Close()
 	rt.Sessions.Close()
 	rt.Bot.Close()
-}
-
-// gatewayLogger logs to standard error, as nb serve does.
-func (a *App) gatewayLogger(level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, &usageError{msg: fmt.Sprintf("--log-level %q: use debug, info, warn or error", level)}
-	}
-	return slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
 // gatewayServe runs nb gateway: the assistant, its channels and its
@@ -319,9 +352,9 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer a.closeStore()
-	log, err := a.gatewayLogger(*logLevel)
+	log, err := newLogger(a.Stderr, *logLevel, "text")
 	if err != nil {
-		return err
+		return &usageError{err.Error()}
 	}
 	if a.Getenv("GOMEMLIMIT") == "" {
 		// An always-on assistant should stay small: the collector works
@@ -395,14 +428,14 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 		if !cc.Enabled {
 			continue
 		}
-		build, ok := gatewayChannels[name]
+		factory, ok := channels.Find(channels.Builtin(), name)
 		if !ok {
 			g.Expect(name)
 			g.Connected(name, fmt.Errorf("channel %s is not supported by this nb", name))
 			log.Error("channel not started: this nb has no such channel", "channel", name)
 			continue
 		}
-		ch, err := build(c.Channels.Each[name], rt)
+		ch, err := factory.New(c.Channels.Each[name], rt.channelEnv(name, c.Channels.Each[name]))
 		if err != nil {
 			return fmt.Errorf("channels.%s: %w", name, err)
 		}
@@ -414,44 +447,35 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	if sc != nil {
 		d.Delivered, d.Fanout = sc.delivered, sc.bus.Fanout()
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	run := func(fn func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(runCtx) //nolint:errcheck // each logs its own failures
-		}()
-	}
-	run(g.Run)
-	run(d.Run)
+	// Every part runs in one group: the first to fail stops the others
+	// and is what nb gateway reports; when the group is done, every
+	// goroutine it started has ended.
+	group := gateway.NewGroup(ctx)
+	run := group.Go
+	run("the gateway", g.Run)
+	run("the dispatcher", d.Run)
 	for _, ch := range rt.Channels {
 		g.Expect(ch.Name())
+		name := "channel " + ch.Name()
 		if account, ok := accounts[ch.Name()]; ok {
-			run(func(ctx context.Context) error { return g.RunAccount(ctx, ch, account) })
+			run(name, func(ctx context.Context) error { return g.RunAccount(ctx, ch, account) })
 			continue
 		}
-		run(func(ctx context.Context) error { return g.RunChannel(ctx, ch) })
+		run(name, func(ctx context.Context) error { return g.RunChannel(ctx, ch) })
 	}
 	for _, bg := range rt.Background {
-		run(bg)
+		run("the gateway", bg)
 	}
-	stopListener := ws.Start(lns...)
+	run("the web chat", func(ctx context.Context) error { return ws.Serve(ctx, lns...) })
 	log.Info("nb gateway started", "listen", lns[0].Addr().String(), "workspace", c.Workspace, "config", orDefaultName(c.Path), "model", g.Runner.Model())
 	if c.RestrictToWorkspace() {
 		if st := rt.Bot.Builtins(); st.Exec != nil {
 			log.Info("exec", "status", st.Exec.String())
 		}
 	}
-	<-ctx.Done()
+	<-group.Context().Done()
 	log.Info("nb gateway stopping")
-	shut, done := context.WithTimeout(context.Background(), 5*time.Second)
-	defer done()
-	stopListener(shut) //nolint:errcheck // best effort
-	cancel()
-	wg.Wait()
-	return nil
+	return group.Wait()
 }
 
 func orDefaultName(p string) string {
@@ -510,7 +534,7 @@ func (a *App) gatewayInit(args []string) error {
 }
 
 // gatewayPair approves a pairing code.
-func (a *App) gatewayPair(args []string) error {
+func (a *App) gatewayPair(ctx context.Context, args []string) error {
 	fs, f := a.gatewayFlagSet("nb gateway pair", "nb gateway pair [flags] CODE", "Lets the sender who was given CODE talk to the assistant.")
 	busURL := fs.String("bus", "", "the `URL` of the bus the gateway's replicas share, whose pairing store to approve in (default: NB_BUS, gateway.bus, else the state folder's file)")
 	if err := fs.Parse(args); err != nil {
@@ -523,7 +547,7 @@ func (a *App) gatewayPair(args []string) error {
 	if err != nil {
 		return err
 	}
-	checker, done, err := a.pairingChecker(context.Background(), *busURL, c)
+	checker, done, err := a.pairingChecker(ctx, *busURL, c)
 	if err != nil {
 		return err
 	}
@@ -548,12 +572,19 @@ func (a *App) gatewayChat(ctx context.Context, args []string) error {
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
+	// The assistant's policy is nb gateway's (by default, exec with
+	// sandbox: auto refuses to run where bubblewrap cannot), not the
+	// terminal's: a chat must not exec what the gateway would refuse.
+	a.requireSandbox = true
 	approval := a.approve.Clone()
 	approval.All = approval.All || *yes
 	for _, t := range *allowTools {
 		approval.Allow(t)
 	}
-	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log, err := newLogger(a.Stderr, "warn", "text")
+	if err != nil {
+		return err
+	}
 	c, err := a.loadGatewayConfig(f)
 	if err != nil {
 		return err

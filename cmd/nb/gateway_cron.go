@@ -25,7 +25,7 @@ const gatewayCronUsage = "use nb gateway cron list [--all] | add --name N --mess
 // under the lock the running gateway's scheduler takes too, so it works
 // whether or not the gateway runs, and a job added while it runs fires
 // without a restart.
-func (a *App) gatewayCron(workspace string, zone *time.Location, maxJobs int, args []string) error {
+func (a *App) gatewayCron(ctx context.Context, workspace string, zone *time.Location, maxJobs int, args []string) error {
 	if len(args) == 0 {
 		return &usageError{"missing command: " + gatewayCronUsage}
 	}
@@ -78,7 +78,6 @@ func (a *App) gatewayCron(workspace string, zone *time.Location, maxJobs int, ar
 	words := fs.Args()
 	store := cron.NewStore(workspace)
 	store.MaxJobs = maxJobs
-	ctx := context.Background()
 	switch args[0] {
 	case "list":
 		if len(words) > 0 {
@@ -228,16 +227,9 @@ func (a *App) cronAdd(ctx context.Context, store *cron.Store, zone *time.Locatio
 	return nil
 }
 
-// nb gateway cron, the cron scheduler and the agent's cron tool, plugged
-// into nb gateway.
-func init() {
-	gatewaySubcommands["cron"] = (*App).gatewayCronCommand
-	gatewayHooks = append(gatewayHooks, gatewayCronHook)
-}
-
 // gatewayCronCommand finds the workspace and zone as nb gateway does
 // (--config and --workspace may come anywhere) and runs gatewayCron.
-func (a *App) gatewayCronCommand(args []string) error {
+func (a *App) gatewayCronCommand(ctx context.Context, args []string) error {
 	cfg, ws := "", ""
 	var rest []string
 	for i := 0; i < len(args); i++ {
@@ -266,13 +258,17 @@ func (a *App) gatewayCronCommand(args []string) error {
 		if len(rest) == 0 || rest[0] == "help" {
 			rest = []string{"--help"}
 		}
-		return a.gatewayCron("", nil, 0, rest) // only the help: no configuration needed
+		return a.gatewayCron(ctx, "", nil, 0, rest) // only the help: no configuration needed
 	}
 	c, err := a.loadGatewayConfig(gatewayFlags{config: &cfg, workspace: &ws})
 	if err != nil {
 		return err
 	}
-	return a.gatewayCron(c.Workspace, gatewayZone(c.Agents.Defaults.Timezone), c.Gateway.Limits.Cron(), rest)
+	zone, err := gatewayZone(c)
+	if err != nil {
+		return err
+	}
+	return a.gatewayCron(ctx, c.Workspace, zone, c.Gateway.Limits.Cron(), rest)
 }
 
 // gatewayCronHook runs the workspace's jobs beside the gateway (each as a
@@ -282,7 +278,7 @@ func gatewayCronHook(_ context.Context, rt *gatewayRuntime) error {
 	g := rt.Gateway
 	store := cron.NewStore(rt.Config.Workspace)
 	store.MaxJobs = rt.Config.Gateway.Limits.Cron()
-	zone := gatewayZone(rt.Config.Agents.Defaults.Timezone)
+	zone := rt.Zone
 	sched := &cron.Scheduler{Store: store, Zone: zone, Log: rt.Log, RunJob: func(ctx context.Context, j cron.Job) error {
 		channel, chat := "cli", "direct"
 		if j.Payload.Channel != nil && *j.Payload.Channel != "" {

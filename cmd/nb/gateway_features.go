@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,6 +12,7 @@ import (
 	"github.com/nbots/nb/gateway"
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/budget"
+	"github.com/nbots/nb/gateway/config"
 	"github.com/nbots/nb/gateway/cron"
 	"github.com/nbots/nb/gateway/heartbeat"
 	"github.com/nbots/nb/gateway/memory"
@@ -23,24 +22,16 @@ import (
 	"github.com/nbots/nb/state"
 )
 
-// The assistant's memory, heartbeat, budgets and skills (issue 20 §2),
-// plugged into the gateway's seams once it is built.
-func init() {
-	gatewayHooks = append(gatewayHooks, gatewayFeatures)
-}
-
+// gatewayFeatures wires the assistant's memory, heartbeat, budgets and
+// skills (issue 20 §2) into the gateway's seams once it is built.
 func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 	c, g := rt.Config, rt.Gateway
 	d := c.Agents.Defaults
-	zone := gatewayZone(d.Timezone)
+	zone := rt.Zone
 
-	ledger := &budget.Ledger{
-		Limits: budget.Limits{SessionTokens: d.Budget.SessionTokens, DailyTokens: d.Budget.DailyTokens},
-		Path:   gatewayStateFile(rt.App, c.Workspace, "usage"),
-		Zone:   zone,
-		Shared: rt.Counters,
-		Warn:   func(msg string) { rt.Log.Warn(msg) },
-	}
+	ledger := gatewayLedger(c, rt.State, zone)
+	ledger.Shared = rt.Counters
+	ledger.Warn = func(msg string) { rt.Log.Warn(msg) }
 	g.Budget = ledger
 	// Each model call reserves its prompt and its answer's cap before it
 	// starts (the cartridge's max_tokens: maxTokens, 8,192 by default).
@@ -55,7 +46,7 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 		return ledger.Flush()
 	})
 
-	set := &skills.Set{Loader: skills.Loader{Workspace: c.Workspace}, Warn: func(msg string) { rt.Log.Warn(msg) }}
+	set := &skills.Set{Loader: skills.Loader{Workspace: c.Workspace, Getenv: rt.App.Getenv}, Warn: func(msg string) { rt.Log.Warn(msg) }}
 	cons := &memory.Consolidator{
 		Workspace: c.Workspace,
 		Model:     budget.Guard(modelcall.Provider(rt.Bot.Provider()), ledger),
@@ -93,14 +84,7 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 		}
 		cons.Maybe(s.Key, n-from, tokens)
 	}
-	rt.Background = append(rt.Background, func(ctx context.Context) error {
-		if err := cons.Recover(ctx); err != nil {
-			rt.Log.Warn("memory: " + err.Error())
-		}
-		<-ctx.Done()
-		cons.Wait()
-		return nil
-	})
+	rt.Background = append(rt.Background, cons.Run)
 
 	hb := c.Gateway.Heartbeat
 	if hb.Enabled == nil || *hb.Enabled {
@@ -207,34 +191,19 @@ func (c consolidatedSession) messages() []memory.Message {
 	return out
 }
 
-// gatewayZone is agents.defaults.timezone (checked when the configuration
-// was loaded); UTC when unset, as nanobot's default.
-func gatewayZone(name string) *time.Location {
-	if name == "" {
-		return time.UTC
+// gatewayLedger is the budgets' ledger of c, in its state file.
+func gatewayLedger(c *config.Config, st gatewayStateFiles, zone *time.Location) *budget.Ledger {
+	d := c.Agents.Defaults
+	return &budget.Ledger{
+		Limits: budget.Limits{SessionTokens: d.Budget.SessionTokens, DailyTokens: d.Budget.DailyTokens},
+		Path:   st.Usage,
+		Zone:   zone,
 	}
-	loc, err := time.LoadLocation(name)
-	if err != nil {
-		return time.UTC
-	}
-	return loc
-}
-
-// gatewayStateFile is a file of the workspace's that its assistant must
-// not write (its tools can write the workspace): beside the pairing
-// store, named after the workspace.
-func gatewayStateFile(a *App, workspace, name string) string {
-	sum := sha256.Sum256([]byte(workspace))
-	return filepath.Join(filepath.Dir(a.pairingStore(workspace)), name+"-"+hex.EncodeToString(sum[:6])+".json")
-}
-
-func init() {
-	gatewaySubcommands["status"] = (*App).gatewayStatus
 }
 
 // gatewayStatus is nb gateway status: the workspace, today's tokens by
 // source against the budgets, the memory files and the cron jobs.
-func (a *App) gatewayStatus(args []string) error {
+func (a *App) gatewayStatus(_ context.Context, args []string) error {
 	fs, f := a.gatewayFlagSet("nb gateway status", "nb gateway status [flags]", "Shows the workspace, today's token use by source and the budgets, memory and cron jobs.")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -243,14 +212,11 @@ func (a *App) gatewayStatus(args []string) error {
 	if err != nil {
 		return err
 	}
-	d := c.Agents.Defaults
-	zone := gatewayZone(d.Timezone)
-	ledger := &budget.Ledger{
-		Limits: budget.Limits{SessionTokens: d.Budget.SessionTokens, DailyTokens: d.Budget.DailyTokens},
-		Path:   gatewayStateFile(a, c.Workspace, "usage"),
-		Zone:   zone,
+	zone, err := gatewayZone(c)
+	if err != nil {
+		return err
 	}
-	r := ledger.Report("")
+	r := gatewayLedger(c, a.gatewayState(c.Workspace), zone).Report("")
 	fmt.Fprintf(a.Stdout, "Workspace: %s\n", c.Workspace)
 	fmt.Fprintf(a.Stdout, "Tokens today: %s", budget.Thousands(r.TodayTotal))
 	if r.Limits.DailyTokens > 0 {

@@ -7,22 +7,18 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/channels"
 	"github.com/nbots/nb/gateway/channel/whatsapp"
 )
-
-func init() {
-	gatewaySubcommands["channels"] = (*App).gatewayChannelsCommand
-}
 
 // gatewayChannelsCommand is nb gateway channels login whatsapp: it runs
 // nanobot's WhatsApp bridge in the terminal, as `nanobot channels login`
 // does, so that its QR code can be scanned.
-func (a *App) gatewayChannelsCommand(args []string) error {
+func (a *App) gatewayChannelsCommand(ctx context.Context, args []string) error {
 	fs, f := a.gatewayFlagSet("nb gateway channels", "nb gateway channels login whatsapp [flags]", "Runs nanobot's WhatsApp bridge in this terminal to link a phone (scan its QR code\nin WhatsApp under Linked Devices); leave it running for the gateway, or stop it\nwith Ctrl-C once linked and start it as a service.")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -37,7 +33,7 @@ func (a *App) gatewayChannelsCommand(args []string) error {
 	rt := &gatewayRuntime{App: a, Config: c}
 	cfg := whatsapp.Config{NanobotDir: rt.nanobotDir()}
 	if raw, ok := c.Channels.Each[whatsapp.Name]; ok {
-		if err := decodeChannel(raw, &cfg); err != nil {
+		if err := channels.Decode(raw, &cfg); err != nil {
 			return fmt.Errorf("channels.whatsapp: %w", err)
 		}
 	}
@@ -58,8 +54,6 @@ func (a *App) gatewayChannelsCommand(args []string) error {
 	if u, err := url.Parse(cfg.BridgeURL); err == nil && u.Port() != "" {
 		env = append(env, "BRIDGE_PORT="+u.Port())
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	cmd := exec.CommandContext(ctx, npm, "start")
 	cmd.Dir, cmd.Env = bridge, env
 	cmd.Stdout, cmd.Stderr = a.Stdout, a.Stderr

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,14 +27,14 @@ func TestGatewayChannelsLoginWhatsApp(t *testing.T) {
 	defer out.Close()
 	a := &App{Stdout: out, Stderr: out, Environ: []string{"HOME=" + dir, "PATH=" + bin}}
 
-	err = a.gatewayChannelsCommand([]string{"login", "whatsapp", "--config", cfg})
+	err = a.gatewayChannelsCommand(context.Background(), []string{"login", "whatsapp", "--config", cfg})
 	if err == nil || !strings.Contains(err.Error(), "npm install && npm run build") {
 		t.Fatalf("no bridge: %v", err)
 	}
 	bridge := filepath.Join(dir, ".nanobot", "bridge")
 	os.MkdirAll(filepath.Join(bridge, "dist"), 0o755)
 	os.WriteFile(filepath.Join(bridge, "dist", "index.js"), []byte("// bridge"), 0o644)
-	if err := a.gatewayChannelsCommand([]string{"login", "whatsapp", "--config", cfg}); err != nil {
+	if err := a.gatewayChannelsCommand(context.Background(), []string{"login", "whatsapp", "--config", cfg}); err != nil {
 		b, _ := os.ReadFile(out.Name())
 		t.Fatalf("%v\n%s", err, b)
 	}
@@ -43,7 +44,7 @@ func TestGatewayChannelsLoginWhatsApp(t *testing.T) {
 	if len(token) == 0 || string(got) != want {
 		t.Errorf("npm ran as %q, want %q", got, want)
 	}
-	if err := a.gatewayChannelsCommand([]string{"login", "telegram", "--config", cfg}); err == nil {
+	if err := a.gatewayChannelsCommand(context.Background(), []string{"login", "telegram", "--config", cfg}); err == nil {
 		t.Error("login telegram accepted")
 	}
 }

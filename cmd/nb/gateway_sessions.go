@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
 	"github.com/nbots/nb/gateway/bus/jetstream"
 	"github.com/nbots/nb/gateway/config"
@@ -19,9 +16,6 @@ import (
 // PostgreSQL store (--store, NB_STORE, gateway.store) they live there,
 // shared by replicas on several machines; else in the workspace's
 // nanobot files, as always. nb gateway sessions import|export moves them.
-func init() {
-	gatewaySubcommands["sessions"] = (*App).gatewaySessionsCommand
-}
 
 // busNamespace is the namespace of a bus URL (default nb); it names the
 // gateway's sessions in a store too.
@@ -91,7 +85,7 @@ func notImported(m *gwsession.Manager, dir string) int {
 }
 
 // gatewaySessionsCommand is nb gateway sessions import|export.
-func (a *App) gatewaySessionsCommand(args []string) error {
+func (a *App) gatewaySessionsCommand(ctx context.Context, args []string) error {
 	verb := ""
 	if len(args) > 0 {
 		verb = args[0]
@@ -122,8 +116,6 @@ func (a *App) gatewaySessionsCommand(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	defer a.closeStore()
 	if err := a.openStore(ctx, *storeURL); err != nil { // --store, else NB_STORE
 		return err

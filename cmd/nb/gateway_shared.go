@@ -20,9 +20,6 @@ import (
 // channels' receive positions in the bucket <namespace>_positions and the
 // pairing codes and approvals in <namespace>_pairing. Alone (no --bus),
 // they stay the state folder's files.
-func init() {
-	gatewayHooks = append(gatewayHooks, gatewayShared)
-}
 
 // gatewayShared opens the shared positions and pairing book when the
 // gateway runs on a bus, importing the approvals of this replica's file.

@@ -294,6 +294,8 @@ func holdOrNone(d time.Duration) time.Duration {
 	return d
 }
 
+// newLogger is the one logger of nb's long-running commands: level and
+// format as --log-level and --log-format take them, to w (standard error).
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {

@@ -37,6 +37,11 @@ type Env struct {
 	// media together: past it, the oldest files are removed each time
 	// one is stored (0: DefaultMediaQuota).
 	MediaQuota int64
+	// NanobotDir is nanobot's data folder (~/.nanobot, or the folder of
+	// the configuration when it is another instance's), where the
+	// platforms nanobot reaches through its own helpers keep their files:
+	// the WhatsApp bridge's token and media, Mochat's cursors.
+	NanobotDir string
 }
 
 // Log is the Env's logger, or one that discards.

@@ -93,6 +93,9 @@ type Consolidator struct {
 	// warnedSize is the size of MEMORY.md last warned about.
 	warnedSize int64
 	wg         sync.WaitGroup
+	// base is the context of Run, which the consolidations Maybe starts
+	// take, so that the gateway's stop stops their model calls.
+	base context.Context
 
 	// crash, in tests, stops a consolidation at a named point as kill -9 would.
 	crash func(point string) bool
@@ -247,7 +250,11 @@ func (c *Consolidator) Maybe(key string, tail, tailTokens int) bool {
 		return false
 	}
 	c.running[key] = true
+	ctx := c.base
 	c.runMu.Unlock()
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -256,7 +263,7 @@ func (c *Consolidator) Maybe(key string, tail, tailTokens int) bool {
 			delete(c.running, key)
 			c.runMu.Unlock()
 		}()
-		if err := c.Consolidate(context.Background(), key, false); err != nil {
+		if err := c.Consolidate(ctx, key, false); err != nil {
 			c.logger().Warn("memory consolidation of " + key + ": " + err.Error())
 		}
 	}()
@@ -265,6 +272,21 @@ func (c *Consolidator) Maybe(key string, tail, tailTokens int) bool {
 
 // Wait waits for the background consolidations.
 func (c *Consolidator) Wait() { c.wg.Wait() }
+
+// Run finishes a consolidation a crash interrupted (a failure is logged:
+// the next one retries), then serves until ctx ends: the consolidations
+// Maybe starts meanwhile take ctx, and Run returns once they have ended.
+func (c *Consolidator) Run(ctx context.Context) error {
+	c.runMu.Lock()
+	c.base = ctx
+	c.runMu.Unlock()
+	if err := c.Recover(ctx); err != nil && ctx.Err() == nil {
+		c.logger().Warn("memory: " + err.Error())
+	}
+	<-ctx.Done()
+	c.Wait()
+	return nil
+}
 
 // Consolidate consolidates one chunk of the session now: the tail but the
 // last Window/2 messages when the tail has reached Window, or, with all

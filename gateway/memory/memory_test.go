@@ -234,3 +234,43 @@ func TestNewArchivesRawWhenTheModelFails(t *testing.T) {
 		t.Errorf("HISTORY.md %q, cursor %d", h, s.cursor)
 	}
 }
+
+// TestRunStopsItsConsolidations: a consolidation Maybe started while Run
+// serves takes Run's context, so ending it ends the model call and Run
+// returns (it waited on context.Background's call before).
+func TestRunStopsItsConsolidations(t *testing.T) {
+	s := session(20)
+	called := make(chan struct{})
+	c := &Consolidator{Workspace: t.TempDir(), Window: 10, Open: func(context.Context, string) (Session, error) { return s, nil },
+		Model: modelcall.Func(func(ctx context.Context, _ modelcall.Request) (modelcall.Reply, error) {
+			close(called)
+			<-ctx.Done()
+			return modelcall.Reply{}, ctx.Err()
+		})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	for !c.started() {
+		time.Sleep(time.Millisecond)
+	}
+	if !c.Maybe("k", 21, 0) {
+		t.Fatal("not started")
+	}
+	<-called
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return: the consolidation's model call outlived the run")
+	}
+}
+
+// started reports whether Run has begun serving (in tests).
+func (c *Consolidator) started() bool {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	return c.base != nil
+}

@@ -51,8 +51,9 @@ type Loader struct {
 	Workspace string
 	// Builtin is a folder of built-in skills, "" for none.
 	Builtin string
-	// LookPath and Getenv check requirements (default exec.LookPath and
-	// os.Getenv).
+	// LookPath and Getenv check requirements (default exec.LookPath; a
+	// nil Getenv sets no variable: the environment is the embedder's to
+	// give, as nb gateway gives its own).
 	LookPath func(string) (string, error)
 	Getenv   func(string) string
 }
@@ -135,7 +136,7 @@ func (l *Loader) parse(dir, path, source string, data []byte) (Skill, error) {
 		lookPath = exec.LookPath
 	}
 	if getenv == nil {
-		getenv = os.Getenv
+		getenv = func(string) string { return "" }
 	}
 	for _, b := range s.Bins {
 		if _, err := lookPath(b); err != nil {

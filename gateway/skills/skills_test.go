@@ -112,3 +112,15 @@ func TestSet(t *testing.T) {
 		t.Errorf("Summary: %q", got)
 	}
 }
+
+// TestNilGetenvSetsNoVariable: the loader reads no process environment of
+// its own (an embedder's gateway gives it one), so a skill that needs a
+// variable set in the process but not given is unavailable.
+func TestNilGetenvSetsNoVariable(t *testing.T) {
+	t.Setenv("NB_SKILLS_TEST_VAR", "set")
+	l := &Loader{LookPath: func(string) (string, error) { return "", nil }}
+	s, _ := l.parse("dir", "/p/SKILL.md", "workspace", []byte("---\nname: x\nrequires: {env: [NB_SKILLS_TEST_VAR]}\n---\nbody"))
+	if len(s.Missing) != 1 || s.Missing[0] != "ENV: NB_SKILLS_TEST_VAR" {
+		t.Errorf("Missing = %q, want the variable the loader was not given", s.Missing)
+	}
+}

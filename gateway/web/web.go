@@ -104,6 +104,42 @@ func (s *Server) log() *slog.Logger {
 	return slog.Default()
 }
 
+// ShutdownTimeout is how long Serve waits, once its context ends, for
+// the requests in progress.
+const ShutdownTimeout = 5 * time.Second
+
+// Serve serves the listener on lns until ctx ends, then waits up to
+// ShutdownTimeout for the requests in progress. It returns the first
+// listener's failure (which stops the others), nil after ctx ended.
+func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
+	lim := s.Limits.WithDefaults()
+	conns := connlimit.New(lim.MaxClientConns, lim.MaxConns, nil, "raise gateway.limits.clientConns in the gateway's configuration")
+	hs := conns.Server(s.Handler(), lim, s.log())
+	failed := make(chan error, len(lns))
+	var wg sync.WaitGroup
+	for _, ln := range lns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := hs.Serve(conns.Listen(ln)); !errors.Is(err, http.ErrServerClosed) {
+				failed <- fmt.Errorf("listener %s: %w", ln.Addr(), err)
+			}
+		}()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-failed:
+	}
+	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	defer cancel()
+	if hs.Shutdown(shut) != nil {
+		hs.Close() //nolint:errcheck // the requests still running are cut
+	}
+	wg.Wait()
+	return err
+}
+
 // Start serves the listener on lns within Limits (see Serve) and
 // returns what stops it: stop closes the listeners and waits, until ctx
 // ends, for the requests in progress.

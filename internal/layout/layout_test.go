@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -82,4 +83,75 @@ func TestFrontEndsDoNotImportEachOther(t *testing.T) {
 			}
 		}
 	}
+}
+
+// goFiles parses the non-test Go files below dir (relative to the module
+// root) and gives each to fn with its slash-separated path.
+func goFiles(t *testing.T, dir string, fn func(path string, f *ast.File)) {
+	t.Helper()
+	root := filepath.Join("..", "..", dir)
+	n := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			return err
+		}
+		n++
+		rel, _ := filepath.Rel(filepath.Join("..", ".."), path)
+		fn(filepath.ToSlash(rel), f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatalf("no Go file was read under %s", root)
+	}
+}
+
+// TestCommandHasNoInit: cmd/nb wires what it runs explicitly (the
+// gateway's features in one order, its channels from gateway/channels),
+// never through registries that init functions fill in file-name order.
+func TestCommandHasNoInit(t *testing.T) {
+	goFiles(t, "cmd/nb", func(path string, f *ast.File) {
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Name.Name == "init" {
+				t.Errorf("%s has a func init: wire it explicitly where it is used", path)
+			}
+		}
+	})
+}
+
+// TestGatewayLeavesTheProcessAlone: the gateway is a library; the
+// process's environment, signals, memory limit, exit and standard error
+// are cmd/nb's, which turns them into the gateway's options.
+func TestGatewayLeavesTheProcessAlone(t *testing.T) {
+	banned := map[string]bool{
+		"os.Getenv": true, "os.LookupEnv": true, "os.Environ": true, "signal.Notify": true, "signal.NotifyContext": true,
+		"debug.SetMemoryLimit": true, "os.Exit": true, "os.Stderr": true,
+	}
+	goFiles(t, "gateway", func(path string, f *ast.File) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && banned[x.Name+"."+sel.Sel.Name] {
+				t.Errorf("%s uses %s.%s: take it as an option that cmd/nb fills", path, x.Name, sel.Sel.Name)
+			}
+			return true
+		})
+	})
 }
