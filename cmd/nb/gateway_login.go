@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/nbots/nb/gateway/channel"
-	"github.com/nbots/nb/gateway/channels"
 	"github.com/nbots/nb/gateway/channel/whatsapp"
+	"github.com/nbots/nb/gateway/channels"
 )
 
 // gatewayChannelsCommand is nb gateway channels login whatsapp: it runs
