@@ -52,31 +52,12 @@ import (
 // Limits bound what clients may ask of the server. Zero values take the
 // defaults (DefaultLimits).
 type Limits struct {
-	// MaxBody is the largest request body, in bytes (413 beyond).
-	MaxBody int64
-	// HeaderTimeout bounds the time to read a request's header.
-	HeaderTimeout time.Duration
-	// BodyTimeout bounds the time to read a request's whole body (408
-	// beyond, and the connection is closed).
-	BodyTimeout time.Duration
-	// BodyMinRate is the slowest a request body may arrive, in bytes a
-	// second on average, counted after its first BodyGrace: a body that
-	// falls behind is cut (408) before BodyTimeout.
-	BodyMinRate int64
-	// MaxClientConns bounds the open connections of one client address
-	// (a trusted proxy's are bounded by MaxConns only): the excess is
-	// answered 429 and closed before its request is read.
-	MaxClientConns int
-	// MaxConns bounds the open connections in all: a new connection
-	// past it closes the one idle the longest (waiting for its first or
-	// next request), or waits to be accepted when none is idle. It is
-	// kept below half the process's limit of open files, so that the
-	// server never runs out of them.
-	MaxConns int
-	// IdleTimeout is how long a kept-alive connection may wait for its
-	// next request (clients such as node keep idle sockets 5 s: keep it
-	// well above).
-	IdleTimeout time.Duration
+	// Limits are the connections' limits, every listener's (nb gateway's
+	// too): the header, idle and body deadlines, the body's size and pace,
+	// the connections per address and in all (see connlimit.Limits). A new
+	// connection past MaxConns closes the one idle the longest; a trusted
+	// proxy's connections are bounded by MaxConns only.
+	connlimit.Limits
 	// MaxRuns bounds the runs in progress on the server.
 	MaxRuns int
 	// MaxRunsPerToken bounds the runs in progress per token (a token's
@@ -96,43 +77,15 @@ type Limits struct {
 
 // DefaultLimits are the limits of a server that sets none.
 var DefaultLimits = Limits{
-	// The connections' limits are every listener's (nb gateway's too).
-	MaxBody:        connlimit.DefaultLimits.MaxBody,
-	HeaderTimeout:  connlimit.DefaultLimits.HeaderTimeout,
-	BodyTimeout:    connlimit.DefaultLimits.BodyTimeout,
-	BodyMinRate:    connlimit.DefaultLimits.BodyMinRate,
-	MaxClientConns: connlimit.DefaultLimits.MaxClientConns,
-	MaxConns:       connlimit.DefaultLimits.MaxConns,
-	IdleTimeout:    connlimit.DefaultLimits.IdleTimeout,
-	MaxRuns:        64,
-	RunTimeout:     10 * time.Minute,
-	Grace:          30 * time.Second,
+	Limits:     connlimit.DefaultLimits,
+	MaxRuns:    64,
+	RunTimeout: 10 * time.Minute,
+	Grace:      30 * time.Second,
 }
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
-	if l.MaxBody <= 0 {
-		l.MaxBody = d.MaxBody
-	}
-	if l.HeaderTimeout <= 0 {
-		l.HeaderTimeout = d.HeaderTimeout
-	}
-	if l.IdleTimeout <= 0 {
-		l.IdleTimeout = d.IdleTimeout
-	}
-	if l.BodyTimeout <= 0 {
-		l.BodyTimeout = d.BodyTimeout
-	}
-	if l.BodyMinRate <= 0 {
-		l.BodyMinRate = d.BodyMinRate
-	}
-	if l.MaxClientConns <= 0 {
-		l.MaxClientConns = d.MaxClientConns
-	}
-	if l.MaxConns <= 0 {
-		l.MaxConns = d.MaxConns
-	}
-	l.MaxConns = min(l.MaxConns, connlimit.MaxConnsForFiles())
+	l.Limits = l.Limits.WithDefaults()
 	if l.MaxRuns <= 0 {
 		l.MaxRuns = d.MaxRuns
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/connlimit"
 	"github.com/nbots/nb/eventlog/pglog"
 	"github.com/nbots/nb/internal/bytesize"
 	"github.com/nbots/nb/internal/httpguard"
@@ -92,8 +93,8 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		return err
 	}
 	dirs := fs.Args()
-	limits := server.Limits{HeaderTimeout: *headerTO, BodyTimeout: *bodyTO, IdleTimeout: *idleTO, RunTimeout: *runTO, Grace: *grace,
-		MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxWaitingRuns: *maxWaiting, MaxClientConns: *clientConns, MaxConns: *maxConns}
+	limits := server.Limits{Limits: connlimit.Limits{HeaderTimeout: *headerTO, BodyTimeout: *bodyTO, IdleTimeout: *idleTO, MaxClientConns: *clientConns, MaxConns: *maxConns},
+		RunTimeout: *runTO, Grace: *grace, MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxWaitingRuns: *maxWaiting}
 	if *grace == 0 {
 		limits.Grace = -1
 	}
