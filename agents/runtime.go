@@ -702,20 +702,22 @@ func (r *Run) Confirm(ctx context.Context, call tool.Call, text string) (bool, e
 	if err != nil {
 		return false, err
 	}
-	r.out(&agentproto.Frame{Type: agentproto.TypeConfirm, ID: id, Name: r.wireName(call.Name), Input: call.Arguments})
-	a, err := r.wait(ctx, p)
+	a, err := r.wait(ctx, p, &agentproto.Frame{Type: agentproto.TypeConfirm, ID: id, Name: r.wireName(call.Name), Input: call.Arguments})
 	if err != nil {
 		return false, err
 	}
 	return a.Allow, nil
 }
 
-// wait waits for the client's answer to a question, within the idle
-// limit; when it runs out the whole run fails with a timeout. Meanwhile the
-// run counts as waiting on its client, not as in progress, for the
-// admission of ctx.
-func (r *Run) wait(ctx context.Context, p *eventlog.Pending) (eventlog.Reply, error) {
+// wait sends the client the question's frame and waits for its answer,
+// within the idle limit; when it runs out the whole run fails with a
+// timeout. Meanwhile the run counts as waiting on its client, not as in
+// progress, for the admission of ctx: from before the frame is sent, so a
+// client that starts another run as soon as it sees the question finds
+// this one's slot free.
+func (r *Run) wait(ctx context.Context, p *eventlog.Pending, question *agentproto.Frame) (eventlog.Reply, error) {
 	defer admission.Waiting(ctx)()
+	r.out(question)
 	a, err := p.Wait(ctx, r.rt.idleLimit())
 	var te *eventlog.TimeoutError
 	if errors.As(err, &te) {

@@ -127,8 +127,7 @@ func (c *clientTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.out(&agentproto.Frame{Type: agentproto.TypeToolCall, ID: id, Name: c.spec.Name, Input: call.Arguments, Context: r.Context()})
-	a, err := r.wait(ctx, p)
+	a, err := r.wait(ctx, p, &agentproto.Frame{Type: agentproto.TypeToolCall, ID: id, Name: c.spec.Name, Input: call.Arguments, Context: r.Context()})
 	if err != nil {
 		return nil, err
 	}
