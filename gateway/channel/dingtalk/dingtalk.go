@@ -93,9 +93,9 @@ type Channel struct {
 	// ticket for throttling (it names none).
 	throttled time.Duration
 
+	token channel.AccessToken // the app's, renewed five minutes before it expires
+
 	mu       sync.Mutex
-	token    string
-	tokenExp time.Time
 	webhooks map[string]webhook // chat -> its latest session webhook
 }
 
@@ -121,6 +121,7 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		retryBase: time.Second, keepalive: 20 * time.Second, throttled: time.Second,
 		webhooks: map[string]webhook{},
 	}
+	c.token = channel.AccessToken{Fetch: c.fetchToken, Margin: 5 * time.Minute}
 	var mediaHosts []string
 	if cfg.APIBase != "" {
 		u, err := url.Parse(cfg.APIBase)
@@ -214,40 +215,30 @@ func (c *Channel) do(req *http.Request, out any) error {
 	return nil
 }
 
-// accessToken is the app's access token, fetched again a few minutes
-// before it expires (two hours).
+// accessToken is the app's access token (it lives two hours).
 func (c *Channel) accessToken(ctx context.Context) (string, error) {
-	c.mu.Lock()
-	tok, exp := c.token, c.tokenExp
-	c.mu.Unlock()
-	if tok != "" && time.Now().Before(exp) {
-		return tok, nil
-	}
+	return c.token.Get(ctx)
+}
+
+// fetchToken asks DingTalk for an access token and its life.
+func (c *Channel) fetchToken(ctx context.Context) (string, time.Duration, error) {
 	var out struct {
 		AccessToken string `json:"accessToken"`
 		ExpireIn    int64  `json:"expireIn"`
 	}
 	err := c.call(ctx, c.api+"/v1.0/oauth2/accessToken", nil, map[string]string{"appKey": c.cfg.ClientID, "appSecret": c.cfg.ClientSecret}, &out)
 	if err != nil {
-		return "", fmt.Errorf("dingtalk: access token: %w", err)
+		return "", 0, fmt.Errorf("dingtalk: access token: %w", err)
 	}
 	if out.AccessToken == "" {
-		return "", errors.New("dingtalk: access token: the answer holds none")
+		return "", 0, errors.New("dingtalk: access token: the answer holds none")
 	}
-	life := time.Duration(max(out.ExpireIn, 600)) * time.Second
-	c.mu.Lock()
-	c.token, c.tokenExp = out.AccessToken, time.Now().Add(life-5*time.Minute)
-	c.mu.Unlock()
-	return out.AccessToken, nil
+	return out.AccessToken, time.Duration(max(out.ExpireIn, 600)) * time.Second, nil
 }
 
 // forgetToken drops a token DingTalk refused, so the next call fetches
 // another.
-func (c *Channel) forgetToken() {
-	c.mu.Lock()
-	c.token = ""
-	c.mu.Unlock()
-}
+func (c *Channel) forgetToken() { c.token.Forget("") }
 
 // frame is one Stream mode message, both ways.
 type frame struct {

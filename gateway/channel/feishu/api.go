@@ -11,8 +11,9 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
+
+	"github.com/nbots/nb/gateway/channel"
 )
 
 // apiError is the open platform's answer to a request that failed: its
@@ -52,9 +53,14 @@ type client struct {
 	appSecret string
 	hc        *http.Client
 
-	mu      sync.Mutex
-	token   string
-	expires time.Time
+	token channel.AccessToken // the tenant's
+}
+
+// newClient is a client of the API at base for the app.
+func newClient(base, appID, appSecret string, hc *http.Client) *client {
+	c := &client{base: base, appID: appID, appSecret: appSecret, hc: hc}
+	c.token = channel.AccessToken{Fetch: c.fetchTenantToken, Margin: refreshMargin, KeepOnFailure: true}
+	return c
 }
 
 // refreshMargin is how long before its expiry a token is replaced: the
@@ -65,11 +71,11 @@ const refreshMargin = 25 * time.Minute
 // tenantToken returns a valid tenant access token, fetching a new one
 // when the current one is missing or within refreshMargin of its expiry.
 func (c *client) tenantToken(ctx context.Context) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.token != "" && time.Until(c.expires) > refreshMargin {
-		return c.token, nil
-	}
+	return c.token.Get(ctx)
+}
+
+// fetchTenantToken asks the platform for a tenant access token.
+func (c *client) fetchTenantToken(ctx context.Context) (string, time.Duration, error) {
 	var out struct {
 		Code   int    `json:"code"`
 		Msg    string `json:"msg"`
@@ -78,27 +84,16 @@ func (c *client) tenantToken(ctx context.Context) (string, error) {
 	}
 	body, _ := json.Marshal(map[string]string{"app_id": c.appID, "app_secret": c.appSecret})
 	if err := c.do(ctx, "tenant_access_token", http.MethodPost, "/open-apis/auth/v3/tenant_access_token/internal", "", "application/json; charset=utf-8", bytes.NewReader(body), &out); err != nil {
-		if c.token != "" && time.Now().Before(c.expires) {
-			return c.token, nil // the old one still works: try again next time
-		}
-		return "", err
+		return "", 0, err
 	}
 	if out.Token == "" {
-		return "", &apiError{Op: "tenant_access_token", Status: 200, Code: out.Code, Msg: "no token in the answer"}
+		return "", 0, &apiError{Op: "tenant_access_token", Status: 200, Code: out.Code, Msg: "no token in the answer"}
 	}
-	c.token = out.Token
-	c.expires = time.Now().Add(time.Duration(out.Expire) * time.Second)
-	return c.token, nil
+	return out.Token, time.Duration(out.Expire) * time.Second, nil
 }
 
 // forget drops the token after the platform refused it.
-func (c *client) forget(token string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.token == token {
-		c.token = ""
-	}
-}
+func (c *client) forget(token string) { c.token.Forget(token) }
 
 // call sends an authorised JSON request and decodes the answer's data
 // into out (nil: ignored). A token the platform refuses is replaced once.

@@ -153,7 +153,7 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		cfg:     cfg,
 		env:     env,
 		log:     env.Log().With("channel", Name),
-		api:     &client{base: base, appID: cfg.AppID, appSecret: cfg.AppSecret, hc: &http.Client{Timeout: 30 * time.Second}},
+		api:     newClient(base, cfg.AppID, cfg.AppSecret, &http.Client{Timeout: 30 * time.Second}),
 		media:   env.MediaClient(hosts...),
 		hook:    hook,
 		emoji:   emoji,

@@ -98,11 +98,11 @@ type Channel struct {
 
 	retryBase time.Duration
 
-	mu       sync.Mutex
-	token    string
-	tokenExp time.Time
-	sources  map[string]*source // chat -> the latest message to reply to
-	byID     map[string]*source // msg_id -> its source
+	token channel.AccessToken // the app's, renewed a minute before it expires
+
+	mu      sync.Mutex
+	sources map[string]*source // chat -> the latest message to reply to
+	byID    map[string]*source // msg_id -> its source
 }
 
 // source is a message replies may name, and the replies made to it.
@@ -134,6 +134,7 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		retryBase: time.Second,
 		sources:   map[string]*source{}, byID: map[string]*source{},
 	}
+	c.token = channel.AccessToken{Fetch: c.fetchToken, Margin: time.Minute}
 	var mediaHosts []string
 	if cfg.APIBase != "" {
 		u, err := url.Parse(cfg.APIBase)
@@ -239,15 +240,14 @@ func (e errCredentials) Error() string {
 	return fmt.Sprintf("QQ refused the bot's credentials (%v): check channels.qq.appId and secret", e.err)
 }
 
-// accessToken is the app access token, fetched again a minute before it
-// expires.
+// accessToken is the app access token.
 func (c *Channel) accessToken(ctx context.Context) (string, error) {
-	c.mu.Lock()
-	tok, exp := c.token, c.tokenExp
-	c.mu.Unlock()
-	if tok != "" && time.Now().Before(exp) {
-		return tok, nil
-	}
+	return c.token.Get(ctx)
+}
+
+// fetchToken asks QQ for an app access token and its life; a refused
+// secret is errCredentials.
+func (c *Channel) fetchToken(ctx context.Context) (string, time.Duration, error) {
 	var out struct {
 		AccessToken string          `json:"access_token"`
 		ExpiresIn   json.RawMessage `json:"expires_in"` // a string of seconds
@@ -255,27 +255,20 @@ func (c *Channel) accessToken(ctx context.Context) (string, error) {
 	err := c.call(ctx, http.MethodPost, c.auth+"/app/getAppAccessToken", "", map[string]string{"appId": c.cfg.AppID, "clientSecret": c.cfg.Secret}, &out)
 	var ae *apiError
 	if errors.As(err, &ae) && (ae.Code == codeBadSecret || ae.Status == http.StatusUnauthorized || ae.Status == http.StatusBadRequest) {
-		return "", errCredentials{err}
+		return "", 0, errCredentials{err}
 	}
 	if err != nil {
-		return "", fmt.Errorf("qq: app access token: %w", err)
+		return "", 0, fmt.Errorf("qq: app access token: %w", err)
 	}
 	if out.AccessToken == "" {
-		return "", errors.New("qq: app access token: the answer holds none")
+		return "", 0, errors.New("qq: app access token: the answer holds none")
 	}
 	secs, _ := strconv.Atoi(strings.Trim(string(out.ExpiresIn), `"`))
-	life := time.Duration(max(secs, 120)) * time.Second
-	c.mu.Lock()
-	c.token, c.tokenExp = out.AccessToken, time.Now().Add(life-time.Minute)
-	c.mu.Unlock()
-	return out.AccessToken, nil
+	return out.AccessToken, time.Duration(max(secs, 120)) * time.Second, nil
 }
 
-func (c *Channel) forgetToken() {
-	c.mu.Lock()
-	c.token = ""
-	c.mu.Unlock()
-}
+// forgetToken drops a token QQ refused, so the next call fetches another.
+func (c *Channel) forgetToken() { c.token.Forget("") }
 
 // payload is a gateway frame.
 type payload struct {
