@@ -14,41 +14,20 @@ import (
 
 const module = "github.com/nbots/nb"
 
-// imports maps each package folder below root (slash-separated, relative)
-// to the module packages its non-test files import.
-func imports(t *testing.T, root string) map[string][]string {
+// imports maps each package folder of the module (slash-separated,
+// relative) to the module packages its non-test files import.
+func imports(t *testing.T) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, filepath.Dir(path))
-		rel = filepath.ToSlash(rel)
+	goFiles(t, ".", func(path string, f *ast.File) {
+		pkg := filepath.ToSlash(filepath.Dir(path))
 		for _, spec := range f.Imports {
 			p, _ := strconv.Unquote(spec.Path.Value)
 			if strings.HasPrefix(p, module+"/") {
-				out[rel] = append(out[rel], strings.TrimPrefix(p, module+"/"))
+				out[pkg] = append(out[pkg], strings.TrimPrefix(p, module+"/"))
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return out
 }
 
@@ -59,11 +38,10 @@ func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, d
 // guard, readiness, listen rules) from internal/httpguard, never from
 // package server, so no front-end depends on another.
 func TestFrontEndsDoNotImportEachOther(t *testing.T) {
-	root := filepath.Join("..", "..")
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("the module root is not at %s: %v", root, err)
+	if _, err := os.Stat(filepath.Join("..", "..", "go.mod")); err != nil {
+		t.Fatalf("the module root is not two folders up: %v", err)
 	}
-	all := imports(t, root)
+	all := imports(t)
 	// The walk must see the packages it judges: the web chat takes its
 	// guard from httpguard.
 	found := false
