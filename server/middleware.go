@@ -257,13 +257,9 @@ func (s *Server) browserRefused(r *http.Request) string {
 	if allowed == nil {
 		allowed = DefaultOrigins
 	}
-	g := BrowserGuard{Origins: allowed, Why: "this server has no token, so it answers", Fix: "start nb serve with --cors-origins %s to allow it, or set NB_SERVE_TOKEN", HostFix: "set NB_SERVE_TOKEN to serve other names"}
+	g := httpguard.BrowserGuard{Origins: allowed, Why: "this server has no token, so it answers", Fix: "start nb serve with --cors-origins %s to allow it, or set NB_SERVE_TOKEN", HostFix: "set NB_SERVE_TOKEN to serve other names"}
 	return g.Refused(r)
 }
-
-// BrowserGuard keeps web pages away from a server on this machine; see
-// httpguard.BrowserGuard.
-type BrowserGuard = httpguard.BrowserGuard
 
 // noRoute answers a path or method no route has, in the family's shape.
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request, muxHandler http.Handler) {

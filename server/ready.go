@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/nbots/nb/internal/httpguard"
@@ -16,7 +15,7 @@ type Check = httpguard.Check
 // hosts and databases but never their credentials.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	Quiet(r.Context())
-	ok, checks := RunChecks(r.Context(), s.opts.Checks)
+	ok, checks := httpguard.RunChecks(r.Context(), s.opts.Checks)
 	body := map[string]any{"ready": ok, "checks": checks}
 	if s.isDraining() {
 		ok = false
@@ -28,10 +27,4 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("not ready", "checks", checks)
 	}
 	WriteJSON(w, status, body)
-}
-
-// RunChecks runs checks, each within a few seconds; see
-// httpguard.RunChecks.
-func RunChecks(ctx context.Context, checks []Check) (ok bool, results map[string]string) {
-	return httpguard.RunChecks(ctx, checks)
 }

@@ -44,7 +44,6 @@ import (
 	"github.com/nbots/nb/catalog"
 	"github.com/nbots/nb/connlimit"
 	"github.com/nbots/nb/eventlog"
-	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/tool"
 )
@@ -484,10 +483,6 @@ func Listen(addr string) ([]net.Listener, error) {
 	}
 	return []net.Listener{ln4, ln6}, nil
 }
-
-// IsLoopback reports whether addr (host:port) is reachable from this
-// machine only.
-func IsLoopback(addr string) bool { return httpguard.IsLoopbackListen(addr) }
 
 // newRequestID returns a random id for a request's log lines.
 func newRequestID() string {

@@ -28,11 +28,6 @@ func ParseRate(s string) (Rate, error) { return admission.ParseRate(s) }
 // LoadTokens reads a tokens file; see httpguard.LoadTokens.
 func LoadTokens(file string) ([]*Token, error) { return httpguard.LoadTokens(file) }
 
-// ParseTokens reads the text of a tokens file; see httpguard.ParseTokens.
-func ParseTokens(data []byte, name string) ([]*Token, error) {
-	return httpguard.ParseTokens(data, name)
-}
-
 // authenticate is httpguard.Authenticate with its failure as the 401
 // this server answers.
 func authenticate(tokens []*Token, r *http.Request) (*Token, *Error) {

@@ -8,6 +8,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nbots/nb/admission"
 )
 
 func TestCheckListen(t *testing.T) {
@@ -93,5 +96,49 @@ func TestRunChecks(t *testing.T) {
 	})
 	if ok || res["store"] != "ok" || res["bus"] != "not connected" {
 		t.Fatalf("RunChecks = %v, %v", ok, res)
+	}
+}
+
+// TestParseTokens: a tokens file is read with its secrets or their
+// SHA-256, and every mistake is named without quoting a secret.
+func TestParseTokens(t *testing.T) {
+	good := `tokens:
+  - name: editor
+    token: 0123456789abcdef
+    cartridges: [writer, "team/*"]
+    rate: 60/minute
+    concurrent: 2
+  - name: ci
+    sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+`
+	tokens, err := ParseTokens([]byte(good), "tokens.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tokens) != 2 || tokens[0].Rate != (admission.Rate{N: 60, Per: time.Minute}) || tokens[0].MaxRuns != 2 || !tokens[0].Allows("team/x") || tokens[0].Allows("other") || !tokens[1].Allows("anything") {
+		t.Fatalf("%+v", tokens)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Authorization", "Bearer test") // sha256("test") is the ci token
+	if tok, err := Authenticate(tokens, r); err != nil || tok.Name != "ci" {
+		t.Fatalf("sha256 token: %v %v", tok, err)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"tokens:\n  - token: 0123456789abcdef\n", "tokens file t.yml: tokens[0]: name is missing"},
+		{"tokens:\n  - name: a\n    token: short\n", "tokens[0] (a): token: the token is 5 characters long: use at least 16"},
+		{"tokens:\n  - name: a\n    token: 0123456789abcdef\n    rate: 5/week\n", `tokens[0] (a): rate "5/week": the period must be second, minute or hour`},
+		{"tokens:\n  - name: a\n    token: 0123456789abcdef\n  - name: a\n    token: 0123456789abcdeg\n", `the name "a" is used twice`},
+		{"tokens:\n  - name: a\n    token: 0123456789abcdef\n  - name: b\n    token: 0123456789abcdef\n", "a and b have the same secret"},
+		{"tokens:\n  - name: a\n    tokn: 0123456789abcdef\n", `line 3: unknown field "tokn"`},
+		{"tokens:\n  - name: a\n    token: my-secret-value-1234\n    rate: [\n", "line 4: "},
+		{"tokens: []\n", "no tokens"},
+	} {
+		_, err := ParseTokens([]byte(tc.src), "t.yml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.src, err, tc.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "my-secret-value") || strings.Contains(err.Error(), "0123456789abcde")) {
+			t.Errorf("the error quotes a secret: %v", err)
+		}
 	}
 }
