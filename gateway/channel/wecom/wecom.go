@@ -326,6 +326,8 @@ func (c *Channel) connect(ctx context.Context, in channel.Inbox, connected func(
 			early = append(early, f)
 		case err := <-readErr:
 			return err
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 	c.mu.Lock()
@@ -345,10 +347,14 @@ func (c *Channel) connect(ctx context.Context, in channel.Inbox, connected func(
 			return err
 		}
 	}
+	// The reader ends without a word when ctx ends while it hands over a
+	// frame: ctx.Done is what stops this loop then.
 	for {
 		select {
 		case err := <-readErr:
 			return err
+		case <-ctx.Done():
+			return ctx.Err()
 		case f := <-frames:
 			if err := c.frame(ctx, in, k, f); err != nil {
 				return err
