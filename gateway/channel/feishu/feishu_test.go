@@ -366,10 +366,10 @@ func TestStrangersFilesNeverFetched(t *testing.T) {
 	c := build(t, fake, Config{})
 	in := &channeltest.Inbox{Admit: func(m bus.Inbound) bool { return m.SenderID == alice }}
 	channeltest.Start(t, c, in)
-	id := fake.Post(feishutest.Incoming{Sender: bob, Type: "image", Content: `{"image_key":"img_bob"}`})
-	fake.AddResource(id, "img_bob", []byte("junk"))
-	mine := fake.Post(feishutest.Incoming{Sender: alice, Type: "file", Content: `{"file_key":"file_alice","file_name":"notes.txt"}`})
-	fake.AddResource(mine, "file_alice", []byte("notes"))
+	// The files are there before the messages reach the channel (added
+	// after a Post, the channel could ask for them first).
+	fake.Post(feishutest.Incoming{Sender: bob, Type: "image", Content: `{"image_key":"img_bob"}`, Resources: map[string][]byte{"img_bob": []byte("junk")}})
+	fake.Post(feishutest.Incoming{Sender: alice, Type: "file", Content: `{"file_key":"file_alice","file_name":"notes.txt"}`, Resources: map[string][]byte{"file_alice": []byte("notes")}})
 	got := in.Wait(t, 2)
 	by := map[string]bus.Inbound{}
 	for _, m := range got {

@@ -107,6 +107,9 @@ type Incoming struct {
 	Type, Content, Text string
 	// MentionBot puts the bot's mention placeholder before Text.
 	MentionBot bool
+	// Resources are the message's files and images by their keys,
+	// downloadable from the moment the message is posted.
+	Resources map[string][]byte
 }
 
 // Server is the fake platform.
@@ -428,6 +431,9 @@ func (s *Server) Post(in Incoming) string {
 	id, payload := s.Event(in, "")
 	p := pendingEvent{id: id, payload: payload}
 	s.mu.Lock()
+	for key, data := range in.Resources {
+		s.resources[id+"/"+key] = data
+	}
 	s.pending = append(s.pending, p)
 	var conns []*websocket.Conn
 	for c := range s.conns {
@@ -438,13 +444,6 @@ func (s *Server) Post(in Incoming) string {
 		s.push(c, p)
 	}
 	return id
-}
-
-// AddResource stores a file people sent, served for message id and key.
-func (s *Server) AddResource(messageID, key string, data []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.resources[messageID+"/"+key] = data
 }
 
 // Drop closes every long connection without a goodbye.
