@@ -85,12 +85,21 @@ func HashGraph(src []byte) string {
 // fsync, rename, fsync of the folder; a crash leaves the old checkpoint
 // or the new one.
 func (cp *Checkpoint) Save(dir string) error {
+	data, err := cp.Marshal()
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, CheckpointFile), data, 0o644)
+}
+
+// Marshal encodes cp as checkpoint.json holds it.
+func (cp *Checkpoint) Marshal() ([]byte, error) {
 	cp.Version = checkpointVersion
 	data, err := json.Marshal(cp)
 	if err != nil {
-		return fmt.Errorf("save checkpoint: %w", err)
+		return nil, fmt.Errorf("save checkpoint: %w", err)
 	}
-	return atomicfile.WriteFile(filepath.Join(dir, CheckpointFile), data, 0o644)
+	return data, nil
 }
 
 // ErrNoCheckpoint says a folder has no checkpoint.json.

@@ -8,6 +8,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/pipeline"
+	"github.com/nbots/nb/pipeline/runstore"
 )
 
 // DefaultMaxNodeVisits is the per-node visit cap when neither the node
@@ -54,6 +56,14 @@ type Config struct {
 	Rand  func() float64
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Stored, when set, is the run's place in a run store (package
+	// runstore), whose lease this process holds: the checkpoint is saved
+	// there instead of LogsRoot/checkpoint.json (each save checked
+	// against the lease), every event is appended to its log, Resume
+	// reads the checkpoint from it, and the run stops as soon as the
+	// lease is lost (Result.Lost), writing nothing more. LogsRoot still
+	// holds the stage folders and the manifest. The caller releases it.
+	Stored runstore.Run
 }
 
 // Result is how a run ended.
@@ -72,9 +82,13 @@ type Result struct {
 	Interrupted bool
 	// AlreadyDone says a resumed run had already ended.
 	AlreadyDone bool
-	Tokens      Tokens
-	Steps       int
-	Duration    time.Duration
+	// Lost says the run stopped because its lease in Config.Stored was
+	// lost: another process may have taken it over; this one wrote
+	// nothing after it learnt so.
+	Lost     bool
+	Tokens   Tokens
+	Steps    int
+	Duration time.Duration
 }
 
 // run is one run's state.
@@ -104,7 +118,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.LogsRoot, "artifacts"), 0o755); err != nil {
 		return nil, fmt.Errorf("create the run folder: %w", err)
 	}
-	if _, err := os.Stat(filepath.Join(cfg.LogsRoot, CheckpointFile)); err == nil {
+	if cfg.Stored != nil {
+		if cfg.Stored.Checkpoint() != nil {
+			return nil, fmt.Errorf("run %s already has a checkpoint: resume it instead", cfg.Stored.Info().ID)
+		}
+	} else if _, err := os.Stat(filepath.Join(cfg.LogsRoot, CheckpointFile)); err == nil {
 		return nil, fmt.Errorf("%s already holds a run (checkpoint.json): continue it with nb pipeline resume %s, or choose another --logs folder", cfg.LogsRoot, cfg.LogsRoot)
 	}
 	r.ctx = NewContext()
@@ -126,7 +144,31 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("%s: the graph has no start node (shape=Mdiamond, or an id start or Start): run nb pipeline check %s", cfg.File, cfg.File)
 	}
 	r.emit(Event{Kind: PipelineStarted, Name: r.g.Name})
-	return r.loop(ctx, startNode, nil, nil), nil
+	return r.guarded(ctx, func(ctx context.Context) *Result { return r.loop(ctx, startNode, nil, nil) }), nil
+}
+
+// guarded runs loop under a context that ends when the lease of
+// cfg.Stored is lost, and reports the loss.
+func (r *run) guarded(ctx context.Context, loop func(context.Context) *Result) *Result {
+	st := r.cfg.Stored
+	if st == nil {
+		return loop(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-st.Lost():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	res := loop(ctx)
+	if err := st.Err(); err != nil {
+		res.Lost, res.Interrupted = true, true
+		res.Status, res.FailureReason = Fail, err.Error()
+	}
+	return res
 }
 
 // Resume continues the run in cfg.LogsRoot from its checkpoint: it
@@ -134,7 +176,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // graph, and runs no node the checkpoint lists as completed again.
 // cfg.Vars and cfg.Cartridge, when empty, are the run's own.
 func Resume(ctx context.Context, cfg Config) (*Result, error) {
-	cp, err := LoadCheckpoint(cfg.LogsRoot)
+	var cp *Checkpoint
+	var err error
+	if cfg.Stored != nil {
+		data := cfg.Stored.Checkpoint()
+		if data == nil {
+			return nil, fmt.Errorf("run %s has no checkpoint yet: no node finished before it stopped; start it again", cfg.Stored.Info().ID)
+		}
+		cp, err = ParseCheckpoint("run "+cfg.Stored.Info().ID, data)
+	} else {
+		cp, err = LoadCheckpoint(cfg.LogsRoot)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +202,12 @@ func Resume(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r.cp = cp
 	r.ctx = &Context{values: cp.Context, logs: cp.Logs}
+	if cfg.Stored != nil {
+		// Another process may resume it: its run folder may be new.
+		if err := os.MkdirAll(filepath.Join(cfg.LogsRoot, "artifacts"), 0o755); err != nil {
+			return nil, fmt.Errorf("create the run folder: %w", err)
+		}
+	}
 	r.man, err = LoadManifest(cfg.LogsRoot)
 	if err != nil {
 		r.man = &Manifest{Name: r.g.Name, Goal: graphStr(r.g, "goal"), StartTime: r.start, RunID: cfg.RunID, GraphFile: cfg.File, GraphHash: cp.GraphHash}
@@ -176,7 +234,7 @@ func Resume(ctx context.Context, cfg Config) (*Result, error) {
 		r.fidOnce = "summary:high" // §5.3: the thread's conversation was not kept
 	}
 	r.emit(Event{Kind: PipelineStarted, Name: r.g.Name})
-	return r.loop(ctx, nil, node, cp.LastOutcome), nil
+	return r.guarded(ctx, func(ctx context.Context) *Result { return r.loop(ctx, nil, node, cp.LastOutcome) }), nil
 }
 
 func newRun(cfg Config) (*run, error) {
@@ -188,6 +246,9 @@ func newRun(cfg Config) (*run, error) {
 	}
 	if cfg.LogsRoot == "" {
 		return nil, errors.New("pipeline run: no run folder")
+	}
+	if cfg.Stored != nil && cfg.RunID == "" {
+		cfg.RunID = cfg.Stored.Info().ID
 	}
 	r := &run{cfg: cfg, g: cfg.Graph, obs: cfg.Observer, now: cfg.Now}
 	if r.now == nil {
@@ -216,14 +277,21 @@ func (r *run) mirror() {
 }
 
 func (r *run) emit(ev Event) {
-	if r.obs == nil {
+	if r.obs == nil && r.cfg.Stored == nil {
 		return
 	}
 	ev.Time = r.now()
 	ev.RunID = r.cfg.RunID
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.obs.OnEvent(ev)
+	if r.cfg.Stored != nil {
+		if data, err := json.Marshal(ev); err == nil {
+			_ = r.cfg.Stored.Append(data) // a failed append loses the lease, which stops the run
+		}
+	}
+	if r.obs != nil {
+		r.obs.OnEvent(ev)
+	}
 }
 
 func (r *run) isExit(n *pipeline.Node) bool {
@@ -467,7 +535,15 @@ func (r *run) save(nodeID string, announce bool) error {
 	if r.cp.Logs == nil {
 		r.cp.Logs = []string{}
 	}
-	err := r.cp.Save(r.cfg.LogsRoot)
+	var err error
+	if r.cfg.Stored != nil {
+		var data []byte
+		if data, err = r.cp.Marshal(); err == nil {
+			err = r.cfg.Stored.Save(runstore.Checkpoint{Data: data, Node: r.cp.CurrentNode, Done: r.cp.Done, Status: string(r.cp.Status)})
+		}
+	} else {
+		err = r.cp.Save(r.cfg.LogsRoot)
+	}
 	r.ctx.mu.RUnlock()
 	if err != nil {
 		return err
