@@ -70,6 +70,10 @@ func (h *WaitHuman) Execute(ctx context.Context, s *engine.Stage) (engine.Outcom
 	if q.Text == "" {
 		q.Text = "Select an option:"
 	}
+	if v := s.Node.Str("human.channel", ""); v != "" {
+		// The chat to ask in (package pipeline/chatgate).
+		q.Metadata = map[string]any{"human.channel": v}
+	}
 	for _, c := range choices {
 		q.Options = append(q.Options, Option{Key: c.key, Label: c.label})
 	}
