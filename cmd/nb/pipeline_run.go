@@ -34,6 +34,7 @@ continues a run that stopped. Exit 0 when the run ends in success, 1 otherwise.`
 	maxSteps := fs.Int("max-steps", 0, "stop the run after `N` stages (default: the graph's max_steps, else none)")
 	maxTokens := fs.Int("max-tokens", 0, "stop the run once it has used `N` tokens (default: the graph's max_tokens, else none)")
 	simulate := fs.Bool("simulate", false, "run no model: LLM nodes answer \"[Simulated] Response for stage: ID\"")
+	gatewayConfig := fs.String("gateway-config", "", "the gateway configuration (`FILE`) whose channels ask the gates with human.channel (default: nb gateway's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,7 +66,7 @@ continues a run that stopped. Exit 0 when the run ends in success, 1 otherwise.`
 	if *simulate {
 		cfg.Cartridge = simulateCartridge
 	}
-	return a.runPipeline(cfg, *autoApprove, *events, func(ctx context.Context, cfg engine.Config) (*engine.Result, error) {
+	return a.runPipeline(cfg, *autoApprove, *events, *gatewayConfig, func(ctx context.Context, cfg engine.Config) (*engine.Result, error) {
 		return engine.Run(ctx, cfg)
 	})
 }
@@ -85,6 +86,7 @@ it, or one that does not parse, is refused.`)
 	maxSteps := fs.Int("max-steps", 0, "stop the run after `N` stages in all (default: the graph's max_steps)")
 	maxTokens := fs.Int("max-tokens", 0, "stop the run once it has used `N` tokens in all (default: the graph's max_tokens)")
 	flow := fs.String("flow", "", "read the flow from `FILE` instead of the path the checkpoint names")
+	gatewayConfig := fs.String("gateway-config", "", "the gateway configuration (`FILE`) whose channels ask the gates with human.channel (default: nb gateway's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -105,7 +107,7 @@ it, or one that does not parse, is refused.`)
 		return err
 	}
 	cfg := engine.Config{Graph: g, Source: src, File: file, LogsRoot: dir, Vars: cp.Vars, Cartridge: cp.Cartridge, MaxSteps: *maxSteps, MaxTokens: *maxTokens}
-	return a.runPipeline(cfg, *autoApprove, *events, func(ctx context.Context, cfg engine.Config) (*engine.Result, error) {
+	return a.runPipeline(cfg, *autoApprove, *events, *gatewayConfig, func(ctx context.Context, cfg engine.Config) (*engine.Result, error) {
 		return engine.Resume(ctx, cfg)
 	})
 }
@@ -132,7 +134,7 @@ func (a *App) loadPipeline(file string, vars map[string]string) (*pipeline.Graph
 
 // runPipeline wires the handlers, the display and the signals, runs, and
 // turns the result into nb's exit status.
-func (a *App) runPipeline(cfg engine.Config, autoApprove bool, eventsFile string, run func(context.Context, engine.Config) (*engine.Result, error)) error {
+func (a *App) runPipeline(cfg engine.Config, autoApprove bool, eventsFile, gatewayConfig string, run func(context.Context, engine.Config) (*engine.Result, error)) error {
 	var observers engine.Observers
 	if eventsFile != "" {
 		f, err := os.OpenFile(eventsFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -165,6 +167,14 @@ func (a *App) runPipeline(cfg engine.Config, autoApprove bool, eventsFile string
 		opts.Interviewer = handler.AutoApprove{}
 	default:
 		opts.Interviewer = &handler.Console{In: a.Stdin, Out: &pausing{view: view, w: a.Stdout}}
+		if chatGates(cfg.Graph) {
+			gate, err := a.pipelineGate(gatewayConfig, opts.Interviewer)
+			if err != nil {
+				return fmt.Errorf("the flow's gates ask in chats (human.channel): %w", err)
+			}
+			defer gate.Close()
+			opts.Interviewer = gate
+		}
 	}
 	cfg.Handlers = handler.NewRegistry(opts)
 

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"path/filepath"
+
+	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/channels"
+	"github.com/nbots/nb/gateway/config"
+	"github.com/nbots/nb/pipeline"
+	"github.com/nbots/nb/pipeline/chatgate"
+	"github.com/nbots/nb/pipeline/handler"
+)
+
+// chatGates says whether a flow has a human gate asked in a chat
+// (human.channel).
+func chatGates(g *pipeline.Graph) bool {
+	for _, n := range g.Nodes {
+		if n.Str(chatgate.Attr, "") != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// pipelineGate is the interviewer of a flow whose gates name chats: the
+// gateway configuration (--gateway-config, else nb gateway's own
+// resolution: NB_GATEWAY_CONFIG, $XDG_CONFIG_HOME/nb/gateway.json,
+// ~/.nanobot/config.json) gives the channels and their allowFrom; the
+// other gates go to fallback. The channels keep their receive positions
+// apart from nb gateway's (pipeline-gates-ID beside them).
+func (a *App) pipelineGate(flag string, fallback handler.Interviewer) (*chatgate.Gate, error) {
+	env := config.Env(a.Environ)
+	path, err := config.Find(flag, env)
+	if err != nil {
+		return nil, err
+	}
+	c, err := config.Load(path, "", env)
+	if err != nil {
+		return nil, err
+	}
+	st := a.gatewayState(c.Workspace)
+	id := filepath.Base(st.Channels)[len("channels-"):]
+	g := chatgate.New(c.Channels, channels.Builtin(), channel.Env{Workspace: c.Workspace, StateDir: filepath.Join(st.Dir, "pipeline-gates-"+id)}, fallback)
+	g.Source = path
+	if path == "" {
+		g.Source = "the default gateway configuration (no file: give one with --gateway-config)"
+	}
+	return g, nil
+}
