@@ -17,9 +17,9 @@ import (
 )
 
 // pipelineSubcommands are nb pipeline's commands.
-var pipelineSubcommands = []string{"check", "run", "resume", "graph"}
+var pipelineSubcommands = []string{"check", "run", "resume", "graph", "events"}
 
-const pipelineUsage = "nb pipeline check|run|resume|graph ... (nb pipeline --help)"
+const pipelineUsage = "nb pipeline check|run|resume|events|graph ... (nb pipeline --help)"
 
 // isPipelineCommand tells nb pipeline check … from a cartridge named
 // pipeline (nb pipeline - eval hi).
@@ -46,9 +46,11 @@ func (a *App) pipelineCommand(args []string) error {
 			return a.pipelineRun(args[1:])
 		case "resume":
 			return a.pipelineResume(args[1:])
+		case "events":
+			return a.pipelineEvents(args[1:])
 		}
 	}
-	fs := a.flags("nb pipeline", "nb pipeline check [--json] FLOW.dot\nnb pipeline run [flags] FLOW.dot\nnb pipeline resume [flags] DIR\nnb pipeline graph [--run DIR] [--svg] FLOW.dot",
+	fs := a.flags("nb pipeline", "nb pipeline check [--json] FLOW.dot\nnb pipeline run [flags] FLOW.dot\nnb pipeline resume [flags] DIR\nnb pipeline events --store URL ID\nnb pipeline graph [--run DIR] [--svg] FLOW.dot",
 		`Pipelines are attractor's multi-stage workflows written as Graphviz DOT graphs
 (plan -> implement -> test -> review loops, human gates, parallel branches,
 goal gates): check reads and lints one, run runs it with a cartridge's bot as

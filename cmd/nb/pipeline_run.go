@@ -35,6 +35,7 @@ continues a run that stopped. Exit 0 when the run ends in success, 1 otherwise.`
 	maxTokens := fs.Int("max-tokens", 0, "stop the run once it has used `N` tokens (default: the graph's max_tokens, else none)")
 	simulate := fs.Bool("simulate", false, "run no model: LLM nodes answer \"[Simulated] Response for stage: ID\"")
 	gatewayConfig := fs.String("gateway-config", "", "the gateway configuration (`FILE`) whose channels ask the gates with human.channel (default: nb gateway's)")
+	storeURL := fs.String("store", "", "keep the checkpoint and the events in the run store at `URL` (postgres://… or file:///folder): another process can resume the run (nb pipeline resume --store URL ID) and follow it (nb pipeline events)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,6 +67,13 @@ continues a run that stopped. Exit 0 when the run ends in success, 1 otherwise.`
 	if *simulate {
 		cfg.Cartridge = simulateCartridge
 	}
+	if *storeURL != "" {
+		release, err := a.createStoredRun(*storeURL, &cfg)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	return a.runPipeline(cfg, *autoApprove, *events, *gatewayConfig, func(ctx context.Context, cfg engine.Config) (*engine.Result, error) {
 		return engine.Run(ctx, cfg)
 	})
@@ -87,11 +95,24 @@ it, or one that does not parse, is refused.`)
 	maxTokens := fs.Int("max-tokens", 0, "stop the run once it has used `N` tokens in all (default: the graph's max_tokens)")
 	flow := fs.String("flow", "", "read the flow from `FILE` instead of the path the checkpoint names")
 	gatewayConfig := fs.String("gateway-config", "", "the gateway configuration (`FILE`) whose channels ask the gates with human.channel (default: nb gateway's)")
+	storeURL := fs.String("store", "", "take over the run ID of the run store at `URL` (postgres://… or file:///folder) instead of a run folder's; it must not be held by a live process")
+	logs := fs.String("logs", "", "with --store, the folder of the stage folders (`DIR`; default: pipeline-runs/ID)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return &usageError{"nb pipeline resume needs the run folder: nb pipeline resume DIR"}
+		return &usageError{"nb pipeline resume needs the run folder: nb pipeline resume DIR (or nb pipeline resume --store URL ID)"}
+	}
+	if *storeURL != "" {
+		cfg, release, err := a.takeStoredRun(*storeURL, fs.Arg(0), *logs, *flow)
+		if err != nil {
+			return err
+		}
+		defer release()
+		cfg.MaxSteps, cfg.MaxTokens = *maxSteps, *maxTokens
+		return a.runPipeline(cfg, *autoApprove, *events, *gatewayConfig, func(ctx context.Context, cfg engine.Config) (*engine.Result, error) {
+			return engine.Resume(ctx, cfg)
+		})
 	}
 	dir := fs.Arg(0)
 	cp, err := engine.LoadCheckpoint(dir)
@@ -119,6 +140,11 @@ func (a *App) loadPipeline(file string, vars map[string]string) (*pipeline.Graph
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the flow: %w", err)
 	}
+	return a.loadPipelineSource(file, src, vars)
+}
+
+// loadPipelineSource is loadPipeline of a flow's text.
+func (a *App) loadPipelineSource(file string, src []byte, vars map[string]string) (*pipeline.Graph, []byte, error) {
 	g, diags, err := pipeline.LoadWith(file, src, pipeline.LoadOptions{Vars: vars})
 	for _, d := range diags {
 		fmt.Fprintln(a.Stderr, d.String(file))
@@ -197,6 +223,9 @@ func (a *App) runPipeline(cfg engine.Config, autoApprove bool, eventsFile, gatew
 			return &reportedError{"pipeline failed: " + res.FailureReason}
 		}
 		return nil
+	case res.Lost:
+		fmt.Fprintf(a.Stderr, "nb: pipeline stopped: %s\n", res.FailureReason)
+		return &reportedError{"pipeline stopped: another process may have taken the run over"}
 	case res.Interrupted:
 		fmt.Fprintf(a.Stderr, "nb: pipeline stopped; its checkpoint is kept: nb pipeline resume %s\n", cfg.LogsRoot)
 		if cause := context.Cause(ctx); cause != nil {
