@@ -28,6 +28,10 @@ func TestRules(t *testing.T) {
 		{"start by id", `start; a [prompt="x"]; done [shape=Msquare]; start -> a -> done`, nil},
 		{"exit by id end", `start [shape=Mdiamond]; a [prompt="x"]; end; start -> a -> end`, nil},
 		{"two exits", `start [shape=Mdiamond]; x1 [shape=Msquare]; x2 [shape=Msquare]; a [prompt="x"]; start -> a -> x1; a -> x2`, []string{"terminal_node:x1", "terminal_node:x2"}},
+		// human.channel names "<channel>:<chat>", on a gate.
+		{"human_channel ok", frame + `g [shape=hexagon, human.channel="telegram:42"]; start -> g -> exit`, nil},
+		{"human_channel malformed", frame + `g [shape=hexagon, human.channel="telegram"]; start -> g -> exit`, []string{"human_channel:g"}},
+		{"human_channel not a gate", frame + `a [prompt="x", human.channel="slack:C1"]; start -> a -> exit`, []string{"human_channel:a"}},
 		// D5: unreachable is an error.
 		{"D5 reachability", frame + `a [prompt="x"]; lone [prompt="y"]; start -> a -> exit`, []string{"reachability:lone"}},
 		// D6: prompt or explicit label.

@@ -69,6 +69,7 @@ func Rules(handlerTypes []string) []Rule {
 		RuleFunc{"all_conditional_edges", ruleAllConditionalEdges},
 		RuleFunc{"parallel_converge", ruleParallelConverge},
 		RuleFunc{"loop_cap", ruleLoopCap},
+		RuleFunc{"human_channel", ruleHumanChannel},
 	}
 }
 
@@ -741,4 +742,25 @@ func ValidateOrError(g *Graph, opts LoadOptions) ([]Diagnostic, error) {
 		return ds, &ValidationError{File: g.File, Diagnostics: errs}
 	}
 	return ds, nil
+}
+
+// ruleHumanChannel: a gate's human.channel names a chat as
+// "<channel>:<chat id>" (an error: the gate would fail when asked), on a
+// human gate (a warning elsewhere: nothing reads it).
+func ruleHumanChannel(g *Graph) []Diagnostic {
+	var out []Diagnostic
+	for _, n := range g.Nodes {
+		a, ok := n.Attrs.Get("human.channel")
+		if !ok {
+			continue
+		}
+		name, chat, cut := strings.Cut(strings.TrimSpace(a.Value.Text), ":")
+		switch {
+		case !cut || strings.TrimSpace(name) == "" || strings.TrimSpace(chat) == "":
+			out = append(out, diag("human_channel", Error, a.ValuePos, n.ID, fmt.Sprintf("human.channel %q: write \"<channel>:<chat id>\", such as \"telegram:123456789\"", a.Value.Text)))
+		case n.HandlerType() != "wait.human":
+			out = append(out, diag("human_channel", Warning, a.ValuePos, n.ID, fmt.Sprintf("human.channel on node %s, which is not a human gate (shape=hexagon): nothing asks there", n.ID)))
+		}
+	}
+	return out
 }
