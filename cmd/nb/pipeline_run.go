@@ -227,7 +227,11 @@ func (a *App) runPipeline(cfg engine.Config, autoApprove bool, eventsFile, gatew
 		fmt.Fprintf(a.Stderr, "nb: pipeline stopped: %s\n", res.FailureReason)
 		return &reportedError{"pipeline stopped: another process may have taken the run over"}
 	case res.Interrupted:
-		fmt.Fprintf(a.Stderr, "nb: pipeline stopped; its checkpoint is kept: nb pipeline resume %s\n", cfg.LogsRoot)
+		if cfg.Stored != nil {
+			fmt.Fprintf(a.Stderr, "nb: pipeline stopped; its checkpoint is kept in the store: nb pipeline resume --store URL %s\n", cfg.Stored.Info().ID)
+		} else {
+			fmt.Fprintf(a.Stderr, "nb: pipeline stopped; its checkpoint is kept: nb pipeline resume %s\n", cfg.LogsRoot)
+		}
 		if cause := context.Cause(ctx); cause != nil {
 			var se *signalError
 			if errors.As(cause, &se) {

@@ -590,7 +590,11 @@ func (r *run) interrupted(at string) *Result {
 	if at != "" {
 		reason = "interrupted at node " + at
 	}
-	reason += fmt.Sprintf(": continue with nb pipeline resume %s", r.cfg.LogsRoot)
+	if r.cfg.Stored != nil {
+		reason += fmt.Sprintf(": continue with nb pipeline resume --store URL %s", r.cfg.RunID)
+	} else {
+		reason += fmt.Sprintf(": continue with nb pipeline resume %s", r.cfg.LogsRoot)
+	}
 	r.saveManifest("interrupted", reason)
 	tokens := r.cp.Tokens
 	r.emit(Event{Kind: PipelineFailed, Name: r.g.Name, Error: reason, Duration: ms(d), Tokens: &tokens})

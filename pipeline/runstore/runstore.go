@@ -179,7 +179,9 @@ func Follow(ctx context.Context, s Store, id string, after int64, fn func(Record
 // died (Store.Orphans), and calls resume with each one it took (in a
 // goroutine of its own; resume must Release the run when it is done with
 // it). Two processes adopting at once take each run once: the lease
-// decides. Errors of the store are passed to logErr (nil: ignored) and
+// decides. A run resume cannot go on with (its flow no longer loads)
+// should be ended (Save with Done) rather than released, or it is
+// adopted again on the next round. Errors of the store are passed to logErr (nil: ignored) and
 // the next round tries again.
 func Adopt(ctx context.Context, s Store, interval time.Duration, resume func(Run), logErr func(error)) {
 	t := time.NewTicker(interval)

@@ -13,7 +13,7 @@ func Crash(t *testing.T, rs runstore.Run) {
 	t.Helper()
 	r := rs.(*run)
 	r.stopRenewing()
-	if _, err := r.s.pool.Exec(context.Background(), `UPDATE nb_pipeline_runs SET expires_at = clock_timestamp() - interval '1 second' WHERE id = $1 AND holder = $2`, r.info.ID, r.s.holder); err != nil {
+	if _, err := r.s.pool.Exec(context.Background(), `UPDATE nb_pipeline_runs SET expires_at = clock_timestamp() - interval '1 second' WHERE id = $1 AND holder = $2`, r.info.ID, r.holder); err != nil {
 		t.Fatal(err)
 	}
 }

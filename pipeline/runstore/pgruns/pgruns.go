@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,6 +50,7 @@ type Store struct {
 	place  string
 	ttl    time.Duration
 	holder string
+	takes  atomic.Int64
 	own    bool // Close closes the pool
 
 	mu      sync.Mutex
@@ -111,6 +113,11 @@ func (s *Store) Close() {
 
 // Holder is the name of this process in the leases.
 func (s *Store) Holder() string { return s.holder }
+
+// newHolder names one taking of a lease: the process's name and a
+// counter, so that a run this process lost and took again is not written
+// by the object that lost it.
+func (s *Store) newHolder() string { return fmt.Sprintf("%s#%d", s.holder, s.takes.Add(1)) }
 
 // fail wraps a database error with what failed and where.
 func (s *Store) fail(what string, err error) error {
@@ -214,16 +221,17 @@ func (s *Store) Create(ctx context.Context, info runstore.Info) (runstore.Run, e
 	if err != nil {
 		return nil, err
 	}
+	holder := s.newHolder()
 	var one int
-	err = s.pool.QueryRow(ctx, createSQL, info.ID, data, info.Created, s.holder, s.ttl.Seconds()).Scan(&one)
+	err = s.pool.QueryRow(ctx, createSQL, info.ID, data, info.Created, holder, s.ttl.Seconds()).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("run %s: %w", info.ID, runstore.ErrExists)
 	}
 	if err != nil {
 		return nil, s.fail("create run "+info.ID, err)
 	}
-	info.Holder = s.holder
-	return s.held(info, nil, 0, time.Now()), nil
+	info.Holder = holder
+	return s.held(info, holder, nil, time.Now()), nil
 }
 
 // Take implements runstore.Store.
@@ -232,6 +240,7 @@ func (s *Store) Take(ctx context.Context, id string) (runstore.Run, error) {
 		return nil, err
 	}
 	sent := time.Now()
+	holder := s.newHolder()
 	var (
 		data    []byte
 		info    runstore.Info
@@ -240,7 +249,7 @@ func (s *Store) Take(ctx context.Context, id string) (runstore.Run, error) {
 		node    string
 		events  int64
 	)
-	err := s.pool.QueryRow(ctx, takeSQL, id, s.holder, s.ttl.Seconds()).Scan(&data, &created, &cp, &node, &events)
+	err := s.pool.QueryRow(ctx, takeSQL, id, holder, s.ttl.Seconds()).Scan(&data, &created, &cp, &node, &events)
 	if errors.Is(err, pgx.ErrNoRows) {
 		got, gerr := s.Get(ctx, id)
 		switch {
@@ -258,8 +267,8 @@ func (s *Store) Take(ctx context.Context, id string) (runstore.Run, error) {
 	if err := json.Unmarshal(data, &info); err != nil {
 		return nil, fmt.Errorf("run %s: its description does not parse: %w", id, err)
 	}
-	info.Created, info.Node, info.Holder, info.Events = created, node, s.holder, events
-	return s.held(info, cp, events, sent), nil
+	info.Created, info.Node, info.Holder, info.Events = created, node, holder, events
+	return s.held(info, holder, cp, sent), nil
 }
 
 // Get implements runstore.Store.
@@ -431,8 +440,8 @@ func (s *Store) listenOnce() {
 }
 
 // held starts the renewals of a lease taken at sent.
-func (s *Store) held(info runstore.Info, cp []byte, events int64, sent time.Time) *run {
-	r := &run{s: s, info: info, cp: cp, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
+func (s *Store) held(info runstore.Info, holder string, cp []byte, sent time.Time) *run {
+	r := &run{s: s, holder: holder, info: info, cp: cp, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 		kick: make(chan struct{}, 1), renewed: sent}
 	go r.loop()
 	return r
@@ -440,9 +449,10 @@ func (s *Store) held(info runstore.Info, cp []byte, events int64, sent time.Time
 
 // run is a run whose lease this process holds.
 type run struct {
-	s    *Store
-	info runstore.Info
-	cp   []byte
+	s      *Store
+	holder string // this taking's name in the lease
+	info   runstore.Info
+	cp     []byte
 
 	mu       sync.Mutex
 	pending  [][]byte // events appended, not yet written
@@ -547,9 +557,9 @@ func (r *run) flush(cp *runstore.Checkpoint) error {
 	if cp == nil {
 		b.Queue(asyncSQL)
 		cp = &runstore.Checkpoint{}
-		b.Queue(writeSQL, r.info.ID, r.s.holder, len(events), events, false, nil, "", false, "")
+		b.Queue(writeSQL, r.info.ID, r.holder, len(events), events, false, nil, "", false, "")
 	} else {
-		b.Queue(writeSQL, r.info.ID, r.s.holder, len(events), events, true, cp.Data, cp.Node, cp.Done, cp.Status)
+		b.Queue(writeSQL, r.info.ID, r.holder, len(events), events, true, cp.Data, cp.Node, cp.Done, cp.Status)
 	}
 	br := r.s.pool.SendBatch(ctx, &b)
 	var n, woke int64
@@ -598,7 +608,7 @@ func (r *run) loop() {
 		ctx, cancel := context.WithTimeout(context.Background(), r.s.ttl/3)
 		var b pgx.Batch
 		b.Queue(asyncSQL)
-		b.Queue(renewSQL, r.info.ID, r.s.holder, r.s.ttl.Seconds())
+		b.Queue(renewSQL, r.info.ID, r.holder, r.s.ttl.Seconds())
 		br := r.s.pool.SendBatch(ctx, &b)
 		_, err := br.Exec()
 		var affected int64
@@ -643,7 +653,7 @@ func (r *run) Release() error {
 		if r.Err() == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if _, e := r.s.pool.Exec(ctx, releaseSQL, r.info.ID, r.s.holder); e != nil && err == nil {
+			if _, e := r.s.pool.Exec(ctx, releaseSQL, r.info.ID, r.holder); e != nil && err == nil {
 				err = r.s.fail("release run "+r.info.ID, e)
 			}
 		}

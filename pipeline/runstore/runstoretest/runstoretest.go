@@ -40,6 +40,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ReleaseAndDone", func(t *testing.T) { testRelease(t, h) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, h) })
 	t.Run("TakeRace", func(t *testing.T) { testTakeRace(t, h) })
+	t.Run("RetakeInSameProcess", func(t *testing.T) { testRetake(t, h) })
 	t.Run("PipelineTakeover", func(t *testing.T) { testPipelineTakeover(t, h) })
 }
 
@@ -303,6 +304,32 @@ func testTakeRace(t *testing.T, h Harness) {
 	}
 	for _, r := range won {
 		release(t, r)
+	}
+}
+
+// testRetake: a process that lost a run and took it over again (its
+// own orphan) writes through the new taking only, never the old.
+func testRetake(t *testing.T, h Harness) {
+	ctx := ctxOf(t)
+	s := h.New(t)()
+	old, err := s.Create(ctx, runstore.Info{ID: "r", Source: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Crash(t, old)
+	again, err := s.Take(ctx, "r")
+	if err != nil {
+		t.Fatalf("Take of its own orphan: %v", err)
+	}
+	defer release(t, again)
+	if err := old.Save(runstore.Checkpoint{Data: []byte(`{"current_node":"stale"}`), Node: "stale"}); !errors.Is(err, runstore.ErrLost) {
+		t.Errorf("the lost taking's Save: %v, want ErrLost", err)
+	}
+	if err := again.Save(runstore.Checkpoint{Data: []byte(`{"current_node":"new"}`), Node: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := s.Checkpoint(ctx, "r"); string(data) != `{"current_node":"new"}` {
+		t.Errorf("checkpoint = %s", data)
 	}
 }
 
