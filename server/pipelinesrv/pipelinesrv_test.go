@@ -354,3 +354,35 @@ func TestShutdownLeavesCheckpoint(t *testing.T) {
 		t.Fatalf("resumed: %s %v", res.Status, res.CompletedNodes)
 	}
 }
+
+// TestNodeClient answers the Review example's gate from a client written
+// by others: Node's fetch reading the event stream.
+func TestNodeClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("SKIPPING: node is not installed (scripts/fetch-npm installs Debian's nodejs)")
+	}
+	f := newFixture(t, fixtureOpts{})
+	script, _ := filepath.Abs(filepath.Join("testdata", "review-client.mjs"))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script)
+	cmd.Env = []string{"NB_URL=" + f.url, "NB_DOT=" + review, "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var got struct {
+		Events    []string
+		LastID    int64
+		Status    string
+		Completed []string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got.Status != StatusSuccess || strings.Join(got.Completed, ",") != "start,review_gate,fixes,review_gate,ship_it,exit" ||
+		got.Events[0] != "PipelineStarted" || got.Events[len(got.Events)-1] != "PipelineCompleted" || int(got.LastID) != len(got.Events) {
+		t.Fatalf("%s", out)
+	}
+}
