@@ -93,6 +93,7 @@ type run struct {
 	// threads keep the conversations of `full` fidelity by thread key.
 	threads sync.Map
 	gates   []string // goal-gate nodes in first-completion order (D14)
+	arts    *Artifacts
 }
 
 // Run runs cfg.Graph from its start node.
@@ -150,6 +151,7 @@ func Resume(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r.cp = cp
 	r.ctx = &Context{values: cp.Context, logs: cp.Logs}
+	r.arts.restore(cp.Artifacts)
 	r.man, err = LoadManifest(cfg.LogsRoot)
 	if err != nil {
 		r.man = &Manifest{Name: r.g.Name, Goal: graphStr(r.g, "goal"), StartTime: r.start, RunID: cfg.RunID, GraphFile: cfg.File, GraphHash: cp.GraphHash}
@@ -189,7 +191,7 @@ func newRun(cfg Config) (*run, error) {
 	if cfg.LogsRoot == "" {
 		return nil, errors.New("pipeline run: no run folder")
 	}
-	r := &run{cfg: cfg, g: cfg.Graph, obs: cfg.Observer, now: cfg.Now}
+	r := &run{cfg: cfg, g: cfg.Graph, obs: cfg.Observer, now: cfg.Now, arts: NewArtifacts(cfg.LogsRoot)}
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -464,6 +466,7 @@ func (r *run) save(nodeID string, announce bool) error {
 	// than the save.
 	r.ctx.mu.RLock()
 	r.cp.Context, r.cp.Logs = r.ctx.values, r.ctx.logs
+	r.cp.Artifacts = r.arts.snapshot()
 	if r.cp.Logs == nil {
 		r.cp.Logs = []string{}
 	}
@@ -529,13 +532,7 @@ func (r *run) saveManifest(status, reason string) {
 	_ = r.man.Save(r.cfg.LogsRoot) // the checkpoint is what resume reads; a manifest write error must not hide the run's end
 }
 
-func (r *run) artifactCount() int {
-	entries, err := os.ReadDir(filepath.Join(r.cfg.LogsRoot, "artifacts"))
-	if err != nil {
-		return 0
-	}
-	return len(entries)
-}
+func (r *run) artifactCount() int { return r.arts.Len() }
 
 // runStage runs node with retries (§3.5) and returns its outcome and the
 // fidelity it ran at. branch is the parallel node of a branch's stage.
