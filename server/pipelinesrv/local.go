@@ -23,8 +23,9 @@ import (
 	"github.com/nbots/nb/pipeline/handler"
 )
 
-// DefaultKeep is how many ended runs a Local keeps in memory.
-const DefaultKeep = 1000
+// DefaultKeep is how many ended runs a Local keeps in memory (their
+// events included); older ones are only in their run folders.
+const DefaultKeep = 100
 
 // Local runs pipelines in this process. Each run has its run folder
 // under Dir (named by its id: the specification's layout, plus

@@ -63,6 +63,8 @@ type Handler struct {
 	srv  *server.Server
 	opts Options
 	runs Runs
+	// drawing bounds the Graphviz processes that /graph runs at once.
+	drawing chan struct{}
 }
 
 // Mount serves the pipeline routes on srv. Close stops the runs still
@@ -80,7 +82,7 @@ func Mount(srv *server.Server, o Options) *Handler {
 	}
 	o.Host.AllowHostCredentials = true // the operator's cartridges only (Served)
 	o.Host.AllowMCP = true
-	h := &Handler{srv: srv, opts: o, runs: o.Runs}
+	h := &Handler{srv: srv, opts: o, runs: o.Runs, drawing: make(chan struct{}, 2)}
 	if h.runs == nil {
 		h.runs = &Local{Dir: o.RunsDir, Log: o.Log}
 	}
@@ -507,6 +509,12 @@ func (h *Handler) graph(w http.ResponseWriter, r *http.Request) {
 		dot, err := exec.LookPath("dot")
 		if err != nil {
 			h.fail(w, r, http.StatusNotImplemented, "the SVG drawing needs Graphviz's dot command on the server, which is not on its PATH (Debian: apt install graphviz): ask ?format=text or ?format=dot")
+			return
+		}
+		select {
+		case h.drawing <- struct{}{}:
+			defer func() { <-h.drawing }()
+		case <-r.Context().Done():
 			return
 		}
 		var in, stderr bytes.Buffer
