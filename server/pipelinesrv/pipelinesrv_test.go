@@ -386,3 +386,75 @@ func TestNodeClient(t *testing.T) {
 		t.Fatalf("%s", out)
 	}
 }
+
+// TestServedModelOverrides: in a served run a node may change its
+// served cartridge's model, but not its provider, whose credentials
+// would be the server's.
+func TestServedModelOverrides(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	flow := func(attrs string) string {
+		return "digraph M {\n start [shape=Mdiamond]\n exit [shape=Msquare]\n ask [prompt=\"hello\", " + attrs + "]\n start -> ask -> exit\n}\n"
+	}
+	id := f.start(map[string]any{"dot": flow(`llm_model="other-model"`), "cartridge": "coder"})
+	if info := f.wait(id); info.Status != StatusSuccess {
+		t.Fatalf("run %+v", info)
+	}
+	bodies := f.fake.Recorder.Bodies()
+	if len(bodies) != 1 || !strings.Contains(string(bodies[0]), `"model":"other-model"`) {
+		t.Fatalf("provider requests: %d", len(bodies))
+	}
+	// The stage fails (D1: its unconditional edge is still taken).
+	stageError := func(id string) string {
+		f.wait(id)
+		_, evs := f.stream(id, 0)
+		for _, e := range evs {
+			if e.Event == "StageFailed" && e.Data["name"] == "ask" {
+				return e.Data["error"].(string)
+			}
+		}
+		return ""
+	}
+	id = f.start(map[string]any{"dot": flow(`llm_provider="anthropic"`), "cartridge": "coder"})
+	if msg := stageError(id); !strings.Contains(msg, "may not change its cartridge's provider") {
+		t.Fatalf("stage error %q", msg)
+	}
+	if n := len(f.fake.Recorder.Bodies()); n != 1 {
+		t.Errorf("%d provider requests", n)
+	}
+	// A node's cartridge attribute is a served cartridge, never a file.
+	id = f.start(map[string]any{"dot": flow(`cartridge="/etc/passwd"`), "cartridge": "coder"})
+	if msg := stageError(id); !strings.Contains(msg, "no cartridge") {
+		t.Fatalf("stage error %q", msg)
+	}
+}
+
+// TestLocalKeep: a Local forgets the oldest ended runs beyond Keep.
+func TestLocalKeep(t *testing.T) {
+	l := &Local{Dir: t.TempDir(), Keep: 2}
+	g, _, err := pipeline.Load("k.dot", []byte("digraph K { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 3 {
+		done := make(chan struct{})
+		r, err := l.Start(Spec{Context: context.Background(), Graph: g, Source: []byte("x"), Done: func() { close(done) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		ids = append(ids, r.ID())
+	}
+	l.Close() // waits for the runs' goroutines, which record their end
+	if _, err := l.Get(context.Background(), "", ids[0]); err != ErrNotFound {
+		t.Errorf("the oldest run is kept: %v", err)
+	}
+	for _, id := range ids[1:] {
+		if r, err := l.Get(context.Background(), "", id); err != nil || r.Info().Status != StatusSuccess {
+			t.Errorf("run %s: %v", id, err)
+		}
+	}
+	if _, err := l.Get(context.Background(), "someone", ids[2]); err != ErrNotFound {
+		t.Errorf("another owner's run: %v", err)
+	}
+}
