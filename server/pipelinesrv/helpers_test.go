@@ -92,7 +92,7 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	host := bot.Host{Environ: []string{"OPENAI_API_ADDRESS=" + fake.URL, "OPENAI_API_KEY=sk-server-secret", "HOME=" + home, "PATH=" + os.Getenv("PATH")}}
 	grace := o.grace
 	if grace == 0 {
-		grace = 5 * time.Second
+		grace = 200 * time.Millisecond
 	}
 	srv, err := server.New(context.Background(), server.Options{Dirs: []string{f.dir}, Host: host, Tokens: o.tokens, WatchInterval: -1,
 		Limits: server.Limits{Grace: grace}, Log: slog.New(slog.DiscardHandler)})

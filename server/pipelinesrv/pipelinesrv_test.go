@@ -458,3 +458,48 @@ func TestLocalKeep(t *testing.T) {
 		t.Errorf("another owner's run: %v", err)
 	}
 }
+
+// TestAdmission: a pipeline is one of its token's runs (a second one
+// past the token's concurrent runs is 429), and a token limited to some
+// cartridges may not run others.
+func TestAdmission(t *testing.T) {
+	one, _ := server.NewToken("one", "one-secret-0123456789abcdef")
+	one.MaxRuns = 1
+	one.Cartridges = []string{"coder"}
+	f := newFixture(t, fixtureOpts{tokens: []*server.Token{one}})
+	f.tok = "one-secret-0123456789abcdef"
+	id := f.start(map[string]any{"dot": review, "cartridge": "coder"})
+	f.question(id)
+	status, body := f.do("POST", "/pipelines", map[string]any{"dot": review, "cartridge": "coder"})
+	if status != http.StatusTooManyRequests {
+		t.Fatalf("a second run: %d %s", status, body)
+	}
+	f.json("POST", "/pipelines/"+id+"/cancel", nil, http.StatusOK, nil)
+	f.wait(id)
+	if status, body := f.do("POST", "/pipelines", map[string]any{"dot": review}); status != http.StatusForbidden {
+		t.Fatalf("the default cartridge: %d %s", status, body)
+	}
+	f.start(map[string]any{"dot": review, "cartridge": "coder"}) // the slot is free again
+}
+
+// TestClientGoesAway: a run goes on when its event stream's client
+// disconnects.
+func TestClientGoesAway(t *testing.T) {
+	f := newFixture(t, fixtureOpts{})
+	id := f.start(map[string]any{"dot": review, "cartridge": "coder"})
+	req, _ := http.NewRequest("GET", f.url+"/pipelines/"+id+"/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if _, err := resp.Body.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	q := f.question(id)
+	f.json("POST", "/pipelines/"+id+"/questions/"+q.ID+"/answer", map[string]any{"key": "A"}, http.StatusOK, nil)
+	if info := f.wait(id); info.Status != StatusSuccess {
+		t.Fatalf("run %+v", info)
+	}
+}
