@@ -233,6 +233,9 @@ func (r *localRun) end(res *engine.Result, err error, cause error) {
 		r.status, r.reason = StatusFail, res.FailureReason
 	}
 	r.evf.Close()
+	if r.log != nil {
+		r.log.Info("pipeline ended", "run", r.id, "pipeline", r.g.Name, "status", r.status, "reason", r.reason)
+	}
 	close(r.wake)
 	r.wake = make(chan struct{})
 	close(r.done)

@@ -41,7 +41,8 @@ import (
 type Options struct {
 	// Runs keeps the runs; nil is a Local in RunsDir.
 	Runs Runs
-	// RunsDir holds the run folders of the default Local.
+	// RunsDir holds the run folders of the default Local ("" is
+	// DefaultRunsDir).
 	RunsDir string
 	// Host is what the bots of LLM nodes that change their cartridge's
 	// model or reasoning effort are built with (the server's), and
@@ -79,6 +80,9 @@ func Mount(srv *server.Server, o Options) *Handler {
 	}
 	if o.Environ == nil {
 		o.Environ = o.Host.Environ
+	}
+	if o.RunsDir == "" {
+		o.RunsDir = DefaultRunsDir(os.Getenv)
 	}
 	o.Host.AllowHostCredentials = true // the operator's cartridges only (Served)
 	o.Host.AllowMCP = true
