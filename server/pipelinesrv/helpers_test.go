@@ -66,11 +66,20 @@ type fixtureOpts struct {
 	tokens []*server.Token
 	grace  time.Duration
 	files  map[string]string
+	// dir and runs, when set, are the served folder and the run folders
+	// (another server's: a restart).
+	dir, runs string
 }
 
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	t.Helper()
-	f := &fixture{t: t, dir: t.TempDir(), runs: t.TempDir(), fake: openaitest.New(providertest.Echo), done: make(chan error, 1)}
+	f := &fixture{t: t, dir: o.dir, runs: o.runs, fake: openaitest.New(providertest.Echo), done: make(chan error, 1)}
+	if f.dir == "" {
+		f.dir = t.TempDir()
+	}
+	if f.runs == "" {
+		f.runs = t.TempDir()
+	}
 	fake := httptest.NewServer(f.fake)
 	t.Cleanup(fake.Close)
 	files := map[string]string{"coder.yml": "meta: {name: coder, author: Tests, version: 1.0.0}\n" +

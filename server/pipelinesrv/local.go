@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/admission"
+	"github.com/nbots/nb/internal/atomicfile"
 	"github.com/nbots/nb/pipeline"
 	"github.com/nbots/nb/pipeline/engine"
 	"github.com/nbots/nb/pipeline/handler"
@@ -50,6 +52,20 @@ type Local struct {
 	closed bool
 }
 
+// metaFile is what a Local keeps of a run beside the specification's
+// files, so that it knows the run after a restart.
+const metaFile = "nb-serve.json"
+
+// runMeta is metaFile's content.
+type runMeta struct {
+	ID        string    `json:"id"`
+	Owner     string    `json:"owner"`
+	Name      string    `json:"name"`
+	Path      string    `json:"path,omitempty"`
+	Params    Params    `json:"params"`
+	StartedAt time.Time `json:"started_at"`
+}
+
 // Start starts a run of spec in a new run folder.
 func (l *Local) Start(spec Spec) (Run, error) {
 	if spec.Graph == nil || spec.Context == nil {
@@ -60,26 +76,75 @@ func (l *Local) Start(spec Spec) (Run, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create the run folder: %w", err)
 	}
-	file := spec.File
-	if file == "" {
+	if spec.Path == "" {
 		// The graph's text is kept beside the run, for resume.
-		file = filepath.Join(dir, "graph.dot")
-		if err := os.WriteFile(file, spec.Source, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "graph.dot"), spec.Source, 0o600); err != nil {
 			return nil, fmt.Errorf("keep the graph: %w", err)
 		}
 	}
-	evf, err := os.OpenFile(filepath.Join(dir, "events.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	meta := runMeta{ID: id, Owner: spec.Owner, Name: spec.Graph.Name, Path: spec.Path, Params: spec.Params, StartedAt: time.Now().UTC()}
+	data, _ := json.MarshalIndent(meta, "", "  ")
+	if err := atomicfile.WriteFile(filepath.Join(dir, metaFile), append(data, '\n'), 0o600); err != nil {
+		return nil, fmt.Errorf("keep the run's parameters: %w", err)
+	}
+	r := &localRun{id: id, owner: spec.Owner, dir: dir, g: spec.Graph, meta: meta, started: meta.StartedAt, log: l.Log}
+	return l.launch(r, spec, false)
+}
+
+// Resume continues a stopped run from its checkpoint (from its start
+// when no node had finished), in its folder; its events go on from the
+// last one's number.
+func (l *Local) Resume(id string, spec Spec) (Run, error) {
+	if spec.Graph == nil || spec.Context == nil {
+		return nil, errors.New("pipeline run: no graph or no context")
+	}
+	l.mu.Lock()
+	old := l.runs[id]
+	l.mu.Unlock()
+	if old == nil {
+		return nil, ErrNotFound
+	}
+	old.mu.Lock()
+	stopped := old.endedAt != nil && (old.status == StatusInterrupted || old.status == StatusCancelled) && !old.resumed
+	if stopped {
+		old.resumed = true
+	}
+	r := &localRun{id: id, owner: old.owner, dir: old.dir, g: spec.Graph, meta: old.meta, started: old.started, log: l.Log,
+		events: slices.Clone(old.events)}
+	old.mu.Unlock()
+	if !stopped {
+		return nil, ErrNotStopped
+	}
+	run, err := l.launch(r, spec, true)
 	if err != nil {
-		return nil, fmt.Errorf("create the events file: %w", err)
+		old.mu.Lock()
+		old.resumed = false
+		old.mu.Unlock()
+	}
+	return run, err
+}
+
+// launch runs r (a new run, or a resumed one) in the background.
+func (l *Local) launch(r *localRun, spec Spec, resume bool) (Run, error) {
+	evf, err := os.OpenFile(filepath.Join(r.dir, "events.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the events file: %w", err)
 	}
 	ctx, cancel := context.WithCancelCause(spec.Context)
-	r := &localRun{id: id, owner: spec.Owner, dir: dir, g: spec.Graph, cancel: cancel, done: make(chan struct{}),
-		wake: make(chan struct{}), status: StatusRunning, started: time.Now().UTC(), evf: evf, log: l.Log}
+	r.cancel, r.done, r.wake, r.status, r.evf = cancel, make(chan struct{}), make(chan struct{}), StatusRunning, evf
 	r.gate = &gate{run: r}
 	opts := spec.Handlers
 	opts.Interviewer = r.gate
-	cfg := engine.Config{Graph: spec.Graph, Source: spec.Source, File: file, LogsRoot: dir, Handlers: handler.NewRegistry(opts),
-		Observer: r, Vars: spec.Vars, Cartridge: spec.Cartridge, MaxSteps: spec.MaxSteps, MaxTokens: spec.MaxTokens, RunID: id}
+	file := spec.Path
+	if file == "" {
+		file = filepath.Join(r.dir, "graph.dot")
+	}
+	p := spec.Params
+	cfg := engine.Config{Graph: spec.Graph, Source: spec.Source, File: file, LogsRoot: r.dir, Handlers: handler.NewRegistry(opts),
+		Observer: r, Vars: p.Vars, Cartridge: p.Cartridge, MaxSteps: p.MaxSteps, MaxTokens: p.MaxTokens, RunID: r.id}
+	if _, err := os.Stat(filepath.Join(r.dir, engine.CheckpointFile)); err != nil {
+		resume = false // stopped before its first node finished: from the start
+	}
 
 	l.mu.Lock()
 	if l.closed {
@@ -91,19 +156,26 @@ func (l *Local) Start(spec Spec) (Run, error) {
 	if l.runs == nil {
 		l.runs = map[string]*localRun{}
 	}
-	l.runs[id] = r
+	l.runs[r.id] = r
+	l.ended = slices.DeleteFunc(l.ended, func(id string) bool { return id == r.id })
 	l.wg.Add(1)
 	l.mu.Unlock()
 
 	go func() {
 		defer l.wg.Done()
-		res, err := engine.Run(ctx, cfg)
+		var res *engine.Result
+		var err error
+		if resume {
+			res, err = engine.Resume(ctx, cfg)
+		} else {
+			res, err = engine.Run(ctx, cfg)
+		}
 		r.end(res, err, context.Cause(ctx))
 		cancel(nil)
 		if spec.Done != nil {
 			spec.Done()
 		}
-		l.ended1(id)
+		l.ended1(r.id)
 	}()
 	return r, nil
 }
@@ -124,14 +196,95 @@ func (l *Local) ended1(id string) {
 	}
 }
 
-// Get returns the run id of owner.
+// Get returns the run id of owner: from memory, else from its run
+// folder (a run of the server's previous life, or one forgotten beyond
+// Keep), as it ended.
 func (l *Local) Get(_ context.Context, owner, id string) (Run, error) {
 	l.mu.Lock()
 	r := l.runs[id]
 	l.mu.Unlock()
-	if r == nil || r.owner != owner {
+	if r == nil {
+		var err error
+		if r, err = l.load(id); err != nil {
+			return nil, err
+		}
+	}
+	if r.owner != owner {
 		return nil, ErrNotFound
 	}
+	return r, nil
+}
+
+// validID is the form of the ids newID makes.
+var validID = regexp.MustCompile(`^[0-9a-f]{24}$`)
+
+// load reads a run that is not in memory from its folder: its
+// parameters, its events, its graph, and how it ended (its checkpoint:
+// done with its status, else interrupted).
+func (l *Local) load(id string) (*localRun, error) {
+	if !validID.MatchString(id) {
+		return nil, ErrNotFound
+	}
+	dir := filepath.Join(l.Dir, id)
+	data, err := os.ReadFile(filepath.Join(dir, metaFile))
+	if err != nil {
+		return nil, ErrNotFound
+	}
+	var meta runMeta
+	if err := json.Unmarshal(data, &meta); err != nil || meta.ID != id {
+		return nil, fmt.Errorf("%s: %s does not parse (%v): the run folder is damaged", dir, metaFile, err)
+	}
+	r := &localRun{id: id, owner: meta.Owner, dir: dir, meta: meta, started: meta.StartedAt, log: l.Log,
+		cancel: func(error) {}, done: make(chan struct{}), wake: make(chan struct{}), gate: &gate{}}
+	r.gate.run = r
+	close(r.done)
+	src, err := r.Source()
+	if err == nil {
+		r.g, _, err = pipeline.LoadWith(filepath.Base(r.graphPath()), src, pipeline.LoadOptions{Vars: meta.Params.Vars})
+	}
+	if err != nil || r.g == nil {
+		return nil, fmt.Errorf("run %s: its graph %s does not load: %v", id, r.graphPath(), err)
+	}
+	if f, err := os.Open(filepath.Join(dir, "events.jsonl")); err == nil {
+		dec := json.NewDecoder(f)
+		for {
+			var e struct {
+				Seq int64 `json:"seq"`
+				engine.Event
+			}
+			if dec.Decode(&e) != nil {
+				break // the end, or a line cut by a crash
+			}
+			r.events = append(r.events, Event{Seq: int64(len(r.events) + 1), Event: e.Event})
+		}
+		f.Close()
+	}
+	r.status, r.reason = StatusInterrupted, "the server stopped it: POST /pipelines/"+id+"/resume continues it"
+	if cp, err := engine.LoadCheckpoint(dir); err == nil {
+		r.current = cp.CurrentNode
+		if cp.Done {
+			r.status, r.reason = StatusFail, cp.FailureReason
+			if cp.Status == engine.Success {
+				r.status = StatusSuccess
+			}
+		}
+	}
+	ended := meta.StartedAt
+	if m, err := engine.LoadManifest(dir); err == nil && m.EndTime != nil {
+		ended = *m.EndTime
+	}
+	r.endedAt = &ended
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur := l.runs[id]; cur != nil {
+		return cur, nil
+	}
+	if l.runs == nil {
+		l.runs = map[string]*localRun{}
+	}
+	l.runs[id] = r
+	l.ended = append(l.ended, id)
 	return r, nil
 }
 
@@ -165,6 +318,7 @@ func newID() string {
 type localRun struct {
 	id, owner, dir string
 	g              *pipeline.Graph
+	meta           runMeta
 	cancel         context.CancelCauseFunc
 	done           chan struct{}
 	gate           *gate
@@ -180,6 +334,7 @@ type localRun struct {
 	current string
 	evf     *os.File
 	evErr   error
+	resumed bool // a resume took over
 }
 
 func (r *localRun) ID() string             { return r.id }
@@ -224,9 +379,9 @@ func (r *localRun) end(res *engine.Result, err error, cause error) {
 		e := Event{Seq: int64(len(r.events) + 1), Event: engine.Event{Kind: engine.PipelineFailed, Time: now, RunID: r.id, Name: r.g.Name, Error: err.Error()}}
 		r.events = append(r.events, e)
 	case res.Interrupted && errors.Is(cause, errCancelled):
-		r.status, r.reason = StatusCancelled, res.FailureReason
+		r.status, r.reason = StatusCancelled, "cancelled: POST /pipelines/"+r.id+"/resume continues it"
 	case res.Interrupted:
-		r.status, r.reason = StatusInterrupted, res.FailureReason
+		r.status, r.reason = StatusInterrupted, fmt.Sprintf("stopped (%v): POST /pipelines/%s/resume continues it", cause, r.id)
 	case res.Status == engine.Success:
 		r.status = StatusSuccess
 	default:
@@ -327,6 +482,27 @@ func (r *localRun) Cancel(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// Params are what the run was started with.
+func (r *localRun) Params() Params { return r.meta.Params }
+
+// graphPath is where the run's graph is read from: the served file, or
+// graph.dot in the run folder.
+func (r *localRun) graphPath() string {
+	if r.meta.Path != "" {
+		return r.meta.Path
+	}
+	return filepath.Join(r.dir, "graph.dot")
+}
+
+// Source is the graph's text, read again.
+func (r *localRun) Source() ([]byte, error) {
+	data, err := os.ReadFile(r.graphPath())
+	if err != nil {
+		return nil, fmt.Errorf("run %s: read its graph: %w", r.id, err)
+	}
+	return data, nil
 }
 
 // Checkpoint is the run folder's checkpoint.json.

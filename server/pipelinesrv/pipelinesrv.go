@@ -94,6 +94,7 @@ func Mount(srv *server.Server, o Options) *Handler {
 	srv.HandleFunc("GET /pipelines/{id}", h.get)
 	srv.HandleFunc("GET /pipelines/{id}/events", h.events)
 	srv.HandleFunc("POST /pipelines/{id}/cancel", h.cancel)
+	srv.HandleFunc("POST /pipelines/{id}/resume", h.resume)
 	srv.HandleFunc("GET /pipelines/{id}/graph", h.graph)
 	srv.HandleFunc("GET /pipelines/{id}/questions", h.questions)
 	srv.HandleFunc("POST /pipelines/{id}/questions/{qid}/answer", h.answer)
@@ -149,7 +150,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	name, file, src := "pipeline.dot", "", []byte(req.DOT)
+	name, file, src := "", "", []byte(req.DOT)
 	if req.File != "" {
 		var err error
 		if name, file, src, err = h.servedFile(req.File); err != nil {
@@ -157,22 +158,43 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	g, diags, err := pipeline.LoadWith(name, src, pipeline.LoadOptions{Vars: req.Set})
-	if err != nil || pipeline.HasErrors(diags) {
-		h.refuseGraph(w, name, diags, err)
+	g, ok := h.load(w, r, name, file, src, req.Set)
+	if !ok {
 		return
-	}
-	if file == "" {
-		if why := commands(g); why != "" {
-			h.fail(w, r, http.StatusForbidden, "%s: a graph sent as text may not run commands on the server (%s): put the flow in a served folder and send {\"file\": \"NAME.dot\"}", name, why)
-			return
-		}
 	}
 	cart := req.Cartridge
 	if cart == "" {
 		cart = server.DefaultID
 	}
-	if _, err := h.srv.Model(r.Context(), cart); err != nil {
+	h.start(w, r, Spec{Graph: g, Source: src, Path: file,
+		Params: Params{File: name, Cartridge: cart, Vars: req.Set, MaxSteps: req.MaxSteps, MaxTokens: req.MaxTokens}}, "")
+}
+
+// load reads a run's graph: name is the served file's ("" for a graph
+// sent as text, which may run no command). It answers the refusals.
+func (h *Handler) load(w http.ResponseWriter, r *http.Request, name, path string, src []byte, vars map[string]string) (*pipeline.Graph, bool) {
+	display := name
+	if display == "" {
+		display = "pipeline.dot"
+	}
+	g, diags, err := pipeline.LoadWith(display, src, pipeline.LoadOptions{Vars: vars})
+	if err != nil || pipeline.HasErrors(diags) {
+		h.refuseGraph(w, display, diags, err)
+		return nil, false
+	}
+	if path == "" {
+		if why := commands(g); why != "" {
+			h.fail(w, r, http.StatusForbidden, "%s: a graph sent as text may not run commands on the server (%s): put the flow in a served folder and send {\"file\": \"NAME.dot\"}", display, why)
+			return nil, false
+		}
+	}
+	return g, true
+}
+
+// start starts (resume false) or resumes run id of spec on the request's
+// admission and the server's cartridges, and answers.
+func (h *Handler) start(w http.ResponseWriter, r *http.Request, spec Spec, resume string) {
+	if _, err := h.srv.Model(r.Context(), spec.Params.Cartridge); err != nil {
 		h.srv.WriteError(w, r, err)
 		return
 	}
@@ -182,24 +204,69 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, stop := h.runContext(runCtx)
-	backend := &handler.BotBackend{Host: h.opts.Host, Cartridge: cart, Confirmer: h.srv.Confirmer(), Served: h.served}
-	spec := Spec{Context: ctx, Owner: server.Owner(r.Context()), Graph: g, Source: src, File: file, Cartridge: cart, Vars: req.Set,
-		MaxSteps: req.MaxSteps, MaxTokens: req.MaxTokens,
-		Handlers: handler.Options{Backend: backend, Environ: h.opts.Environ, Dir: h.opts.WorkDir},
-		Done: func() {
-			stop()
-			backend.Close() //nolint:errcheck // never fails
-			done()
-		}}
-	run, err := h.runs.Start(spec)
+	backend := &handler.BotBackend{Host: h.opts.Host, Cartridge: spec.Params.Cartridge, Confirmer: h.srv.Confirmer(), Served: h.served}
+	spec.Context, spec.Owner = ctx, server.Owner(r.Context())
+	spec.Handlers = handler.Options{Backend: backend, Environ: h.opts.Environ, Dir: h.opts.WorkDir}
+	spec.Done = func() {
+		stop()
+		backend.Close() //nolint:errcheck // never fails
+		done()
+	}
+	var run Run
+	if resume == "" {
+		run, err = h.runs.Start(spec)
+	} else {
+		run, err = h.runs.Resume(resume, spec)
+	}
 	if err != nil {
 		spec.Done()
+		if errors.Is(err, ErrNotStopped) {
+			err = server.Errorf(http.StatusConflict, "run %s is not stopped (interrupted or cancelled): only such a run can be resumed", resume)
+		}
 		h.srv.WriteError(w, r, err)
 		return
 	}
-	h.opts.Log.Info("pipeline started", "run", run.ID(), "pipeline", g.Name, "file", req.File, "cartridge", cart, "request", server.RequestID(r.Context()))
+	verb := "pipeline started"
+	if resume != "" {
+		verb = "pipeline resumed"
+	}
+	h.opts.Log.Info(verb, "run", run.ID(), "pipeline", spec.Graph.Name, "file", spec.Params.File, "cartridge", spec.Params.Cartridge, "request", server.RequestID(r.Context()))
 	w.Header().Set("Location", "/pipelines/"+run.ID())
-	server.WriteJSON(w, http.StatusCreated, map[string]any{"id": run.ID(), "status": StatusRunning})
+	status := http.StatusCreated
+	if resume != "" {
+		status = http.StatusOK
+	}
+	server.WriteJSON(w, status, map[string]any{"id": run.ID(), "status": StatusRunning})
+}
+
+// resume is POST /pipelines/{id}/resume: a stopped run goes on from its
+// checkpoint, its graph read again (a served file that changed since is
+// refused), with the cartridge, variables and budgets it had.
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
+	run := h.run(w, r)
+	if run == nil {
+		return
+	}
+	p := run.Params()
+	var (
+		name, path string
+		src        []byte
+		err        error
+	)
+	if p.File != "" {
+		name, path, src, err = h.servedFile(p.File)
+	} else {
+		src, err = run.Source()
+	}
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	g, ok := h.load(w, r, name, path, src, p.Vars)
+	if !ok {
+		return
+	}
+	h.start(w, r, Spec{Graph: g, Source: src, Path: path, Params: p}, run.ID())
 }
 
 // runContext is a pipeline run's context: the admitted run's values

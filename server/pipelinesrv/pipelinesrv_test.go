@@ -428,17 +428,19 @@ func TestServedModelOverrides(t *testing.T) {
 	}
 }
 
-// TestLocalKeep: a Local forgets the oldest ended runs beyond Keep.
+// TestLocalKeep: a Local keeps the Keep most recent ended runs in
+// memory; an older one is read again from its folder when asked for.
 func TestLocalKeep(t *testing.T) {
 	l := &Local{Dir: t.TempDir(), Keep: 2}
-	g, _, err := pipeline.Load("k.dot", []byte("digraph K { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }"))
+	src := []byte("digraph K { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }")
+	g, _, err := pipeline.Load("k.dot", src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
 	for range 3 {
 		done := make(chan struct{})
-		r, err := l.Start(Spec{Context: context.Background(), Graph: g, Source: []byte("x"), Done: func() { close(done) }})
+		r, err := l.Start(Spec{Context: context.Background(), Owner: "me", Graph: g, Source: src, Done: func() { close(done) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -446,16 +448,24 @@ func TestLocalKeep(t *testing.T) {
 		ids = append(ids, r.ID())
 	}
 	l.Close() // waits for the runs' goroutines, which record their end
-	if _, err := l.Get(context.Background(), "", ids[0]); err != ErrNotFound {
-		t.Errorf("the oldest run is kept: %v", err)
+	l.mu.Lock()
+	_, kept := l.runs[ids[0]]
+	n := len(l.runs)
+	l.mu.Unlock()
+	if kept || n != 2 {
+		t.Errorf("%d runs in memory, the oldest among them: %v", n, kept)
 	}
-	for _, id := range ids[1:] {
-		if r, err := l.Get(context.Background(), "", id); err != nil || r.Info().Status != StatusSuccess {
-			t.Errorf("run %s: %v", id, err)
+	for _, id := range ids {
+		r, err := l.Get(context.Background(), "me", id)
+		if err != nil || r.Info().Status != StatusSuccess || len(r.Info().CompletedNodes) != 2 {
+			t.Fatalf("run %s: %v", id, err)
 		}
 	}
 	if _, err := l.Get(context.Background(), "someone", ids[2]); err != ErrNotFound {
 		t.Errorf("another owner's run: %v", err)
+	}
+	if _, err := l.Get(context.Background(), "me", "../"+filepath.Base(l.Dir)); err != ErrNotFound {
+		t.Errorf("a path as an id: %v", err)
 	}
 }
 
@@ -502,4 +512,57 @@ func TestClientGoesAway(t *testing.T) {
 	if info := f.wait(id); info.Status != StatusSuccess {
 		t.Fatalf("run %+v", info)
 	}
+}
+
+// TestResumeOverHTTP: a run the server's shutdown stopped is known to
+// the next server from its folder (its state and events) and goes on
+// with POST /resume, running no finished node again; a cancelled run
+// too; a run that ended is not resumed.
+func TestResumeOverHTTP(t *testing.T) {
+	f := newFixture(t, fixtureOpts{files: map[string]string{"review.dot": review}})
+	id := f.start(map[string]any{"file": "review.dot", "cartridge": "coder"})
+	q := f.question(id)
+	f.json("POST", "/pipelines/"+id+"/questions/"+q.ID+"/answer", map[string]any{"value": "F"}, http.StatusOK, nil)
+	f.question(id, q.ID)
+	f.shutdown()
+	before, _ := os.ReadFile(filepath.Join(f.runs, id, "events.jsonl"))
+
+	g := newFixture(t, fixtureOpts{dir: f.dir, runs: f.runs})
+	info := g.info(id)
+	if info.Status != StatusInterrupted || strings.Join(info.CompletedNodes, ",") != "start,review_gate,fixes" || info.Events != int64(strings.Count(string(before), "\n")) {
+		t.Fatalf("after the restart: %+v", info)
+	}
+	g.json("POST", "/pipelines/"+id+"/resume", nil, http.StatusOK, nil)
+	q = g.question(id)
+	g.json("POST", "/pipelines/"+id+"/questions/"+q.ID+"/answer", map[string]any{"value": "A"}, http.StatusOK, nil)
+	info = g.wait(id)
+	if info.Status != StatusSuccess || strings.Join(info.CompletedNodes, ",") != "start,review_gate,fixes,review_gate,ship_it,exit" {
+		t.Fatalf("resumed: %+v", info)
+	}
+	_, evs := g.stream(id, 0)
+	for i, e := range evs {
+		if e.ID != int64(i+1) {
+			t.Fatalf("event %d has id %d", i+1, e.ID)
+		}
+	}
+	if count(evs, "PipelineStarted") != 2 || evs[len(evs)-1].Event != "PipelineCompleted" {
+		t.Fatalf("events %v", kinds(evs))
+	}
+	if n := len(f.fake.Recorder.Bodies()) + len(g.fake.Recorder.Bodies()); n != 2 {
+		t.Errorf("%d LLM stages ran; want 2 (fixes once, ship_it once)", n)
+	}
+	g.json("POST", "/pipelines/"+id+"/resume", nil, http.StatusConflict, nil)
+
+	// Cancelled, then resumed on the same server.
+	id = g.start(map[string]any{"dot": review, "cartridge": "coder"})
+	g.question(id)
+	g.json("POST", "/pipelines/"+id+"/cancel", nil, http.StatusOK, nil)
+	g.json("POST", "/pipelines/"+id+"/resume", nil, http.StatusOK, nil)
+	q = g.question(id)
+	g.json("POST", "/pipelines/"+id+"/questions/"+q.ID+"/answer", map[string]any{"value": "A"}, http.StatusOK, nil)
+	if info := g.wait(id); info.Status != StatusSuccess {
+		t.Fatalf("resumed after cancel: %+v", info)
+	}
+	g.json("POST", "/pipelines/nosuch/resume", nil, http.StatusNotFound, nil)
+	g.json("GET", "/pipelines/../../etc", nil, http.StatusNotFound, nil)
 }

@@ -22,6 +22,10 @@ type Runs interface {
 	// Get returns the run id when owner may see it (ErrNotFound
 	// otherwise, the same for an unknown id and another owner's).
 	Get(ctx context.Context, owner, id string) (Run, error)
+	// Resume continues the stopped run id (interrupted or cancelled)
+	// from its checkpoint with spec (its graph read again, its handlers);
+	// ErrNotStopped when the run is not stopped.
+	Resume(id string, spec Spec) (Run, error)
 	// Close cancels the runs still going (each keeps its checkpoint) and
 	// waits for them to stop.
 	Close() error
@@ -51,6 +55,22 @@ type Run interface {
 	Checkpoint() ([]byte, error)
 	// Graph is the run's graph.
 	Graph() *pipeline.Graph
+	// Params are what the run was started with; Source is its graph's
+	// text (what a resume of a graph sent as text reads again).
+	Params() Params
+	Source() ([]byte, error)
+}
+
+// Params are what a run was started with, kept with it (a resume uses
+// them again).
+type Params struct {
+	// File is the served file's name as the client gave it ("" for a
+	// graph sent as text).
+	File      string            `json:"file,omitempty"`
+	Cartridge string            `json:"cartridge"`
+	Vars      map[string]string `json:"set,omitempty"`
+	MaxSteps  int               `json:"max_steps,omitempty"`
+	MaxTokens int               `json:"max_tokens,omitempty"`
 }
 
 // Spec is what a run is started with.
@@ -62,16 +82,13 @@ type Spec struct {
 	Done    func()
 	// Owner is who may see the run (server.Owner of the request).
 	Owner string
-	// Graph is the checked graph, Source its text, File the served file
+	// Graph is the checked graph, Source its text, Path the served file
 	// it was read from ("" for a graph sent as text).
 	Graph  *pipeline.Graph
 	Source []byte
-	File   string
-	// Cartridge is the run's cartridge, Vars its variables, MaxSteps and
-	// MaxTokens its budgets (0: the graph's).
-	Cartridge           string
-	Vars                map[string]string
-	MaxSteps, MaxTokens int
+	Path   string
+	// Params are the run's cartridge, variables and budgets.
+	Params Params
 	// Handlers are the handlers' options; the run supplies the
 	// Interviewer (its questions wait for /answer).
 	Handlers handler.Options
@@ -137,6 +154,8 @@ var (
 	ErrNotFound = errors.New("no such pipeline run")
 	// ErrNoCheckpoint says the run has no checkpoint yet.
 	ErrNoCheckpoint = errors.New("the run has no checkpoint yet: it is written when the first node finishes")
+	// ErrNotStopped says a resume found the run running or ended.
+	ErrNotStopped = errors.New("the run is not stopped")
 	// ErrNoQuestion says no question waits under that id.
 	ErrNoQuestion = handler.ErrNoQuestion
 	// errCancelled is the cause of a run cancelled over HTTP.
