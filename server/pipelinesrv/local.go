@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,6 +24,7 @@ import (
 	"github.com/nbots/nb/pipeline"
 	"github.com/nbots/nb/pipeline/engine"
 	"github.com/nbots/nb/pipeline/handler"
+	"github.com/nbots/nb/server"
 )
 
 // DefaultKeep is how many ended runs a Local keeps in memory (their
@@ -114,6 +116,18 @@ func (l *Local) Resume(id string, spec Spec) (Run, error) {
 	old.mu.Unlock()
 	if !stopped {
 		return nil, ErrNotStopped
+	}
+	file := spec.Path
+	if file == "" {
+		file = filepath.Join(r.dir, "graph.dot")
+	}
+	if cp, err := engine.LoadCheckpoint(r.dir); err == nil {
+		if err := cp.Verify(file, spec.Source); err != nil {
+			old.mu.Lock()
+			old.resumed = false
+			old.mu.Unlock()
+			return nil, server.Errorf(http.StatusConflict, "run %s cannot be resumed: %v", id, err)
+		}
 	}
 	run, err := l.launch(r, spec, true)
 	if err != nil {

@@ -532,6 +532,17 @@ func TestResumeOverHTTP(t *testing.T) {
 	if info.Status != StatusInterrupted || strings.Join(info.CompletedNodes, ",") != "start,review_gate,fixes" || info.Events != int64(strings.Count(string(before), "\n")) {
 		t.Fatalf("after the restart: %+v", info)
 	}
+	// A flow changed since is refused, and the run stays resumable.
+	flow := filepath.Join(f.dir, "review.dot")
+	if err := os.WriteFile(flow, []byte(strings.Replace(review, "Review Changes", "Changed", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := g.do("POST", "/pipelines/"+id+"/resume", nil); status != http.StatusConflict || !strings.Contains(string(body), "another graph") {
+		t.Fatalf("a changed flow: %d %s", status, body)
+	}
+	if err := os.WriteFile(flow, []byte(review), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	g.json("POST", "/pipelines/"+id+"/resume", nil, http.StatusOK, nil)
 	q = g.question(id)
 	g.json("POST", "/pipelines/"+id+"/questions/"+q.ID+"/answer", map[string]any{"value": "A"}, http.StatusOK, nil)
