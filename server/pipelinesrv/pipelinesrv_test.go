@@ -102,7 +102,7 @@ func TestS7Answers(t *testing.T) {
 		return strings.Replace(review, `type="wait.human"`, `type="wait.human", `+attrs, 1)
 	}
 	t.Run("timeout takes the default", func(t *testing.T) {
-		id := f.start(map[string]any{"dot": gate(`timeout="1s", human.default_choice="ship_it"`), "cartridge": "coder"})
+		id := f.start(map[string]any{"dot": gate(`timeout="2s", human.default_choice="ship_it"`), "cartridge": "coder"})
 		info := f.wait(id)
 		if info.Status != StatusSuccess || strings.Join(info.CompletedNodes, ",") != "start,review_gate,ship_it,exit" {
 			t.Fatalf("run %+v", info)
@@ -113,7 +113,7 @@ func TestS7Answers(t *testing.T) {
 		}
 	})
 	t.Run("timeout without a default is RETRY", func(t *testing.T) {
-		id := f.start(map[string]any{"dot": gate(`timeout="1s", max_retries=1`), "cartridge": "coder"})
+		id := f.start(map[string]any{"dot": gate(`timeout="2s", max_retries=1`), "cartridge": "coder"})
 		q1 := f.question(id)
 		q2 := f.question(id, q1.ID) // asked again after the timeout's RETRY
 		f.json("POST", "/pipelines/"+id+"/questions/"+q2.ID+"/answer", map[string]any{"answer": "A"}, http.StatusOK, nil)
