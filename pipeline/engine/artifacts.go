@@ -220,3 +220,14 @@ func (a *Artifacts) restore(list []*ArtifactEntry) {
 		a.order = append(a.order, it.Info.ID)
 	}
 }
+
+// RunArtifacts is the artifact store of the run in logsRoot as its
+// checkpoint left it (the artifacts of the nodes finished so far), for
+// readers outside the run (nb serve's artifact routes).
+func RunArtifacts(logsRoot string, cp *Checkpoint) *Artifacts {
+	a := NewArtifacts(logsRoot)
+	if cp != nil {
+		a.restore(cp.Artifacts)
+	}
+	return a
+}

@@ -519,6 +519,19 @@ func (r *localRun) Source() ([]byte, error) {
 	return data, nil
 }
 
+// Artifacts is the run's artifact store as its checkpoint left it (an
+// empty one before the first node finished).
+func (r *localRun) Artifacts() (*engine.Artifacts, error) {
+	cp, err := engine.LoadCheckpoint(r.dir)
+	if err != nil {
+		if _, statErr := os.Stat(filepath.Join(r.dir, engine.CheckpointFile)); errors.Is(statErr, os.ErrNotExist) {
+			return engine.RunArtifacts(r.dir, nil), nil
+		}
+		return nil, err
+	}
+	return engine.RunArtifacts(r.dir, cp), nil
+}
+
 // Checkpoint is the run folder's checkpoint.json.
 func (r *localRun) Checkpoint() ([]byte, error) {
 	data, err := os.ReadFile(filepath.Join(r.dir, engine.CheckpointFile))

@@ -100,6 +100,8 @@ func Mount(srv *server.Server, o Options) *Handler {
 	srv.HandleFunc("POST /pipelines/{id}/questions/{qid}/answer", h.answer)
 	srv.HandleFunc("GET /pipelines/{id}/checkpoint", h.checkpoint)
 	srv.HandleFunc("GET /pipelines/{id}/context", h.context)
+	srv.HandleFunc("GET /pipelines/{id}/artifacts", h.artifacts)
+	srv.HandleFunc("GET /pipelines/{id}/artifacts/{aid}", h.artifact)
 	return h
 }
 
@@ -549,6 +551,44 @@ func (h *Handler) context(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	server.WriteJSON(w, http.StatusOK, map[string]any{"context": cp.Context, "node": cp.CurrentNode})
+}
+
+// artifacts lists the run's artifacts (§5.5's ArtifactInfo each).
+func (h *Handler) artifacts(w http.ResponseWriter, r *http.Request) {
+	run := h.run(w, r)
+	if run == nil {
+		return
+	}
+	a, err := run.Artifacts()
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	server.WriteJSON(w, http.StatusOK, map[string]any{"artifacts": a.List()})
+}
+
+// artifact answers an artifact's data, as the JSON it was stored as.
+func (h *Handler) artifact(w http.ResponseWriter, r *http.Request) {
+	run := h.run(w, r)
+	if run == nil {
+		return
+	}
+	a, err := run.Artifacts()
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	data, err := a.Retrieve(r.PathValue("aid"))
+	if errors.Is(err, engine.ErrNoArtifact) {
+		h.fail(w, r, http.StatusNotFound, "run %s has no artifact %q (yet: GET /pipelines/%s/artifacts lists those of the nodes finished so far)", run.ID(), r.PathValue("aid"), run.ID())
+		return
+	}
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(data) //nolint:errcheck // the client went away
 }
 
 // graph draws the run's graph with its path: SVG through Graphviz's dot

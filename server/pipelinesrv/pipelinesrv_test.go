@@ -249,7 +249,8 @@ func TestServedFile(t *testing.T) {
     exit  [shape=Msquare]
     t [shape=parallelogram, tool_command="printf hi"]
     ask [prompt="Please $goal"]
-    start -> t -> ask -> exit
+    big [shape=parallelogram, tool_command="head -c 150000 /dev/zero | tr '\\0' x"]
+    start -> t -> ask -> big -> exit
 }
 `
 	f := newFixture(t, fixtureOpts{files: map[string]string{"flows/t.dot": flow}})
@@ -260,9 +261,21 @@ func TestServedFile(t *testing.T) {
 	}
 	var ctx struct{ Context map[string]any }
 	f.json("GET", "/pipelines/"+id+"/context", nil, http.StatusOK, &ctx)
-	if ctx.Context["tool.output"] != "hi" {
-		t.Fatalf("context %v", ctx.Context)
+	if ctx.Context["tool.output_artifact"] != "big.stdout" {
+		t.Fatalf("context %v", ctx.Context["tool.output_artifact"])
 	}
+	// The artifacts: big's whole stdout.
+	var arts struct{ Artifacts []engine.ArtifactInfo }
+	f.json("GET", "/pipelines/"+id+"/artifacts", nil, http.StatusOK, &arts)
+	if len(arts.Artifacts) != 1 || arts.Artifacts[0].ID != "big.stdout" || !arts.Artifacts[0].FileBacked {
+		t.Fatalf("artifacts %+v", arts)
+	}
+	var whole string
+	f.json("GET", "/pipelines/"+id+"/artifacts/big.stdout", nil, http.StatusOK, &whole)
+	if len(whole) != 150000 {
+		t.Fatalf("artifact of %d bytes", len(whole))
+	}
+	f.json("GET", "/pipelines/"+id+"/artifacts/nosuch", nil, http.StatusNotFound, nil)
 	reqs := f.fake.Recorder.Bodies()
 	if len(reqs) != 1 || !strings.Contains(string(reqs[0]), "Please say hello") {
 		t.Fatalf("provider requests %d", len(reqs))

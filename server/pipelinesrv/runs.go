@@ -55,6 +55,9 @@ type Run interface {
 	Checkpoint() ([]byte, error)
 	// Graph is the run's graph.
 	Graph() *pipeline.Graph
+	// Artifacts is the run's artifact store (§5.5) as its checkpoint
+	// left it.
+	Artifacts() (*engine.Artifacts, error)
 	// Params are what the run was started with; Source is its graph's
 	// text (what a resume of a graph sent as text reads again).
 	Params() Params
