@@ -3,8 +3,8 @@
 // starts a run of a DOT graph (sent as text, or a .dot file of a served
 // folder) whose LLM nodes run served cartridges, and the run's routes
 // give its state, its events as server-sent events, its human gates'
-// questions and their answers, its checkpoint, its context and its
-// drawing, and cancel it. The routes are behind the server's tokens,
+// questions and their answers, its checkpoint, its context, its
+// artifacts and its drawing, cancel it, and resume it once stopped. The routes are behind the server's tokens,
 // limits, Origin and Host checks (package server); each run is one of
 // the server's runs (admission), and a run's human gate waiting for an
 // answer counts as a run waiting on its client. Runs live behind the
@@ -193,8 +193,8 @@ func (h *Handler) load(w http.ResponseWriter, r *http.Request, name, path string
 	return g, true
 }
 
-// start starts (resume false) or resumes run id of spec on the request's
-// admission and the server's cartridges, and answers.
+// start starts a run of spec (resume "") or resumes the run resume, on
+// the request's admission and the server's cartridges, and answers.
 func (h *Handler) start(w http.ResponseWriter, r *http.Request, spec Spec, resume string) {
 	if _, err := h.srv.Model(r.Context(), spec.Params.Cartridge); err != nil {
 		h.srv.WriteError(w, r, err)

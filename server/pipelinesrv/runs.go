@@ -23,8 +23,9 @@ type Runs interface {
 	// otherwise, the same for an unknown id and another owner's).
 	Get(ctx context.Context, owner, id string) (Run, error)
 	// Resume continues the stopped run id (interrupted or cancelled)
-	// from its checkpoint with spec (its graph read again, its handlers);
-	// ErrNotStopped when the run is not stopped.
+	// from its checkpoint with spec (its graph read again, its handlers;
+	// the caller found it with Get, for its owner); ErrNotStopped when
+	// the run is not stopped.
 	Resume(id string, spec Spec) (Run, error)
 	// Close cancels the runs still going (each keeps its checkpoint) and
 	// waits for them to stop.
