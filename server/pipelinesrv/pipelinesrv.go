@@ -4,11 +4,12 @@
 // folder) whose LLM nodes run served cartridges, and the run's routes
 // give its state, its events as server-sent events, its human gates'
 // questions and their answers, its checkpoint, its context, its
-// artifacts and its drawing, cancel it, and resume it once stopped. The routes are behind the server's tokens,
-// limits, Origin and Host checks (package server); each run is one of
-// the server's runs (admission), and a run's human gate waiting for an
-// answer counts as a run waiting on its client. Runs live behind the
-// Runs interface: Local runs them in this process.
+// artifacts and its drawing, cancel it, and resume it once stopped. The
+// routes are behind the server's tokens, limits, Origin and Host checks
+// (package server); each run is one of the server's runs (admission),
+// and a run's human gate waiting for an answer counts as a run waiting
+// on its client. Runs live behind the Runs interface: Local runs them in
+// this process.
 package pipelinesrv
 
 import (
