@@ -229,6 +229,25 @@ func (l *Local) Get(_ context.Context, owner, id string) (Run, error) {
 	return r, nil
 }
 
+// List are owner's runs in memory (those going, and the Keep most
+// recent ended ones), the most recently started first.
+func (l *Local) List(_ context.Context, owner string) ([]Info, error) {
+	l.mu.Lock()
+	var runs []*localRun
+	for _, r := range l.runs {
+		if r.owner == owner {
+			runs = append(runs, r)
+		}
+	}
+	l.mu.Unlock()
+	out := make([]Info, 0, len(runs))
+	for _, r := range runs {
+		out = append(out, r.Info())
+	}
+	slices.SortFunc(out, func(a, b Info) int { return b.StartedAt.Compare(a.StartedAt) })
+	return out, nil
+}
+
 // validID is the form of the ids newID makes.
 var validID = regexp.MustCompile(`^[0-9a-f]{24}$`)
 

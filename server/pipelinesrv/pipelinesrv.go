@@ -92,6 +92,7 @@ func Mount(srv *server.Server, o Options) *Handler {
 		h.runs = &Local{Dir: o.RunsDir, Log: o.Log}
 	}
 	srv.HandleFunc("POST /pipelines", h.create)
+	srv.HandleFunc("GET /pipelines", h.list)
 	srv.HandleFunc("GET /pipelines/{id}", h.get)
 	srv.HandleFunc("GET /pipelines/{id}/events", h.events)
 	srv.HandleFunc("POST /pipelines/{id}/cancel", h.cancel)
@@ -406,6 +407,17 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request) Run {
 		return nil
 	}
 	return run
+}
+
+// list is GET /pipelines: the token's runs, the most recent first.
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	infos, err := h.runs.List(r.Context(), server.Owner(r.Context()))
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	server.Quiet(r.Context())
+	server.WriteJSON(w, http.StatusOK, map[string]any{"pipelines": infos})
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {

@@ -306,7 +306,16 @@ func TestTokensAndBrowsers(t *testing.T) {
 	f.tok = "a-secret-0123456789abcdef"
 	id := f.start(map[string]any{"dot": review, "cartridge": "coder"})
 	f.question(id)
+	var list struct{ Pipelines []Info }
+	f.json("GET", "/pipelines", nil, http.StatusOK, &list)
+	if len(list.Pipelines) != 1 || list.Pipelines[0].ID != id || list.Pipelines[0].Status != StatusWaiting {
+		t.Fatalf("a's runs: %+v", list)
+	}
 	f.tok = "b-secret-0123456789abcdef"
+	f.json("GET", "/pipelines", nil, http.StatusOK, &list)
+	if len(list.Pipelines) != 0 {
+		t.Fatalf("b sees a's runs: %+v", list)
+	}
 	for _, p := range []string{"", "/events", "/questions", "/checkpoint", "/context", "/graph"} {
 		f.json("GET", "/pipelines/"+id+p, nil, http.StatusNotFound, nil)
 	}

@@ -27,6 +27,9 @@ type Runs interface {
 	// the caller found it with Get, for its owner); ErrNotStopped when
 	// the run is not stopped.
 	Resume(id string, spec Spec) (Run, error)
+	// List are owner's runs that the store holds at hand (Local: those
+	// in memory), the most recent first.
+	List(ctx context.Context, owner string) ([]Info, error)
 	// Close cancels the runs still going (each keeps its checkpoint) and
 	// waits for them to stop.
 	Close() error
