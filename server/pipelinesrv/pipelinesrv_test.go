@@ -198,6 +198,13 @@ func TestEventsResume(t *testing.T) {
 // sent as text, files outside the served folders, unknown cartridges.
 func TestCreateRefusals(t *testing.T) {
 	f := newFixture(t, fixtureOpts{files: map[string]string{"flows/review.dot": review, ".hidden.dot": review}})
+	outside := filepath.Join(t.TempDir(), "outside.dot")
+	if err := os.WriteFile(outside, []byte(review), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(f.dir, "link.dot")); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name   string
 		body   any
@@ -218,6 +225,7 @@ func TestCreateRefusals(t *testing.T) {
 		{"not .dot", map[string]any{"file": "coder.yml"}, 400, ".dot"},
 		{"hidden", map[string]any{"file": ".hidden.dot"}, 400, "hidden"},
 		{"missing", map[string]any{"file": "nosuch.dot"}, 404, "no served folder"},
+		{"link out", map[string]any{"file": "link.dot"}, 404, "no served folder"},
 		{"cartridge", map[string]any{"file": "flows/review.dot", "cartridge": "nosuch"}, 404, "no cartridge"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
