@@ -21,6 +21,7 @@ import (
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/server/nanobots"
 	"github.com/nbots/nb/server/openaiapi"
+	"github.com/nbots/nb/server/pipelinesrv"
 )
 
 // isServeCommand tells nb serve from a cartridge named serve
@@ -86,6 +87,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		agentFrame  = fs.String("agent-max-frame", "1MiB", "largest frame a client may send on an agent run (`size`)")
 		storeURL    = fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
 		replicaID   = fs.String("replica-id", "", "with a postgres:// --store: this replica's `name` among the replicas that share nb serve's streams, responses and runs (default: the host name and a random suffix)")
+		pipeRuns    = fs.String("pipeline-runs", "", "the `folder` of the runs of POST /pipelines (default $XDG_STATE_HOME/nb/pipeline-runs; see docs/pipelines.md)")
 		replicaDead = fs.Duration("replica-timeout", 10*time.Second, "with a postgres:// --store: how long a replica may go without reaching the database before the others take its running streams and agent runs for lost")
 	)
 	fs.Old("allow-unconfirmed-tools", "yes")
@@ -210,6 +212,10 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		return err
 	}
 	defer closeAgents()
+	if *pipeRuns == "" {
+		*pipeRuns = pipelinesrv.DefaultRunsDir(a.Getenv)
+	}
+	defer pipelinesrv.Mount(srv, pipelinesrv.Options{RunsDir: *pipeRuns, Host: host}).Close()
 
 	lns, err := server.Listen(*listen)
 	if err != nil {

@@ -70,6 +70,10 @@ type Checkpoint struct {
 	Vars map[string]string `json:"vars,omitempty"`
 	// Cartridge is the run's --cartridge (resume uses it again).
 	Cartridge string `json:"cartridge,omitempty"`
+	// Artifacts are the run's artifacts (§5.5): the files of the
+	// file-backed ones stay in artifacts/, the others' data is here, so
+	// that a resumed run still has them.
+	Artifacts []*ArtifactEntry `json:"artifacts,omitempty"`
 }
 
 // checkpointVersion is the format Version this code writes and reads.

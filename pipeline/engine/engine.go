@@ -107,6 +107,7 @@ type run struct {
 	// threads keep the conversations of `full` fidelity by thread key.
 	threads sync.Map
 	gates   []string // goal-gate nodes in first-completion order (D14)
+	arts    *Artifacts
 }
 
 // Run runs cfg.Graph from its start node.
@@ -208,6 +209,7 @@ func Resume(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("create the run folder: %w", err)
 		}
 	}
+	r.arts.restore(cp.Artifacts)
 	r.man, err = LoadManifest(cfg.LogsRoot)
 	if err != nil {
 		r.man = &Manifest{Name: r.g.Name, Goal: graphStr(r.g, "goal"), StartTime: r.start, RunID: cfg.RunID, GraphFile: cfg.File, GraphHash: cp.GraphHash}
@@ -250,7 +252,7 @@ func newRun(cfg Config) (*run, error) {
 	if cfg.Stored != nil && cfg.RunID == "" {
 		cfg.RunID = cfg.Stored.Info().ID
 	}
-	r := &run{cfg: cfg, g: cfg.Graph, obs: cfg.Observer, now: cfg.Now}
+	r := &run{cfg: cfg, g: cfg.Graph, obs: cfg.Observer, now: cfg.Now, arts: NewArtifacts(cfg.LogsRoot)}
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -532,6 +534,7 @@ func (r *run) save(nodeID string, announce bool) error {
 	// than the save.
 	r.ctx.mu.RLock()
 	r.cp.Context, r.cp.Logs = r.ctx.values, r.ctx.logs
+	r.cp.Artifacts = r.arts.snapshot()
 	if r.cp.Logs == nil {
 		r.cp.Logs = []string{}
 	}
@@ -609,13 +612,7 @@ func (r *run) saveManifest(status, reason string) {
 	_ = r.man.Save(r.cfg.LogsRoot) // the checkpoint is what resume reads; a manifest write error must not hide the run's end
 }
 
-func (r *run) artifactCount() int {
-	entries, err := os.ReadDir(filepath.Join(r.cfg.LogsRoot, "artifacts"))
-	if err != nil {
-		return 0
-	}
-	return len(entries)
-}
+func (r *run) artifactCount() int { return r.arts.Len() }
 
 // runStage runs node with retries (§3.5) and returns its outcome and the
 // fidelity it ran at. branch is the parallel node of a branch's stage.

@@ -107,6 +107,11 @@ func (r *run) thread(node *pipeline.Node, incoming *pipeline.Edge, prev *Outcome
 	return node.ID
 }
 
+// Artifacts is the run's artifact store (§5.5), shared by every stage
+// and branch: a handler keeps a large output there and puts its id in
+// its context_updates.
+func (s *Stage) Artifacts() *Artifacts { return s.run.arts }
+
 func (s *Stage) ctxSetRetry(key string, n int) { s.Context.Set(key, n) }
 
 // Emit sends an event of the handler's (parallel, interview) to the

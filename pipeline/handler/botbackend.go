@@ -38,6 +38,12 @@ type BotBackend struct {
 	Confirmer agent.Confirmer
 	// OnEvent, when set, receives the exchanges' events.
 	OnEvent func(s *engine.Stage, ev agent.Event)
+	// Served, when set, resolves a stage's cartridge name to a cartridge
+	// a server serves, and its bot (nb serve: the request's token must
+	// be allowed it): no file is read. A node may then change the
+	// cartridge's model and reasoning effort but not its provider, whose
+	// credentials would be the server's.
+	Served func(ctx context.Context, name string) (*cartridge.Cartridge, *bot.Bot, error)
 
 	mu   sync.Mutex
 	bots map[string]*bot.Bot
@@ -72,17 +78,34 @@ func (b *BotBackend) botFor(ctx context.Context, s *engine.Stage) (*bot.Bot, err
 	if s.Node.Has("reasoning_effort") {
 		effort = s.Node.ReasoningEffort()
 	}
+	var served *bot.Bot
+	var c *cartridge.Cartridge
+	if b.Served != nil {
+		var err error
+		if c, served, err = b.Served(ctx, name); err != nil {
+			return nil, fmt.Errorf("node %s: cartridge %s: %w", s.Node.ID, name, err)
+		}
+		if prov != "" && prov != c.Provider().ID {
+			return nil, fmt.Errorf("node %s: llm_provider %s: a served pipeline may not change its cartridge's provider (%s), whose credentials would be the server's: name a served cartridge of that provider (cartridge=ID)", s.Node.ID, prov, c.Provider().ID)
+		}
+		if model == "" && effort == "" {
+			return served, nil // the catalog's bot, held by the run's request
+		}
+	}
 	key := strings.Join([]string{name, model, prov, effort}, "\x00")
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if x, ok := b.bots[key]; ok {
 		return x, nil
 	}
-	c, err := b.load(name)
-	if err != nil {
-		return nil, fmt.Errorf("node %s: cartridge %s: %w", s.Node.ID, name, err)
+	if c == nil {
+		var err error
+		if c, err = b.load(name); err != nil {
+			return nil, fmt.Errorf("node %s: cartridge %s: %w", s.Node.ID, name, err)
+		}
 	}
 	if model != "" || prov != "" || effort != "" {
+		var err error
 		if c, err = override(c, model, prov, effort, b.Host.LookupEnv); err != nil {
 			return nil, fmt.Errorf("node %s: %w", s.Node.ID, err)
 		}

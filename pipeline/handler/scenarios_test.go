@@ -468,3 +468,40 @@ func TestFanInRankedByModel(t *testing.T) {
 		t.Error("the fan-in's model tokens are not counted")
 	}
 }
+
+// TestToolOutputArtifact: a stdout over 100 KB is stored whole as the
+// artifact NODE.stdout (§5.5: large outputs do not belong in the
+// context, which every checkpoint writes); tool.output keeps its last
+// 100 KB.
+func TestToolOutputArtifact(t *testing.T) {
+	r := runFlow(t, `digraph T {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  t [shape=parallelogram, tool_command="head -c 150000 /dev/zero | tr '\\0' x; printf END"]
+  start -> t -> exit
+}`, Options{Environ: []string{"PATH=" + os.Getenv("PATH")}})
+	r.want(t, engine.Success, "start,t,exit")
+	cp := r.checkpoint(t)
+	out, _ := cp.Context["tool.output"].(string)
+	if len(out) != engine.ArtifactThreshold || !strings.HasSuffix(out, "END") || cp.Context["tool.output_artifact"] != "t.stdout" || cp.Context["tool.output_bytes"] != float64(150003) {
+		t.Fatalf("context: %d bytes, artifact %v, size %v", len(out), cp.Context["tool.output_artifact"], cp.Context["tool.output_bytes"])
+	}
+	var whole string
+	data := read(t, filepath.Join(r.dir, "artifacts", "t.stdout.json"))
+	if err := json.Unmarshal([]byte(data), &whole); err != nil || len(whole) != 150003 {
+		t.Fatalf("artifact: %d bytes, %v", len(whole), err)
+	}
+	if n := r.ev.of(engine.PipelineCompleted)[0].ArtifactCount; n != 1 {
+		t.Errorf("artifact_count %d", n)
+	}
+	// Up to the threshold, stdout stays whole in the context.
+	r = runFlow(t, `digraph T {
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  t [shape=parallelogram, tool_command="head -c 102400 /dev/zero | tr '\\0' y"]
+  start -> t -> exit
+}`, Options{Environ: []string{"PATH=" + os.Getenv("PATH")}})
+	if cp := r.checkpoint(t); len(cp.Context["tool.output"].(string)) != 102400 || cp.Context["tool.output_artifact"] != nil {
+		t.Fatalf("at the threshold: %d bytes", len(cp.Context["tool.output"].(string)))
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nbots/nb/pipeline/engine"
 	"github.com/nbots/nb/proc"
@@ -62,10 +63,32 @@ func (t *Tool) Execute(ctx context.Context, s *engine.Stage) (engine.Outcome, er
 		if msg := strings.TrimSpace(lastBytes(stderr, 500)); msg != "" {
 			reason += ": " + msg
 		}
-		return engine.Outcome{Status: engine.Fail, FailureReason: reason, ContextUpdates: map[string]any{"tool.output": stdout}}, nil
+		return engine.Outcome{Status: engine.Fail, FailureReason: reason, ContextUpdates: toolOutput(s, stdout)}, nil
 	}
 	return engine.Outcome{Status: engine.Success, Notes: "Tool completed: " + command,
-		ContextUpdates: map[string]any{"tool.output": stdout}}, nil
+		ContextUpdates: toolOutput(s, stdout)}, nil
+}
+
+// toolOutput is where a tool's stdout goes: the context's tool.output,
+// whole up to engine.ArtifactThreshold (100 KB). A longer one does not
+// belong in the context (§5.5: it is written with every checkpoint): it
+// is stored whole as the artifact NODE.stdout, and tool.output keeps its
+// last 100 KB (where builds and tests say what failed), with
+// tool.output_artifact naming the artifact and tool.output_bytes its
+// size.
+func toolOutput(s *engine.Stage, stdout string) map[string]any {
+	if len(stdout) <= engine.ArtifactThreshold {
+		return map[string]any{"tool.output": stdout}
+	}
+	id := s.Node.ID + ".stdout"
+	if _, err := s.Artifacts().Store(id, "stdout of "+s.Node.ID, stdout); err != nil {
+		return map[string]any{"tool.output": stdout}
+	}
+	tail := stdout[len(stdout)-engine.ArtifactThreshold:]
+	for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
+		tail = tail[1:]
+	}
+	return map[string]any{"tool.output": tail, "tool.output_artifact": id, "tool.output_bytes": len(stdout)}
 }
 
 // stageEnv are the variables a stage's commands get besides the
