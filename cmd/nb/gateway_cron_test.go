@@ -23,7 +23,7 @@ func cronCLI(t *testing.T, workspace string, args ...string) (int, string, strin
 	defer errf.Close()
 	a := &App{Stdout: out, Stderr: errf}
 	ny, _ := time.LoadLocation("America/New_York")
-	code := a.report(a.gatewayCron(context.Background(), workspace, ny, 0, args))
+	code := a.report(a.gatewayCron(context.Background(), workspace, "", ny, 0, args))
 	o, _ := os.ReadFile(out.Name())
 	e, _ := os.ReadFile(errf.Name())
 	return code, string(o), string(e)

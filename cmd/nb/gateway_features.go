@@ -237,7 +237,9 @@ func (a *App) gatewayStatus(_ context.Context, args []string) error {
 			fmt.Fprintf(a.Stdout, "%s: none\n", filepath.Base(p))
 		}
 	}
-	jobs, err := cron.NewStore(c.Workspace).Load()
+	store := cron.NewStore(c.Workspace)
+	store.Legacy = c.NanobotCron
+	jobs, err := store.Load()
 	if err != nil {
 		return err
 	}
@@ -248,7 +250,7 @@ func (a *App) gatewayStatus(_ context.Context, args []string) error {
 		}
 	}
 	running := "not running"
-	if cron.NewStore(c.Workspace).Running() {
+	if store.Running() {
 		running = "running"
 	}
 	fmt.Fprintf(a.Stdout, "Cron jobs: %d enabled, %d in all (scheduler %s)\n", enabled, len(jobs.Jobs), running)

@@ -40,6 +40,15 @@ type Config struct {
 	Workspace string `json:"-"`
 	// Warnings are what was found odd (unknown keys), once each.
 	Warnings []string `json:"-"`
+	// NanobotCron is the jobs file nanobot up to v0.1.4.post5 kept
+	// beside its configuration (get_cron_dir()/jobs.json), and
+	// NanobotSessions the folder nanobot up to v0.1.3 kept sessions in
+	// (~/.nanobot/sessions): set when the configuration read is
+	// nanobot's (a config.json), "" otherwise. Newer nanobot moves them
+	// into the workspace; so does nb (see cron.Store.Legacy and
+	// session.Manager.Legacy).
+	NanobotCron     string `json:"-"`
+	NanobotSessions string `json:"-"`
 }
 
 // Agents holds the agent's defaults.
@@ -403,6 +412,15 @@ func Load(path, workspace string, env Env) (*Config, error) {
 		return nil, fmt.Errorf("workspace %s: %w", c.Workspace, err)
 	}
 	c.Workspace = abs
+	if path != "" && filepath.Base(path) == "config.json" {
+		// nanobot's get_data_dir() is its configuration's folder.
+		if dir, err := filepath.Abs(filepath.Dir(path)); err == nil {
+			c.NanobotCron = filepath.Join(dir, "cron", "jobs.json")
+		}
+		if home := env.get("HOME"); home != "" {
+			c.NanobotSessions = filepath.Join(home, ".nanobot", "sessions")
+		}
+	}
 	for _, name := range c.Gateway.Guests.Tools {
 		if name == "cron" {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: gateway.guests.tools: cron is never offered to guests (it changes the owner's jobs): remove it", name))

@@ -172,6 +172,11 @@ type Manager struct {
 	// comes back; one a turn holds is never forgotten.
 	IdleAfter time.Duration
 	MaxOpen   int
+	// Legacy is the folder nanobot up to v0.1.3 kept every workspace's
+	// sessions in (~/.nanobot/sessions); "" when there is none to look
+	// in. A session found there and not under Dir is moved under Dir
+	// when its chat is first used, as nanobot's SessionManager moves it.
+	Legacy string
 
 	mu    sync.Mutex
 	open  map[string]*Session
@@ -374,6 +379,9 @@ type Session struct {
 // the file is opened again to append (see writeLocked).
 func (m *Manager) load(key string) (*Session, error) {
 	path := filepath.Join(m.Dir, FileName(key))
+	if err := m.adoptOld(key, path); err != nil {
+		return nil, err
+	}
 	if err := m.adoptLegacy(key, path); err != nil {
 		return nil, err
 	}
@@ -524,6 +532,60 @@ func (m *Manager) adoptLegacy(key, path string) error {
 	}
 	m.warn(fmt.Sprintf("session %s: renamed %s to %s (a name no other chat shares)", key, filepath.Base(old), filepath.Base(path)))
 	return nil
+}
+
+// adoptOld moves the session of key from the Legacy folder (nanobot's
+// name of it there) to path, when neither path nor the name nanobot
+// gives it under Dir exists: nanobot's SessionManager._load. A file
+// there whose metadata record names another key is left alone.
+func (m *Manager) adoptOld(key, path string) error {
+	if m.Legacy == "" {
+		return nil
+	}
+	old := filepath.Join(m.Legacy, legacyName(key))
+	if filepath.Clean(old) == filepath.Clean(path) {
+		return nil
+	}
+	for _, p := range []string{path, filepath.Join(m.Dir, legacyName(key))} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+	}
+	fi, err := os.Lstat(old)
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	if owner := metaKey(old); owner != "" && owner != key {
+		return nil
+	}
+	if err := moveFile(old, path); err != nil {
+		return fmt.Errorf("session %s: move it from %s: %w", key, old, err)
+	}
+	m.warn(fmt.Sprintf("session %s: moved from nanobot's old sessions folder %s to %s", key, old, path))
+	return nil
+}
+
+// moveFile moves a file without replacing one at to: a link and an
+// unlink on one file system, a copy across file systems.
+func moveFile(from, to string) error {
+	if err := os.Link(from, to); err == nil {
+		return os.Remove(from)
+	} else if errors.Is(err, os.ErrExist) {
+		return err
+	}
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	tmp := to + ".moving"
+	if err := atomicfile.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, to); err != nil {
+		return err
+	}
+	return os.Remove(from)
 }
 
 func (m *Manager) warn(msg string) {
