@@ -469,6 +469,10 @@ type Direct struct {
 	// Role is whose turn it is: the owner's tools and files, or a
 	// guest's ("" is a guest's; RunDirect's turns are the owner's).
 	Role access.Role
+	// Notify, when set, decides whether the answer of a delivered turn
+	// is sent (nanobot's evaluate_response gate for cron and the
+	// heartbeat); nil sends it.
+	Notify func(ctx context.Context, answer string) bool
 }
 
 // storeError is a turn that could not use the session's store (it could
@@ -692,7 +696,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	case g.AfterTurn != nil:
 		g.AfterTurn(sess)
 	}
-	if !same {
+	if !same && (!d.Deliver || d.Notify == nil || d.Notify(ctx, text)) {
 		g.publish(ctx, d, bus.Message, turnID, text)
 	}
 	g.tookAll(ctx, rt)

@@ -14,7 +14,10 @@ import (
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/gateway"
 	"github.com/nbots/nb/gateway/access"
+	"github.com/nbots/nb/gateway/budget"
 	"github.com/nbots/nb/gateway/cron"
+	"github.com/nbots/nb/gateway/gate"
+	"github.com/nbots/nb/gateway/modelcall"
 	"github.com/nbots/nb/tool"
 )
 
@@ -303,8 +306,11 @@ func gatewayCronHook(_ context.Context, rt *gatewayRuntime) error {
 		}
 		_, err := g.RunDirect(ctx, gateway.Direct{
 			Entry: access.Cron, SessionKey: "cron:" + j.ID, Channel: channel, ChatID: chat,
-			Content: j.Payload.Message, Source: gateway.SourceCron,
+			Content: j.Prompt(), Source: gateway.SourceCron,
 			Deliver: j.Payload.Deliver && j.Payload.To != nil && *j.Payload.To != "",
+			Notify: func(ctx context.Context, answer string) bool {
+				return backgroundGate(rt).Notify(ctx, gateway.SourceCron, "cron:"+j.ID, j.Payload.Message, answer)
+			},
 		})
 		return err
 	}}
@@ -319,4 +325,14 @@ func gatewayCronHook(_ context.Context, rt *gatewayRuntime) error {
 		return append(tools, &cron.Tool{Store: store, Zone: zone, Channel: d.Channel, ChatID: d.ChatID, InCronJob: d.Source == gateway.SourceCron})
 	}
 	return nil
+}
+
+// backgroundGate is nanobot's notification gate on the assistant's model,
+// its calls counted in the budget when there is one.
+func backgroundGate(rt *gatewayRuntime) *gate.Gate {
+	model := modelcall.Provider(rt.Bot.Provider())
+	if l, ok := rt.Gateway.Budget.(*budget.Ledger); ok {
+		model = budget.Guard(model, l)
+	}
+	return &gate.Gate{Model: model, Log: rt.Log}
 }

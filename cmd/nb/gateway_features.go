@@ -106,11 +106,15 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 					Entry: access.Heartbeat, SessionKey: heartbeat.Session,
 					Channel: channel, ChatID: chat, Content: prompt,
 					Source: gateway.SourceHeartbeat, Deliver: channel != "cli",
+					Notify: func(ctx context.Context, answer string) bool {
+						return backgroundGate(rt).Notify(ctx, gateway.SourceHeartbeat, heartbeat.Session, prompt, answer)
+					},
 				})
 				return err
 			},
 		}
 		svc.Claims = rt.Claims
+		svc.Decide = budget.Guard(modelcall.Provider(rt.Bot.Provider()), ledger)
 		rt.Background = append(rt.Background, func(ctx context.Context) error { return rt.leadOrRun(ctx, "heartbeat", svc.Run) })
 	}
 	return nil

@@ -191,6 +191,14 @@ func (s Schedule) Validate() error {
 	return nil
 }
 
+// Prompt is what the assistant is given when the job runs: nanobot's
+// framing of the job's message.
+func (j Job) Prompt() string {
+	return "[Scheduled Task] Timer finished.\n\n" +
+		"Task '" + j.Name + "' has been triggered.\n" +
+		"Scheduled instruction: " + j.Payload.Message
+}
+
 // Problem is why a job can never run (an unknown zone, an expression
 // that is not valid), nil when it can.
 func (j Job) Problem() error {
