@@ -85,6 +85,8 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 		cons.Maybe(s.Key, n-from, tokens)
 	}
 	rt.Background = append(rt.Background, cons.Run)
+	// Line 1's updated_at, which nanobot's list_sessions() reads, kept true.
+	rt.Background = append(rt.Background, rt.Sessions.KeepHeads)
 
 	hb := c.Gateway.Heartbeat
 	if hb.Enabled == nil || *hb.Enabled {

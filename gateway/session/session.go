@@ -356,6 +356,12 @@ type Session struct {
 	dirty  bool          // written since the last Sync
 	size   int64
 
+	// head is the updated_at of the file's first line, the one
+	// nanobot's list_sessions() reads; headAt is when this process last
+	// rewrote that line (see refreshHead).
+	head   string
+	headAt time.Time
+
 	// holds tells that a turn of this process holds the session (Lock):
 	// writes of other goroutines go through it instead of waiting.
 	holds bool
@@ -408,6 +414,9 @@ func (m *Manager) load(key string) (*Session, error) {
 		b, err := s.marshal(s.meta)
 		if err != nil {
 			return nil, err
+		}
+		if s.size == 0 {
+			s.head = now
 		}
 		if err := s.writeLocked(b); err != nil {
 			return nil, err
@@ -464,7 +473,11 @@ func (s *Session) readFile() (good int64, torn []byte, err error) {
 			good = next
 			continue
 		}
-		if err := s.decodeLine(body); err != nil {
+		err = s.decodeLine(body)
+		if lineNo == 1 && err == nil {
+			s.head = s.meta.UpdatedAt
+		}
+		if err != nil {
 			if next >= size {
 				// The last line is torn though newline-ended (a
 				// partial write of a multi-byte sequence).
@@ -906,6 +919,7 @@ func (s *Session) clearLocked() error {
 	}
 	s.closeFileLocked() //nolint:errcheck // the old file, synced above
 	s.fi, s.meta, s.events, s.size, s.dirty = fi, meta, nil, int64(len(b)+1), false
+	s.head = meta.UpdatedAt
 	return nil
 }
 
@@ -979,14 +993,146 @@ func (s *Session) refresh() error {
 	}
 	s.closeFileLocked() //nolint:errcheck // synced above
 	s.fi, s.meta, s.events, s.size, s.dirty = fresh.fi, fresh.meta, fresh.events, fresh.size, false
+	s.head = fresh.head
 	return nil
 }
 
 func (s *Session) close() error {
+	// Not for long: the manager's lock may be held (an idle session
+	// forgotten), and another process may hold the session's.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	herr := s.RefreshHead(ctx, 0)
+	cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err := s.syncLocked()
-	return errors.Join(err, s.closeFileLocked())
+	return errors.Join(herr, err, s.closeFileLocked())
+}
+
+// HeadInterval is how often at most the first line of an active
+// session's file is rewritten (see RefreshHead).
+const HeadInterval = time.Minute
+
+// RefreshHead makes the updated_at of the file's first line, the only
+// line nanobot's list_sessions() reads (and by which it picks the
+// heartbeat's chat), that of the session's last write, when it is not
+// and the line was not rewritten in the last every: the file is written
+// anew, beside it, and renamed over it (a crash leaves the old file or
+// the new one, never half of one), under the session's lock. A session
+// a turn of this process holds is left to its next chance; so is one in
+// a store.
+func (s *Session) RefreshHead(ctx context.Context, every time.Duration) error {
+	s.mu.Lock()
+	stale := s.conv == nil && s.meta.Type != "" && s.meta.UpdatedAt != s.head &&
+		(every <= 0 || s.m.now().Sub(s.headAt) >= every) && !s.holds
+	s.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	unlock, err := s.Lock(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // busy: the next chance will do
+		}
+		return err
+	}
+	defer unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.meta.UpdatedAt == s.head {
+		return nil // rewritten by another process meanwhile
+	}
+	return s.rewriteHeadLocked()
+}
+
+// rewriteHeadLocked writes the file again with the current metadata
+// record as its first line, every other line as it is.
+func (s *Session) rewriteHeadLocked() error {
+	if err := s.syncLocked(); err != nil {
+		return err
+	}
+	s.closeFileLocked() //nolint:errcheck // synced above
+	meta, err := s.marshal(s.meta)
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(s.Path)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	defer in.Close()
+	r := bufio.NewReaderSize(in, 256<<10)
+	if _, err := r.ReadBytes('\n'); err != nil {
+		return fmt.Errorf("session %s: its first line: %w", s.Path, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(s.Path), "."+filepath.Base(s.Path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	defer os.Remove(tmp.Name())
+	n1, err := tmp.Write(meta)
+	var n2 int64
+	if err == nil {
+		n2, err = io.Copy(tmp, r)
+	}
+	if err == nil {
+		err = tmp.Chmod(0o600)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), s.Path)
+	}
+	if err != nil {
+		return fmt.Errorf("session %s: rewrite its first line: %w", s.Path, err)
+	}
+	atomicfile.SyncDir(filepath.Dir(s.Path))
+	fi, err := os.Stat(s.Path)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	s.fi, s.size, s.head, s.headAt = fi, int64(n1)+n2, s.meta.UpdatedAt, s.m.now()
+	return nil
+}
+
+// RefreshHeads refreshes the first line of every open session (see
+// RefreshHead) not rewritten in the last every.
+func (m *Manager) RefreshHeads(ctx context.Context, every time.Duration) error {
+	m.mu.Lock()
+	open := make([]*Session, 0, len(m.open))
+	for _, s := range m.open {
+		open = append(open, s)
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, s := range open {
+		errs = append(errs, s.RefreshHead(ctx, every))
+	}
+	return errors.Join(errs...)
+}
+
+// KeepHeads refreshes the first lines of the open sessions every
+// HeadInterval until ctx ends (Close does it a last time).
+func (m *Manager) KeepHeads(ctx context.Context) error {
+	if m.st != nil {
+		return nil
+	}
+	t := time.NewTicker(HeadInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := m.RefreshHeads(ctx, HeadInterval); err != nil {
+				m.warn(err.Error())
+			}
+		}
+	}
 }
 
 // fromEvent converts an agent event into a message line.
