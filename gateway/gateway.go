@@ -543,6 +543,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 		return "", err
 	}
 	defer unlock()
+	mark := sess.Mark()
 	turnCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rt := &runningTurn{cancel: cancel}
@@ -670,7 +671,12 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 		g.publish(ctx, d, bus.Error, turnID, bErr.Error())
 		return "", bErr
 	case err != nil && turnCtx.Err() != nil && ctx.Err() == nil:
-		return "", context.Canceled // /stop: its own reply says so
+		// /stop: its own reply says so; nothing of the turn is kept, as
+		// nanobot keeps nothing of a cancelled turn.
+		if rerr := sess.Rollback(mark); rerr != nil {
+			g.log().Error("session", "key", d.SessionKey, "error", rerr)
+		}
+		return "", context.Canceled
 	case err != nil && ctx.Err() != nil:
 		return "", ctx.Err()
 	case errors.Is(err, state.ErrLost):

@@ -1009,6 +1009,49 @@ func (s *Session) close() error {
 	return errors.Join(herr, err, s.closeFileLocked())
 }
 
+// Mark is what a session held when a turn began: Rollback goes back to
+// it.
+type Mark struct {
+	size   int64
+	events int
+	meta   Meta
+	fi     os.FileInfo
+}
+
+// Mark notes where the session is (taken by a turn that holds it).
+func (s *Session) Mark() Mark {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Mark{size: s.size, events: len(s.events), meta: s.meta, fi: s.fi}
+}
+
+// Rollback forgets what was written since m, in the turn that holds
+// the session: the file is cut back to its length then, so that a
+// stopped turn (/stop) leaves nothing of itself, as nanobot saves
+// nothing of a cancelled turn. A session in a store (appended to only)
+// and a file replaced meanwhile are left as they are.
+func (s *Session) Rollback(m Mark) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conv != nil || !s.holds || s.size == m.size || m.fi == nil || s.fi == nil || !os.SameFile(m.fi, s.fi) {
+		return nil
+	}
+	if err := s.syncLocked(); err != nil {
+		return err
+	}
+	s.closeFileLocked() //nolint:errcheck // synced above
+	if err := os.Truncate(s.Path, m.size); err != nil {
+		return fmt.Errorf("session %s: forget the stopped turn: %w", s.Path, err)
+	}
+	if f, err := os.OpenFile(s.Path, os.O_WRONLY, 0); err == nil {
+		f.Sync() //nolint:errcheck // best effort: the cut is durable
+		f.Close()
+	}
+	s.size, s.meta = m.size, m.meta
+	s.events = s.events[:min(m.events, len(s.events))]
+	return nil
+}
+
 // HeadInterval is how often at most the first line of an active
 // session's file is rewritten (see RefreshHead).
 const HeadInterval = time.Minute
