@@ -65,10 +65,12 @@ type Defaults struct {
 	ContextWindowTokens int      `json:"contextWindowTokens"`
 	Temperature         *float64 `json:"temperature"`
 	MaxToolIterations   int      `json:"maxToolIterations"`
-	MemoryWindow        int      `json:"memoryWindow"`
-	ReasoningEffort     string   `json:"reasoningEffort"`
-	Timezone            string   `json:"timezone"`
-	MaxToolResultChars  int      `json:"maxToolResultChars"`
+	// MemoryWindow is nanobot's memoryWindow (-1: ignored, as nanobot
+	// from v0.1.4.post5 on ignores it; see Config.memoryWindow).
+	MemoryWindow       int    `json:"memoryWindow"`
+	ReasoningEffort    string `json:"reasoningEffort"`
+	Timezone           string `json:"timezone"`
+	MaxToolResultChars int    `json:"maxToolResultChars"`
 	// Cartridge (nb) names a cartridge that is the assistant.
 	Cartridge string `json:"cartridge"`
 	// Budget (nb) bounds the tokens spent.
@@ -421,12 +423,34 @@ func Load(path, workspace string, env Env) (*Config, error) {
 			c.NanobotSessions = filepath.Join(home, ".nanobot", "sessions")
 		}
 	}
+	c.Warnings = append(c.Warnings, c.memoryWindow()...)
 	for _, name := range c.Gateway.Guests.Tools {
 		if name == "cron" {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: gateway.guests.tools: cron is never offered to guests (it changes the owner's jobs): remove it", name))
 		}
 	}
 	return c, nil
+}
+
+// memoryWindow reads agents.defaults.memoryWindow of a nanobot
+// configuration as the nanobot it was written for reads it: nanobot up
+// to v0.1.4.post4 consolidates every memoryWindow messages and its
+// configurations have no contextWindowTokens; from v0.1.4.post5 on,
+// memoryWindow is ignored (consolidation goes by tokens), and onboard
+// writes contextWindowTokens. So beside contextWindowTokens it is
+// ignored (MemoryWindow becomes -1: no count of messages); alone, it is
+// kept. Either way, a hint says what the other nanobot does.
+func (c *Config) memoryWindow() []string {
+	d := &c.Agents.Defaults
+	if c.NanobotCron == "" || d.MemoryWindow == 0 {
+		return nil
+	}
+	name := c.Path
+	if d.ContextWindowTokens > 0 {
+		d.MemoryWindow = -1
+		return []string{fmt.Sprintf("%s: agents.defaults.memoryWindow is ignored beside contextWindowTokens, as nanobot from v0.1.4.post5 on ignores it (memory is consolidated by tokens): it can be removed", name)}
+	}
+	return []string{fmt.Sprintf("%s: agents.defaults.memoryWindow: memory is consolidated every %d messages, as nanobot up to v0.1.4.post4 does; nanobot v0.1.4.post5 ignores memoryWindow without contextWindowTokens (nanobot onboard adds it)", name, d.MemoryWindow)}
 }
 
 // freeKeys are the maps whose keys are names (servers, variables,
