@@ -138,6 +138,7 @@ func TestStartSkipsMissedRuns(t *testing.T) {
 		once := addJob(t, st, Spec{Name: "once", Message: "m", At: start.Add(90 * time.Minute)}, start)
 		later := addJob(t, st, Spec{Name: "later", Message: "m", At: start.Add(10 * time.Hour)}, start)
 		every := addJob(t, st, Spec{Name: "every", Message: "m", Every: 5 * time.Hour}, start) // due 13:00
+		restart := addJob(t, st, Spec{Name: "restart", Message: "m", At: time.Date(2026, 6, 1, 12, 29, 30, 0, time.UTC)}, start)
 		// stopped from 08:00 to 12:30
 		sleepUntil(time.Date(2026, 6, 1, 12, 30, 0, 0, time.UTC))
 		r := &runs{}
@@ -152,6 +153,9 @@ func TestStartSkipsMissedRuns(t *testing.T) {
 		}
 		if got := r.get(once.ID); len(got) != 0 {
 			t.Errorf("the missed one-time job ran: %v", got)
+		}
+		if got := r.get(restart.ID); len(got) != 1 {
+			t.Errorf("the job due 30 s before the start ran %d times, want once", len(got))
 		}
 		if got := r.get(catchUp.ID); len(got) != 1 {
 			t.Errorf("the catchUp job ran %d times at start, want once", len(got))

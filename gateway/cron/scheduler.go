@@ -147,6 +147,10 @@ func (s *Scheduler) Tick(ctx context.Context) (time.Time, error) {
 	return next, nil
 }
 
+// StartGrace is how late a slot may be at the scheduler's start and
+// still run (nanobot skips it however late).
+const StartGrace = time.Minute
+
 // Start settles, once, the runs missed while no scheduler ran (see
 // skipMissed) and reports the jobs that can never run. Run calls it
 // before its first Tick.
@@ -164,12 +168,14 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // every enabled job's next run from now), so a job whose slot passed
 // runs next at its next slot after now, and an "at" job whose time
 // passed is disabled without running; a job with catchUp runs once now
-// instead. A slot still to come is kept as it is.
+// instead. A slot still to come is kept as it is, and so is one due in
+// the StartGrace before the start (a restart, a replica taking over):
+// it runs now.
 func (s *Scheduler) skipMissed(f *File, now time.Time) {
 	nowMs := now.UnixMilli()
 	for i := range f.Jobs {
 		j := &f.Jobs[i]
-		if !j.Enabled || j.RunNow || j.CatchUp || j.State.NextRunAtMs == nil || *j.State.NextRunAtMs > nowMs {
+		if !j.Enabled || j.RunNow || j.CatchUp || j.State.NextRunAtMs == nil || *j.State.NextRunAtMs > nowMs-StartGrace.Milliseconds() {
 			continue
 		}
 		missed := time.UnixMilli(*j.State.NextRunAtMs)
