@@ -469,6 +469,10 @@ type Direct struct {
 	// Role is whose turn it is: the owner's tools and files, or a
 	// guest's ("" is a guest's; RunDirect's turns are the owner's).
 	Role access.Role
+	// Notify, when set, decides whether the answer of a delivered turn
+	// is sent (nanobot's evaluate_response gate for cron and the
+	// heartbeat); nil sends it.
+	Notify func(ctx context.Context, answer string) bool
 }
 
 // storeError is a turn that could not use the session's store (it could
@@ -539,6 +543,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 		return "", err
 	}
 	defer unlock()
+	mark := sess.Mark()
 	turnCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rt := &runningTurn{cancel: cancel}
@@ -666,7 +671,12 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 		g.publish(ctx, d, bus.Error, turnID, bErr.Error())
 		return "", bErr
 	case err != nil && turnCtx.Err() != nil && ctx.Err() == nil:
-		return "", context.Canceled // /stop: its own reply says so
+		// /stop: its own reply says so; nothing of the turn is kept, as
+		// nanobot keeps nothing of a cancelled turn.
+		if rerr := sess.Rollback(mark); rerr != nil {
+			g.log().Error("session", "key", d.SessionKey, "error", rerr)
+		}
+		return "", context.Canceled
 	case err != nil && ctx.Err() != nil:
 		return "", ctx.Err()
 	case errors.Is(err, state.ErrLost):
@@ -692,7 +702,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	case g.AfterTurn != nil:
 		g.AfterTurn(sess)
 	}
-	if !same {
+	if !same && (!d.Deliver || d.Notify == nil || d.Notify(ctx, text)) {
 		g.publish(ctx, d, bus.Message, turnID, text)
 	}
 	g.tookAll(ctx, rt)

@@ -14,18 +14,21 @@ import (
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/gateway"
 	"github.com/nbots/nb/gateway/access"
+	"github.com/nbots/nb/gateway/budget"
 	"github.com/nbots/nb/gateway/cron"
+	"github.com/nbots/nb/gateway/gate"
+	"github.com/nbots/nb/gateway/modelcall"
 	"github.com/nbots/nb/tool"
 )
 
-const gatewayCronUsage = "use nb gateway cron list [--all] | add --name N --message M (--every SECONDS | --cron EXPR [--tz ZONE] | --at ISO) [--deliver] [--to CHAT --channel CH] | remove ID | enable ID [--disable] | run ID [--force]"
+const gatewayCronUsage = "use nb gateway cron list [--all] | add --name N --message M (--every SECONDS | --cron EXPR [--tz ZONE] | --at ISO) [--deliver] [--to CHAT --channel CH] [--catch-up] | remove ID | enable ID [--disable] | run ID [--force]"
 
 // gatewayCron runs nb gateway cron in the workspace; zone is
 // agents.defaults.timezone (nil: the machine's). It edits cron/jobs.json
 // under the lock the running gateway's scheduler takes too, so it works
 // whether or not the gateway runs, and a job added while it runs fires
 // without a restart.
-func (a *App) gatewayCron(ctx context.Context, workspace string, zone *time.Location, maxJobs int, args []string) error {
+func (a *App) gatewayCron(ctx context.Context, workspace, legacy string, zone *time.Location, maxJobs int, args []string) error {
 	if len(args) == 0 {
 		return &usageError{"missing command: " + gatewayCronUsage}
 	}
@@ -48,6 +51,7 @@ func (a *App) gatewayCron(ctx context.Context, workspace string, zone *time.Loca
 		fs.BoolP("deliver", "d", false, "send the answer to --to on --channel")
 		fs.String("to", "", "the `chat` the answer goes to")
 		fs.String("channel", "", "the `channel` of --to")
+		fs.Bool("catch-up", false, "run the job once at start when it missed runs while the gateway was stopped (by default they are skipped, as nanobot skips them)")
 	case "remove":
 		fs.Usage, fs.About = "nb gateway cron remove [flags] ID", "Removes a job."
 	case "enable":
@@ -77,7 +81,8 @@ func (a *App) gatewayCron(ctx context.Context, workspace string, zone *time.Loca
 	}
 	words := fs.Args()
 	store := cron.NewStore(workspace)
-	store.MaxJobs = maxJobs
+	store.MaxJobs, store.Legacy = maxJobs, legacy
+	store.Log = func(msg string) { fmt.Fprintln(a.Stderr, "nb: "+msg) }
 	switch args[0] {
 	case "list":
 		if len(words) > 0 {
@@ -152,6 +157,7 @@ func (a *App) cronList(store *cron.Store, zone *time.Location, all bool) error {
 	}
 	w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tName\tSchedule\tStatus\tNext Run")
+	var broken []string
 	for _, j := range jobs {
 		sched := "one-time"
 		switch j.Schedule.Kind {
@@ -179,9 +185,19 @@ func (a *App) cronList(store *cron.Store, zone *time.Location, all bool) error {
 			}
 			next = time.UnixMilli(*j.State.NextRunAtMs).In(loc).Format("2006-01-02 15:04 MST")
 		}
+		if err := j.Problem(); err != nil && j.Enabled {
+			status, next = "broken", "never: "+err.Error()
+			broken = append(broken, fmt.Sprintf("nb: job %s (%s) never runs: %v: fix its schedule in %s or remove it", j.ID, j.Name, err, store.Path))
+		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, sched, status, next)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, b := range broken {
+		fmt.Fprintln(a.Stderr, b)
+	}
+	return nil
 }
 
 func (a *App) cronAdd(ctx context.Context, store *cron.Store, zone *time.Location, opts map[string]string) error {
@@ -192,7 +208,7 @@ func (a *App) cronAdd(ctx context.Context, store *cron.Store, zone *time.Locatio
 		return &usageError{"nb gateway cron add needs --name and --message: " + gatewayCronUsage}
 	}
 	spec := cron.Spec{Name: opts["name"], Message: opts["message"], Cron: opts["cron"], TZ: opts["tz"],
-		Deliver: opts["deliver"] != "", To: opts["to"], Channel: opts["channel"]}
+		Deliver: opts["deliver"] != "", To: opts["to"], Channel: opts["channel"], CatchUp: opts["catch-up"] != ""}
 	n := 0
 	for _, k := range []string{"every", "cron", "at"} {
 		if opts[k] != "" {
@@ -258,7 +274,7 @@ func (a *App) gatewayCronCommand(ctx context.Context, args []string) error {
 		if len(rest) == 0 || rest[0] == "help" {
 			rest = []string{"--help"}
 		}
-		return a.gatewayCron(ctx, "", nil, 0, rest) // only the help: no configuration needed
+		return a.gatewayCron(ctx, "", "", nil, 0, rest) // only the help: no configuration needed
 	}
 	c, err := a.loadGatewayConfig(gatewayFlags{config: &cfg, workspace: &ws})
 	if err != nil {
@@ -268,7 +284,7 @@ func (a *App) gatewayCronCommand(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return a.gatewayCron(ctx, c.Workspace, zone, c.Gateway.Limits.Cron(), rest)
+	return a.gatewayCron(ctx, c.Workspace, c.NanobotCron, zone, c.Gateway.Limits.Cron(), rest)
 }
 
 // gatewayCronHook runs the workspace's jobs beside the gateway (each as a
@@ -277,7 +293,8 @@ func (a *App) gatewayCronCommand(ctx context.Context, args []string) error {
 func gatewayCronHook(_ context.Context, rt *gatewayRuntime) error {
 	g := rt.Gateway
 	store := cron.NewStore(rt.Config.Workspace)
-	store.MaxJobs = rt.Config.Gateway.Limits.Cron()
+	store.MaxJobs, store.Legacy = rt.Config.Gateway.Limits.Cron(), rt.Config.NanobotCron
+	store.Log = func(msg string) { rt.Log.Info(msg) }
 	zone := rt.Zone
 	sched := &cron.Scheduler{Store: store, Zone: zone, Log: rt.Log, RunJob: func(ctx context.Context, j cron.Job) error {
 		channel, chat := "cli", "direct"
@@ -289,8 +306,11 @@ func gatewayCronHook(_ context.Context, rt *gatewayRuntime) error {
 		}
 		_, err := g.RunDirect(ctx, gateway.Direct{
 			Entry: access.Cron, SessionKey: "cron:" + j.ID, Channel: channel, ChatID: chat,
-			Content: j.Payload.Message, Source: gateway.SourceCron,
+			Content: j.Prompt(), Source: gateway.SourceCron,
 			Deliver: j.Payload.Deliver && j.Payload.To != nil && *j.Payload.To != "",
+			Notify: func(ctx context.Context, answer string) bool {
+				return backgroundGate(rt).Notify(ctx, gateway.SourceCron, "cron:"+j.ID, j.Payload.Message, answer)
+			},
 		})
 		return err
 	}}
@@ -305,4 +325,14 @@ func gatewayCronHook(_ context.Context, rt *gatewayRuntime) error {
 		return append(tools, &cron.Tool{Store: store, Zone: zone, Channel: d.Channel, ChatID: d.ChatID, InCronJob: d.Source == gateway.SourceCron})
 	}
 	return nil
+}
+
+// backgroundGate is nanobot's notification gate on the assistant's model,
+// its calls counted in the budget when there is one.
+func backgroundGate(rt *gatewayRuntime) *gate.Gate {
+	model := modelcall.Provider(rt.Bot.Provider())
+	if l, ok := rt.Gateway.Budget.(*budget.Ledger); ok {
+		model = budget.Guard(model, l)
+	}
+	return &gate.Gate{Model: model, Log: rt.Log}
 }

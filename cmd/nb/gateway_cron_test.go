@@ -23,7 +23,7 @@ func cronCLI(t *testing.T, workspace string, args ...string) (int, string, strin
 	defer errf.Close()
 	a := &App{Stdout: out, Stderr: errf}
 	ny, _ := time.LoadLocation("America/New_York")
-	code := a.report(a.gatewayCron(context.Background(), workspace, ny, 0, args))
+	code := a.report(a.gatewayCron(context.Background(), workspace, "", ny, 0, args))
 	o, _ := os.ReadFile(out.Name())
 	e, _ := os.ReadFile(errf.Name())
 	return code, string(o), string(e)
@@ -136,5 +136,22 @@ func TestGatewayCronAddRefusedPastTheCap(t *testing.T) {
 	f, _ := st.Load()
 	if len(f.Jobs) != cron.DefaultMaxJobs {
 		t.Fatalf("%d jobs", len(f.Jobs))
+	}
+}
+
+// TestGatewayCronListBroken: a job nanobot wrote with a zone this machine
+// does not know never runs; cron list says so, with the reason.
+func TestGatewayCronListBroken(t *testing.T) {
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, "cron"), 0o700)
+	os.WriteFile(filepath.Join(ws, "cron", "jobs.json"), []byte(`{"version": 1, "jobs": [{"id": "3f2a9c1e", "name": "Morning", "enabled": true,
+  "schedule": {"kind": "cron", "atMs": null, "everyMs": null, "expr": "0 9 * * *", "tz": "Mars/Olympus_Mons"},
+  "payload": {"kind": "agent_turn", "message": "m", "deliver": false, "channel": null, "to": null},
+  "state": {"nextRunAtMs": null, "lastRunAtMs": null, "lastStatus": null, "lastError": null},
+  "createdAtMs": 1, "updatedAtMs": 1, "deleteAfterRun": false}]}`), 0o600)
+	code, out, errs := cronCLI(t, ws, "list")
+	if code != 0 || !regexp.MustCompile(`3f2a9c1e +Morning +0 9 \* \* \* \(Mars/Olympus_Mons\) +broken +never: unknown time zone "Mars/Olympus_Mons"`).MatchString(out) ||
+		!strings.Contains(errs, `nb: job 3f2a9c1e (Morning) never runs: unknown time zone "Mars/Olympus_Mons"`) {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
 }

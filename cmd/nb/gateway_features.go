@@ -85,6 +85,8 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 		cons.Maybe(s.Key, n-from, tokens)
 	}
 	rt.Background = append(rt.Background, cons.Run)
+	// Line 1's updated_at, which nanobot's list_sessions() reads, kept true.
+	rt.Background = append(rt.Background, rt.Sessions.KeepHeads)
 
 	hb := c.Gateway.Heartbeat
 	if hb.Enabled == nil || *hb.Enabled {
@@ -106,11 +108,15 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 					Entry: access.Heartbeat, SessionKey: heartbeat.Session,
 					Channel: channel, ChatID: chat, Content: prompt,
 					Source: gateway.SourceHeartbeat, Deliver: channel != "cli",
+					Notify: func(ctx context.Context, answer string) bool {
+						return backgroundGate(rt).Notify(ctx, gateway.SourceHeartbeat, heartbeat.Session, prompt, answer)
+					},
 				})
 				return err
 			},
 		}
 		svc.Claims = rt.Claims
+		svc.Decide = budget.Guard(modelcall.Provider(rt.Bot.Provider()), ledger)
 		rt.Background = append(rt.Background, func(ctx context.Context) error { return rt.leadOrRun(ctx, "heartbeat", svc.Run) })
 	}
 	return nil
@@ -237,7 +243,9 @@ func (a *App) gatewayStatus(_ context.Context, args []string) error {
 			fmt.Fprintf(a.Stdout, "%s: none\n", filepath.Base(p))
 		}
 	}
-	jobs, err := cron.NewStore(c.Workspace).Load()
+	store := cron.NewStore(c.Workspace)
+	store.Legacy = c.NanobotCron
+	jobs, err := store.Load()
 	if err != nil {
 		return err
 	}
@@ -248,7 +256,7 @@ func (a *App) gatewayStatus(_ context.Context, args []string) error {
 		}
 	}
 	running := "not running"
-	if cron.NewStore(c.Workspace).Running() {
+	if store.Running() {
 		running = "running"
 	}
 	fmt.Fprintf(a.Stdout, "Cron jobs: %d enabled, %d in all (scheduler %s)\n", enabled, len(jobs.Jobs), running)

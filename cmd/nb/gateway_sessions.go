@@ -40,6 +40,7 @@ func (a *App) gatewaySessions(c *config.Config, sc *scaleOut, log *slog.Logger) 
 			return nil, err
 		}
 		m.Warn = func(msg string) { log.Warn(msg) }
+		m.Legacy = c.NanobotSessions
 		log.Info("sessions", "in", m.Location())
 		return m, nil
 	}

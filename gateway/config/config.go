@@ -40,6 +40,15 @@ type Config struct {
 	Workspace string `json:"-"`
 	// Warnings are what was found odd (unknown keys), once each.
 	Warnings []string `json:"-"`
+	// NanobotCron is the jobs file nanobot up to v0.1.4.post5 kept
+	// beside its configuration (get_cron_dir()/jobs.json), and
+	// NanobotSessions the folder nanobot up to v0.1.3 kept sessions in
+	// (~/.nanobot/sessions): set when the configuration read is
+	// nanobot's (a config.json), "" otherwise. Newer nanobot moves them
+	// into the workspace; so does nb (see cron.Store.Legacy and
+	// session.Manager.Legacy).
+	NanobotCron     string `json:"-"`
+	NanobotSessions string `json:"-"`
 }
 
 // Agents holds the agent's defaults.
@@ -56,10 +65,12 @@ type Defaults struct {
 	ContextWindowTokens int      `json:"contextWindowTokens"`
 	Temperature         *float64 `json:"temperature"`
 	MaxToolIterations   int      `json:"maxToolIterations"`
-	MemoryWindow        int      `json:"memoryWindow"`
-	ReasoningEffort     string   `json:"reasoningEffort"`
-	Timezone            string   `json:"timezone"`
-	MaxToolResultChars  int      `json:"maxToolResultChars"`
+	// MemoryWindow is nanobot's memoryWindow (-1: ignored, as nanobot
+	// from v0.1.4.post5 on ignores it; see Config.memoryWindow).
+	MemoryWindow       int    `json:"memoryWindow"`
+	ReasoningEffort    string `json:"reasoningEffort"`
+	Timezone           string `json:"timezone"`
+	MaxToolResultChars int    `json:"maxToolResultChars"`
 	// Cartridge (nb) names a cartridge that is the assistant.
 	Cartridge string `json:"cartridge"`
 	// Budget (nb) bounds the tokens spent.
@@ -403,12 +414,43 @@ func Load(path, workspace string, env Env) (*Config, error) {
 		return nil, fmt.Errorf("workspace %s: %w", c.Workspace, err)
 	}
 	c.Workspace = abs
+	if path != "" && filepath.Base(path) == "config.json" {
+		// nanobot's get_data_dir() is its configuration's folder.
+		if dir, err := filepath.Abs(filepath.Dir(path)); err == nil {
+			c.NanobotCron = filepath.Join(dir, "cron", "jobs.json")
+		}
+		if home := env.get("HOME"); home != "" {
+			c.NanobotSessions = filepath.Join(home, ".nanobot", "sessions")
+		}
+	}
+	c.Warnings = append(c.Warnings, c.memoryWindow()...)
 	for _, name := range c.Gateway.Guests.Tools {
 		if name == "cron" {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s: gateway.guests.tools: cron is never offered to guests (it changes the owner's jobs): remove it", name))
 		}
 	}
 	return c, nil
+}
+
+// memoryWindow reads agents.defaults.memoryWindow of a nanobot
+// configuration as the nanobot it was written for reads it: nanobot up
+// to v0.1.4.post4 consolidates every memoryWindow messages and its
+// configurations have no contextWindowTokens; from v0.1.4.post5 on,
+// memoryWindow is ignored (consolidation goes by tokens), and onboard
+// writes contextWindowTokens. So beside contextWindowTokens it is
+// ignored (MemoryWindow becomes -1: no count of messages); alone, it is
+// kept. Either way, a hint says what the other nanobot does.
+func (c *Config) memoryWindow() []string {
+	d := &c.Agents.Defaults
+	if c.NanobotCron == "" || d.MemoryWindow == 0 {
+		return nil
+	}
+	name := c.Path
+	if d.ContextWindowTokens > 0 {
+		d.MemoryWindow = -1
+		return []string{fmt.Sprintf("%s: agents.defaults.memoryWindow is ignored beside contextWindowTokens, as nanobot from v0.1.4.post5 on ignores it (memory is consolidated by tokens): it can be removed", name)}
+	}
+	return []string{fmt.Sprintf("%s: agents.defaults.memoryWindow: memory is consolidated every %d messages, as nanobot up to v0.1.4.post4 does; nanobot v0.1.4.post5 ignores memoryWindow without contextWindowTokens (nanobot onboard adds it)", name, d.MemoryWindow)}
 }
 
 // freeKeys are the maps whose keys are names (servers, variables,

@@ -46,6 +46,11 @@ type Job struct {
 	// disabled, without changing its schedule (`nb gateway cron run`). An nb
 	// extension that nanobot ignores.
 	RunNow bool `json:"runNow,omitempty"`
+	// CatchUp runs the job once when the gateway starts after it missed
+	// runs while stopped. Without it, missed runs are skipped and the
+	// next is counted from the start, as nanobot does. An nb extension
+	// that nanobot ignores (and drops when it rewrites the file).
+	CatchUp bool `json:"catchUp,omitempty"`
 }
 
 // Schedule says when a job runs: once at AtMs, every EveryMs from the last
@@ -89,6 +94,8 @@ type Spec struct {
 	Deliver bool
 	Channel string
 	To      string
+	// CatchUp: see Job.CatchUp.
+	CatchUp bool
 }
 
 // NewJob validates spec and builds the job with its first run computed
@@ -101,6 +108,7 @@ func NewJob(spec Spec, now time.Time, defaultZone *time.Location) (Job, error) {
 		Payload:     Payload{Kind: "agent_turn", Message: spec.Message, Deliver: spec.Deliver},
 		CreatedAtMs: now.UnixMilli(),
 		UpdatedAtMs: now.UnixMilli(),
+		CatchUp:     spec.CatchUp,
 	}
 	if spec.Channel != "" {
 		j.Payload.Channel = ptr(spec.Channel)
@@ -166,7 +174,7 @@ func (s Schedule) Validate() error {
 		if s.Expr == nil || strings.TrimSpace(*s.Expr) == "" {
 			return errors.New(`schedule kind "cron" needs expr`)
 		}
-		if !gronx.IsValid(*s.Expr) {
+		if !gronx.IsValid(gronxExpr(*s.Expr)) {
 			return fmt.Errorf("cron expression %q is not valid", *s.Expr)
 		}
 	default:
@@ -183,6 +191,20 @@ func (s Schedule) Validate() error {
 	return nil
 }
 
+// Prompt is what the assistant is given when the job runs: nanobot's
+// framing of the job's message.
+func (j Job) Prompt() string {
+	return "[Scheduled Task] Timer finished.\n\n" +
+		"Task '" + j.Name + "' has been triggered.\n" +
+		"Scheduled instruction: " + j.Payload.Message
+}
+
+// Problem is why a job can never run (an unknown zone, an expression
+// that is not valid), nil when it can.
+func (j Job) Problem() error {
+	return j.Schedule.Validate()
+}
+
 // Zone is the zone the schedule's times are in: its tz, else def, else UTC.
 func (s Schedule) Zone(def *time.Location) (*time.Location, error) {
 	if s.TZ != nil && *s.TZ != "" {
@@ -192,6 +214,18 @@ func (s Schedule) Zone(def *time.Location) (*time.Location, error) {
 		return def, nil
 	}
 	return time.UTC, nil
+}
+
+// gronxExpr is a cron expression as croniter (nanobot's) reads it,
+// written as gronx reads it: croniter's sixth field is the seconds, and
+// its seventh the year; gronx wants the seconds first.
+func gronxExpr(expr string) string {
+	f := strings.Fields(expr)
+	if len(f) == 6 || len(f) == 7 {
+		f = append([]string{f[5]}, append(f[:5:5], f[6:]...)...)
+		return strings.Join(f, " ")
+	}
+	return expr
 }
 
 func loadZone(name string) (*time.Location, error) {

@@ -38,7 +38,7 @@ func (s Schedule) Next(after time.Time, def *time.Location) (time.Time, bool) {
 		if err != nil {
 			return time.Time{}, false
 		}
-		return nextCron(*s.Expr, after, loc)
+		return nextCron(gronxExpr(*s.Expr), after, loc)
 	}
 	return time.Time{}, false
 }

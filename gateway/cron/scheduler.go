@@ -38,6 +38,9 @@ type Scheduler struct {
 	Claims replica.Claims
 
 	seen fileStamp
+	// broken remembers the jobs already reported as never running (their
+	// id and the reason), so that each is said once.
+	broken map[string]string
 }
 
 // ErrRunning is returned by Scheduler.Run when another process already
@@ -77,6 +80,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return fmt.Errorf("cron: %w", err)
 	}
 	defer unlock()
+	if err := s.Start(ctx); err != nil && ctx.Err() == nil {
+		s.logger().Warn("cron: " + err.Error())
+	}
 	for {
 		next, err := s.Tick(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -109,6 +115,7 @@ func (s *Scheduler) Tick(ctx context.Context) (time.Time, error) {
 	var slots []int64
 	var next time.Time
 	err := s.Store.Edit(ctx, func(f *File) error {
+		s.reportBroken(f)
 		due, slots, next = s.claim(f, now)
 		return nil
 	})
@@ -138,6 +145,74 @@ func (s *Scheduler) Tick(ctx context.Context) (time.Time, error) {
 		s.seen = fileStamp{} // our own status writes: read again
 	}
 	return next, nil
+}
+
+// StartGrace is how late a slot may be at the scheduler's start and
+// still run (nanobot skips it however late).
+const StartGrace = time.Minute
+
+// Start settles, once, the runs missed while no scheduler ran (see
+// skipMissed) and reports the jobs that can never run. Run calls it
+// before its first Tick.
+func (s *Scheduler) Start(ctx context.Context) error {
+	now := time.Now()
+	return s.Store.Edit(ctx, func(f *File) error {
+		s.skipMissed(f, now)
+		s.reportBroken(f)
+		return nil
+	})
+}
+
+// skipMissed is what the scheduler does at its start with the runs it
+// missed while no gateway ran: nanobot's (CronService.start recomputes
+// every enabled job's next run from now), so a job whose slot passed
+// runs next at its next slot after now, and an "at" job whose time
+// passed is disabled without running; a job with catchUp runs once now
+// instead. A slot still to come is kept as it is, and so is one due in
+// the StartGrace before the start (a restart, a replica taking over):
+// it runs now.
+func (s *Scheduler) skipMissed(f *File, now time.Time) {
+	nowMs := now.UnixMilli()
+	for i := range f.Jobs {
+		j := &f.Jobs[i]
+		if !j.Enabled || j.RunNow || j.CatchUp || j.State.NextRunAtMs == nil || *j.State.NextRunAtMs > nowMs-StartGrace.Milliseconds() {
+			continue
+		}
+		missed := time.UnixMilli(*j.State.NextRunAtMs)
+		if t, ok := j.Schedule.Next(now, s.Zone); ok && j.Schedule.Kind != KindAt {
+			j.State.NextRunAtMs = ptr(t.UnixMilli())
+			s.logger().Info(fmt.Sprintf("cron: job %q (%s) missed its run of %s while the gateway was stopped: skipped, as nanobot skips it (\"catchUp\": true runs it once at start); next run %s",
+				j.Name, j.ID, missed.Format(time.RFC3339), t.Format(time.RFC3339)))
+			continue
+		}
+		j.State.NextRunAtMs = nil
+		if j.Schedule.Kind == KindAt {
+			j.Enabled = false
+			j.UpdatedAtMs = nowMs
+			s.logger().Warn(fmt.Sprintf("cron: one-time job %q (%s) was due at %s while the gateway was stopped: not run, and disabled, as nanobot leaves it (\"catchUp\": true runs it once at start)",
+				j.Name, j.ID, missed.Format(time.RFC3339)))
+		}
+	}
+}
+
+// reportBroken says, once each, which enabled jobs can never run: an
+// unknown zone or a cron expression that is not valid (nanobot, too,
+// never runs them, and says nothing).
+func (s *Scheduler) reportBroken(f *File) {
+	for _, j := range f.Jobs {
+		err := j.Problem()
+		if err == nil || !j.Enabled {
+			continue
+		}
+		if s.broken[j.ID] == err.Error() {
+			continue
+		}
+		if s.broken == nil {
+			s.broken = map[string]string{}
+		}
+		s.broken[j.ID] = err.Error()
+		s.logger().Warn(fmt.Sprintf("cron: job %q (%s) never runs: %v: fix its schedule in %s, or remove it (nb gateway cron remove %s)", j.Name, j.ID, err, s.Store.Path, j.ID))
+	}
 }
 
 // claim takes the jobs of f due at now, advancing their schedules, and

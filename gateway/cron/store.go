@@ -28,6 +28,15 @@ type Store struct {
 	Path string
 	// MaxJobs bounds the jobs Add accepts (0: DefaultMaxJobs).
 	MaxJobs int
+	// Legacy is the jobs file of nanobot up to v0.1.4.post5, beside its
+	// configuration (~/.nanobot/cron/jobs.json); "" when there is none
+	// to look for. While Path does not exist, the first Load or Edit
+	// moves Legacy there, as nanobot from v0.1.4.post6 on does at its
+	// start; a Path that exists is never replaced, and none is created
+	// over a Legacy file that could not be moved.
+	Legacy string
+	// Log receives the line that says the file was moved; nil drops it.
+	Log func(msg string)
 }
 
 // DefaultMaxJobs is how many jobs a store holds at most when MaxJobs is
@@ -78,6 +87,9 @@ func (s *Store) runsPath() string {
 // Load reads the jobs, with how their runs went since jobs.json was last
 // written; a missing file is no jobs.
 func (s *Store) Load() (*File, error) {
+	if err := s.adoptLegacy(); err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(s.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		data, err = nil, nil
@@ -230,6 +242,59 @@ func (s *Store) save(f *File) error {
 		return fmt.Errorf("cron store: %w", err)
 	}
 	return atomicfile.WriteFile(s.Path, append(data, '\n'), 0o600)
+}
+
+// adoptLegacy moves the Legacy file to Path when Path does not exist
+// (nanobot's _migrate_cron_store). A process that finds it moved by
+// another meanwhile has nothing to do.
+func (s *Store) adoptLegacy() error {
+	if s.Legacy == "" || s.Legacy == s.Path {
+		return nil
+	}
+	if _, err := os.Lstat(s.Path); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	fi, err := os.Stat(s.Legacy)
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(s.Path), 0o700); err != nil {
+		return fmt.Errorf("cron store: %w", err)
+	}
+	if err := moveNoReplace(s.Legacy, s.Path); err != nil {
+		if _, serr := os.Lstat(s.Path); serr == nil {
+			return nil // moved by another process
+		}
+		return fmt.Errorf("cron: move nanobot's jobs file %s to %s: %w", s.Legacy, s.Path, err)
+	}
+	if s.Log != nil {
+		s.Log(fmt.Sprintf("cron: moved nanobot's jobs file %s to %s, where nanobot from v0.1.4.post6 on and nb keep it", s.Legacy, s.Path))
+	}
+	return nil
+}
+
+// moveNoReplace moves the file from to to, failing when to exists: a
+// link then an unlink on one file system, a copy (written beside to,
+// then linked) across file systems.
+func moveNoReplace(from, to string) error {
+	if err := os.Link(from, to); err == nil {
+		return os.Remove(from)
+	} else if errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	tmp := to + ".moving"
+	if err := atomicfile.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, to); err != nil {
+		return err
+	}
+	return os.Remove(from)
 }
 
 // Find is the index of the job with id, -1 when there is none.

@@ -1,14 +1,17 @@
 // Package heartbeat wakes the assistant every gateway.heartbeat.intervalS
 // to work on the unchecked tasks of the workspace's HEARTBEAT.md, as
-// nanobot does, without its idle cost: the tasks are found by reading the
-// file, not by asking a model, so a file that is absent, empty, the
+// nanobot does, without its idle cost: a file that is absent, empty, the
 // untouched template or without an unchecked task costs no model call at
-// all; and a beat's prompt is the tasks alone (at most MaxPromptTokens),
-// run in a session of its own, never a replay of a chat.
+// all (found by reading the file). When tasks are left, the model is
+// asked first, as nanobot asks it, whether to run them now (Decide: the
+// heartbeat tool's skip or run), and only a run becomes a turn; a beat's
+// prompt is the tasks alone (at most MaxPromptTokens), run in a session
+// of its own, never a replay of a chat.
 package heartbeat
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,7 +22,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nbots/nb/gateway/modelcall"
 	"github.com/nbots/nb/gateway/replica"
+	"github.com/nbots/nb/tool"
 )
 
 // Template is nanobot's HEARTBEAT.md template: a file equal to it has no
@@ -69,6 +74,67 @@ type Service struct {
 	// Claims, when set, is asked before each beat (key "heartbeat.<start
 	// of the interval>"): replicas beat once per interval between them.
 	Claims replica.Claims
+	// Decide, when set, is asked before a beat with unchecked tasks runs
+	// them, as nanobot's phase 1 asks: offered the heartbeat tool, the
+	// model answers skip (nothing to do now: no turn, no message) or run
+	// with a summary of the tasks, which the turn is then given. Nil runs
+	// every beat that has unchecked tasks.
+	Decide modelcall.Caller
+}
+
+// DecisionTool is nanobot's heartbeat tool.
+var DecisionTool = tool.Spec{
+	Name:        "heartbeat",
+	Description: "Report heartbeat decision after reviewing tasks.",
+	Parameters: map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"action": map[string]any{
+				"type":        "string",
+				"enum":        []any{"skip", "run"},
+				"description": "skip = nothing to do, run = has active tasks",
+			},
+			"tasks": map[string]any{
+				"type":        "string",
+				"description": "Natural-language summary of active tasks (required for run)",
+			},
+		},
+		"required": []any{"action"},
+	},
+}
+
+// decide is nanobot's phase 1 on the tasks left: run or not, and the
+// tasks to run as the model sums them up ("" keeps them as they are).
+func (s *Service) decide(ctx context.Context, tasks string, now time.Time) (bool, string, error) {
+	reply, err := s.Decide.Call(ctx, modelcall.Request{
+		Source:  "heartbeat",
+		Session: Session,
+		System:  "You are a heartbeat agent. Call the heartbeat tool to report your decision.",
+		User: "Current Time: " + clock(now) + "\n\n" +
+			"Review the following HEARTBEAT.md and decide whether there are active tasks.\n\n" + tasks,
+		Tools: []tool.Spec{DecisionTool},
+	})
+	if err != nil {
+		return false, "", fmt.Errorf("decision: %w", err)
+	}
+	if len(reply.ToolCalls) == 0 {
+		return false, "", nil // nanobot: no call is a skip
+	}
+	var args struct {
+		Action string `json:"action"`
+		Tasks  any    `json:"tasks"`
+	}
+	if json.Unmarshal([]byte(reply.ToolCalls[0].Arguments), &args) != nil || args.Action != "run" {
+		return false, "", nil
+	}
+	summary, _ := args.Tasks.(string)
+	return true, strings.TrimSpace(summary), nil
+}
+
+// clock is the time as nanobot's current_time_str writes it:
+// "2026-03-15 22:30 (Saturday) (CET)".
+func clock(now time.Time) string {
+	return fmt.Sprintf("%s (%s) (%s)", now.Format("2006-01-02 15:04"), now.Format("Monday"), now.Format("MST"))
 }
 
 // Run beats every Interval until ctx ends.
@@ -109,9 +175,23 @@ func (s *Service) Beat(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("read %s: %w", path, err)
 	}
-	prompt, ok := Prompt(string(data), time.Now().In(s.zone()))
+	now := time.Now().In(s.zone())
+	prompt, ok := Prompt(string(data), now)
 	if !ok {
 		return false, nil
+	}
+	if s.Decide != nil {
+		run, summary, err := s.decide(ctx, prompt[len(head(now)):], now)
+		if err != nil {
+			return false, err
+		}
+		if !run {
+			s.logger().Info("heartbeat: OK (nothing to report)")
+			return false, nil
+		}
+		if summary != "" {
+			prompt = head(now) + summary
+		}
 	}
 	if err := s.Execute(ctx, prompt); err != nil {
 		return true, fmt.Errorf("beat: %w", err)
@@ -126,8 +206,7 @@ func Prompt(content string, now time.Time) (string, bool) {
 	if tasks == "" {
 		return "", false
 	}
-	head := fmt.Sprintf("[Heartbeat] Current Time: %s (%s) (%s)\nThese are the unchecked tasks of HEARTBEAT.md in your workspace. Work on them now. If nothing needs the user's attention, answer in one short sentence.\n\n",
-		now.Format("2006-01-02 15:04"), now.Format("Monday"), now.Location())
+	head := head(now)
 	budget := MaxPromptTokens*3 - len(head) - 100
 	if len(tasks) > budget {
 		cut := strings.LastIndexByte(tasks[:budget], '\n')
@@ -138,6 +217,12 @@ func Prompt(content string, now time.Time) (string, bool) {
 		tasks = validUTF8Prefix(tasks[:cut]) + fmt.Sprintf("\n(%d more lines: read HEARTBEAT.md)", rest)
 	}
 	return head + tasks, true
+}
+
+// head is the words of a beat's prompt before its tasks.
+func head(now time.Time) string {
+	return fmt.Sprintf("[Heartbeat] Current Time: %s (%s) (%s)\nThese are the unchecked tasks of HEARTBEAT.md in your workspace. Work on them now. If nothing needs the user's attention, answer in one short sentence.\n\n",
+		now.Format("2006-01-02 15:04"), now.Format("Monday"), now.Location())
 }
 
 // EstimateTokens is a generous estimate of the tokens of s: one per 3

@@ -59,6 +59,8 @@ type Consolidator struct {
 	Open func(ctx context.Context, key string) (Session, error)
 	// Window is nanobot's memoryWindow: a session is consolidated when its
 	// unconsolidated tail reaches Window messages, keeping Window/2 (default 100).
+	// Below 0, messages are not counted: only ContextTokens starts one
+	// (nanobot from v0.1.4.post5 on).
 	Window int
 	// ContextTokens, when set, also makes a session due when the estimated
 	// tokens of its tail reach it (nanobot's token-based trigger: the
@@ -407,7 +409,7 @@ func (c *Consolidator) boundEnd(msgs []Message, cursor, end int) int {
 }
 
 func (c *Consolidator) due(tail, tailTokens int) bool {
-	return tail >= c.window() || (c.ContextTokens > 0 && tailTokens >= c.ContextTokens)
+	return (c.Window >= 0 && tail >= c.window()) || (c.ContextTokens > 0 && tailTokens >= c.ContextTokens)
 }
 
 // chunkEnd is where the chunk to consolidate ends: before the last
@@ -421,7 +423,7 @@ func (c *Consolidator) chunkEnd(msgs []Message, cursor int) int {
 		return cursor
 	}
 	end := cursor
-	if len(tail) >= c.window() {
+	if c.Window >= 0 && len(tail) >= c.window() {
 		end = len(msgs) - c.window()/2
 	}
 	if c.ContextTokens > 0 && tokens >= c.ContextTokens {

@@ -274,3 +274,24 @@ func (c *Consolidator) started() bool {
 	defer c.runMu.Unlock()
 	return c.base != nil
 }
+
+// TestWindowIgnored: with Window below 0 (nanobot from v0.1.4.post5 on
+// ignores memoryWindow) messages are not counted: only tokens start a
+// consolidation.
+func TestWindowIgnored(t *testing.T) {
+	c := &Consolidator{Workspace: t.TempDir(), Window: -1, ContextTokens: 500}
+	if c.due(1000, 10) {
+		t.Error("a thousand messages of few tokens started a consolidation")
+	}
+	if !c.due(3, 600) {
+		t.Error("past the tokens: not due")
+	}
+	msgs := make([]Message, 300)
+	for i := range msgs {
+		msgs[i] = Message{Role: []string{"user", "assistant"}[i%2], Content: "hi"}
+	}
+	c.ContextTokens = 100_000
+	if end := c.chunkEnd(msgs, 0); end != 0 {
+		t.Errorf("chunk ends at %d, want nothing due", end)
+	}
+}

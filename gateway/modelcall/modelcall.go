@@ -7,6 +7,7 @@ package modelcall
 
 import (
 	"context"
+	"strings"
 
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/tool"
@@ -52,19 +53,39 @@ func (f Func) Call(ctx context.Context, req Request) (Reply, error) { return f(c
 
 // Provider is a Caller on a provider (the assistant's bot's, with its
 // retries): one Complete with the system text, the user message and the
-// tools. The common model has no forced tool choice, so ToolChoice is
-// not sent: the model chooses, as nanobot falls back to when a provider
-// refuses a forced choice.
+// tools, the call forced to ToolChoice on the APIs that can force one.
+// When the server refuses the forced choice (an error that names
+// tool_choice, or says it "does not support" it: nanobot's markers), the
+// call is made again without one, the model choosing, as nanobot falls
+// back to "auto".
 func Provider(p provider.Provider) Caller {
 	return Func(func(ctx context.Context, req Request) (Reply, error) {
-		resp, err := p.Complete(ctx, provider.Request{
-			System:   req.System,
-			Messages: []provider.Message{{Role: provider.RoleUser, Content: req.User}},
-			Tools:    req.Tools,
-		}, nil)
+		preq := provider.Request{
+			System:     req.System,
+			Messages:   []provider.Message{{Role: provider.RoleUser, Content: req.User}},
+			Tools:      req.Tools,
+			ToolChoice: req.ToolChoice,
+		}
+		resp, err := p.Complete(ctx, preq, nil)
+		if err != nil && preq.ToolChoice != "" && ToolChoiceRefused(err) {
+			preq.ToolChoice = ""
+			resp, err = p.Complete(ctx, preq, nil)
+		}
 		if err != nil {
 			return Reply{}, err
 		}
 		return Reply{Content: resp.Text, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, Usage: resp.Usage}, nil
 	})
+}
+
+// ToolChoiceRefused tells an error of a server that refuses a forced
+// tool choice, by nanobot's markers.
+func ToolChoiceRefused(err error) bool {
+	text := strings.ToLower(err.Error())
+	for _, m := range []string{"tool_choice", "toolchoice", "does not support", `should be ["none", "auto"]`} {
+		if strings.Contains(text, m) {
+			return true
+		}
+	}
+	return false
 }

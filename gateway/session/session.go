@@ -172,6 +172,11 @@ type Manager struct {
 	// comes back; one a turn holds is never forgotten.
 	IdleAfter time.Duration
 	MaxOpen   int
+	// Legacy is the folder nanobot up to v0.1.3 kept every workspace's
+	// sessions in (~/.nanobot/sessions); "" when there is none to look
+	// in. A session found there and not under Dir is moved under Dir
+	// when its chat is first used, as nanobot's SessionManager moves it.
+	Legacy string
 
 	mu    sync.Mutex
 	open  map[string]*Session
@@ -351,6 +356,12 @@ type Session struct {
 	dirty  bool          // written since the last Sync
 	size   int64
 
+	// head is the updated_at of the file's first line, the one
+	// nanobot's list_sessions() reads; headAt is when this process last
+	// rewrote that line (see refreshHead).
+	head   string
+	headAt time.Time
+
 	// holds tells that a turn of this process holds the session (Lock):
 	// writes of other goroutines go through it instead of waiting.
 	holds bool
@@ -374,6 +385,9 @@ type Session struct {
 // the file is opened again to append (see writeLocked).
 func (m *Manager) load(key string) (*Session, error) {
 	path := filepath.Join(m.Dir, FileName(key))
+	if err := m.adoptOld(key, path); err != nil {
+		return nil, err
+	}
 	if err := m.adoptLegacy(key, path); err != nil {
 		return nil, err
 	}
@@ -400,6 +414,9 @@ func (m *Manager) load(key string) (*Session, error) {
 		b, err := s.marshal(s.meta)
 		if err != nil {
 			return nil, err
+		}
+		if s.size == 0 {
+			s.head = now
 		}
 		if err := s.writeLocked(b); err != nil {
 			return nil, err
@@ -456,7 +473,11 @@ func (s *Session) readFile() (good int64, torn []byte, err error) {
 			good = next
 			continue
 		}
-		if err := s.decodeLine(body); err != nil {
+		err = s.decodeLine(body)
+		if lineNo == 1 && err == nil {
+			s.head = s.meta.UpdatedAt
+		}
+		if err != nil {
 			if next >= size {
 				// The last line is torn though newline-ended (a
 				// partial write of a multi-byte sequence).
@@ -524,6 +545,60 @@ func (m *Manager) adoptLegacy(key, path string) error {
 	}
 	m.warn(fmt.Sprintf("session %s: renamed %s to %s (a name no other chat shares)", key, filepath.Base(old), filepath.Base(path)))
 	return nil
+}
+
+// adoptOld moves the session of key from the Legacy folder (nanobot's
+// name of it there) to path, when neither path nor the name nanobot
+// gives it under Dir exists: nanobot's SessionManager._load. A file
+// there whose metadata record names another key is left alone.
+func (m *Manager) adoptOld(key, path string) error {
+	if m.Legacy == "" {
+		return nil
+	}
+	old := filepath.Join(m.Legacy, legacyName(key))
+	if filepath.Clean(old) == filepath.Clean(path) {
+		return nil
+	}
+	for _, p := range []string{path, filepath.Join(m.Dir, legacyName(key))} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+	}
+	fi, err := os.Lstat(old)
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	if owner := metaKey(old); owner != "" && owner != key {
+		return nil
+	}
+	if err := moveFile(old, path); err != nil {
+		return fmt.Errorf("session %s: move it from %s: %w", key, old, err)
+	}
+	m.warn(fmt.Sprintf("session %s: moved from nanobot's old sessions folder %s to %s", key, old, path))
+	return nil
+}
+
+// moveFile moves a file without replacing one at to: a link and an
+// unlink on one file system, a copy across file systems.
+func moveFile(from, to string) error {
+	if err := os.Link(from, to); err == nil {
+		return os.Remove(from)
+	} else if errors.Is(err, os.ErrExist) {
+		return err
+	}
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	tmp := to + ".moving"
+	if err := atomicfile.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, to); err != nil {
+		return err
+	}
+	return os.Remove(from)
 }
 
 func (m *Manager) warn(msg string) {
@@ -844,6 +919,7 @@ func (s *Session) clearLocked() error {
 	}
 	s.closeFileLocked() //nolint:errcheck // the old file, synced above
 	s.fi, s.meta, s.events, s.size, s.dirty = fi, meta, nil, int64(len(b)+1), false
+	s.head = meta.UpdatedAt
 	return nil
 }
 
@@ -917,14 +993,189 @@ func (s *Session) refresh() error {
 	}
 	s.closeFileLocked() //nolint:errcheck // synced above
 	s.fi, s.meta, s.events, s.size, s.dirty = fresh.fi, fresh.meta, fresh.events, fresh.size, false
+	s.head = fresh.head
 	return nil
 }
 
 func (s *Session) close() error {
+	// Not for long: the manager's lock may be held (an idle session
+	// forgotten), and another process may hold the session's.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	herr := s.RefreshHead(ctx, 0)
+	cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err := s.syncLocked()
-	return errors.Join(err, s.closeFileLocked())
+	return errors.Join(herr, err, s.closeFileLocked())
+}
+
+// Mark is what a session held when a turn began: Rollback goes back to
+// it.
+type Mark struct {
+	size   int64
+	events int
+	meta   Meta
+	fi     os.FileInfo
+}
+
+// Mark notes where the session is (taken by a turn that holds it).
+func (s *Session) Mark() Mark {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Mark{size: s.size, events: len(s.events), meta: s.meta, fi: s.fi}
+}
+
+// Rollback forgets what was written since m, in the turn that holds
+// the session: the file is cut back to its length then, so that a
+// stopped turn (/stop) leaves nothing of itself, as nanobot saves
+// nothing of a cancelled turn. A session in a store (appended to only)
+// and a file replaced meanwhile are left as they are.
+func (s *Session) Rollback(m Mark) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conv != nil || !s.holds || s.size == m.size || m.fi == nil || s.fi == nil || !os.SameFile(m.fi, s.fi) {
+		return nil
+	}
+	if err := s.syncLocked(); err != nil {
+		return err
+	}
+	s.closeFileLocked() //nolint:errcheck // synced above
+	if err := os.Truncate(s.Path, m.size); err != nil {
+		return fmt.Errorf("session %s: forget the stopped turn: %w", s.Path, err)
+	}
+	if f, err := os.OpenFile(s.Path, os.O_WRONLY, 0); err == nil {
+		f.Sync() //nolint:errcheck // best effort: the cut is durable
+		f.Close()
+	}
+	s.size, s.meta = m.size, m.meta
+	s.events = s.events[:min(m.events, len(s.events))]
+	return nil
+}
+
+// HeadInterval is how often at most the first line of an active
+// session's file is rewritten (see RefreshHead).
+const HeadInterval = time.Minute
+
+// RefreshHead makes the updated_at of the file's first line, the only
+// line nanobot's list_sessions() reads (and by which it picks the
+// heartbeat's chat), that of the session's last write, when it is not
+// and the line was not rewritten in the last every: the file is written
+// anew, beside it, and renamed over it (a crash leaves the old file or
+// the new one, never half of one), under the session's lock. A session
+// a turn of this process holds is left to its next chance; so is one in
+// a store.
+func (s *Session) RefreshHead(ctx context.Context, every time.Duration) error {
+	s.mu.Lock()
+	stale := s.conv == nil && s.meta.Type != "" && s.meta.UpdatedAt != s.head &&
+		(every <= 0 || s.m.now().Sub(s.headAt) >= every) && !s.holds
+	s.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	unlock, err := s.Lock(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // busy: the next chance will do
+		}
+		return err
+	}
+	defer unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.meta.UpdatedAt == s.head {
+		return nil // rewritten by another process meanwhile
+	}
+	return s.rewriteHeadLocked()
+}
+
+// rewriteHeadLocked writes the file again with the current metadata
+// record as its first line, every other line as it is.
+func (s *Session) rewriteHeadLocked() error {
+	if err := s.syncLocked(); err != nil {
+		return err
+	}
+	s.closeFileLocked() //nolint:errcheck // synced above
+	meta, err := s.marshal(s.meta)
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(s.Path)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	defer in.Close()
+	r := bufio.NewReaderSize(in, 256<<10)
+	if _, err := r.ReadBytes('\n'); err != nil {
+		return fmt.Errorf("session %s: its first line: %w", s.Path, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(s.Path), "."+filepath.Base(s.Path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	defer os.Remove(tmp.Name())
+	n1, err := tmp.Write(meta)
+	var n2 int64
+	if err == nil {
+		n2, err = io.Copy(tmp, r)
+	}
+	if err == nil {
+		err = tmp.Chmod(0o600)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), s.Path)
+	}
+	if err != nil {
+		return fmt.Errorf("session %s: rewrite its first line: %w", s.Path, err)
+	}
+	atomicfile.SyncDir(filepath.Dir(s.Path))
+	fi, err := os.Stat(s.Path)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	s.fi, s.size, s.head, s.headAt = fi, int64(n1)+n2, s.meta.UpdatedAt, s.m.now()
+	return nil
+}
+
+// RefreshHeads refreshes the first line of every open session (see
+// RefreshHead) not rewritten in the last every.
+func (m *Manager) RefreshHeads(ctx context.Context, every time.Duration) error {
+	m.mu.Lock()
+	open := make([]*Session, 0, len(m.open))
+	for _, s := range m.open {
+		open = append(open, s)
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, s := range open {
+		errs = append(errs, s.RefreshHead(ctx, every))
+	}
+	return errors.Join(errs...)
+}
+
+// KeepHeads refreshes the first lines of the open sessions every
+// HeadInterval until ctx ends (Close does it a last time).
+func (m *Manager) KeepHeads(ctx context.Context) error {
+	if m.st != nil {
+		return nil
+	}
+	t := time.NewTicker(HeadInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := m.RefreshHeads(ctx, HeadInterval); err != nil {
+				m.warn(err.Error())
+			}
+		}
+	}
 }
 
 // fromEvent converts an agent event into a message line.

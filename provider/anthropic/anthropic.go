@@ -146,6 +146,9 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 			}
 			body["tool_choice"] = map[string]any{"type": s}
 		}
+		if req.ToolChoice != "" {
+			body["tool_choice"] = map[string]any{"type": "tool", "name": req.ToolChoice}
+		}
 	} else {
 		delete(body, "tool_choice")
 	}

@@ -209,6 +209,9 @@ func (d Dialect) Body(settings map[string]any, req provider.Request, toolOnly ..
 	settings["stream"] = req.Stream
 	if len(req.Tools) > 0 {
 		settings["tools"] = Tools(req.Tools)
+		if req.ToolChoice != "" && d.ID == ID { // the others' APIs spell it otherwise, if at all
+			settings["tool_choice"] = map[string]any{"type": "function", "function": map[string]any{"name": req.ToolChoice}}
+		}
 	} else {
 		for _, k := range toolOnly {
 			delete(settings, k)
