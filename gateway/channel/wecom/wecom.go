@@ -104,6 +104,8 @@ func ReqID(cmd string) string {
 
 // Channel is one WeCom intelligent robot.
 type Channel struct {
+	// conn is the receive loop's connection, for Status.
+	link    channel.Conn
 	cfg     Config
 	env     channel.Env
 	log     *slog.Logger
@@ -121,6 +123,10 @@ type Channel struct {
 	latest  map[string]*reply // by chat: its last message's
 	streams map[string]*reply // by stream id
 }
+
+// Status implements channel.Reporter: where the receive loop's
+// connection is.
+func (c *Channel) Status() channel.Status { return c.link.Status() }
 
 // reply is the answer channel of one received message.
 type reply struct {
@@ -171,11 +177,12 @@ var errTakenOver = errors.New("wecom closed the long connection because another 
 // Run connects and receives until ctx ends, connecting again after each
 // failure.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	b := &channel.Backoff{Base: c.backoff, Max: 30 * time.Second}
+	b := &channel.Backoff{Base: c.backoff, Max: 30 * time.Second, Conn: &c.link}
 	readied := false
 	for {
 		err := c.connect(ctx, in, func() {
 			b.Reset()
+			c.link.Up()
 			if !readied {
 				readied = true
 				c.log.Info("wecom: connected by long connection")
@@ -189,7 +196,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		if errors.As(err, &auth) || errors.Is(err, errTakenOver) {
 			return err
 		}
-		d := b.Next(0)
+		d := b.Failed(err, 0)
 		c.log.Warn("wecom: the long connection ended", "err", err, "retry_in", d)
 		if !channel.Sleep(ctx, d) {
 			return nil
