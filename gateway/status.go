@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,4 +93,35 @@ func ReadStatus(path string) (f StatusFile, running bool, err error) {
 	}
 	unlock()
 	return f, false, nil
+}
+
+// ChannelReport writes the channels' states for nb gateway status and nb
+// gateway channels status: the running gateway's, from its status file
+// at path, else the configured channels' (configured: enabled by name),
+// as the gateway is not running.
+func ChannelReport(w io.Writer, path string, configured map[string]bool) error {
+	f, running, err := ReadStatus(path)
+	if err != nil {
+		return err
+	}
+	if !running {
+		fmt.Fprintln(w, "Channels: the gateway is not running")
+		for _, name := range slices.Sorted(maps.Keys(configured)) {
+			state := "not running"
+			if !configured[name] {
+				state = "disabled"
+			}
+			fmt.Fprintf(w, "  %-10s %s\n", name, state)
+		}
+		return nil
+	}
+	fmt.Fprintf(w, "Channels: the gateway runs (pid %d, since %s)\n", f.PID, f.Started.Local().Format(time.DateTime))
+	for _, st := range f.Channels {
+		line := st.String()
+		if !st.Since.IsZero() && st.State != "disabled" {
+			line += " (since " + st.Since.Local().Format(time.DateTime) + ")"
+		}
+		fmt.Fprintf(w, "  %-10s %s\n", st.Name, line)
+	}
+	return nil
 }
