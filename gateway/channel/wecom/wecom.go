@@ -6,7 +6,9 @@
 // events (aibot_event_callback), and answers a message on the message's
 // own req_id as a stream (aibot_respond_msg: progress updates the stream,
 // the answer finishes it); what has no message to answer, or comes late,
-// is pushed (aibot_send_msg, Markdown).
+// is pushed (aibot_send_msg, Markdown). Files go both ways: those people
+// send are fetched and decrypted; those the assistant sends are uploaded
+// as temporary media over the same connection and pushed by media_id.
 //
 // Identity, as nanobot: Inbound.SenderID is the sender's userid; ChatID
 // is the group's chatid, or the sender's userid in a direct chat.
@@ -56,6 +58,10 @@ const (
 	CmdRespond   = "aibot_respond_msg"
 	CmdWelcome   = "aibot_respond_welcome_msg"
 	CmdSend      = "aibot_send_msg"
+	// A file the bot sends is uploaded first, in chunks.
+	CmdUploadInit   = "aibot_upload_media_init"
+	CmdUploadChunk  = "aibot_upload_media_chunk"
+	CmdUploadFinish = "aibot_upload_media_finish"
 )
 
 // replyWindow is how long a message's req_id can carry its answer: past
@@ -166,9 +172,9 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 func (c *Channel) Name() string { return Name }
 
 // Capabilities: 1,300 characters, Markdown, progress by stream updates,
-// files received (the channel sends none).
+// files both ways.
 func (c *Channel) Capabilities() channel.Capabilities {
-	return channel.Capabilities{MaxMessageLength: MaxMessageLength, Markdown: channel.CommonMark, Edits: true}
+	return channel.Capabilities{MaxMessageLength: MaxMessageLength, Markdown: channel.CommonMark, Edits: true, Media: true}
 }
 
 // errTakenOver ends Run: another connection for the same bot took over.
