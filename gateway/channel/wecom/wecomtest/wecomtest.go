@@ -218,7 +218,7 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	defer c.CloseNow() //nolint:errcheck // gone
+	defer c.CloseNow()      //nolint:errcheck // gone
 	c.SetReadLimit(1 << 20) // an upload's chunk: 512 KiB in base64, and its frame
 	ctx := context.Background()
 	subscribed := false
