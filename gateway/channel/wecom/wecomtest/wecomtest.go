@@ -218,8 +218,9 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	defer c.CloseNow()      //nolint:errcheck // gone
-	c.SetReadLimit(1 << 20) // an upload's chunk: 512 KiB in base64, and its frame
+	defer c.CloseNow() //nolint:errcheck // gone
+	// An upload's chunk is 512 KiB in base64, with its frame.
+	c.SetReadLimit(1 << 20)
 	ctx := context.Background()
 	subscribed := false
 	for {
