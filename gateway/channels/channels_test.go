@@ -181,3 +181,26 @@ func TestShippedConfigurationsPass(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesKeptAsWritten: the ids under channels.mochat.groups and
+// channels.whatsapp.lidMappings are names, not keys: the loader leaves
+// them as written (group_1 stays group_1), and their entries' keys are
+// still checked.
+func TestNamesKeptAsWritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(path, []byte(`{"channels": {
+	  "mochat": {"groups": {"group_1": {"require_mention": true}}},
+	  "whatsapp": {"lid_mappings": {"123_456@lid": "49170@s.whatsapp.net"}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(path, t.TempDir(), config.Env{"HOME=" + t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(c.Channels.Each["mochat"]); got != `{"groups":{"group_1":{"requireMention":true}}}` {
+		t.Errorf("mochat: %s", got)
+	}
+	if got := string(c.Channels.Each["whatsapp"]); got != `{"lidMappings":{"123_456@lid":"49170@s.whatsapp.net"}}` {
+		t.Errorf("whatsapp: %s", got)
+	}
+}

@@ -413,7 +413,8 @@ func Load(path, workspace string, env Env) (*Config, error) {
 
 // freeKeys are the maps whose keys are names (servers, variables,
 // headers) and stay as written.
-var freeKeys = map[string]bool{"mcpServers": true, "env": true, "headers": true, "extraHeaders": true, "metadata": true, "providers": true}
+var freeKeys = map[string]bool{"mcpServers": true, "env": true, "headers": true, "extraHeaders": true, "metadata": true, "providers": true,
+	"groups": true, "lidMappings": true} // channels.mochat.groups' ids, channels.whatsapp.lidMappings' JIDs
 
 // normalise turns every key into camelCase (nanobot accepts both), except
 // the names under freeKeys.
