@@ -69,7 +69,7 @@ const (
 
 // Channel is one Discord bot.
 type Channel struct {
-	// conn is the receive loop's connection, for Status.
+	// link is the receive loop's connection, for Status.
 	link    channel.Conn
 	cfg     Config
 	env     channel.Env

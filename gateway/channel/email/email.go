@@ -112,7 +112,7 @@ func on(b *bool) bool { return b == nil || *b }
 
 // Channel is one mailbox.
 type Channel struct {
-	// conn is the receive loop's connection, for Status.
+	// link is the receive loop's connection, for Status.
 	link channel.Conn
 	cfg  Config
 	env  channel.Env

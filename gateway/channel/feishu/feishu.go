@@ -77,7 +77,7 @@ type Config struct {
 
 // Channel is one Feishu or Lark app.
 type Channel struct {
-	// conn is the receive loop's connection, for Status.
+	// link is the receive loop's connection, for Status.
 	link    channel.Conn
 	cfg     Config
 	env     channel.Env

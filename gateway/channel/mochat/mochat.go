@@ -104,7 +104,7 @@ func ms(v, def int) time.Duration {
 
 // Channel is one Mochat agent account.
 type Channel struct {
-	// conn is the receive loop's connection, for Status.
+	// link is the receive loop's connection, for Status.
 	link  channel.Conn
 	cfg   Config
 	env   channel.Env

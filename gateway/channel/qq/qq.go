@@ -86,7 +86,7 @@ type Config struct {
 
 // Channel is one QQ bot.
 type Channel struct {
-	// conn is the receive loop's connection, for Status.
+	// link is the receive loop's connection, for Status.
 	link  channel.Conn
 	cfg   Config
 	env   channel.Env

@@ -85,7 +85,7 @@ const MaxFileBytes = 50 << 20
 
 // Channel is one Slack app.
 type Channel struct {
-	// conn is the receive loop's connection, for Status.
+	// link is the receive loop's connection, for Status.
 	link  channel.Conn
 	cfg   Config
 	env   channel.Env

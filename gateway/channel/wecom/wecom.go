@@ -110,7 +110,7 @@ func ReqID(cmd string) string {
 
 // Channel is one WeCom intelligent robot.
 type Channel struct {
-	// conn is the receive loop's connection, for Status.
+	// link is the receive loop's connection, for Status.
 	link    channel.Conn
 	cfg     Config
 	env     channel.Env

@@ -90,7 +90,7 @@ type Config struct {
 
 // Channel is one WhatsApp account behind one bridge.
 type Channel struct {
-	// conn is the receive loop's connection, for Status.
+	// link is the receive loop's connection, for Status.
 	link  channel.Conn
 	cfg   Config
 	env   channel.Env
