@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,3 +53,24 @@ func TestGatewayChannelsStatus(t *testing.T) {
 		t.Errorf("nb gateway status: %d\n%s%s", code, out, errs)
 	}
 }
+
+// TestGatewayRefusesAChannelKeyTypo: nb gateway with
+// channels.telegram.alowFrom does not start, and says which key was
+// meant.
+func TestGatewayRefusesAChannelKeyTypo(t *testing.T) {
+	dir, cfg := echoGatewayConfig(t, `{"telegram": {"enabled": true, "token": "123456:secret-token", "alow_from": ["42"]}}`)
+	out, err := os.Create(filepath.Join(dir, "output"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	a := &App{Stdout: out, Stderr: out, Environ: []string{"HOME=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, "state")}}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	err = a.gatewayServe(ctx, []string{"--config", cfg, "--listen", "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), `channels.telegram.alowFrom: unknown key: did you mean "allowFrom"?`) || strings.Contains(fmt.Sprint(err)+logOf(out.Name()), "secret-token") {
+		t.Errorf("nb gateway: %v\n%s", err, logOf(out.Name()))
+	}
+}
+
+func logOf(path string) string { b, _ := os.ReadFile(path); return string(b) }
