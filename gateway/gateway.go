@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -115,7 +116,7 @@ type Gateway struct {
 	steered map[string]bool
 	// contexts are the last request's size and budget by session (/status).
 	contexts map[string][2]int
-	channels map[string]string // channel -> "" connected, or why not
+	channels map[string]*channelRecord
 	expected []string
 	tokens   map[string]int // today's tokens by source
 	day      string
@@ -822,64 +823,165 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Channel readiness, for /ready.
+// Channel readiness, for /ready and nb gateway channels status.
 
 // Expect names the enabled channels /ready waits for.
 func (g *Gateway) Expect(names ...string) {
 	g.mu.Lock()
-	g.expected = append(g.expected, names...)
-	g.mu.Unlock()
+	defer g.mu.Unlock()
+	for _, name := range names {
+		if !slices.Contains(g.expected, name) {
+			g.expected = append(g.expected, name)
+		}
+	}
 }
 
-// standbyState marks a channel whose receive loop another replica runs.
-const standbyState = "\x00standby"
+// Disabled names configured channels that are switched off
+// (enabled: false): they are listed, and /ready does not wait for them.
+func (g *Gateway) Disabled(names ...string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, name := range names {
+		g.channel(name).disabled = true
+	}
+}
+
+// channelRecord is what the gateway knows of one channel's connection.
+type channelRecord struct {
+	// link is the running receive loop's own report (nil when the
+	// channel reports nothing, or its loop does not run here).
+	link channel.Reporter
+	// connected: the loop called ready (for channels without a link).
+	connected bool
+	// standby: another replica runs the receive loop.
+	standby bool
+	// stopped is why the loop ended for good ("" while it runs).
+	stopped  string
+	since    time.Time
+	disabled bool
+}
+
+// channel is name's record, created if needed; g.mu is held.
+func (g *Gateway) channel(name string) *channelRecord {
+	if g.channels == nil {
+		g.channels = map[string]*channelRecord{}
+	}
+	r := g.channels[name]
+	if r == nil {
+		r = &channelRecord{}
+		g.channels[name] = r
+	}
+	return r
+}
 
 // Standby records that another replica runs the channel's receive loop:
 // this replica is ready without it (and still delivers its replies).
 func (g *Gateway) Standby(name string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.channels == nil {
-		g.channels = map[string]string{}
-	}
-	g.channels[name] = standbyState
+	r := g.channel(name)
+	r.standby, r.link, r.stopped, r.since = true, nil, "", time.Now()
 }
 
 // Connected records that a channel connected once (err nil) or why it
-// could not.
+// cannot run at all (err not nil: a channel this nb has not, a refused
+// token): such a channel keeps /ready failing.
 func (g *Gateway) Connected(name string, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.channels == nil {
-		g.channels = map[string]string{}
-	}
+	r := g.channel(name)
 	if err != nil {
-		g.channels[name] = err.Error()
-	} else if st, seen := g.channels[name]; !seen || st == standbyState {
-		g.channels[name] = ""
+		r.stopped, r.link, r.standby, r.since = err.Error(), nil, false, time.Now()
+		return
+	}
+	if r.stopped == "" {
+		if !r.connected || r.standby {
+			r.since = time.Now()
+		}
+		r.connected, r.standby = true, false
 	}
 }
 
-// Ready reports whether every expected channel connected or said why not,
-// and each channel's state ("connected" or the reason).
-func (g *Gateway) Ready() (bool, map[string]string) {
+// ChannelState is one channel's line in /ready and nb gateway channels
+// status.
+type ChannelState struct {
+	Name string `json:"name"`
+	// State is "connected", "connecting", "stopped" (it cannot run),
+	// "standby" (another replica receives) or "disabled".
+	State string `json:"state"`
+	// Reason says why it is not connected.
+	Reason string    `json:"reason,omitempty"`
+	Since  time.Time `json:"since,omitzero"`
+}
+
+// Ready is true for a channel that receives, here or on another replica,
+// or that is switched off.
+func (s ChannelState) Ready() bool {
+	return s.State == "connected" || s.State == "standby" || s.State == "disabled"
+}
+
+// String is the state with its reason ("connecting: 401 Unauthorized").
+func (s ChannelState) String() string {
+	if s.Reason == "" {
+		return s.State
+	}
+	return s.State + ": " + s.Reason
+}
+
+// Channels are the states of the expected and disabled channels, by
+// name.
+func (g *Gateway) Channels() []ChannelState {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	names := slices.Clone(g.expected)
+	for name, r := range g.channels {
+		if r.disabled && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	recs := make([]channelRecord, len(names))
+	for i, name := range names {
+		if r := g.channels[name]; r != nil {
+			recs[i] = *r
+		}
+	}
+	g.mu.Unlock()
+	out := make([]ChannelState, len(names))
+	for i, r := range recs {
+		st := ChannelState{Name: names[i], State: "connecting", Since: r.since}
+		switch {
+		case r.stopped != "":
+			st.State, st.Reason = "stopped", r.stopped
+		case r.standby:
+			st.State, st.Reason = "standby", "another replica receives"
+		case r.link != nil:
+			ls := r.link.Status()
+			st.State, st.Reason = string(ls.State), ls.Reason
+			if !ls.Since.IsZero() {
+				st.Since = ls.Since
+			} else if r.connected {
+				st.State = "connected" // it said ready before reporting
+			}
+		case r.connected:
+			st.State = "connected"
+		case r.disabled:
+			st.State = "disabled"
+		}
+		out[i] = st
+	}
+	slices.SortFunc(out, func(a, b ChannelState) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Ready reports whether every expected channel receives (connected, or
+// standing by for another replica), and each channel's state with its
+// reason: a channel that is still connecting, lost its connection or
+// cannot run keeps the gateway unready.
+func (g *Gateway) Ready() (bool, map[string]string) {
 	out := map[string]string{}
 	ready := true
-	for _, name := range g.expected {
-		st, ok := g.channels[name]
-		switch {
-		case !ok:
-			ready = false
-			out[name] = "connecting"
-		case st == "":
-			out[name] = "connected"
-		case st == standbyState:
-			out[name] = "standby: another replica receives"
-		default:
-			out[name] = st
-		}
+	for _, st := range g.Channels() {
+		ready = ready && st.Ready()
+		out[st.Name] = st.String()
 	}
 	return ready, out
 }
@@ -904,10 +1006,22 @@ func (g *Gateway) RunAccount(ctx context.Context, ch channel.Channel, account st
 
 // RunChannel runs one channel until ctx ends, recording when it is ready.
 func (g *Gateway) RunChannel(ctx context.Context, ch channel.Channel) error {
-	err := ch.Run(ctx, g.Inbox(ch.Name()), func() { g.Connected(ch.Name(), nil) })
+	name := ch.Name()
+	link, _ := ch.(channel.Reporter)
+	g.mu.Lock()
+	r := g.channel(name)
+	r.link, r.standby, r.connected, r.stopped = link, false, false, ""
+	g.mu.Unlock()
+	err := ch.Run(ctx, g.Inbox(name), func() { g.Connected(name, nil) })
 	if err != nil && ctx.Err() == nil {
-		g.Connected(ch.Name(), err)
-		g.log().Error("channel stopped", "channel", ch.Name(), "error", err)
+		g.Connected(name, err)
+		g.log().Error("channel stopped", "channel", name, "error", err)
+		return err
 	}
+	g.mu.Lock()
+	if r.link == link {
+		r.link, r.connected = nil, false
+	}
+	g.mu.Unlock()
 	return err
 }

@@ -426,6 +426,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	for name := range c.Channels.Each {
 		cc, _ := c.Channels.Channel(name)
 		if !cc.Enabled {
+			g.Disabled(name)
 			continue
 		}
 		factory, ok := channels.Find(channels.Builtin(), name)
@@ -466,6 +467,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	for _, bg := range rt.Background {
 		run("the gateway", bg)
 	}
+	run("the gateway", func(ctx context.Context) error { return g.KeepStatus(ctx, a.channelStatusPath(c.Workspace)) })
 	run("the web chat", func(ctx context.Context) error { return ws.Serve(ctx, lns...) })
 	log.Info("nb gateway started", "listen", lns[0].Addr().String(), "workspace", c.Workspace, "config", orDefaultName(c.Path), "model", g.Runner.Model())
 	if c.RestrictToWorkspace() {

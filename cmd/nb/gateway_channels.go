@@ -6,7 +6,25 @@ import (
 	"path/filepath"
 
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/config"
 )
+
+// channelStatusPath is the file where a running gateway keeps its
+// channels' states (gateway.KeepStatus), beside their receive positions.
+func (a *App) channelStatusPath(workspace string) string {
+	return filepath.Join(a.gatewayState(workspace).Channels, "status.json")
+}
+
+// configuredChannels are the configuration's channels, enabled or not,
+// by name.
+func configuredChannels(c *config.Config) map[string]bool {
+	out := map[string]bool{}
+	for name := range c.Channels.Each {
+		cc, _ := c.Channels.Channel(name)
+		out[name] = cc.Enabled
+	}
+	return out
+}
 
 // channelWebhooks are the channels that receive by webhook, by the path
 // the listener serves them at.

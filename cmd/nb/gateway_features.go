@@ -210,7 +210,7 @@ func gatewayLedger(c *config.Config, st gatewayStateFiles, zone *time.Location) 
 // gatewayStatus is nb gateway status: the workspace, today's tokens by
 // source against the budgets, the memory files and the cron jobs.
 func (a *App) gatewayStatus(_ context.Context, args []string) error {
-	fs, f := a.gatewayFlagSet("nb gateway status", "nb gateway status [flags]", "Shows the workspace, today's token use by source and the budgets, memory and cron jobs.")
+	fs, f := a.gatewayFlagSet("nb gateway status", "nb gateway status [flags]", "Shows the workspace, today's token use by source and the budgets, memory, cron jobs\nand the channels (connected, connecting and why, stopped, disabled).")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -260,5 +260,5 @@ func (a *App) gatewayStatus(_ context.Context, args []string) error {
 		running = "running"
 	}
 	fmt.Fprintf(a.Stdout, "Cron jobs: %d enabled, %d in all (scheduler %s)\n", enabled, len(jobs.Jobs), running)
-	return nil
+	return gateway.ChannelReport(a.Stdout, a.channelStatusPath(c.Workspace), configuredChannels(c))
 }

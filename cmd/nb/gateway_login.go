@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nbots/nb/gateway"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/whatsapp"
 	"github.com/nbots/nb/gateway/channels"
@@ -19,16 +20,20 @@ import (
 // nanobot's WhatsApp bridge in the terminal, as `nanobot channels login`
 // does, so that its QR code can be scanned.
 func (a *App) gatewayChannelsCommand(ctx context.Context, args []string) error {
-	fs, f := a.gatewayFlagSet("nb gateway channels", "nb gateway channels login whatsapp [flags]", "Runs nanobot's WhatsApp bridge in this terminal to link a phone (scan its QR code\nin WhatsApp under Linked Devices); leave it running for the gateway, or stop it\nwith Ctrl-C once linked and start it as a service.")
+	fs, f := a.gatewayFlagSet("nb gateway channels", "nb gateway channels status [flags]\n  nb gateway channels login whatsapp [flags]", "status lists each configured channel of the running gateway: connected,\nconnecting (and why), stopped (it cannot run, and why), standby (another replica\nreceives) or disabled.\nlogin whatsapp runs nanobot's WhatsApp bridge in this terminal to link a phone\n(scan its QR code in WhatsApp under Linked Devices); leave it running for the\ngateway, or stop it with Ctrl-C once linked and start it as a service.")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 2 || fs.Arg(0) != "login" || fs.Arg(1) != whatsapp.Name {
-		return &usageError{msg: "nb gateway channels: the one command is `nb gateway channels login whatsapp`"}
+	isStatus := fs.NArg() == 1 && fs.Arg(0) == "status"
+	if !isStatus && (fs.NArg() != 2 || fs.Arg(0) != "login" || fs.Arg(1) != whatsapp.Name) {
+		return &usageError{msg: "nb gateway channels: the commands are `nb gateway channels status` and `nb gateway channels login whatsapp`"}
 	}
 	c, err := a.loadGatewayConfig(f)
 	if err != nil {
 		return err
+	}
+	if isStatus {
+		return gateway.ChannelReport(a.Stdout, a.channelStatusPath(c.Workspace), configuredChannels(c))
 	}
 	rt := &gatewayRuntime{App: a, Config: c}
 	cfg := whatsapp.Config{NanobotDir: rt.nanobotDir()}

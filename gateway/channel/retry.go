@@ -8,9 +8,12 @@ import (
 
 // Backoff spaces a receive loop's retries: Base after the first failure,
 // doubled after each further one up to Max, and Base again after a
-// success.
+// success. With Conn set, Failed (and Retry) also mark the loop's
+// connection down with the failure; the loop marks it up itself, once
+// it receives.
 type Backoff struct {
 	Base, Max time.Duration
+	Conn      *Conn
 	next      time.Duration
 }
 
@@ -31,6 +34,14 @@ func (b *Backoff) Next(after time.Duration) time.Duration {
 // Reset starts the waits over after a success.
 func (b *Backoff) Reset() { b.next = b.Base }
 
+// Failed records that the loop lost its connection, or could not make
+// one, because of err, and returns the wait before the next try (see
+// Next).
+func (b *Backoff) Failed(err error, after time.Duration) time.Duration {
+	b.Conn.Down(err)
+	return b.Next(after)
+}
+
 // Retry calls try until it succeeds, ctx ends, or classify calls its
 // error final. Between tries it logs msg with the error at Warn and waits
 // b.Next of the wait classify read from the error (0: none). It reports
@@ -50,7 +61,7 @@ func Retry(ctx context.Context, log *slog.Logger, msg string, b *Backoff, try fu
 		if f != nil {
 			return false, f
 		}
-		d := b.Next(after)
+		d := b.Failed(err, after)
 		log.Warn(msg, "err", err, "retry_in", d)
 		if !Sleep(ctx, d) {
 			return false, nil

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"reflect"
 	"strings"
 
 	"github.com/nbots/nb/gateway/channel"
@@ -22,6 +24,7 @@ import (
 	"github.com/nbots/nb/gateway/channel/telegram"
 	"github.com/nbots/nb/gateway/channel/wecom"
 	"github.com/nbots/nb/gateway/channel/whatsapp"
+	"github.com/nbots/nb/gateway/config"
 )
 
 // Factory builds the channel of one platform from its configuration
@@ -39,7 +42,7 @@ type Factory struct {
 func Of[C any, T channel.Channel](name string, build func(C, channel.Env) (T, error)) Factory {
 	return Factory{Name: name, New: func(raw json.RawMessage, env channel.Env) (channel.Channel, error) {
 		var cfg C
-		if err := Decode(raw, &cfg); err != nil {
+		if err := decodeSection(name, raw, &cfg, env); err != nil {
 			return nil, err
 		}
 		return build(cfg, env)
@@ -62,14 +65,14 @@ func Builtin() []Factory {
 		// in nanobot's data folder unless the section says otherwise.
 		{Name: whatsapp.Name, New: func(raw json.RawMessage, env channel.Env) (channel.Channel, error) {
 			cfg := whatsapp.Config{NanobotDir: env.NanobotDir}
-			if err := Decode(raw, &cfg); err != nil {
+			if err := decodeSection(whatsapp.Name, raw, &cfg, env); err != nil {
 				return nil, err
 			}
 			return whatsapp.New(cfg, env)
 		}},
 		{Name: mochat.Name, New: func(raw json.RawMessage, env channel.Env) (channel.Channel, error) {
 			cfg := mochat.Config{NanobotDir: env.NanobotDir}
-			if err := Decode(raw, &cfg); err != nil {
+			if err := decodeSection(mochat.Name, raw, &cfg, env); err != nil {
 				return nil, err
 			}
 			return mochat.New(cfg, env)
@@ -85,6 +88,42 @@ func Find(fs []Factory, name string) (Factory, bool) {
 		}
 	}
 	return Factory{}, false
+}
+
+// decodeSection reads channels.<name>'s section raw into cfg, a
+// channel's Config, after CheckKeys.
+func decodeSection(name string, raw json.RawMessage, cfg any, env channel.Env) error {
+	if err := CheckKeys(name, raw, cfg, env.Log()); err != nil {
+		return err
+	}
+	return Decode(raw, cfg)
+}
+
+// CheckKeys checks the keys of channels.<name>'s section raw against
+// cfg, the channel's Config (its json tags are the keys it knows, so
+// there is no second list to keep): a key that is not known but near
+// one that is (alowFrom for allowFrom) is an error naming both, as the
+// typo would silently change what the channel does (lock its owner out);
+// any other unknown key (one of a newer nanobot) is logged as ignored.
+// Keys are camelCase, as the configuration's loader leaves them (it
+// takes nanobot's snake_case too).
+func CheckKeys(name string, raw json.RawMessage, cfg any, log *slog.Logger) error {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil // Decode says what is wrong with it
+	}
+	var typos []string
+	for _, u := range config.UnknownKeys(v, reflect.TypeOf(cfg), "channels."+name) {
+		if u.Near == "" {
+			log.Warn(u.Path + ": unknown key, ignored")
+			continue
+		}
+		typos = append(typos, fmt.Sprintf("%s: unknown key: did you mean %q?", u.Path, u.Near))
+	}
+	if len(typos) > 0 {
+		return errors.New(strings.Join(typos, "; "))
+	}
+	return nil
 }
 
 // Decode reads a channel's section into its Config; a value of the wrong

@@ -455,7 +455,8 @@ func (c *Config) memoryWindow() []string {
 
 // freeKeys are the maps whose keys are names (servers, variables,
 // headers) and stay as written.
-var freeKeys = map[string]bool{"mcpServers": true, "env": true, "headers": true, "extraHeaders": true, "metadata": true, "providers": true}
+var freeKeys = map[string]bool{"mcpServers": true, "env": true, "headers": true, "extraHeaders": true, "metadata": true, "providers": true,
+	"groups": true, "lidMappings": true} // channels.mochat.groups' ids, channels.whatsapp.lidMappings' JIDs
 
 // normalise turns every key into camelCase (nanobot accepts both), except
 // the names under freeKeys.
@@ -602,9 +603,36 @@ func join(path, key string) string {
 }
 
 // unknownKeys lists the keys the schema does not know, with the nearest
-// known one. channels.<name> sections belong to the channels and are
-// checked by them.
+// known one, as warnings naming file. channels.<name> sections belong to
+// the channels and are checked by them (UnknownKeys, from each channel's
+// Config).
 func unknownKeys(v any, t reflect.Type, path, file string) []string {
+	var out []string
+	for _, u := range UnknownKeys(v, t, path) {
+		msg := fmt.Sprintf("%s: %s: unknown key, ignored", file, u.Path)
+		if u.Near != "" {
+			msg += fmt.Sprintf(": did you mean %q?", u.Near)
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+// Unknown is a key a schema does not know.
+type Unknown struct {
+	// Path is the key's dotted path ("channels.telegram.alowFrom").
+	Path string
+	// Near is the known key nearest to it, "" when none is near: most
+	// likely what was meant.
+	Near string
+}
+
+// UnknownKeys lists, sorted, the keys of v (JSON decoded into maps, keys
+// in camelCase as Load leaves them) that t does not know: t is a struct
+// whose json tags are its keys, and its fields' structs and maps are
+// checked too. path is v's own path. A channels section's platforms are
+// not checked here: each channel checks its own with its Config.
+func UnknownKeys(v any, t reflect.Type, path string) []Unknown {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil
@@ -612,11 +640,11 @@ func unknownKeys(v any, t reflect.Type, path, file string) []string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	var out []string
+	var out []Unknown
 	switch t.Kind() {
 	case reflect.Map:
 		for _, k := range slices.Sorted(maps.Keys(m)) {
-			out = append(out, unknownKeys(m[k], t.Elem(), join(path, k), file)...)
+			out = append(out, UnknownKeys(m[k], t.Elem(), join(path, k))...)
 		}
 		return out
 	case reflect.Struct:
@@ -640,14 +668,10 @@ func unknownKeys(v any, t reflect.Type, path, file string) []string {
 			if t == reflect.TypeOf(Channels{}) {
 				continue // a channel's section
 			}
-			msg := fmt.Sprintf("%s: %s: unknown key, ignored", file, join(path, k))
-			if near := cartridge.Nearest(k, names); near != "" {
-				msg += fmt.Sprintf(": did you mean %q?", near)
-			}
-			out = append(out, msg)
+			out = append(out, Unknown{Path: join(path, k), Near: cartridge.Nearest(k, names)})
 			continue
 		}
-		out = append(out, unknownKeys(m[k], ft, join(path, k), file)...)
+		out = append(out, UnknownKeys(m[k], ft, join(path, k))...)
 	}
 	return out
 }

@@ -214,3 +214,24 @@ func Folders(t testing.TB, env channel.Env) channel.Env {
 	}
 	return env
 }
+
+// WaitStatus waits up to ten seconds for c, a channel.Reporter, to
+// report state, and returns its status.
+func WaitStatus(t testing.TB, c channel.Channel, state channel.Connection) channel.Status {
+	t.Helper()
+	r, ok := c.(channel.Reporter)
+	if !ok {
+		t.Fatalf("%s does not report its connection (channel.Reporter)", c.Name())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := r.Status()
+		if st.State == state {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: status %+v, want %s", c.Name(), st, state)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -58,6 +58,28 @@ func Conformance(t *testing.T, open Factory) {
 	t.Run("ConcurrentSends", func(t *testing.T) { concurrentSends(t, open) })
 	t.Run("PacedByThePlatform", func(t *testing.T) { paced(t, open) })
 	t.Run("CancelledSend", func(t *testing.T) { cancelledSend(t, open) })
+	t.Run("Status", func(t *testing.T) { status(t, open) })
+}
+
+// Outage is implemented by platforms that can stop answering the
+// channel's receive loop (their fake refuses it), for the Status check.
+type Outage interface {
+	Cut(t *testing.T)
+}
+
+// status: the channel reports connected once it receives, and, when the
+// platform stops answering, connecting with the failure as the reason.
+func status(t *testing.T, open Factory) {
+	p := open(t)
+	c := p.Channel(t, env(t))
+	Start(t, c, &Inbox{})
+	WaitStatus(t, c, channel.Connected)
+	if o, ok := p.(Outage); ok {
+		o.Cut(t)
+		if st := WaitStatus(t, c, channel.Connecting); st.Reason == "" {
+			t.Errorf("connecting again without a reason: %+v", st)
+		}
+	}
 }
 
 // env is a fresh pair of folders with a logger into the test's buffer.

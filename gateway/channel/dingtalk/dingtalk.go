@@ -74,6 +74,8 @@ type Config struct {
 
 // Channel is one DingTalk robot.
 type Channel struct {
+	// link is the receive loop's connection, for Status.
+	link  channel.Conn
 	cfg   Config
 	env   channel.Env
 	log   *slog.Logger
@@ -98,6 +100,10 @@ type Channel struct {
 	mu       sync.Mutex
 	webhooks map[string]webhook // chat -> its latest session webhook
 }
+
+// Status implements channel.Reporter: where the receive loop's
+// connection is.
+func (c *Channel) Status() channel.Status { return c.link.Status() }
 
 type webhook struct {
 	url     string
@@ -256,9 +262,9 @@ var errDisconnect = errors.New("the gateway asked to reconnect")
 // Run connects by Stream mode and receives until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
 	var once sync.Once
-	b := channel.Backoff{Base: c.retryBase, Max: time.Minute}
+	b := channel.Backoff{Base: c.retryBase, Max: time.Minute, Conn: &c.link}
 	for {
-		err := c.session(ctx, in, func() { b.Reset(); once.Do(ready) })
+		err := c.session(ctx, in, func() { b.Reset(); c.link.Up(); once.Do(ready) })
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -272,7 +278,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		} else if errors.As(err, &ae) && ae.throttled() {
 			after = c.throttled
 		}
-		d := b.Next(after)
+		d := b.Failed(err, after)
 		c.log.Warn("dingtalk: stream connection ended; reconnecting", "err", err, "retry_in", d)
 		if !channel.Sleep(ctx, d) {
 			return nil

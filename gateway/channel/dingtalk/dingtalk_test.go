@@ -398,3 +398,15 @@ func TestWebhookThrottled(t *testing.T) {
 		t.Errorf("sent %+v", s)
 	}
 }
+
+// TestStatus: the channel reports connected once it receives, and
+// connecting, with why, when the platform is gone.
+func TestStatus(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, &channeltest.Inbox{})
+	channeltest.WaitStatus(t, h.ch, channel.Connected)
+	fake.Close()
+	if st := channeltest.WaitStatus(t, h.ch, channel.Connecting); st.Reason == "" {
+		t.Errorf("connecting again without a reason: %+v", st)
+	}
+}

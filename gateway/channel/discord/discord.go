@@ -69,6 +69,8 @@ const (
 
 // Channel is one Discord bot.
 type Channel struct {
+	// link is the receive loop's connection, for Status.
+	link    channel.Conn
 	cfg     Config
 	env     channel.Env
 	log     *slog.Logger
@@ -82,6 +84,10 @@ type Channel struct {
 	last   map[string]uint64 // channel -> last message handed over
 	cursor channel.Cursor
 }
+
+// Status implements channel.Reporter: where the receive loop's
+// connection is.
+func (c *Channel) Status() channel.Status { return c.link.Status() }
 
 // rewrite sends discord.com's requests to another server.
 type rewrite struct {
@@ -191,16 +197,19 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		// A new session (the first, or after an invalid one): Discord does
 		// not replay what was written without us; fetch it.
 		c.catchUp(ctx, in)
+		c.link.Up()
 		once.Do(ready)
 	})
 	c.s.AddHandler(func(_ *discordgo.Session, r *discordgo.Resumed) {
 		c.log.Info("discord: session resumed")
+		c.link.Up()
 	})
 	c.s.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) {
 		c.handle(ctx, in, m.Message)
 	})
 	c.s.AddHandler(func(_ *discordgo.Session, d *discordgo.Disconnect) {
 		c.log.Warn("discord: gateway disconnected; reconnecting")
+		c.link.Down(errors.New("the gateway's connection closed: reconnecting"))
 	})
 	wait := time.Second
 	for {
@@ -213,6 +222,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			return errors.New("discord closed the gateway: authentication failed (4004): check channels.discord.token")
 		}
 		c.log.Warn("discord: connecting to the gateway", "err", err)
+		c.link.Down(err)
 		if !channel.Sleep(ctx, wait) {
 			return nil
 		}

@@ -112,6 +112,8 @@ func on(b *bool) bool { return b == nil || *b }
 
 // Channel is one mailbox.
 type Channel struct {
+	// link is the receive loop's connection, for Status.
+	link channel.Conn
 	cfg  Config
 	env  channel.Env
 	log  *slog.Logger
@@ -137,6 +139,10 @@ type Channel struct {
 	// and answers mailed (maxRepliesPerHour).
 	handed, answered perHour
 }
+
+// Status implements channel.Reporter: where the receive loop's
+// connection is.
+func (c *Channel) Status() channel.Status { return c.link.Status() }
 
 // thread is what an answer needs of the mail it answers.
 type thread struct {
@@ -370,6 +376,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		connected := false
 		err := c.session(ctx, in, cursor, &pos, func() {
 			connected = true
+			c.link.Up()
 			if !readied {
 				readied = true
 				ready()
@@ -385,6 +392,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			wait = c.retryBase // a session that worked: the next failure starts over
 		}
 		c.log.Warn("email: mailbox session ended", "err", err, "retry_in", wait)
+		c.link.Down(err)
 		if !channel.Sleep(ctx, wait) {
 			return nil
 		}

@@ -77,6 +77,8 @@ type Config struct {
 
 // Channel is one Feishu or Lark app.
 type Channel struct {
+	// link is the receive loop's connection, for Status.
+	link    channel.Conn
 	cfg     Config
 	env     channel.Env
 	log     *slog.Logger
@@ -92,6 +94,10 @@ type Channel struct {
 	me    string        // the bot's open_id
 	inbox channel.Inbox // set while Run receives by webhook
 }
+
+// Status implements channel.Reporter: where the receive loop's
+// connection is.
+func (c *Channel) Status() channel.Status { return c.link.Status() }
 
 var pathRE = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$`)
 
@@ -197,7 +203,7 @@ func final(err error) error {
 // Run receives until ctx ends: by the long connection, or by the event
 // callback in webhook mode.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	b := &channel.Backoff{Base: c.backoff, Max: time.Minute}
+	b := &channel.Backoff{Base: c.backoff, Max: time.Minute, Conn: &c.link}
 	ok, err := channel.Retry(ctx, c.log, "feishu: reading the bot's identity", b, func(ctx context.Context) error {
 		me, err := c.api.botInfo(ctx)
 		if err == nil {
@@ -215,6 +221,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		c.inbox = in
 		c.mu.Unlock()
 		c.log.Info("feishu: receiving by event callback", "path", c.hook)
+		c.link.Up()
 		ready()
 		<-ctx.Done()
 		c.mu.Lock()

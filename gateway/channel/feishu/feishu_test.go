@@ -527,3 +527,15 @@ func TestPacedPerChat(t *testing.T) {
 		t.Errorf("%d sent", n)
 	}
 }
+
+// TestStatus: the channel reports connected once it receives, and
+// connecting, with why, when the platform is gone.
+func TestStatus(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, Config{})
+	channeltest.WaitStatus(t, h.ch, channel.Connected)
+	fake.Close()
+	if st := channeltest.WaitStatus(t, h.ch, channel.Connecting); st.Reason == "" {
+		t.Errorf("connecting again without a reason: %+v", st)
+	}
+}

@@ -37,6 +37,7 @@ func (c *Channel) runSocket(ctx context.Context, in channel.Inbox, ready func(),
 		}
 		err = c.connect(ctx, in, ep, func() {
 			b.Reset()
+			c.link.Up()
 			if !readied {
 				readied = true
 				c.log.Info("feishu: connected by long connection")
@@ -46,7 +47,7 @@ func (c *Channel) runSocket(ctx context.Context, in channel.Inbox, ready func(),
 		if ctx.Err() != nil {
 			return nil
 		}
-		wait := b.Next(0)
+		wait := b.Failed(err, 0)
 		if ri := ep.ClientConfig.ReconnectInterval; ri > 0 && time.Duration(ri)*time.Second < wait {
 			wait = time.Duration(ri) * time.Second
 		}

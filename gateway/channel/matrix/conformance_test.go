@@ -36,3 +36,7 @@ func TestConformance(t *testing.T) {
 
 // Throttle makes the next send answer M_LIMIT_EXCEEDED.
 func (p platform) Throttle(t *testing.T) { p.fake.Inject("send", channeltest.TooMany) }
+
+// Cut stops the fake: the channel's connection and its reconnections are
+// refused.
+func (p platform) Cut(t *testing.T) { p.fake.Close() }

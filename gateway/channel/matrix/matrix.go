@@ -82,6 +82,8 @@ type Config struct {
 
 // Channel is one Matrix bot account.
 type Channel struct {
+	// link is the receive loop's connection, for Status.
+	link  channel.Conn
 	cfg   Config
 	env   channel.Env
 	log   *slog.Logger
@@ -103,6 +105,10 @@ type Channel struct {
 	members   map[id.RoomID]int // joined members per room
 	encrypted map[id.RoomID]bool
 }
+
+// Status implements channel.Reporter: where the receive loop's
+// connection is.
+func (c *Channel) Status() channel.Status { return c.link.Status() }
 
 // New checks cfg and builds the channel; nothing connects before Run.
 func New(cfg Config, env channel.Env) (*Channel, error) {
@@ -225,7 +231,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 	if err != nil {
 		return fmt.Errorf("matrix: %w", err)
 	}
-	b := &channel.Backoff{Base: c.retryBase, Max: c.retryMax}
+	b := &channel.Backoff{Base: c.retryBase, Max: c.retryMax, Conn: &c.link}
 	var who *mautrix.RespWhoami
 	ok, err := channel.Retry(ctx, c.log, "matrix: connecting", b, func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
@@ -266,6 +272,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		if !ok {
 			return err
 		}
+		c.link.Up()
 		if first {
 			// A first start answers nothing written before it: the
 			// rooms' history is not a queue of questions.

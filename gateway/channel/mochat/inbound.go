@@ -120,7 +120,7 @@ func (c *Channel) Run(parent context.Context, in channel.Inbox, ready func()) er
 	c.started = time.Now()
 	l := &loop{c: c, in: in, cursor: cursor, seen: map[string]*seen{}, held: map[string][]entry{}, timers: map[string]*time.Timer{}}
 	var once sync.Once
-	c.ready = func() { once.Do(ready) }
+	c.ready = func() { c.link.Up(); once.Do(ready) }
 	c.fail = func(err error) { cancel(err) }
 	if err := c.discover(ctx); err != nil {
 		var ae *authError

@@ -104,6 +104,8 @@ func ms(v, def int) time.Duration {
 
 // Channel is one Mochat agent account.
 type Channel struct {
+	// link is the receive loop's connection, for Status.
+	link  channel.Conn
 	cfg   Config
 	env   channel.Env
 	log   *slog.Logger
@@ -131,6 +133,10 @@ type Channel struct {
 	fail   func(error)
 	events chan event
 }
+
+// Status implements channel.Reporter: where the receive loop's
+// connection is.
+func (c *Channel) Status() channel.Status { return c.link.Status() }
 
 // New checks cfg and builds the channel; nothing connects before Run.
 func New(cfg Config, env channel.Env) (*Channel, error) {

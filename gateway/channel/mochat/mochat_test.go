@@ -288,3 +288,15 @@ func TestDeadlineIsAStop(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+// TestStatus: the channel reports connected once it receives, and
+// connecting, with why, when the platform is gone.
+func TestStatus(t *testing.T) {
+	srv := newServer(t)
+	c, _, _ := run(t, srv, Config{Sessions: []string{"*"}}, channel.Env{})
+	channeltest.WaitStatus(t, c, channel.Connected)
+	srv.Close()
+	if st := channeltest.WaitStatus(t, c, channel.Connecting); st.Reason == "" {
+		t.Errorf("connecting again without a reason: %+v", st)
+	}
+}

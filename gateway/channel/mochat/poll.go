@@ -146,6 +146,7 @@ func (c *Channel) wait(ctx context.Context, b *channel.Backoff, err error) bool 
 	if errors.As(err, &ra) {
 		after = ra.After
 	}
+	c.link.Down(err)
 	return channel.Sleep(ctx, b.Next(after))
 }
 

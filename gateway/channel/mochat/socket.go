@@ -74,6 +74,7 @@ func (c *Channel) socketLoop(ctx context.Context) {
 			d = max(d, ms(c.cfg.SocketMaxReconnectDelayMs, 10000))
 		}
 		c.log.Warn("mochat: socket down, polling meanwhile", "err", err, "retry_in", d)
+		c.link.Down(fmt.Errorf("the socket is down (%v): polling meanwhile", err))
 		if !channel.Sleep(ctx, d) {
 			return
 		}

@@ -86,6 +86,8 @@ type Config struct {
 
 // Channel is one QQ bot.
 type Channel struct {
+	// link is the receive loop's connection, for Status.
+	link  channel.Conn
 	cfg   Config
 	env   channel.Env
 	log   *slog.Logger
@@ -104,6 +106,10 @@ type Channel struct {
 	sources map[string]*source // chat -> the latest message to reply to
 	byID    map[string]*source // msg_id -> its source
 }
+
+// Status implements channel.Reporter: where the receive loop's
+// connection is.
+func (c *Channel) Status() channel.Status { return c.link.Status() }
 
 // source is a message replies may name, and the replies made to it.
 type source struct {
@@ -316,9 +322,9 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		}
 	}
 	var once sync.Once
-	b := channel.Backoff{Base: c.retryBase, Max: time.Minute}
+	b := channel.Backoff{Base: c.retryBase, Max: time.Minute, Conn: &c.link}
 	for {
-		err := c.session(ctx, in, &pos, cursor, func() { b.Reset(); once.Do(ready) })
+		err := c.session(ctx, in, &pos, cursor, func() { b.Reset(); c.link.Up(); once.Do(ready) })
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -335,7 +341,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		case 4006, 4007: // the session or the sequence is not resumable
 			pos = position{}
 		}
-		d := b.Next(0)
+		d := b.Failed(err, 0)
 		if errors.Is(err, errReconnect) {
 			d = 10 * time.Millisecond
 		}

@@ -394,3 +394,15 @@ func TestTokenRefusedByGatewayRenewed(t *testing.T) {
 	fake.Say(qqtest.Message{User: "OPENID-ANN", Content: "still here"})
 	h.in.Wait(t, 1)
 }
+
+// TestStatus: the channel reports connected once it receives, and
+// connecting, with why, when the platform is gone.
+func TestStatus(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, channel.Env{}, &channeltest.Inbox{}, Config{})
+	channeltest.WaitStatus(t, h.ch, channel.Connected)
+	fake.Close()
+	if st := channeltest.WaitStatus(t, h.ch, channel.Connecting); st.Reason == "" {
+		t.Errorf("connecting again without a reason: %+v", st)
+	}
+}

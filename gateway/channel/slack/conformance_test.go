@@ -39,3 +39,7 @@ func (p platform) Sent(t *testing.T, chatID string) []string {
 func TestConformance(t *testing.T) {
 	channeltest.Conformance(t, func(t *testing.T) channeltest.Platform { return platform{newFake(t)} })
 }
+
+// Cut stops the fake: the channel's connection and its reconnections are
+// refused.
+func (p platform) Cut(t *testing.T) { p.fake.Close() }

@@ -85,6 +85,8 @@ const MaxFileBytes = 50 << 20
 
 // Channel is one Slack app.
 type Channel struct {
+	// link is the receive loop's connection, for Status.
+	link  channel.Conn
 	cfg   Config
 	env   channel.Env
 	log   *slog.Logger
@@ -98,6 +100,10 @@ type Channel struct {
 
 	retryBase time.Duration
 }
+
+// Status implements channel.Reporter: where the receive loop's
+// connection is.
+func (c *Channel) Status() channel.Status { return c.link.Status() }
 
 // New checks cfg and builds the channel; nothing connects before Run.
 func New(cfg Config, env channel.Env) (*Channel, error) {
@@ -188,6 +194,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			return f
 		}
 		c.log.Warn("slack: auth.test failed", "err", err)
+		c.link.Down(fmt.Errorf("auth.test: %w", err))
 		if !channel.Sleep(ctx, wait) {
 			return nil
 		}
@@ -212,6 +219,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		case evt := <-sm.Events:
 			switch evt.Type {
 			case socketmode.EventTypeHello:
+				c.link.Up()
 				if !readied {
 					readied = true
 					c.log.Info("slack: connected", "bot_user", me)
@@ -220,7 +228,10 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			case socketmode.EventTypeConnectionError:
 				if e, ok := evt.Data.(*slackapi.ConnectionErrorEvent); ok {
 					c.log.Warn("slack: connecting", "err", e.ErrorObj)
+					c.link.Down(e.ErrorObj)
 				}
+			case socketmode.EventTypeDisconnect:
+				c.link.Down(errors.New("Slack closed the connection: reconnecting"))
 			case socketmode.EventTypeEventsAPI:
 				api, ok := evt.Data.(slackevents.EventsAPIEvent)
 				if !ok || evt.Request == nil {

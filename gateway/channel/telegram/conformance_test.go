@@ -40,3 +40,12 @@ func TestConformance(t *testing.T) {
 
 // Throttle makes the next sendMessage answer 429 with retry_after 1.
 func (p platform) Throttle(t *testing.T) { p.fake.Inject("sendMessage", channeltest.TooMany) }
+
+// Cut makes every getUpdates answer 502 from now on.
+func (p platform) Cut(t *testing.T) {
+	faults := make([]channeltest.Fault, 100000)
+	for i := range faults {
+		faults[i] = channeltest.BadGateway
+	}
+	p.fake.Inject("getUpdates", faults...)
+}

@@ -75,6 +75,8 @@ type Config struct {
 
 // Channel is one Telegram bot.
 type Channel struct {
+	// link is the receive loop's connection, for Status.
+	link  channel.Conn
 	cfg   Config
 	env   channel.Env
 	log   *slog.Logger
@@ -102,6 +104,10 @@ type Channel struct {
 	hookMu      sync.Mutex
 	hook        *hookState
 }
+
+// Status implements channel.Reporter: where the receive loop's
+// connection is.
+func (c *Channel) Status() channel.Status { return c.link.Status() }
 
 // hookState is the receive position of a channel that receives by
 // webhook.
@@ -213,7 +219,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			return fmt.Errorf("telegram: the saved update offset in %s is not a number: %q", cursor, saved)
 		}
 	}
-	b := &channel.Backoff{Base: c.retryBase, Max: c.retryMax}
+	b := &channel.Backoff{Base: c.retryBase, Max: c.retryMax, Conn: &c.link}
 	ok, err := channel.Retry(ctx, c.log, "telegram: connecting", b, func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
 		defer cancel()
@@ -253,6 +259,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		if !ok {
 			return err
 		}
+		c.link.Up()
 		for _, u := range updates {
 			if u.UpdateID < offset {
 				continue // already published before a restart

@@ -75,6 +75,7 @@ func (c *Channel) runWebhook(ctx context.Context, in channel.Inbox, ready func()
 	c.hook = &hookState{in: in, cursor: cursor, offset: offset}
 	c.hookMu.Unlock()
 	c.log.Info("telegram: receiving by webhook", "path", c.webhookPath)
+	c.link.Up()
 	ready()
 	<-ctx.Done()
 	c.hookMu.Lock()

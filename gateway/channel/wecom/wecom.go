@@ -6,7 +6,9 @@
 // events (aibot_event_callback), and answers a message on the message's
 // own req_id as a stream (aibot_respond_msg: progress updates the stream,
 // the answer finishes it); what has no message to answer, or comes late,
-// is pushed (aibot_send_msg, Markdown).
+// is pushed (aibot_send_msg, Markdown). Files go both ways: those people
+// send are fetched and decrypted; those the assistant sends are uploaded
+// as temporary media over the same connection and pushed by media_id.
 //
 // Identity, as nanobot: Inbound.SenderID is the sender's userid; ChatID
 // is the group's chatid, or the sender's userid in a direct chat.
@@ -56,6 +58,10 @@ const (
 	CmdRespond   = "aibot_respond_msg"
 	CmdWelcome   = "aibot_respond_welcome_msg"
 	CmdSend      = "aibot_send_msg"
+	// A file the bot sends is uploaded first, in chunks.
+	CmdUploadInit   = "aibot_upload_media_init"
+	CmdUploadChunk  = "aibot_upload_media_chunk"
+	CmdUploadFinish = "aibot_upload_media_finish"
 )
 
 // replyWindow is how long a message's req_id can carry its answer: past
@@ -104,6 +110,8 @@ func ReqID(cmd string) string {
 
 // Channel is one WeCom intelligent robot.
 type Channel struct {
+	// link is the receive loop's connection, for Status.
+	link    channel.Conn
 	cfg     Config
 	env     channel.Env
 	log     *slog.Logger
@@ -121,6 +129,10 @@ type Channel struct {
 	latest  map[string]*reply // by chat: its last message's
 	streams map[string]*reply // by stream id
 }
+
+// Status implements channel.Reporter: where the receive loop's
+// connection is.
+func (c *Channel) Status() channel.Status { return c.link.Status() }
 
 // reply is the answer channel of one received message.
 type reply struct {
@@ -160,9 +172,9 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 func (c *Channel) Name() string { return Name }
 
 // Capabilities: 1,300 characters, Markdown, progress by stream updates,
-// files received (the channel sends none).
+// files both ways.
 func (c *Channel) Capabilities() channel.Capabilities {
-	return channel.Capabilities{MaxMessageLength: MaxMessageLength, Markdown: channel.CommonMark, Edits: true}
+	return channel.Capabilities{MaxMessageLength: MaxMessageLength, Markdown: channel.CommonMark, Edits: true, Media: true}
 }
 
 // errTakenOver ends Run: another connection for the same bot took over.
@@ -171,11 +183,12 @@ var errTakenOver = errors.New("wecom closed the long connection because another 
 // Run connects and receives until ctx ends, connecting again after each
 // failure.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
-	b := &channel.Backoff{Base: c.backoff, Max: 30 * time.Second}
+	b := &channel.Backoff{Base: c.backoff, Max: 30 * time.Second, Conn: &c.link}
 	readied := false
 	for {
 		err := c.connect(ctx, in, func() {
 			b.Reset()
+			c.link.Up()
 			if !readied {
 				readied = true
 				c.log.Info("wecom: connected by long connection")
@@ -189,7 +202,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		if errors.As(err, &auth) || errors.Is(err, errTakenOver) {
 			return err
 		}
-		d := b.Next(0)
+		d := b.Failed(err, 0)
 		c.log.Warn("wecom: the long connection ended", "err", err, "retry_in", d)
 		if !channel.Sleep(ctx, d) {
 			return nil

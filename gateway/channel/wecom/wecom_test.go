@@ -1,6 +1,7 @@
 package wecom
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -317,4 +318,87 @@ func FuzzDecrypt(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data, key []byte) {
 		Decrypt(data, key) //nolint:errcheck // only panics matter
 	})
+}
+
+// TestStatus: the channel reports connected once it receives, and
+// connecting, with why, when the platform is gone.
+func TestStatus(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, Config{})
+	channeltest.WaitStatus(t, h.ch, channel.Connected)
+	fake.Close()
+	if st := channeltest.WaitStatus(t, h.ch, channel.Connecting); st.Reason == "" {
+		t.Errorf("connecting again without a reason: %+v", st)
+	}
+}
+
+// TestSendFiles: files the assistant sends go after the text, each
+// uploaded in 512 KiB chunks and pushed by its media_id as the type the
+// platform has for it (a PNG as an image, anything else as a file), byte
+// for byte; a file too small for the platform, or outside the workspace,
+// is named in the text instead. A rate limit in the middle of an upload
+// is retried without sending the text or an earlier file twice.
+func TestSendFiles(t *testing.T) {
+	fake := newFake(t)
+	c := build(t, fake, Config{})
+	c.answerWait = 10 * time.Second // a chunk is 700 KB of JSON: slow under -race
+	h := &harness{ch: c, in: &channeltest.Inbox{}}
+	h.stop = channeltest.Start(t, c, h.in)
+	ws := h.ch.env.Workspace
+	picture := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte("p"), 600<<10)...)
+	files := map[string][]byte{"picture.png": picture, "notes.txt": []byte("the meeting's notes"), "tiny.txt": []byte("abc")}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(ws, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, req := fake.Post(wecomtest.Incoming{Sender: "alice", Text: "send me the files"})
+	h.in.Wait(t, 1)
+	fake.Inject("aibot_upload_media_chunk", 0, channeltest.TooMany) // the picture's first chunk
+	m := bus.Outbound{Channel: Name, Kind: bus.Message, ChatID: "alice", ReplyTo: id, Turn: "t1", Content: "here they are",
+		Media: []string{"notes.txt", "picture.png", "tiny.txt", "/etc/passwd"}}
+	_, err := h.ch.Send(context.Background(), m)
+	var ra *channel.RetryAfter
+	if !errors.As(err, &ra) {
+		t.Fatalf("Send: %v, want the chunk's rate limit", err)
+	}
+	channeltest.Send(t, h.ch, m)
+	st := fake.Stream(req)
+	if st == nil || !st.Finished || !strings.HasPrefix(st.Content, "here they are") ||
+		!strings.Contains(st.Content, "(tiny.txt not attached: 3 bytes, and WeCom takes files of 5 bytes or more)") ||
+		!strings.Contains(st.Content, "(passwd not attached: outside the workspace)") || st.Updates != 1 {
+		t.Errorf("stream %+v", st)
+	}
+	pushes := fake.Pushes("alice")
+	if len(pushes) != 2 {
+		t.Fatalf("%d pushes, want the two files once each: %+v", len(pushes), pushes)
+	}
+	for i, want := range []struct{ typ, name string }{{"file", "notes.txt"}, {"image", "picture.png"}} {
+		p := pushes[i]
+		if p.Type != want.typ || p.Name != want.name || !bytes.Equal(p.Data, files[want.name]) {
+			t.Errorf("push %d: %s %s (%d bytes), want %s %s (%d bytes)", i, p.Type, p.Name, len(p.Data), want.typ, want.name, len(files[want.name]))
+		}
+	}
+	if n := fake.Calls("aibot_upload_media_chunk"); n != 4 { // notes 1, the picture 1 refused, then 2
+		t.Errorf("%d chunks sent, want 4", n)
+	}
+}
+
+// TestMediaType: the platform's type for each file, by its extension and
+// size.
+func TestMediaType(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int
+		want string
+	}{
+		{"a.png", 100, "image"}, {"a.JPG", 10 << 20, "image"}, {"a.png", 10<<20 + 1, "file"},
+		{"a.amr", 2 << 20, "voice"}, {"a.amr", 2<<20 + 1, "file"},
+		{"a.mp4", 100, "video"}, {"a.mp4", 10<<20 + 1, "file"},
+		{"a.gif", 100, "file"}, {"a.pdf", 100, "file"},
+	} {
+		if got := mediaType(&channel.Attachment{Name: tc.name, Data: make([]byte, tc.size)}); got != tc.want {
+			t.Errorf("%s of %d bytes: %s, want %s", tc.name, tc.size, got, tc.want)
+		}
+	}
 }

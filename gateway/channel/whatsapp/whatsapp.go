@@ -90,6 +90,8 @@ type Config struct {
 
 // Channel is one WhatsApp account behind one bridge.
 type Channel struct {
+	// link is the receive loop's connection, for Status.
+	link  channel.Conn
 	cfg   Config
 	env   channel.Env
 	log   *slog.Logger
@@ -112,6 +114,10 @@ type Channel struct {
 	retryBase  time.Duration
 	ackTimeout time.Duration
 }
+
+// Status implements channel.Reporter: where the receive loop's
+// connection is.
+func (c *Channel) Status() channel.Status { return c.link.Status() }
 
 // conn is one authenticated connection to the bridge.
 type conn struct {
@@ -219,7 +225,7 @@ var errRefused = errors.New("refused")
 // away, so there is no receive position to save.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
 	var once sync.Once
-	b := channel.Backoff{Base: c.retryBase, Max: 30 * time.Second}
+	b := channel.Backoff{Base: c.retryBase, Max: 30 * time.Second, Conn: &c.link}
 	for {
 		connected, err := c.session(ctx, in, func() { once.Do(ready) })
 		if ctx.Err() != nil {
@@ -231,7 +237,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		if connected {
 			b.Reset()
 		}
-		d := b.Next(0)
+		d := b.Failed(err, 0)
 		c.log.Warn("whatsapp: bridge connection lost", "url", c.url, "err", err, "retry_in", d)
 		if !channel.Sleep(ctx, d) {
 			return nil
@@ -264,6 +270,7 @@ func (c *Channel) session(ctx context.Context, in channel.Inbox, ready func()) (
 		close(cn.done)
 	}()
 	c.log.Info("whatsapp: connected to the bridge", "url", c.url)
+	c.link.Up()
 	ready()
 	for {
 		_, data, err := ws.Read(ctx)
@@ -333,7 +340,14 @@ func (c *Channel) frame(ctx context.Context, in channel.Inbox, cn *conn, data []
 		}
 	case "status":
 		c.log.Info("whatsapp: bridge status", "status", f.Status)
+		switch f.Status {
+		case "connected":
+			c.link.Up()
+		case "disconnected":
+			c.link.Down(errors.New("the bridge is connected, but not to WhatsApp: it reconnects"))
+		}
 	case "qr":
+		c.link.Down(errors.New("the bridge is not logged in: scan its QR code (nb gateway channels login whatsapp)"))
 		c.log.Warn("whatsapp: the bridge is not logged in: scan the QR code it shows (run `nb gateway channels login whatsapp`, or the bridge in a terminal), in WhatsApp under Linked Devices")
 	case "sent", "error":
 		a := ack{ok: f.Type == "sent", err: f.Error}

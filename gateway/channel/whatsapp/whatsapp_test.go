@@ -406,3 +406,14 @@ func TestStatusAndQRFrames(t *testing.T) {
 		t.Errorf("got %+v", got)
 	}
 }
+
+// TestStatus: the channel reports connected once it receives, and
+// connecting, with why, when the platform is gone.
+func TestStatus(t *testing.T) {
+	h := start(t, Config{}, nil)
+	channeltest.WaitStatus(t, h.ch, channel.Connected)
+	h.bridge.Close()
+	if st := channeltest.WaitStatus(t, h.ch, channel.Connecting); st.Reason == "" {
+		t.Errorf("connecting again without a reason: %+v", st)
+	}
+}

@@ -94,7 +94,7 @@ func New(t testing.TB, token string, sessions []string, panels map[string]string
 	mux.HandleFunc("POST /api/claw/", s.api)
 	s.srv = httptest.NewServer(mux)
 	s.URL = s.srv.URL
-	t.Cleanup(func() { s.Drop(); s.srv.CloseClientConnections(); s.srv.Close() })
+	t.Cleanup(s.Close)
 	return s
 }
 
@@ -416,6 +416,14 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 			c.Write(ctx, websocket.MessageText, append([]byte("43"+ackID), data...)) //nolint:errcheck // the read fails next if gone
 		}
 	}
+}
+
+// Close stops the server: its sockets are closed, and connections
+// refused from now on.
+func (s *Server) Close() {
+	s.Drop()
+	s.srv.CloseClientConnections()
+	s.srv.Close()
 }
 
 // Drop closes every socket, as a server restart does.

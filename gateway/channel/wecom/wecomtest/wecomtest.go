@@ -8,7 +8,16 @@
 // no acknowledgement and no redelivery; the bot answers a message on its
 // req_id with aibot_respond_msg (a stream: the same stream id updated,
 // finish closing it), a welcome with aibot_respond_welcome_msg, and
-// pushes with aibot_send_msg (Markdown to a chatid). One connection per
+// pushes with aibot_send_msg (Markdown, or a file, an image, a voice
+// message or a video by its media_id, to a chatid). Files the bot sends
+// are uploaded first as temporary media (上传临时素材), over the same
+// connection: aibot_upload_media_init (type, filename, total_size,
+// total_chunks, md5) answers an upload_id, aibot_upload_media_chunk
+// carries each chunk (chunk_index from 0, base64_data of at most
+// 512 KiB, 100 chunks at most), aibot_upload_media_finish checks the
+// whole (its size, its md5, the type's limit: image 10 MB, voice 2 MB,
+// video 10 MB, file 20 MB, 5 bytes at least) and answers its media_id.
+// One connection per
 // bot: a new subscription closes the old connection after a
 // disconnected_event. Files people send are served encrypted
 // (AES-256-CBC) at a URL with their aeskey.
@@ -18,6 +27,7 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/md5"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -50,7 +60,33 @@ const (
 	cmdRespond   = "aibot_respond_msg"
 	cmdWelcome   = "aibot_respond_welcome_msg"
 	cmdSend      = "aibot_send_msg"
+	cmdInit      = "aibot_upload_media_init"
+	cmdChunk     = "aibot_upload_media_chunk"
+	cmdFinish    = "aibot_upload_media_finish"
 )
+
+// Upload limits: a chunk's bytes, the chunks of one file, and each
+// type's size.
+const (
+	ChunkBytes = 512 << 10
+	MaxChunks  = 100
+)
+
+// MaxBytes is each media type's size limit.
+var MaxBytes = map[string]int{"image": 10 << 20, "voice": 2 << 20, "video": 10 << 20, "file": 20 << 20}
+
+// upload is a temporary media being uploaded.
+type upload struct {
+	typ, name, md5 string
+	size, total    int
+	chunks         map[int][]byte
+}
+
+// media is an uploaded temporary media.
+type media struct {
+	typ, name string
+	data      []byte
+}
 
 // frame is one JSON message of the long connection.
 type frame struct {
@@ -82,8 +118,13 @@ type Stream struct {
 	Updates                   int
 }
 
-// Push is a message the bot pushed.
-type Push struct{ ChatID, Content string }
+// Push is a message the bot pushed: Markdown (Content), or a file of
+// Type image, voice, video or file, with its name and bytes.
+type Push struct {
+	ChatID, Content string
+	Type, Name      string
+	Data            []byte
+}
 
 // Incoming is a message a person sends.
 type Incoming struct {
@@ -115,12 +156,15 @@ type Server struct {
 	pushes    []Push
 	welcomes  []string
 	files     map[string][]byte
+	uploads   map[string]*upload
+	media     map[string]*media
 	changed   chan struct{}
 }
 
 // New starts a fake for the bot's credentials.
 func New(botID, secret string) *Server {
-	s := &Server{BotID: botID, Secret: secret, reqs: map[string]string{}, streams: map[string]*Stream{}, files: map[string][]byte{}}
+	s := &Server{BotID: botID, Secret: secret, reqs: map[string]string{}, streams: map[string]*Stream{}, files: map[string][]byte{},
+		uploads: map[string]*upload{}, media: map[string]*media{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", s.socket)
 	mux.HandleFunc("GET /files/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -175,6 +219,8 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.CloseNow() //nolint:errcheck // gone
+	// An upload's chunk is 512 KiB in base64, with its frame.
+	c.SetReadLimit(1 << 20)
 	ctx := context.Background()
 	subscribed := false
 	for {
@@ -230,6 +276,8 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 			s.respond(c, f)
 		case cmdSend:
 			s.push(c, f)
+		case cmdInit, cmdChunk, cmdFinish:
+			s.upload(c, f)
 		case cmdWelcome:
 			var b struct {
 				Text struct {
@@ -314,20 +362,136 @@ func (s *Server) push(c *websocket.Conn, f frame) {
 			Content string `json:"content"`
 		} `json:"markdown"`
 	}
-	json.Unmarshal(f.Body, &b) //nolint:errcheck // checked below
-	if b.ChatID == "" || b.MsgType != "markdown" || len(b.Markdown.Content) > 4096 {
+	var raw map[string]json.RawMessage
+	json.Unmarshal(f.Body, &b)   //nolint:errcheck // checked below
+	json.Unmarshal(f.Body, &raw) //nolint:errcheck // checked below
+	p := Push{ChatID: b.ChatID, Type: b.MsgType}
+	switch b.MsgType {
+	case "markdown":
+		p.Content = b.Markdown.Content
+		if len(p.Content) > 4096 {
+			answer(c, f.Headers.ReqID, 40008, "invalid message")
+			return
+		}
+	case "file", "image", "voice", "video":
+		var m struct {
+			MediaID string `json:"media_id"`
+		}
+		json.Unmarshal(raw[b.MsgType], &m) //nolint:errcheck // checked below
+		s.mu.Lock()
+		md := s.media[m.MediaID]
+		s.mu.Unlock()
+		if md == nil {
+			answer(c, f.Headers.ReqID, 40007, "invalid media_id")
+			return
+		}
+		if md.typ != b.MsgType {
+			answer(c, f.Headers.ReqID, 40008, "media type does not match msgtype")
+			return
+		}
+		p.Name, p.Data = md.name, md.data
+	default:
+		answer(c, f.Headers.ReqID, 40008, "invalid message")
+		return
+	}
+	if b.ChatID == "" {
 		answer(c, f.Headers.ReqID, 40008, "invalid message")
 		return
 	}
 	carry, reply := s.fault(c, f)
 	if carry {
 		s.mu.Lock()
-		s.pushes = append(s.pushes, Push{ChatID: b.ChatID, Content: b.Markdown.Content})
+		s.pushes = append(s.pushes, p)
 		s.notify()
 		s.mu.Unlock()
 	}
 	if reply {
 		answer(c, f.Headers.ReqID, 0, "ok")
+	}
+}
+
+// upload carries out the three commands of a temporary media's upload.
+func (s *Server) upload(c *websocket.Conn, f frame) {
+	var b struct {
+		Type        string `json:"type"`
+		Filename    string `json:"filename"`
+		TotalSize   int    `json:"total_size"`
+		TotalChunks int    `json:"total_chunks"`
+		MD5         string `json:"md5"`
+		UploadID    string `json:"upload_id"`
+		ChunkIndex  *int   `json:"chunk_index"`
+		Base64Data  string `json:"base64_data"`
+	}
+	json.Unmarshal(f.Body, &b) //nolint:errcheck // checked below
+	carry, reply := s.fault(c, f)
+	if !carry {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fail := func(code int, msg string) {
+		if reply {
+			answer(c, f.Headers.ReqID, code, msg)
+		}
+	}
+	body := map[string]any{}
+	switch f.Cmd {
+	case cmdInit:
+		if _, ok := MaxBytes[b.Type]; !ok || b.Filename == "" || b.MD5 == "" {
+			fail(40058, "invalid type, filename or md5")
+			return
+		}
+		if b.TotalSize < 5 || b.TotalChunks < 1 || b.TotalChunks > MaxChunks || b.TotalChunks != (b.TotalSize+ChunkBytes-1)/ChunkBytes {
+			fail(40006, "invalid total_size or total_chunks")
+			return
+		}
+		id := "up_" + randHex(8)
+		s.uploads[id] = &upload{typ: b.Type, name: b.Filename, md5: b.MD5, size: b.TotalSize, total: b.TotalChunks, chunks: map[int][]byte{}}
+		body["upload_id"] = id
+	case cmdChunk:
+		u := s.uploads[b.UploadID]
+		data, err := base64.StdEncoding.DecodeString(b.Base64Data)
+		switch {
+		case u == nil:
+			fail(40058, "invalid upload_id")
+			return
+		case b.ChunkIndex == nil || *b.ChunkIndex < 0 || *b.ChunkIndex >= u.total:
+			fail(40058, "invalid chunk_index")
+			return
+		case err != nil || len(data) == 0 || len(data) > ChunkBytes:
+			fail(40058, "invalid base64_data")
+			return
+		}
+		u.chunks[*b.ChunkIndex] = data
+	case cmdFinish:
+		u := s.uploads[b.UploadID]
+		if u == nil {
+			fail(40058, "invalid upload_id")
+			return
+		}
+		var data []byte
+		for i := range u.total {
+			data = append(data, u.chunks[i]...)
+		}
+		sum := md5.Sum(data)
+		switch {
+		case len(u.chunks) != u.total || len(data) != u.size:
+			fail(40058, "chunks missing")
+			return
+		case hex.EncodeToString(sum[:]) != u.md5:
+			fail(40058, "md5 mismatch")
+			return
+		case len(data) > MaxBytes[u.typ]:
+			fail(40006, "invalid file size")
+			return
+		}
+		delete(s.uploads, b.UploadID)
+		id := "media_" + randHex(8)
+		s.media[id] = &media{typ: u.typ, name: u.name, data: data}
+		body["type"], body["media_id"], body["created_at"] = u.typ, id, fmt.Sprint(time.Now().Unix())
+	}
+	if reply {
+		write(c, map[string]any{"headers": map[string]string{"req_id": f.Headers.ReqID}, "errcode": 0, "errmsg": "ok", "body": body}) //nolint:errcheck // a lost connection
 	}
 }
 
