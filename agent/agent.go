@@ -407,12 +407,28 @@ func (a *Agent) askFunctions(ctx context.Context, input string, images []media.I
 		return nil, err
 	}
 	raw := input
+	a.emit(Event{Kind: UserInput, Text: message})
+	message = a.drainSteering(message)
 	ev := state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &raw, Message: message, Images: images}
 	if err := a.record(ev); err != nil {
 		return nil, err
 	}
-	a.emit(Event{Kind: UserInput, Text: message})
 	return a.converse(ctx, a.Cartridge.Behavior("interaction"))
+}
+
+// drainSteering takes the messages the user sent before the first
+// request (a steer queued while nothing ran) and joins them to the
+// input, after it, as the reference's drain right after USER_INPUT: one
+// user turn, since two in a row read as a failed exchange.
+func (a *Agent) drainSteering(message string) string {
+	if a.Steering == nil {
+		return message
+	}
+	for _, msg := range a.Steering() {
+		a.emit(Event{Kind: SteeringInjected, Text: msg})
+		message = joinNonEmpty("\n\n", message, msg)
+	}
+	return message
 }
 
 // Continue runs provider rounds (the functions loop) on the

@@ -20,7 +20,7 @@ func TestSessionEvents(t *testing.T) {
 	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, newTool("a", nil, nil))
 	sent := false
 	h.agent.Steering = func() []string {
-		if sent {
+		if sent || p.requestCount() == 0 {
 			return nil
 		}
 		sent = true
@@ -130,4 +130,30 @@ func TestContextPressure(t *testing.T) {
 			t.Errorf("a stored output has %d characters, want 8000", len(Text(ev.Message)))
 		}
 	}
+}
+
+// A message the user sent before the first request (queued while
+// nothing ran) joins the input in the first request, as one user turn,
+// after it; nothing waits for a tool round that may never come.
+func TestSteeringBeforeTheFirstRequest(t *testing.T) {
+	p := &scripted{steps: []step{{chunks: []string{"ok"}}}}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil)
+	queued := []string{"in French"}
+	h.agent.Steering = func() []string {
+		s := queued
+		queued = nil
+		return s
+	}
+	ask(t, h, "hello")
+	msgs := p.request(0).Messages
+	if last := msgs[len(msgs)-1]; last.Role != provider.RoleUser || last.Content != "hello\n\nin French" {
+		t.Errorf("the first request ends with %+v", last)
+	}
+	var kinds []string
+	for _, ev := range h.events {
+		if ev.Kind == UserInput || ev.Kind == SteeringInjected {
+			kinds = append(kinds, ev.Kind.String()+":"+ev.Text)
+		}
+	}
+	equal(t, "events", kinds, []string{"user_input:hello", "steering_injected:in French"})
 }
