@@ -157,3 +157,38 @@ func TestSteeringBeforeTheFirstRequest(t *testing.T) {
 	}
 	equal(t, "events", kinds, []string{"user_input:hello", "steering_injected:in French"})
 }
+
+// Every call gets a start event and an end event, the ones that cannot
+// run too: an unknown tool, arguments that break the schema, arguments
+// that are not JSON; the end carries the error given to the model.
+func TestEveryCallStartsAndEnds(t *testing.T) {
+	schema := map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}, "required": []any{"n"}}
+	p := &scripted{steps: []step{{calls: []provider.ToolCall{
+		call("1", "nope", "{}"), call("2", "count", `{"n":"x"}`), call("3", "count", `{"n":`), call("4", "count", `{"n":2}`),
+	}}}}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, newTool("count", schema, nil))
+	ask(t, h, "go")
+	started, ended := map[string]bool{}, map[string]bool{}
+	for _, ev := range h.events {
+		switch ev.Kind {
+		case ToolStart:
+			if ended[ev.Call.ID] {
+				t.Errorf("call %s started after it ended", ev.Call.ID)
+			}
+			started[ev.Call.ID] = true
+		case ToolEnd:
+			if !started[ev.Call.ID] {
+				t.Errorf("call %s ended without a start", ev.Call.ID)
+			}
+			ended[ev.Call.ID] = true
+			if want := ev.Call.ID != "4"; ev.IsError != want {
+				t.Errorf("call %s: IsError %v (%v)", ev.Call.ID, ev.IsError, ev.Output)
+			}
+		}
+	}
+	for _, id := range []string{"1", "2", "3", "4"} {
+		if !started[id] || !ended[id] {
+			t.Errorf("call %s: start %v, end %v", id, started[id], ended[id])
+		}
+	}
+}
