@@ -283,6 +283,9 @@ type Agent struct {
 	// abridge (see abridge); wanted is the size of the last request
 	// before that.
 	abridged, wanted int
+	// squeeze, when set, bounds the messages of the requests that follow
+	// (estimated tokens): the provider refused a longer conversation.
+	squeeze int
 }
 
 // Loop is how an agent works towards its answer.
@@ -609,6 +612,7 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 		return &Result{Streamed: stream, Usage: usage, Rounds: round, FinishReason: why, Stopped: why, Notice: notice,
 			ContextTokens: pressure.tokens, ContextBudget: a.Budget}
 	}
+	compacted := false
 	for round := 1; ; round++ {
 		if round > a.MaxRounds {
 			notice := fmt.Sprintf("stopped after %d rounds of tool calls without an answer (infinite loop prevention; safety.tools.rounds sets the limit); the conversation is kept: send another message (\"continue\") to let the model go on", a.MaxRounds)
@@ -635,6 +639,18 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 			partial.WriteString(cut.Notice())
 			a.emit(Event{Kind: TextDelta, Text: cut.Notice()})
 			resp, err = &provider.Response{Text: partial.String(), FinishReason: "length"}, nil
+		}
+		if err != nil && partial.Len() == 0 && !compacted && ctx.Err() == nil && provider.IsContextLength(err) {
+			// The conversation does not fit the model's context after
+			// all (the estimate of four characters a token is only an
+			// estimate): compact it to half its size, old tool outputs
+			// abridged first, then the oldest turns left out, and ask
+			// once more.
+			compacted = true
+			if a.compact(b, stream, req, err) {
+				round--
+				continue
+			}
 		}
 		if err != nil {
 			if partial.Len() > 0 {
@@ -694,6 +710,51 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 			}
 		}
 	}
+}
+
+// compact halves the messages of the next request after the provider
+// refused req as longer than the model's context, and says so in a
+// Warning. It returns false when nothing could be left out (the last
+// turn alone is too long): the refusal stands.
+func (a *Agent) compact(b cartridge.Behavior, stream bool, req provider.Request, cause error) bool {
+	size := 0
+	for _, m := range req.Messages {
+		size += messageTokens(m)
+	}
+	abridgedBefore := a.abridged
+	a.squeeze = max(size/2, 1)
+	next := a.request(b, stream)
+	after := 0
+	for _, m := range next.Messages {
+		after += messageTokens(m)
+	}
+	if after >= size {
+		a.emit(Event{Kind: Warning, ContextTokens: requestTokens(req), ContextBudget: a.Budget,
+			Text: fmt.Sprintf("The provider refused the conversation as longer than the model's context (%v), and it cannot be compacted further", cause)})
+		return false
+	}
+	turns := func(msgs []provider.Message) int {
+		n := 0
+		for _, m := range msgs {
+			if m.Role == provider.RoleUser {
+				n++
+			}
+		}
+		return n
+	}
+	dropped := turns(req.Messages) - turns(next.Messages)
+	a.emit(Event{Kind: Warning, ContextTokens: requestTokens(next), ContextBudget: a.Budget,
+		Text: fmt.Sprintf("The provider refused the conversation as longer than the model's context: it was compacted from ~%d to ~%d estimated tokens (%s abridged, %s left out) and sent again",
+			size, after, count(a.abridged-abridgedBefore, "old tool output", "old tool outputs"), count(dropped, "earlier turn", "earlier turns"))})
+	return true
+}
+
+// count is n with the noun that fits it.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // LoopWarning is what the model is told when its last n calls repeat a

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -190,5 +191,57 @@ func TestEveryCallStartsAndEnds(t *testing.T) {
 		if !started[id] || !ended[id] {
 			t.Errorf("call %s: start %v, end %v", id, started[id], ended[id])
 		}
+	}
+}
+
+// A provider that refuses the conversation as longer than the model's
+// context (its estimate fit nb's budget) gets it once more, compacted to
+// half: old tool outputs abridged, then the oldest turns left out; a
+// Warning says so. A second refusal fails the exchange: one retry only.
+func TestContextLengthCompactsAndRetries(t *testing.T) {
+	refusal := &provider.Error{Provider: "fake", Status: 400, Code: "context_length_exceeded", Message: "This model's maximum context length is 8192 tokens."}
+	big := strings.Repeat("0123456789", 2000)
+	history := func() *Memory {
+		var evs []state.Event
+		for i := range 6 {
+			q := fmt.Sprintf("question %d", i)
+			evs = append(evs,
+				state.Event{Who: state.RoleUser, Input: &q, Message: q},
+				state.Event{Who: state.RoleAI, ToolCalls: []state.ToolCall{{ID: fmt.Sprint(i), Name: "a", Arguments: "{}"}}},
+				state.Event{Who: state.RoleTool, Message: big, Result: state.ToolResult{ID: fmt.Sprint(i), Name: "a"}},
+				state.Event{Who: state.RoleAI, Message: "answer"})
+		}
+		return NewMemory(evs...)
+	}
+	p := &scripted{steps: []step{{err: refusal}, {chunks: []string{"ok"}}}}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, newTool("a", nil, nil))
+	h.agent.Conversation = history()
+	if res := ask(t, h, "go on"); res.Text != "ok" {
+		t.Fatalf("answer %q", res.Text)
+	}
+	size := func(r provider.Request) int { return requestTokens(provider.Request{Messages: r.Messages}) }
+	first, second := p.request(0), p.request(1)
+	if size(second) > size(first)/2 {
+		t.Errorf("the retry is %d estimated tokens, the refused request %d", size(second), size(first))
+	}
+	if last := second.Messages[len(second.Messages)-1]; last.Content != "go on" {
+		t.Errorf("the retry ends with %+v", last)
+	}
+	var warned []string
+	for _, ev := range h.kinds(Warning) {
+		warned = append(warned, ev.Text)
+	}
+	if len(warned) == 0 || !strings.Contains(strings.Join(warned, "\n"), "The provider refused the conversation as longer than the model's context: it was compacted from") {
+		t.Errorf("warnings %q", warned)
+	}
+
+	p = &scripted{steps: []step{{err: refusal}, {err: refusal}, {chunks: []string{"never"}}}}
+	h = newHarness(t, unconfirmed, cartridge.Eval, p, nil, newTool("a", nil, nil))
+	h.agent.Conversation = history()
+	if _, err := h.agent.Ask(context.Background(), "go on"); !errors.Is(err, refusal) {
+		t.Errorf("a second refusal: %v", err)
+	}
+	if n := p.requestCount(); n != 2 {
+		t.Errorf("%d requests", n)
 	}
 }

@@ -23,6 +23,9 @@ func (a *Agent) request(b cartridge.Behavior, stream bool) provider.Request {
 		// takes the whole budget leaves room for the last turn only.
 		budget = max(budget-estimateTokens(system)-estimateTokens(b.Backdrop), 1)
 	}
+	if a.squeeze > 0 && (budget <= 0 || a.squeeze < budget) {
+		budget = a.squeeze // the provider refused a larger conversation
+	}
 	if budget > 0 {
 		var n int
 		a.wanted = requestTokens(provider.Request{System: system, Backdrop: b.Backdrop, Messages: msgs})
