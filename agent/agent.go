@@ -248,9 +248,15 @@ type Agent struct {
 	// messages the user sent meanwhile; they are recorded as one user
 	// turn (separated by blank lines) before the next request.
 	Steering func() []string
-	// MaxRounds bounds the provider calls of one input (10 by default, as
-	// the reference).
+	// MaxRounds bounds the provider calls of one input (see the function
+	// MaxRounds).
 	MaxRounds int
+	// MaxTokens, when above 0, bounds the tokens of one input's rounds
+	// (input and output, summed): no request is made past it.
+	MaxTokens int
+	// LoopWindow is the loop detector's window in tool calls
+	// (DefaultLoopWindow when 0).
+	LoopWindow int
 	// Budget bounds the history sent to the provider, in estimated tokens.
 	Budget int
 	// Limits bound tool output sent to the model.
@@ -348,6 +354,8 @@ const (
 	StopRoundLimit = "round_limit"
 	// StopLoop: the model kept repeating its calls after the warning.
 	StopLoop = "loop_detected"
+	// StopTokenLimit: the exchange's rounds used MaxTokens tokens.
+	StopTokenLimit = "token_limit"
 )
 
 // Ask runs one exchange by the agent's Loop: the user's input (with
@@ -600,7 +608,11 @@ func safeValue(v any) (any, bool) {
 // warning) with the conversation kept and a Result that says so.
 func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, error) {
 	stream := a.Cartridge.Stream(a.Mode) && !a.Whole
-	detector := newLoopDetector(10)
+	window := a.LoopWindow
+	if window <= 0 {
+		window = DefaultLoopWindow
+	}
+	detector := newLoopDetector(window)
 	warned := false
 	var usage provider.Usage
 	ctx = provider.WithRetryNotify(ctx, func(err error, attempt int, delay time.Duration) {
@@ -618,6 +630,11 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 			notice := fmt.Sprintf("stopped after %d rounds of tool calls without an answer (infinite loop prevention; safety.tools.rounds sets the limit); the conversation is kept: send another message (\"continue\") to let the model go on", a.MaxRounds)
 			a.emit(Event{Kind: TurnLimit, Round: a.MaxRounds, Text: notice})
 			return stopped(round-1, StopRoundLimit, notice), nil
+		}
+		if used := usage.InputTokens + usage.OutputTokens; a.MaxTokens > 0 && used >= a.MaxTokens {
+			notice := fmt.Sprintf("stopped after %d rounds of tool calls: they used %d tokens, the budget is %d (safety.tokens sets it); the conversation is kept: send another message (\"continue\") to let the model go on", round-1, used, a.MaxTokens)
+			a.emit(Event{Kind: TurnLimit, Round: round - 1, Text: notice})
+			return stopped(round-1, StopTokenLimit, notice), nil
 		}
 		req := a.request(b, stream)
 		pressure.check(a, req)
@@ -825,14 +842,58 @@ func withResponse(ev *state.Event, resp *provider.Response) {
 	}
 }
 
-// MaxRounds is the cartridge's round limit: safety.tools.rounds, else 10.
+// The round limits when safety.tools.rounds is not set.
+const (
+	// DefaultRounds is the reference's limit, for cartridges that answer
+	// questions with a few tool calls.
+	DefaultRounds = 10
+	// CodingRounds is the limit of a cartridge that writes files or runs
+	// commands (builtins.files with write, builtins.exec): a coding task
+	// takes the vendors' agents 50 to 200 rounds. The loop detector, the
+	// context budget and safety.tokens guard it.
+	CodingRounds = 200
+)
+
+// MaxRounds is the cartridge's round limit: safety.tools.rounds, else
+// CodingRounds for a cartridge that writes files or runs commands, else
+// DefaultRounds.
 func MaxRounds(c *cartridge.Cartridge) int {
 	if v, ok := c.Get("safety", "tools", "rounds"); ok {
 		if n, ok := v.(int64); ok && n > 0 {
 			return int(n)
 		}
 	}
-	return 10
+	if b, err := c.Builtins(); err == nil && b != nil && (b.Exec != nil || b.Files != nil && b.Files.Write) {
+		return CodingRounds
+	}
+	return DefaultRounds
+}
+
+// MaxTokens is the cartridge's token budget for one exchange
+// (safety.tokens): the input and output tokens of its rounds, summed; 0
+// when unset.
+func MaxTokens(c *cartridge.Cartridge) int {
+	if v, ok := c.Get("safety", "tokens"); ok {
+		if n, ok := v.(int64); ok && n > 0 {
+			return int(n)
+		}
+	}
+	return 0
+}
+
+// DefaultLoopWindow is the loop detector's window: the reference's ten
+// calls.
+const DefaultLoopWindow = 10
+
+// LoopWindow is the loop detector's window (safety.loops, else
+// DefaultLoopWindow).
+func LoopWindow(c *cartridge.Cartridge) int {
+	if v, ok := c.Get("safety", "loops"); ok {
+		if n, ok := v.(int64); ok && n >= 2 {
+			return int(n)
+		}
+	}
+	return DefaultLoopWindow
 }
 
 // storedUsage is an exchange's usage as its answer keeps it in the

@@ -245,3 +245,77 @@ func TestContextLengthCompactsAndRetries(t *testing.T) {
 		t.Errorf("%d requests", n)
 	}
 }
+
+// A cartridge that writes files or runs commands gets the coding limit
+// (a coding task takes 50 to 200 rounds); one that only reads, or has
+// no built-ins, the reference's 10; safety.tools.rounds wins over both.
+func TestCodingRoundLimit(t *testing.T) {
+	for src, want := range map[string]int{
+		"provider: {id: openai}\n":                                                           DefaultRounds,
+		"builtins: {files: {write: false}}\n":                                                DefaultRounds,
+		"builtins: {files: true}\n":                                                          CodingRounds,
+		"builtins: {exec: true}\n":                                                           CodingRounds,
+		"builtins: {files: {write: false}, exec: true}\n":                                    CodingRounds,
+		"builtins: {files: true}\nsafety: {tools: {rounds: 30}}\n":                           30,
+		"builtins: {exec: {timeout: 5}}\nsafety: {tools: {rounds: 7, confirmable: false}}\n": 7,
+	} {
+		if got := MaxRounds(parse(t, src)); got != want {
+			t.Errorf("%q: %d rounds, want %d", src, got, want)
+		}
+	}
+	if CodingRounds < 50 {
+		t.Errorf("CodingRounds %d", CodingRounds)
+	}
+}
+
+// safety.tokens bounds an exchange's tokens: once its rounds used the
+// budget, no further request is made and the exchange stops, as at the
+// round limit, with the conversation kept.
+func TestTokenBudget(t *testing.T) {
+	cart := "safety: {tools: {confirmable: false}, tokens: 1000}\nprovider: {id: openai}\n"
+	p := &scripted{forever: func(n int) step {
+		return step{calls: []provider.ToolCall{call(fmt.Sprint(n), "r", fmt.Sprintf(`{"n":%d}`, n))}, usage: provider.Usage{InputTokens: 300, OutputTokens: 100}}
+	}}
+	h := newHarness(t, cart, cartridge.Eval, p, nil, newTool("r", nil, nil))
+	res := ask(t, h, "go")
+	if res.Stopped != StopTokenLimit || res.Rounds != 3 || !strings.Contains(res.Notice, "1200 tokens, the budget is 1000 (safety.tokens") {
+		t.Errorf("result %+v", res)
+	}
+	if n := p.requestCount(); n != 3 {
+		t.Errorf("%d requests", n)
+	}
+	if got := h.kinds(TurnLimit); len(got) != 1 {
+		t.Errorf("TurnLimit events %+v", got)
+	}
+}
+
+// safety.loops sets the loop detector's window: a two-call cycle is
+// caught after four calls with a window of 4, not before ten with the
+// default.
+func TestLoopWindowSetting(t *testing.T) {
+	cycle := func(n int) step {
+		name := "a"
+		if n%2 == 0 {
+			name = "b"
+		}
+		if n > 6 {
+			return step{chunks: []string{"done"}}
+		}
+		return step{calls: []provider.ToolCall{call(fmt.Sprint(n), name, "{}")}}
+	}
+	for cart, want := range map[string]int{
+		"safety: {tools: {confirmable: false}, loops: 4}\nprovider: {id: openai}\n": 1,
+		unconfirmed: 0,
+	} {
+		p := &scripted{forever: cycle}
+		h := newHarness(t, cart, cartridge.Eval, p, nil, newTool("a", nil, nil), newTool("b", nil, nil))
+		ask(t, h, "go")
+		got := h.kinds(LoopDetection)
+		if len(got) != want {
+			t.Errorf("%q: %d loop warnings %+v", cart, len(got), got)
+		}
+		if want == 1 && got[0].Text != LoopWarning(4) {
+			t.Errorf("warning %q", got[0].Text)
+		}
+	}
+}
