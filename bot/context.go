@@ -3,9 +3,12 @@ package bot
 import (
 	"path/filepath"
 
+	"github.com/nbots/nb/baseprompt"
 	"github.com/nbots/nb/builtin"
+	"github.com/nbots/nb/builtin/files"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/project"
+	"github.com/nbots/nb/tool"
 )
 
 // contextSettings reads the cartridge's context key: on by default for
@@ -53,11 +56,32 @@ func ContextOf(c *cartridge.Cartridge, h Host) (ctx project.Context, ok bool, er
 	return gather(c, set, st), true, nil
 }
 
-// projectContext is the context's text for one exchange ("" when off).
-// It is gathered anew for each exchange: the date and the files change.
-func (b *Bot) projectContext() string {
+// projectContext is the context's text for one exchange with tools ("" when
+// off): nb's base prompt for the model family, then the environment
+// block and the project's instructions, gathered anew for each exchange
+// (the date and the files change).
+func (b *Bot) projectContext(tools *tool.Set) string {
 	if !b.context.On {
 		return ""
 	}
-	return gather(b.Cartridge, b.context, b.builtins).Text()
+	var base string
+	if b.context.Base {
+		profile := b.builtins.Profile
+		if profile == "" {
+			p := b.Cartridge.Provider()
+			profile = files.ProfileFor(p.ID, p.Model())
+		}
+		base = baseprompt.Text(profile, func(name string) bool {
+			_, ok := tools.Lookup(name)
+			return ok
+		})
+	}
+	ctx := gather(b.Cartridge, b.context, b.builtins).Text()
+	if base == "" {
+		return ctx
+	}
+	if ctx == "" {
+		return base
+	}
+	return base + "\n\n" + ctx
 }
