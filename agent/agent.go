@@ -261,6 +261,10 @@ type Agent struct {
 	Budget int
 	// Limits bound tool output sent to the model.
 	Limits Truncation
+	// ToolLimits are the cartridge's limits for some tools
+	// (builtins.limits), by tool.MatchName of the tool's name: they win
+	// over the tools' own and Limits.
+	ToolLimits map[string]ToolLimit
 	// MaxStored bounds one tool output kept in the conversation, in bytes
 	// (the model sees far less, the ToolEnd event all of it); 0 means
 	// DefaultMaxStored. A larger output is kept head and tail with a note,
@@ -879,6 +883,20 @@ func MaxTokens(c *cartridge.Cartridge) int {
 		}
 	}
 	return 0
+}
+
+// ToolLimits are the cartridge's limits of some tools' output
+// (builtins.limits), keyed as Agent.ToolLimits; nil when none.
+func ToolLimits(c *cartridge.Cartridge) map[string]ToolLimit {
+	b, err := c.Builtins()
+	if err != nil || b == nil || len(b.Limits) == 0 {
+		return nil
+	}
+	out := make(map[string]ToolLimit, len(b.Limits))
+	for name, l := range b.Limits {
+		out[tool.MatchName(name)] = ToolLimit{MaxChars: l.Chars, MaxLines: l.Lines, Mode: l.Mode}
+	}
+	return out
 }
 
 // DefaultLoopWindow is the loop detector's window: the reference's ten

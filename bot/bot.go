@@ -473,7 +473,7 @@ func (b *Bot) agent(x Exchange, conv agent.Conversation, tools *tool.Set) *agent
 	a := &agent.Agent{
 		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System, Override: x.Override, Stop: x.Stop, Whole: x.Whole,
 		Scripts: b.scripts, Confirmer: warned(x.Confirmer, tools), Conversation: conv, OnEvent: onEvent, Output: x.Output,
-		Steering: x.Steering, MaxRounds: agent.MaxRounds(b.Cartridge), MaxTokens: agent.MaxTokens(b.Cartridge), LoopWindow: agent.LoopWindow(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(),
+		Steering: x.Steering, MaxRounds: agent.MaxRounds(b.Cartridge), MaxTokens: agent.MaxTokens(b.Cartridge), LoopWindow: agent.LoopWindow(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(), ToolLimits: agent.ToolLimits(b.Cartridge),
 		Structured: x.Structured, Check: x.Check, Loop: x.Loop, MaxTasks: x.MaxTasks, OnPlan: x.OnPlan,
 	}
 	a.Context = b.projectContext(tools)

@@ -515,7 +515,7 @@ func TestToolKinds(t *testing.T) {
 	if n := len(Tools(w, false, ProfileNanobot)); n != 4 {
 		t.Errorf("without write: %d tools, want 4", n)
 	}
-	want := map[string]tool.Limits{"read_file": {Chars: 50_000, Lines: ReadLines + 10}, "grep": {Chars: 20_000, Lines: 200}, "glob": {Chars: 20_000, Lines: 500}}
+	want := map[string]tool.Limits{"read_file": {Chars: 50_000, Lines: ReadLines + 10}, "grep": {Chars: 20_000, Lines: 200, Tail: true}, "glob": {Chars: 20_000, Lines: 500, Tail: true}}
 	for _, tl := range Tools(w, true, ProfileNanobot) {
 		if l, ok := want[tl.Spec().Name]; ok && tl.(tool.Limited).OutputLimits() != l {
 			t.Errorf("%s limits = %+v, want %+v", tl.Spec().Name, tl.(tool.Limited).OutputLimits(), l)
@@ -531,5 +531,35 @@ func TestOpenErrors(t *testing.T) {
 	os.WriteFile(f, nil, 0o644)
 	if _, err := Open(f); err == nil || !strings.Contains(err.Error(), "not a folder") {
 		t.Errorf("Open(file) = %v", err)
+	}
+}
+
+// The output limits are the agent-loop reference's table: grep and glob
+// (20,000 characters), the editing tools (10,000) and write_file (1,000)
+// keep the tail; read_file the head and the tail.
+func TestOutputLimitModes(t *testing.T) {
+	w := workspace(t, nil)
+	want := map[string]tool.Limits{
+		"grep": {Chars: 20_000, Lines: 200, Tail: true}, "glob": {Chars: 20_000, Lines: 500, Tail: true},
+		"write_file": {Chars: 1000, Tail: true}, "apply_patch": {Chars: 10_000, Tail: true},
+		"edit_file": {Chars: 10_000, Tail: true}, "replace": {Chars: 10_000, Tail: true},
+	}
+	seen := map[string]bool{}
+	for _, p := range []Profile{ProfileOpenAI, ProfileAnthropic, ProfileGemini, ProfileNanobot} {
+		for _, x := range Tools(w, true, p) {
+			name := x.Spec().Name
+			lim := x.(tool.Limited).OutputLimits()
+			if w, ok := want[name]; ok {
+				seen[name] = true
+				if lim != w {
+					t.Errorf("%s (%s): %+v, want %+v", name, p, lim, w)
+				}
+			} else if lim.Tail {
+				t.Errorf("%s keeps the tail", name)
+			}
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("tools seen: %v", seen)
 	}
 }
