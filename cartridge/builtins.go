@@ -45,6 +45,9 @@ type BuiltinFiles struct {
 	// model, the default), openai (apply_patch), anthropic, gemini or
 	// nanobot (see builtin/files.Profile).
 	Profile string
+	// Images lets read_file answer pictures as images; nil when unset
+	// (then by the provider: see builtin.FromCartridge).
+	Images *bool
 }
 
 // BuiltinExec is builtins.exec: the exec tool.
@@ -122,12 +125,16 @@ func (c *Cartridge) Builtins() (*Builtins, error) {
 	p.known(m, "builtins", "files", "exec", "web", "spawn", "limits")
 
 	if g := p.group(m["files"], "builtins.files", ""); g != nil {
-		p.known(g, "builtins.files", "workspace", "write", "profile", "hard-links")
+		p.known(g, "builtins.files", "workspace", "write", "profile", "hard-links", "images")
 		b.Files = &BuiltinFiles{
 			Workspace: p.text(g, "builtins.files", "workspace", "."),
 			Write:     p.boolean(g, "builtins.files", "write", true),
 			Profile:   p.text(g, "builtins.files", "profile", "auto"),
 			HardLinks: p.boolean(g, "builtins.files", "hard-links", false),
+		}
+		if v, set := g["images"]; set && v != nil {
+			images := p.boolean(g, "builtins.files", "images", false)
+			b.Files.Images = &images
 		}
 		switch b.Files.Profile {
 		case "auto", "openai", "anthropic", "gemini", "nanobot":
