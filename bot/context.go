@@ -37,7 +37,7 @@ func gather(c *cartridge.Cartridge, set cartridge.ContextSettings, st builtin.St
 	p := c.Provider()
 	return project.Gather(project.Options{
 		Dir: dir, Provider: p.ID, Model: p.Model(),
-		Environment: set.Environment, Docs: set.Docs, Budget: set.Budget,
+		Environment: set.Environment, NoGit: !set.Git, Docs: set.Docs, Budget: set.Budget,
 	})
 }
 

@@ -25,7 +25,7 @@ func TestProjectContext(t *testing.T) {
 		want, base  bool
 	}{
 		{"builtins", "builtins: {files: {workspace: " + ws + "}}\n", true, true},
-		{"no base", "builtins: {files: {workspace: " + ws + "}}\ncontext: {base: false}\n", true, false},
+		{"no base", "builtins: {files: {workspace: " + ws + "}}\ncontext: {base: false, git: false}\n", true, false},
 		{"off", "builtins: {files: {workspace: " + ws + "}}\ncontext: false\n", false, false},
 		{"no builtins", "", false, false},
 	} {

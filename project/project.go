@@ -31,6 +31,8 @@ type Options struct {
 	Provider, Model string
 	// Environment includes the environment block.
 	Environment bool
+	// NoGit leaves git's summary (which runs git) out of the block.
+	NoGit bool
 	// Docs are the instruction files' names to read at each level; nil
 	// takes DocNames(Provider), an empty non-nil list reads none.
 	Docs []string
@@ -242,7 +244,7 @@ func environment(o Options, dir string, c Context) string {
 	}
 	tail.WriteString("</environment>")
 	var git string
-	if c.Root != "" {
+	if c.Root != "" && !o.NoGit {
 		git = gitLines(summarize(dir, recentCommits), EnvironmentBudget-head.Len()-tail.Len())
 	}
 	return head.String() + git + tail.String()

@@ -128,6 +128,9 @@ func TestEnvironmentGitSummary(t *testing.T) {
 	if osVersion() == "" {
 		t.Error("no OS version")
 	}
+	if c := Gather(Options{Dir: repo, Environment: true, Now: now, Docs: []string{}, NoGit: true}); strings.Contains(c.Environment, "Git status") || strings.Contains(c.Environment, "Recent commits") {
+		t.Errorf("NoGit:\n%s", c.Environment)
+	}
 
 	// Long subjects are cut, and the block stays within its budget.
 	for i := 0; i < 5; i++ {
