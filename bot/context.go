@@ -2,6 +2,7 @@ package bot
 
 import (
 	"path/filepath"
+	"slices"
 
 	"github.com/nbots/nb/baseprompt"
 	"github.com/nbots/nb/builtin"
@@ -54,6 +55,26 @@ func ContextOf(c *cartridge.Cartridge, h Host) (ctx project.Context, ok bool, er
 		return project.Context{}, false, err
 	}
 	return gather(c, set, st), true, nil
+}
+
+// BaseOf is nb's base prompt a bot of c would send first ("" when the
+// context or its base is off, or the cartridge has no file or exec
+// built-ins), without building the bot: `nb CART - cartridge` shows it.
+func BaseOf(c *cartridge.Cartridge, h Host) (string, error) {
+	set, err := contextSettings(c)
+	if err != nil || !set.On || !set.Base {
+		return "", err
+	}
+	st, err := BuiltinsStatus(c, h)
+	if err != nil {
+		return "", err
+	}
+	profile := st.Profile
+	if profile == "" {
+		p := c.Provider()
+		profile = files.ProfileFor(p.ID, p.Model())
+	}
+	return baseprompt.Text(profile, func(name string) bool { return slices.Contains(st.Tools, name) }), nil
 }
 
 // projectContext is the context's text for one exchange with tools ("" when
