@@ -248,13 +248,23 @@ type Agent struct {
 	// messages the user sent meanwhile; they are recorded as one user
 	// turn (separated by blank lines) before the next request.
 	Steering func() []string
-	// MaxRounds bounds the provider calls of one input (10 by default, as
-	// the reference).
+	// MaxRounds bounds the provider calls of one input (see the function
+	// MaxRounds).
 	MaxRounds int
+	// MaxTokens, when above 0, bounds the tokens of one input's rounds
+	// (input and output, summed): no request is made past it.
+	MaxTokens int
+	// LoopWindow is the loop detector's window in tool calls
+	// (DefaultLoopWindow when 0).
+	LoopWindow int
 	// Budget bounds the history sent to the provider, in estimated tokens.
 	Budget int
 	// Limits bound tool output sent to the model.
 	Limits Truncation
+	// ToolLimits are the cartridge's limits for some tools
+	// (builtins.limits), by tool.MatchName of the tool's name: they win
+	// over the tools' own and Limits.
+	ToolLimits map[string]ToolLimit
 	// MaxStored bounds one tool output kept in the conversation, in bytes
 	// (the model sees far less, the ToolEnd event all of it); 0 means
 	// DefaultMaxStored. A larger output is kept head and tail with a note,
@@ -283,6 +293,9 @@ type Agent struct {
 	// abridge (see abridge); wanted is the size of the last request
 	// before that.
 	abridged, wanted int
+	// squeeze, when set, bounds the messages of the requests that follow
+	// (estimated tokens): the provider refused a longer conversation.
+	squeeze int
 }
 
 // Loop is how an agent works towards its answer.
@@ -345,6 +358,8 @@ const (
 	StopRoundLimit = "round_limit"
 	// StopLoop: the model kept repeating its calls after the warning.
 	StopLoop = "loop_detected"
+	// StopTokenLimit: the exchange's rounds used MaxTokens tokens.
+	StopTokenLimit = "token_limit"
 )
 
 // Ask runs one exchange by the agent's Loop: the user's input (with
@@ -407,12 +422,28 @@ func (a *Agent) askFunctions(ctx context.Context, input string, images []media.I
 		return nil, err
 	}
 	raw := input
+	a.emit(Event{Kind: UserInput, Text: message})
+	message = a.drainSteering(message)
 	ev := state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &raw, Message: message, Images: images}
 	if err := a.record(ev); err != nil {
 		return nil, err
 	}
-	a.emit(Event{Kind: UserInput, Text: message})
 	return a.converse(ctx, a.Cartridge.Behavior("interaction"))
+}
+
+// drainSteering takes the messages the user sent before the first
+// request (a steer queued while nothing ran) and joins them to the
+// input, after it, as the reference's drain right after USER_INPUT: one
+// user turn, since two in a row read as a failed exchange.
+func (a *Agent) drainSteering(message string) string {
+	if a.Steering == nil {
+		return message
+	}
+	for _, msg := range a.Steering() {
+		a.emit(Event{Kind: SteeringInjected, Text: msg})
+		message = joinNonEmpty("\n\n", message, msg)
+	}
+	return message
 }
 
 // Continue runs provider rounds (the functions loop) on the
@@ -581,7 +612,11 @@ func safeValue(v any) (any, bool) {
 // warning) with the conversation kept and a Result that says so.
 func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, error) {
 	stream := a.Cartridge.Stream(a.Mode) && !a.Whole
-	detector := newLoopDetector(10)
+	window := a.LoopWindow
+	if window <= 0 {
+		window = DefaultLoopWindow
+	}
+	detector := newLoopDetector(window)
 	warned := false
 	var usage provider.Usage
 	ctx = provider.WithRetryNotify(ctx, func(err error, attempt int, delay time.Duration) {
@@ -593,11 +628,17 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 		return &Result{Streamed: stream, Usage: usage, Rounds: round, FinishReason: why, Stopped: why, Notice: notice,
 			ContextTokens: pressure.tokens, ContextBudget: a.Budget}
 	}
+	compacted := false
 	for round := 1; ; round++ {
 		if round > a.MaxRounds {
 			notice := fmt.Sprintf("stopped after %d rounds of tool calls without an answer (infinite loop prevention; safety.tools.rounds sets the limit); the conversation is kept: send another message (\"continue\") to let the model go on", a.MaxRounds)
 			a.emit(Event{Kind: TurnLimit, Round: a.MaxRounds, Text: notice})
 			return stopped(round-1, StopRoundLimit, notice), nil
+		}
+		if used := usage.InputTokens + usage.OutputTokens; a.MaxTokens > 0 && used >= a.MaxTokens {
+			notice := fmt.Sprintf("stopped after %d rounds of tool calls: they used %d tokens, the budget is %d (safety.tokens sets it); the conversation is kept: send another message (\"continue\") to let the model go on", round-1, used, a.MaxTokens)
+			a.emit(Event{Kind: TurnLimit, Round: round - 1, Text: notice})
+			return stopped(round-1, StopTokenLimit, notice), nil
 		}
 		req := a.request(b, stream)
 		pressure.check(a, req)
@@ -619,6 +660,18 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 			partial.WriteString(cut.Notice())
 			a.emit(Event{Kind: TextDelta, Text: cut.Notice()})
 			resp, err = &provider.Response{Text: partial.String(), FinishReason: "length"}, nil
+		}
+		if err != nil && partial.Len() == 0 && !compacted && ctx.Err() == nil && provider.IsContextLength(err) {
+			// The conversation does not fit the model's context after
+			// all (the estimate of four characters a token is only an
+			// estimate): compact it to half its size, old tool outputs
+			// abridged first, then the oldest turns left out, and ask
+			// once more.
+			compacted = true
+			if a.compact(b, stream, req, err) {
+				round--
+				continue
+			}
 		}
 		if err != nil {
 			if partial.Len() > 0 {
@@ -678,6 +731,51 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 			}
 		}
 	}
+}
+
+// compact halves the messages of the next request after the provider
+// refused req as longer than the model's context, and says so in a
+// Warning. It returns false when nothing could be left out (the last
+// turn alone is too long): the refusal stands.
+func (a *Agent) compact(b cartridge.Behavior, stream bool, req provider.Request, cause error) bool {
+	size := 0
+	for _, m := range req.Messages {
+		size += messageTokens(m)
+	}
+	abridgedBefore := a.abridged
+	a.squeeze = max(size/2, 1)
+	next := a.request(b, stream)
+	after := 0
+	for _, m := range next.Messages {
+		after += messageTokens(m)
+	}
+	if after >= size {
+		a.emit(Event{Kind: Warning, ContextTokens: requestTokens(req), ContextBudget: a.Budget,
+			Text: fmt.Sprintf("The provider refused the conversation as longer than the model's context (%v), and it cannot be compacted further", cause)})
+		return false
+	}
+	turns := func(msgs []provider.Message) int {
+		n := 0
+		for _, m := range msgs {
+			if m.Role == provider.RoleUser {
+				n++
+			}
+		}
+		return n
+	}
+	dropped := turns(req.Messages) - turns(next.Messages)
+	a.emit(Event{Kind: Warning, ContextTokens: requestTokens(next), ContextBudget: a.Budget,
+		Text: fmt.Sprintf("The provider refused the conversation as longer than the model's context: it was compacted from ~%d to ~%d estimated tokens (%s abridged, %s left out) and sent again",
+			size, after, count(a.abridged-abridgedBefore, "old tool output", "old tool outputs"), count(dropped, "earlier turn", "earlier turns"))})
+	return true
+}
+
+// count is n with the noun that fits it.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // LoopWarning is what the model is told when its last n calls repeat a
@@ -748,14 +846,72 @@ func withResponse(ev *state.Event, resp *provider.Response) {
 	}
 }
 
-// MaxRounds is the cartridge's round limit: safety.tools.rounds, else 10.
+// The round limits when safety.tools.rounds is not set.
+const (
+	// DefaultRounds is the reference's limit, for cartridges that answer
+	// questions with a few tool calls.
+	DefaultRounds = 10
+	// CodingRounds is the limit of a cartridge that writes files or runs
+	// commands (builtins.files with write, builtins.exec): a coding task
+	// takes the vendors' agents 50 to 200 rounds. The loop detector, the
+	// context budget and safety.tokens guard it.
+	CodingRounds = 200
+)
+
+// MaxRounds is the cartridge's round limit: safety.tools.rounds, else
+// CodingRounds for a cartridge that writes files or runs commands, else
+// DefaultRounds.
 func MaxRounds(c *cartridge.Cartridge) int {
 	if v, ok := c.Get("safety", "tools", "rounds"); ok {
 		if n, ok := v.(int64); ok && n > 0 {
 			return int(n)
 		}
 	}
-	return 10
+	if b, err := c.Builtins(); err == nil && b != nil && (b.Exec != nil || b.Files != nil && b.Files.Write) {
+		return CodingRounds
+	}
+	return DefaultRounds
+}
+
+// MaxTokens is the cartridge's token budget for one exchange
+// (safety.tokens): the input and output tokens of its rounds, summed; 0
+// when unset.
+func MaxTokens(c *cartridge.Cartridge) int {
+	if v, ok := c.Get("safety", "tokens"); ok {
+		if n, ok := v.(int64); ok && n > 0 {
+			return int(n)
+		}
+	}
+	return 0
+}
+
+// ToolLimits are the cartridge's limits of some tools' output
+// (builtins.limits), keyed as Agent.ToolLimits; nil when none.
+func ToolLimits(c *cartridge.Cartridge) map[string]ToolLimit {
+	b, err := c.Builtins()
+	if err != nil || b == nil || len(b.Limits) == 0 {
+		return nil
+	}
+	out := make(map[string]ToolLimit, len(b.Limits))
+	for name, l := range b.Limits {
+		out[tool.MatchName(name)] = ToolLimit{MaxChars: l.Chars, MaxLines: l.Lines, Mode: l.Mode}
+	}
+	return out
+}
+
+// DefaultLoopWindow is the loop detector's window: the reference's ten
+// calls.
+const DefaultLoopWindow = 10
+
+// LoopWindow is the loop detector's window (safety.loops, else
+// DefaultLoopWindow).
+func LoopWindow(c *cartridge.Cartridge) int {
+	if v, ok := c.Get("safety", "loops"); ok {
+		if n, ok := v.(int64); ok && n >= 2 {
+			return int(n)
+		}
+	}
+	return DefaultLoopWindow
 }
 
 // storedUsage is an exchange's usage as its answer keeps it in the

@@ -21,13 +21,19 @@ func (a *Agent) callTool(ctx context.Context, call tool.Call) (string, bool, err
 		call.Arguments = map[string]any{}
 	}
 	j := &job{call: call, args: compactArgs(call.Arguments)}
+	failed := func(msg string) (string, bool, error) {
+		c := j.call
+		a.emit(Event{Kind: ToolStart, Call: &c})
+		a.emit(Event{Kind: ToolEnd, Call: &c, Output: msg, IsError: true})
+		return msg, true, nil
+	}
 	t, ok := a.Tools.Lookup(call.Name)
 	if !ok {
-		return fmt.Sprintf("Unknown tool: %s. The available tools are: %s.", call.Name, a.toolNames()), true, nil
+		return failed(fmt.Sprintf("Unknown tool: %s. The available tools are: %s.", call.Name, a.toolNames()))
 	}
 	j.tool = t
 	if msg := validateArguments(t.Spec(), call.Arguments); msg != "" {
-		return msg, true, nil
+		return failed(msg)
 	}
 	if a.Cartridge.Confirmable() && !readOnly(t) {
 		allowed, err := a.confirm(ctx, j)

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -20,7 +21,7 @@ func TestSessionEvents(t *testing.T) {
 	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, newTool("a", nil, nil))
 	sent := false
 	h.agent.Steering = func() []string {
-		if sent {
+		if sent || p.requestCount() == 0 {
 			return nil
 		}
 		sent = true
@@ -128,6 +129,193 @@ func TestContextPressure(t *testing.T) {
 	for _, ev := range h.agent.History() {
 		if ev.Who == state.RoleTool && len(Text(ev.Message)) != 8000 {
 			t.Errorf("a stored output has %d characters, want 8000", len(Text(ev.Message)))
+		}
+	}
+}
+
+// A message the user sent before the first request (queued while
+// nothing ran) joins the input in the first request, as one user turn,
+// after it; nothing waits for a tool round that may never come.
+func TestSteeringBeforeTheFirstRequest(t *testing.T) {
+	p := &scripted{steps: []step{{chunks: []string{"ok"}}}}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil)
+	queued := []string{"in French"}
+	h.agent.Steering = func() []string {
+		s := queued
+		queued = nil
+		return s
+	}
+	ask(t, h, "hello")
+	msgs := p.request(0).Messages
+	if last := msgs[len(msgs)-1]; last.Role != provider.RoleUser || last.Content != "hello\n\nin French" {
+		t.Errorf("the first request ends with %+v", last)
+	}
+	var kinds []string
+	for _, ev := range h.events {
+		if ev.Kind == UserInput || ev.Kind == SteeringInjected {
+			kinds = append(kinds, ev.Kind.String()+":"+ev.Text)
+		}
+	}
+	equal(t, "events", kinds, []string{"user_input:hello", "steering_injected:in French"})
+}
+
+// Every call gets a start event and an end event, the ones that cannot
+// run too: an unknown tool, arguments that break the schema, arguments
+// that are not JSON; the end carries the error given to the model.
+func TestEveryCallStartsAndEnds(t *testing.T) {
+	schema := map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}, "required": []any{"n"}}
+	p := &scripted{steps: []step{{calls: []provider.ToolCall{
+		call("1", "nope", "{}"), call("2", "count", `{"n":"x"}`), call("3", "count", `{"n":`), call("4", "count", `{"n":2}`),
+	}}}}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, newTool("count", schema, nil))
+	ask(t, h, "go")
+	started, ended := map[string]bool{}, map[string]bool{}
+	for _, ev := range h.events {
+		switch ev.Kind {
+		case ToolStart:
+			if ended[ev.Call.ID] {
+				t.Errorf("call %s started after it ended", ev.Call.ID)
+			}
+			started[ev.Call.ID] = true
+		case ToolEnd:
+			if !started[ev.Call.ID] {
+				t.Errorf("call %s ended without a start", ev.Call.ID)
+			}
+			ended[ev.Call.ID] = true
+			if want := ev.Call.ID != "4"; ev.IsError != want {
+				t.Errorf("call %s: IsError %v (%v)", ev.Call.ID, ev.IsError, ev.Output)
+			}
+		}
+	}
+	for _, id := range []string{"1", "2", "3", "4"} {
+		if !started[id] || !ended[id] {
+			t.Errorf("call %s: start %v, end %v", id, started[id], ended[id])
+		}
+	}
+}
+
+// A provider that refuses the conversation as longer than the model's
+// context (its estimate fit nb's budget) gets it once more, compacted to
+// half: old tool outputs abridged, then the oldest turns left out; a
+// Warning says so. A second refusal fails the exchange: one retry only.
+func TestContextLengthCompactsAndRetries(t *testing.T) {
+	refusal := &provider.Error{Provider: "fake", Status: 400, Code: "context_length_exceeded", Message: "This model's maximum context length is 8192 tokens."}
+	big := strings.Repeat("0123456789", 2000)
+	history := func() *Memory {
+		var evs []state.Event
+		for i := range 6 {
+			q := fmt.Sprintf("question %d", i)
+			evs = append(evs,
+				state.Event{Who: state.RoleUser, Input: &q, Message: q},
+				state.Event{Who: state.RoleAI, ToolCalls: []state.ToolCall{{ID: fmt.Sprint(i), Name: "a", Arguments: "{}"}}},
+				state.Event{Who: state.RoleTool, Message: big, Result: state.ToolResult{ID: fmt.Sprint(i), Name: "a"}},
+				state.Event{Who: state.RoleAI, Message: "answer"})
+		}
+		return NewMemory(evs...)
+	}
+	p := &scripted{steps: []step{{err: refusal}, {chunks: []string{"ok"}}}}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, newTool("a", nil, nil))
+	h.agent.Conversation = history()
+	if res := ask(t, h, "go on"); res.Text != "ok" {
+		t.Fatalf("answer %q", res.Text)
+	}
+	size := func(r provider.Request) int { return requestTokens(provider.Request{Messages: r.Messages}) }
+	first, second := p.request(0), p.request(1)
+	if size(second) > size(first)/2 {
+		t.Errorf("the retry is %d estimated tokens, the refused request %d", size(second), size(first))
+	}
+	if last := second.Messages[len(second.Messages)-1]; last.Content != "go on" {
+		t.Errorf("the retry ends with %+v", last)
+	}
+	var warned []string
+	for _, ev := range h.kinds(Warning) {
+		warned = append(warned, ev.Text)
+	}
+	if len(warned) == 0 || !strings.Contains(strings.Join(warned, "\n"), "The provider refused the conversation as longer than the model's context: it was compacted from") {
+		t.Errorf("warnings %q", warned)
+	}
+
+	p = &scripted{steps: []step{{err: refusal}, {err: refusal}, {chunks: []string{"never"}}}}
+	h = newHarness(t, unconfirmed, cartridge.Eval, p, nil, newTool("a", nil, nil))
+	h.agent.Conversation = history()
+	if _, err := h.agent.Ask(context.Background(), "go on"); !errors.Is(err, refusal) {
+		t.Errorf("a second refusal: %v", err)
+	}
+	if n := p.requestCount(); n != 2 {
+		t.Errorf("%d requests", n)
+	}
+}
+
+// A cartridge that writes files or runs commands gets the coding limit
+// (a coding task takes 50 to 200 rounds); one that only reads, or has
+// no built-ins, the reference's 10; safety.tools.rounds wins over both.
+func TestCodingRoundLimit(t *testing.T) {
+	for src, want := range map[string]int{
+		"provider: {id: openai}\n":                                                           DefaultRounds,
+		"builtins: {files: {write: false}}\n":                                                DefaultRounds,
+		"builtins: {files: true}\n":                                                          CodingRounds,
+		"builtins: {exec: true}\n":                                                           CodingRounds,
+		"builtins: {files: {write: false}, exec: true}\n":                                    CodingRounds,
+		"builtins: {files: true}\nsafety: {tools: {rounds: 30}}\n":                           30,
+		"builtins: {exec: {timeout: 5}}\nsafety: {tools: {rounds: 7, confirmable: false}}\n": 7,
+	} {
+		if got := MaxRounds(parse(t, src)); got != want {
+			t.Errorf("%q: %d rounds, want %d", src, got, want)
+		}
+	}
+	if CodingRounds < 50 {
+		t.Errorf("CodingRounds %d", CodingRounds)
+	}
+}
+
+// safety.tokens bounds an exchange's tokens: once its rounds used the
+// budget, no further request is made and the exchange stops, as at the
+// round limit, with the conversation kept.
+func TestTokenBudget(t *testing.T) {
+	cart := "safety: {tools: {confirmable: false}, tokens: 1000}\nprovider: {id: openai}\n"
+	p := &scripted{forever: func(n int) step {
+		return step{calls: []provider.ToolCall{call(fmt.Sprint(n), "r", fmt.Sprintf(`{"n":%d}`, n))}, usage: provider.Usage{InputTokens: 300, OutputTokens: 100}}
+	}}
+	h := newHarness(t, cart, cartridge.Eval, p, nil, newTool("r", nil, nil))
+	res := ask(t, h, "go")
+	if res.Stopped != StopTokenLimit || res.Rounds != 3 || !strings.Contains(res.Notice, "1200 tokens, the budget is 1000 (safety.tokens") {
+		t.Errorf("result %+v", res)
+	}
+	if n := p.requestCount(); n != 3 {
+		t.Errorf("%d requests", n)
+	}
+	if got := h.kinds(TurnLimit); len(got) != 1 {
+		t.Errorf("TurnLimit events %+v", got)
+	}
+}
+
+// safety.loops sets the loop detector's window: a two-call cycle is
+// caught after four calls with a window of 4, not before ten with the
+// default.
+func TestLoopWindowSetting(t *testing.T) {
+	cycle := func(n int) step {
+		name := "a"
+		if n%2 == 0 {
+			name = "b"
+		}
+		if n > 6 {
+			return step{chunks: []string{"done"}}
+		}
+		return step{calls: []provider.ToolCall{call(fmt.Sprint(n), name, "{}")}}
+	}
+	for cart, want := range map[string]int{
+		"safety: {tools: {confirmable: false}, loops: 4}\nprovider: {id: openai}\n": 1,
+		unconfirmed: 0,
+	} {
+		p := &scripted{forever: cycle}
+		h := newHarness(t, cart, cartridge.Eval, p, nil, newTool("a", nil, nil), newTool("b", nil, nil))
+		ask(t, h, "go")
+		got := h.kinds(LoopDetection)
+		if len(got) != want {
+			t.Errorf("%q: %d loop warnings %+v", cart, len(got), got)
+		}
+		if want == 1 && got[0].Text != LoopWarning(4) {
+			t.Errorf("warning %q", got[0].Text)
 		}
 	}
 }

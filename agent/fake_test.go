@@ -208,7 +208,7 @@ func newHarness(t *testing.T, cart string, mode cartridge.Mode, p *scripted, c C
 // host's (bot's tests run exchanges through a bot, as every front-end).
 func engine(c *cartridge.Cartridge, mode cartridge.Mode, p provider.Provider, tools *tool.Set) *Agent {
 	return &Agent{Cartridge: c, Mode: mode, Provider: p, Tools: tools, Conversation: NewMemory(),
-		MaxRounds: MaxRounds(c), Budget: Budget(c, 0), Limits: DefaultTruncation()}
+		MaxRounds: MaxRounds(c), MaxTokens: MaxTokens(c), LoopWindow: LoopWindow(c), ToolLimits: ToolLimits(c), Budget: Budget(c, 0), Limits: DefaultTruncation()}
 }
 
 // kinds returns the events of kind k.

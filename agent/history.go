@@ -23,6 +23,9 @@ func (a *Agent) request(b cartridge.Behavior, stream bool) provider.Request {
 		// takes the whole budget leaves room for the last turn only.
 		budget = max(budget-estimateTokens(system)-estimateTokens(b.Backdrop), 1)
 	}
+	if a.squeeze > 0 && (budget <= 0 || a.squeeze < budget) {
+		budget = a.squeeze // the provider refused a larger conversation
+	}
 	if budget > 0 {
 		var n int
 		a.wanted = requestTokens(provider.Request{System: system, Backdrop: b.Backdrop, Messages: msgs})
@@ -39,9 +42,23 @@ func (a *Agent) request(b cartridge.Behavior, stream bool) provider.Request {
 }
 
 // limitsFor is the truncation of one tool's output for the model: the
-// tool's own limits where it has them, else the agent's.
-func (a *Agent) limitsFor(name string) Truncation {
-	t := a.Limits
+// cartridge's for the tool (builtins.limits), else the tool's own limits
+// where it has them, else the agent's.
+func (a *Agent) limitsFor(name string) (t Truncation) {
+	defer func() {
+		if o, ok := a.ToolLimits[tool.MatchName(name)]; ok {
+			if o.MaxChars > 0 {
+				t.MaxChars = o.MaxChars
+			}
+			if o.MaxLines > 0 {
+				t.MaxLines = o.MaxLines
+			}
+			if o.Mode != "" {
+				t.Tail = o.Mode == "tail"
+			}
+		}
+	}()
+	t = a.Limits
 	if tl, ok := a.Tools.Lookup(name); ok {
 		if l, ok := tl.(tool.Limited); ok {
 			lim := l.OutputLimits()
@@ -51,6 +68,7 @@ func (a *Agent) limitsFor(name string) Truncation {
 			if lim.Lines > 0 {
 				t.MaxLines = lim.Lines
 			}
+			t.Tail = lim.Tail
 		}
 	}
 	return t

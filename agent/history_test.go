@@ -11,6 +11,7 @@ import (
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/script"
 	"github.com/nbots/nb/state"
+	"github.com/nbots/nb/tool"
 )
 
 func TestTruncationCharactersHeadAndTail(t *testing.T) {
@@ -375,3 +376,50 @@ func TestWholeAnswerNotStreamed(t *testing.T) {
 		t.Error("an answer wanted whole was streamed")
 	}
 }
+
+// The reference's tail mode keeps the end of an output (grep, glob and
+// the editing tools), with a note of how much was cut from its start.
+func TestTruncationTail(t *testing.T) {
+	tr := Truncation{MaxChars: 10, Tail: true}
+	if got := tr.Apply("0123456789"); got != "0123456789" {
+		t.Errorf("at the limit: %q", got)
+	}
+	want := "[WARNING: Tool output was truncated. The first 6 characters were removed. If you need them, call the tool with more targeted parameters.]\n\n6789ABCDEF"
+	if got := tr.Apply("0123456789ABCDEF"); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if got := tr.Apply("ééééééééééééééé"); !strings.HasSuffix(got, "]\n\néééééééééé") || !strings.Contains(got, "first 5 characters") {
+		t.Errorf("multi-byte: %q", got)
+	}
+}
+
+// Each built-in tool's output is cut as the reference's table says:
+// grep, glob and the editing tools keep the tail; builtins.limits
+// changes a tool's characters, lines and mode, by name.
+func TestToolLimitModes(t *testing.T) {
+	big := strings.Repeat("0123456789", 5000)
+	limited := func(name string, lim tool.Limits) tool.Tool {
+		return &ownLimits{fakeTool: newTool(name, nil, nil), lim: lim}
+	}
+	set := &tool.Set{}
+	set.Add(limited("grep", tool.Limits{Chars: 20_000, Lines: 200, Tail: true}))
+	set.Add(limited("read_file", tool.Limits{Chars: 50_000}))
+	set.Add(limited("exec", tool.Limits{Chars: 30_000, Lines: 256}))
+	a := engine(parse(t, "builtins:\n  limits:\n    exec: {chars: 100, mode: tail}\n    read-file: 40\nprovider: {id: openai}\n"), cartridge.Eval, nil, set)
+	if got := a.limitsFor("grep").Apply(big); !strings.HasPrefix(got, "[WARNING: Tool output was truncated. The first 30000 characters") {
+		t.Errorf("grep: %.100q", got)
+	}
+	if got := a.limitsFor("exec").Apply(big); !strings.HasPrefix(got, "[WARNING: Tool output was truncated. The first 49900 characters") || !strings.HasSuffix(got, "]\n\n"+big[len(big)-100:]) {
+		t.Errorf("exec with builtins.limits: %.200q", got)
+	}
+	if got := a.limitsFor("read_file").Apply(big); !strings.HasPrefix(got, "01234567890123456789\n\n[WARNING: Tool output was truncated. 49960 characters were removed from the middle") {
+		t.Errorf("read_file with builtins.limits: %.200q", got)
+	}
+}
+
+type ownLimits struct {
+	*fakeTool
+	lim tool.Limits
+}
+
+func (t *ownLimits) OutputLimits() tool.Limits { return t.lim }

@@ -44,10 +44,11 @@ func (a *Agent) askReAct(ctx context.Context, input string) (*Result, error) {
 		return nil, err
 	}
 	raw := input
+	a.emit(Event{Kind: UserInput, Text: message})
+	message = a.drainSteering(message)
 	if err := a.record(state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &raw, Message: message}); err != nil {
 		return nil, err
 	}
-	a.emit(Event{Kind: UserInput, Text: message})
 	b := a.Cartridge.Behavior("interaction")
 	system := joinNonEmpty("\n\n", a.Context, b.Directive, b.Instruction, a.reactInstructions())
 	stream := a.Cartridge.Stream(a.Mode)

@@ -129,6 +129,12 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response) ([]tool.C
 	}
 	var runnable []*job
 	for _, j := range jobs {
+		if j.done && !j.external && !j.denied {
+			// A call that cannot run (an unknown tool, invalid
+			// arguments) is still a call: it starts and ends.
+			c := j.call
+			a.emit(Event{Kind: ToolStart, Call: &c})
+		}
 		if j.done {
 			continue
 		}
@@ -166,7 +172,7 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response) ([]tool.C
 		if j.tool != nil && !j.denied {
 			a.feedback(ctx, cartridge.Responding, j, j.result)
 		}
-		if j.tool != nil && !j.denied {
+		if !j.denied {
 			c := j.call
 			a.emit(Event{Kind: ToolEnd, Call: &c, Output: j.result, IsError: j.isError})
 		}

@@ -11,6 +11,9 @@ import (
 // in the feedback.
 type Truncation struct {
 	MaxChars, MaxLines int
+	// Tail keeps the last MaxChars characters, not the head and the
+	// tail (the reference's tail mode).
+	Tail bool
 }
 
 // DefaultTruncation keeps 30,000 characters and 500 lines.
@@ -20,7 +23,10 @@ func DefaultTruncation() Truncation { return Truncation{MaxChars: 30_000, MaxLin
 // in characters (runes), never cutting inside one.
 func (t Truncation) Apply(s string) string {
 	if t.MaxChars > 0 && len(s) > t.MaxChars { // bytes >= runes: a cheap first test
-		if n := utf8.RuneCountInString(s); n > t.MaxChars {
+		if n := utf8.RuneCountInString(s); n > t.MaxChars && t.Tail {
+			s = fmt.Sprintf("[WARNING: Tool output was truncated. The first %d characters were removed. If you need them, call the tool with more targeted parameters.]\n\n", n-t.MaxChars) +
+				s[runeOffset(s, n-t.MaxChars):]
+		} else if n > t.MaxChars {
 			half := t.MaxChars / 2
 			head, tail := s[:runeOffset(s, half)], s[runeOffset(s, n-half):]
 			removed := n - 2*half
@@ -48,4 +54,12 @@ func runeOffset(s string, n int) int {
 		n--
 	}
 	return len(s)
+}
+
+// ToolLimit is the cartridge's truncation of one tool's output for the
+// model (builtins.limits): zero fields keep the tool's own.
+type ToolLimit struct {
+	MaxChars, MaxLines int
+	// Mode is "head_tail", "tail" or "" (the tool's own).
+	Mode string
 }

@@ -113,7 +113,7 @@ type Frame struct {
 	// Result is a run's or a minion's result (final_result, minion_result).
 	Result any `json:"result,omitempty"`
 	// Stopped says a limit ended the run (or minion) before an answer
-	// (final_result, minion_result: "round_limit" or "loop_detected",
+	// (final_result, minion_result: "round_limit", "loop_detected" or "token_limit",
 	// with Message saying how to go on).
 	Stopped string `json:"stopped,omitempty"`
 

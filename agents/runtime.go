@@ -189,19 +189,23 @@ type Run struct {
 	chain    []agentproto.Hop
 	minionID string // relative to the parent, for names of frames
 
-	mu        sync.Mutex
-	context   any
-	steer     []string
-	ids       map[string]string // provider call id -> protocol call id
-	nextCall  int
-	nextMin   int
-	step      int
-	usage     agentproto.Usage
-	deltas    strings.Builder
-	tools     *tool.Set
-	result    any
-	failure   *Failure
-	finalSent bool
+	mu      sync.Mutex
+	context any
+	steer   []string
+	// steerClosed is set once the exchange took its last input: an input
+	// then is not the run's (Deliver says so).
+	steerClosed bool
+	started     bool
+	ids         map[string]string // provider call id -> protocol call id
+	nextCall    int
+	nextMin     int
+	step        int
+	usage       agentproto.Usage
+	deltas      strings.Builder
+	tools       *tool.Set
+	result      any
+	failure     *Failure
+	finalSent   bool
 }
 
 // Done is closed when the run has ended (its terminal frame sent).
@@ -339,8 +343,11 @@ func (r *Run) end(f *Failure) {
 
 // Deliver handles a frame of the client: a tool result, a confirmation,
 // steering or stop. A frame that does not fit gets an error frame and
-// the run goes on.
-func (r *Run) Deliver(f *agentproto.Frame) {
+// the run goes on. It returns false for an input that came after the
+// run's exchange took its last one (the run is ending): with follow_ups
+// the caller starts a follow-up with it; without, the client is told it
+// was not taken.
+func (r *Run) Deliver(f *agentproto.Frame) bool {
 	switch f.Type {
 	case agentproto.TypeToolResult, agentproto.TypeConfirmResult:
 		if e := r.calls.answer(f); e != nil {
@@ -349,11 +356,20 @@ func (r *Run) Deliver(f *agentproto.Frame) {
 	case agentproto.TypeInput:
 		if r.agent != nil && r.agent.NoFeedback {
 			r.out(agentproto.ErrorFrame(agentproto.CodeProtocol, fmt.Sprintf("the agent %s takes no input while it runs (its allow-feedback is false)", r.agent.Name())))
-			return
+			return true
 		}
 		r.mu.Lock()
-		r.steer = append(r.steer, f.Content)
+		closed := r.steerClosed
+		if !closed {
+			r.steer = append(r.steer, f.Content)
+		}
 		r.mu.Unlock()
+		if closed {
+			if r.req.FollowUps {
+				return false
+			}
+			r.out(agentproto.ErrorFrame(agentproto.CodeProtocol, "this input came after the run's last answer was written and was not given to the model: send it in a new run, or start runs with follow_ups to go on with the conversation"))
+		}
 	case agentproto.TypeStop:
 		r.cancel(&Failure{Code: agentproto.CodeCancelled, Message: "stopped by the client"})
 	case agentproto.TypeRun:
@@ -361,6 +377,21 @@ func (r *Run) Deliver(f *agentproto.Frame) {
 	default:
 		r.out(agentproto.ErrorFrame(agentproto.CodeProtocol, fmt.Sprintf("a client does not send %s frames (it sends run, tool_result, confirm_result, input and stop)", f.Type)))
 	}
+	return true
+}
+
+// nextTurn takes the inputs that came while the exchange's last round
+// ran, too late to steer it: they are the conversation's next turn,
+// answered in the same run. With none, the run takes no more input.
+func (r *Run) nextTurn() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.steer
+	r.steer = nil
+	if len(s) == 0 {
+		r.steerClosed = true
+	}
+	return s
 }
 
 // steering drains the client's input frames.
@@ -451,9 +482,24 @@ func (r *Run) run() (o outcome) {
 		}
 		return ""
 	}
-	res, err := a.Bot.Ask(r.ctx, x, inputText(r.req.Input))
-	if err != nil {
-		return outcome{failure: r.classify(err)}
+	input := inputText(r.req.Input)
+	var res *agent.Result
+	for {
+		var err error
+		res, err = a.Bot.Ask(r.ctx, x, input)
+		if err != nil {
+			return outcome{failure: r.classify(err)}
+		}
+		if r.top != r {
+			break
+		}
+		// An input sent while the last round ran (no tool round came
+		// to take it) is never lost: it is the next turn.
+		more := r.nextTurn()
+		if len(more) == 0 {
+			break
+		}
+		input = strings.Join(more, "\n\n")
 	}
 	if res.Stopped != "" {
 		// A limit ended the run before an answer: a result of none, and
@@ -479,7 +525,11 @@ func (r *Run) start(tools *tool.Set) error {
 	if f := r.checkRequired(); f != nil {
 		return f
 	}
-	if r.top == r {
+	r.mu.Lock()
+	announce := r.top == r && !r.started
+	r.started = true
+	r.mu.Unlock()
+	if announce {
 		r.out(&agentproto.Frame{Type: agentproto.TypeRunStarted, Agent: r.agent.Name()})
 	}
 	return nil

@@ -391,3 +391,30 @@ func TestSpawnKeepsTheToolFilter(t *testing.T) {
 		t.Fatalf("the parent is offered %v, the sub-agent %v", parent.Tools, sub.Tools)
 	}
 }
+
+// read_file's pictures reach a model that takes images (OpenAI's API:
+// in a user message after the tool's result, as the fake decodes it
+// from the wire); builtins.files.images: false keeps them out.
+func TestReadFileImageReachesTheModel(t *testing.T) {
+	png := "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82"
+	for _, tc := range []struct{ setting, want string }{
+		{"", "[image image/png 67 bytes]"},
+		{", images: false", "is a binary file"},
+	} {
+		ws := t.TempDir()
+		if err := os.WriteFile(filepath.Join(ws, "logo.png"), []byte(png), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		url := fakeOpenAI(t, providertest.Echo)
+		c := cartridgeFor(t, url, "builtins: {files: {workspace: "+ws+tc.setting+"}}\n")
+		b, err := New(context.Background(), c, Host{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := b.Ask(context.Background(), Exchange{Mode: cartridge.Eval}, `call read_file {"path":"logo.png"}`)
+		b.Close()
+		if err != nil || !strings.Contains(res.Text, tc.want) {
+			t.Errorf("images%q: %+v %v", tc.setting, res, err)
+		}
+	}
+}

@@ -2,10 +2,14 @@ package bot
 
 import (
 	"path/filepath"
+	"slices"
 
+	"github.com/nbots/nb/baseprompt"
 	"github.com/nbots/nb/builtin"
+	"github.com/nbots/nb/builtin/files"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/project"
+	"github.com/nbots/nb/tool"
 )
 
 // contextSettings reads the cartridge's context key: on by default for
@@ -34,7 +38,7 @@ func gather(c *cartridge.Cartridge, set cartridge.ContextSettings, st builtin.St
 	p := c.Provider()
 	return project.Gather(project.Options{
 		Dir: dir, Provider: p.ID, Model: p.Model(),
-		Environment: set.Environment, Docs: set.Docs, Budget: set.Budget,
+		Environment: set.Environment, NoGit: !set.Git, Docs: set.Docs, Budget: set.Budget,
 	})
 }
 
@@ -53,11 +57,52 @@ func ContextOf(c *cartridge.Cartridge, h Host) (ctx project.Context, ok bool, er
 	return gather(c, set, st), true, nil
 }
 
-// projectContext is the context's text for one exchange ("" when off).
-// It is gathered anew for each exchange: the date and the files change.
-func (b *Bot) projectContext() string {
+// BaseOf is nb's base prompt a bot of c would send first ("" when the
+// context or its base is off, or the cartridge has no file or exec
+// built-ins), without building the bot: `nb CART - cartridge` shows it.
+func BaseOf(c *cartridge.Cartridge, h Host) (string, error) {
+	set, err := contextSettings(c)
+	if err != nil || !set.On || !set.Base {
+		return "", err
+	}
+	st, err := BuiltinsStatus(c, h)
+	if err != nil {
+		return "", err
+	}
+	profile := st.Profile
+	if profile == "" {
+		p := c.Provider()
+		profile = files.ProfileFor(p.ID, p.Model())
+	}
+	return baseprompt.Text(profile, func(name string) bool { return slices.Contains(st.Tools, name) }), nil
+}
+
+// projectContext is the context's text for one exchange with tools ("" when
+// off): nb's base prompt for the model family, then the environment
+// block and the project's instructions, gathered anew for each exchange
+// (the date and the files change).
+func (b *Bot) projectContext(tools *tool.Set) string {
 	if !b.context.On {
 		return ""
 	}
-	return gather(b.Cartridge, b.context, b.builtins).Text()
+	var base string
+	if b.context.Base {
+		profile := b.builtins.Profile
+		if profile == "" {
+			p := b.Cartridge.Provider()
+			profile = files.ProfileFor(p.ID, p.Model())
+		}
+		base = baseprompt.Text(profile, func(name string) bool {
+			_, ok := tools.Lookup(name)
+			return ok
+		})
+	}
+	ctx := gather(b.Cartridge, b.context, b.builtins).Text()
+	if base == "" {
+		return ctx
+	}
+	if ctx == "" {
+		return base
+	}
+	return base + "\n\n" + ctx
 }

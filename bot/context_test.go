@@ -22,11 +22,12 @@ func TestProjectContext(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "AGENTS.md"), []byte("Run go test before you answer.\n"), 0o644)
 	for _, tc := range []struct {
 		name, extra string
-		want        bool
+		want, base  bool
 	}{
-		{"builtins", "builtins: {files: {workspace: " + ws + "}}\n", true},
-		{"off", "builtins: {files: {workspace: " + ws + "}}\ncontext: false\n", false},
-		{"no builtins", "", false},
+		{"builtins", "builtins: {files: {workspace: " + ws + "}}\n", true, true},
+		{"no base", "builtins: {files: {workspace: " + ws + "}}\ncontext: {base: false, git: false}\n", true, false},
+		{"off", "builtins: {files: {workspace: " + ws + "}}\ncontext: false\n", false, false},
+		{"no builtins", "", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cap := &providertest.Capture{Brain: providertest.Echo}
@@ -41,8 +42,12 @@ func TestProjectContext(t *testing.T) {
 				t.Fatal(err)
 			}
 			sys := cap.Last().Messages[0].Content
-			has := strings.HasPrefix(sys, "<environment>\nWorking directory: "+ws+"\nGit repository: yes, root "+ws+", branch main\n")
-			if has != tc.want || !strings.HasSuffix(sys, "You are terse.") {
+			// nb's base prompt for the family (gpt-4o: apply_patch) comes
+			// first, then the environment.
+			env := "<environment>\nWorking directory: " + ws + "\nGit repository: yes, root " + ws + ", branch main\n"
+			base := strings.HasPrefix(sys, "You are a coding agent run by nb.") && strings.Contains(sys, "`apply_patch`") && strings.Contains(sys, ".\n\n"+env)
+			has := strings.HasPrefix(sys, env) || base
+			if has != tc.want || base != tc.base || !strings.HasSuffix(sys, "You are terse.") {
 				t.Fatalf("system prompt:\n%s", sys)
 			}
 			if tc.want && (!strings.Contains(sys, "Model: gpt-4o") || !strings.Contains(sys, "Run go test before you answer.") ||

@@ -97,6 +97,18 @@ func (s Status) Lines() []string {
 	return append(out, s.Notes...)
 }
 
+// TakesToolImages tells whether a provider's API takes the images a tool
+// returns (read_file's pictures) by default: OpenAI's, Anthropic's,
+// Google's and Mistral's do; for the others (whose models mostly read
+// text only) builtins.files.images: true turns them on.
+func TakesToolImages(providerID string) bool {
+	switch providerID {
+	case "openai", "anthropic", "google", "mistral":
+		return true
+	}
+	return false
+}
+
 // FromCartridge builds the built-in tools c's builtins key switches on.
 // A cartridge without the key gets none. Mistakes (a workspace that does
 // not exist) are *cartridge.Error values naming the file, line and key.
@@ -144,6 +156,11 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 			return nil, st, fail("builtins.files.workspace", "%v", err)
 		}
 		ws.AllowHardLinks(cfg.Files.HardLinks)
+		if cfg.Files.Images != nil {
+			ws.AllowImages(*cfg.Files.Images)
+		} else {
+			ws.AllowImages(TakesToolImages(c.Provider().ID))
+		}
 		filesDir, st.Workspace = ws.Dir(), ws.Dir()
 		profile = files.Profile(cfg.Files.Profile)
 		if profile == files.ProfileAuto {

@@ -14,8 +14,19 @@ type Builtins struct {
 	Exec  *BuiltinExec
 	Web   *BuiltinWeb
 	Spawn *BuiltinSpawn
+	// Limits bound the output of some tools as the model sees it
+	// (builtins.limits), by tool name: they win over the tools' own.
+	Limits map[string]ToolLimit
 	// Line is the line of the builtins key.
 	Line int
+}
+
+// ToolLimit is one tool's entry of builtins.limits: a number of
+// characters, or chars, lines and mode (head_tail or tail). Zero fields
+// keep the tool's own.
+type ToolLimit struct {
+	Chars, Lines int
+	Mode         string
 }
 
 // BuiltinFiles is builtins.files: read_file, list_dir, glob and grep,
@@ -34,6 +45,9 @@ type BuiltinFiles struct {
 	// model, the default), openai (apply_patch), anthropic, gemini or
 	// nanobot (see builtin/files.Profile).
 	Profile string
+	// Images lets read_file answer pictures as images; nil when unset
+	// (then by the provider: see builtin.FromCartridge).
+	Images *bool
 }
 
 // BuiltinExec is builtins.exec: the exec tool.
@@ -108,15 +122,19 @@ func (c *Cartridge) Builtins() (*Builtins, error) {
 	if m == nil {
 		return nil, p.err
 	}
-	p.known(m, "builtins", "files", "exec", "web", "spawn")
+	p.known(m, "builtins", "files", "exec", "web", "spawn", "limits")
 
 	if g := p.group(m["files"], "builtins.files", ""); g != nil {
-		p.known(g, "builtins.files", "workspace", "write", "profile", "hard-links")
+		p.known(g, "builtins.files", "workspace", "write", "profile", "hard-links", "images")
 		b.Files = &BuiltinFiles{
 			Workspace: p.text(g, "builtins.files", "workspace", "."),
 			Write:     p.boolean(g, "builtins.files", "write", true),
 			Profile:   p.text(g, "builtins.files", "profile", "auto"),
 			HardLinks: p.boolean(g, "builtins.files", "hard-links", false),
+		}
+		if v, set := g["images"]; set && v != nil {
+			images := p.boolean(g, "builtins.files", "images", false)
+			b.Files.Images = &images
 		}
 		switch b.Files.Profile {
 		case "auto", "openai", "anthropic", "gemini", "nanobot":
@@ -169,6 +187,9 @@ func (c *Cartridge) Builtins() (*Builtins, error) {
 			b.Web = w
 		}
 	}
+	if v, present := m["limits"]; present && v != nil {
+		b.Limits = p.limits(v)
+	}
 	if g := p.group(m["spawn"], "builtins.spawn", ""); g != nil {
 		p.known(g, "builtins.spawn", "max-depth")
 		b.Spawn = &BuiltinSpawn{MaxDepth: p.count(g, "builtins.spawn", "max-depth", 2)}
@@ -177,6 +198,37 @@ func (c *Cartridge) Builtins() (*Builtins, error) {
 		return nil, p.err
 	}
 	return b, nil
+}
+
+// limits reads builtins.limits: tool names, each with a number of
+// characters or a mapping of chars, lines and mode.
+func (p *builtinsParser) limits(v any) map[string]ToolLimit {
+	m, ok := v.(map[string]any)
+	if !ok {
+		p.fail("builtins.limits", "must be a mapping of tool names to limits (read_file: 20000, or grep: {chars: 20000, lines: 200, mode: tail}), not %s", kind(v))
+		return nil
+	}
+	out := map[string]ToolLimit{}
+	for _, name := range sortedKeys(m) {
+		path := "builtins.limits." + name
+		var l ToolLimit
+		switch t := m[name].(type) {
+		case int64:
+			l.Chars = p.count(m, "builtins.limits", name, 0)
+		case map[string]any:
+			p.known(t, path, "chars", "lines", "mode")
+			l.Chars = p.count(t, path, "chars", 0)
+			l.Lines = p.count(t, path, "lines", 0)
+			l.Mode = p.text(t, path, "mode", "")
+			if l.Mode != "" && l.Mode != "head_tail" && l.Mode != "tail" {
+				p.fail(path+".mode", "must be head_tail (keep the head and the tail) or tail (keep the end), not %q", l.Mode)
+			}
+		default:
+			p.fail(path, "must be a number of characters or a mapping of chars, lines and mode, not %s", kind(t))
+		}
+		out[name] = l
+	}
+	return out
 }
 
 // builtinsParser reads the builtins key, keeping the first mistake.

@@ -98,8 +98,8 @@ func TestBuiltinsMissingSearchKey(t *testing.T) {
 func TestBuiltinsErrors(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
 		{"builtins: [files]\n", "bot.yml:1: builtins: must be a mapping of groups (files, exec, web, spawn), not a list"},
-		{"builtins:\n  shell: true\n", "bot.yml:2: builtins.shell: unknown setting (known: files, exec, web, spawn)"},
-		{"builtins:\n  file: {}\n", "bot.yml:2: builtins.file: unknown setting: did you mean \"files\"? (known: files, exec, web, spawn)"},
+		{"builtins:\n  shell: true\n", "bot.yml:2: builtins.shell: unknown setting (known: files, exec, web, spawn, limits)"},
+		{"builtins:\n  file: {}\n", "bot.yml:2: builtins.file: unknown setting: did you mean \"files\"? (known: files, exec, web, spawn, limits)"},
 		{"builtins:\n  exec:\n    sandbox: yes-please\n", `bot.yml:3: builtins.exec.sandbox: must be auto (bubblewrap when it works here), on (refuse to run without it) or off, not "yes-please"`},
 		{"builtins:\n  exec:\n    sandbx: off\n", "bot.yml:3: builtins.exec.sandbx: unknown setting: did you mean \"sandbox\"? (known: workspace, timeout, sandbox, network, env, read-only, writable)"},
 		{"builtins:\n  exec:\n    timeout: -1\n", "bot.yml:3: builtins.exec.timeout: must be a number of seconds above 0 and at most a day, not -1"},
@@ -109,6 +109,11 @@ func TestBuiltinsErrors(t *testing.T) {
 		{"builtins:\n  files: 3\n", "bot.yml:2: builtins.files: must be true, false or a mapping of settings, not a number"},
 		{"builtins:\n  spawn:\n    max-depth: 0\n", "bot.yml:3: builtins.spawn.max-depth: must be a whole number above 0, not 0"},
 		{"builtins:\n  web:\n    fetch:\n      allow-hosts: [a, 3]\n", "bot.yml:4: builtins.web.fetch.allow-hosts[1]: must be non-empty text, not a number"},
+		{"builtins:\n  limits: 5\n", "bot.yml:2: builtins.limits: must be a mapping of tool names to limits (read_file: 20000, or grep: {chars: 20000, lines: 200, mode: tail}), not a number"},
+		{"builtins:\n  limits:\n    grep: 0\n", "bot.yml:3: builtins.limits.grep: must be a whole number above 0, not 0"},
+		{"builtins:\n  limits:\n    grep: many\n", "bot.yml:3: builtins.limits.grep: must be a number of characters or a mapping of chars, lines and mode, not text"},
+		{"builtins:\n  limits:\n    exec:\n      lines: 10\n      mode: middle\n", `bot.yml:5: builtins.limits.exec.mode: must be head_tail (keep the head and the tail) or tail (keep the end), not "middle"`},
+		{"builtins:\n  limits:\n    exec:\n      char: 10\n", "bot.yml:4: builtins.limits.exec.char: unknown setting: did you mean \"chars\"? (known: chars, lines, mode)"},
 	} {
 		c, err := Parse([]byte(tc.src), "bot.yml", FormatYAML, nil)
 		if err != nil {

@@ -300,14 +300,20 @@ func TestPositiveSettings(t *testing.T) {
 		"safety: {tools: {rounds: -1}}": "safety.tools.rounds: must be a whole number above 0, not -1",
 		"state: {budget: '5'}":          "state.budget: must be a whole number above 0, not 5",
 		"state: {budget: 1.5}":          "state.budget: must be a whole number above 0, not 1.5",
+		"safety: {tokens: 0}":           "safety.tokens: must be a whole number above 0, not 0",
+		"safety: {loops: 1}":            "safety.loops: must be the loop detector's window, a whole number of tool calls from 2 to 1000, not 1",
+		"safety: {loops: ten}":          "safety.loops: must be the loop detector's window",
 	} {
 		_, err := Parse([]byte(src+"\n"), "test.yml", FormatYAML, os.LookupEnv)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v", src, err)
 		}
 	}
-	if _, err := Parse([]byte("safety: {tools: {rounds: 3}}\nstate: {budget: 4000}\n"), "test.yml", FormatYAML, os.LookupEnv); err != nil {
-		t.Error(err)
+	if c, err := Parse([]byte("safety: {tools: {rounds: 3}, tokens: 500000, loops: 6}\nstate: {budget: 4000}\n"), "test.yml", FormatYAML, os.LookupEnv); err != nil || len(c.Warnings) > 0 {
+		t.Error(err, c.Warnings)
+	}
+	if _, err := Parse([]byte("meta: {name: x}\nsafety:\n  loops: 0\n"), "test.yml", FormatYAML, os.LookupEnv); err == nil || !strings.HasPrefix(err.Error(), "test.yml:3: safety.loops: ") {
+		t.Errorf("no file, line and key: %v", err)
 	}
 }
 

@@ -12,6 +12,12 @@ type ContextSettings struct {
 	Docs []string
 	// Budget bounds the instructions in bytes (0: the default, 32 KB).
 	Budget int
+	// Base sends nb's base prompt for the model family (package
+	// baseprompt) before the rest; true unless context.base is false.
+	Base bool
+	// Git adds git's summary to the environment block (it runs git
+	// status and git log); true unless context.git is false.
+	Git bool
 }
 
 // Context reads the context key: false turns the context off, true or a
@@ -19,7 +25,7 @@ type ContextSettings struct {
 // on. Without the key it is on when defaultOn is (cartridges with file or
 // exec built-ins). A mistake is an *Error naming the file, line and key.
 func (c *Cartridge) Context(defaultOn bool) (ContextSettings, error) {
-	on := ContextSettings{On: true, Environment: true}
+	on := ContextSettings{On: true, Environment: true, Base: true, Git: true}
 	v, ok := c.Data["context"]
 	if !ok || v == nil {
 		if defaultOn {
@@ -28,12 +34,14 @@ func (c *Cartridge) Context(defaultOn bool) (ContextSettings, error) {
 		return ContextSettings{}, nil
 	}
 	p := builtinsParser{c: c}
-	m := p.group(v, "context", "true, false or a mapping (environment, project-docs, budget)")
+	m := p.group(v, "context", "true, false or a mapping (base, environment, git, project-docs, budget)")
 	if m == nil {
 		return ContextSettings{}, errOrNil(p.err)
 	}
-	p.known(m, "context", "environment", "project-docs", "budget")
+	p.known(m, "context", "base", "environment", "git", "project-docs", "budget")
 	on.Environment = p.boolean(m, "context", "environment", true)
+	on.Base = p.boolean(m, "context", "base", true)
+	on.Git = p.boolean(m, "context", "git", true)
 	switch docs := m["project-docs"].(type) {
 	case nil:
 	case bool:

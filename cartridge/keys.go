@@ -89,6 +89,10 @@ var knownKeys = func() *keys {
 		"safety", mapping(
 			"functions", mapping("sandboxed", nil, "limits", values("cpu-seconds", "memory", "timeout")),
 			"tools", values("confirmable", "rounds"),
+			// nb extensions: the exchange's token budget and the loop
+			// detector's window (docs/loop.md).
+			"tokens", nil,
+			"loops", nil,
 		),
 		"state", values("path", "directory", "budget"),
 		"miscellaneous", anything,

@@ -121,7 +121,7 @@ miscellaneous:
 
 	// No suggestion when nothing is near.
 	c = parse(t, "safety:\n  quux: 1\n")
-	if diff := cmp.Diff([]string{`test.yml:2: unknown key "safety.quux" is ignored (known keys here: functions, tools)`}, c.Warnings); diff != "" {
+	if diff := cmp.Diff([]string{`test.yml:2: unknown key "safety.quux" is ignored (known keys here: functions, tools, tokens, loops)`}, c.Warnings); diff != "" {
 		t.Error(diff)
 	}
 }

@@ -194,6 +194,12 @@ func (c *Cartridge) validate() error {
 		tools := k.mapping(safety, "safety", "tools")
 		k.boolean(tools, "safety.tools", "confirmable")
 		k.positive(tools, "safety.tools", "rounds")
+		k.positive(safety, "safety", "tokens")
+		if v, ok := safety["loops"]; ok && v != nil {
+			if n, isInt := v.(int64); !isInt || n < 2 || n > 1000 {
+				k.fail("safety.loops", "must be the loop detector's window, a whole number of tool calls from 2 to 1000, not %v", v)
+			}
+		}
 	}
 	if state := k.mapping(d, "", "state"); state != nil {
 		k.scalar(state, "state", "path")

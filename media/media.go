@@ -9,6 +9,10 @@ import (
 	"strings"
 )
 
+// MaxImageBytes bounds a picture given to the model: the smallest of
+// the providers' limits (Anthropic's 5 MB per image).
+const MaxImageBytes = 5 << 20
+
 // Image is one picture. Either Data or URL is set.
 type Image struct {
 	// MediaType is the picture's type: image/png, image/jpeg, image/gif,

@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultBudget bounds the project instructions, in bytes (the agent-loop
@@ -30,16 +31,30 @@ type Options struct {
 	Provider, Model string
 	// Environment includes the environment block.
 	Environment bool
+	// NoGit leaves git's summary (which runs git) out of the block.
+	NoGit bool
 	// Docs are the instruction files' names to read at each level; nil
 	// takes DocNames(Provider), an empty non-nil list reads none.
 	Docs []string
 	// Budget bounds the instructions in bytes (DefaultBudget when 0).
 	Budget int
 	// Now is the clock (time.Now when nil); GOOS the platform
-	// (runtime.GOOS when "").
-	Now  func() time.Time
-	GOOS string
+	// (runtime.GOOS when ""); OSVersion the system's version (read from
+	// the system when "").
+	Now       func() time.Time
+	GOOS      string
+	OSVersion string
 }
+
+// EnvironmentBudget bounds the environment block, in bytes: the git
+// summary (the last commits' subjects first) is shortened to fit it.
+const EnvironmentBudget = 2048
+
+// recentCommits is how many commit subjects the block lists.
+const recentCommits = 5
+
+// maxSubject bounds one commit subject in the block, in bytes.
+const maxSubject = 160
 
 // DocNames are the instruction files read for a provider: AGENTS.md
 // always, and the file of the family's own tools.
@@ -204,23 +219,72 @@ func environment(o Options, dir string, c Context) string {
 	if goos == "" {
 		goos = runtime.GOOS
 	}
-	var b strings.Builder
-	b.WriteString("<environment>\n")
-	fmt.Fprintf(&b, "Working directory: %s\n", dir)
+	osv := o.OSVersion
+	if osv == "" {
+		osv = osVersion()
+	}
+	var head, tail strings.Builder
+	head.WriteString("<environment>\n")
+	fmt.Fprintf(&head, "Working directory: %s\n", dir)
 	switch {
 	case c.Root == "":
-		b.WriteString("Git repository: no\n")
+		head.WriteString("Git repository: no\n")
 	case c.Branch != "":
-		fmt.Fprintf(&b, "Git repository: yes, root %s, branch %s\n", c.Root, c.Branch)
+		fmt.Fprintf(&head, "Git repository: yes, root %s, branch %s\n", c.Root, c.Branch)
 	default:
-		fmt.Fprintf(&b, "Git repository: yes, root %s, detached HEAD\n", c.Root)
+		fmt.Fprintf(&head, "Git repository: yes, root %s, detached HEAD\n", c.Root)
 	}
-	fmt.Fprintf(&b, "Platform: %s\n", goos)
-	fmt.Fprintf(&b, "Today's date: %s\n", now().Format("Monday, 2 January 2006"))
+	fmt.Fprintf(&tail, "Platform: %s\n", goos)
+	if osv != "" {
+		fmt.Fprintf(&tail, "OS version: %s\n", osv)
+	}
+	fmt.Fprintf(&tail, "Today's date: %s\n", now().Format(time.DateOnly))
 	if o.Model != "" {
-		fmt.Fprintf(&b, "Model: %s\n", o.Model)
+		fmt.Fprintf(&tail, "Model: %s\n", o.Model)
 	}
-	b.WriteString("</environment>")
+	tail.WriteString("</environment>")
+	var git string
+	if c.Root != "" && !o.NoGit {
+		git = gitLines(summarize(dir, recentCommits), EnvironmentBudget-head.Len()-tail.Len())
+	}
+	return head.String() + git + tail.String()
+}
+
+// gitLines writes the git summary in at most room bytes: the status
+// counts, then as many of the commit subjects (each cut to maxSubject)
+// as fit, newest first.
+func gitLines(s gitSummary, room int) string {
+	if !s.ok {
+		return ""
+	}
+	var b strings.Builder
+	status := fmt.Sprintf("Git status: %d modified, %d untracked\n", s.modified, s.untracked)
+	if len(status) > room {
+		return ""
+	}
+	b.WriteString(status)
+	const title = "Recent commits:\n"
+	var lines []string
+	used := b.Len() + len(title)
+	for _, subj := range s.subjects {
+		if len(subj) > maxSubject {
+			cut := maxSubject
+			for cut > 0 && !utf8.RuneStart(subj[cut]) {
+				cut--
+			}
+			subj = subj[:cut] + "…"
+		}
+		line := "- " + subj + "\n"
+		if used+len(line) > room {
+			break
+		}
+		used += len(line)
+		lines = append(lines, line)
+	}
+	if len(lines) > 0 {
+		b.WriteString(title)
+		b.WriteString(strings.Join(lines, ""))
+	}
 	return b.String()
 }
 

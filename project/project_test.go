@@ -2,6 +2,7 @@ package project
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,8 +31,8 @@ func TestGather(t *testing.T) {
 	write(t, filepath.Join(filepath.Dir(repo), "AGENTS.md"), "Above the repository: never read.\n")
 	now := func() time.Time { return time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC) }
 
-	c := Gather(Options{Dir: work, Provider: "anthropic", Model: "claude-sonnet-4-5", Environment: true, Now: now, GOOS: "linux"})
-	want := "<environment>\nWorking directory: " + work + "\nGit repository: yes, root " + repo + ", branch feature/x\nPlatform: linux\nToday's date: Thursday, 26 November 2026\nModel: claude-sonnet-4-5\n</environment>"
+	c := Gather(Options{Dir: work, Provider: "anthropic", Model: "claude-sonnet-4-5", Environment: true, Now: now, GOOS: "linux", OSVersion: "Debian GNU/Linux 12 (bookworm)"})
+	want := "<environment>\nWorking directory: " + work + "\nGit repository: yes, root " + repo + ", branch feature/x\nPlatform: linux\nOS version: Debian GNU/Linux 12 (bookworm)\nToday's date: 2026-11-26\nModel: claude-sonnet-4-5\n</environment>"
 	if c.Environment != want {
 		t.Errorf("environment:\n%s\nwant:\n%s", c.Environment, want)
 	}
@@ -81,5 +82,63 @@ func TestWorktreeAndNoRepository(t *testing.T) {
 	c := Gather(Options{Dir: plain, Environment: true})
 	if !strings.Contains(c.Environment, "Git repository: no") || len(c.Docs) != 1 {
 		t.Errorf("no repository: %+v", c)
+	}
+}
+
+// In a real repository the block has git's counts (changed files,
+// staged or not; untracked files) and the last five commits' subjects,
+// newest first; the date is YYYY-MM-DD; the OS version is the system's.
+func TestEnvironmentGitSummary(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	repo := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=T", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+repo)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q", "-b", "main")
+	for i := 1; i <= 7; i++ {
+		write(t, filepath.Join(repo, "f.txt"), strings.Repeat("x", i))
+		git("add", "f.txt")
+		git("commit", "-q", "-m", "change "+strings.Repeat("I", i))
+	}
+	write(t, filepath.Join(repo, "f.txt"), "changed")
+	write(t, filepath.Join(repo, "staged.txt"), "new")
+	git("add", "staged.txt")
+	write(t, filepath.Join(repo, "a.tmp"), "a")
+	write(t, filepath.Join(repo, "sub", "b.tmp"), "b")
+	now := func() time.Time { return time.Date(2026, 11, 29, 23, 0, 0, 0, time.UTC) }
+	c := Gather(Options{Dir: repo, Environment: true, Now: now, Docs: []string{}})
+	for _, want := range []string{
+		"Git repository: yes, root " + repo + ", branch main\n",
+		"Git status: 2 modified, 2 untracked\n",
+		"Recent commits:\n- change IIIIIII\n- change IIIIII\n- change IIIII\n- change IIII\n- change III\nPlatform: ",
+		"Today's date: 2026-11-29\n",
+		"OS version: " + osVersion() + "\n",
+	} {
+		if !strings.Contains(c.Environment, want) {
+			t.Errorf("the block lacks %q:\n%s", want, c.Environment)
+		}
+	}
+	if osVersion() == "" {
+		t.Error("no OS version")
+	}
+	if c := Gather(Options{Dir: repo, Environment: true, Now: now, Docs: []string{}, NoGit: true}); strings.Contains(c.Environment, "Git status") || strings.Contains(c.Environment, "Recent commits") {
+		t.Errorf("NoGit:\n%s", c.Environment)
+	}
+
+	// Long subjects are cut, and the block stays within its budget.
+	for i := 0; i < 5; i++ {
+		write(t, filepath.Join(repo, "f.txt"), strings.Repeat("y", i+1))
+		git("commit", "-q", "-a", "-m", strings.Repeat("long subject ", 100))
+	}
+	c = Gather(Options{Dir: repo, Environment: true, Now: now, Docs: []string{}})
+	if len(c.Environment) > EnvironmentBudget || !strings.Contains(c.Environment, "…") || !strings.HasSuffix(c.Environment, "</environment>") {
+		t.Errorf("%d bytes (budget %d):\n%s", len(c.Environment), EnvironmentBudget, c.Environment)
 	}
 }

@@ -214,3 +214,52 @@ func (e *HostCredentialsError) Error() string {
 	}
 	return msg
 }
+
+// contextLengthCodes are the error codes providers give a request longer
+// than the model's context: OpenAI's (Chat Completions and Responses,
+// and the compatible servers that copy it: Groq, DeepSeek, vLLM).
+var contextLengthCodes = []string{"context_length_exceeded", "string_above_max_length", "request_too_large"}
+
+// contextLengthPhrases are the words of the providers' messages for
+// it, lower case: OpenAI ("maximum context length", "exceeds the context
+// window"), Anthropic ("prompt is too long: 208000 tokens > 200000
+// maximum", "input length and `max_tokens` exceed context limit"),
+// Google ("The input token count (1054016) exceeds the maximum number of
+// tokens allowed"), Mistral and vLLM ("too large for model with 32768
+// maximum context length"), Cohere ("too many tokens"), Ollama ("the
+// input length exceeds the context length"), llama.cpp ("exceeds the
+// available context size"), Bedrock ("input is too long").
+var contextLengthPhrases = []string{
+	"maximum context length", "context length exceeded", "exceeds the context window", "context_length_exceeded",
+	"prompt is too long", "exceed context limit",
+	"input token count", "too large for model with",
+	"too many tokens", "exceeds the context length", "exceeds the available context size",
+	"input is too long", "context window exceeded", "reduce the length of the messages",
+}
+
+// IsContextLength reports whether err is a provider refusing a request
+// that does not fit the model's context (a 400 or 413 with the
+// provider's code or words for it): the conversation must shrink, and
+// trying again as it is cannot succeed.
+func IsContextLength(err error) bool {
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Streamed {
+		return false
+	}
+	if pe.Status != 0 && pe.Status != http.StatusBadRequest && pe.Status != http.StatusRequestEntityTooLarge && pe.Status != http.StatusUnprocessableEntity {
+		return false
+	}
+	code := strings.ToLower(pe.Code)
+	for _, c := range contextLengthCodes {
+		if code == c {
+			return true
+		}
+	}
+	msg := strings.ToLower(pe.Message)
+	for _, p := range contextLengthPhrases {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -64,6 +64,10 @@ type Result struct {
 // and the state keep it whole); zero fields take the agent's defaults.
 type Limits struct {
 	Chars, Lines int
+	// Tail keeps the end of an output over Chars (the agent-loop
+	// reference's tail mode: grep, glob, the editing tools), instead of
+	// its head and tail.
+	Tail bool
 }
 
 // Limited is implemented by tools whose output the model should see cut

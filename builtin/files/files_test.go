@@ -11,7 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"bytes"
+	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/tool"
+	"image"
+	"image/gif"
+	"image/jpeg"
+	pngenc "image/png"
 )
 
 // workspace makes a workspace in a temporary folder with the given files.
@@ -515,7 +521,7 @@ func TestToolKinds(t *testing.T) {
 	if n := len(Tools(w, false, ProfileNanobot)); n != 4 {
 		t.Errorf("without write: %d tools, want 4", n)
 	}
-	want := map[string]tool.Limits{"read_file": {Chars: 50_000, Lines: ReadLines + 10}, "grep": {Chars: 20_000, Lines: 200}, "glob": {Chars: 20_000, Lines: 500}}
+	want := map[string]tool.Limits{"read_file": {Chars: 50_000, Lines: ReadLines + 10}, "grep": {Chars: 20_000, Lines: 200, Tail: true}, "glob": {Chars: 20_000, Lines: 500, Tail: true}}
 	for _, tl := range Tools(w, true, ProfileNanobot) {
 		if l, ok := want[tl.Spec().Name]; ok && tl.(tool.Limited).OutputLimits() != l {
 			t.Errorf("%s limits = %+v, want %+v", tl.Spec().Name, tl.(tool.Limited).OutputLimits(), l)
@@ -531,5 +537,89 @@ func TestOpenErrors(t *testing.T) {
 	os.WriteFile(f, nil, 0o644)
 	if _, err := Open(f); err == nil || !strings.Contains(err.Error(), "not a folder") {
 		t.Errorf("Open(file) = %v", err)
+	}
+}
+
+// The output limits are the agent-loop reference's table: grep and glob
+// (20,000 characters), the editing tools (10,000) and write_file (1,000)
+// keep the tail; read_file the head and the tail.
+func TestOutputLimitModes(t *testing.T) {
+	w := workspace(t, nil)
+	want := map[string]tool.Limits{
+		"grep": {Chars: 20_000, Lines: 200, Tail: true}, "glob": {Chars: 20_000, Lines: 500, Tail: true},
+		"write_file": {Chars: 1000, Tail: true}, "apply_patch": {Chars: 10_000, Tail: true},
+		"edit_file": {Chars: 10_000, Tail: true}, "replace": {Chars: 10_000, Tail: true},
+	}
+	seen := map[string]bool{}
+	for _, p := range []Profile{ProfileOpenAI, ProfileAnthropic, ProfileGemini, ProfileNanobot} {
+		for _, x := range Tools(w, true, p) {
+			name := x.Spec().Name
+			lim := x.(tool.Limited).OutputLimits()
+			if w, ok := want[name]; ok {
+				seen[name] = true
+				if lim != w {
+					t.Errorf("%s (%s): %+v, want %+v", name, p, lim, w)
+				}
+			} else if lim.Tail {
+				t.Errorf("%s keeps the tail", name)
+			}
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("tools seen: %v", seen)
+	}
+}
+
+// pictures are one small file of each type read_file gives as an image,
+// recognised by their bytes (the names do not say).
+func pictures(t *testing.T) map[string]string {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 2, 2))
+	var png, jpg, gifb bytes.Buffer
+	if err := pngenc.Encode(&png, img); err != nil {
+		t.Fatal(err)
+	}
+	if err := jpeg.Encode(&jpg, img, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := gif.Encode(&gifb, img, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A WebP file: RIFF, its size, WEBP, then a VP8L chunk (lossless 1x1).
+	webp := "RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00\x2f\x00\x00\x00\x10\x07\x10\x11\x11\x88\x88\xfe\x07\x00"
+	return map[string]string{"a.data": png.String(), "b.jpg": jpg.String(), "c.gif": gifb.String(), "d.webp": webp, "notes.txt": "plain text\n"}
+}
+
+// With images allowed (models that take them), read_file answers a PNG,
+// JPEG, GIF or WebP picture as an image part with its media type; a
+// larger picture than media.MaxImageBytes is refused; text is text.
+// Without, a picture is a binary file, refused as before.
+func TestReadFileImages(t *testing.T) {
+	files := pictures(t)
+	files["big.png"] = files["a.data"] + strings.Repeat("\x00", media.MaxImageBytes)
+	w := workspace(t, files)
+	read := ReadFile(w)
+	types := map[string]string{"a.data": "image/png", "b.jpg": "image/jpeg", "c.gif": "image/gif", "d.webp": "image/webp"}
+	for name := range types {
+		if _, err := run(t, read, map[string]any{"path": name}); err == nil || !strings.Contains(err.Error(), "binary file") {
+			t.Errorf("%s without images: %v", name, err)
+		}
+	}
+	w.AllowImages(true)
+	if !strings.Contains(read.Spec().Description, "comes as an image") {
+		t.Errorf("description: %s", read.Spec().Description)
+	}
+	for name, kind := range types {
+		out, err := read.Run(context.Background(), tool.Call{Name: "read_file", Arguments: map[string]any{"path": name}})
+		r, ok := out.(*tool.Result)
+		if err != nil || !ok || len(r.Images) != 1 || r.Images[0].MediaType != kind || string(r.Images[0].Data) != files[name] || !strings.Contains(r.Text, kind) {
+			t.Errorf("%s: %+v %v", name, out, err)
+		}
+	}
+	if _, err := run(t, read, map[string]any{"path": "big.png"}); err == nil || !strings.Contains(err.Error(), "larger than the 5 MB") {
+		t.Errorf("big.png: %v", err)
+	}
+	if out, err := run(t, read, map[string]any{"path": "notes.txt"}); err != nil || !strings.Contains(out, "plain text") {
+		t.Errorf("notes.txt: %q %v", out, err)
 	}
 }

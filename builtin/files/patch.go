@@ -37,7 +37,7 @@ func (t *applyPatch) Spec() tool.Spec {
 }
 
 // OutputLimits: the attractor's 10,000 characters, tail kept.
-func (t *applyPatch) OutputLimits() tool.Limits { return tool.Limits{Chars: 10_000} }
+func (t *applyPatch) OutputLimits() tool.Limits { return tool.Limits{Chars: 10_000, Tail: true} }
 
 func (t *applyPatch) Run(ctx context.Context, call tool.Call) (any, error) {
 	input, err := arg.String(call.Arguments, "input", true)

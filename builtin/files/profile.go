@@ -124,8 +124,8 @@ func (t *editTool) Spec() tool.Spec {
 	}
 }
 
-// OutputLimits: the attractor's 10,000 characters.
-func (t *editTool) OutputLimits() tool.Limits { return tool.Limits{Chars: 10_000} }
+// OutputLimits: the attractor's 10,000 characters, tail kept.
+func (t *editTool) OutputLimits() tool.Limits { return tool.Limits{Chars: 10_000, Tail: true} }
 
 func (t *editTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	s := t.shape

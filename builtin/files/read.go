@@ -9,13 +9,16 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"unicode/utf8"
 
 	"github.com/nbots/nb/builtin/internal/arg"
+	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/tool"
 )
 
@@ -40,10 +43,14 @@ func ReadFile(w *Workspace) tool.Tool { return &readFile{w: w} }
 type readFile struct{ w *Workspace }
 
 func (t *readFile) Spec() tool.Spec {
+	binary := "Binary files are refused."
+	if t.w.images {
+		binary = fmt.Sprintf("A PNG, JPEG, GIF or WebP picture (up to %d MB) comes as an image; other binary files are refused.", media.MaxImageBytes>>20)
+	}
 	return tool.Spec{
 		Name: "read_file",
 		Description: "Read a text file of the workspace. Lines come numbered as \"N| text\" (the number and \"| \" are not part of the file). " +
-			fmt.Sprintf("At most %d lines per call: use offset and limit to read a long file in parts. Binary files are refused.", ReadLines),
+			fmt.Sprintf("At most %d lines per call: use offset and limit to read a long file in parts. ", ReadLines) + binary,
 		Parameters: map[string]any{
 			"type": "object",
 			"properties": map[string]any{
@@ -86,7 +93,44 @@ func (t *readFile) Run(ctx context.Context, call tool.Call) (any, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if w := t.w.in(ctx); w.images {
+		if img, ok, err := readImage(f, p); ok || err != nil {
+			return img, err
+		}
+	}
 	return readLines(f, p, offset, limit)
+}
+
+// imageTypes are the pictures read_file gives the model as images: the
+// types every provider that takes images accepts.
+var imageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+// readImage answers f as an image when its content is a PNG, JPEG, GIF
+// or WebP picture (by its bytes, not its name), within
+// media.MaxImageBytes. ok is false for any other file, which is then
+// read from its start as text.
+func readImage(f *os.File, name string) (*tool.Result, bool, error) {
+	head := make([]byte, 512)
+	n, err := io.ReadFull(f, head)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return nil, false, fmt.Errorf("%s: %v", name, unwrap(err))
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, false, fmt.Errorf("%s: %v", name, unwrap(err))
+	}
+	kind := http.DetectContentType(head[:n])
+	if !slices.Contains(imageTypes, kind) {
+		return nil, false, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(f, media.MaxImageBytes+1))
+	if err != nil {
+		return nil, true, fmt.Errorf("%s: %v", name, unwrap(err))
+	}
+	if len(data) > media.MaxImageBytes {
+		return nil, true, fmt.Errorf("%s is a picture (%s) larger than the %d MB a picture may have for the model", name, kind, media.MaxImageBytes>>20)
+	}
+	return &tool.Result{Text: fmt.Sprintf("%s is a picture (%s, %d bytes): it follows as an image.", name, kind, len(data)),
+		Images: []media.Image{{MediaType: kind, Data: data}}}, true, nil
 }
 
 // openRegular opens a regular file of the workspace for reading. The open

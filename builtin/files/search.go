@@ -181,8 +181,10 @@ func (t *globTool) Spec() tool.Spec {
 
 func (t *globTool) ReadOnly() bool { return true }
 
-// OutputLimits: the attractor's 20,000 characters and 500 lines.
-func (t *globTool) OutputLimits() tool.Limits { return tool.Limits{Chars: 20_000, Lines: 500} }
+// OutputLimits: the attractor's 20,000 characters (the tail kept) and 500 lines.
+func (t *globTool) OutputLimits() tool.Limits {
+	return tool.Limits{Chars: 20_000, Lines: 500, Tail: true}
+}
 
 func (t *globTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	pattern, err := arg.String(call.Arguments, "pattern", true)
@@ -276,8 +278,10 @@ func (t *grepTool) Spec() tool.Spec {
 
 func (t *grepTool) ReadOnly() bool { return true }
 
-// OutputLimits: the attractor's 20,000 characters and 200 lines.
-func (t *grepTool) OutputLimits() tool.Limits { return tool.Limits{Chars: 20_000, Lines: 200} }
+// OutputLimits: the attractor's 20,000 characters (the tail kept) and 200 lines.
+func (t *grepTool) OutputLimits() tool.Limits {
+	return tool.Limits{Chars: 20_000, Lines: 200, Tail: true}
+}
 
 func (t *grepTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	expr, err := arg.String(call.Arguments, "pattern", true)

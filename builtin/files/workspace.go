@@ -25,7 +25,14 @@ type Workspace struct {
 	hardLinks bool
 	// policy is the call's (see Policy and in); nil for none.
 	policy *Policy
+	// images lets read_file answer pictures as images (see AllowImages).
+	images bool
 }
+
+// AllowImages lets read_file answer a PNG, JPEG, GIF or WebP file (up to
+// media.MaxImageBytes) as an image for the model, instead of refusing it
+// as binary: for models that take images (builtins.files.images).
+func (w *Workspace) AllowImages(allow bool) { w.images = allow }
 
 // AllowHardLinks lets the tools read regular files that have more than
 // one link (builtins.files.hard-links). By default they are refused: a

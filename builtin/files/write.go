@@ -40,7 +40,7 @@ func (t *writeFile) Spec() tool.Spec {
 }
 
 // OutputLimits: the attractor's 1,000 characters (the answer is one line).
-func (t *writeFile) OutputLimits() tool.Limits { return tool.Limits{Chars: 1000} }
+func (t *writeFile) OutputLimits() tool.Limits { return tool.Limits{Chars: 1000, Tail: true} }
 
 func (t *writeFile) Run(ctx context.Context, call tool.Call) (any, error) {
 	p, err := arg.String(call.Arguments, "path", true)

@@ -446,8 +446,16 @@ func (a *App) builtinsStatus(cart *cartridge.Cartridge) error {
 		return err
 	}
 	if ok {
+		base, err := bot.BaseOf(cart, a.host())
+		if err != nil {
+			return err
+		}
+		text := ctx.Text()
+		if base != "" {
+			text = base + "\n\n" + text
+		}
 		b.WriteString("# context, as it would be sent first in the system prompt (the context key):\n")
-		for _, line := range strings.Split(ctx.Text(), "\n") {
+		for _, line := range strings.Split(text, "\n") {
 			b.WriteString(strings.TrimRight("#   "+line, " ") + "\n")
 		}
 	}

@@ -555,7 +555,37 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 	resp.SetFinishReason(stop)
 	resp.Text = text.String()
 	resp.Reasoning = reasoning.String()
+	estimateReasoning(resp, content)
 	return resp, nil
+}
+
+// estimateReasoning fills the reasoning tokens Anthropic does not count
+// apart (OpenAI, Google and the others do), so that usage compares
+// across families: when the answer has thinking blocks, the output
+// tokens not spent on its text and tool calls, at least the thinking
+// text's own estimate (Claude 4 models show a summary of a longer
+// thinking, which is billed whole), at most the output tokens. Four
+// characters a token, as nb estimates elsewhere.
+func estimateReasoning(resp *provider.Response, content []block) {
+	thought, visible := 0, 0
+	for _, b := range content {
+		switch b.Type {
+		case "thinking":
+			thought += len(b.Thinking)
+		case "redacted_thinking":
+			thought += 1 // encrypted: its size says nothing, but it was spent
+		case "text":
+			visible += len(b.Text)
+		case "tool_use":
+			visible += len(b.Name) + len(b.Input)
+		}
+	}
+	out := resp.Usage.OutputTokens
+	if thought == 0 || out <= 0 {
+		return
+	}
+	n := max(out-(visible+3)/4, (thought+3)/4)
+	resp.Usage.ReasoningTokens = min(n, out)
 }
 
 func streamError(e event, streamed bool) error {
@@ -628,5 +658,6 @@ func decodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error
 	resp.SetFinishReason(w.StopReason)
 	resp.Text = text.String()
 	resp.Reasoning = reasoning.String()
+	estimateReasoning(resp, w.Content)
 	return resp, nil
 }

@@ -240,6 +240,12 @@ func TestThinkingKeptAndSentBack(t *testing.T) {
 		if resp.Text != "" || text != "" || resp.Reasoning != "Let me think about the weather." || (stream && reasoning != resp.Reasoning) {
 			t.Fatalf("stream=%v text %q/%q reasoning %q/%q", stream, resp.Text, text, resp.Reasoning, reasoning)
 		}
+		// Anthropic does not count reasoning tokens apart: they are
+		// estimated, the output tokens (12 from the fake) not spent on
+		// the call (~5), at least the thinking's own estimate (~8).
+		if u := resp.Usage; u.OutputTokens != 12 || u.ReasoningTokens != 8 {
+			t.Errorf("stream=%v usage %+v, want 8 of the 12 output tokens as reasoning", stream, u)
+		}
 		wantExtra := map[string]any{"anthropic": map[string]any{"thinking": []any{map[string]any{"type": "thinking", "thinking": "Let me think about the weather.", "signature": anthropictest.Signature}}}}
 		if diff := cmp.Diff(wantExtra, resp.Extra); diff != "" {
 			t.Fatalf("extra (-want +got):\n%s", diff)
@@ -252,7 +258,7 @@ func TestThinkingKeptAndSentBack(t *testing.T) {
 		}
 		msgs := []provider.Message{user("weather?"), m, {Role: provider.RoleTool, ToolCallID: "toolu_9", ToolName: "w", Content: "sunny"}}
 		resp, err = p.Complete(context.Background(), provider.Request{Messages: msgs, Tools: []tool.Spec{{Name: "w", Parameters: tool.DefaultParameters()}}, Stream: stream}, nil)
-		if err != nil || resp.Text != "tool w said: sunny" {
+		if err != nil || resp.Text != "tool w said: sunny" || resp.Usage.ReasoningTokens != 0 {
 			t.Fatalf("%+v %v", resp, err)
 		}
 		got, _ := json.Marshal(fake.Recorder.Last()["messages"].([]any)[1])

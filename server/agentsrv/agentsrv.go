@@ -448,16 +448,32 @@ func (c *conn) serve(ctx context.Context, name string) {
 			c.mu.Unlock()
 			continue
 		}
+		over := false
 		select {
 		case <-run.Done():
-			continue // the run is over: nothing more to take
+			over = true
 		default:
 		}
-		if problem != nil {
-			c.send(problem)
+		if problem == nil && f.Type == agentproto.TypeInput && c.followUps && (over || !run.Deliver(f)) {
+			// An input the run did not take (it was writing its last
+			// answer) is the next message: a follow-up, once the run's
+			// final_result is sent.
+			if !c.followUp(ctx, f, nil) {
+				break
+			}
+			c.mu.Lock()
+			run = c.run
+			c.mu.Unlock()
 			continue
 		}
-		run.Deliver(f)
+		switch {
+		case over:
+			// the run is over: nothing more to take
+		case problem != nil:
+			c.send(problem)
+		case f.Type != agentproto.TypeInput || !c.followUps:
+			run.Deliver(f)
+		}
 	}
 	// The client is gone (or the run ended and the connection closed).
 	run.Cancel()

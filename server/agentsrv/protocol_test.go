@@ -3,6 +3,7 @@ package agentsrv
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -308,5 +309,91 @@ func TestFollowUp(t *testing.T) {
 	c.send(&agentproto.Frame{Type: agentproto.TypeStop})
 	if _, err := c.read(5 * time.Second); err != errClosed {
 		t.Errorf("after stop: %v, want a normal close", err)
+	}
+}
+
+// answeredInput reads frames (across a follow-up's run ids) until a
+// final_result whose result has want; it fails when the connection
+// closes or goes quiet first: the input was lost.
+func answeredInput(t *testing.T, c *client, want string) *agentproto.Frame {
+	t.Helper()
+	for {
+		c.runID = "" // a follow-up is a run of its own
+		f, err := c.read(5 * time.Second)
+		if err != nil {
+			t.Fatalf("no final_result answering %q: %v\n%s", want, err, c.dump())
+		}
+		if f.Type == agentproto.TypeError {
+			t.Fatalf("error frame %+v\n%s", f, c.dump())
+		}
+		if f.Type == agentproto.TypeFinalResult {
+			if s, _ := f.Result.(string); strings.Contains(s, want) {
+				return f
+			}
+		}
+	}
+}
+
+// An input is never lost, whenever it comes. Sent right after the run
+// frame, before the first model call, it joins the first request (or,
+// when the call began first, is the next turn).
+func TestInputBeforeTheFirstCall(t *testing.T) {
+	url, rec := fakeOpenAI(t, providertest.Echo)
+	srv, _ := serve(t, nil, newAgent(t, t.TempDir(), url, "Echo", ""))
+	c := start(t, srv.URL, "Echo", &agentproto.Frame{Input: "hello", FollowUps: true})
+	c.send(&agentproto.Frame{Type: agentproto.TypeInput, Content: "in French"})
+	answeredInput(t, c, "in French")
+	found := false
+	for _, body := range rec.Bodies() {
+		turn, err := openaiTurn(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(turn.LastUser(), "in French") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no request ends with the input")
+	}
+}
+
+// Sent while the run's last, text-only round streams (no tool round
+// follows to take it as steering), an input is the conversation's next
+// turn: the model answers it after its answer, with or without
+// follow_ups, and the run's final_result is that answer.
+func TestInputDuringTheLastRound(t *testing.T) {
+	for _, followUps := range []bool{true, false} {
+		t.Run(fmt.Sprintf("follow_ups=%v", followUps), func(t *testing.T) {
+			slow := providertest.Reply{Chunks: providertest.Split(strings.Repeat("slow text ", 20), 5), Delay: 20 * time.Millisecond}
+			url, rec := fakeOpenAI(t, providertest.Scripted(slow))
+			srv, _ := serve(t, nil, newAgent(t, t.TempDir(), url, "Slow", ""))
+			c := start(t, srv.URL, "Slow", &agentproto.Frame{Input: "talk", Chunks: true, FollowUps: followUps})
+			for c.next().Type != agentproto.TypeStepChunk {
+			}
+			c.send(&agentproto.Frame{Type: agentproto.TypeInput, Content: "now in French"})
+			end := answeredInput(t, c, "echo: now in French")
+			if !followUps {
+				if _, err := c.read(5 * time.Second); err != errClosed {
+					t.Errorf("after the final_result: %v, want a normal close", err)
+				}
+			}
+			if end.Usage == nil {
+				t.Errorf("usage %+v", end.Usage)
+			}
+			turn, err := openaiTurn(rec.Bodies()[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var said []string
+			for _, m := range turn.Messages {
+				if m.Role != "system" {
+					said = append(said, m.Role+": "+m.Content)
+				}
+			}
+			if got := strings.Join(said, " | "); got != "user: talk | assistant: "+slow.Text()+" | user: now in French" {
+				t.Errorf("the second request: %s", got)
+			}
+		})
 	}
 }

@@ -27,7 +27,7 @@ func finishReason(res *agent.Result, calls int) string {
 		return "tool_calls"
 	}
 	switch strings.ToLower(res.FinishReason) {
-	case "length", "max_tokens", "model_length", "model_context_window_exceeded", "error_limit", agent.StopRoundLimit, agent.StopLoop:
+	case "length", "max_tokens", "model_length", "model_context_window_exceeded", "error_limit", agent.StopRoundLimit, agent.StopLoop, agent.StopTokenLimit:
 		return "length"
 	case "content_filter", "safety", "recitation", "blocklist", "prohibited_content", "spii", "refusal", "error_toxic", "image_safety":
 		return "content_filter"
