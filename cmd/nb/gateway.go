@@ -3,13 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,54 +16,16 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nbots/nb/bot"
-	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/cmd/nb/cliflag"
-	"github.com/nbots/nb/connlimit"
 	"github.com/nbots/nb/gateway"
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
-	"github.com/nbots/nb/gateway/channel"
-	"github.com/nbots/nb/gateway/channels"
+	"github.com/nbots/nb/gateway/bus/jetstream"
 	"github.com/nbots/nb/gateway/config"
-	"github.com/nbots/nb/gateway/dispatch"
-	"github.com/nbots/nb/gateway/replica"
-	gwsession "github.com/nbots/nb/gateway/session"
-	"github.com/nbots/nb/gateway/web"
+	"github.com/nbots/nb/gateway/gatewayrun"
 	"github.com/nbots/nb/internal/httpguard"
-	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/server"
 )
-
-// gatewayRuntime is what nb gateway built: the features that plug in
-// (memory, cron, heartbeat, budgets, skills, the platform channels) get
-// it through the registries below.
-type gatewayRuntime struct {
-	App      *App
-	Config   *config.Config
-	Host     bot.Host
-	Bot      *bot.Bot
-	Gateway  *gateway.Gateway
-	Sessions *gwsession.Manager
-	Access   *access.Checker
-	Log      *slog.Logger
-	// State are the gateway's state files; Zone is
-	// agents.defaults.timezone.
-	State gatewayStateFiles
-	Zone  *time.Location
-	// Channels are the channels the dispatcher delivers through; a hook
-	// may add its own.
-	Channels []channel.Channel
-	// Background are run beside the gateway until it stops (a
-	// scheduler, the heartbeat).
-	Background []func(ctx context.Context) error
-	// Claims are the slots' claims shared by replicas (--bus); nil alone.
-	Claims replica.Claims
-	// Counters are the budgets' sums shared by replicas (--bus); nil alone.
-	Counters replica.Counters
-	// Scale is what replicas share (--bus); nil alone.
-	Scale *scaleOut
-}
 
 // gatewaySubcommands are nb gateway NAME ... besides init, chat and pair.
 var gatewaySubcommands = map[string]func(a *App, ctx context.Context, args []string) error{
@@ -74,15 +33,6 @@ var gatewaySubcommands = map[string]func(a *App, ctx context.Context, args []str
 	"status":   (*App).gatewayStatus,
 	"sessions": (*App).gatewaySessionsCommand,
 	"channels": (*App).gatewayChannelsCommand,
-}
-
-// gatewayFeatures are wired into a built gateway in this order: the cron
-// scheduler and tool; memory, budgets, skills and the heartbeat; then,
-// with replicas, the shared receive positions and pairing book.
-var gatewayFeatureOrder = []func(ctx context.Context, rt *gatewayRuntime) error{
-	gatewayCronHook,
-	gatewayFeatures,
-	gatewayShared,
 }
 
 // isGatewayCommand tells nb gateway from a cartridge named gateway.
@@ -168,170 +118,47 @@ func (a *App) loadGatewayConfig(f gatewayFlags) (*config.Config, error) {
 	return c, nil
 }
 
-// gatewayStateFiles are the gateway's own files for one workspace, in
-// its state folder outside the workspace (which the assistant's tools
-// can write), each named after the workspace.
-type gatewayStateFiles struct {
-	Dir      string // $XDG_STATE_HOME/nb/gateway
-	Pairing  string // the pairing codes and approvals
-	Usage    string // the budgets' ledger
-	Channels string // the folder of the channels' receive positions
-}
-
-// gatewayState derives the state files of workspace: the one place
-// their names are made.
-func (a *App) gatewayState(workspace string) gatewayStateFiles {
+// gatewayStateDir is the gateway's state folder: $XDG_STATE_HOME/nb/gateway,
+// else ~/.local/state/nb/gateway.
+func (a *App) gatewayStateDir() string {
 	base := a.Getenv("XDG_STATE_HOME")
 	if base == "" {
 		base = filepath.Join(a.Getenv("HOME"), ".local", "state")
 	}
-	dir := filepath.Join(base, "nb", "gateway")
-	sum := sha256.Sum256([]byte(workspace))
-	id := hex.EncodeToString(sum[:6])
-	return gatewayStateFiles{
-		Dir:      dir,
-		Pairing:  filepath.Join(dir, "pairing-"+id+".json"),
-		Usage:    filepath.Join(dir, "usage-"+id+".json"),
-		Channels: filepath.Join(dir, "channels-"+id),
-	}
+	return filepath.Join(base, "nb", "gateway")
+}
+
+// gatewayState derives the state files of workspace.
+func (a *App) gatewayState(workspace string) gatewayrun.Files {
+	return gatewayrun.StateFiles(a.gatewayStateDir(), workspace)
 }
 
 // pairingStore is where a workspace's approvals live.
 func (a *App) pairingStore(workspace string) string { return a.gatewayState(workspace).Pairing }
 
-// gatewayZone is agents.defaults.timezone, UTC when unset (nanobot's
-// default).
-func gatewayZone(c *config.Config) (*time.Location, error) {
-	tz := c.Agents.Defaults.Timezone
-	if tz == "" {
-		return time.UTC, nil
+// gatewayBusURL is the bus to use: --bus, else NB_BUS, else gateway.bus.
+func (a *App) gatewayBusURL(flag string, c *config.Config) string {
+	if flag != "" {
+		return flag
 	}
-	loc, err := time.LoadLocation(tz)
-	if err != nil {
-		return nil, fmt.Errorf("agents.defaults.timezone: unknown time zone %q", tz)
+	if v := a.Getenv("NB_BUS"); v != "" {
+		return v
 	}
-	return loc, nil
+	return c.Gateway.Bus
 }
 
-// accessRules are the channels' access settings.
-func accessRules(c *config.Config) (map[string]access.ChannelRules, error) {
-	rules := map[string]access.ChannelRules{}
-	for name := range c.Channels.Each {
-		cc, err := c.Channels.Channel(name)
-		if err != nil {
-			return nil, err
-		}
-		if !cc.Enabled {
-			continue
-		}
-		rules[name] = access.ChannelRules{AllowFrom: cc.AllowFrom, GroupPolicy: cc.GroupPolicy, NoPairing: name == "email"}
+// gatewayOptions are the options of the gateway of c that every command
+// building one shares: the host under nb gateway's sandbox policy, the
+// store, the state folder and nanobot's.
+func (a *App) gatewayOptions(c *config.Config, log *slog.Logger) gatewayrun.Options {
+	return gatewayrun.Options{
+		Host:       a.host(),
+		Store:      a.store,
+		Namespace:  gatewayrun.Namespace(a.gatewayBusURL("", c)),
+		StateDir:   a.gatewayStateDir(),
+		NanobotDir: gatewayrun.NanobotDir(c.Path, a.Getenv("HOME")),
+		Log:        log,
 	}
-	return rules, nil
-}
-
-// headerTransport adds providers.<name>.extraHeaders to the provider's
-// requests.
-type headerTransport struct {
-	base    http.RoundTripper
-	headers map[string]string
-}
-
-func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for k, v := range t.headers {
-		r.Header.Set(k, v)
-	}
-	return t.base.RoundTrip(r)
-}
-
-// buildGateway builds the assistant and the gateway around it.
-func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logger, sc *scaleOut) (*gatewayRuntime, error) {
-	for _, d := range gateway.Layout {
-		if err := os.MkdirAll(filepath.Join(c.Workspace, d), 0o700); err != nil {
-			return nil, fmt.Errorf("workspace %s: %w", c.Workspace, err)
-		}
-	}
-	host := a.host()
-	if h := c.ExtraHeaders(); len(h) > 0 {
-		base := *provider.DefaultHTTPClient()
-		rt := base.Transport
-		if rt == nil {
-			rt = http.DefaultTransport
-		}
-		base.Transport = headerTransport{base: rt, headers: h}
-		host.HTTPClient = &base
-	}
-	var cart *cartridge.Cartridge
-	var err error
-	if name := c.Agents.Defaults.Cartridge; name != "" {
-		if cart, err = host.Load(name); err != nil {
-			return nil, fmt.Errorf("agents.defaults.cartridge: %w", err)
-		}
-	} else {
-		var warnings []string
-		cart, warnings, err = c.Cartridge(cartridge.Default(host.LookupEnv), config.Env(a.Environ))
-		if err != nil {
-			return nil, err
-		}
-		for _, w := range warnings {
-			fmt.Fprintln(a.Stderr, "nb: warning: "+w)
-		}
-	}
-	b, err := bot.New(ctx, cart, host)
-	if err != nil {
-		return nil, err
-	}
-	sessions, err := a.gatewaySessions(c, sc, log)
-	if err != nil {
-		b.Close()
-		return nil, err
-	}
-	rules, err := accessRules(c)
-	if err != nil {
-		b.Close()
-		return nil, err
-	}
-	st := a.gatewayState(c.Workspace)
-	checker := &access.Checker{Channels: rules, Store: st.Pairing, Warn: func(msg string) { log.Warn(msg) }}
-	loc, err := gatewayZone(c)
-	if err != nil {
-		b.Close()
-		return nil, err
-	}
-	local := bus.NewLocal()
-	local.MaxQueued = c.Gateway.Limits.Queued()
-	g := &gateway.Gateway{
-		Bus: local, Sessions: sessions, Access: checker, Runner: gateway.BotRunner{Bot: b},
-		Prompt: &gateway.Prompt{Workspace: c.Workspace, Location: loc, Log: log,
-			MaxFileBytes: c.Agents.Defaults.Limits.PromptFileBytes, MaxMemoryBytes: c.Agents.Defaults.Limits.MemoryBytes}, Log: log,
-		Guests: gateway.GuestPolicy{Tools: c.Gateway.Guests.Tools},
-		// The state folder (pairing, usage, receive positions) is the
-		// gateway's own, should the workspace hold it.
-		ProtectedPaths: []string{st.Dir},
-	}
-	rt := &gatewayRuntime{App: a, Config: c, Host: host, Bot: b, Gateway: g, Sessions: sessions, Access: checker, Log: log, State: st, Zone: loc}
-	if sc != nil {
-		g.Bus, g.Elector, g.Steer, rt.Claims, rt.Counters, rt.Scale = sc.bus, sc.elector, sc.steering, sc.claims, sc.counters, sc
-		stops, err := sc.bus.Stopper(sc.id, g.StopHere)
-		if err != nil {
-			rt.close()
-			return nil, err
-		}
-		g.Others = stops
-	}
-	for _, hook := range gatewayFeatureOrder {
-		if err := hook(ctx, rt); err != nil {
-			rt.close()
-			return nil, err
-		}
-	}
-	return rt, nil
-}
-
-func (rt *gatewayRuntime) close() {
-	rt.Gateway.Bus.Close()
-	rt.Sessions.Close()
-	rt.Bot.Close()
 }
 
 // gatewayServe runs nb gateway: the assistant, its channels and its
@@ -401,88 +228,27 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var rt *gatewayRuntime
-	sc, err := openScaleOut(ctx, a.gatewayBusURL(*busURL, c), log)
-	if err == nil {
-		if rt, err = a.buildGateway(ctx, c, log, sc); err != nil && sc != nil {
-			sc.bus.Close()
-		}
-	}
+	reps, err := gatewayrun.JoinReplicas(ctx, a.gatewayBusURL(*busURL, c), log)
 	if err != nil {
 		for _, ln := range lns {
 			ln.Close()
 		}
 		return err
 	}
-	defer rt.close()
-	g := rt.Gateway
-	ws := &web.Server{Gateway: g, Sessions: rt.Sessions, Tokens: tokens, Log: log, Checks: a.storeChecks(),
-		Limits: connlimit.Limits{MaxClientConns: c.Gateway.Limits.ClientConns, MaxConns: c.Gateway.Limits.Conns}}
-	if sc != nil {
-		ws.Checks = append(ws.Checks, server.Check{Name: "bus", Run: sc.bus.Check})
+	if reps != nil {
+		defer reps.Close()
 	}
-	rt.Channels = append([]channel.Channel{ws}, rt.Channels...)
-	accounts := map[string]string{} // channel -> account, elected among replicas
-	for name := range c.Channels.Each {
-		cc, _ := c.Channels.Channel(name)
-		if !cc.Enabled {
-			continue
+	o := a.gatewayOptions(c, log)
+	o.Replicas, o.Listeners, o.Tokens, o.Checks = reps, lns, tokens, a.storeChecks()
+	gw, err := gatewayrun.Open(ctx, c, o)
+	if err != nil {
+		for _, ln := range lns {
+			ln.Close()
 		}
-		factory, ok := channels.Find(channels.Builtin(), name)
-		if !ok {
-			g.Expect(name)
-			g.Connected(name, fmt.Errorf("channel %s is not supported by this nb", name))
-			log.Error("channel not started: this nb has no such channel", "channel", name)
-			continue
-		}
-		ch, err := factory.New(c.Channels.Each[name], rt.channelEnv(name, c.Channels.Each[name]))
-		if err != nil {
-			return fmt.Errorf("channels.%s: %w", name, err)
-		}
-		rt.Channels = append(rt.Channels, ch)
-		accounts[ch.Name()] = channelAccount(name, c.Channels.Each[name])
+		return err
 	}
-	ws.Webhooks = channelWebhooks(rt.Channels)
-	d := &dispatch.Dispatcher{Bus: g.Bus, Channels: rt.Channels, Log: log, Progress: c.Channels.Progress(), ToolHints: c.Channels.SendToolHints, MaxRetries: c.Channels.MaxRetries()}
-	if sc != nil {
-		d.Delivered, d.Fanout = sc.delivered, sc.bus.Fanout()
-	}
-	// Every part runs in one group: the first to fail stops the others
-	// and is what nb gateway reports; when the group is done, every
-	// goroutine it started has ended.
-	group := gateway.NewGroup(ctx)
-	run := group.Go
-	run("the gateway", g.Run)
-	run("the dispatcher", d.Run)
-	for _, ch := range rt.Channels {
-		g.Expect(ch.Name())
-		name := "channel " + ch.Name()
-		if account, ok := accounts[ch.Name()]; ok {
-			run(name, func(ctx context.Context) error { return g.RunAccount(ctx, ch, account) })
-			continue
-		}
-		run(name, func(ctx context.Context) error { return g.RunChannel(ctx, ch) })
-	}
-	for _, bg := range rt.Background {
-		run("the gateway", bg)
-	}
-	run("the web chat", func(ctx context.Context) error { return ws.Serve(ctx, lns...) })
-	log.Info("nb gateway started", "listen", lns[0].Addr().String(), "workspace", c.Workspace, "config", orDefaultName(c.Path), "model", g.Runner.Model())
-	if c.RestrictToWorkspace() {
-		if st := rt.Bot.Builtins(); st.Exec != nil {
-			log.Info("exec", "status", st.Exec.String())
-		}
-	}
-	<-group.Context().Done()
-	log.Info("nb gateway stopping")
-	return group.Wait()
-}
-
-func orDefaultName(p string) string {
-	if p == "" {
-		return "(built-in default)"
-	}
-	return p
+	defer gw.Close()
+	return gw.Run(ctx)
 }
 
 // gatewayInit writes the starting configuration and the workspace
@@ -560,10 +326,36 @@ func (a *App) gatewayPair(ctx context.Context, args []string) error {
 	return nil
 }
 
+// pairingChecker is the checker nb gateway pair approves with: on the
+// bus when the gateway runs on one (--bus, NB_BUS, gateway.bus), else
+// the state folder's file. done closes the bus.
+func (a *App) pairingChecker(ctx context.Context, busFlag string, c *config.Config) (checker *access.Checker, done func(), err error) {
+	checker = &access.Checker{Store: a.pairingStore(c.Workspace)}
+	raw := a.gatewayBusURL(busFlag, c)
+	if raw == "" {
+		return checker, func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	b, err := jetstream.Dial(ctx, raw, "nb gateway pair", jetstream.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	var info []string
+	if checker.Shared, err = gatewayrun.SharedPairings(ctx, b, checker.Store, func(msg string, _ ...any) { info = append(info, msg) }); err != nil {
+		b.Close()
+		return nil, nil, err
+	}
+	if len(info) > 0 {
+		fmt.Fprintln(a.Stderr, "nb: "+strings.Join(info, "; "))
+	}
+	return checker, func() { b.Close() }, nil
+}
+
 // gatewayChat talks to the assistant from the terminal, on the
 // workspace's session cli:direct (or -s), locked against the running
 // gateway's turns on it.
-func (a *App) gatewayChat(ctx context.Context, args []string) error {
+func (a *App) gatewayChat(ctx context.Context, args []string) (err error) {
 	fs, f := a.gatewayFlagSet("nb gateway chat", "nb gateway chat [flags]", "Talks to the assistant from the terminal: one message, or a conversation\n(exit, quit, /exit, /quit, :q or Ctrl-D to leave).")
 	message := fs.StringP("message", "m", "", "one `message`: print the answer and exit")
 	sessionKey := fs.StringP("session", "s", "cli:direct", "the `session` key")
@@ -594,59 +386,32 @@ func (a *App) gatewayChat(ctx context.Context, args []string) error {
 		return err
 	}
 	defer a.closeStore()
-	rt, err := a.buildGateway(ctx, c, log, nil)
+	o := a.gatewayOptions(c, log)
+	o.Confirmer = approvedTools{approval}
+	gw, err := gatewayrun.Open(ctx, c, o)
 	if err != nil {
 		return err
 	}
-	defer rt.close()
-	g := rt.Gateway
-	if r, ok := g.Runner.(gateway.BotRunner); ok {
-		r.Confirmer = approvedTools{approval}
-		g.Runner = r
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go g.Run(runCtx) //nolint:errcheck // ends with runCtx
-	replies := make(chan bus.Outbound, 16)
-	go g.Bus.Outbound(runCtx, gateway.CLIChannel, func(ctx context.Context, m bus.Outbound) error { //nolint:errcheck // same
-		select {
-		case replies <- m:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+	defer gw.Close()
+	send, wait := gw.Chat(ctx, *sessionKey)
+	defer func() {
+		if werr := wait(); err == nil {
+			err = werr
 		}
-	})
-	chat := "direct"
-	override := ""
-	if *sessionKey != "cli:direct" {
-		override = *sessionKey
-	}
+	}()
 	ask := func(text string) error {
-		m := bus.Inbound{Channel: gateway.CLIChannel, SenderID: "user", ChatID: chat, Content: text, Timestamp: time.Now(), SessionKeyOverride: override}
-		if err := g.Inbox(gateway.CLIChannel).Publish(ctx, m); err != nil {
-			return err
-		}
-		for {
-			select {
-			case r := <-replies:
-				switch r.Kind {
-				case bus.ToolHint:
-					fmt.Fprintf(a.Stderr, "  ⚙ %s\n", r.Content)
-				case bus.Progress:
-					if s, _ := r.Metadata[channel.MetaStreamed].(bool); !s {
-						fmt.Fprintf(a.Stderr, "  %s\n", r.Content)
-					}
-				case bus.Error:
-					fmt.Fprintln(a.Stdout, r.Content)
-					return nil
-				default:
-					fmt.Fprintln(a.Stdout, r.Content)
-					return nil
+		return send(ctx, text, func(r gatewayrun.Reply) {
+			switch r.Kind {
+			case bus.ToolHint:
+				fmt.Fprintf(a.Stderr, "  ⚙ %s\n", r.Content)
+			case bus.Progress:
+				if !r.Streamed {
+					fmt.Fprintf(a.Stderr, "  %s\n", r.Content)
 				}
-			case <-ctx.Done():
-				return ctx.Err()
+			default:
+				fmt.Fprintln(a.Stdout, r.Content)
 			}
-		}
+		})
 	}
 	if *message != "" {
 		return ask(*message)

@@ -12,10 +12,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nbots/nb/cartridge"
-	"github.com/nbots/nb/gateway"
-	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/cron"
-	"github.com/nbots/nb/tool"
+	"github.com/nbots/nb/gateway/gatewayrun"
 )
 
 const gatewayCronUsage = "use nb gateway cron list [--all] | add --name N --message M (--every SECONDS | --cron EXPR [--tz ZONE] | --at ISO) [--deliver] [--to CHAT --channel CH] | remove ID | enable ID [--disable] | run ID [--force]"
@@ -264,45 +262,9 @@ func (a *App) gatewayCronCommand(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	zone, err := gatewayZone(c)
+	zone, err := gatewayrun.Zone(c)
 	if err != nil {
 		return err
 	}
 	return a.gatewayCron(ctx, c.Workspace, zone, c.Gateway.Limits.Cron(), rest)
-}
-
-// gatewayCronHook runs the workspace's jobs beside the gateway (each as a
-// turn in session cron:<id>, as nanobot's process_direct) and gives every
-// turn the cron tool.
-func gatewayCronHook(_ context.Context, rt *gatewayRuntime) error {
-	g := rt.Gateway
-	store := cron.NewStore(rt.Config.Workspace)
-	store.MaxJobs = rt.Config.Gateway.Limits.Cron()
-	zone := rt.Zone
-	sched := &cron.Scheduler{Store: store, Zone: zone, Log: rt.Log, RunJob: func(ctx context.Context, j cron.Job) error {
-		channel, chat := "cli", "direct"
-		if j.Payload.Channel != nil && *j.Payload.Channel != "" {
-			channel = *j.Payload.Channel
-		}
-		if j.Payload.To != nil && *j.Payload.To != "" {
-			chat = *j.Payload.To
-		}
-		_, err := g.RunDirect(ctx, gateway.Direct{
-			Entry: access.Cron, SessionKey: "cron:" + j.ID, Channel: channel, ChatID: chat,
-			Content: j.Payload.Message, Source: gateway.SourceCron,
-			Deliver: j.Payload.Deliver && j.Payload.To != nil && *j.Payload.To != "",
-		})
-		return err
-	}}
-	sched.Claims = rt.Claims
-	rt.Background = append(rt.Background, func(ctx context.Context) error { return rt.runScheduler(ctx, sched) })
-	prev := g.ExtraTools
-	g.ExtraTools = func(d gateway.Direct) []tool.Tool {
-		var tools []tool.Tool
-		if prev != nil {
-			tools = prev(d)
-		}
-		return append(tools, &cron.Tool{Store: store, Zone: zone, Channel: d.Channel, ChatID: d.ChatID, InCronJob: d.Source == gateway.SourceCron})
-	}
-	return nil
 }

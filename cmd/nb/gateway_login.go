@@ -13,6 +13,7 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/whatsapp"
 	"github.com/nbots/nb/gateway/channels"
+	"github.com/nbots/nb/gateway/gatewayrun"
 )
 
 // gatewayChannelsCommand is nb gateway channels login whatsapp: it runs
@@ -30,8 +31,7 @@ func (a *App) gatewayChannelsCommand(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	rt := &gatewayRuntime{App: a, Config: c}
-	cfg := whatsapp.Config{NanobotDir: rt.nanobotDir()}
+	cfg := whatsapp.Config{NanobotDir: gatewayrun.NanobotDir(c.Path, a.Getenv("HOME"))}
 	if raw, ok := c.Channels.Each[whatsapp.Name]; ok {
 		if err := channels.Decode(raw, &cfg); err != nil {
 			return fmt.Errorf("channels.whatsapp: %w", err)

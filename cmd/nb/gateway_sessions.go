@@ -4,85 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 
-	"github.com/nbots/nb/gateway/bus/jetstream"
-	"github.com/nbots/nb/gateway/config"
+	"github.com/nbots/nb/gateway/gatewayrun"
 	gwsession "github.com/nbots/nb/gateway/session"
 )
-
-// The gateway's chat sessions in the shared store (issue 24): with a
-// PostgreSQL store (--store, NB_STORE, gateway.store) they live there,
-// shared by replicas on several machines; else in the workspace's
-// nanobot files, as always. nb gateway sessions import|export moves them.
-
-// busNamespace is the namespace of a bus URL (default nb); it names the
-// gateway's sessions in a store too.
-func busNamespace(raw string) string {
-	if raw == "" {
-		return "nb"
-	}
-	_, o, err := jetstream.ParseURL(raw)
-	if err != nil || o.Namespace == "" {
-		return "nb"
-	}
-	return o.Namespace
-}
-
-// gatewaySessions opens the sessions of the gateway: in the shared store
-// when one is open, under the namespace of its bus (sc, else NB_BUS or
-// gateway.bus); else the workspace's files.
-func (a *App) gatewaySessions(c *config.Config, sc *scaleOut, log *slog.Logger) (*gwsession.Manager, error) {
-	if a.store == nil || !a.store.Shared {
-		m, err := gwsession.NewManager(filepath.Join(c.Workspace, "sessions"))
-		if err != nil {
-			return nil, err
-		}
-		m.Warn = func(msg string) { log.Warn(msg) }
-		log.Info("sessions", "in", m.Location())
-		return m, nil
-	}
-	ns := busNamespace(a.gatewayBusURL("", c))
-	if sc != nil {
-		ns = sc.namespace
-	}
-	m, err := gwsession.NewStoreManager(a.store.Store, gwsession.Bot(ns))
-	if err != nil {
-		return nil, err
-	}
-	m.Warn = func(msg string) { log.Warn(msg) }
-	log.Info("sessions", "in", m.Location(), "namespace", ns)
-	if n := notImported(m, filepath.Join(c.Workspace, "sessions")); n > 0 {
-		log.Warn(fmt.Sprintf("the workspace has %d session files that are not in the store: these conversations start afresh here; nb gateway sessions import moves them (docs/scale-out.md)", n))
-	}
-	return m, nil
-}
-
-// notImported counts the session files of dir whose sessions the store
-// of m does not hold (a gateway that was given a store after running on
-// its files).
-func notImported(m *gwsession.Manager, dir string) int {
-	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
-	if len(files) == 0 {
-		return 0
-	}
-	infos, err := m.List()
-	if err != nil {
-		return 0 // the store's error shows at the first turn
-	}
-	stored := map[string]bool{}
-	for _, in := range infos {
-		stored[gwsession.FileName(in.Key)] = true
-	}
-	n := 0
-	for _, f := range files {
-		if !stored[filepath.Base(f)] {
-			n++
-		}
-	}
-	return n
-}
 
 // gatewaySessionsCommand is nb gateway sessions import|export.
 func (a *App) gatewaySessionsCommand(ctx context.Context, args []string) error {
@@ -128,7 +54,7 @@ func (a *App) gatewaySessionsCommand(ctx context.Context, args []string) error {
 	}
 	ns := *namespace
 	if ns == "" {
-		ns = busNamespace(a.gatewayBusURL("", c))
+		ns = gatewayrun.Namespace(a.gatewayBusURL("", c))
 	}
 	m, err := gwsession.NewStoreManager(a.store.Store, gwsession.Bot(ns))
 	if err != nil {

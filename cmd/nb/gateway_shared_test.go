@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/nbots/nb/gateway/access"
+	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/channeltest"
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
-	"github.com/nbots/nb/gateway/config"
 	"github.com/nbots/nb/provider/providertest"
 )
 
@@ -75,8 +75,7 @@ func TestGatewayReplicasOwnStateFolders(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	rt0 := &gatewayRuntime{App: app(0), Config: &config.Config{Workspace: workspace}}
-	cursor, err := rt0.channelEnv("telegram", nil).FileCursor("telegram")
+	cursor, err := (channel.Env{StateDir: app(0).gatewayState(workspace).Channels}).FileCursor("telegram")
 	if err != nil {
 		t.Fatal(err)
 	}

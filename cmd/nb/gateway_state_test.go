@@ -5,24 +5,12 @@ import (
 	"testing"
 )
 
-// TestGatewayStateFiles: the state files of a workspace are named once,
-// after it, in the state folder (the names gateways already wrote keep
-// being found: pairing-, usage-, channels- and the same 12 hex digits).
-func TestGatewayStateFiles(t *testing.T) {
-	a := &App{Environ: []string{"XDG_STATE_HOME=/state"}}
-	st := a.gatewayState("/home/me/ws")
-	const id = "465a27253ecc" // sha256("/home/me/ws")[:6]
-	want := gatewayStateFiles{
-		Dir:      filepath.FromSlash("/state/nb/gateway"),
-		Pairing:  filepath.FromSlash("/state/nb/gateway/pairing-" + id + ".json"),
-		Usage:    filepath.FromSlash("/state/nb/gateway/usage-" + id + ".json"),
-		Channels: filepath.FromSlash("/state/nb/gateway/channels-" + id),
-	}
-	if st != want {
-		t.Errorf("gatewayState = %+v, want %+v", st, want)
-	}
-	if other := a.gatewayState("/home/me/ws2"); other.Pairing == st.Pairing {
-		t.Error("two workspaces share a pairing store")
+// TestGatewayStateDir: the state folder is $XDG_STATE_HOME/nb/gateway,
+// else ~/.local/state/nb/gateway (the files in it:
+// gateway/gatewayrun's TestGatewayStateFiles).
+func TestGatewayStateDir(t *testing.T) {
+	if dir := (&App{Environ: []string{"XDG_STATE_HOME=/state"}}).gatewayStateDir(); dir != filepath.FromSlash("/state/nb/gateway") {
+		t.Errorf("with XDG_STATE_HOME: %s", dir)
 	}
 	home := (&App{Environ: []string{"HOME=/home/me"}}).gatewayState("/w")
 	if home.Dir != filepath.FromSlash("/home/me/.local/state/nb/gateway") {
