@@ -13,6 +13,7 @@ import (
 	"github.com/nbots/nb/gateway/heartbeat"
 	"github.com/nbots/nb/gateway/memory"
 	"github.com/nbots/nb/gateway/modelcall"
+	"github.com/nbots/nb/gateway/replica"
 	gwsession "github.com/nbots/nb/gateway/session"
 	"github.com/nbots/nb/gateway/skills"
 	"github.com/nbots/nb/state"
@@ -27,6 +28,8 @@ type features struct {
 	zone      *time.Location
 	lookupEnv func(string) (string, bool)
 	ledger    *budget.Ledger
+	// claims are the cron slots' and heartbeats' (replica.Local alone).
+	claims replica.Claims
 }
 
 // budgets are the budgets' ledger: each model call reserves its prompt
@@ -124,9 +127,7 @@ func (f *features) heartbeat() {
 			return err
 		},
 	}
-	if r := gw.replicas; r != nil {
-		svc.Claims = r.claims
-	}
+	svc.Claims = f.claims
 	gw.background = append(gw.background, part{name: "the gateway", run: func(ctx context.Context) error { return gw.leadOrRun(ctx, "heartbeat", svc.Run) }})
 }
 
@@ -153,9 +154,7 @@ func (f *features) cron() {
 		})
 		return err
 	}}
-	if r := gw.replicas; r != nil {
-		sched.Claims = r.claims
-	}
+	sched.Claims = f.claims
 	gw.background = append(gw.background, part{name: "the gateway", run: func(ctx context.Context) error { return gw.runScheduler(ctx, sched) }})
 	g.ExtraTools = func(d gateway.Direct) []tool.Tool {
 		return []tool.Tool{&cron.Tool{Store: store, Zone: zone, Channel: d.Channel, ChatID: d.ChatID, InCronJob: d.Source == gateway.SourceCron}}

@@ -32,6 +32,7 @@ import (
 	"github.com/nbots/nb/gateway/channels"
 	"github.com/nbots/nb/gateway/config"
 	"github.com/nbots/nb/gateway/dispatch"
+	"github.com/nbots/nb/gateway/replica"
 	gwsession "github.com/nbots/nb/gateway/session"
 	"github.com/nbots/nb/gateway/web"
 	"github.com/nbots/nb/internal/httpguard"
@@ -210,12 +211,17 @@ func Open(ctx context.Context, c *config.Config, o Options) (_ *Gateway, err err
 		ProtectedPaths: []string{gw.State.Dir},
 	}
 	gw.Core = g
+	// The replica seams: the bus's, or those of a gateway alone.
+	f := features{gw: gw, zone: zone, lookupEnv: host.LookupEnv, claims: &replica.Local{}}
+	delivered := dispatch.Record(&replica.Local{})
 	if r := o.Replicas; r != nil {
 		g.Bus, g.Elector, g.Steer = r.bus, r.elector, r.steering
 		if g.Others, err = r.bus.Stopper(r.id, g.StopHere); err != nil {
 			return nil, err
 		}
+		f.claims, delivered = r.claims, r.delivered
 	} else {
+		g.Alone()
 		local := bus.NewLocal()
 		local.MaxQueued = c.Gateway.Limits.Queued()
 		g.Bus, gw.ownBus = local, local
@@ -225,7 +231,6 @@ func Open(ctx context.Context, c *config.Config, o Options) (_ *Gateway, err err
 	}
 
 	// The features, in this order: each may use what the ones before set.
-	f := features{gw: gw, zone: zone, lookupEnv: host.LookupEnv}
 	f.budgets()
 	f.memory()
 	f.cron()
@@ -267,15 +272,19 @@ func Open(ctx context.Context, c *config.Config, o Options) (_ *Gateway, err err
 			return nil, fmt.Errorf("channels.%s: %w", name, err)
 		}
 		chs = append(chs, ch)
-		gw.accounts[ch.Name()] = channelAccount(name, raw)
+		if o.Replicas != nil {
+			// Its receive loop runs on the replica elected for its account.
+			gw.accounts[ch.Name()] = channelAccount(name, raw)
+		}
 	}
 	gw.channels = chs
 	if gw.web != nil {
 		gw.web.Webhooks = channelWebhooks(chs)
 	}
-	gw.dispatcher = &dispatch.Dispatcher{Bus: g.Bus, Channels: chs, Log: log, Progress: c.Channels.Progress(), ToolHints: c.Channels.SendToolHints, MaxRetries: c.Channels.MaxRetries()}
+	gw.dispatcher = &dispatch.Dispatcher{Bus: g.Bus, Channels: chs, Log: log, Progress: c.Channels.Progress(), ToolHints: c.Channels.SendToolHints, MaxRetries: c.Channels.MaxRetries(),
+		Delivered: delivered}
 	if r := o.Replicas; r != nil {
-		gw.dispatcher.Delivered, gw.dispatcher.Fanout = r.delivered, r.bus.Fanout()
+		gw.dispatcher.Fanout = r.bus.Fanout()
 	}
 	gw.listeners = o.Listeners // the gateway's from now on: Run serves them, Close closes them
 	return gw, nil

@@ -91,12 +91,8 @@ func Namespace(raw string) string {
 	return o.Namespace
 }
 
-// leadOrRun runs fn under the election of key when replicas share a
-// bus, else at once.
+// leadOrRun runs fn under the election of key (at once, alone).
 func (gw *Gateway) leadOrRun(ctx context.Context, key string, fn func(context.Context) error) error {
-	if gw.Core.Elector == nil {
-		return fn(ctx)
-	}
 	return gw.Core.Elector.Lead(ctx, key, fn, nil)
 }
 
@@ -109,7 +105,7 @@ func (gw *Gateway) runScheduler(ctx context.Context, sched *cron.Scheduler) erro
 			if !errors.Is(err, cron.ErrRunning) {
 				return err
 			}
-			if gw.Core.Elector == nil {
+			if gw.replicas == nil {
 				gw.log.Warn("cron: " + err.Error() + ": this gateway runs none")
 				return nil
 			}

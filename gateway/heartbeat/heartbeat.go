@@ -66,8 +66,9 @@ type Service struct {
 	Zone *time.Location
 	// Log receives warnings; nil discards them.
 	Log *slog.Logger
-	// Claims, when set, is asked before each beat (key "heartbeat.<start
-	// of the interval>"): replicas beat once per interval between them.
+	// Claims is asked before each beat (key "heartbeat.<start of the
+	// interval>"): replicas beat once per interval between them. A
+	// heartbeat alone takes replica.Local.
 	Claims replica.Claims
 }
 
@@ -83,14 +84,12 @@ func (s *Service) Run(ctx context.Context) error {
 			return nil
 		case <-time.After(interval):
 		}
-		if s.Claims != nil {
-			ok, err := s.Claims.Claim(ctx, replica.Slot("heartbeat", time.Now(), interval))
-			if err != nil && ctx.Err() == nil {
-				s.logger().Warn("heartbeat: not beating: " + err.Error())
-			}
-			if !ok {
-				continue
-			}
+		ok, err := s.Claims.Claim(ctx, replica.Slot("heartbeat", time.Now(), interval))
+		if err != nil && ctx.Err() == nil {
+			s.logger().Warn("heartbeat: not beating: " + err.Error())
+		}
+		if !ok {
+			continue
 		}
 		if _, err := s.Beat(ctx); err != nil && ctx.Err() == nil {
 			s.logger().Warn("heartbeat: " + err.Error())
