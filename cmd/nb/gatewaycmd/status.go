@@ -1,4 +1,4 @@
-package main
+package gatewaycmd
 
 import (
 	"context"
@@ -14,12 +14,12 @@ import (
 
 // gatewayStatus is nb gateway status: the workspace, today's tokens by
 // source against the budgets, the memory files and the cron jobs.
-func (a *App) gatewayStatus(_ context.Context, args []string) error {
-	fs, f := a.gatewayFlagSet("nb gateway status", "nb gateway status [flags]", "Shows the workspace, today's token use by source and the budgets, memory and cron jobs.")
+func (cl *cli) gatewayStatus(_ context.Context, args []string) error {
+	fs, f := cl.gatewayFlagSet("nb gateway status", "nb gateway status [flags]", "Shows the workspace, today's token use by source and the budgets, memory and cron jobs.")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
-	c, err := a.loadGatewayConfig(f)
+	c, err := cl.loadGatewayConfig(f)
 	if err != nil {
 		return err
 	}
@@ -27,25 +27,25 @@ func (a *App) gatewayStatus(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r := gatewayrun.Ledger(c, a.gatewayState(c.Workspace), zone).Report("")
-	fmt.Fprintf(a.Stdout, "Workspace: %s\n", c.Workspace)
-	fmt.Fprintf(a.Stdout, "Tokens today: %s", budget.Thousands(r.TodayTotal))
+	r := gatewayrun.Ledger(c, cl.gatewayState(c.Workspace), zone).Report("")
+	fmt.Fprintf(cl.stdout, "Workspace: %s\n", c.Workspace)
+	fmt.Fprintf(cl.stdout, "Tokens today: %s", budget.Thousands(r.TodayTotal))
 	if r.Limits.DailyTokens > 0 {
-		fmt.Fprintf(a.Stdout, " of %s (resets %s)", budget.Thousands(r.Limits.DailyTokens), r.Resets.Format("15:04 MST"))
+		fmt.Fprintf(cl.stdout, " of %s (resets %s)", budget.Thousands(r.Limits.DailyTokens), r.Resets.Format("15:04 MST"))
 	}
-	fmt.Fprintln(a.Stdout)
+	fmt.Fprintln(cl.stdout)
 	for _, s := range budget.Sources {
-		fmt.Fprintf(a.Stdout, "  %-14s %s\n", s, budget.Thousands(r.Today[s].Total()))
+		fmt.Fprintf(cl.stdout, "  %-14s %s\n", s, budget.Thousands(r.Today[s].Total()))
 	}
 	if r.Limits.SessionTokens > 0 {
-		fmt.Fprintf(a.Stdout, "Session budget: %s tokens\n", budget.Thousands(r.Limits.SessionTokens))
+		fmt.Fprintf(cl.stdout, "Session budget: %s tokens\n", budget.Thousands(r.Limits.SessionTokens))
 	}
 	cons := &memory.Consolidator{Workspace: c.Workspace}
 	for _, p := range []string{cons.MemoryPath(), cons.HistoryPath()} {
 		if fi, err := os.Stat(p); err == nil {
-			fmt.Fprintf(a.Stdout, "%s: %d bytes\n", filepath.Base(p), fi.Size())
+			fmt.Fprintf(cl.stdout, "%s: %d bytes\n", filepath.Base(p), fi.Size())
 		} else {
-			fmt.Fprintf(a.Stdout, "%s: none\n", filepath.Base(p))
+			fmt.Fprintf(cl.stdout, "%s: none\n", filepath.Base(p))
 		}
 	}
 	jobs, err := cron.NewStore(c.Workspace).Load()
@@ -62,6 +62,6 @@ func (a *App) gatewayStatus(_ context.Context, args []string) error {
 	if cron.NewStore(c.Workspace).Running() {
 		running = "running"
 	}
-	fmt.Fprintf(a.Stdout, "Cron jobs: %d enabled, %d in all (scheduler %s)\n", enabled, len(jobs.Jobs), running)
+	fmt.Fprintf(cl.stdout, "Cron jobs: %d enabled, %d in all (scheduler %s)\n", enabled, len(jobs.Jobs), running)
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package gatewaycmd
 
 import (
 	"bufio"
@@ -8,12 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nbots/nb/cmd/nb/cliflag"
@@ -25,49 +23,8 @@ import (
 	"github.com/nbots/nb/gateway/gatewayrun"
 	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/server"
+	"github.com/nbots/nb/term"
 )
-
-// gatewaySubcommands are nb gateway NAME ... besides init, chat and pair.
-var gatewaySubcommands = map[string]func(a *App, ctx context.Context, args []string) error{
-	"cron":     (*App).gatewayCronCommand,
-	"status":   (*App).gatewayStatus,
-	"sessions": (*App).gatewaySessionsCommand,
-	"channels": (*App).gatewayChannelsCommand,
-}
-
-// isGatewayCommand tells nb gateway from a cartridge named gateway.
-func isGatewayCommand(args []string) bool {
-	if len(args) == 0 || args[0] != "gateway" {
-		return false
-	}
-	if len(args) >= 3 {
-		switch args[2] {
-		case "eval", "repl", "state", "cartridge", "mcp":
-			return false
-		}
-	}
-	return true
-}
-
-// gatewayCommand runs nb gateway ... with SIGINT and SIGTERM as its stop.
-func (a *App) gatewayCommand(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if len(args) > 0 {
-		switch args[0] {
-		case "init":
-			return a.report(a.gatewayInit(args[1:]))
-		case "pair":
-			return a.report(a.gatewayPair(ctx, args[1:]))
-		case "chat":
-			return a.report(a.gatewayChat(ctx, args[1:]))
-		}
-		if fn, ok := gatewaySubcommands[args[0]]; ok {
-			return a.report(fn(a, ctx, args[1:]))
-		}
-	}
-	return a.report(a.gatewayServe(ctx, args))
-}
 
 // gatewayFlags are the flags every nb gateway command takes.
 type gatewayFlags struct {
@@ -76,8 +33,8 @@ type gatewayFlags struct {
 
 // gatewayFlagSet is the flag set of an nb gateway command, with the
 // flags every one takes.
-func (a *App) gatewayFlagSet(name, usage, about string) (*cliflag.Set, gatewayFlags) {
-	fs := a.flags(name, usage, about)
+func (cl *cli) gatewayFlagSet(name, usage, about string) (*cliflag.Set, gatewayFlags) {
+	fs := cl.flags(name, usage, about)
 	f := gatewayFlags{
 		config:    fs.String("config", "", "the configuration `file` (default: NB_GATEWAY_CONFIG, $XDG_CONFIG_HOME/nb/gateway.json, ~/.nanobot/config.json)"),
 		workspace: fs.String("workspace", "", "the workspace `folder` (default: agents.defaults.workspace, else $XDG_DATA_HOME/nb/gateway)"),
@@ -85,25 +42,10 @@ func (a *App) gatewayFlagSet(name, usage, about string) (*cliflag.Set, gatewayFl
 	return fs, f
 }
 
-// parseFlags reads the flags of a command that takes no other words; help
-// is true when the help was printed.
-func parseFlags(fs *cliflag.Set, args []string) (help bool, err error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, cliflag.ErrHelp) {
-			return true, nil
-		}
-		return false, err
-	}
-	if fs.NArg() > 0 {
-		return false, &usageError{msg: fmt.Sprintf("%s: unexpected argument %q", fs.Name, fs.Arg(0))}
-	}
-	return false, nil
-}
-
 // loadGatewayConfig finds and reads the configuration, printing its
 // warnings.
-func (a *App) loadGatewayConfig(f gatewayFlags) (*config.Config, error) {
-	env := config.Env(a.Environ)
+func (cl *cli) loadGatewayConfig(f gatewayFlags) (*config.Config, error) {
+	env := config.Env(cl.environ)
 	path, err := config.Find(*f.config, env)
 	if err != nil {
 		return nil, err
@@ -113,35 +55,35 @@ func (a *App) loadGatewayConfig(f gatewayFlags) (*config.Config, error) {
 		return nil, err
 	}
 	for _, w := range c.Warnings {
-		fmt.Fprintln(a.Stderr, "nb: warning: "+w)
+		fmt.Fprintln(cl.stderr, "nb: warning: "+w)
 	}
 	return c, nil
 }
 
 // gatewayStateDir is the gateway's state folder: $XDG_STATE_HOME/nb/gateway,
 // else ~/.local/state/nb/gateway.
-func (a *App) gatewayStateDir() string {
-	base := a.Getenv("XDG_STATE_HOME")
+func (cl *cli) gatewayStateDir() string {
+	base := cl.getenv("XDG_STATE_HOME")
 	if base == "" {
-		base = filepath.Join(a.Getenv("HOME"), ".local", "state")
+		base = filepath.Join(cl.getenv("HOME"), ".local", "state")
 	}
 	return filepath.Join(base, "nb", "gateway")
 }
 
 // gatewayState derives the state files of workspace.
-func (a *App) gatewayState(workspace string) gatewayrun.Files {
-	return gatewayrun.StateFiles(a.gatewayStateDir(), workspace)
+func (cl *cli) gatewayState(workspace string) gatewayrun.Files {
+	return gatewayrun.StateFiles(cl.gatewayStateDir(), workspace)
 }
 
 // pairingStore is where a workspace's approvals live.
-func (a *App) pairingStore(workspace string) string { return a.gatewayState(workspace).Pairing }
+func (cl *cli) pairingStore(workspace string) string { return cl.gatewayState(workspace).Pairing }
 
 // gatewayBusURL is the bus to use: --bus, else NB_BUS, else gateway.bus.
-func (a *App) gatewayBusURL(flag string, c *config.Config) string {
+func (cl *cli) gatewayBusURL(flag string, c *config.Config) string {
 	if flag != "" {
 		return flag
 	}
-	if v := a.Getenv("NB_BUS"); v != "" {
+	if v := cl.getenv("NB_BUS"); v != "" {
 		return v
 	}
 	return c.Gateway.Bus
@@ -150,55 +92,55 @@ func (a *App) gatewayBusURL(flag string, c *config.Config) string {
 // gatewayOptions are the options of the gateway of c that every command
 // building one shares: the host under nb gateway's sandbox policy, the
 // store, the state folder and nanobot's.
-func (a *App) gatewayOptions(c *config.Config, log *slog.Logger) gatewayrun.Options {
+func (cl *cli) gatewayOptions(c *config.Config, log *slog.Logger) gatewayrun.Options {
 	return gatewayrun.Options{
-		Host:       a.host(),
-		Store:      a.store,
-		Namespace:  gatewayrun.Namespace(a.gatewayBusURL("", c)),
-		StateDir:   a.gatewayStateDir(),
-		NanobotDir: gatewayrun.NanobotDir(c.Path, a.Getenv("HOME")),
+		Host:       cl.host(),
+		Store:      cl.store,
+		Namespace:  gatewayrun.Namespace(cl.gatewayBusURL("", c)),
+		StateDir:   cl.gatewayStateDir(),
+		NanobotDir: gatewayrun.NanobotDir(c.Path, cl.getenv("HOME")),
 		Log:        log,
 	}
 }
 
 // gatewayServe runs nb gateway: the assistant, its channels and its
 // listener, until ctx ends.
-func (a *App) gatewayServe(ctx context.Context, args []string) error {
-	fs, f := a.gatewayFlagSet("nb gateway", "nb gateway [flags]\nnb gateway init | chat | pair | status | cron ... | sessions ... [flags]", "Runs the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). nb gateway COMMAND --help tells more of each command.")
+func (cl *cli) gatewayServe(ctx context.Context, args []string) error {
+	fs, f := cl.gatewayFlagSet("nb gateway", "nb gateway [flags]\nnb gateway init | chat | pair | status | cron ... | sessions ... [flags]", "Runs the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). nb gateway COMMAND --help tells more of each command.")
 	listen := fs.String("listen", "", "`host:port` of the web chat and /health (default: gateway.host and gateway.port, 127.0.0.1:18790)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	busURL := fs.String("bus", "", "the `URL` of the bus replicas share, nats://… (default: NB_BUS, gateway.bus, else in-process; docs/scale-out.md)")
-	storeURL := fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
+	storeURL := fs.String("store", "", "the `URL` of the conversation store: "+cliflag.StoreDoc)
 	tokenFlag := fs.String("token", "", "the `token` of the web chat and websocket (default NB_GATEWAY_TOKEN; prefer the variable: a flag shows in the process list)")
 	unsandboxed := fs.Bool("allow-unsandboxed-exec", false, "let exec with sandbox: auto run commands without a sandbox where bubblewrap cannot run (by default they are refused)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
-	a.requireSandbox = !*unsandboxed
-	if err := a.openStore(ctx, *storeURL); err != nil {
+	cl.requireSandbox = !*unsandboxed
+	if err := cl.openStore(ctx, *storeURL); err != nil {
 		return err
 	}
-	defer a.closeStore()
-	log, err := newLogger(a.Stderr, *logLevel, "text")
+	defer cl.closeStore()
+	log, err := cliflag.Logger(cl.stderr, *logLevel, "text")
 	if err != nil {
 		return &usageError{err.Error()}
 	}
-	if a.Getenv("GOMEMLIMIT") == "" {
+	if cl.getenv("GOMEMLIMIT") == "" {
 		// An always-on assistant should stay small: the collector works
 		// harder as the heap nears 24 MiB (a soft limit, never a failure).
 		debug.SetMemoryLimit(24 << 20)
 	}
-	c, err := a.loadGatewayConfig(f)
+	c, err := cl.loadGatewayConfig(f)
 	if err != nil {
 		return err
 	}
-	if err := a.openStore(ctx, c.Gateway.Store); err != nil { // when neither --store nor NB_STORE names one
+	if err := cl.openStore(ctx, c.Gateway.Store); err != nil { // when neither --store nor NB_STORE names one
 		return err
 	}
 	var tokens []*server.Token
 	secret, from := *tokenFlag, "--token"
 	if secret == "" {
-		secret, from = a.Getenv("NB_GATEWAY_TOKEN"), "NB_GATEWAY_TOKEN"
+		secret, from = cl.getenv("NB_GATEWAY_TOKEN"), "NB_GATEWAY_TOKEN"
 	}
 	if secret != "" {
 		t, err := server.NewToken("", secret)
@@ -215,7 +157,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 		}
 		if host == "" || ((host == "0.0.0.0" || host == "::") && len(tokens) == 0) {
 			if host != "" {
-				fmt.Fprintf(a.Stderr, "nb: warning: gateway.host is %s, but without NB_GATEWAY_TOKEN the gateway listens on 127.0.0.1 only (nanobot bound no server there)\n", host)
+				fmt.Fprintf(cl.stderr, "nb: warning: gateway.host is %s, but without NB_GATEWAY_TOKEN the gateway listens on 127.0.0.1 only (nanobot bound no server there)\n", host)
 			}
 			host = "127.0.0.1"
 		}
@@ -228,7 +170,7 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	reps, err := gatewayrun.JoinReplicas(ctx, a.gatewayBusURL(*busURL, c), log)
+	reps, err := gatewayrun.JoinReplicas(ctx, cl.gatewayBusURL(*busURL, c), log)
 	if err != nil {
 		for _, ln := range lns {
 			ln.Close()
@@ -238,8 +180,8 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	if reps != nil {
 		defer reps.Close()
 	}
-	o := a.gatewayOptions(c, log)
-	o.Replicas, o.Listeners, o.Tokens, o.Checks = reps, lns, tokens, a.storeChecks()
+	o := cl.gatewayOptions(c, log)
+	o.Replicas, o.Listeners, o.Tokens, o.Checks = reps, lns, tokens, cl.storeChecks()
 	gw, err := gatewayrun.Open(ctx, c, o)
 	if err != nil {
 		for _, ln := range lns {
@@ -253,14 +195,14 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 
 // gatewayInit writes the starting configuration and the workspace
 // templates, never overwriting a file.
-func (a *App) gatewayInit(args []string) error {
-	fs, f := a.gatewayFlagSet("nb gateway init", "nb gateway init [--config FILE] [--workspace DIR]", "Writes a commented starting configuration (default $XDG_CONFIG_HOME/nb/gateway.json)\nand the workspace's templates; an existing file is never overwritten.")
+func (cl *cli) gatewayInit(args []string) error {
+	fs, f := cl.gatewayFlagSet("nb gateway init", "nb gateway init [--config FILE] [--workspace DIR]", "Writes a commented starting configuration (default $XDG_CONFIG_HOME/nb/gateway.json)\nand the workspace's templates; an existing file is never overwritten.")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
 	path := *f.config
 	if path == "" {
-		path = config.NBPath(config.Env(a.Environ))
+		path = config.NBPath(config.Env(cl.environ))
 	}
 	if path == "" {
 		return errors.New("nb gateway init: neither XDG_CONFIG_HOME nor HOME is set: pass --config FILE")
@@ -271,7 +213,7 @@ func (a *App) gatewayInit(args []string) error {
 	cf, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	switch {
 	case errors.Is(err, os.ErrExist):
-		fmt.Fprintf(a.Stdout, "kept      %s (it exists)\n", path)
+		fmt.Fprintf(cl.stdout, "kept      %s (it exists)\n", path)
 	case err != nil:
 		return err
 	default:
@@ -282,26 +224,26 @@ func (a *App) gatewayInit(args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(a.Stdout, "wrote     %s\n", path)
+		fmt.Fprintf(cl.stdout, "wrote     %s\n", path)
 	}
-	c, err := config.Load(path, *f.workspace, config.Env(append(a.Environ, "ANTHROPIC_API_KEY=", "BRAVE_API_KEY=")))
+	c, err := config.Load(path, *f.workspace, config.Env(append(cl.environ, "ANTHROPIC_API_KEY=", "BRAVE_API_KEY=")))
 	if err != nil {
 		return err
 	}
 	written, err := gateway.InitWorkspace(c.Workspace)
 	for _, w := range written {
-		fmt.Fprintf(a.Stdout, "wrote     %s\n", w)
+		fmt.Fprintf(cl.stdout, "wrote     %s\n", w)
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.Stdout, "workspace %s\nnext: edit %s, then run nb gateway and open http://127.0.0.1:18790/\n", c.Workspace, path)
+	fmt.Fprintf(cl.stdout, "workspace %s\nnext: edit %s, then run nb gateway and open http://127.0.0.1:18790/\n", c.Workspace, path)
 	return nil
 }
 
 // gatewayPair approves a pairing code.
-func (a *App) gatewayPair(ctx context.Context, args []string) error {
-	fs, f := a.gatewayFlagSet("nb gateway pair", "nb gateway pair [flags] CODE", "Lets the sender who was given CODE talk to the assistant.")
+func (cl *cli) gatewayPair(ctx context.Context, args []string) error {
+	fs, f := cl.gatewayFlagSet("nb gateway pair", "nb gateway pair [flags] CODE", "Lets the sender who was given CODE talk to the assistant.")
 	busURL := fs.String("bus", "", "the `URL` of the bus the gateway's replicas share, whose pairing store to approve in (default: NB_BUS, gateway.bus, else the state folder's file)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -309,11 +251,11 @@ func (a *App) gatewayPair(ctx context.Context, args []string) error {
 	if fs.NArg() != 1 {
 		return &usageError{msg: "nb gateway pair: give the pairing code (ABCD-EFGH)"}
 	}
-	c, err := a.loadGatewayConfig(f)
+	c, err := cl.loadGatewayConfig(f)
 	if err != nil {
 		return err
 	}
-	checker, done, err := a.pairingChecker(ctx, *busURL, c)
+	checker, done, err := cl.pairingChecker(ctx, *busURL, c)
 	if err != nil {
 		return err
 	}
@@ -322,16 +264,16 @@ func (a *App) gatewayPair(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.Stdout, "paired %s:%s: they can talk to the assistant now\n", ap.Channel, ap.SenderID)
+	fmt.Fprintf(cl.stdout, "paired %s:%s: they can talk to the assistant now\n", ap.Channel, ap.SenderID)
 	return nil
 }
 
 // pairingChecker is the checker nb gateway pair approves with: on the
 // bus when the gateway runs on one (--bus, NB_BUS, gateway.bus), else
 // the state folder's file. done closes the bus.
-func (a *App) pairingChecker(ctx context.Context, busFlag string, c *config.Config) (checker *access.Checker, done func(), err error) {
-	checker = &access.Checker{Store: a.pairingStore(c.Workspace)}
-	raw := a.gatewayBusURL(busFlag, c)
+func (cl *cli) pairingChecker(ctx context.Context, busFlag string, c *config.Config) (checker *access.Checker, done func(), err error) {
+	checker = &access.Checker{Store: cl.pairingStore(c.Workspace)}
+	raw := cl.gatewayBusURL(busFlag, c)
 	if raw == "" {
 		return checker, func() {}, nil
 	}
@@ -347,7 +289,7 @@ func (a *App) pairingChecker(ctx context.Context, busFlag string, c *config.Conf
 		return nil, nil, err
 	}
 	if len(info) > 0 {
-		fmt.Fprintln(a.Stderr, "nb: "+strings.Join(info, "; "))
+		fmt.Fprintln(cl.stderr, "nb: "+strings.Join(info, "; "))
 	}
 	return checker, func() { b.Close() }, nil
 }
@@ -355,8 +297,8 @@ func (a *App) pairingChecker(ctx context.Context, busFlag string, c *config.Conf
 // gatewayChat talks to the assistant from the terminal, on the
 // workspace's session cli:direct (or -s), locked against the running
 // gateway's turns on it.
-func (a *App) gatewayChat(ctx context.Context, args []string) (err error) {
-	fs, f := a.gatewayFlagSet("nb gateway chat", "nb gateway chat [flags]", "Talks to the assistant from the terminal: one message, or a conversation\n(exit, quit, /exit, /quit, :q or Ctrl-D to leave).")
+func (cl *cli) gatewayChat(ctx context.Context, args []string) (err error) {
+	fs, f := cl.gatewayFlagSet("nb gateway chat", "nb gateway chat [flags]", "Talks to the assistant from the terminal: one message, or a conversation\n(exit, quit, /exit, /quit, :q or Ctrl-D to leave).")
 	message := fs.StringP("message", "m", "", "one `message`: print the answer and exit")
 	sessionKey := fs.StringP("session", "s", "cli:direct", "the `session` key")
 	yes := fs.BoolP("yes", "y", false, "run every tool call that asks for a confirmation, in this chat's turns (else they are denied: nobody is asked in a chat)")
@@ -367,26 +309,29 @@ func (a *App) gatewayChat(ctx context.Context, args []string) (err error) {
 	// The assistant's policy is nb gateway's (by default, exec with
 	// sandbox: auto refuses to run where bubblewrap cannot), not the
 	// terminal's: a chat must not exec what the gateway would refuse.
-	a.requireSandbox = true
-	approval := a.approve.Clone()
+	cl.requireSandbox = true
+	approval := &term.Approval{}
+	if cl.approval != nil {
+		approval = cl.approval.Clone()
+	}
 	approval.All = approval.All || *yes
 	for _, t := range *allowTools {
 		approval.Allow(t)
 	}
-	log, err := newLogger(a.Stderr, "warn", "text")
+	log, err := cliflag.Logger(cl.stderr, "warn", "text")
 	if err != nil {
 		return err
 	}
-	c, err := a.loadGatewayConfig(f)
+	c, err := cl.loadGatewayConfig(f)
 	if err != nil {
 		return err
 	}
 	// The running gateway's sessions: NB_STORE, else gateway.store.
-	if err := a.openStore(ctx, c.Gateway.Store); err != nil {
+	if err := cl.openStore(ctx, c.Gateway.Store); err != nil {
 		return err
 	}
-	defer a.closeStore()
-	o := a.gatewayOptions(c, log)
+	defer cl.closeStore()
+	o := cl.gatewayOptions(c, log)
 	o.Confirmer = approvedTools{approval}
 	gw, err := gatewayrun.Open(ctx, c, o)
 	if err != nil {
@@ -403,25 +348,29 @@ func (a *App) gatewayChat(ctx context.Context, args []string) (err error) {
 		return send(ctx, text, func(r gatewayrun.Reply) {
 			switch r.Kind {
 			case bus.ToolHint:
-				fmt.Fprintf(a.Stderr, "  ⚙ %s\n", r.Content)
+				fmt.Fprintf(cl.stderr, "  ⚙ %s\n", r.Content)
 			case bus.Progress:
 				if !r.Streamed {
-					fmt.Fprintf(a.Stderr, "  %s\n", r.Content)
+					fmt.Fprintf(cl.stderr, "  %s\n", r.Content)
 				}
 			default:
-				fmt.Fprintln(a.Stdout, r.Content)
+				fmt.Fprintln(cl.stdout, r.Content)
 			}
 		})
 	}
 	if *message != "" {
 		return ask(*message)
 	}
-	in := bufio.NewScanner(a.Stdin)
+	stdin := cl.stdin
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	in := bufio.NewScanner(stdin)
 	in.Buffer(nil, 1<<20)
 	for {
-		fmt.Fprint(a.Stdout, "🐈 > ")
+		fmt.Fprint(cl.stdout, "🐈 > ")
 		if !in.Scan() {
-			fmt.Fprintln(a.Stdout)
+			fmt.Fprintln(cl.stdout)
 			return in.Err()
 		}
 		line := strings.TrimSpace(in.Text())

@@ -1,4 +1,4 @@
-package main
+package gatewaycmd
 
 import (
 	"context"
@@ -23,14 +23,14 @@ const gatewayCronUsage = "use nb gateway cron list [--all] | add --name N --mess
 // under the lock the running gateway's scheduler takes too, so it works
 // whether or not the gateway runs, and a job added while it runs fires
 // without a restart.
-func (a *App) gatewayCron(ctx context.Context, workspace string, zone *time.Location, maxJobs int, args []string) error {
+func (cl *cli) gatewayCron(ctx context.Context, workspace string, zone *time.Location, maxJobs int, args []string) error {
 	if len(args) == 0 {
 		return &usageError{"missing command: " + gatewayCronUsage}
 	}
 	if zone == nil {
 		zone = time.Local
 	}
-	fs, _ := a.gatewayFlagSet("nb gateway cron "+args[0], "", "")
+	fs, _ := cl.gatewayFlagSet("nb gateway cron "+args[0], "", "")
 	switch args[0] {
 	case "list":
 		fs.Usage, fs.About = "nb gateway cron list [flags]", "Lists the scheduled jobs."
@@ -81,12 +81,12 @@ func (a *App) gatewayCron(ctx context.Context, workspace string, zone *time.Loca
 		if len(words) > 0 {
 			return &usageError{"nb gateway cron list takes no argument: " + gatewayCronUsage}
 		}
-		return a.cronList(store, zone, opts["all"] != "")
+		return cl.cronList(store, zone, opts["all"] != "")
 	case "add":
 		if len(words) > 0 {
 			return &usageError{fmt.Sprintf("unexpected %q: %s", words[0], gatewayCronUsage)}
 		}
-		return a.cronAdd(ctx, store, zone, opts)
+		return cl.cronAdd(ctx, store, zone, opts)
 	}
 	if len(words) != 1 {
 		return &usageError{fmt.Sprintf("nb gateway cron %s takes one job id: %s", args[0], gatewayCronUsage)}
@@ -129,11 +129,11 @@ func (a *App) gatewayCron(ctx context.Context, workspace string, zone *time.Loca
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(a.Stdout, msg)
+	fmt.Fprintln(cl.stdout, msg)
 	return nil
 }
 
-func (a *App) cronList(store *cron.Store, zone *time.Location, all bool) error {
+func (cl *cli) cronList(store *cron.Store, zone *time.Location, all bool) error {
 	f, err := store.Load()
 	if err != nil {
 		return err
@@ -145,10 +145,10 @@ func (a *App) cronList(store *cron.Store, zone *time.Location, all bool) error {
 		}
 	}
 	if len(jobs) == 0 {
-		fmt.Fprintln(a.Stdout, "No scheduled jobs.")
+		fmt.Fprintln(cl.stdout, "No scheduled jobs.")
 		return nil
 	}
-	w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+	w := tabwriter.NewWriter(cl.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tName\tSchedule\tStatus\tNext Run")
 	for _, j := range jobs {
 		sched := "one-time"
@@ -182,7 +182,7 @@ func (a *App) cronList(store *cron.Store, zone *time.Location, all bool) error {
 	return w.Flush()
 }
 
-func (a *App) cronAdd(ctx context.Context, store *cron.Store, zone *time.Location, opts map[string]string) error {
+func (cl *cli) cronAdd(ctx context.Context, store *cron.Store, zone *time.Location, opts map[string]string) error {
 	if opts["tz"] != "" && opts["cron"] == "" {
 		return &usageError{"--tz can only be used with --cron"}
 	}
@@ -221,13 +221,13 @@ func (a *App) cronAdd(ctx context.Context, store *cron.Store, zone *time.Locatio
 	if err := store.Add(ctx, job); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.Stdout, "✓ Added job '%s' (%s)\n", job.Name, job.ID)
+	fmt.Fprintf(cl.stdout, "✓ Added job '%s' (%s)\n", job.Name, job.ID)
 	return nil
 }
 
 // gatewayCronCommand finds the workspace and zone as nb gateway does
 // (--config and --workspace may come anywhere) and runs gatewayCron.
-func (a *App) gatewayCronCommand(ctx context.Context, args []string) error {
+func (cl *cli) gatewayCronCommand(ctx context.Context, args []string) error {
 	cfg, ws := "", ""
 	var rest []string
 	for i := 0; i < len(args); i++ {
@@ -237,7 +237,7 @@ func (a *App) gatewayCronCommand(ctx context.Context, args []string) error {
 			continue
 		}
 		if !strings.HasPrefix(name, "--") {
-			fmt.Fprintf(a.Stderr, "nb: gateway cron %s is deprecated: write -%s (one dash is for one-letter flags)\n", name, name)
+			fmt.Fprintf(cl.stderr, "nb: gateway cron %s is deprecated: write -%s (one dash is for one-letter flags)\n", name, name)
 		}
 		if !has {
 			if i+1 >= len(args) {
@@ -256,9 +256,9 @@ func (a *App) gatewayCronCommand(ctx context.Context, args []string) error {
 		if len(rest) == 0 || rest[0] == "help" {
 			rest = []string{"--help"}
 		}
-		return a.gatewayCron(ctx, "", nil, 0, rest) // only the help: no configuration needed
+		return cl.gatewayCron(ctx, "", nil, 0, rest) // only the help: no configuration needed
 	}
-	c, err := a.loadGatewayConfig(gatewayFlags{config: &cfg, workspace: &ws})
+	c, err := cl.loadGatewayConfig(gatewayFlags{config: &cfg, workspace: &ws})
 	if err != nil {
 		return err
 	}
@@ -266,5 +266,5 @@ func (a *App) gatewayCronCommand(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return a.gatewayCron(ctx, c.Workspace, zone, c.Gateway.Limits.Cron(), rest)
+	return cl.gatewayCron(ctx, c.Workspace, zone, c.Gateway.Limits.Cron(), rest)
 }

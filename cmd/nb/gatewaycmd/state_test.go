@@ -1,4 +1,4 @@
-package main
+package gatewaycmd
 
 import (
 	"path/filepath"
@@ -9,10 +9,10 @@ import (
 // else ~/.local/state/nb/gateway (the files in it:
 // gateway/gatewayrun's TestGatewayStateFiles).
 func TestGatewayStateDir(t *testing.T) {
-	if dir := (&App{Environ: []string{"XDG_STATE_HOME=/state"}}).gatewayStateDir(); dir != filepath.FromSlash("/state/nb/gateway") {
+	if dir := (&cli{environ: []string{"XDG_STATE_HOME=/state"}}).gatewayStateDir(); dir != filepath.FromSlash("/state/nb/gateway") {
 		t.Errorf("with XDG_STATE_HOME: %s", dir)
 	}
-	home := (&App{Environ: []string{"HOME=/home/me"}}).gatewayState("/w")
+	home := (&cli{environ: []string{"HOME=/home/me"}}).gatewayState("/w")
 	if home.Dir != filepath.FromSlash("/home/me/.local/state/nb/gateway") {
 		t.Errorf("without XDG_STATE_HOME: %s", home.Dir)
 	}
