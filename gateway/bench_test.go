@@ -46,6 +46,7 @@ func BenchmarkTurn(b *testing.B) {
 	defer bs.Close()
 	g := &Gateway{Bus: bs, Sessions: sm, Runner: BotRunner{Bot: bt}, Prompt: &Prompt{Workspace: dir},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Access: &access.Checker{}}
+	g.Alone()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go bs.Outbound(ctx, "web", func(context.Context, bus.Outbound) error { return nil })

@@ -94,12 +94,15 @@ type Gateway struct {
 	// ExtraTools are offered in every turn (the cron tool).
 	ExtraTools func(d Direct) []tool.Tool
 	// Elector decides which replica runs a channel account's receive
-	// loop (RunAccount); nil runs every one here.
+	// loop (RunAccount); Alone sets replica.Local, which runs every one
+	// here.
 	Elector replica.Elector
-	// Others, when set, reaches the turns other replicas run (/stop).
+	// Others reaches the turns other replicas run (/stop); Alone sets
+	// replica.Local: there are none.
 	Others replica.Stopper
-	// Steer, when set, carries steering between the replicas that share
-	// the bus; with Others set and no Steer, turns are not steered.
+	// Steer carries the messages that arrive during a turn to it: between
+	// the replicas that share the bus, or, set by Alone, in this process
+	// (LocalSteering). NoSteering steers nothing.
 	Steer SharedSteering
 	// Guests is what guests' turns may use (see roles.go).
 	Guests GuestPolicy
@@ -110,10 +113,6 @@ type Gateway struct {
 
 	mu      sync.Mutex
 	running map[string]map[*runningTurn]bool
-	// steered are the messages a completed turn took as steering, by
-	// channel and id (without Steer): when the bus delivers them they are
-	// not answered again (see offer).
-	steered map[string]bool
 	// contexts are the last request's size and budget by session (/status).
 	contexts map[string][2]int
 	channels map[string]*channelRecord
@@ -186,9 +185,7 @@ func (i inbox) Publish(ctx context.Context, m bus.Inbound) error {
 		i.g.calmed(m.SessionKey())
 	}
 	if err == nil && !dup && steerable(m) {
-		if i.g.Steer == nil {
-			i.g.offer(m)
-		} else if oerr := i.g.Steer.Offer(ctx, m); oerr != nil {
+		if oerr := i.g.Steer.Offer(ctx, m); oerr != nil {
 			i.g.log().Warn("steering offer not sent: the message will be the next turn", "channel", m.Channel, "error", oerr)
 		}
 	}
@@ -258,11 +255,12 @@ func steerKey(m bus.Inbound) string { return m.Channel + "\x00" + m.ID }
 // before ended, so a completed turn recorded what it took before its
 // message's successor is delivered: never lost, never answered twice.
 // With replicas, Steer carries the offer to the replica running the turn
-// and the record to every replica; without Steer, replicas (Others set)
-// steer nothing: the bus's copy could reach a replica that does not know
-// the turn took it. Senders not allowed are left to the bus alone.
+// and the record to every replica; replicas without shared steering
+// (NoSteering) steer nothing: the bus's copy could reach a replica that
+// does not know the turn took it. Senders not allowed are left to the
+// bus alone.
 func (g *Gateway) offer(m bus.Inbound) {
-	if (g.Others != nil && g.Steer == nil) || !steerable(m) {
+	if !steerable(m) {
 		return
 	}
 	g.mu.Lock()
@@ -307,16 +305,8 @@ func (g *Gateway) tookAll(ctx context.Context, rt *runningTurn) {
 	g.mu.Lock()
 	keys := rt.took
 	rt.took = nil
-	if g.Steer == nil {
-		for _, k := range keys {
-			if g.steered == nil {
-				g.steered = map[string]bool{}
-			}
-			g.steered[k] = true
-		}
-	}
 	g.mu.Unlock()
-	if g.Steer != nil && len(keys) > 0 {
+	if len(keys) > 0 {
 		if err := g.Steer.Took(ctx, keys); err != nil {
 			// Then the copies are answered as turns of their own: better
 			// twice than never.
@@ -325,35 +315,22 @@ func (g *Gateway) tookAll(ctx context.Context, rt *runningTurn) {
 	}
 }
 
-// wasSteered reports (once, without Steer) whether a completed turn took m.
+// wasSteered reports whether a completed turn took m.
 func (g *Gateway) wasSteered(ctx context.Context, m bus.Inbound) bool {
 	if !steerable(m) {
 		return false
 	}
-	k := steerKey(m)
-	if g.Steer != nil {
-		taken, err := g.Steer.Taken(ctx, k)
-		if err != nil {
-			g.log().Warn("steered messages not readable: the message is answered", "channel", m.Channel, "id", m.ID, "error", err)
-		}
-		return taken
+	taken, err := g.Steer.Taken(ctx, steerKey(m))
+	if err != nil {
+		g.log().Warn("steered messages not readable: the message is answered", "channel", m.Channel, "id", m.ID, "error", err)
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.steered[k] {
-		delete(g.steered, k)
-		return true
-	}
-	return false
+	return taken
 }
 
-// Run takes inbound messages until ctx ends (and, with Steer, the
-// steering offers of every replica).
-// It returns once the goroutine receiving the offers has ended too.
+// Run takes inbound messages and the steering offers of every replica
+// until ctx ends. It returns once the goroutine receiving the offers has
+// ended too.
 func (g *Gateway) Run(ctx context.Context) error {
-	if g.Steer == nil {
-		return g.Bus.Inbound(ctx, g.handle)
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	offers := make(chan struct{})
 	go func() {
@@ -776,13 +753,11 @@ func (g *Gateway) untrack(key string, rt *runningTurn) {
 // processes and sub-agents), here and on the other replicas.
 func (g *Gateway) stop(ctx context.Context, key string) string {
 	n := g.StopHere(key)
-	if g.Others != nil {
-		more, err := g.Others.Stop(ctx, key)
-		if err != nil {
-			g.log().Warn("/stop: the other replicas", "session", key, "error", err)
-		}
-		n += more
+	more, err := g.Others.Stop(ctx, key)
+	if err != nil {
+		g.log().Warn("/stop: the other replicas", "session", key, "error", err)
 	}
+	n += more
 	if n == 0 {
 		return "No active task to stop."
 	}
@@ -991,9 +966,6 @@ func (g *Gateway) Ready() (bool, map[string]string) {
 // and stands by on the others: account identifies it (its token is
 // fine: only a hash of it leaves the process).
 func (g *Gateway) RunAccount(ctx context.Context, ch channel.Channel, account string) error {
-	if g.Elector == nil {
-		return g.RunChannel(ctx, ch)
-	}
 	key := "channel." + ch.Name() + "." + replica.AccountHash(ch.Name(), account)
 	return g.Elector.Lead(ctx, key, func(ctx context.Context) error {
 		g.log().Info("this replica receives", "channel", ch.Name())

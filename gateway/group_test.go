@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"github.com/nbots/nb/gateway/replica"
 	"io"
 	"log/slog"
 	"runtime"
@@ -58,7 +59,8 @@ func runGroup(t *testing.T, b bus.Bus, chs ...channel.Channel) error {
 	defer sm.Close()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := &Gateway{Bus: b, Sessions: sm, Runner: &echoRunner{}, Log: log, Access: &access.Checker{Store: dir + "/pairing.json"}}
-	d := &dispatch.Dispatcher{Bus: b, Channels: chs, Log: log}
+	g.Alone()
+	d := &dispatch.Dispatcher{Bus: b, Channels: chs, Log: log, Delivered: &replica.Local{}}
 	group := NewGroup(context.Background())
 	group.Go("the gateway", g.Run)
 	group.Go("the dispatcher", d.Run)

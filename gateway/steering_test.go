@@ -163,7 +163,7 @@ func (stopNone) Stop(context.Context, string) (int, error) { return 0, nil }
 // reach another replica, which would answer it a second time. It is the
 // next turn.
 func TestSteeringOffWithReplicas(t *testing.T) {
-	h, r := steeringHarness(t, func(g *Gateway) { g.Others = stopNone{} })
+	h, r := steeringHarness(t, func(g *Gateway) { g.Others, g.Steer = stopNone{}, NoSteering{} })
 	h.send(t, tgID("m1", "work"))
 	<-r.started
 	h.send(t, tgID("m2", "use metric units"))

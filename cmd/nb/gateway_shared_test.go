@@ -13,9 +13,10 @@ import (
 	"time"
 
 	"github.com/nbots/nb/gateway/access"
+	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/channeltest"
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
-	"github.com/nbots/nb/gateway/config"
+	"github.com/nbots/nb/gateway/gatewayrun"
 	"github.com/nbots/nb/provider/providertest"
 )
 
@@ -58,7 +59,9 @@ func TestGatewayReplicasOwnStateFolders(t *testing.T) {
 	}
 	state := func(i int) string { return filepath.Join(home, fmt.Sprint("state-", i)) }
 	rs.envFor = func(i int) []string { return []string{"XDG_STATE_HOME=" + state(i)} }
-	app := func(i int) *App { return &App{Environ: []string{"XDG_STATE_HOME=" + state(i)}} }
+	files := func(i int) gatewayrun.Files {
+		return gatewayrun.StateFiles(filepath.Join(state(i), "nb", "gateway"), workspace)
+	}
 
 	owner := botapi.User{ID: 111, FirstName: "owner"}
 	dan := botapi.User{ID: 222, FirstName: "dan"}
@@ -69,14 +72,13 @@ func TestGatewayReplicasOwnStateFolders(t *testing.T) {
 	for i := range 3 {
 		tg.Say(owner, fmt.Sprint("m", i))
 	}
-	pairing := app(0).pairingStore(workspace)
+	pairing := files(0).Pairing
 	if _, err := (&access.FilePairings{Path: pairing}).Update(func(b *access.Book) {
 		b.Approved = append(b.Approved, access.Approval{Channel: "telegram", SenderID: "222", ChatID: "222", At: time.Now()})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	rt0 := &gatewayRuntime{App: app(0), Config: &config.Config{Workspace: workspace}}
-	cursor, err := rt0.channelEnv("telegram", nil).FileCursor("telegram")
+	cursor, err := (channel.Env{StateDir: files(0).Channels}).FileCursor("telegram")
 	if err != nil {
 		t.Fatal(err)
 	}

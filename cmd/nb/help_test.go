@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nbots/nb/cmd/nb/gatewaycmd"
 )
 
 // runNB runs nb in this process with args and returns its exit code,
@@ -92,7 +94,7 @@ func TestHelpEveryCommand(t *testing.T) {
 			t.Errorf("nb CARTRIDGE KEY %s is not in helpPaths", c)
 		}
 	}
-	for c := range gatewaySubcommands {
+	for _, c := range gatewaycmd.Commands() {
 		if !covered("gateway", c) {
 			t.Errorf("nb gateway %s is not in helpPaths", c)
 		}

@@ -3,9 +3,11 @@ package main
 import (
 	"path/filepath"
 
+	"github.com/nbots/nb/cmd/nb/gatewaycmd"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channels"
 	"github.com/nbots/nb/gateway/config"
+	"github.com/nbots/nb/gateway/gatewayrun"
 	"github.com/nbots/nb/pipeline"
 	"github.com/nbots/nb/pipeline/chatgate"
 	"github.com/nbots/nb/pipeline/handler"
@@ -38,7 +40,7 @@ func (a *App) pipelineGate(flag string, fallback handler.Interviewer) (*chatgate
 	if err != nil {
 		return nil, err
 	}
-	st := a.gatewayState(c.Workspace)
+	st := gatewayrun.StateFiles(gatewaycmd.StateDir(a.Getenv), c.Workspace)
 	id := filepath.Base(st.Channels)[len("channels-"):]
 	g := chatgate.New(c.Channels, channels.Builtin(), channel.Env{Workspace: c.Workspace, StateDir: filepath.Join(st.Dir, "pipeline-gates-"+id)}, fallback)
 	g.Source = path

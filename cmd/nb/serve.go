@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/cmd/nb/cliflag"
 	"github.com/nbots/nb/connlimit"
 	"github.com/nbots/nb/eventlog/pglog"
 	"github.com/nbots/nb/internal/bytesize"
@@ -123,7 +122,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	if err != nil {
 		return &usageError{"--rate: " + err.Error()}
 	}
-	log, err := newLogger(a.Stderr, *logLevel, *logFormat)
+	log, err := cliflag.Logger(a.Stderr, *logLevel, *logFormat)
 	if err != nil {
 		return &usageError{err.Error()}
 	}
@@ -299,23 +298,6 @@ func holdOrNone(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
-}
-
-// newLogger is the one logger of nb's long-running commands: level and
-// format as --log-level and --log-format take them, to w (standard error).
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: l}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
 // serveCommand runs nb serve with SIGINT and SIGTERM as its stop.

@@ -16,7 +16,7 @@ import (
 )
 
 // storeFlagDoc documents --store wherever it is taken.
-const storeFlagDoc = "where conversations are kept: postgres://user:password@host:port/database shares them between replicas (default: NB_STORE, else the state files)"
+const storeFlagDoc = cliflag.StoreDoc
 
 // openStore opens the conversation store of flagValue, else of NB_STORE,
 // once; with neither, conversations stay in each cartridge's files and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nbots/nb/gateway/replica"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,7 +43,7 @@ func TestManyJobsRunFast(t *testing.T) {
 	// Real time: the test measures how fast the jobs run.
 	manyDue(t, st, n, time.Now())
 	var ran atomic.Int32
-	s := &Scheduler{Store: st, RunJob: func(context.Context, Job) error {
+	s := &Scheduler{Store: st, Claims: &replica.Local{}, RunJob: func(context.Context, Job) error {
 		if ran.Add(1)%2 == 0 {
 			return fmt.Errorf("provider down")
 		}
@@ -107,7 +108,7 @@ func BenchmarkTickManyJobs(b *testing.B) {
 		b.StopTimer()
 		st := NewStore(b.TempDir())
 		manyDue(b, st, n, time.Now())
-		s := &Scheduler{Store: st, RunJob: func(context.Context, Job) error { return nil }}
+		s := &Scheduler{Store: st, Claims: &replica.Local{}, RunJob: func(context.Context, Job) error { return nil }}
 		b.StartTimer()
 		start := time.Now()
 		if _, err := s.Tick(context.Background()); err != nil {

@@ -30,11 +30,11 @@ type Scheduler struct {
 	Poll time.Duration
 	// Log receives warnings (a failed run, missed slots); nil discards.
 	Log *slog.Logger
-	// Claims, when set, is asked before a scheduled slot runs (key
-	// "cron.<job id>.<slot in ms>"): of replicas whose schedulers both
-	// found it due, only the one that claims it first runs it. Nil runs
-	// every slot this scheduler found due (jobs.json, edited under its
-	// lock, already makes that once on one machine).
+	// Claims is asked before a scheduled slot runs (key "cron.<job
+	// id>.<slot in ms>"): of replicas whose schedulers both found it due,
+	// only the one that claims it first runs it. A scheduler alone takes
+	// replica.Local, which grants every slot it has not seen (jobs.json,
+	// edited under its lock, already makes that once on one machine).
 	Claims replica.Claims
 
 	seen fileStamp
@@ -128,7 +128,7 @@ func (s *Scheduler) Tick(ctx context.Context) (time.Time, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		if s.Claims != nil && slots[i] != 0 {
+		if slots[i] != 0 {
 			ok, err := s.Claims.Claim(ctx, fmt.Sprintf("cron.%s.%d", j.ID, slots[i]))
 			if err != nil {
 				// Better a slot missed than run twice: say so.

@@ -85,11 +85,11 @@ func TestTransitionDays(t *testing.T) {
 				st := NewStore(t.TempDir())
 				r := &runs{}
 				j := addJob(t, st, Spec{Name: "half-hourly", Message: "m", Cron: "0,30 * * * *", TZ: tc.zone}, time.Now())
-				s := &Scheduler{Store: st, RunJob: r.run}
+				s := &Scheduler{Store: st, Claims: &replica.Local{}, RunJob: r.run}
 				for i := 0; time.Now().Add(time.Minute).Before(end); i++ {
 					time.Sleep(time.Minute)
 					if i%97 == 0 {
-						s = &Scheduler{Store: st, RunJob: r.run} // a restart
+						s = &Scheduler{Store: st, Claims: &replica.Local{}, RunJob: r.run} // a restart
 					}
 					if _, err := s.Tick(context.Background()); err != nil {
 						t.Fatal(err)
@@ -126,12 +126,12 @@ func TestMissedSlotsRunOnce(t *testing.T) {
 		r := &runs{}
 		j := addJob(t, st, Spec{Name: "hourly", Message: "m", Cron: "0 * * * *"}, start)
 		var log testbuf.Buffer
-		s := &Scheduler{Store: st, RunJob: r.run, Log: slog.New(slog.NewTextHandler(&log, nil))}
+		s := &Scheduler{Store: st, Claims: &replica.Local{}, RunJob: r.run, Log: slog.New(slog.NewTextHandler(&log, nil))}
 		sleepUntil(start.Add(time.Minute)) // 09:00
 		s.Tick(context.Background())
 		// stopped from 09:01 to 14:30: 10:00 ... 14:00 missed
 		sleepUntil(time.Date(2026, 6, 1, 14, 30, 0, 0, time.UTC))
-		s = &Scheduler{Store: st, RunJob: r.run, Log: slog.New(slog.NewTextHandler(&log, nil))}
+		s = &Scheduler{Store: st, Claims: &replica.Local{}, RunJob: r.run, Log: slog.New(slog.NewTextHandler(&log, nil))}
 		s.Tick(context.Background())
 		s.Tick(context.Background())
 		sleepUntil(time.Date(2026, 6, 1, 15, 0, 0, 0, time.UTC))
@@ -155,7 +155,7 @@ func TestClaimSurvivesCrash(t *testing.T) {
 		st := NewStore(t.TempDir())
 		j := addJob(t, st, Spec{Name: "every", Message: "m", Every: time.Minute}, start)
 		sleepUntil(start.Add(time.Minute))
-		crashed := &Scheduler{Store: st, RunJob: func(ctx context.Context, _ Job) error {
+		crashed := &Scheduler{Store: st, Claims: &replica.Local{}, RunJob: func(ctx context.Context, _ Job) error {
 			panic("crash")
 		}}
 		func() {
@@ -169,7 +169,7 @@ func TestClaimSurvivesCrash(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					s := &Scheduler{Store: st, RunJob: r.run}
+					s := &Scheduler{Store: st, Claims: &replica.Local{}, RunJob: r.run}
 					s.Tick(context.Background())
 				}()
 			}
@@ -194,7 +194,7 @@ func TestAddedWhileRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
 		ran := make(chan Job, 4)
-		s := &Scheduler{Store: NewStore(dir), Poll: 10 * time.Millisecond, RunJob: func(_ context.Context, j Job) error {
+		s := &Scheduler{Store: NewStore(dir), Claims: &replica.Local{}, Poll: 10 * time.Millisecond, RunJob: func(_ context.Context, j Job) error {
 			ran <- j
 			return nil
 		}}
@@ -205,7 +205,7 @@ func TestAddedWhileRunning(t *testing.T) {
 		if !NewStore(dir).Running() {
 			t.Error("Running() is false while the scheduler runs")
 		}
-		if err := (&Scheduler{Store: NewStore(dir)}).Run(ctx); err != ErrRunning {
+		if err := (&Scheduler{Store: NewStore(dir), Claims: &replica.Local{}}).Run(ctx); err != ErrRunning {
 			t.Errorf("a second scheduler: %v, want ErrRunning", err)
 		}
 		other := NewStore(dir)

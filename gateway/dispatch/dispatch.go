@@ -37,10 +37,11 @@ type Dispatcher struct {
 	// Undeliverable is told about a message that could not be delivered,
 	// with the reason (the session records it); nil only logs it.
 	Undeliverable func(m bus.Outbound, reason string)
-	// Delivered, when set, is a record of delivered final replies shared
-	// with other replicas (package gateway/bus/jetstream has one): a reply
-	// one replica delivered is not delivered again by another that gets
-	// it after a crash. Nil keeps the record in this process only.
+	// Delivered is a record of delivered final replies shared with other
+	// replicas (package gateway/bus/jetstream has one): a reply one
+	// replica delivered is not delivered again by another that gets it
+	// after a crash. A dispatcher alone takes replica.Local, which keeps
+	// no record: this process remembers its own.
 	Delivered Record
 	// Fanout are the channels whose messages reach every replica (the
 	// web chat's: its sockets live in one of them); one this replica
@@ -112,7 +113,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, ch channel.Channel, m bus.Outb
 		d.mu.Lock()
 		done := d.sent[key]
 		d.mu.Unlock()
-		if !done && d.Delivered != nil {
+		if !done {
 			seen, err := d.Delivered.Seen(ctx, key)
 			if err != nil {
 				// Delivering twice beats never delivering.
@@ -171,7 +172,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, ch channel.Channel, m bus.Outb
 				d.progress[key] = id
 			}
 			d.mu.Unlock()
-			if final && m.Turn != "" && d.Delivered != nil {
+			if final && m.Turn != "" {
 				if err := d.Delivered.Record(context.WithoutCancel(ctx), key); err != nil {
 					d.log().Warn("delivered reply not recorded", "channel", m.Channel, "chat", m.ChatID, "error", err)
 				}

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"github.com/nbots/nb/gateway/replica"
 	"io"
 	"log/slog"
 	"sync"
@@ -60,7 +61,7 @@ func TestRetryAfterAndRetries(t *testing.T) {
 		"d": {errors.New("x"), errors.New("x"), errors.New("x")},
 	}}
 	var undelivered []string
-	d := &Dispatcher{Log: quiet(), MaxRetries: 2, Backoff: time.Millisecond, Undeliverable: func(m bus.Outbound, reason string) {
+	d := &Dispatcher{Log: quiet(), Delivered: &replica.Local{}, MaxRetries: 2, Backoff: time.Millisecond, Undeliverable: func(m bus.Outbound, reason string) {
 		undelivered = append(undelivered, m.ChatID+": "+reason)
 	}}
 	ctx := context.Background()
@@ -89,7 +90,7 @@ func TestRetryAfterAndRetries(t *testing.T) {
 
 func TestKindsAndEdits(t *testing.T) {
 	ch := &fakeChannel{edits2: true}
-	d := &Dispatcher{Log: quiet(), Progress: true}
+	d := &Dispatcher{Log: quiet(), Delivered: &replica.Local{}, Progress: true}
 	ctx := context.Background()
 	d.Deliver(ctx, ch, bus.Outbound{Kind: bus.ToolHint, ChatID: "a", Content: "exec(ls)", Turn: "t"})
 	d.Deliver(ctx, ch, bus.Outbound{Kind: bus.Progress, ChatID: "a", Content: "Hel", Turn: "t"})
@@ -106,7 +107,7 @@ func TestPacedPerDestination(t *testing.T) {
 	ch := &fakeChannel{block: make(chan struct{})}
 	b := bus.NewLocal()
 	defer b.Close()
-	d := &Dispatcher{Bus: b, Channels: []channel.Channel{ch}, Log: quiet(), Interval: 100 * time.Millisecond}
+	d := &Dispatcher{Bus: b, Channels: []channel.Channel{ch}, Log: quiet(), Delivered: &replica.Local{}, Interval: 100 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go d.Run(ctx)
@@ -192,7 +193,7 @@ func TestDeliveredAcrossReplicas(t *testing.T) {
 func TestFanoutNotForThisReplica(t *testing.T) {
 	ch := &fakeChannel{errs: map[string][]error{"a": {&channel.Undeliverable{Reason: "no web chat is open on chat a"}}}}
 	var reported int
-	d := &Dispatcher{Log: quiet(), Fanout: []string{"fake"}, Undeliverable: func(bus.Outbound, string) { reported++ }}
+	d := &Dispatcher{Log: quiet(), Delivered: &replica.Local{}, Fanout: []string{"fake"}, Undeliverable: func(bus.Outbound, string) { reported++ }}
 	if err := d.Deliver(context.Background(), ch, bus.Outbound{Kind: bus.Message, Channel: "fake", ChatID: "a", Content: "hi", Turn: "t1"}); err != nil {
 		t.Fatal(err)
 	}

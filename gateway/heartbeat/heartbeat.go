@@ -71,8 +71,9 @@ type Service struct {
 	Zone *time.Location
 	// Log receives warnings; nil discards them.
 	Log *slog.Logger
-	// Claims, when set, is asked before each beat (key "heartbeat.<start
-	// of the interval>"): replicas beat once per interval between them.
+	// Claims is asked before each beat (key "heartbeat.<start of the
+	// interval>"): replicas beat once per interval between them. A
+	// heartbeat alone takes replica.Local.
 	Claims replica.Claims
 	// Decide, when set, is asked before a beat with unchecked tasks runs
 	// them, as nanobot's phase 1 asks: offered the heartbeat tool, the
@@ -149,14 +150,12 @@ func (s *Service) Run(ctx context.Context) error {
 			return nil
 		case <-time.After(interval):
 		}
-		if s.Claims != nil {
-			ok, err := s.Claims.Claim(ctx, replica.Slot("heartbeat", time.Now(), interval))
-			if err != nil && ctx.Err() == nil {
-				s.logger().Warn("heartbeat: not beating: " + err.Error())
-			}
-			if !ok {
-				continue
-			}
+		ok, err := s.Claims.Claim(ctx, replica.Slot("heartbeat", time.Now(), interval))
+		if err != nil && ctx.Err() == nil {
+			s.logger().Warn("heartbeat: not beating: " + err.Error())
+		}
+		if !ok {
+			continue
 		}
 		if _, err := s.Beat(ctx); err != nil && ctx.Err() == nil {
 			s.logger().Warn("heartbeat: " + err.Error())

@@ -25,7 +25,7 @@ func runDay(t *testing.T, content *string) (n int, prompts []string) {
 		}
 		time.Sleep(time.Until(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)))
 		var calls atomic.Int32
-		s := &Service{Workspace: dir, Interval: 1800 * time.Second, Execute: func(_ context.Context, p string) error {
+		s := &Service{Workspace: dir, Interval: 1800 * time.Second, Claims: &replica.Local{}, Execute: func(_ context.Context, p string) error {
 			calls.Add(1)
 			prompts = append(prompts, p)
 			return nil

@@ -2,6 +2,7 @@ package heartbeat
 
 import (
 	"context"
+	"github.com/nbots/nb/gateway/replica"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -23,11 +24,11 @@ func TestIdleDayDefaultConfiguration(t *testing.T) {
 		os.WriteFile(filepath.Join(ws, "HEARTBEAT.md"), []byte(Template), 0o600)
 		time.Sleep(time.Until(time.Date(2026, 3, 8, 0, 0, 0, 0, time.UTC)))
 		var calls atomic.Int32
-		hb := &Service{Workspace: ws, Interval: 1800 * time.Second, Execute: func(context.Context, string) error {
+		hb := &Service{Workspace: ws, Interval: 1800 * time.Second, Claims: &replica.Local{}, Execute: func(context.Context, string) error {
 			calls.Add(1)
 			return nil
 		}}
-		sched := &cron.Scheduler{Store: cron.NewStore(ws), Poll: time.Minute, RunJob: func(context.Context, cron.Job) error {
+		sched := &cron.Scheduler{Store: cron.NewStore(ws), Claims: &replica.Local{}, Poll: time.Minute, RunJob: func(context.Context, cron.Job) error {
 			calls.Add(1)
 			return nil
 		}}

@@ -110,3 +110,13 @@ func AccountHash(channel, account string) string {
 	sum := sha256.Sum256([]byte(channel + "\x00" + account))
 	return hex.EncodeToString(sum[:12])
 }
+
+// Stop implements Stopper: alone, no other replica runs a turn.
+func (l *Local) Stop(context.Context, string) (int, error) { return 0, nil }
+
+// Seen implements dispatch's record of delivered replies: alone, a reply
+// is delivered by this process, whose dispatcher remembers its own.
+func (l *Local) Seen(context.Context, string) (bool, error) { return false, nil }
+
+// Record implements dispatch's record of delivered replies (see Seen).
+func (l *Local) Record(context.Context, string) error { return nil }

@@ -36,6 +36,7 @@ func serveTestServer(t *testing.T) *Server {
 	log := slog.New(slog.DiscardHandler)
 	g := &gateway.Gateway{Bus: b, Sessions: sm, Runner: fakeRunner{}, Prompt: &gateway.Prompt{Workspace: dir}, Log: log,
 		Access: &access.Checker{Store: dir + "/pairing.json"}}
+	g.Alone()
 	return &Server{Gateway: g, Sessions: sm, Log: log}
 }
 

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"github.com/nbots/nb/gateway/replica"
 	"io"
 	"log/slog"
 	"net/http"
@@ -55,8 +56,9 @@ func start(t *testing.T) (*httptest.Server, *gateway.Gateway) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := &gateway.Gateway{Bus: b, Sessions: sm, Runner: fakeRunner{}, Prompt: &gateway.Prompt{Workspace: dir}, Log: log,
 		Access: &access.Checker{Store: dir + "/pairing.json"}}
+	g.Alone()
 	s := &Server{Gateway: g, Sessions: sm, Log: log}
-	d := &dispatch.Dispatcher{Bus: b, Channels: []channel.Channel{s}, Log: log, Progress: true, ToolHints: true}
+	d := &dispatch.Dispatcher{Bus: b, Channels: []channel.Channel{s}, Log: log, Progress: true, ToolHints: true, Delivered: &replica.Local{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go g.Run(ctx)

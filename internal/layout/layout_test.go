@@ -133,3 +133,30 @@ func TestGatewayLeavesTheProcessAlone(t *testing.T) {
 		})
 	})
 }
+
+// TestGatewayHasNoNilSeams: the replica and steering seams are null
+// objects, never nil: a gateway alone runs with replica.Local and
+// gateway.LocalSteering (gateway.Alone, gateway/gatewayrun), so no code
+// under gateway/ branches on Steer, Elector, Claims, Counters, Others or
+// Delivered being nil.
+func TestGatewayHasNoNilSeams(t *testing.T) {
+	seams := map[string]bool{"Steer": true, "Elector": true, "Claims": true, "Counters": true, "Others": true, "Delivered": true}
+	goFiles(t, "gateway", func(path string, f *ast.File) {
+		if strings.HasSuffix(filepath.Dir(path), "test") {
+			return // a test kit (replicatest) checks implementations, nil ones included
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			be, ok := n.(*ast.BinaryExpr)
+			if !ok || (be.Op != token.EQL && be.Op != token.NEQ) {
+				return true
+			}
+			for _, pair := range [][2]ast.Expr{{be.X, be.Y}, {be.Y, be.X}} {
+				sel, ok := pair[0].(*ast.SelectorExpr)
+				if id, isNil := pair[1].(*ast.Ident); ok && isNil && id.Name == "nil" && seams[sel.Sel.Name] {
+					t.Errorf("%s compares %s with nil: give the single-gateway case a null object (replica.Local, gateway.LocalSteering)", path, sel.Sel.Name)
+				}
+			}
+			return true
+		})
+	})
+}

@@ -342,3 +342,6 @@ func (s *Set) Flags() []string {
 	sort.Strings(names)
 	return names
 }
+
+// StoreDoc documents --store wherever a command takes it.
+const StoreDoc = "where conversations are kept: postgres://user:password@host:port/database shares them between replicas (default: NB_STORE, else the state files)"

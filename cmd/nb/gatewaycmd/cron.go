@@ -1,4 +1,4 @@
-package main
+package gatewaycmd
 
 import (
 	"context"
@@ -12,13 +12,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nbots/nb/cartridge"
-	"github.com/nbots/nb/gateway"
-	"github.com/nbots/nb/gateway/access"
-	"github.com/nbots/nb/gateway/budget"
 	"github.com/nbots/nb/gateway/cron"
-	"github.com/nbots/nb/gateway/gate"
-	"github.com/nbots/nb/gateway/modelcall"
-	"github.com/nbots/nb/tool"
+	"github.com/nbots/nb/gateway/gatewayrun"
 )
 
 const gatewayCronUsage = "use nb gateway cron list [--all] | add --name N --message M (--every SECONDS | --cron EXPR [--tz ZONE] | --at ISO) [--deliver] [--to CHAT --channel CH] [--catch-up] | remove ID | enable ID [--disable] | run ID [--force]"
@@ -28,14 +23,14 @@ const gatewayCronUsage = "use nb gateway cron list [--all] | add --name N --mess
 // under the lock the running gateway's scheduler takes too, so it works
 // whether or not the gateway runs, and a job added while it runs fires
 // without a restart.
-func (a *App) gatewayCron(ctx context.Context, workspace, legacy string, zone *time.Location, maxJobs int, args []string) error {
+func (cl *cli) gatewayCron(ctx context.Context, workspace, legacy string, zone *time.Location, maxJobs int, args []string) error {
 	if len(args) == 0 {
 		return &usageError{"missing command: " + gatewayCronUsage}
 	}
 	if zone == nil {
 		zone = time.Local
 	}
-	fs, _ := a.gatewayFlagSet("nb gateway cron "+args[0], "", "")
+	fs, _ := cl.gatewayFlagSet("nb gateway cron "+args[0], "", "")
 	switch args[0] {
 	case "list":
 		fs.Usage, fs.About = "nb gateway cron list [flags]", "Lists the scheduled jobs."
@@ -82,18 +77,18 @@ func (a *App) gatewayCron(ctx context.Context, workspace, legacy string, zone *t
 	words := fs.Args()
 	store := cron.NewStore(workspace)
 	store.MaxJobs, store.Legacy = maxJobs, legacy
-	store.Log = func(msg string) { fmt.Fprintln(a.Stderr, "nb: "+msg) }
+	store.Log = func(msg string) { fmt.Fprintln(cl.stderr, "nb: "+msg) }
 	switch args[0] {
 	case "list":
 		if len(words) > 0 {
 			return &usageError{"nb gateway cron list takes no argument: " + gatewayCronUsage}
 		}
-		return a.cronList(store, zone, opts["all"] != "")
+		return cl.cronList(store, zone, opts["all"] != "")
 	case "add":
 		if len(words) > 0 {
 			return &usageError{fmt.Sprintf("unexpected %q: %s", words[0], gatewayCronUsage)}
 		}
-		return a.cronAdd(ctx, store, zone, opts)
+		return cl.cronAdd(ctx, store, zone, opts)
 	}
 	if len(words) != 1 {
 		return &usageError{fmt.Sprintf("nb gateway cron %s takes one job id: %s", args[0], gatewayCronUsage)}
@@ -136,11 +131,11 @@ func (a *App) gatewayCron(ctx context.Context, workspace, legacy string, zone *t
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(a.Stdout, msg)
+	fmt.Fprintln(cl.stdout, msg)
 	return nil
 }
 
-func (a *App) cronList(store *cron.Store, zone *time.Location, all bool) error {
+func (cl *cli) cronList(store *cron.Store, zone *time.Location, all bool) error {
 	f, err := store.Load()
 	if err != nil {
 		return err
@@ -152,10 +147,10 @@ func (a *App) cronList(store *cron.Store, zone *time.Location, all bool) error {
 		}
 	}
 	if len(jobs) == 0 {
-		fmt.Fprintln(a.Stdout, "No scheduled jobs.")
+		fmt.Fprintln(cl.stdout, "No scheduled jobs.")
 		return nil
 	}
-	w := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+	w := tabwriter.NewWriter(cl.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tName\tSchedule\tStatus\tNext Run")
 	var broken []string
 	for _, j := range jobs {
@@ -195,12 +190,12 @@ func (a *App) cronList(store *cron.Store, zone *time.Location, all bool) error {
 		return err
 	}
 	for _, b := range broken {
-		fmt.Fprintln(a.Stderr, b)
+		fmt.Fprintln(cl.stderr, b)
 	}
 	return nil
 }
 
-func (a *App) cronAdd(ctx context.Context, store *cron.Store, zone *time.Location, opts map[string]string) error {
+func (cl *cli) cronAdd(ctx context.Context, store *cron.Store, zone *time.Location, opts map[string]string) error {
 	if opts["tz"] != "" && opts["cron"] == "" {
 		return &usageError{"--tz can only be used with --cron"}
 	}
@@ -239,13 +234,13 @@ func (a *App) cronAdd(ctx context.Context, store *cron.Store, zone *time.Locatio
 	if err := store.Add(ctx, job); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.Stdout, "✓ Added job '%s' (%s)\n", job.Name, job.ID)
+	fmt.Fprintf(cl.stdout, "✓ Added job '%s' (%s)\n", job.Name, job.ID)
 	return nil
 }
 
 // gatewayCronCommand finds the workspace and zone as nb gateway does
 // (--config and --workspace may come anywhere) and runs gatewayCron.
-func (a *App) gatewayCronCommand(ctx context.Context, args []string) error {
+func (cl *cli) gatewayCronCommand(ctx context.Context, args []string) error {
 	cfg, ws := "", ""
 	var rest []string
 	for i := 0; i < len(args); i++ {
@@ -255,7 +250,7 @@ func (a *App) gatewayCronCommand(ctx context.Context, args []string) error {
 			continue
 		}
 		if !strings.HasPrefix(name, "--") {
-			fmt.Fprintf(a.Stderr, "nb: gateway cron %s is deprecated: write -%s (one dash is for one-letter flags)\n", name, name)
+			fmt.Fprintf(cl.stderr, "nb: gateway cron %s is deprecated: write -%s (one dash is for one-letter flags)\n", name, name)
 		}
 		if !has {
 			if i+1 >= len(args) {
@@ -274,65 +269,15 @@ func (a *App) gatewayCronCommand(ctx context.Context, args []string) error {
 		if len(rest) == 0 || rest[0] == "help" {
 			rest = []string{"--help"}
 		}
-		return a.gatewayCron(ctx, "", "", nil, 0, rest) // only the help: no configuration needed
+		return cl.gatewayCron(ctx, "", "", nil, 0, rest) // only the help: no configuration needed
 	}
-	c, err := a.loadGatewayConfig(gatewayFlags{config: &cfg, workspace: &ws})
+	c, err := cl.loadGatewayConfig(gatewayFlags{config: &cfg, workspace: &ws})
 	if err != nil {
 		return err
 	}
-	zone, err := gatewayZone(c)
+	zone, err := gatewayrun.Zone(c)
 	if err != nil {
 		return err
 	}
-	return a.gatewayCron(ctx, c.Workspace, c.NanobotCron, zone, c.Gateway.Limits.Cron(), rest)
-}
-
-// gatewayCronHook runs the workspace's jobs beside the gateway (each as a
-// turn in session cron:<id>, as nanobot's process_direct) and gives every
-// turn the cron tool.
-func gatewayCronHook(_ context.Context, rt *gatewayRuntime) error {
-	g := rt.Gateway
-	store := cron.NewStore(rt.Config.Workspace)
-	store.MaxJobs, store.Legacy = rt.Config.Gateway.Limits.Cron(), rt.Config.NanobotCron
-	store.Log = func(msg string) { rt.Log.Info(msg) }
-	zone := rt.Zone
-	sched := &cron.Scheduler{Store: store, Zone: zone, Log: rt.Log, RunJob: func(ctx context.Context, j cron.Job) error {
-		channel, chat := "cli", "direct"
-		if j.Payload.Channel != nil && *j.Payload.Channel != "" {
-			channel = *j.Payload.Channel
-		}
-		if j.Payload.To != nil && *j.Payload.To != "" {
-			chat = *j.Payload.To
-		}
-		_, err := g.RunDirect(ctx, gateway.Direct{
-			Entry: access.Cron, SessionKey: "cron:" + j.ID, Channel: channel, ChatID: chat,
-			Content: j.Prompt(), Source: gateway.SourceCron,
-			Deliver: j.Payload.Deliver && j.Payload.To != nil && *j.Payload.To != "",
-			Notify: func(ctx context.Context, answer string) bool {
-				return backgroundGate(rt).Notify(ctx, gateway.SourceCron, "cron:"+j.ID, j.Payload.Message, answer)
-			},
-		})
-		return err
-	}}
-	sched.Claims = rt.Claims
-	rt.Background = append(rt.Background, func(ctx context.Context) error { return rt.runScheduler(ctx, sched) })
-	prev := g.ExtraTools
-	g.ExtraTools = func(d gateway.Direct) []tool.Tool {
-		var tools []tool.Tool
-		if prev != nil {
-			tools = prev(d)
-		}
-		return append(tools, &cron.Tool{Store: store, Zone: zone, Channel: d.Channel, ChatID: d.ChatID, InCronJob: d.Source == gateway.SourceCron})
-	}
-	return nil
-}
-
-// backgroundGate is nanobot's notification gate on the assistant's model,
-// its calls counted in the budget when there is one.
-func backgroundGate(rt *gatewayRuntime) *gate.Gate {
-	model := modelcall.Provider(rt.Bot.Provider())
-	if l, ok := rt.Gateway.Budget.(*budget.Ledger); ok {
-		model = budget.Guard(model, l)
-	}
-	return &gate.Gate{Model: model, Log: rt.Log}
+	return cl.gatewayCron(ctx, c.Workspace, c.NanobotCron, zone, c.Gateway.Limits.Cron(), rest)
 }

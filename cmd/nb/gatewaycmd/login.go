@@ -1,4 +1,4 @@
-package main
+package gatewaycmd
 
 import (
 	"context"
@@ -14,13 +14,14 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/whatsapp"
 	"github.com/nbots/nb/gateway/channels"
+	"github.com/nbots/nb/gateway/gatewayrun"
 )
 
 // gatewayChannelsCommand is nb gateway channels login whatsapp: it runs
 // nanobot's WhatsApp bridge in the terminal, as `nanobot channels login`
 // does, so that its QR code can be scanned.
-func (a *App) gatewayChannelsCommand(ctx context.Context, args []string) error {
-	fs, f := a.gatewayFlagSet("nb gateway channels", "nb gateway channels status [flags]\n  nb gateway channels login whatsapp [flags]", "status lists each configured channel of the running gateway: connected,\nconnecting (and why), stopped (it cannot run, and why), standby (another replica\nreceives) or disabled.\nlogin whatsapp runs nanobot's WhatsApp bridge in this terminal to link a phone\n(scan its QR code in WhatsApp under Linked Devices); leave it running for the\ngateway, or stop it with Ctrl-C once linked and start it as a service.")
+func (cl *cli) gatewayChannelsCommand(ctx context.Context, args []string) error {
+	fs, f := cl.gatewayFlagSet("nb gateway channels", "nb gateway channels status [flags]\n  nb gateway channels login whatsapp [flags]", "status lists each configured channel of the running gateway: connected,\nconnecting (and why), stopped (it cannot run, and why), standby (another replica\nreceives) or disabled.\nlogin whatsapp runs nanobot's WhatsApp bridge in this terminal to link a phone\n(scan its QR code in WhatsApp under Linked Devices); leave it running for the\ngateway, or stop it with Ctrl-C once linked and start it as a service.")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -28,15 +29,14 @@ func (a *App) gatewayChannelsCommand(ctx context.Context, args []string) error {
 	if !isStatus && (fs.NArg() != 2 || fs.Arg(0) != "login" || fs.Arg(1) != whatsapp.Name) {
 		return &usageError{msg: "nb gateway channels: the commands are `nb gateway channels status` and `nb gateway channels login whatsapp`"}
 	}
-	c, err := a.loadGatewayConfig(f)
+	c, err := cl.loadGatewayConfig(f)
 	if err != nil {
 		return err
 	}
 	if isStatus {
-		return gateway.ChannelReport(a.Stdout, a.channelStatusPath(c.Workspace), configuredChannels(c))
+		return gateway.ChannelReport(cl.stdout, cl.gatewayState(c.Workspace).Status, gatewayrun.ConfiguredChannels(c))
 	}
-	rt := &gatewayRuntime{App: a, Config: c}
-	cfg := whatsapp.Config{NanobotDir: rt.nanobotDir()}
+	cfg := whatsapp.Config{NanobotDir: gatewayrun.NanobotDir(c.Path, cl.getenv("HOME"))}
 	if raw, ok := c.Channels.Each[whatsapp.Name]; ok {
 		if err := channels.Decode(raw, &cfg); err != nil {
 			return fmt.Errorf("channels.whatsapp: %w", err)
@@ -46,26 +46,26 @@ func (a *App) gatewayChannelsCommand(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	bridge := filepath.Join(a.Getenv("HOME"), ".nanobot", "bridge")
+	bridge := filepath.Join(cl.getenv("HOME"), ".nanobot", "bridge")
 	if _, err := os.Stat(filepath.Join(bridge, "dist", "index.js")); err != nil {
 		return fmt.Errorf("nanobot's WhatsApp bridge is not built in %s: install it once with nanobot (`nanobot channels login`), or copy nanobot's bridge/ folder there and run `npm install && npm run build` in it", bridge)
 	}
-	npm := lookPath("npm", a.Getenv("PATH"))
+	npm := lookPath("npm", cl.getenv("PATH"))
 	if npm == "" {
 		return errors.New("npm is not on PATH: the WhatsApp bridge needs Node.js 18 or later")
 	}
-	env := append(os.Environ()[:0:0], a.Environ...)
+	env := append(os.Environ()[:0:0], cl.environ...)
 	env = append(env, "BRIDGE_TOKEN="+ch.Token(), "AUTH_DIR="+filepath.Join(cfg.NanobotDir, "whatsapp-auth"))
 	if u, err := url.Parse(cfg.BridgeURL); err == nil && u.Port() != "" {
 		env = append(env, "BRIDGE_PORT="+u.Port())
 	}
 	cmd := exec.CommandContext(ctx, npm, "start")
 	cmd.Dir, cmd.Env = bridge, env
-	cmd.Stdout, cmd.Stderr = a.Stdout, a.Stderr
-	if a.Stdin != nil {
-		cmd.Stdin = a.Stdin
+	cmd.Stdout, cmd.Stderr = cl.stdout, cl.stderr
+	if cl.stdin != nil {
+		cmd.Stdin = cl.stdin
 	}
-	fmt.Fprintf(a.Stderr, "nb: starting the WhatsApp bridge in %s: scan the QR code it prints in WhatsApp (Settings → Linked Devices)\n", bridge)
+	fmt.Fprintf(cl.stderr, "nb: starting the WhatsApp bridge in %s: scan the QR code it prints in WhatsApp (Settings → Linked Devices)\n", bridge)
 	if err := cmd.Run(); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("the WhatsApp bridge (npm start in %s) failed: %w", bridge, err)
 	}

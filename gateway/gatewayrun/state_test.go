@@ -1,4 +1,4 @@
-package main
+package gatewayrun
 
 import (
 	"path/filepath"
@@ -9,23 +9,19 @@ import (
 // after it, in the state folder (the names gateways already wrote keep
 // being found: pairing-, usage-, channels- and the same 12 hex digits).
 func TestGatewayStateFiles(t *testing.T) {
-	a := &App{Environ: []string{"XDG_STATE_HOME=/state"}}
-	st := a.gatewayState("/home/me/ws")
+	dir := filepath.FromSlash("/state/nb/gateway")
+	st := StateFiles(dir, "/home/me/ws")
 	const id = "465a27253ecc" // sha256("/home/me/ws")[:6]
-	want := gatewayStateFiles{
+	want := Files{
 		Dir:      filepath.FromSlash("/state/nb/gateway"),
 		Pairing:  filepath.FromSlash("/state/nb/gateway/pairing-" + id + ".json"),
 		Usage:    filepath.FromSlash("/state/nb/gateway/usage-" + id + ".json"),
 		Channels: filepath.FromSlash("/state/nb/gateway/channels-" + id),
 	}
 	if st != want {
-		t.Errorf("gatewayState = %+v, want %+v", st, want)
+		t.Errorf("StateFiles = %+v, want %+v", st, want)
 	}
-	if other := a.gatewayState("/home/me/ws2"); other.Pairing == st.Pairing {
+	if other := StateFiles(dir, "/home/me/ws2"); other.Pairing == st.Pairing {
 		t.Error("two workspaces share a pairing store")
-	}
-	home := (&App{Environ: []string{"HOME=/home/me"}}).gatewayState("/w")
-	if home.Dir != filepath.FromSlash("/home/me/.local/state/nb/gateway") {
-		t.Errorf("without XDG_STATE_HOME: %s", home.Dir)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package gatewayrun
 
 import (
 	"context"
@@ -14,15 +14,15 @@ import (
 	"time"
 
 	"github.com/nbots/nb/gateway/bus/jetstream"
-	"github.com/nbots/nb/gateway/config"
 	"github.com/nbots/nb/gateway/cron"
 )
 
-// scaleOut is what replicas of nb gateway share when it runs with --bus
-// (issue 24): the bus on NATS JetStream, the elections of receive loops,
-// cron and the heartbeat, the claims of their slots, the record of
-// delivered replies, the budgets' counts and steering. nil is one gateway alone, in process.
-type scaleOut struct {
+// Replicas are what the replicas of one gateway share (issue 24): the
+// bus on NATS JetStream, the elections of receive loops, cron and the
+// heartbeat, the claims of their slots, the record of delivered replies,
+// the budgets' counts and steering. JoinReplicas opens them; Options.Replicas
+// nil is one gateway alone, in process.
+type Replicas struct {
 	id        string
 	bus       *jetstream.Bus
 	elector   *jetstream.Elector
@@ -30,27 +30,17 @@ type scaleOut struct {
 	delivered *jetstream.Delivered
 	counters  *jetstream.Counters
 	steering  *jetstream.Steering
-	positions *jetstream.Positions // the receive positions (gateway_shared.go)
+	positions *jetstream.Positions // the receive positions (shared.go)
 	// namespace is the bus URL's namespace (its sessions' in a store).
 	namespace string
 }
 
-// gatewayBusURL is the bus to use: --bus, else NB_BUS, else gateway.bus.
-func (a *App) gatewayBusURL(flag string, c *config.Config) string {
-	if flag != "" {
-		return flag
-	}
-	if v := a.Getenv("NB_BUS"); v != "" {
-		return v
-	}
-	return c.Gateway.Bus
-}
-
-// openScaleOut connects to the bus at raw; "" is nil (in process). A bus
-// that cannot be reached at start is an error naming it, credentials
-// redacted; after the start, the client reconnects by itself and /ready
-// says while it cannot.
-func openScaleOut(ctx context.Context, raw string, log *slog.Logger) (*scaleOut, error) {
+// JoinReplicas connects to the bus at raw (nats://…) as a new replica;
+// "" is nil (one gateway alone, in process). A bus that cannot be
+// reached at start is an error naming it, credentials redacted; after
+// the start, the client reconnects by itself and /ready says while it
+// cannot. Close disconnects.
+func JoinReplicas(ctx context.Context, raw string, log *slog.Logger) (*Replicas, error) {
 	if raw == "" {
 		return nil, nil
 	}
@@ -64,7 +54,7 @@ func openScaleOut(ctx context.Context, raw string, log *slog.Logger) (*scaleOut,
 	if err != nil {
 		return nil, err
 	}
-	sc := &scaleOut{id: id, bus: b, namespace: busNamespace(raw)}
+	sc := &Replicas{id: id, bus: b, namespace: Namespace(raw)}
 	if sc.elector, err = b.Elector(dctx, id, 0); err == nil {
 		if sc.claims, err = b.Claims(dctx, id); err == nil {
 			if sc.delivered, err = b.Delivered(dctx); err == nil {
@@ -82,26 +72,41 @@ func openScaleOut(ctx context.Context, raw string, log *slog.Logger) (*scaleOut,
 	return sc, nil
 }
 
-// leadOrRun runs fn under the election of key when replicas share a
-// bus, else at once.
-func (rt *gatewayRuntime) leadOrRun(ctx context.Context, key string, fn func(context.Context) error) error {
-	if rt.Gateway.Elector == nil {
-		return fn(ctx)
+// Close disconnects from the bus.
+func (r *Replicas) Close() { r.bus.Close() }
+
+// String is the bus's URL, credentials redacted.
+func (r *Replicas) String() string { return r.bus.String() }
+
+// Namespace is the namespace of a bus URL (default nb); it names the
+// gateway's sessions in a store too.
+func Namespace(raw string) string {
+	if raw == "" {
+		return "nb"
 	}
-	return rt.Gateway.Elector.Lead(ctx, key, fn, nil)
+	_, o, err := jetstream.ParseURL(raw)
+	if err != nil || o.Namespace == "" {
+		return "nb"
+	}
+	return o.Namespace
+}
+
+// leadOrRun runs fn under the election of key (at once, alone).
+func (gw *Gateway) leadOrRun(ctx context.Context, key string, fn func(context.Context) error) error {
+	return gw.Core.Elector.Lead(ctx, key, fn, nil)
 }
 
 // runScheduler runs the cron scheduler; with replicas, on the elected
 // one, waiting out the file lock of a leader that is stepping down.
-func (rt *gatewayRuntime) runScheduler(ctx context.Context, sched *cron.Scheduler) error {
-	return rt.leadOrRun(ctx, "cron", func(ctx context.Context) error {
+func (gw *Gateway) runScheduler(ctx context.Context, sched *cron.Scheduler) error {
+	return gw.leadOrRun(ctx, "cron", func(ctx context.Context) error {
 		for {
 			err := sched.Run(ctx)
 			if !errors.Is(err, cron.ErrRunning) {
 				return err
 			}
-			if rt.Gateway.Elector == nil {
-				rt.Log.Warn("cron: " + err.Error() + ": this gateway runs none")
+			if gw.replicas == nil {
+				gw.log.Warn("cron: " + err.Error() + ": this gateway runs none")
 				return nil
 			}
 			select {

@@ -1,4 +1,4 @@
-package main
+package gatewaycmd
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/gateway/cron"
+	"github.com/nbots/nb/gateway/replica"
 )
 
 // cronCLI runs nb gateway cron with args in workspace and returns the exit
@@ -21,9 +22,9 @@ func cronCLI(t *testing.T, workspace string, args ...string) (int, string, strin
 	errf, _ := os.Create(filepath.Join(dir, "err"))
 	defer out.Close()
 	defer errf.Close()
-	a := &App{Stdout: out, Stderr: errf}
+	a := &cli{stdout: out, stderr: errf}
 	ny, _ := time.LoadLocation("America/New_York")
-	code := a.report(a.gatewayCron(context.Background(), workspace, "", ny, 0, args))
+	code := a.report(context.Background(), a.gatewayCron(context.Background(), workspace, "", ny, 0, args))
 	o, _ := os.ReadFile(out.Name())
 	e, _ := os.ReadFile(errf.Name())
 	return code, string(o), string(e)
@@ -75,7 +76,7 @@ func TestGatewayCronCLI(t *testing.T) {
 func TestGatewayCronWhileRunning(t *testing.T) {
 	ws := t.TempDir()
 	ran := make(chan string, 8)
-	s := &cron.Scheduler{Store: cron.NewStore(ws), Poll: 20 * time.Millisecond, RunJob: func(_ context.Context, j cron.Job) error {
+	s := &cron.Scheduler{Store: cron.NewStore(ws), Claims: &replica.Local{}, Poll: 20 * time.Millisecond, RunJob: func(_ context.Context, j cron.Job) error {
 		ran <- j.Name
 		return nil
 	}}

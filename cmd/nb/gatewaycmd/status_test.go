@@ -1,4 +1,4 @@
-package main
+package gatewaycmd
 
 import (
 	"context"
@@ -64,7 +64,7 @@ func TestGatewayRefusesAChannelKeyTypo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	a := &App{Stdout: out, Stderr: out, Environ: []string{"HOME=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, "state")}}
+	a := &cli{stdout: out, stderr: out, environ: []string{"HOME=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, "state")}}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	err = a.gatewayServe(ctx, []string{"--config", cfg, "--listen", "127.0.0.1:0"})

@@ -1,4 +1,4 @@
-package main
+package gatewayrun
 
 import (
 	"path/filepath"
@@ -36,7 +36,7 @@ func TestHeartbeatTargetIsTheOwners(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // the guest's session is the newer
 	}
-	ch, chat := heartbeatTarget(&gatewayRuntime{Sessions: sm, Access: checker})
+	ch, chat := heartbeatTarget(sm, checker)
 	if ch != "telegram" || chat != "1" {
 		t.Fatalf("the heartbeat answers into %s:%s, want the owner's telegram:1", ch, chat)
 	}

@@ -1,4 +1,4 @@
-package main
+package gatewaycmd
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func TestGatewayChannelsLoginWhatsApp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	a := &App{Stdout: out, Stderr: out, Environ: []string{"HOME=" + dir, "PATH=" + bin}}
+	a := &cli{stdout: out, stderr: out, environ: []string{"HOME=" + dir, "PATH=" + bin}}
 
 	err = a.gatewayChannelsCommand(context.Background(), []string{"login", "whatsapp", "--config", cfg})
 	if err == nil || !strings.Contains(err.Error(), "npm install && npm run build") {

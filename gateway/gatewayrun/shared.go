@@ -1,17 +1,15 @@
-package main
+package gatewayrun
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus/jetstream"
 	"github.com/nbots/nb/gateway/channel"
-	"github.com/nbots/nb/gateway/config"
 	"github.com/nbots/nb/gateway/replica"
 )
 
@@ -21,10 +19,10 @@ import (
 // pairing codes and approvals in <namespace>_pairing. Alone (no --bus),
 // they stay the state folder's files.
 
-// gatewayShared opens the shared positions and pairing book when the
-// gateway runs on a bus, importing the approvals of this replica's file.
-func gatewayShared(ctx context.Context, rt *gatewayRuntime) error {
-	sc := rt.Scale
+// share opens the shared positions and pairing book when the gateway
+// runs on a bus, importing the approvals of this replica's file.
+func (gw *Gateway) share(ctx context.Context) error {
+	sc := gw.replicas
 	if sc == nil {
 		return nil
 	}
@@ -34,19 +32,19 @@ func gatewayShared(ctx context.Context, rt *gatewayRuntime) error {
 	if sc.positions, err = sc.bus.Positions(ctx, sc.id); err != nil {
 		return fmt.Errorf("bus %s: receive positions: %w", sc.bus, err)
 	}
-	pairings, err := sharedPairings(ctx, sc.bus, rt.Access.Store, rt.Log.Info)
+	pairings, err := SharedPairings(ctx, sc.bus, gw.Access.Store, gw.log.Info)
 	if err != nil {
 		return err
 	}
-	rt.Access.Shared = pairings
+	gw.Access.Shared = pairings
 	return nil
 }
 
-// sharedPairings opens the bus's pairing book, into which the approvals
+// SharedPairings opens the bus's pairing book, into which the approvals
 // (and waiting codes) of the file at path go first: a gateway moving to
 // the bus keeps its paired senders. An approval already there is not
 // added again, so importing is done once whatever the restarts.
-func sharedPairings(ctx context.Context, b *jetstream.Bus, path string, info func(string, ...any)) (*jetstream.Pairings, error) {
+func SharedPairings(ctx context.Context, b *jetstream.Bus, path string, info func(string, ...any)) (*jetstream.Pairings, error) {
 	p, err := b.Pairings(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("bus %s: pairing store: %w", b, err)
@@ -71,39 +69,13 @@ func sharedPairings(ctx context.Context, b *jetstream.Bus, path string, info fun
 // name whose section is raw (nil without a bus): the key is the
 // position's name and a hash of the channel's account, as its receive
 // loop's election.
-func (rt *gatewayRuntime) sharedPosition(name string, raw json.RawMessage) func(context.Context, string, channel.FileCursor) (channel.Cursor, error) {
-	if rt.Scale == nil || rt.Scale.positions == nil {
+func (gw *Gateway) sharedPosition(name string, raw json.RawMessage) func(context.Context, string, channel.FileCursor) (channel.Cursor, error) {
+	if gw.replicas == nil || gw.replicas.positions == nil {
 		return nil
 	}
 	hash := replica.AccountHash(name, channelAccount(name, raw))
-	positions := rt.Scale.positions
+	positions := gw.replicas.positions
 	return func(ctx context.Context, position string, file channel.FileCursor) (channel.Cursor, error) {
 		return positions.Open(ctx, position+"."+hash, file)
 	}
-}
-
-// pairingChecker is the checker nb gateway pair approves with: on the
-// bus when the gateway runs on one (--bus, NB_BUS, gateway.bus), else
-// the state folder's file. done closes the bus.
-func (a *App) pairingChecker(ctx context.Context, busFlag string, c *config.Config) (checker *access.Checker, done func(), err error) {
-	checker = &access.Checker{Store: a.pairingStore(c.Workspace)}
-	raw := a.gatewayBusURL(busFlag, c)
-	if raw == "" {
-		return checker, func() {}, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	b, err := jetstream.Dial(ctx, raw, "nb gateway pair", jetstream.Options{})
-	if err != nil {
-		return nil, nil, err
-	}
-	var info []string
-	if checker.Shared, err = sharedPairings(ctx, b, checker.Store, func(msg string, _ ...any) { info = append(info, msg) }); err != nil {
-		b.Close()
-		return nil, nil, err
-	}
-	if len(info) > 0 {
-		fmt.Fprintln(a.Stderr, "nb: "+strings.Join(info, "; "))
-	}
-	return checker, func() { b.Close() }, nil
 }

@@ -1,4 +1,4 @@
-package main
+package gatewaycmd
 
 import (
 	"context"
@@ -85,7 +85,7 @@ func runGatewayOn(t *testing.T, dir, cfg, secret, listen string) (logs func() st
 		t.Fatal(err)
 	}
 	logs = func() string { b, _ := os.ReadFile(errFile.Name()); return string(b) }
-	a := &App{Stdout: errFile, Stderr: errFile, Environ: []string{"HOME=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, "state")}}
+	a := &cli{stdout: errFile, stderr: errFile, environ: []string{"HOME=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, "state")}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.gatewayServe(ctx, []string{"--config", cfg, "--listen", listen}) }()
