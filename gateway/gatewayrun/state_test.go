@@ -17,6 +17,7 @@ func TestGatewayStateFiles(t *testing.T) {
 		Pairing:  filepath.FromSlash("/state/nb/gateway/pairing-" + id + ".json"),
 		Usage:    filepath.FromSlash("/state/nb/gateway/usage-" + id + ".json"),
 		Channels: filepath.FromSlash("/state/nb/gateway/channels-" + id),
+		Status:   filepath.FromSlash("/state/nb/gateway/channels-" + id + "/status.json"),
 	}
 	if st != want {
 		t.Errorf("StateFiles = %+v, want %+v", st, want)
