@@ -519,7 +519,7 @@ var thinkBlock = regexp.MustCompile(`(?s)<think>.*?</think>`)
 // turn runs the agent on d's session, one turn at a time per session
 // (across processes too), and publishes the answer.
 func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
-	sess, err := g.Sessions.Get(d.SessionKey)
+	sess, err := g.Sessions.Get(ctx, d.SessionKey)
 	if err != nil {
 		g.log().Error("session", "key", d.SessionKey, "error", err)
 		if g.Sessions.Stored() {
@@ -651,7 +651,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 		}
 	}
 	input, images := g.turnMedia(d.Content, d.Media)
-	ans, err := g.Runner.Run(turnCtx, Turn{Conversation: sess, Input: input, Images: images, System: g.Prompt.build(d.Channel, d.ChatID, d.Role == access.Owner), Tools: tools, OnEvent: onEvent,
+	ans, err := g.Runner.Run(turnCtx, Turn{Conversation: sess.Conversation(turnCtx), Input: input, Images: images, System: g.Prompt.build(d.Channel, d.ChatID, d.Role == access.Owner), Tools: tools, OnEvent: onEvent,
 		Steering: g.steering(rt), ToolFilter: filter})
 	// The turn's messages are durable before anyone hears of them.
 	if serr := sess.Sync(); serr != nil {
@@ -688,7 +688,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	case d.Role != access.Owner:
 		// A guest's conversation never reaches the memory every prompt
 		// shares: its old messages leave the context instead.
-		g.forgetOld(sess)
+		g.forgetOld(ctx, sess)
 	case g.AfterTurn != nil:
 		g.AfterTurn(sess)
 	}

@@ -281,7 +281,7 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	sessions, err := a.gatewaySessions(c, sc, log)
+	sessions, err := a.gatewaySessions(ctx, c, sc, log)
 	if err != nil {
 		b.Close()
 		return nil, err

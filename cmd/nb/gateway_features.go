@@ -56,8 +56,8 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 		MaxMemoryBytes:  d.Limits.MemoryBytes,
 		MaxChunkBytes:   d.Limits.ConsolidationChunkBytes,
 		MaxMessageBytes: d.Limits.ConsolidationMessageBytes,
-		Open: func(_ context.Context, key string) (memory.Session, error) {
-			s, err := rt.Sessions.Get(key)
+		Open: func(ctx context.Context, key string) (memory.Session, error) {
+			s, err := rt.Sessions.Get(ctx, key)
 			if err != nil {
 				return nil, err
 			}
@@ -96,12 +96,12 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 			Execute: func(ctx context.Context, prompt string) error {
 				// Isolated: the beat's session replays none of its past
 				// beats (the file keeps them).
-				if s, err := rt.Sessions.Get(heartbeat.Session); err == nil {
-					if err := s.ConsolidateAll(); err != nil {
+				if s, err := rt.Sessions.Get(ctx, heartbeat.Session); err == nil {
+					if err := s.ConsolidateAll(ctx); err != nil {
 						return err
 					}
 				}
-				channel, chat := heartbeatTarget(rt)
+				channel, chat := heartbeatTarget(ctx, rt)
 				_, err := g.RunDirect(ctx, gateway.Direct{
 					Entry: access.Heartbeat, SessionKey: heartbeat.Session,
 					Channel: channel, ChatID: chat, Content: prompt,
@@ -121,8 +121,8 @@ func gatewayFeatures(_ context.Context, rt *gatewayRuntime) error {
 // channel other than cli and system, of a chat that is the owner's (a
 // guest who wrote last never reads the owner's tasks), else cli:direct
 // (not delivered).
-func heartbeatTarget(rt *gatewayRuntime) (string, string) {
-	infos, err := rt.Sessions.List()
+func heartbeatTarget(ctx context.Context, rt *gatewayRuntime) (string, string) {
+	infos, err := rt.Sessions.List(ctx)
 	if err == nil {
 		for _, in := range infos {
 			ch, chat, ok := strings.Cut(in.Key, ":")
@@ -161,8 +161,8 @@ func (c consolidatedSession) Load(context.Context) ([]memory.Message, int, error
 	return c.messages(), c.s.Meta().LastConsolidated, nil
 }
 
-func (c consolidatedSession) SetCursor(_ context.Context, n int) error {
-	return c.s.SetConsolidated(n)
+func (c consolidatedSession) SetCursor(ctx context.Context, n int) error {
+	return c.s.SetConsolidated(ctx, n)
 }
 
 func (c consolidatedSession) messages() []memory.Message {

@@ -24,11 +24,11 @@ func TestHeartbeatTargetIsTheOwners(t *testing.T) {
 		b.Approved = append(b.Approved, access.Approval{Channel: "telegram", SenderID: "2", ChatID: "2"})
 	})
 	for _, key := range []string{"telegram:1", "telegram:2"} {
-		s, err := sm.Get(key)
+		s, err := sm.Get(t.Context(), key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Append(state.Event{Who: state.RoleUser, Message: "hi"}); err != nil {
+		if err := s.Append(t.Context(), state.Event{Who: state.RoleUser, Message: "hi"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Sync(); err != nil {
@@ -36,7 +36,7 @@ func TestHeartbeatTargetIsTheOwners(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // the guest's session is the newer
 	}
-	ch, chat := heartbeatTarget(&gatewayRuntime{Sessions: sm, Access: checker})
+	ch, chat := heartbeatTarget(t.Context(), &gatewayRuntime{Sessions: sm, Access: checker})
 	if ch != "telegram" || chat != "1" {
 		t.Fatalf("the heartbeat answers into %s:%s, want the owner's telegram:1", ch, chat)
 	}

@@ -33,7 +33,7 @@ func busNamespace(raw string) string {
 // gatewaySessions opens the sessions of the gateway: in the shared store
 // when one is open, under the namespace of its bus (sc, else NB_BUS or
 // gateway.bus); else the workspace's files.
-func (a *App) gatewaySessions(c *config.Config, sc *scaleOut, log *slog.Logger) (*gwsession.Manager, error) {
+func (a *App) gatewaySessions(ctx context.Context, c *config.Config, sc *scaleOut, log *slog.Logger) (*gwsession.Manager, error) {
 	if a.store == nil || !a.store.Shared {
 		m, err := gwsession.NewManager(filepath.Join(c.Workspace, "sessions"))
 		if err != nil {
@@ -53,7 +53,7 @@ func (a *App) gatewaySessions(c *config.Config, sc *scaleOut, log *slog.Logger) 
 	}
 	m.Warn = func(msg string) { log.Warn(msg) }
 	log.Info("sessions", "in", m.Location(), "namespace", ns)
-	if n := notImported(m, filepath.Join(c.Workspace, "sessions")); n > 0 {
+	if n := notImported(ctx, m, filepath.Join(c.Workspace, "sessions")); n > 0 {
 		log.Warn(fmt.Sprintf("the workspace has %d session files that are not in the store: these conversations start afresh here; nb gateway sessions import moves them (docs/scale-out.md)", n))
 	}
 	return m, nil
@@ -62,12 +62,12 @@ func (a *App) gatewaySessions(c *config.Config, sc *scaleOut, log *slog.Logger) 
 // notImported counts the session files of dir whose sessions the store
 // of m does not hold (a gateway that was given a store after running on
 // its files).
-func notImported(m *gwsession.Manager, dir string) int {
+func notImported(ctx context.Context, m *gwsession.Manager, dir string) int {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	if len(files) == 0 {
 		return 0
 	}
-	infos, err := m.List()
+	infos, err := m.List(ctx)
 	if err != nil {
 		return 0 // the store's error shows at the first turn
 	}
