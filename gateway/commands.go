@@ -43,7 +43,7 @@ func (g *Gateway) command(ctx context.Context, m bus.Inbound, role access.Role) 
 		if code == "" {
 			return "Usage: /pair CODE", true
 		}
-		a, err := g.Access.Approve(code)
+		a, err := g.Access.Approve(ctx, code)
 		if err != nil {
 			return err.Error(), true
 		}

@@ -171,7 +171,7 @@ type inbox struct{ g *Gateway }
 
 func (i inbox) Publish(ctx context.Context, m bus.Inbound) error {
 	if strings.TrimSpace(m.Content) == "/stop" {
-		if i.g.authorize(m).Verdict == access.Allow {
+		if i.g.authorize(ctx, m).Verdict == access.Allow {
 			i.g.reply(ctx, m, "", i.g.stop(ctx, m.SessionKey()))
 		}
 		return nil
@@ -186,7 +186,7 @@ func (i inbox) Publish(ctx context.Context, m bus.Inbound) error {
 	}
 	if err == nil && !dup && steerable(m) {
 		if i.g.Steer == nil {
-			i.g.offer(m)
+			i.g.offer(ctx, m)
 		} else if oerr := i.g.Steer.Offer(ctx, m); oerr != nil {
 			i.g.log().Warn("steering offer not sent: the message will be the next turn", "channel", m.Channel, "error", oerr)
 		}
@@ -260,14 +260,14 @@ func steerKey(m bus.Inbound) string { return m.Channel + "\x00" + m.ID }
 // and the record to every replica; without Steer, replicas (Others set)
 // steer nothing: the bus's copy could reach a replica that does not know
 // the turn took it. Senders not allowed are left to the bus alone.
-func (g *Gateway) offer(m bus.Inbound) {
+func (g *Gateway) offer(ctx context.Context, m bus.Inbound) {
 	if (g.Others != nil && g.Steer == nil) || !steerable(m) {
 		return
 	}
 	g.mu.Lock()
 	turns := g.running[m.SessionKey()]
 	g.mu.Unlock()
-	if len(turns) == 0 || g.authorize(m).Verdict != access.Allow {
+	if len(turns) == 0 || g.authorize(ctx, m).Verdict != access.Allow {
 		return
 	}
 	g.mu.Lock()
@@ -357,7 +357,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	offers := make(chan struct{})
 	go func() {
 		defer close(offers)
-		if err := g.Steer.Offers(ctx, g.offer); err != nil && ctx.Err() == nil {
+		if err := g.Steer.Offers(ctx, func(m bus.Inbound) { g.offer(ctx, m) }); err != nil && ctx.Err() == nil {
 			g.log().Warn("steering offers not received: messages during a turn are the next turns", "error", err)
 		}
 	}()
@@ -378,8 +378,8 @@ const (
 )
 
 // authorize is the gateway's one call of access.Authorize for a message.
-func (g *Gateway) authorize(m bus.Inbound) access.Decision {
-	return g.Access.Authorize(g.accessRequest(m))
+func (g *Gateway) authorize(ctx context.Context, m bus.Inbound) access.Decision {
+	return g.Access.Authorize(ctx, g.accessRequest(m))
 }
 
 // accessRequest is what access decides for a message.
@@ -407,7 +407,7 @@ func (g *Gateway) handle(ctx context.Context, m bus.Inbound) error {
 		g.log().Debug("message given to the turn that was running", "channel", m.Channel, "id", m.ID)
 		return nil
 	}
-	d := g.authorize(m)
+	d := g.authorize(ctx, m)
 	switch d.Verdict {
 	case access.Pair:
 		if d.NewCode {
@@ -500,7 +500,7 @@ func (g *Gateway) RunDirect(ctx context.Context, d Direct) (string, error) {
 		d.Role = access.Owner
 	}
 	if d.Deliver {
-		if dec := g.Access.Authorize(access.Request{Entry: d.Entry, Channel: d.Channel, ChatID: d.ChatID}); dec.Verdict != access.Allow {
+		if dec := g.Access.Authorize(ctx, access.Request{Entry: d.Entry, Channel: d.Channel, ChatID: d.ChatID}); dec.Verdict != access.Allow {
 			g.log().Warn("delivery refused", "entry", d.Entry, "channel", d.Channel, "chat", d.ChatID, "reason", dec.Reason)
 			d.Deliver = false
 		}

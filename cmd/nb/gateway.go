@@ -552,7 +552,7 @@ func (a *App) gatewayPair(ctx context.Context, args []string) error {
 		return err
 	}
 	defer done()
-	ap, err := checker.Approve(fs.Arg(0))
+	ap, err := checker.Approve(ctx, fs.Arg(0))
 	if err != nil {
 		return err
 	}

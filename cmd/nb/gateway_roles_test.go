@@ -20,7 +20,7 @@ func TestHeartbeatTargetIsTheOwners(t *testing.T) {
 	}
 	t.Cleanup(func() { sm.Close() })
 	checker := &access.Checker{Store: filepath.Join(dir, "pairing.json"), Channels: map[string]access.ChannelRules{"telegram": {AllowFrom: []string{"1"}}}}
-	(&access.FilePairings{Path: checker.Store}).Update(func(b *access.Book) {
+	(&access.FilePairings{Path: checker.Store}).Update(t.Context(), func(b *access.Book) {
 		b.Approved = append(b.Approved, access.Approval{Channel: "telegram", SenderID: "2", ChatID: "2"})
 	})
 	for _, key := range []string{"telegram:1", "telegram:2"} {

@@ -70,7 +70,7 @@ func TestGatewayReplicasOwnStateFolders(t *testing.T) {
 		tg.Say(owner, fmt.Sprint("m", i))
 	}
 	pairing := app(0).pairingStore(workspace)
-	if _, err := (&access.FilePairings{Path: pairing}).Update(func(b *access.Book) {
+	if _, err := (&access.FilePairings{Path: pairing}).Update(t.Context(), func(b *access.Book) {
 		b.Approved = append(b.Approved, access.Approval{Channel: "telegram", SenderID: "222", ChatID: "222", At: time.Now()})
 	}); err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestGatewayReplicasOwnStateFolders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cursor.Save("100003"); err != nil {
+	if err := cursor.Save(t.Context(), "100003"); err != nil {
 		t.Fatal(err)
 	}
 

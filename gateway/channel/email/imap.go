@@ -113,7 +113,7 @@ func (c *Channel) session(ctx context.Context, in channel.Inbox, cursor channel.
 			next--
 		}
 		*pos = position{validity: sel.UIDValidity, uid: next}
-		if err := cursor.Save(pos.String()); err != nil {
+		if err := cursor.Save(ctx, pos.String()); err != nil {
 			return err
 		}
 	}
@@ -222,7 +222,7 @@ func (c *Channel) fetchNew(ctx context.Context, client *imapclient.Client, watch
 			}
 		}
 		pos.uid = uint32(uid)
-		if err := cursor.Save(pos.String()); err != nil {
+		if err := cursor.Save(ctx, pos.String()); err != nil {
 			c.log.Error("email: saving the mailbox position", "err", err)
 		}
 		if flag != QuarantineFlag && on(c.cfg.MarkSeen) {
