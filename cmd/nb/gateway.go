@@ -11,12 +11,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nbots/nb/bot"
@@ -101,8 +99,7 @@ func isGatewayCommand(args []string) bool {
 
 // gatewayCommand runs nb gateway ... with SIGINT and SIGTERM as its stop.
 func (a *App) gatewayCommand(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := a.context()
 	if len(args) > 0 {
 		switch args[0] {
 		case "init":

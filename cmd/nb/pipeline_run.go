@@ -168,8 +168,7 @@ func (a *App) runPipeline(cfg engine.Config, autoApprove bool, eventsFile string
 	}
 	cfg.Handlers = handler.NewRegistry(opts)
 
-	ctx, stop := signalContext()
-	defer stop()
+	ctx := a.context()
 	if live {
 		go view.tick(ctx)
 	}

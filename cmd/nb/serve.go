@@ -7,9 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nbots/nb/bot"
@@ -314,9 +312,7 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 
 // serveCommand runs nb serve with SIGINT and SIGTERM as its stop.
 func (a *App) serveCommand(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return a.report(a.serve(ctx, args))
+	return a.report(a.serve(a.context(), args))
 }
 
 // tokenOwner is who owns what the OpenAI API keeps for a request (stored
