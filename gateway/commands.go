@@ -43,7 +43,7 @@ func (g *Gateway) command(ctx context.Context, m bus.Inbound, role access.Role) 
 		if code == "" {
 			return "Usage: /pair CODE", true
 		}
-		a, err := g.Access.Approve(code)
+		a, err := g.Access.Approve(ctx, code)
 		if err != nil {
 			return err.Error(), true
 		}
@@ -56,7 +56,7 @@ func (g *Gateway) command(ctx context.Context, m bus.Inbound, role access.Role) 
 // is plugged in, and the session is the owner's: a guest's conversation
 // never reaches the memory), then clears it, under the session's lock.
 func (g *Gateway) newSession(ctx context.Context, key string, owner bool) string {
-	sess, err := g.Sessions.Get(key)
+	sess, err := g.Sessions.Get(ctx, key)
 	if err != nil {
 		g.log().Error("/new", "session", key, "error", err)
 		return errorReply
@@ -72,7 +72,7 @@ func (g *Gateway) newSession(ctx context.Context, key string, owner bool) string
 			return "Memory archival failed, session not cleared. Please try again."
 		}
 	}
-	if err := sess.Clear(); err != nil {
+	if err := sess.Clear(ctx); err != nil {
 		g.log().Error("/new", "session", key, "error", err)
 		return errorReply
 	}
@@ -83,7 +83,7 @@ func (g *Gateway) newSession(ctx context.Context, key string, owner bool) string
 func (g *Gateway) status(ctx context.Context, key string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "🐈 nb gateway\nModel: %s\n", g.Runner.Model())
-	if sess, err := g.Sessions.Get(key); err == nil {
+	if sess, err := g.Sessions.Get(ctx, key); err == nil {
 		if err := sess.Reread(ctx); err != nil {
 			g.log().Warn("/status: the session could not be read again", "session", key, "error", err)
 		}

@@ -171,7 +171,7 @@ type inbox struct{ g *Gateway }
 
 func (i inbox) Publish(ctx context.Context, m bus.Inbound) error {
 	if strings.TrimSpace(m.Content) == "/stop" {
-		if i.g.authorize(m).Verdict == access.Allow {
+		if i.g.authorize(ctx, m).Verdict == access.Allow {
 			i.g.reply(ctx, m, "", i.g.stop(ctx, m.SessionKey()))
 		}
 		return nil
@@ -259,14 +259,14 @@ func steerKey(m bus.Inbound) string { return m.Channel + "\x00" + m.ID }
 // (NoSteering) steer nothing: the bus's copy could reach a replica that
 // does not know the turn took it. Senders not allowed are left to the
 // bus alone.
-func (g *Gateway) offer(m bus.Inbound) {
+func (g *Gateway) offer(ctx context.Context, m bus.Inbound) {
 	if !steerable(m) {
 		return
 	}
 	g.mu.Lock()
 	turns := g.running[m.SessionKey()]
 	g.mu.Unlock()
-	if len(turns) == 0 || g.authorize(m).Verdict != access.Allow {
+	if len(turns) == 0 || g.authorize(ctx, m).Verdict != access.Allow {
 		return
 	}
 	g.mu.Lock()
@@ -335,7 +335,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	offers := make(chan struct{})
 	go func() {
 		defer close(offers)
-		if err := g.Steer.Offers(ctx, g.offer); err != nil && ctx.Err() == nil {
+		if err := g.Steer.Offers(ctx, func(m bus.Inbound) { g.offer(ctx, m) }); err != nil && ctx.Err() == nil {
 			g.log().Warn("steering offers not received: messages during a turn are the next turns", "error", err)
 		}
 	}()
@@ -356,8 +356,8 @@ const (
 )
 
 // authorize is the gateway's one call of access.Authorize for a message.
-func (g *Gateway) authorize(m bus.Inbound) access.Decision {
-	return g.Access.Authorize(g.accessRequest(m))
+func (g *Gateway) authorize(ctx context.Context, m bus.Inbound) access.Decision {
+	return g.Access.Authorize(ctx, g.accessRequest(m))
 }
 
 // accessRequest is what access decides for a message.
@@ -385,7 +385,7 @@ func (g *Gateway) handle(ctx context.Context, m bus.Inbound) error {
 		g.log().Debug("message given to the turn that was running", "channel", m.Channel, "id", m.ID)
 		return nil
 	}
-	d := g.authorize(m)
+	d := g.authorize(ctx, m)
 	switch d.Verdict {
 	case access.Pair:
 		if d.NewCode {
@@ -482,7 +482,7 @@ func (g *Gateway) RunDirect(ctx context.Context, d Direct) (string, error) {
 		d.Role = access.Owner
 	}
 	if d.Deliver {
-		if dec := g.Access.Authorize(access.Request{Entry: d.Entry, Channel: d.Channel, ChatID: d.ChatID}); dec.Verdict != access.Allow {
+		if dec := g.Access.Authorize(ctx, access.Request{Entry: d.Entry, Channel: d.Channel, ChatID: d.ChatID}); dec.Verdict != access.Allow {
 			g.log().Warn("delivery refused", "entry", d.Entry, "channel", d.Channel, "chat", d.ChatID, "reason", dec.Reason)
 			d.Deliver = false
 		}
@@ -501,7 +501,7 @@ var thinkBlock = regexp.MustCompile(`(?s)<think>.*?</think>`)
 // turn runs the agent on d's session, one turn at a time per session
 // (across processes too), and publishes the answer.
 func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
-	sess, err := g.Sessions.Get(d.SessionKey)
+	sess, err := g.Sessions.Get(ctx, d.SessionKey)
 	if err != nil {
 		g.log().Error("session", "key", d.SessionKey, "error", err)
 		if g.Sessions.Stored() {
@@ -634,7 +634,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 		}
 	}
 	input, images := g.turnMedia(d.Content, d.Media)
-	ans, err := g.Runner.Run(turnCtx, Turn{Conversation: sess, Input: input, Images: images, System: g.Prompt.build(d.Channel, d.ChatID, d.Role == access.Owner), Tools: tools, OnEvent: onEvent,
+	ans, err := g.Runner.Run(turnCtx, Turn{Conversation: sess.Conversation(turnCtx), Input: input, Images: images, System: g.Prompt.build(d.Channel, d.ChatID, d.Role == access.Owner), Tools: tools, OnEvent: onEvent,
 		Steering: g.steering(rt), ToolFilter: filter})
 	// The turn's messages are durable before anyone hears of them.
 	if serr := sess.Sync(); serr != nil {
@@ -676,7 +676,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	case d.Role != access.Owner:
 		// A guest's conversation never reaches the memory every prompt
 		// shares: its old messages leave the context instead.
-		g.forgetOld(sess)
+		g.forgetOld(ctx, sess)
 	case g.AfterTurn != nil:
 		g.AfterTurn(sess)
 	}

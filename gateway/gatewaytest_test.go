@@ -125,7 +125,7 @@ func TestTurnAndCommands(t *testing.T) {
 	if m := h.next(t); m.Content != "echo: hello" || m.ChatID != "1" || m.Turn == "" {
 		t.Fatalf("%+v", m)
 	}
-	sess, _ := h.g.Sessions.Get("telegram:1")
+	sess, _ := h.g.Sessions.Get(t.Context(), "telegram:1")
 	if sess.Len() != 2 {
 		t.Fatalf("%d messages", sess.Len())
 	}

@@ -103,7 +103,7 @@ func TestInboundPicturesGoToTheModel(t *testing.T) {
 			t.Errorf("the next turn sent the picture again (%s message)", msg.Role)
 		}
 	}
-	sess, _ := h.g.Sessions.Get("telegram:1")
+	sess, _ := h.g.Sessions.Get(t.Context(), "telegram:1")
 	b, _ := os.ReadFile(sess.Path)
 	if bytes.Contains(b, []byte("base64")) || bytes.Contains(b, []byte("iVBOR")) || !bytes.Contains(b, []byte(pic)) {
 		t.Errorf("the session keeps more than the text naming the file:\n%s", b)

@@ -54,7 +54,7 @@ func (t *messageTool) Run(ctx context.Context, call tool.Call) (any, error) {
 		// the owner's, nor another guest's.
 		return fmt.Sprintf("Error: sending to %s:%s is not allowed: in this chat the message tool sends here only", ch, chat), nil
 	}
-	if d := t.g.Access.Authorize(access.Request{Entry: access.MessageTool, Channel: ch, ChatID: chat}); d.Verdict != access.Allow {
+	if d := t.g.Access.Authorize(ctx, access.Request{Entry: access.MessageTool, Channel: ch, ChatID: chat}); d.Verdict != access.Allow {
 		return fmt.Sprintf("Error: sending to %s:%s is not allowed (%s)", ch, chat, d.Reason), nil
 	}
 	var media []string

@@ -50,7 +50,7 @@ func TestStoppedTurnLeavesNothing(t *testing.T) {
 	h.send(t, tg("before"))
 	<-h.r.started
 	h.next(t)
-	sess, err := h.g.Sessions.Get("telegram:1")
+	sess, err := h.g.Sessions.Get(t.Context(), "telegram:1")
 	if err != nil {
 		t.Fatal(err)
 	}

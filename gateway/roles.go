@@ -161,7 +161,7 @@ const GuestHistory = 40
 // forgetOld moves a guest session's consolidation mark past all but its
 // last GuestHistory messages, at a user's message, so that the context
 // never starts with a tool result whose call was cut off.
-func (g *Gateway) forgetOld(sess *session.Session) {
+func (g *Gateway) forgetOld(ctx context.Context, sess *session.Session) {
 	events := sess.Events()
 	from := sess.Meta().LastConsolidated
 	if len(events)-from <= GuestHistory {
@@ -174,7 +174,7 @@ func (g *Gateway) forgetOld(sess *session.Session) {
 	if cut >= len(events) || cut <= from {
 		return
 	}
-	if err := sess.SetConsolidated(cut); err != nil {
+	if err := sess.SetConsolidated(ctx, cut); err != nil {
 		g.log().Warn("a guest's session keeps its old messages in the context", "session", sess.Key, "error", err)
 	}
 }

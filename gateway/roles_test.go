@@ -362,7 +362,7 @@ func TestGuestNeverReachesMemory(t *testing.T) {
 		t.Fatalf("consolidations asked: %v", after)
 	}
 	mu.Unlock()
-	sess, _ := h.g.Sessions.Get("telegram:2")
+	sess, _ := h.g.Sessions.Get(t.Context(), "telegram:2")
 	if n := len(sess.History()); n > GuestHistory || sess.Meta().LastConsolidated == 0 || sess.History()[0].Who != "user" {
 		t.Fatalf("the guest's context holds %d messages from %d", n, sess.Meta().LastConsolidated)
 	}

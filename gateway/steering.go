@@ -27,8 +27,8 @@ type LocalSteering struct {
 }
 
 // Offer gives m to the session's running turn, if any.
-func (s *LocalSteering) Offer(_ context.Context, m bus.Inbound) error {
-	s.g.offer(m)
+func (s *LocalSteering) Offer(ctx context.Context, m bus.Inbound) error {
+	s.g.offer(ctx, m)
 	return nil
 }
 

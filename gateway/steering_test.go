@@ -253,8 +253,8 @@ func TestSteeringTakesNeitherItsOwnNorOlderMessages(t *testing.T) {
 	<-r.started
 	older := tgID("m0", "an older message")
 	older.Timestamp = at.Add(-time.Second)
-	h.g.offer(m1)    // its own message, offered late
-	h.g.offer(older) // answered already
+	h.g.offer(t.Context(), m1)    // its own message, offered late
+	h.g.offer(t.Context(), older) // answered already
 	later := tgID("m2", "use metric units")
 	later.Timestamp = at.Add(time.Second)
 	h.send(t, later)

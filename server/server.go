@@ -44,6 +44,7 @@ import (
 	"github.com/nbots/nb/catalog"
 	"github.com/nbots/nb/connlimit"
 	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/internal/rungroup"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/tool"
 )
@@ -393,6 +394,10 @@ func (s *Server) Close() error {
 // runs in flight get Limits.Grace to finish (and the clients polling a
 // stream can still read it); when the grace period is over the remaining
 // runs are cancelled, and Serve returns once their requests are answered.
+// The listeners, the watcher and the shutdown run in one group (package
+// internal/rungroup, as the gateway's parts do): a listener that fails
+// shuts the server down and is what Serve returns; when Serve returns,
+// every goroutine it started has ended.
 func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.Handler(),
@@ -401,26 +406,31 @@ func (s *Server) Serve(ctx context.Context, lns ...net.Listener) error {
 		BaseContext:       func(net.Listener) context.Context { return s.base },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
-	errc := make(chan error, len(lns))
 	conns := s.connLimiter()
 	hs.ConnState = conns.ConnState
+	g := rungroup.New(ctx)
 	for _, ln := range lns {
-		go func() { errc <- hs.Serve(conns.Listen(ln)) }()
+		g.Go("listener "+ln.Addr().String(), func(context.Context) error {
+			if err := hs.Serve(conns.Listen(ln)); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
 	}
-	watchCtx, stopWatch := context.WithCancel(context.Background())
-	defer stopWatch()
 	if s.opts.WatchInterval > 0 {
-		go s.cat.Watch(watchCtx, s.opts.WatchInterval)
+		g.Go("cartridge watcher", func(ctx context.Context) error {
+			s.cat.Watch(ctx, s.opts.WatchInterval)
+			return nil
+		})
 	}
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-errc:
-	}
-	stopWatch()
-	s.shutdown(hs)
+	g.Go("shutdown", func(ctx context.Context) error {
+		<-ctx.Done()
+		s.shutdown(hs)
+		return nil
+	})
+	err := g.Wait()
 	s.Close()
-	return serveErr
+	return err
 }
 
 func (s *Server) shutdown(hs *http.Server) {

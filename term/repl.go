@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"time"
@@ -44,6 +43,13 @@ type REPL struct {
 	Prompt, PlainPrompt string
 	// ReportError prints a failed exchange; the loop goes on.
 	ReportError func(error)
+	// Interrupts, when set, is called while the REPL reads a terminal:
+	// it returns the channel on which Ctrl-C (SIGINT) arrives instead of
+	// stopping the program (the program's one signal handler routes it
+	// there), and the function that gives it back. Each Ctrl-C stops the
+	// answer running; one pressed at the prompt is not for the next
+	// answer. Nil: Ctrl-C is not watched.
+	Interrupts func() (<-chan os.Signal, func())
 	// probe replaces ProbeCursor in tests.
 	probe func(in, out *os.File, timeout time.Duration) (bool, []byte)
 	// typeahead reads lines while answers run; watch is set when it
@@ -113,7 +119,8 @@ func (r *REPL) Mode() (mode InputMode, typed []byte) {
 // editor a paste is one message; Ctrl-C stops the answer being streamed
 // and returns to the prompt. A line ending in a backslash goes on on the
 // next line. With piped stdin it reads one message a line and prints no
-// prompt.
+// prompt. When ctx ends (SIGTERM), the answer running stops and Run
+// returns ctx's cause, at the prompt too.
 func (r *REPL) Run(ctx context.Context) error {
 	mode, typed := r.Mode()
 	var read func(prompt string) (string, error)
@@ -183,11 +190,11 @@ func (r *REPL) Run(ctx context.Context) error {
 	}
 	// In a terminal, Ctrl-C stops an answer; at a plain prompt it is
 	// ignored (the line editor reads it as a key).
-	var interrupts chan os.Signal
-	if mode != Piped {
-		interrupts = make(chan os.Signal, 1)
-		signal.Notify(interrupts, os.Interrupt)
-		defer signal.Stop(interrupts)
+	var interrupts <-chan os.Signal
+	if mode != Piped && r.Interrupts != nil {
+		var release func()
+		interrupts, release = r.Interrupts()
+		defer release()
 	}
 	interactive := mode != Piped
 	switch mode {
@@ -230,9 +237,10 @@ func (r *REPL) Run(ctx context.Context) error {
 			return err
 		})
 	}
+	read = readUntil(ctx, read)
 	for {
 		if ctx.Err() != nil {
-			return nil
+			return context.Cause(ctx)
 		}
 		message, err := readMessage(read, prompt, more)
 		if err != nil {
@@ -259,6 +267,28 @@ func (r *REPL) Run(ctx context.Context) error {
 			r.notice(res)
 			return err
 		})
+	}
+}
+
+// readUntil is read, returning ctx's cause when ctx ends first: the
+// read left blocked ends with the program.
+func readUntil(ctx context.Context, read func(string) (string, error)) func(string) (string, error) {
+	type line struct {
+		s   string
+		err error
+	}
+	return func(p string) (string, error) {
+		got := make(chan line, 1)
+		go func() {
+			s, err := read(p)
+			got <- line{s, err}
+		}()
+		select {
+		case l := <-got:
+			return l.s, l.err
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		}
 	}
 }
 
@@ -299,7 +329,7 @@ func readMessage(read func(prompt string) (string, error), prompt, more string) 
 
 // exchange prints the output prefix, runs one exchange, prints the suffix
 // and a newline. In a terminal, Ctrl-C cancels the exchange only.
-func (r *REPL) exchange(ctx context.Context, interrupts chan os.Signal, run func(context.Context) error) {
+func (r *REPL) exchange(ctx context.Context, interrupts <-chan os.Signal, run func(context.Context) error) {
 	if interrupts != nil {
 		// A Ctrl-C pressed at the prompt is not for this exchange.
 		select {

@@ -8,11 +8,10 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -112,7 +111,7 @@ func (a *App) agentsList(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(a.context(), 30*time.Second)
 	defer cancel()
 	list, err := c.Agents(ctx)
 	if err != nil {
@@ -222,7 +221,7 @@ usual confirmation.`)
 		if err != nil {
 			return err
 		}
-		tools, err := bot.ToolsOf(context.Background(), cart, a.host())
+		tools, err := bot.ToolsOf(a.context(), cart, a.host())
 		if err != nil {
 			return err
 		}
@@ -250,7 +249,7 @@ usual confirmation.`)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
+	dctx, dcancel := context.WithTimeout(a.context(), 30*time.Second) // a signal stops the dial
 	conn, err := c.Start(dctx, name, run)
 	dcancel()
 	if err != nil {
@@ -258,31 +257,34 @@ usual confirmation.`)
 	}
 	defer conn.Abort()
 	r.conn = conn
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	var stopped os.Signal
+	// The run's own context: a signal (which ends the App's) stops the
+	// run on the server and waits for it to end; a second one leaves.
+	signalled := a.context()
+	var stopped atomic.Pointer[signalError]
 	go func() {
 		select {
-		case sig := <-sigs:
-			// Ctrl-C stops the run on the server; a second one leaves.
-			stopped = sig
+		case <-signalled.Done():
+			se, _ := context.Cause(signalled).(*signalError)
+			if se == nil {
+				se = &signalError{sig: os.Interrupt}
+			}
+			stopped.Store(se)
 			sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
 			conn.Stop(sctx) //nolint:errcheck // the connection is dropped below anyway
 			scancel()
 			select {
-			case <-sigs:
-				cancel(&signalError{sig: sig})
+			case <-a.signalAgain():
+				cancel(se)
 			case <-time.After(2 * time.Second):
-				cancel(&signalError{sig: sig})
+				cancel(se)
 			case <-ctx.Done():
 			}
 		case <-ctx.Done():
 		}
 	}()
 	err = r.loop(ctx)
-	if stopped != nil {
-		return &signalError{sig: stopped}
+	if se := stopped.Load(); se != nil {
+		return se
 	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause

@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/joho/godotenv"
@@ -72,6 +70,9 @@ type App struct {
 	// requireSandbox refuses exec's commands where bubblewrap cannot run
 	// (nb gateway without --allow-unsandboxed-exec).
 	requireSandbox bool
+	// signals is the handler of SIGINT and SIGTERM Main installed (nil
+	// in tests: nothing is cancelled).
+	signals *signals
 }
 
 // Getenv returns a variable of the environment, "" when unset.
@@ -161,17 +162,19 @@ func (a *App) Run() int {
 	return a.report(a.cartridgeCommand(args))
 }
 
-// report prints err as one line (or a located block) and picks the exit code.
+// report prints err as one line (or a located block) and picks the exit
+// code. The one rule for signals: a command a signal stopped before it
+// was done exits 128 plus the signal's number (130 for SIGINT, 143 for
+// SIGTERM), whether it returns the signal (the context's cause) or the
+// context's error; a server that a signal asks to stop and that stops
+// cleanly has done its work, and returns nil: 0.
 func (a *App) report(err error) int {
 	if err == nil {
 		return exitOK
 	}
 	var se *signalError
-	if errors.As(err, &se) {
-		if se.sig == syscall.SIGTERM {
-			return exitTerminated
-		}
-		return exitInterrupt
+	if errors.As(err, &se) || (errors.Is(err, context.Canceled) && errors.As(context.Cause(a.context()), &se)) {
+		return se.ExitCode()
 	}
 	if errors.Is(err, context.Canceled) {
 		return exitInterrupt
@@ -388,7 +391,7 @@ func (a *App) cartridgeCommand(args []string) error {
 		return err
 	}
 	if key != "" || cmd == "state" { // a stateless exchange needs no store
-		if err := a.openStore(context.Background(), ""); err != nil {
+		if err := a.openStore(a.context(), ""); err != nil {
 			return err
 		}
 		defer a.closeStore()
@@ -510,11 +513,10 @@ func (a *App) newSession(ctx context.Context, cart *cartridge.Cartridge, key str
 	return &session{Session: s, printer: printer, confirmer: confirmer}, nil
 }
 
-// newSessionInterruptible builds a session that Ctrl-C interrupts while
-// it is built (the cartridge's MCP servers starting), and only then.
+// newSessionInterruptible builds a session that a signal interrupts
+// while it is built (the cartridge's MCP servers starting).
 func (a *App) newSessionInterruptible(cart *cartridge.Cartridge, key string, mode cartridge.Mode) (*session, error) {
-	ctx, stop := signalContext()
-	defer stop()
+	ctx := a.context()
 	s, err := a.newSession(ctx, cart, key, mode)
 	if cause := context.Cause(ctx); err != nil && cause != nil {
 		return nil, cause
@@ -523,27 +525,6 @@ func (a *App) newSessionInterruptible(cart *cartridge.Cartridge, key string, mod
 }
 
 func displayPath(c *cartridge.Cartridge) string { return bot.DisplayPath(c) }
-
-// signalContext returns a context that SIGINT or SIGTERM cancels with a
-// *signalError as its cause (which picks the exit code), and the function
-// that stops watching for them.
-func signalContext() (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// signal.Stop does not close sigs: the stop function ends this too.
-		select {
-		case sig := <-sigs:
-			cancel(&signalError{sig: sig})
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() {
-		signal.Stop(sigs)
-		cancel(nil)
-	}
-}
 
 // fennelCacheDir is where compiled Fennel is kept across runs; "" (no
 // home folder) keeps it in memory only.
@@ -560,8 +541,7 @@ func (a *App) fennelCacheDir() string {
 func (a *App) eval(cart *cartridge.Cartridge, key string, words []string) error {
 	// Signals are caught from the start: Ctrl-C while the cartridge's MCP
 	// servers start must stop them, not leave them behind.
-	ctx, stop := signalContext()
-	defer stop()
+	ctx := a.context()
 	// The session first: a cartridge that cannot run is reported before
 	// the user types (or a pipe produces) a message it could not send.
 	s, err := a.newSession(ctx, cart, key, cartridge.Eval)
@@ -677,9 +657,10 @@ func (a *App) repl(cart *cartridge.Cartridge, key string) error {
 			failed++
 			fmt.Fprintln(a.Stderr, "nb: "+err.Error())
 		},
+		Interrupts: a.interrupts(),
 	}
 	s.Exchange.Steering = r.Steering // lines typed while an answer runs
-	if err := r.Run(context.Background()); err != nil {
+	if err := r.Run(a.context()); err != nil {
 		return err
 	}
 	if failed > 0 && !term.IsTerminal(a.Stdin) {
@@ -739,7 +720,7 @@ func (a *App) historyFile(c *cartridge.Cartridge) string {
 func (a *App) stateCommand(cart *cartridge.Cartridge, key string, rest []string) error {
 	host := a.host()
 	store := host.StateStore(cart)
-	ctx := context.Background()
+	ctx := a.context()
 	stateBot := bot.StateBot(cart)
 	endUser := host.EndUser(cart, "")
 	sub := ""

@@ -112,7 +112,7 @@ func TestNanobotHomeContinues(t *testing.T) {
 		"telegram:12345": {"Remind me to water the plants on Sundays", "I will remind you every Sunday.", "What is the weather?", "Sunny, 22°C."},
 		"cli:direct":     {"What is the weather today?", "", "Sunny, 22°C", "It is sunny, 22°C."},
 	} {
-		s, err := m.Get(key)
+		s, err := m.Get(t.Context(), key)
 		if err != nil {
 			t.Fatal(err)
 		}

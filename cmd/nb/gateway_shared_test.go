@@ -73,7 +73,7 @@ func TestGatewayReplicasOwnStateFolders(t *testing.T) {
 		tg.Say(owner, fmt.Sprint("m", i))
 	}
 	pairing := files(0).Pairing
-	if _, err := (&access.FilePairings{Path: pairing}).Update(func(b *access.Book) {
+	if _, err := (&access.FilePairings{Path: pairing}).Update(t.Context(), func(b *access.Book) {
 		b.Approved = append(b.Approved, access.Approval{Channel: "telegram", SenderID: "222", ChatID: "222", At: time.Now()})
 	}); err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func TestGatewayReplicasOwnStateFolders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cursor.Save("100003"); err != nil {
+	if err := cursor.Save(t.Context(), "100003"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cmd/nb/gatewaycmd"
@@ -28,9 +25,7 @@ func isGatewayCommand(args []string) bool {
 
 // gatewayCommand runs nb gateway ... with SIGINT and SIGTERM as its stop.
 func (a *App) gatewayCommand(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return gatewaycmd.Main(ctx, args, a.gatewayProcess())
+	return gatewaycmd.Main(a.context(), args, a.gatewayProcess())
 }
 
 // gatewayProcess is what nb gateway takes from this process: its

@@ -19,13 +19,17 @@ func main() {
 	os.Exit(Main())
 }
 
-// Main runs nb with the process's arguments and streams.
+// Main runs nb with the process's arguments and streams, SIGINT and
+// SIGTERM handled once for every command (see signals).
 func Main() int {
+	sigs := watchSignals()
+	defer sigs.stop()
 	return (&App{
 		Args:    os.Args[1:],
 		Stdin:   os.Stdin,
 		Stdout:  os.Stdout,
 		Stderr:  os.Stderr,
 		Environ: os.Environ(),
+		signals: sigs,
 	}).Run()
 }

@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nbots/nb/bot"
@@ -30,8 +27,7 @@ func (a *App) mcpStatus(cart *cartridge.Cartridge) error {
 		fmt.Fprintf(a.Stderr, "nb: %s has no mcp key: no MCP servers\n", displayPath(cart))
 		return nil
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := a.context()
 	b, err := bot.New(ctx, cart, a.host())
 	if err != nil {
 		return err
@@ -147,8 +143,7 @@ See docs/mcp.md.`)
 		}
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := a.context()
 	if err := a.openStore(ctx, *storeURL); err != nil {
 		return err
 	}

@@ -204,8 +204,7 @@ func (a *App) runPipeline(cfg engine.Config, autoApprove bool, eventsFile, gatew
 	}
 	cfg.Handlers = handler.NewRegistry(opts)
 
-	ctx, stop := signalContext()
-	defer stop()
+	ctx := a.context()
 	if live {
 		go view.tick(ctx)
 	}

@@ -115,8 +115,7 @@ whichever process runs it, and follows them until the run ends.`)
 		return err
 	}
 	defer st.Close()
-	ctx, stop := signalContext()
-	defer stop()
+	ctx := a.context()
 	id := fs.Arg(0)
 	var werr error
 	err = runstore.Follow(ctx, st, id, *after, func(r runstore.Record) bool {

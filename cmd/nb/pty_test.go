@@ -679,3 +679,56 @@ func TestPTYExecConfirmationSaysWhere(t *testing.T) {
 	c.expect("tool exec said: " + denial)
 	c.exitCode()
 }
+
+// SIGTERM ends the REPL with 143, at the prompt (the line editor, plain
+// lines, piped input) and during an answer, and leaves the terminal as
+// it found it (bracketed paste off): nb's one signal handler cancels the
+// run, where the REPL read the line without a way to stop.
+func TestPTYREPLSIGTERM(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   ptyOptions
+		answer bool
+	}{
+		{"editor at the prompt", ptyOptions{}, false},
+		{"editor during an answer", ptyOptions{}, true},
+		{"plain at the prompt", ptyOptions{env: []string{"TERM=dumb"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			url, _ := fakeOpenAI(t)
+			ptyCartridge(t, dir, url, "")
+			c := startNBWith(t, dir, tc.opts, "bot.yml", "-", "repl")
+			c.expect("> ")
+			if tc.answer {
+				c.send(slowWord + "\r")
+				c.expect("first chunk")
+			}
+			c.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // checked by the exit code
+			if code := c.exitCode(); code != 143 {
+				t.Errorf("exit code %d, want 143", code)
+			}
+			if strings.Contains(c.output(), pasteMode) {
+				c.expect("\x1b[?2004l") // bracketed paste turned off
+			}
+		})
+	}
+	t.Run("piped", func(t *testing.T) {
+		dir := t.TempDir()
+		url, _ := fakeOpenAI(t)
+		ptyCartridge(t, dir, url, "")
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		c := startNB(t, dir, r, "bot.yml", "-", "repl")
+		r.Close()
+		io.WriteString(w, "hello\n") //nolint:errcheck // checked by the answer
+		c.expect("echo: hello")
+		c.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // checked by the exit code
+		if code := c.exitCode(); code != 143 {
+			t.Errorf("exit code %d, want 143", code)
+		}
+	})
+}

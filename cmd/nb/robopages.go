@@ -12,9 +12,7 @@ import (
 // streams. Ctrl-C or SIGTERM stop it: serve shuts down and exits 0, the
 // other commands exit 130 or 143.
 func (a *App) robopages(args []string) int {
-	ctx, stop := signalContext()
-	defer stop()
-	return cli.Main(ctx, args, cli.Process{
+	return cli.Main(a.context(), args, cli.Process{
 		Environ:  a.Environ,
 		Stdin:    a.Stdin,
 		Stdout:   a.Stdout,

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nbots/nb/bot"
@@ -302,9 +300,7 @@ func holdOrNone(d time.Duration) time.Duration {
 
 // serveCommand runs nb serve with SIGINT and SIGTERM as its stop.
 func (a *App) serveCommand(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return a.report(a.serve(ctx, args))
+	return a.report(a.serve(a.context(), args))
 }
 
 // tokenOwner is who owns what the OpenAI API keeps for a request (stored

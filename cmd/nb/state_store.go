@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/nbots/nb/cmd/nb/cliflag"
@@ -98,8 +95,7 @@ func (a *App) stateTransfer(args []string) error {
 	if help, err := parseFlags(fs, args[1:]); help || err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := a.context()
 	raw := *storeURL
 	if raw == "" {
 		raw = a.Getenv("NB_STORE")

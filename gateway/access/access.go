@@ -10,6 +10,7 @@
 package access
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -163,8 +164,8 @@ type Pairings interface {
 	// Update applies change to the latest book and stores the result
 	// atomically, and returns it. change may run more than once (when
 	// another process changed the book meanwhile), each time on a fresh
-	// copy.
-	Update(change func(*Book)) (Book, error)
+	// copy. ctx bounds the store's I/O.
+	Update(ctx context.Context, change func(*Book)) (Book, error)
 	// String names the store, for messages.
 	String() string
 }
@@ -193,10 +194,20 @@ func (c *Checker) now() time.Time {
 	return time.Now()
 }
 
-// Authorize is the one check of every entry point.
-func (c *Checker) Authorize(r Request) Decision {
+// Authorize is the one check of every entry point. ctx bounds the
+// pairing store's I/O (a code given to an unknown sender).
+func (c *Checker) Authorize(ctx context.Context, r Request) Decision {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if r.Entry == Channel {
+		return c.channelLocked(ctx, r)
+	}
+	return c.entryLocked(r)
+}
+
+// entryLocked is Authorize for the entry points other than Channel,
+// which read no store.
+func (c *Checker) entryLocked(r Request) Decision {
 	switch r.Entry {
 	case Terminal:
 		return Decision{Verdict: Allow, Reason: "the owner's terminal", Role: Owner}
@@ -205,8 +216,6 @@ func (c *Checker) Authorize(r Request) Decision {
 			return Decision{Verdict: Allow, Reason: "the gateway's web chat (loopback or token)", Role: Owner}
 		}
 		return Decision{Reason: "an unauthenticated web request"}
-	case Channel:
-		return c.channelLocked(r)
 	case Cron, Heartbeat, Subagent, MessageTool:
 		role := c.destinationLocked(r.Channel, r.ChatID)
 		switch {
@@ -222,7 +231,7 @@ func (c *Checker) Authorize(r Request) Decision {
 	return Decision{Reason: "an unknown entry point"}
 }
 
-func (c *Checker) channelLocked(r Request) Decision {
+func (c *Checker) channelLocked(ctx context.Context, r Request) Decision {
 	rules, ok := c.Channels[r.Channel]
 	if !ok {
 		return Decision{Reason: "channel " + r.Channel + " is not configured"}
@@ -260,7 +269,7 @@ func (c *Checker) channelLocked(r Request) Decision {
 	}
 	code := c.newCodeLocked()
 	given, paired := "", false
-	err := c.updateLocked(func(s *Book) error {
+	err := c.updateLocked(ctx, func(s *Book) error {
 		// Another process may have paired the sender, or given them a
 		// code (a replica that handled their previous message), since
 		// the book was read: that stays.
@@ -452,12 +461,12 @@ func (c *Checker) newCodeLocked() string {
 
 // Approve pairs the sender of code; it fails on an unknown or expired
 // code.
-func (c *Checker) Approve(code string) (Approval, error) {
+func (c *Checker) Approve(ctx context.Context, code string) (Approval, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	code = strings.ToUpper(strings.TrimSpace(code))
 	var got Approval
-	err := c.updateLocked(func(s *Book) error {
+	err := c.updateLocked(ctx, func(s *Book) error {
 		now := c.now()
 		for i, p := range s.Pending {
 			if p.Code != code {
@@ -505,11 +514,11 @@ func (c *Checker) reloadLocked() {
 // updateLocked changes the book atomically, pending codes expired for
 // an hour dropped. The change is stored even when it fails (a code found
 // expired is removed).
-func (c *Checker) updateLocked(change func(*Book) error) error {
+func (c *Checker) updateLocked(ctx context.Context, change func(*Book) error) error {
 	now := c.now()
 	store := c.pairingsLocked()
 	var cerr error
-	b, err := store.Update(func(b *Book) {
+	b, err := store.Update(ctx, func(b *Book) {
 		b.Pending = slices.DeleteFunc(b.Pending, func(p Pending) bool { return now.Sub(p.Expires) > time.Hour })
 		cerr = change(b)
 	})
@@ -591,8 +600,9 @@ func (f *FilePairings) readLocked() Book {
 	return b
 }
 
-// Update implements Pairings.
-func (f *FilePairings) Update(change func(*Book)) (Book, error) {
+// Update implements Pairings; the file's lock is held briefly by whoever
+// holds it, so ctx is not needed.
+func (f *FilePairings) Update(_ context.Context, change func(*Book)) (Book, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.Path == "" {

@@ -31,16 +31,16 @@ func newChecker(t *testing.T) (*Checker, *time.Time) {
 func TestAuthorize(t *testing.T) {
 	c, _ := newChecker(t)
 	// An allowed sender writes from a chat: the assistant may send there later.
-	if d := c.Authorize(Request{Entry: Channel, Channel: "telegram", SenderID: "111|alice", ChatID: "555"}); d.Verdict != Allow {
+	if d := c.Authorize(t.Context(), Request{Entry: Channel, Channel: "telegram", SenderID: "111|alice", ChatID: "555"}); d.Verdict != Allow {
 		t.Fatal(d)
 	}
 	// A guest (paired) writes from their chat.
-	if _, err := c.pairingsLocked().Update(func(b *Book) {
+	if _, err := c.pairingsLocked().Update(t.Context(), func(b *Book) {
 		b.Approved = append(b.Approved, Approval{Channel: "telegram", SenderID: "888|gus", ChatID: "888"})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if d := c.Authorize(Request{Entry: Channel, Channel: "telegram", SenderID: "888|gus", ChatID: "888"}); d.Verdict != Allow || d.Role != Guest {
+	if d := c.Authorize(t.Context(), Request{Entry: Channel, Channel: "telegram", SenderID: "888|gus", ChatID: "888"}); d.Verdict != Allow || d.Role != Guest {
 		t.Fatal(d)
 	}
 	for _, tc := range []struct {
@@ -96,7 +96,7 @@ func TestAuthorize(t *testing.T) {
 		{"unknown entry", Request{Entry: "sdk"}, Deny, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if d := c.Authorize(tc.r); d.Verdict != tc.want || (tc.want == Allow && d.Role != tc.role) {
+			if d := c.Authorize(t.Context(), tc.r); d.Verdict != tc.want || (tc.want == Allow && d.Role != tc.role) {
 				t.Fatalf("%+v: got %+v, want verdict %v role %q", tc.r, d, tc.want, tc.role)
 			}
 		})
@@ -106,44 +106,44 @@ func TestAuthorize(t *testing.T) {
 func TestPairing(t *testing.T) {
 	c, now := newChecker(t)
 	eve := Request{Entry: Channel, Channel: "telegram", SenderID: "333|eve", ChatID: "333"}
-	d := c.Authorize(eve)
+	d := c.Authorize(t.Context(), eve)
 	if d.Verdict != Pair || !d.NewCode || !regexp.MustCompile(`^[A-Z2-9]{4}-[A-Z2-9]{4}$`).MatchString(d.Code) {
 		t.Fatalf("%+v", d)
 	}
 	// Told once: the second message gets the same code, not announced again.
-	if d2 := c.Authorize(eve); d2.Verdict != Pair || d2.NewCode || d2.Code != d.Code {
+	if d2 := c.Authorize(t.Context(), eve); d2.Verdict != Pair || d2.NewCode || d2.Code != d.Code {
 		t.Fatalf("%+v", d2)
 	}
-	other := c.Authorize(Request{Entry: Channel, Channel: "slack", SenderID: "U2", ChatID: "D2"})
+	other := c.Authorize(t.Context(), Request{Entry: Channel, Channel: "slack", SenderID: "U2", ChatID: "D2"})
 	if other.Code == d.Code {
 		t.Fatal("codes are not unique")
 	}
 	// Another process (nb gateway pair) approves through the store.
 	cli := &Checker{Store: c.Store, Now: c.Now}
-	if _, err := cli.Approve("nope-nope"); err == nil || !strings.Contains(err.Error(), "no pairing code NOPE-NOPE") {
+	if _, err := cli.Approve(t.Context(), "nope-nope"); err == nil || !strings.Contains(err.Error(), "no pairing code NOPE-NOPE") {
 		t.Fatal(err)
 	}
-	a, err := cli.Approve(strings.ToLower(d.Code))
+	a, err := cli.Approve(t.Context(), strings.ToLower(d.Code))
 	if err != nil || a.SenderID != "333|eve" {
 		t.Fatal(a, err)
 	}
-	if _, err := cli.Approve(d.Code); err == nil {
+	if _, err := cli.Approve(t.Context(), d.Code); err == nil {
 		t.Fatal("a code approved twice")
 	}
 	// The running gateway sees it without a restart.
 	*now = now.Add(time.Second) // a different mtime is not needed: size changes too
-	if d := c.Authorize(eve); d.Verdict != Allow {
+	if d := c.Authorize(t.Context(), eve); d.Verdict != Allow {
 		t.Fatalf("%+v", d)
 	}
-	if d := c.Authorize(Request{Entry: MessageTool, Channel: "telegram", ChatID: "333"}); d.Verdict != Allow {
+	if d := c.Authorize(t.Context(), Request{Entry: MessageTool, Channel: "telegram", ChatID: "333"}); d.Verdict != Allow {
 		t.Fatalf("a paired chat is a destination: %+v", d)
 	}
 	// Expired codes cannot be approved; issuing a code keeps approvals.
 	*now = now.Add(CodeLifetime + time.Minute)
-	if _, err := cli.Approve(other.Code); err == nil || !strings.Contains(err.Error(), "expired") {
+	if _, err := cli.Approve(t.Context(), other.Code); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Fatal(err)
 	}
-	if d := c.Authorize(Request{Entry: Channel, Channel: "slack", SenderID: "U3", ChatID: "D3"}); d.Verdict != Pair || !d.NewCode {
+	if d := c.Authorize(t.Context(), Request{Entry: Channel, Channel: "slack", SenderID: "U3", ChatID: "D3"}); d.Verdict != Pair || !d.NewCode {
 		t.Fatal(d)
 	}
 	if len(cli.Approved()) != 1 {
@@ -156,7 +156,7 @@ func TestCorruptedStoreResets(t *testing.T) {
 	var warned string
 	c.Warn = func(s string) { warned = s }
 	os.WriteFile(c.Store, []byte("{not json"), 0o600)
-	if d := c.Authorize(Request{Entry: Channel, Channel: "telegram", SenderID: "4|z", ChatID: "4"}); d.Verdict != Pair {
+	if d := c.Authorize(t.Context(), Request{Entry: Channel, Channel: "telegram", SenderID: "4|z", ChatID: "4"}); d.Verdict != Pair {
 		t.Fatal(d)
 	}
 	if !strings.Contains(warned, "not valid JSON") {
@@ -179,16 +179,16 @@ func TestChangedMeanwhile(t *testing.T) {
 	c, now := newChecker(t)
 	store := &stalePairings{FilePairings: &FilePairings{Path: c.Store}}
 	c.Shared = store
-	if _, err := store.Update(func(b *Book) {
+	if _, err := store.Update(t.Context(), func(b *Book) {
 		b.Approved = append(b.Approved, Approval{Channel: "telegram", SenderID: "333|eve", ChatID: "333"})
 		b.Pending = append(b.Pending, Pending{Code: "ABCD-EFGH", Channel: "slack", SenderID: "U9", Expires: now.Add(time.Minute)})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if d := c.Authorize(Request{Entry: Channel, Channel: "telegram", SenderID: "333|eve", ChatID: "333"}); d.Verdict != Allow {
+	if d := c.Authorize(t.Context(), Request{Entry: Channel, Channel: "telegram", SenderID: "333|eve", ChatID: "333"}); d.Verdict != Allow {
 		t.Fatalf("paired meanwhile: %+v", d)
 	}
-	if d := c.Authorize(Request{Entry: Channel, Channel: "slack", SenderID: "U9", ChatID: "D9"}); d.Verdict != Pair || d.Code != "ABCD-EFGH" || d.NewCode {
+	if d := c.Authorize(t.Context(), Request{Entry: Channel, Channel: "slack", SenderID: "U9", ChatID: "D9"}); d.Verdict != Pair || d.Code != "ABCD-EFGH" || d.NewCode {
 		t.Fatalf("given a code meanwhile: %+v", d)
 	}
 	if n := len(store.FilePairings.Read().Pending); n != 1 {
@@ -220,7 +220,7 @@ func TestPendingBounded(t *testing.T) {
 	var last Decision
 	for i := range MaxPending + 50 {
 		*now = now.Add(time.Millisecond)
-		last = c.Authorize(Request{Entry: Channel, Channel: "slack", SenderID: fmt.Sprint("U", i), ChatID: "D"})
+		last = c.Authorize(t.Context(), Request{Entry: Channel, Channel: "slack", SenderID: fmt.Sprint("U", i), ChatID: "D"})
 		if last.Verdict != Pair || !last.NewCode {
 			t.Fatalf("stranger %d: %+v", i, last)
 		}
@@ -228,7 +228,7 @@ func TestPendingBounded(t *testing.T) {
 	if n := len(c.pairingsLocked().Read().Pending); n != MaxPending {
 		t.Fatalf("%d codes waiting", n)
 	}
-	if _, err := c.Approve(last.Code); err != nil {
+	if _, err := c.Approve(t.Context(), last.Code); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -6,11 +6,11 @@ package access
 // downloads what a message carries, so that a stranger's files are never
 // fetched; Authorize still decides the turn.
 func (c *Checker) Admitted(r Request) bool {
-	if r.Entry != Channel {
-		return c.Authorize(r).Verdict == Allow
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if r.Entry != Channel {
+		return c.entryLocked(r).Verdict == Allow
+	}
 	rules, ok := c.Channels[r.Channel]
 	if !ok || r.SenderID == "" {
 		return false

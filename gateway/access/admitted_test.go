@@ -32,11 +32,11 @@ func TestAdmitted(t *testing.T) {
 	if len(pending) != 0 {
 		t.Fatalf("Admitted issued a pairing code: %+v", pending)
 	}
-	d := c.Authorize(stranger)
+	d := c.Authorize(t.Context(), stranger)
 	if d.Verdict != Pair || !d.NewCode {
 		t.Fatalf("the stranger's first message: %+v", d)
 	}
-	if _, err := c.Approve(d.Code); err != nil {
+	if _, err := c.Approve(t.Context(), d.Code); err != nil {
 		t.Fatal(err)
 	}
 	if !c.Admitted(stranger) {

@@ -72,14 +72,16 @@ func (e Env) MediaDir(channel string) (string, error) {
 // IMAP UID, Matrix's since token), saved so that a receive loop that
 // starts again, here or on another replica, resumes where the last
 // published message left off: no replay, no gap. Load and Save are
-// atomic: a crash leaves the old position or the new one.
+// atomic: a crash leaves the old position or the new one. ctx bounds
+// the I/O of a position kept elsewhere than a file (the bus replicas
+// share).
 type Cursor interface {
 	// Load returns the saved position, "" when there is none yet.
-	Load() (string, error)
+	Load(ctx context.Context) (string, error)
 	// Save replaces the position. A position shared by replicas refuses
 	// to move once another replica has taken it over (ErrPositionTaken):
 	// the channel logs it and goes on, its receive loop about to stop.
-	Save(pos string) error
+	Save(ctx context.Context, pos string) error
 	// String names where the position is kept, for messages.
 	String() string
 }
@@ -120,7 +122,7 @@ func (e Env) FileCursor(channel string) (FileCursor, error) {
 func (c FileCursor) String() string { return c.Path }
 
 // Load implements Cursor.
-func (c FileCursor) Load() (string, error) {
+func (c FileCursor) Load(context.Context) (string, error) {
 	b, err := os.ReadFile(c.Path)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil
@@ -133,7 +135,7 @@ func (c FileCursor) Load() (string, error) {
 
 // Save implements Cursor: the position is written to a temporary file,
 // synced, then renamed over the old one.
-func (c FileCursor) Save(pos string) error {
+func (c FileCursor) Save(_ context.Context, pos string) error {
 	f, err := os.CreateTemp(filepath.Dir(c.Path), ".cursor-*")
 	if err != nil {
 		return fmt.Errorf("save receive position: %w", err)
@@ -162,7 +164,7 @@ func (e Env) Position(ctx context.Context, channel string) (Cursor, string, erro
 	if err != nil {
 		return nil, "", err
 	}
-	pos, err := c.Load()
+	pos, err := c.Load(ctx)
 	return c, pos, err
 }
 

@@ -73,8 +73,8 @@ func (f *features) memory() {
 		MaxMemoryBytes:  d.Limits.MemoryBytes,
 		MaxChunkBytes:   d.Limits.ConsolidationChunkBytes,
 		MaxMessageBytes: d.Limits.ConsolidationMessageBytes,
-		Open: func(_ context.Context, key string) (memory.Session, error) {
-			s, err := gw.Sessions.Get(key)
+		Open: func(ctx context.Context, key string) (memory.Session, error) {
+			s, err := gw.Sessions.Get(ctx, key)
 			if err != nil {
 				return nil, err
 			}
@@ -116,12 +116,12 @@ func (f *features) heartbeat() {
 		Execute: func(ctx context.Context, prompt string) error {
 			// Isolated: the beat's session replays none of its past
 			// beats (the file keeps them).
-			if s, err := gw.Sessions.Get(heartbeat.Session); err == nil {
-				if err := s.ConsolidateAll(); err != nil {
+			if s, err := gw.Sessions.Get(ctx, heartbeat.Session); err == nil {
+				if err := s.ConsolidateAll(ctx); err != nil {
 					return err
 				}
 			}
-			channel, chat := heartbeatTarget(gw.Sessions, gw.Access)
+			channel, chat := heartbeatTarget(ctx, gw.Sessions, gw.Access)
 			_, err := g.RunDirect(ctx, gateway.Direct{
 				Entry: access.Heartbeat, SessionKey: heartbeat.Session,
 				Channel: channel, ChatID: chat, Content: prompt,
@@ -177,8 +177,8 @@ func (f *features) cron() {
 // channel other than cli and system, of a chat that is the owner's (a
 // guest who wrote last never reads the owner's tasks), else cli:direct
 // (not delivered).
-func heartbeatTarget(sessions *gwsession.Manager, checker *access.Checker) (string, string) {
-	infos, err := sessions.List()
+func heartbeatTarget(ctx context.Context, sessions *gwsession.Manager, checker *access.Checker) (string, string) {
+	infos, err := sessions.List(ctx)
 	if err == nil {
 		for _, in := range infos {
 			ch, chat, ok := strings.Cut(in.Key, ":")
@@ -217,8 +217,8 @@ func (c consolidatedSession) Load(context.Context) ([]memory.Message, int, error
 	return c.messages(), c.s.Meta().LastConsolidated, nil
 }
 
-func (c consolidatedSession) SetCursor(_ context.Context, n int) error {
-	return c.s.SetConsolidated(n)
+func (c consolidatedSession) SetCursor(ctx context.Context, n int) error {
+	return c.s.SetConsolidated(ctx, n)
 }
 
 func (c consolidatedSession) messages() []memory.Message {

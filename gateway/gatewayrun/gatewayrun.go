@@ -197,7 +197,7 @@ func Open(ctx context.Context, c *config.Config, o Options) (_ *Gateway, err err
 	if o.Replicas != nil {
 		ns = o.Replicas.namespace
 	}
-	if gw.Sessions, err = openSessions(c, o.Store, ns, log); err != nil {
+	if gw.Sessions, err = openSessions(ctx, c, o.Store, ns, log); err != nil {
 		return nil, err
 	}
 	gw.State = StateFiles(o.StateDir, c.Workspace)

@@ -20,15 +20,15 @@ func TestHeartbeatTargetIsTheOwners(t *testing.T) {
 	}
 	t.Cleanup(func() { sm.Close() })
 	checker := &access.Checker{Store: filepath.Join(dir, "pairing.json"), Channels: map[string]access.ChannelRules{"telegram": {AllowFrom: []string{"1"}}}}
-	(&access.FilePairings{Path: checker.Store}).Update(func(b *access.Book) {
+	(&access.FilePairings{Path: checker.Store}).Update(t.Context(), func(b *access.Book) {
 		b.Approved = append(b.Approved, access.Approval{Channel: "telegram", SenderID: "2", ChatID: "2"})
 	})
 	for _, key := range []string{"telegram:1", "telegram:2"} {
-		s, err := sm.Get(key)
+		s, err := sm.Get(t.Context(), key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Append(state.Event{Who: state.RoleUser, Message: "hi"}); err != nil {
+		if err := s.Append(t.Context(), state.Event{Who: state.RoleUser, Message: "hi"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Sync(); err != nil {
@@ -36,7 +36,7 @@ func TestHeartbeatTargetIsTheOwners(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // the guest's session is the newer
 	}
-	ch, chat := heartbeatTarget(sm, checker)
+	ch, chat := heartbeatTarget(t.Context(), sm, checker)
 	if ch != "telegram" || chat != "1" {
 		t.Fatalf("the heartbeat answers into %s:%s, want the owner's telegram:1", ch, chat)
 	}

@@ -1,6 +1,7 @@
 package gatewayrun
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -18,7 +19,7 @@ import (
 // openSessions opens the sessions of the gateway: in the shared store
 // when there is one, under the namespace ns ("" is "nb"); else the
 // workspace's files.
-func openSessions(c *config.Config, store *storeurl.Store, ns string, log *slog.Logger) (*gwsession.Manager, error) {
+func openSessions(ctx context.Context, c *config.Config, store *storeurl.Store, ns string, log *slog.Logger) (*gwsession.Manager, error) {
 	if store == nil || !store.Shared {
 		m, err := gwsession.NewManager(filepath.Join(c.Workspace, "sessions"))
 		if err != nil {
@@ -38,7 +39,7 @@ func openSessions(c *config.Config, store *storeurl.Store, ns string, log *slog.
 	}
 	m.Warn = func(msg string) { log.Warn(msg) }
 	log.Info("sessions", "in", m.Location(), "namespace", ns)
-	if n := notImported(m, filepath.Join(c.Workspace, "sessions")); n > 0 {
+	if n := notImported(ctx, m, filepath.Join(c.Workspace, "sessions")); n > 0 {
 		log.Warn(fmt.Sprintf("the workspace has %d session files that are not in the store: these conversations start afresh here; nb gateway sessions import moves them (docs/scale-out.md)", n))
 	}
 	return m, nil
@@ -47,12 +48,12 @@ func openSessions(c *config.Config, store *storeurl.Store, ns string, log *slog.
 // notImported counts the session files of dir whose sessions the store
 // of m does not hold (a gateway that was given a store after running on
 // its files).
-func notImported(m *gwsession.Manager, dir string) int {
+func notImported(ctx context.Context, m *gwsession.Manager, dir string) int {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	if len(files) == 0 {
 		return 0
 	}
-	infos, err := m.List()
+	infos, err := m.List(ctx)
 	if err != nil {
 		return 0 // the store's error shows at the first turn
 	}

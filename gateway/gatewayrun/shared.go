@@ -56,7 +56,7 @@ func SharedPairings(ctx context.Context, b *jetstream.Bus, path string, info fun
 		return p, nil
 	}
 	n := 0
-	if _, err := p.Update(func(book *access.Book) { n = book.Merge(file) }); err != nil {
+	if _, err := p.Update(ctx, func(book *access.Book) { n = book.Merge(file) }); err != nil {
 		return nil, fmt.Errorf("bus %s: pairing store: importing %s: %w", b, path, err)
 	}
 	if n > 0 {

@@ -61,7 +61,7 @@ func BenchmarkSessionTurn(b *testing.B) {
 		{Who: state.RoleAI, Message: "Sunny, 21 °C today; rain and 15 °C tomorrow."},
 	}
 	turn := func(m *session.Manager, key string) error {
-		s, err := m.Get(key)
+		s, err := m.Get(ctx, key)
 		if err != nil {
 			return err
 		}
@@ -70,7 +70,7 @@ func BenchmarkSessionTurn(b *testing.B) {
 			return err
 		}
 		defer unlock()
-		if err := s.Append(round...); err != nil {
+		if err := s.Append(ctx, round...); err != nil {
 			return err
 		}
 		return s.Sync()

@@ -161,11 +161,11 @@ func TestFilesToPostgreSQLAndBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Clear(); err != nil {
+	if err := s.Clear(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	in := "fresh"
-	if err := s.Append(state.Event{Who: state.RoleUser, Message: in, Input: &in}); err != nil {
+	if err := s.Append(t.Context(), state.Event{Who: state.RoleUser, Message: in, Input: &in}); err != nil {
 		t.Fatal(err)
 	}
 	unlock()

@@ -41,14 +41,14 @@ func TestHeadStaysTrue(t *testing.T) {
 	m.Now = func() time.Time { return clock }
 	path := filepath.Join(m.Dir, "telegram_12345.jsonl")
 	os.WriteFile(path, []byte(nanobotSession), 0o600)
-	s, err := m.Get("telegram:12345")
+	s, err := m.Get(t.Context(), "telegram:12345")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	say := func(text string) {
 		t.Helper()
-		if err := s.Append(state.Event{Who: state.RoleUser, Message: text, Input: &text}); err != nil {
+		if err := s.Append(t.Context(), state.Event{Who: state.RoleUser, Message: text, Input: &text}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Sync(); err != nil {
@@ -91,7 +91,7 @@ func TestHeadStaysTrue(t *testing.T) {
 	// The file reads back whole, in nb as in nanobot.
 	m2 := newManager(t)
 	m2.Dir = m.Dir
-	s2, err := m2.Get("telegram:12345")
+	s2, err := m2.Get(t.Context(), "telegram:12345")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestLegacySessionMoved(t *testing.T) {
 	m.Warn = func(s string) { said = append(said, s) }
 	os.WriteFile(filepath.Join(m.Dir, "slack_C01.jsonl"), []byte(`{"_type": "metadata", "key": "slack:C01", "created_at": "2026-04-01T10:00:00", "updated_at": "2026-04-01T10:00:00", "metadata": {}, "last_consolidated": 0}`+"\n"), 0o600)
 
-	s, err := m.Get("telegram:12345")
+	s, err := m.Get(t.Context(), "telegram:12345")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestLegacySessionMoved(t *testing.T) {
 		t.Errorf("said %q", said)
 	}
 
-	s, err = m.Get("slack:C01")
+	s, err = m.Get(t.Context(), "slack:C01")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,12 +34,12 @@ func TestSessionNamesInjective(t *testing.T) {
 		if len(name) > 255 || strings.ContainsAny(name, "/\\\n<>:\"|?*") {
 			t.Errorf("%q: unsafe name %q", k, name)
 		}
-		s, err := m.Get(k)
+		s, err := m.Get(t.Context(), k)
 		if err != nil {
 			t.Fatal(err)
 		}
 		in := "I am " + k
-		if err := s.Append(state.Event{Who: state.RoleUser, Message: in, Input: &in}); err != nil {
+		if err := s.Append(t.Context(), state.Event{Who: state.RoleUser, Message: in, Input: &in}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -47,7 +47,7 @@ func TestSessionNamesInjective(t *testing.T) {
 	m2, _ := NewManager(dir) // a restart
 	defer m2.Close()
 	for _, k := range keys {
-		s, err := m2.Get(k)
+		s, err := m2.Get(t.Context(), k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,14 +88,14 @@ func TestSessionLegacyNameAdopted(t *testing.T) {
 `), 0o600)
 	m, _ := NewManager(dir)
 	defer m.Close()
-	other, err := m.Get("web:alice_notes") // not the key of that file
+	other, err := m.Get(t.Context(), "web:alice_notes") // not the key of that file
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(other.History()) != 0 {
 		t.Fatalf("another chat read alice's history: %+v", other.History())
 	}
-	s, err := m.Get("web:alice?notes")
+	s, err := m.Get(t.Context(), "web:alice?notes")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestIdleSessionsClosed(t *testing.T) {
 	m := newManager(t)
 	m.MaxOpen = 50
 	turn := func(key string) {
-		s, err := m.Get(key)
+		s, err := m.Get(t.Context(), key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func TestIdleSessionsClosed(t *testing.T) {
 			t.Fatal(err)
 		}
 		in := "hi"
-		if err := s.Append(state.Event{Who: state.RoleUser, Message: in, Input: &in}, state.Event{Who: state.RoleAI, Message: "hello"}); err != nil {
+		if err := s.Append(t.Context(), state.Event{Who: state.RoleUser, Message: in, Input: &in}, state.Event{Who: state.RoleAI, Message: "hello"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Sync(); err != nil {
@@ -156,14 +156,14 @@ func TestIdleSessionsClosed(t *testing.T) {
 		t.Errorf("%d sessions kept in memory, at most %d wanted", kept, m.MaxOpen)
 	}
 	// A forgotten chat comes back with its history.
-	s, err := m.Get("web:3")
+	s, err := m.Get(t.Context(), "web:3")
 	if err != nil || len(s.History()) != 2 {
 		t.Fatalf("%v %+v", err, s.History())
 	}
 	// Idle ones go after IdleAfter even under MaxOpen.
 	now := time.Now().Add(time.Hour)
 	m.Now = func() time.Time { return now }
-	m.Get("web:new")
+	m.Get(t.Context(), "web:new")
 	m.mu.Lock()
 	kept = len(m.open)
 	m.mu.Unlock()
@@ -183,14 +183,14 @@ func TestSessionStrangerFileMoved(t *testing.T) {
 `), 0o600)
 	m, _ := NewManager(dir)
 	defer m.Close()
-	s, err := m.Get("web:alice:notes")
+	s, err := m.Get(t.Context(), "web:alice:notes")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(s.History()) != 0 || filepath.Base(s.Path) != "web_alice_notes.jsonl" {
 		t.Fatalf("%s reads %+v", s.Path, s.History())
 	}
-	owner, err := m.Get("web:alice_notes")
+	owner, err := m.Get(t.Context(), "web:alice_notes")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -213,8 +213,12 @@ const (
 // it. Callers of one key get the same *Session while it is in use; a
 // session idle for IdleAfter may be forgotten and read again (a caller
 // that kept the old one still works with it, as another process would:
-// its writes take the file's lock and reread what changed).
-func (m *Manager) Get(key string) (*Session, error) {
+// its writes take the file's lock and reread what changed). ctx bounds
+// the read of a session in a store; one already ended fails Get.
+func (m *Manager) Get(ctx context.Context, key string) (*Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("session %s: %w", key, err)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
@@ -223,11 +227,15 @@ func (m *Manager) Get(key string) (*Session, error) {
 		return s, nil
 	}
 	m.sweepLocked(now)
-	load := m.load
+	var (
+		s   *Session
+		err error
+	)
 	if m.st != nil {
-		load = m.loadStored
+		s, err = m.loadStored(ctx, key)
+	} else {
+		s, err = m.load(key)
 	}
-	s, err := load(key)
 	if err != nil {
 		return nil, err
 	}
@@ -304,9 +312,13 @@ type Info struct {
 
 // List describes the sessions on disk, most recently written first. It
 // reads only each file's first line (and its size), as nanobot does.
-func (m *Manager) List() ([]Info, error) {
+// ctx bounds the listing of a store; one already ended fails List.
+func (m *Manager) List(ctx context.Context) ([]Info, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sessions: %w", err)
+	}
 	if m.st != nil {
-		return m.listStored()
+		return m.listStored(ctx)
 	}
 	entries, err := os.ReadDir(m.Dir)
 	if err != nil {
@@ -684,8 +696,8 @@ func (s *Session) decodeLine(line []byte) error {
 	return nil
 }
 
-// History implements agent.Conversation: the messages after the
-// consolidated ones (those live in MEMORY.md and HISTORY.md).
+// History is the messages after the consolidated ones (those live in
+// MEMORY.md and HISTORY.md).
 func (s *Session) History() []state.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -693,11 +705,13 @@ func (s *Session) History() []state.Event {
 	return ev[:len(ev):len(ev)]
 }
 
-// Append implements agent.Conversation: each event becomes a message line,
-// written (not yet synced: see Sync) before Append returns. Partial
-// answers are not kept, as nanobot keeps no failed answer.
-func (s *Session) Append(events ...state.Event) error {
-	return s.held(func() error {
+// Append makes each event a message line, written (not yet synced: see
+// Sync) before Append returns. Partial answers are not kept, as nanobot
+// keeps no failed answer. Outside a turn of this process, ctx bounds
+// the wait for the session and the reread of what others appended (see
+// held); a write, once started, is finished.
+func (s *Session) Append(ctx context.Context, events ...state.Event) error {
+	return s.held(ctx, func() error {
 		now := s.m.now().Format(TimeLayout)
 		var (
 			lines [][]byte
@@ -727,6 +741,27 @@ func (s *Session) Append(events ...state.Event) error {
 		return nil
 	})
 }
+
+// Conversation is the session as the agent's conversation
+// (agent.Conversation) for the turn that runs with ctx: it reads the
+// session's history and appends with ctx.
+func (s *Session) Conversation(ctx context.Context) *Conversation {
+	return &Conversation{s: s, ctx: ctx}
+}
+
+// Conversation is a session seen by one turn's agent (see
+// Session.Conversation). A turn holds its session (Lock), so its appends
+// do not wait: the context matters only to an append made outside one.
+type Conversation struct {
+	s   *Session
+	ctx context.Context //nolint:containedctx // the agent's Conversation takes none: the turn's, for its appends
+}
+
+// History implements agent.Conversation.
+func (c *Conversation) History() []state.Event { return c.s.History() }
+
+// Append implements agent.Conversation.
+func (c *Conversation) Append(events ...state.Event) error { return c.s.Append(c.ctx, events...) }
 
 // Sync makes what was appended durable (fsync): the gateway calls it
 // before it sends a reply.
@@ -855,9 +890,9 @@ func (s *Session) Size() int64 {
 // SetConsolidated advances last_consolidated (memory consolidation moved
 // the messages before n into MEMORY.md and HISTORY.md) by appending a
 // metadata record, synced: the last record read wins, in nb and in
-// nanobot. n never goes back nor past the messages.
-func (s *Session) SetConsolidated(n int) error {
-	return s.held(func() error { return s.consolidateLocked(n) })
+// nanobot. n never goes back nor past the messages. ctx is as Append's.
+func (s *Session) SetConsolidated(ctx context.Context, n int) error {
+	return s.held(ctx, func() error { return s.consolidateLocked(n) })
 }
 
 // consolidateLocked appends the metadata record of last_consolidated n.
@@ -882,18 +917,18 @@ func (s *Session) consolidateLocked(n int) error {
 
 // ConsolidateAll marks every message consolidated, those another
 // process or replica appended included (the heartbeat's isolated
-// session replays none of its past beats).
-func (s *Session) ConsolidateAll() error {
-	return s.held(func() error { return s.consolidateLocked(len(s.events)) })
+// session replays none of its past beats). ctx is as Append's.
+func (s *Session) ConsolidateAll(ctx context.Context) error {
+	return s.held(ctx, func() error { return s.consolidateLocked(len(s.events)) })
 }
 
 // Clear starts the session afresh (/new): the file is replaced, atomically,
 // by one holding only a new metadata record; the old one is kept beside
 // it as <file>.<time>.bak, never lost. In a store, a marker and the new
 // metadata record are appended, in one append: the old messages stay
-// before the marker.
-func (s *Session) Clear() error {
-	return s.held(s.clearLocked)
+// before the marker. ctx is as Append's.
+func (s *Session) Clear(ctx context.Context) error {
+	return s.held(ctx, s.clearLocked)
 }
 
 func (s *Session) clearLocked() error {

@@ -42,7 +42,7 @@ func TestNanobotSessionContinues(t *testing.T) {
 	if err := os.WriteFile(path, []byte(nanobotSession), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := m.Get("telegram:12345")
+	s, err := m.Get(t.Context(), "telegram:12345")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestNanobotSessionContinues(t *testing.T) {
 		t.Fatalf("messages: %+v", msgs)
 	}
 	q := "and tomorrow?"
-	err = s.Append(state.Event{Who: "user", Message: q, Input: &q},
+	err = s.Append(t.Context(), state.Event{Who: "user", Message: q, Input: &q},
 		state.Event{Who: "AI", Message: nil, ToolCalls: []state.ToolCall{{ID: "c2", Name: "exec", Arguments: `{"command":"date"}`}}},
 		state.Event{Who: "tool", Message: "Mon", Result: state.ToolResult{ID: "c2", Name: "exec"}},
 		state.Event{Who: "AI", Message: "Rain.", Partial: true},
@@ -67,7 +67,7 @@ func TestNanobotSessionContinues(t *testing.T) {
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetConsolidated(4); err != nil {
+	if err := s.SetConsolidated(t.Context(), 4); err != nil {
 		t.Fatal(err)
 	}
 	// Every line is what nanobot reads: JSON objects, the first the
@@ -108,7 +108,7 @@ func TestNanobotSessionContinues(t *testing.T) {
 	// Reopened, the session is the same.
 	m.Close()
 	m2 := &Manager{Dir: m.Dir, open: map[string]*Session{}}
-	s2, err := m2.Get("telegram:12345")
+	s2, err := m2.Get(t.Context(), "telegram:12345")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestTornLineQuarantined(t *testing.T) {
 			m.Warn = func(s string) { warned = append(warned, s) }
 			path := filepath.Join(m.Dir, "web_a.jsonl")
 			os.WriteFile(path, []byte(nanobotSession+tail), 0o600)
-			s, err := m.Get("web:a")
+			s, err := m.Get(t.Context(), "web:a")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +168,7 @@ func TestTornLineQuarantined(t *testing.T) {
 			}
 			// The session goes on.
 			in := "next"
-			if err := s.Append(state.Event{Who: "user", Message: in, Input: &in}); err != nil {
+			if err := s.Append(t.Context(), state.Event{Who: "user", Message: in, Input: &in}); err != nil {
 				t.Fatal(err)
 			}
 			s.Sync()
@@ -181,7 +181,7 @@ func TestTornLineQuarantined(t *testing.T) {
 
 func TestNewSessionFile(t *testing.T) {
 	m := newManager(t)
-	s, err := m.Get("cli:direct")
+	s, err := m.Get(t.Context(), "cli:direct")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,8 +197,8 @@ func TestNewSessionFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := "hi"
-	s.Append(state.Event{Who: "user", Message: in, Input: &in})
-	if err := s.Clear(); err != nil {
+	s.Append(t.Context(), state.Event{Who: "user", Message: in, Input: &in})
+	if err := s.Clear(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if len(s.History()) != 0 || len(readLines(t, s.Path)) != 1 {
@@ -207,7 +207,7 @@ func TestNewSessionFile(t *testing.T) {
 	if b, _ := filepath.Glob(s.Path + ".*.bak"); len(b) != 1 {
 		t.Fatalf("backup %v", b)
 	}
-	infos, err := m.List()
+	infos, err := m.List(t.Context())
 	if err != nil || len(infos) != 1 || infos[0].Key != "cli:direct" {
 		t.Fatalf("%v %v", infos, err)
 	}
@@ -236,7 +236,7 @@ func BenchmarkLoad10MB(b *testing.B) {
 	b.SetBytes(10 << 20)
 	for b.Loop() {
 		m := &Manager{Dir: dir, open: map[string]*Session{}}
-		if _, err := m.Get("web:big"); err != nil {
+		if _, err := m.Get(b.Context(), "web:big"); err != nil {
 			b.Fatal(err)
 		}
 		m.Close()
@@ -258,7 +258,7 @@ func TestLoad10MB(t *testing.T) {
 	for range 3 {
 		m := &Manager{Dir: dir, open: map[string]*Session{}}
 		start, cpu := time.Now(), cpuTime()
-		s, err := m.Get("web:big")
+		s, err := m.Get(t.Context(), "web:big")
 		if d := time.Since(start); d < best {
 			best = d
 		}
@@ -282,8 +282,8 @@ func TestTwoProcesses(t *testing.T) {
 	m1 := newManager(t)
 	m2 := &Manager{Dir: m1.Dir, open: map[string]*Session{}}
 	defer m2.Close()
-	s1, _ := m1.Get("cli:direct")
-	s2, _ := m2.Get("cli:direct")
+	s1, _ := m1.Get(t.Context(), "cli:direct")
+	s2, _ := m2.Get(t.Context(), "cli:direct")
 	unlock, err := s2.Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +294,7 @@ func TestTwoProcesses(t *testing.T) {
 	}
 	cancel()
 	in := "from the terminal"
-	s2.Append(state.Event{Who: "user", Message: in, Input: &in}, state.Event{Who: "AI", Message: "ok"})
+	s2.Append(t.Context(), state.Event{Who: "user", Message: in, Input: &in}, state.Event{Who: "AI", Message: "ok"})
 	s2.Sync()
 	unlock()
 	unlock1, err := s1.Lock(context.Background())

@@ -88,13 +88,13 @@ const readTimeout = time.Minute
 
 // loadStored reads the session of key from the store, without holding
 // it: a session never stored is created when its first line is written.
-func (m *Manager) loadStored(key string) (*Session, error) {
+func (m *Manager) loadStored(ctx context.Context, key string) (*Session, error) {
 	conv, err := m.st.store.Open(m.st.bot, EndUser, key)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", key, err)
 	}
 	s := &Session{Key: key, Path: conv.HistoryLocation(), m: m, conv: conv}
-	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	h, err := conv.History(ctx)
 	if err != nil {
@@ -203,9 +203,11 @@ func (s *Session) storeLocked(lines [][]byte) error {
 
 // held runs fn with s.mu held and the session held: in the turn of this
 // process that holds it (Lock) when there is one, else under a hold of
-// its own (the file's lock, a short exchange of the store) taken after
-// rereading what other processes or replicas appended.
-func (s *Session) held(fn func() error) error {
+// its own (the file's lock, a short exchange of the store) taken with
+// ctx after rereading what other processes or replicas appended. ctx
+// does not cut fn short: a write to a store whose end was not seen would
+// leave it unknown whether it was stored (the store bounds its writes).
+func (s *Session) held(ctx context.Context, fn func() error) error {
 	s.mu.Lock()
 	if s.holds {
 		defer s.mu.Unlock()
@@ -213,7 +215,7 @@ func (s *Session) held(fn func() error) error {
 	}
 	s.mu.Unlock()
 	// Not under s.mu: the goroutine of a turn beginning now needs it.
-	unlock, err := s.Lock(context.Background())
+	unlock, err := s.Lock(ctx)
 	if err != nil {
 		return err
 	}
@@ -332,8 +334,8 @@ func (s *Session) clearStoredLocked() error {
 }
 
 // listStored lists the sessions of the store, most recent first.
-func (m *Manager) listStored() ([]Info, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+func (m *Manager) listStored(ctx context.Context) ([]Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	l, err := m.st.store.List(ctx, m.st.bot)
 	if err != nil {

@@ -315,13 +315,17 @@ func (s *Server) subscribe(chat string, c *conn) {
 	s.conns[chat][c] = true
 }
 
-// loadChatsLocked reads the web sessions from the sessions folder, once.
-func (s *Server) loadChatsLocked() {
+// loadChatsLocked reads the web sessions from the sessions folder, once
+// (again at the next call when ctx ended before they were read).
+func (s *Server) loadChatsLocked(ctx context.Context) {
 	if s.chats != nil {
 		return
 	}
+	list, err := s.Sessions.List(ctx)
+	if err != nil && ctx.Err() != nil {
+		return
+	}
 	s.chats = map[string]time.Time{}
-	list, err := s.Sessions.List()
 	if err != nil {
 		s.log().Warn("web chat: cannot list the sessions", "error", err)
 		return
@@ -335,10 +339,13 @@ func (s *Server) loadChatsLocked() {
 
 // answered records that chat was answered; it reports whether the chat
 // is new to the list.
-func (s *Server) answered(chat string) bool {
+func (s *Server) answered(ctx context.Context, chat string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.loadChatsLocked()
+	s.loadChatsLocked(ctx)
+	if s.chats == nil {
+		return false // ctx ended: read at the next call, this chat with them
+	}
 	_, known := s.chats[chat]
 	s.chats[chat] = time.Now()
 	return !known
@@ -346,7 +353,7 @@ func (s *Server) answered(chat string) bool {
 
 func (s *Server) sendSessions(ctx context.Context, c *conn) {
 	s.mu.Lock()
-	s.loadChatsLocked()
+	s.loadChatsLocked(ctx)
 	out := make([]SessionInfo, 0, len(s.chats))
 	for chat, at := range s.chats {
 		out = append(out, SessionInfo{ChatID: chat, UpdatedAt: at})
@@ -408,7 +415,7 @@ func (s *Server) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	if delivered == 0 {
 		return "", &channel.Undeliverable{Reason: fmt.Sprintf("the web chat of %s went away: %v", m.ChatID, last)}
 	}
-	if m.Kind == bus.Message && s.answered(m.ChatID) {
+	if m.Kind == bus.Message && s.answered(ctx, m.ChatID) {
 		for _, c := range targets {
 			s.sendSessions(ctx, c) // a new session in the list
 		}

@@ -101,7 +101,7 @@ func TestWebChatOverWebsocket(t *testing.T) {
 	if err := wsjson.Read(ctx, ws, &f); err != nil || f.Type != "sessions" || len(f.Sessions) != 1 || f.Sessions[0].ChatID != "c1" {
 		t.Fatalf("%+v %v", f, err)
 	}
-	sess, _ := g.Sessions.Get("web:c1")
+	sess, _ := g.Sessions.Get(t.Context(), "web:c1")
 	if sess.Len() != 2 {
 		t.Fatal(sess.Len())
 	}

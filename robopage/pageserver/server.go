@@ -370,7 +370,8 @@ func plain(w http.ResponseWriter, code int, msg string) {
 
 // CheckAddress refuses an address that other machines can reach unless
 // allowRemote is set and a token protects the server: the API runs
-// programs on this machine.
+// programs on this machine. Its refusal is an *AddressError, which a
+// front-end words with its own flags.
 func CheckAddress(addr string, allowRemote bool, token string) error {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("address %s: %v; write host:port, for example 127.0.0.1:8000", addr, err)
@@ -379,12 +380,27 @@ func CheckAddress(addr string, allowRemote bool, token string) error {
 		return nil
 	}
 	if !allowRemote {
-		return fmt.Errorf("refusing to listen on %s: other machines could run programs here; use a loopback address (127.0.0.1:8000), or pass --allow-remote with --token", addr)
+		return &AddressError{Addr: addr}
 	}
 	if token == "" {
-		return fmt.Errorf("--allow-remote needs --token (or ROBOPAGES_TOKEN): without one anybody who reaches %s can run programs here", addr)
+		return &AddressError{Addr: addr, NeedsToken: true}
 	}
 	return nil
+}
+
+// AddressError is CheckAddress's refusal of an address other machines
+// can reach: not allowed at all, or allowed (NeedsToken) but without a
+// token to protect the server.
+type AddressError struct {
+	Addr       string
+	NeedsToken bool
+}
+
+func (e *AddressError) Error() string {
+	if e.NeedsToken {
+		return fmt.Sprintf("listening on %s needs a token: without one anybody who reaches it can run programs here", e.Addr)
+	}
+	return fmt.Sprintf("refusing to listen on %s: other machines could run programs here; use a loopback address (127.0.0.1:8000)", e.Addr)
 }
 
 // Limits bound what clients can hold of a server: slow requests are cut

@@ -3,6 +3,7 @@ package pageserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -346,6 +347,24 @@ func TestCheckAddress(t *testing.T) {
 		err := CheckAddress(tt.addr, tt.remote, tt.token)
 		if (err == nil) != tt.ok {
 			t.Errorf("CheckAddress(%q, %v, %q) = %v", tt.addr, tt.remote, tt.token, err)
+		}
+	}
+}
+
+// CheckAddress's refusals are typed, and name no flag: the front-end
+// words the advice with its own.
+func TestCheckAddressTyped(t *testing.T) {
+	for _, tt := range []struct {
+		remote     bool
+		needsToken bool
+	}{{false, false}, {true, true}} {
+		err := CheckAddress("0.0.0.0:8000", tt.remote, "")
+		var ae *AddressError
+		if !errors.As(err, &ae) || ae.Addr != "0.0.0.0:8000" || ae.NeedsToken != tt.needsToken {
+			t.Errorf("CheckAddress(remote %v) = %#v, want an *AddressError, NeedsToken %v", tt.remote, err, tt.needsToken)
+		}
+		if err != nil && strings.Contains(err.Error(), "--") {
+			t.Errorf("the library's message names a flag: %q", err)
 		}
 	}
 }

@@ -266,7 +266,7 @@ func (cl *cli) gatewayPair(ctx context.Context, args []string) error {
 		return err
 	}
 	defer done()
-	ap, err := checker.Approve(fs.Arg(0))
+	ap, err := checker.Approve(ctx, fs.Arg(0))
 	if err != nil {
 		return err
 	}

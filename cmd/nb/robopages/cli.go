@@ -315,7 +315,7 @@ func (c *command) serve(args []string) error {
 		token = c.lookupEnv("ROBOPAGES_TOKEN")
 	}
 	if err := pageserver.CheckAddress(addr, allowRemote, token); err != nil {
-		return err
+		return addressAdvice(err)
 	}
 	lib, err := c.load(c.pagesPath(*path), filter)
 	if err != nil {
@@ -693,4 +693,16 @@ func (c *command) create(args []string) error {
 	}
 	fmt.Fprintf(c.stdout, "wrote %s\n", name)
 	return nil
+}
+
+// addressAdvice words CheckAddress's refusal with serve's flags.
+func addressAdvice(err error) error {
+	var ae *pageserver.AddressError
+	switch {
+	case !errors.As(err, &ae):
+		return err
+	case ae.NeedsToken:
+		return fmt.Errorf("--allow-remote needs --token (or ROBOPAGES_TOKEN): without one anybody who reaches %s can run programs here", ae.Addr)
+	}
+	return fmt.Errorf("refusing to listen on %s: other machines could run programs here; use a loopback address (127.0.0.1:8000), or pass --allow-remote with --token", ae.Addr)
 }

@@ -237,9 +237,14 @@ func Dial(ctx context.Context, rawURL, name string, opt Options) (*Bus, error) {
 }
 
 // cleanErr drops the nats: prefix of the client's errors.
-func cleanErr(err error) error {
-	return errors.New(strings.TrimPrefix(err.Error(), "nats: "))
-}
+func cleanErr(err error) error { return cleanError{err} }
+
+// cleanError is a client's error without its "nats: " prefix, still
+// wrapping it (a context's error stays one for errors.Is).
+type cleanError struct{ err error }
+
+func (e cleanError) Error() string { return strings.TrimPrefix(e.err.Error(), "nats: ") }
+func (e cleanError) Unwrap() error { return e.err }
 
 // Open opens the bus on a connection the caller keeps (and closes after
 // the bus). It sets the connection's reconnect handler.

@@ -68,9 +68,10 @@ func (p *Pairings) Read() access.Book {
 
 // Update implements access.Pairings: change is applied to the book read
 // from the server and written at its revision, again from a fresh read
-// when another replica wrote first.
-func (p *Pairings) Update(change func(*access.Book)) (access.Book, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+// when another replica wrote first. ctx bounds the exchanges with the
+// server.
+func (p *Pairings) Update(ctx context.Context, change func(*access.Book)) (access.Book, error) {
+	ctx, cancel := context.WithTimeout(ctx, stateTimeout)
 	defer cancel()
 	for range 50 {
 		b, rev, err := p.latest(ctx)

@@ -36,20 +36,20 @@ func TestPairingShared(t *testing.T) {
 	a, _ := replicaChecker(t, s.URL())
 	b, _ := replicaChecker(t, s.URL())
 	eve := access.Request{Entry: access.Channel, Channel: "telegram", SenderID: "333|eve", ChatID: "333"}
-	d := a.Authorize(eve)
+	d := a.Authorize(t.Context(), eve)
 	if d.Verdict != access.Pair || !d.NewCode {
 		t.Fatalf("%+v", d)
 	}
 	// Another replica handles eve's next message: the same code, not a
 	// new one.
-	if d2 := b.Authorize(eve); d2.Verdict != access.Pair || d2.Code != d.Code || d2.NewCode {
+	if d2 := b.Authorize(t.Context(), eve); d2.Verdict != access.Pair || d2.Code != d.Code || d2.NewCode {
 		t.Fatalf("b: %+v, a gave %s", d2, d.Code)
 	}
 	approved := time.Now()
-	if _, err := b.Approve(d.Code); err != nil {
+	if _, err := b.Approve(t.Context(), d.Code); err != nil {
 		t.Fatal(err)
 	}
-	for a.Authorize(eve).Verdict != access.Allow {
+	for a.Authorize(t.Context(), eve).Verdict != access.Allow {
 		if time.Since(approved) > 2*time.Second {
 			t.Fatal("the approval given on b is not honoured by a")
 		}
@@ -57,11 +57,11 @@ func TestPairingShared(t *testing.T) {
 	}
 	t.Logf("honoured by the other replica after %v", time.Since(approved))
 	// The message tool may write to eve's chat from either replica.
-	if a.Authorize(access.Request{Entry: access.MessageTool, Channel: "telegram", ChatID: "333"}).Verdict != access.Allow {
+	if a.Authorize(t.Context(), access.Request{Entry: access.MessageTool, Channel: "telegram", ChatID: "333"}).Verdict != access.Allow {
 		t.Fatal("eve's chat is not a destination")
 	}
 	// A code is approved once, wherever.
-	if _, err := a.Approve(d.Code); err == nil {
+	if _, err := a.Approve(t.Context(), d.Code); err == nil {
 		t.Fatal("a code approved twice")
 	}
 }
@@ -80,7 +80,7 @@ func TestPairingConcurrentUpdates(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := p.Update(func(b *access.Book) {
+			if _, err := p.Update(t.Context(), func(b *access.Book) {
 				b.Approved = append(b.Approved, access.Approval{Channel: "slack", SenderID: fmt.Sprint("U", i)})
 			}); err != nil {
 				t.Error(err)
@@ -104,14 +104,14 @@ func TestPairingImport(t *testing.T) {
 	s := natstest.Start(t)
 	a, pa := replicaChecker(t, s.URL())
 	file := &access.FilePairings{Path: filepath.Join(t.TempDir(), "pairing.json")}
-	if _, err := file.Update(func(b *access.Book) {
+	if _, err := file.Update(t.Context(), func(b *access.Book) {
 		b.Approved = append(b.Approved, access.Approval{Channel: "telegram", SenderID: "222|dan", ChatID: "222"})
 	}); err != nil {
 		t.Fatal(err)
 	}
 	imported := func(f *access.FilePairings) int {
 		n := 0
-		if _, err := pa.Update(func(b *access.Book) { n = b.Merge(f.Read()) }); err != nil {
+		if _, err := pa.Update(t.Context(), func(b *access.Book) { n = b.Merge(f.Read()) }); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -122,11 +122,11 @@ func TestPairingImport(t *testing.T) {
 	if n := imported(file); n != 0 {
 		t.Fatalf("imported %d again", n)
 	}
-	if d := a.Authorize(access.Request{Entry: access.Channel, Channel: "telegram", SenderID: "222|dan"}); d.Verdict != access.Allow {
+	if d := a.Authorize(t.Context(), access.Request{Entry: access.Channel, Channel: "telegram", SenderID: "222|dan"}); d.Verdict != access.Allow {
 		t.Fatalf("the imported approval: %+v", d)
 	}
 	b, _ := replicaChecker(t, s.URL())
-	if d := b.Authorize(access.Request{Entry: access.Channel, Channel: "telegram", SenderID: "222|dan"}); d.Verdict != access.Allow {
+	if d := b.Authorize(t.Context(), access.Request{Entry: access.Channel, Channel: "telegram", SenderID: "222|dan"}); d.Verdict != access.Allow {
 		t.Fatalf("the imported approval on another replica: %+v", d)
 	}
 }
@@ -141,13 +141,13 @@ func TestPairingAfterServerRestart(t *testing.T) {
 	eve := access.Request{Entry: access.Channel, Channel: "telegram", SenderID: "333|eve", ChatID: "333"}
 	deadline := time.Now().Add(10 * time.Second)
 	var d access.Decision
-	for d = b.Authorize(eve); d.Verdict != access.Pair; d = b.Authorize(eve) {
+	for d = b.Authorize(t.Context(), eve); d.Verdict != access.Pair; d = b.Authorize(t.Context(), eve) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no code after the restart: %+v", d)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, err := b.Approve(d.Code); err != nil {
+	if _, err := b.Approve(t.Context(), d.Code); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(2 * time.Second)

@@ -16,8 +16,7 @@ import (
 )
 
 // stateTimeout bounds one read or write of a receive position or of the
-// pairing book (their callers have no context: a position is saved
-// between two receives, a code given within a message's check).
+// pairing book, within their callers' contexts.
 const stateTimeout = 10 * time.Second
 
 // Positions keeps the channels' receive positions (channel.Cursor) in the
@@ -104,7 +103,7 @@ func (c *Position) open(ctx context.Context, file channel.Cursor) (conflict bool
 	p := c.p
 	e, err := p.kv.Get(ctx, c.key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		pos, ferr := file.Load()
+		pos, ferr := file.Load(ctx)
 		if ferr != nil {
 			return false, fmt.Errorf("%w: the position to start from: %w", errUnreadable, ferr)
 		}
@@ -156,7 +155,7 @@ func (c *Position) String() string {
 
 // Load implements channel.Cursor: the position taken over by Open, or
 // the last saved.
-func (c *Position) Load() (string, error) {
+func (c *Position) Load(context.Context) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.pos, nil
@@ -164,11 +163,12 @@ func (c *Position) Load() (string, error) {
 
 // Save implements channel.Cursor: a write at the revision this opening
 // last wrote. When another replica opened the position since, it fails
-// with channel.ErrPositionTaken and changes nothing.
-func (c *Position) Save(pos string) error {
+// with channel.ErrPositionTaken and changes nothing. ctx bounds the
+// exchanges with the server.
+func (c *Position) Save(ctx context.Context, pos string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	ctx, cancel := context.WithTimeout(ctx, stateTimeout)
 	defer cancel()
 	for range 3 {
 		rev, err := c.p.kv.Update(ctx, c.key, c.encode(pos), c.rev)

@@ -23,7 +23,7 @@ func fileCursor(t *testing.T, saved string) channel.FileCursor {
 		t.Fatal(err)
 	}
 	if saved != "" {
-		if err := c.Save(saved); err != nil {
+		if err := c.Save(t.Context(), saved); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -42,7 +42,7 @@ func positions(t *testing.T, url, id string, log *slog.Logger) *jetstream.Positi
 
 func load(t *testing.T, c channel.Cursor) string {
 	t.Helper()
-	s, err := c.Load()
+	s, err := c.Load(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestPositionsShared(t *testing.T) {
 		t.Fatalf("a fresh position is %q", got)
 	}
 	for _, pos := range []string{"100101", "100102", "100105"} {
-		if err := ca.Save(pos); err != nil {
+		if err := ca.Save(t.Context(), pos); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,17 +80,17 @@ func TestPositionsShared(t *testing.T) {
 		t.Fatalf("b resumes from %q, want a's 100105", got)
 	}
 	// a has lost its election but does not know yet: its save is refused.
-	err = ca.Save("100106")
+	err = ca.Save(t.Context(), "100106")
 	if !errors.Is(err, channel.ErrPositionTaken) {
 		t.Fatalf("a stale receive loop saved: %v", err)
 	}
 	if !strings.Contains(err.Error(), key) {
 		t.Fatalf("the error does not name the position: %v", err)
 	}
-	if err := cb.Save("100104"); err != nil { // b replays a little: its save is the one that counts
+	if err := cb.Save(t.Context(), "100104"); err != nil { // b replays a little: its save is the one that counts
 		t.Fatal(err)
 	}
-	if err := ca.Save("100200"); !errors.Is(err, channel.ErrPositionTaken) {
+	if err := ca.Save(t.Context(), "100200"); !errors.Is(err, channel.ErrPositionTaken) {
 		t.Fatalf("a stale receive loop saved: %v", err)
 	}
 	// a is elected again later: it resumes from b's position.
@@ -101,7 +101,7 @@ func TestPositionsShared(t *testing.T) {
 	if got := load(t, ca2); got != "100104" {
 		t.Fatalf("a resumes from %q, want b's 100104", got)
 	}
-	if err := cb.Save("100110"); !errors.Is(err, channel.ErrPositionTaken) {
+	if err := cb.Save(t.Context(), "100110"); !errors.Is(err, channel.ErrPositionTaken) {
 		t.Fatalf("b, no longer elected, saved: %v", err)
 	}
 	// Another account's position is another key.
@@ -163,7 +163,7 @@ func TestPositionsMigrateFromFile(t *testing.T) {
 	}
 	time.Sleep(10 * time.Millisecond)
 	for _, c := range opened {
-		if c != nil && c.Save("1700000000:900") == nil {
+		if c != nil && c.Save(t.Context(), "1700000000:900") == nil {
 			ok++
 		}
 	}
@@ -193,7 +193,7 @@ func BenchmarkPositionSave(b *testing.B) {
 			b.Fatal(err)
 		}
 		for i := 0; b.Loop(); i++ {
-			if err := c.Save(strconv.Itoa(100000 + i)); err != nil {
+			if err := c.Save(b.Context(), strconv.Itoa(100000+i)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -201,7 +201,7 @@ func BenchmarkPositionSave(b *testing.B) {
 	b.Run("file", func(b *testing.B) {
 		c, _ := channel.Env{StateDir: b.TempDir()}.FileCursor("telegram")
 		for i := 0; b.Loop(); i++ {
-			if err := c.Save(strconv.Itoa(100000 + i)); err != nil {
+			if err := c.Save(b.Context(), strconv.Itoa(100000+i)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -241,7 +241,7 @@ func (c *Channel) handle(ctx context.Context, in channel.Inbox, m *discordgo.Mes
 	me, done := c.me, id <= last
 	c.mu.Unlock()
 	if done || m.Author == nil || m.Author.ID == me || m.Author.Bot {
-		c.advance(m.ChannelID, id)
+		c.advance(ctx, m.ChannelID, id)
 		return
 	}
 	if !known && id > 0 {
@@ -249,7 +249,7 @@ func (c *Channel) handle(ctx context.Context, in channel.Inbox, m *discordgo.Mes
 		// before this message, so that a restart while the message is
 		// not yet durable catches it up (catchUp fetches only the
 		// channels it knows).
-		c.advance(m.ChannelID, id-1)
+		c.advance(ctx, m.ChannelID, id-1)
 	}
 	group := m.GuildID != ""
 	mentioned := !group
@@ -287,11 +287,11 @@ func (c *Channel) handle(ctx context.Context, in channel.Inbox, m *discordgo.Mes
 	if !channel.PublishDurably(ctx, in, in2, c.log, 100*time.Millisecond) {
 		return
 	}
-	c.advance(m.ChannelID, id)
+	c.advance(ctx, m.ChannelID, id)
 }
 
 // advance records the channel's last handed-over message and saves all.
-func (c *Channel) advance(ch string, id uint64) {
+func (c *Channel) advance(ctx context.Context, ch string, id uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if id <= c.last[ch] {
@@ -303,7 +303,7 @@ func (c *Channel) advance(ch string, id uint64) {
 		out[k] = strconv.FormatUint(v, 10)
 	}
 	b, _ := json.Marshal(out)
-	if err := c.cursor.Save(string(b)); err != nil {
+	if err := c.cursor.Save(ctx, string(b)); err != nil {
 		c.log.Error("discord: saving positions", "err", err)
 	}
 }

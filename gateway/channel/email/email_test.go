@@ -26,6 +26,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/channeltest"
@@ -209,7 +210,9 @@ func startPoll(t *testing.T, cfg Config, env channel.Env, poll time.Duration) *h
 	}
 	c.poll, c.retryBase, c.timeout = poll, 5*time.Millisecond, 2*time.Second
 	c.idleRefresh = min(10*poll, time.Hour)
-	h := &harness{ch: c, in: &channeltest.Inbox{}, logs: logs}
+	// The gateway's inbox admits whom allowFrom names.
+	in := &channeltest.Inbox{Admit: func(m bus.Inbound) bool { return access.Matches(Name, c.cfg.AllowFrom, m.SenderID) }}
+	h := &harness{ch: c, in: in, logs: logs}
 	t.Cleanup(func() {
 		if l := logs.String(); strings.Contains(l, imapPass) || strings.Contains(l, smtpPass) {
 			t.Errorf("a password is in the logs:\n%s", l)

@@ -113,7 +113,7 @@ func (c *Channel) session(ctx context.Context, in channel.Inbox, cursor channel.
 			next--
 		}
 		*pos = position{validity: sel.UIDValidity, uid: next}
-		if err := cursor.Save(pos.String()); err != nil {
+		if err := cursor.Save(ctx, pos.String()); err != nil {
 			return err
 		}
 	}
@@ -192,7 +192,7 @@ func (c *Channel) fetchNew(ctx context.Context, client *imapclient.Client, watch
 	slices.Sort(uids)
 	for _, uid := range uids {
 		watchdog.Reset(c.timeout) // the time a mail takes, not a batch
-		m, why, refused, err := c.read(ctx, client, uid, fmt.Sprintf("%d:%d", pos.validity, uid))
+		m, why, refused, err := c.read(ctx, in, client, uid, fmt.Sprintf("%d:%d", pos.validity, uid))
 		if err != nil {
 			return err
 		}
@@ -222,7 +222,7 @@ func (c *Channel) fetchNew(ctx context.Context, client *imapclient.Client, watch
 			}
 		}
 		pos.uid = uint32(uid)
-		if err := cursor.Save(pos.String()); err != nil {
+		if err := cursor.Save(ctx, pos.String()); err != nil {
 			c.log.Error("email: saving the mailbox position", "err", err)
 		}
 		if flag != QuarantineFlag && on(c.cfg.MarkSeen) {
@@ -254,7 +254,7 @@ func (c *Channel) store(client *imapclient.Client, uid imap.UID, flag imap.Flag)
 // the header admits it (refusal). It returns the message to hand over,
 // or why it is not answered, or the error that refuses it (a
 // *LimitError: quarantined); err is the connection's failure, or ctx's.
-func (c *Channel) read(ctx context.Context, client *imapclient.Client, uid imap.UID, key string) (m bus.Inbound, why string, refused, err error) {
+func (c *Channel) read(ctx context.Context, in channel.Inbox, client *imapclient.Client, uid imap.UID, key string) (m bus.Inbound, why string, refused, err error) {
 	header := &imap.FetchItemBodySection{Specifier: imap.PartSpecifierHeader, Peek: true, Partial: &imap.SectionPartial{Size: int64(c.limits.HeaderBytes) + 1}}
 	msgs, err := client.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{UID: true, RFC822Size: true, BodySection: []*imap.FetchItemBodySection{header}}).Collect()
 	if err != nil {
@@ -274,7 +274,7 @@ func (c *Channel) read(ctx context.Context, client *imapclient.Client, uid imap.
 	case herr != nil:
 		return m, "unreadable header: " + herr.Error(), nil, nil
 	}
-	if why := c.refusal(hd, time.Now()); why != "" {
+	if why := c.refusal(in, hd, time.Now()); why != "" {
 		return m, why, nil, nil
 	}
 	body := &imap.FetchItemBodySection{Peek: true}

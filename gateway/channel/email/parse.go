@@ -19,7 +19,6 @@ import (
 	htmltomarkdown "github.com/JohannesKaufmann/html-to-markdown/v2"
 	"golang.org/x/text/encoding/htmlindex"
 
-	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 )
@@ -68,16 +67,17 @@ func (c *Channel) readHead(raw []byte) (head, error) {
 
 // refusal says why a mail is not handed to the assistant, decided on its
 // header alone so that nothing more of it is read: the automatic
-// responders' marks (RFC 3834, mailing lists, bounces), a sender that
-// allowFrom does not name (its attachments are never fetched), a From
+// responders' marks (RFC 3834, mailing lists, bounces), a sender the
+// gateway would not answer (channel.Admits: allowFrom does not name
+// them; their attachments are never fetched), a From
 // the receiving server did not authenticate, a correspondent answered
 // maxRepliesPerHour times in the last hour, a copy of a mail answered
 // already. "" when the mail is to be read.
-func (c *Channel) refusal(hd head, now time.Time) string {
+func (c *Channel) refusal(in channel.Inbox, hd head, now time.Time) string {
 	if why := c.noReply(hd.h, hd.addr); why != "" {
 		return why
 	}
-	if !access.Matches(Name, c.cfg.AllowFrom, hd.addr) {
+	if !channel.Admits(in, bus.Inbound{Channel: Name, SenderID: hd.addr, ChatID: hd.addr}) {
 		return "the sender is not in channels.email.allowFrom (mail not read, attachments not fetched)"
 	}
 	if why := c.unauthenticated(hd.h, hd.addr); why != "" {

@@ -53,7 +53,7 @@ func loadReplied(ctx context.Context, env channel.Env) (*repliedSet, error) {
 
 func (r *repliedSet) has(id string) bool { return r != nil && r.ids[id] }
 
-func (r *repliedSet) add(id string) error {
+func (r *repliedSet) add(ctx context.Context, id string) error {
 	if r == nil || id == "" || r.ids[id] {
 		return nil
 	}
@@ -65,7 +65,7 @@ func (r *repliedSet) add(id string) error {
 		}
 		r.order = append([]string(nil), r.order[len(r.order)-keepReplied:]...)
 	}
-	return r.file.Save(strings.Join(r.order, "\n"))
+	return r.file.Save(ctx, strings.Join(r.order, "\n"))
 }
 
 // Send mails m's text to its correspondent. An answer (m.ReplyTo, the
@@ -117,9 +117,9 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	}
 	c.mu.Lock()
 	c.answered.add(addr, now)
-	err = c.replied.add(key)
+	err = c.replied.add(ctx, key)
 	if err == nil && t.messageID != "" {
-		err = c.replied.add(copyKey(addr, t.messageID))
+		err = c.replied.add(ctx, copyKey(addr, t.messageID))
 	}
 	c.mu.Unlock()
 	if err != nil {

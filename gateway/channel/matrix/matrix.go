@@ -287,7 +287,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		first = false
 		if resp.NextBatch != "" && resp.NextBatch != since {
 			since = resp.NextBatch
-			if err := cursor.Save(since); err != nil {
+			if err := cursor.Save(ctx, since); err != nil {
 				// The bus drops the replay a stale token would cause.
 				c.log.Error("matrix: saving the sync token", "err", err)
 			}

@@ -228,7 +228,7 @@ func (l *loop) session(ctx context.Context, p watchPayload) {
 		if p.Cursor != nil {
 			next = max(next, *p.Cursor)
 		}
-		l.save(sid, next)
+		l.save(ctx, sid, next)
 		return
 	}
 	for _, e := range p.Events {
@@ -246,11 +246,11 @@ func (l *loop) session(ctx context.Context, p watchPayload) {
 		next = max(next, *p.Cursor)
 	}
 	if next != cur {
-		l.save(sid, next)
+		l.save(ctx, sid, next)
 	}
 }
 
-func (l *loop) save(sid string, cur int64) {
+func (l *loop) save(ctx context.Context, sid string, cur int64) {
 	c := l.c
 	c.mu.Lock()
 	if cur < c.cursors[sid] {
@@ -260,7 +260,7 @@ func (l *loop) save(sid string, cur int64) {
 	c.cursors[sid] = cur
 	data, _ := json.Marshal(cursors{SchemaVersion: 1, UpdatedAt: time.Now().UTC().Format(time.RFC3339), Cursors: c.cursors})
 	c.mu.Unlock()
-	if err := l.cursor.Save(string(data)); err != nil {
+	if err := l.cursor.Save(ctx, string(data)); err != nil {
 		c.log.Warn("mochat: saving the session cursors", "err", err, "where", l.cursor.String())
 	}
 }

@@ -143,7 +143,7 @@ func TestPollingFallbackAndCursors(t *testing.T) {
 	}
 	stop()
 	saved, _ := env.FileCursor(Name)
-	pos, _ := saved.Load()
+	pos, _ := saved.Load(t.Context())
 	if !strings.Contains(pos, `"session_a":2`) || !strings.Contains(pos, `"schemaVersion":1`) {
 		t.Errorf("saved cursors %s", pos)
 	}

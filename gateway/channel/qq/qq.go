@@ -414,7 +414,7 @@ func (c *Channel) session(ctx context.Context, in channel.Inbox, pos *position, 
 	go heartbeat(sctx, stop, conn, time.Duration(h.Interval)*time.Millisecond, lastSeq, acked)
 	save := func() {
 		b, _ := json.Marshal(pos)
-		if err := cursor.Save(string(b)); err != nil {
+		if err := cursor.Save(ctx, string(b)); err != nil {
 			c.log.Error("qq: saving the receive position", "err", err)
 		}
 	}

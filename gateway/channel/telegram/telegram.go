@@ -271,7 +271,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 				}
 			}
 			offset = u.UpdateID + 1
-			if err := cursor.Save(strconv.FormatInt(offset, 10)); err != nil {
+			if err := cursor.Save(ctx, strconv.FormatInt(offset, 10)); err != nil {
 				// The bus drops the replay a stale offset would cause.
 				c.log.Error("telegram: saving the update offset", "err", err)
 			}

@@ -134,7 +134,7 @@ func (c *Channel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.offset = u.UpdateID + 1
-	if err := h.cursor.Save(strconv.FormatInt(h.offset, 10)); err != nil {
+	if err := h.cursor.Save(r.Context(), strconv.FormatInt(h.offset, 10)); err != nil {
 		c.log.Error("telegram: saving the update offset", "err", err)
 	}
 }

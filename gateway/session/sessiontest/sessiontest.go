@@ -56,6 +56,7 @@ func Run(t *testing.T, h Harness) {
 		{"WaitingTurnOfOneReplica", testWaitingTurn},
 		{"List", testList},
 		{"Reread", testReread},
+		{"Context", testContext},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
@@ -65,7 +66,7 @@ func Run(t *testing.T, h Harness) {
 // Get returns the session of key, failing the test on an error.
 func Get(t *testing.T, m *session.Manager, key string) *session.Session {
 	t.Helper()
-	s, err := m.Get(key)
+	s, err := m.Get(t.Context(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func turn(t *testing.T, s *session.Session, events ...state.Event) {
 	t.Helper()
 	unlock := lock(t, s)
 	defer unlock()
-	if err := s.Append(events...); err != nil {
+	if err := s.Append(t.Context(), events...); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Sync(); err != nil {
@@ -158,7 +159,7 @@ func testMetadataLastWins(t *testing.T, h Harness) {
 	s := Get(t, r.A, "web:m")
 	turn(t, s, user("1"), ai("2"), user("3"), ai("4"))
 	for _, n := range []int{1, 3, 2, 99} {
-		if err := s.SetConsolidated(n); err != nil {
+		if err := s.SetConsolidated(t.Context(), n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -183,12 +184,12 @@ func testNew(t *testing.T, h Harness) {
 	r := h.New(t)
 	s := Get(t, r.A, "cli:direct")
 	turn(t, s, user("old"), ai("old answer"))
-	if err := s.SetConsolidated(1); err != nil {
+	if err := s.SetConsolidated(t.Context(), 1); err != nil {
 		t.Fatal(err)
 	}
 	before := s.Meta()
 	unlock := lock(t, s)
-	if err := s.Clear(); err != nil {
+	if err := s.Clear(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	unlock()
@@ -239,7 +240,7 @@ func testLockExcludes(t *testing.T, h Harness) {
 		unlock()
 	}()
 	time.Sleep(100 * time.Millisecond)
-	if err := a.Append(user("first"), ai("answer")); err != nil {
+	if err := a.Append(t.Context(), user("first"), ai("answer")); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Sync(); err != nil {
@@ -271,12 +272,12 @@ func testWriteOutsideTurn(t *testing.T, h Harness) {
 	turn(t, a, user("beat 1"), ai("ok"))
 	unlock := lock(t, a)
 	done := make(chan error, 1)
-	go func() { done <- b.SetConsolidated(2) }()
-	if err := a.Append(user("beat 2")); err != nil {
+	go func() { done <- b.SetConsolidated(t.Context(), 2) }()
+	if err := a.Append(t.Context(), user("beat 2")); err != nil {
 		t.Fatal(err)
 	}
 	a.Sync()
-	if err := a.SetConsolidated(1); err != nil { // in its own turn
+	if err := a.SetConsolidated(t.Context(), 1); err != nil { // in its own turn
 		t.Fatal(err)
 	}
 	unlock()
@@ -332,11 +333,11 @@ func testLost(t *testing.T, h Harness) {
 	defer unlockA()
 	r.KillA()
 	unlock := lock(t, b)
-	if err := b.Append(ai("from B")); err != nil {
+	if err := b.Append(t.Context(), ai("from B")); err != nil {
 		t.Fatal(err)
 	}
 	unlock()
-	err := a.Append(ai("from the lost turn"))
+	err := a.Append(t.Context(), ai("from the lost turn"))
 	if !errors.Is(err, state.ErrLost) {
 		t.Fatalf("append of a lost turn: %v, want ErrLost", err)
 	}
@@ -382,11 +383,11 @@ func testConcurrentSessions(t *testing.T, h Harness) {
 				if j%2 == 1 {
 					m = r.B
 				}
-				s, err := m.Get(key)
+				s, err := m.Get(t.Context(), key)
 				if err == nil {
 					var unlock func()
 					if unlock, err = s.Lock(context.Background()); err == nil {
-						err = s.Append(user(fmt.Sprintf("q%d", j)), ai(fmt.Sprintf("a%d", j)))
+						err = s.Append(t.Context(), user(fmt.Sprintf("q%d", j)), ai(fmt.Sprintf("a%d", j)))
 						if err == nil {
 							err = s.Sync()
 						}
@@ -434,14 +435,14 @@ func testOneSessionTwoReplicas(t *testing.T, h Harness) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := m.Get("telegram:one")
+			s, err := m.Get(t.Context(), "telegram:one")
 			for j := 0; err == nil && j < turns; j++ {
 				var unlock func()
 				if unlock, err = s.Lock(context.Background()); err != nil {
 					break
 				}
 				n := s.Len()
-				err = s.Append(user(fmt.Sprintf("r%d-%d after %d", i, j, n)))
+				err = s.Append(t.Context(), user(fmt.Sprintf("r%d-%d after %d", i, j, n)))
 				unlock()
 			}
 			errs <- err
@@ -476,7 +477,7 @@ func testList(t *testing.T, h Harness) {
 		turn(t, Get(t, r.A, key), user("hi "+key))
 		time.Sleep(20 * time.Millisecond) // distinct times, files' too
 	}
-	infos, err := r.B.List()
+	infos, err := r.B.List(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -529,7 +530,7 @@ func testWaitingTurn(t *testing.T, h Harness) {
 		un()
 	}()
 	time.Sleep(200 * time.Millisecond) // the second turn waits
-	if err := s.Append(ai("during")); err != nil {
+	if err := s.Append(t.Context(), ai("during")); err != nil {
 		t.Fatal(err)
 	}
 	unlock()
@@ -540,5 +541,49 @@ func testWaitingTurn(t *testing.T, h Harness) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the waiting turn never got the session")
+	}
+}
+
+// testContext: the context of a call reaches the sessions' store. Get
+// and List with a context already cancelled fail with its error; a
+// write outside a turn (Append, SetConsolidated, ConsolidateAll, Clear)
+// waiting for the other replica's turn gives up when its context ends,
+// and writes nothing.
+func testContext(t *testing.T, h Harness) {
+	r := h.New(t)
+	turn(t, Get(t, r.A, "telegram:ctx"), user("kept"))
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := r.B.Get(cancelled, "telegram:ctx"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Get with a cancelled context: %v, want context.Canceled", err)
+	}
+	if _, err := r.B.Get(cancelled, "telegram:other"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Get of a new session with a cancelled context: %v, want context.Canceled", err)
+	}
+	if _, err := r.B.List(cancelled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("List with a cancelled context: %v, want context.Canceled", err)
+	}
+	a, b := Get(t, r.A, "telegram:ctx"), Get(t, r.B, "telegram:ctx")
+	unlock := lock(t, a)
+	writes := map[string]func(context.Context) error{
+		"Append":          func(ctx context.Context) error { return b.Append(ctx, user("not kept")) },
+		"SetConsolidated": func(ctx context.Context) error { return b.SetConsolidated(ctx, 1) },
+		"ConsolidateAll":  func(ctx context.Context) error { return b.ConsolidateAll(ctx) },
+		"Clear":           func(ctx context.Context) error { return b.Clear(ctx) },
+	}
+	for name, write := range writes {
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		err := write(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s while the other replica holds the session: %v, want context.DeadlineExceeded", name, err)
+		}
+	}
+	unlock()
+	o := Get(t, r.B, "telegram:ctx")
+	unlock = lock(t, o)
+	defer unlock()
+	if got := texts(o.History()); !same(got, []string{"kept"}) || o.Meta().LastConsolidated != 0 {
+		t.Fatalf("after the writes that gave up: %q, last_consolidated %d; want [kept], 0", got, o.Meta().LastConsolidated)
 	}
 }
