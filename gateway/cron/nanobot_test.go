@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/nbots/nb/gateway/replica"
 	"github.com/nbots/nb/internal/testbuf"
 )
 
@@ -143,7 +144,7 @@ func TestStartSkipsMissedRuns(t *testing.T) {
 		sleepUntil(time.Date(2026, 6, 1, 12, 30, 0, 0, time.UTC))
 		r := &runs{}
 		var log testbuf.Buffer
-		s := &Scheduler{Store: st, RunJob: r.run, Log: slog.New(slog.NewTextHandler(&log, nil))}
+		s := &Scheduler{Store: st, Claims: &replica.Local{}, RunJob: r.run, Log: slog.New(slog.NewTextHandler(&log, nil))}
 		if err := s.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +227,7 @@ func TestBrokenJobReported(t *testing.T) {
 	os.MkdirAll(filepath.Dir(st.Path), 0o700)
 	os.WriteFile(st.Path, []byte(data), 0o600)
 	var log testbuf.Buffer
-	s := &Scheduler{Store: st, RunJob: (&runs{}).run, Log: slog.New(slog.NewTextHandler(&log, nil))}
+	s := &Scheduler{Store: st, Claims: &replica.Local{}, RunJob: (&runs{}).run, Log: slog.New(slog.NewTextHandler(&log, nil))}
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
