@@ -84,6 +84,13 @@ const (
 	Warning
 	// Error says the exchange failed (Err); SessionEnd follows.
 	Error
+	// AssistantTextStart comes before the first text of a round (Round;
+	// none for a non-streamed answer, before its Answer).
+	AssistantTextStart
+	// ToolOutput is a piece of a tool's output while it runs (Call, Text,
+	// Stream: "stdout" or "stderr"), exec's as the command prints it. For
+	// people watching: the model gets the result, and ToolEnd has it whole.
+	ToolOutput
 )
 
 // The final states of SessionEnd.
@@ -106,6 +113,7 @@ var kindNames = map[EventKind]string{
 	RoundStart: "round_start", RoundEnd: "round_end", ToolStart: "tool_call_start", ToolEnd: "tool_call_end",
 	Retry: "retry", Waiting: "waiting", SessionStart: "session_start", SessionEnd: "session_end", UserInput: "user_input",
 	SteeringInjected: "steering_injected", TurnLimit: "turn_limit", LoopDetection: "loop_detection", Warning: "warning", Error: "error",
+	AssistantTextStart: "assistant_text_start", ToolOutput: "tool_call_output_delta",
 }
 
 // Event is something a front-end may show.
@@ -119,6 +127,8 @@ type Event struct {
 	// Output and IsError are a tool's result (ToolEnd).
 	Output  any
 	IsError bool
+	// Stream is where a ToolOutput's text came from: stdout or stderr.
+	Stream string
 	// Round counts the provider requests of the exchange, from 1
 	// (RoundStart, RoundEnd).
 	Round int
@@ -647,6 +657,9 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 		resp, err := a.Provider.Complete(ctx, req, func(ev provider.Event) {
 			switch ev.Kind {
 			case provider.TextDelta:
+				if partial.Len() == 0 && ev.Text != "" {
+					a.emit(Event{Kind: AssistantTextStart, Round: round})
+				}
 				partial.WriteString(ev.Text)
 				a.emit(Event{Kind: TextDelta, Text: ev.Text})
 			case provider.ReasoningDelta:
@@ -819,6 +832,9 @@ func (a *Agent) finish(ctx context.Context, resp *provider.Response, stream bool
 			if err != nil {
 				return nil, err
 			}
+		}
+		if res.Display != "" {
+			a.emit(Event{Kind: AssistantTextStart})
 		}
 		a.emit(Event{Kind: Answer, Text: res.Display})
 	}

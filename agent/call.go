@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/tool"
@@ -56,7 +57,10 @@ func (a *Agent) callTool(ctx context.Context, call tool.Call) (string, bool, err
 				j.result, j.isError = fmt.Sprintf("the tool %s failed: %v", call.Name, p), true
 			}
 		}()
-		out, err := t.Run(a.scriptContext(ctx), call)
+		var live sync.Mutex
+		toolCtx, done := a.liveContext(ctx, call, &live)
+		defer done()
+		out, err := t.Run(toolCtx, call)
 		switch r := out.(type) {
 		case *tool.Result:
 			if r != nil {

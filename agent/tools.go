@@ -105,7 +105,10 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response) ([]tool.C
 		}
 	}
 
+	var live sync.Mutex // the round's calls show their output one piece at a time
 	run := func(j *job) {
+		toolCtx, done := a.liveContext(ctx, j.call, &live)
+		defer done()
 		defer func() {
 			// A broken tool must not take the conversation down: its
 			// panic is its result, as an error would be.
@@ -113,7 +116,7 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response) ([]tool.C
 				j.result, j.isError, j.done = fmt.Sprintf("the tool %s failed: %v", j.call.Name, p), true, true
 			}
 		}()
-		out, err := j.tool.Run(a.scriptContext(ctx), j.call)
+		out, err := j.tool.Run(toolCtx, j.call)
 		switch r := out.(type) {
 		case *tool.Result:
 			if r != nil {

@@ -119,10 +119,14 @@ type Frame struct {
 
 	// Kind is an event's kind (event: session_start, session_end,
 	// user_input, steering_injected, turn_limit, loop_detection,
-	// warning, error), with Message its text, Step the round of a
-	// turn_limit, IsError set on the loop_detection that stops the run,
-	// ContextTokens and ContextBudget a warning's figures.
+	// warning, error, assistant_text_start, tool_call_output_delta), with
+	// Message its text, Step the round of a turn_limit or an
+	// assistant_text_start, IsError set on the loop_detection that stops
+	// the run, ContextTokens and ContextBudget a warning's figures; a
+	// tool_call_output_delta has the call's ID and Name, the Delta its tool
+	// printed and the Stream it printed it on (stdout, stderr).
 	Kind          string `json:"kind,omitempty"`
+	Stream        string `json:"stream,omitempty"`
 	ContextTokens int    `json:"context_tokens,omitempty"`
 	ContextBudget int    `json:"context_budget,omitempty"`
 

@@ -652,6 +652,17 @@ func (r *Run) protocolID(providerID string) string {
 func (r *Run) onEvent(ev agent.Event) {
 	if r.req.Events {
 		if f := eventFrame(ev); f != nil {
+			switch ev.Kind {
+			case agent.AssistantTextStart:
+				r.mu.Lock()
+				f.Step = r.step
+				r.mu.Unlock()
+			case agent.ToolOutput:
+				if ev.Call == nil {
+					return
+				}
+				f.ID, f.Name, f.Stream, f.Delta, f.Message = r.protocolID(ev.Call.ID), r.wireName(ev.Call.Name), ev.Stream, ev.Text, ""
+			}
 			r.out(f)
 		}
 	}
@@ -708,10 +719,12 @@ func (r *Run) onEvent(ev agent.Event) {
 
 // eventFrame is the event frame of the loop's events the other frames do
 // not carry (the reference's session, input, steering, limit, loop,
-// warning and error events); nil for the others.
+// warning and error events, the start of a round's text and a tool's
+// output as it runs); nil for the others.
 func eventFrame(ev agent.Event) *agentproto.Frame {
 	switch ev.Kind {
-	case agent.SessionStart, agent.SessionEnd, agent.UserInput, agent.SteeringInjected, agent.TurnLimit, agent.LoopDetection, agent.Warning, agent.Error:
+	case agent.SessionStart, agent.SessionEnd, agent.UserInput, agent.SteeringInjected, agent.TurnLimit, agent.LoopDetection, agent.Warning, agent.Error,
+		agent.AssistantTextStart, agent.ToolOutput:
 	default:
 		return nil
 	}

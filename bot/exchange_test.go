@@ -233,3 +233,27 @@ func TestEventLog(t *testing.T) {
 		t.Errorf("the log holds what was written:\n%s", out)
 	}
 }
+
+// A command's live output reaches the event log as its length only, as
+// every text does.
+func TestEventLogLiveOutput(t *testing.T) {
+	fake := openaitest.New(providertest.Scripted(
+		providertest.Reply{Calls: []providertest.Call{{ID: "c1", Name: "exec", Arguments: `{"command":"printf 'the s\\145cret output\\n'"}`}}},
+		reply("done")))
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	var buf testbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b, err := New(context.Background(), cartridgeFor(t, srv.URL, "builtins: {exec: {workspace: "+t.TempDir()+", sandbox: off}}\n"), Host{EventLog: log, Environ: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if _, err := b.Ask(context.Background(), Exchange{Mode: cartridge.Eval}, "run it"); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "kind=tool_call_output_delta tool=exec call=c1 chars=18") || strings.Contains(out, "secret") {
+		t.Errorf("the log:\n%s", out)
+	}
+}

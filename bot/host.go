@@ -193,7 +193,7 @@ func (h Host) logEvent(ev agent.Event) {
 		attrs = append(attrs, "tool", ev.Call.Name, "call", ev.Call.ID)
 	}
 	switch ev.Kind {
-	case agent.TextDelta, agent.Answer, agent.Reasoning, agent.UserInput, agent.SteeringInjected, agent.Feedback:
+	case agent.TextDelta, agent.Answer, agent.Reasoning, agent.UserInput, agent.SteeringInjected, agent.Feedback, agent.ToolOutput:
 		attrs = append(attrs, "chars", len(ev.Text)) // what users and models wrote stays out of the log
 	case agent.RoundStart:
 		attrs = append(attrs, "provider", ev.Provider, "model", ev.Model, "context_tokens", ev.ContextTokens, "context_budget", ev.ContextBudget)

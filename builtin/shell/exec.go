@@ -310,7 +310,7 @@ func (t *Exec) run(ctx context.Context, command string, timeout time.Duration) (
 	cmd.Dir = t.cfg.Workspace
 
 	stdout, stderr := newCapture(t.cfg.MaxOutput), newCapture(t.cfg.MaxOutput)
-	drained, err := pipeOutput(cmd, stdout, stderr)
+	drained, err := pipeOutput(cmd, stdout, stderr, tool.LiveOutputFrom(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("exec: %v", err)
 	}
@@ -391,7 +391,9 @@ func exitText(state *os.ProcessState) string {
 	return fmt.Sprint(state.ExitCode())
 }
 
-// drain copies a command's output pipes into captures. The pipes are
+// drain copies a command's output pipes into captures, and as it comes
+// to the exchange's live output (tool.LiveOutputFrom) when it has one,
+// so a front-end shows a long command's progress. The pipes are
 // os.Pipe files handed to the command, so Wait does not wait for them:
 // a background process that keeps them open cannot hold the call; the
 // reading ends after the group is reaped, or after a grace period.
@@ -400,9 +402,10 @@ type drain struct {
 	wg               sync.WaitGroup
 }
 
-func pipeOutput(cmd *exec.Cmd, stdout, stderr *capture) (*drain, error) {
+func pipeOutput(cmd *exec.Cmd, stdout, stderr *capture, live tool.LiveOutput) (*drain, error) {
 	d := &drain{}
-	for _, sink := range []*capture{stdout, stderr} {
+	for i, sink := range []*capture{stdout, stderr} {
+		shown := tool.NewLiveWriter(live, [2]string{"stdout", "stderr"}[i])
 		r, w, err := os.Pipe()
 		if err != nil {
 			d.abort()
@@ -413,11 +416,15 @@ func pipeOutput(cmd *exec.Cmd, stdout, stderr *capture) (*drain, error) {
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
+			defer shown.Flush()
 			buf := make([]byte, 32<<10)
 			for {
 				n, err := r.Read(buf)
 				if n > 0 {
 					sink.Write(buf[:n])
+					if shown != nil {
+						shown.Write(buf[:n])
+					}
 				}
 				if err != nil {
 					return

@@ -586,7 +586,7 @@ func TestPTYWaitingStatus(t *testing.T) {
 	ptyCartridge(t, dir, url, "")
 	c := startNB(t, dir, nil, "bot.yml", "-", "eval", "wait 3s")
 	c.expect("waiting for openai gpt-4o-mini… 2s")
-	c.expect("\x1b[K")
+	c.expect("\x1b[J") // erased, with the lines under it
 	c.expect("echo: wait 3s")
 	if code := c.exitCode(); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
@@ -731,4 +731,33 @@ func TestPTYREPLSIGTERM(t *testing.T) {
 			t.Errorf("exit code %d, want 143", code)
 		}
 	})
+}
+
+// In the REPL, a command's output shows under the running line while it
+// runs: the command prints a line, then waits for a file the test writes
+// only when that line is on the terminal (without live output it would
+// wait its three seconds and say "never"); the lines are erased when the
+// result comes, and the model gets the whole output.
+func TestPTYREPLLiveToolOutput(t *testing.T) {
+	dir := t.TempDir()
+	url, rec := fakeOpenAI(t)
+	ptyCartridge(t, dir, url, "builtins:\n  exec: {workspace: "+dir+", sandbox: off}\nsafety: {tools: {confirmable: false}}\n")
+	c := startNB(t, dir, nil, "bot.yml", "-", "repl")
+	c.expect("🤖> ")
+	// \151 is i: the command as shown in the feedback does not say compiling.
+	// No semicolons: the fake splits calls at them.
+	c.send(`call exec {"command":"printf 'comp\\151ling step 1\\n'\nfor i in $(seq 300)\ndo [ -e go-on ] && break\nsleep 0.01\ndone\n[ -e go-on ] || echo never"}` + "\r")
+	c.expect("running exec")
+	c.expect("  compiling step 1")
+	if err := os.WriteFile(filepath.Join(dir, "go-on"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.expect("\x1b[J")
+	c.expect("tool exec said: compiling step 1")
+	c.expect("🤖> ")
+	c.send("exit\r")
+	c.exitCode()
+	if last := rec.Bodies()[len(rec.Bodies())-1]; !bytes.Contains(last, []byte(`{"content":"compiling step 1\nExit code: 0","role":"tool"`)) {
+		t.Errorf("the model got: %s", last)
+	}
 }

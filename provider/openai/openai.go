@@ -1,8 +1,10 @@
 // Package openai speaks the OpenAI Chat Completions API
 // (POST /v1/chat/completions), streamed over server-sent events. It also
 // serves every OpenAI-compatible server (vLLM, llama.cpp's server, LM Studio,
-// OpenRouter, Groq) through credentials.address. With provider.options.api:
-// responses it speaks the Responses API instead (responses.go).
+// OpenRouter, Groq) through credentials.address. It speaks the Responses
+// API instead (responses.go) with provider.options.api: responses, and by
+// default for OpenAI's reasoning models on OpenAI's own address
+// (ResponsesByDefault).
 package openai
 
 import (
@@ -54,12 +56,17 @@ func New(cfg provider.Config) (provider.Provider, error) {
 	if org := cfg.Credential("organization", "organization-id"); org != "" {
 		headers["OpenAI-Organization"] = org
 	}
-	switch api := cfg.Option("api"); api {
-	case "", "chat":
+	api := cfg.Option("api")
+	switch api {
+	case "":
+		if official && ResponsesByDefault(cfg.Settings) {
+			return newResponses(cfg, address, headers, effort)
+		}
+	case "chat":
 	case "responses":
 		return newResponses(cfg, address, headers, effort)
 	default:
-		return nil, fmt.Errorf("%s: provider.options.api: %q is not an API nb speaks (chat, the default, or responses)", ID, api)
+		return nil, fmt.Errorf("%s: provider.options.api: %q is not an API nb speaks (chat or responses)", ID, api)
 	}
 	return &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/chat/completions"), headers: headers, official: official, effort: effort}, nil
 }

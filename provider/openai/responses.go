@@ -19,7 +19,8 @@ const ResponsesKey = "openai-responses"
 
 // ResponsesClient speaks OpenAI's Responses API (POST /v1/responses,
 // https://platform.openai.com/docs/api-reference/responses), chosen with
-// provider.options.api: responses. Reasoning items travel across tool
+// provider.options.api: responses, and by default for OpenAI's reasoning
+// models on OpenAI's own address (ResponsesByDefault). Reasoning items travel across tool
 // rounds with their encrypted content (store: false, include
 // reasoning.encrypted_content), so a reasoning model keeps its thoughts
 // between calls without the server keeping anything; with
@@ -52,10 +53,15 @@ func (c *ResponsesClient) ID() string { return ID }
 // settings.
 var responsesSampling = provider.SamplingNames{Temperature: "temperature", TopP: "top_p", MaxTokens: "max_output_tokens"}
 
-// Body builds the request body: the cartridge's settings verbatim, then
+// Body builds the request body: the cartridge's settings (with the Chat
+// Completions names of the answer's limit, the reasoning effort and the
+// verbosity moved to their Responses places), then
 // instructions (the system text), input items, tools, stream and store.
 func (c *ResponsesClient) Body(req provider.Request) (map[string]any, error) {
 	body := c.cfg.BodyFor(req)
+	if err := renameForResponses(body); err != nil {
+		return nil, err
+	}
 	msgs := req.Messages
 	if c.store {
 		if id, rest := continuation(msgs); id != "" {

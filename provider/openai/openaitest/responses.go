@@ -19,7 +19,8 @@ import (
 // a stored response) and answers with a response object or the
 // documented event stream (response.created, response.in_progress,
 // response.output_item.added/done, response.content_part.added/done,
-// response.output_text.delta/done, response.reasoning_summary_text.delta,
+// response.output_text.delta/done, response.reasoning_summary_part.added/done,
+// response.reasoning_summary_text.delta/done,
 // response.function_call_arguments.delta/done, response.completed or
 // response.incomplete), each event with its sequence_number, written in
 // small pieces. A reply's Reasoning becomes a reasoning item with a
@@ -259,10 +260,12 @@ func (s *Responses) stream(w http.ResponseWriter, model, id string, reply provid
 		send("response.output_item.added", map[string]any{"output_index": i, "item": added})
 		switch item["type"] {
 		case "reasoning":
+			send("response.reasoning_summary_part.added", map[string]any{"item_id": item["id"], "output_index": i, "summary_index": 0, "part": map[string]any{"type": "summary_text", "text": ""}})
 			for _, p := range providertest.Split(reply.Reasoning, 5) {
 				send("response.reasoning_summary_text.delta", map[string]any{"item_id": item["id"], "output_index": i, "summary_index": 0, "delta": p})
 			}
 			send("response.reasoning_summary_text.done", map[string]any{"item_id": item["id"], "output_index": i, "summary_index": 0, "text": reply.Reasoning})
+			send("response.reasoning_summary_part.done", map[string]any{"item_id": item["id"], "output_index": i, "summary_index": 0, "part": map[string]any{"type": "summary_text", "text": reply.Reasoning}})
 		case "message":
 			send("response.content_part.added", map[string]any{"item_id": item["id"], "output_index": i, "content_index": 0, "part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
 			for _, c := range reply.Chunks {
