@@ -551,6 +551,10 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	if err := run.Cancel(ctx); err != nil {
+		if se := (*server.Error)(nil); errors.As(err, &se) {
+			h.srv.WriteError(w, r, err) // another replica runs it
+			return
+		}
 		h.fail(w, r, http.StatusAccepted, "the run is stopping (%v): GET /pipelines/%s says when it has", err, run.ID())
 		return
 	}

@@ -382,7 +382,9 @@ func (r *storedRun) Follow(ctx context.Context, after int64, fn func(Event) erro
 		if err != nil {
 			return err
 		}
-		if info.Done && info.Events <= after {
+		// The last events of a run that ended are written when its
+		// replica releases it (or its lease expires).
+		if info.Done && info.Holder == "" && info.Events <= after {
 			return nil
 		}
 		if err := r.s.Store.Wait(ctx, id, after); err != nil {
