@@ -328,7 +328,13 @@ func (r *storedRun) Info() Info {
 	}
 	info.Events, info.CurrentNode = si.Events, si.Node
 	if data, err := r.s.Store.Checkpoint(ctx, r.info.ID); err == nil && data != nil {
-		if cp, err := engine.ParseCheckpoint("run "+r.info.ID, data); err == nil {
+		// Read as it is: a run ended before its first node finished has
+		// a checkpoint that only says how it ended.
+		var cp engine.Checkpoint
+		if json.Unmarshal(data, &cp) == nil {
+			if cp.CompletedNodes == nil {
+				cp.CompletedNodes = []string{}
+			}
 			info.CompletedNodes, info.Steps, info.Tokens, info.CurrentNode = cp.CompletedNodes, cp.Steps, cp.Tokens, cp.CurrentNode
 			if si.Done {
 				info.FailureReason = cp.FailureReason
