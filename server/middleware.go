@@ -357,3 +357,24 @@ func (s *Server) logRequest(r *http.Request, info *reqInfo, w *statusWriter, d t
 	}
 	s.log.LogAttrs(ctx, level, "request", attrs...)
 }
+
+// OwnerContext is a context for work the server does for owner (a value
+// of Owner) outside a request, such as a pipeline run that another
+// replica started and this one took over: it carries owner's token, so
+// that the token's cartridges and limits apply. It fails when no token
+// of this server has that name.
+func (s *Server) OwnerContext(ctx context.Context, owner string) (context.Context, error) {
+	info := &reqInfo{id: newRequestID()}
+	if owner != "" {
+		for _, t := range s.opts.Tokens {
+			if "token:"+t.Name == owner {
+				info.token = t
+				break
+			}
+		}
+		if info.token == nil {
+			return nil, fmt.Errorf("no token of this server is %s", owner)
+		}
+	}
+	return context.WithValue(context.WithValue(ctx, infoKey{}, info), leasesKey{}, &catalog.Leases{}), nil
+}

@@ -18,7 +18,6 @@ import (
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/server/nanobots"
 	"github.com/nbots/nb/server/openaiapi"
-	"github.com/nbots/nb/server/pipelinesrv"
 )
 
 // isServeCommand tells nb serve from a cartridge named serve
@@ -209,10 +208,12 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		return err
 	}
 	defer closeAgents()
-	if *pipeRuns == "" {
-		*pipeRuns = pipelinesrv.DefaultRunsDir(a.Getenv)
+	closePipelines, err := a.mountPipelines(ctx, srv, host, *storeURL, *pipeRuns, *replicaDead, log)
+	if err != nil {
+		srv.Close()
+		return err
 	}
-	defer pipelinesrv.Mount(srv, pipelinesrv.Options{RunsDir: *pipeRuns, Host: host}).Close()
+	defer closePipelines()
 
 	lns, err := server.Listen(*listen)
 	if err != nil {

@@ -16,6 +16,7 @@ package runstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -50,6 +51,10 @@ type Info struct {
 	// Vars and Cartridge are the run's --set variables and cartridge.
 	Vars      map[string]string `json:"vars,omitempty"`
 	Cartridge string            `json:"cartridge,omitempty"`
+	// Extra is what the program that created the run keeps with it, as
+	// JSON (nb serve: the run's owner and parameters); stores keep it as
+	// it is.
+	Extra json.RawMessage `json:"extra,omitempty"`
 	// Created is when Create stored it.
 	Created time.Time `json:"created"`
 

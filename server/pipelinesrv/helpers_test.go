@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nbots/nb/pipeline/runstore"
 	"io"
 	"log/slog"
 	"net"
@@ -69,6 +70,8 @@ type fixtureOpts struct {
 	// dir and runs, when set, are the served folder and the run folders
 	// (another server's: a restart).
 	dir, runs string
+	// store, when set, keeps the runs (a Stored).
+	store runstore.Store
 }
 
 func newFixture(t *testing.T, o fixtureOpts) *fixture {
@@ -109,7 +112,11 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 		t.Fatal(err)
 	}
 	f.srv = srv
-	f.h = Mount(srv, Options{RunsDir: f.runs, Host: host, WorkDir: t.TempDir(), Heartbeat: 50 * time.Millisecond})
+	var runs Runs
+	if o.store != nil {
+		runs = &Stored{Store: o.store, Dir: f.runs}
+	}
+	f.h = Mount(srv, Options{Runs: runs, RunsDir: f.runs, Host: host, WorkDir: t.TempDir(), Heartbeat: 50 * time.Millisecond})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

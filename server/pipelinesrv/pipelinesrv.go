@@ -35,6 +35,7 @@ import (
 	"github.com/nbots/nb/pipeline/engine"
 	"github.com/nbots/nb/pipeline/graphview"
 	"github.com/nbots/nb/pipeline/handler"
+	"github.com/nbots/nb/pipeline/runstore"
 	"github.com/nbots/nb/server"
 )
 
@@ -198,25 +199,14 @@ func (h *Handler) load(w http.ResponseWriter, r *http.Request, name, path string
 // start starts a run of spec (resume "") or resumes the run resume, on
 // the request's admission and the server's cartridges, and answers.
 func (h *Handler) start(w http.ResponseWriter, r *http.Request, spec Spec, resume string) {
-	if _, err := h.srv.Model(r.Context(), spec.Params.Cartridge); err != nil {
+	if err := h.prepare(r.Context(), &spec); err != nil {
 		h.srv.WriteError(w, r, err)
 		return
 	}
-	runCtx, done, err := h.srv.Admit(r.Context(), true)
-	if err != nil {
-		h.srv.WriteError(w, r, err)
-		return
-	}
-	ctx, stop := h.runContext(runCtx)
-	backend := &handler.BotBackend{Host: h.opts.Host, Cartridge: spec.Params.Cartridge, Confirmer: h.srv.Confirmer(), Served: h.served}
-	spec.Context, spec.Owner = ctx, server.Owner(r.Context())
-	spec.Handlers = handler.Options{Backend: backend, Environ: h.opts.Environ, Dir: h.opts.WorkDir}
-	spec.Done = func() {
-		stop()
-		backend.Close() //nolint:errcheck // never fails
-		done()
-	}
-	var run Run
+	var (
+		run Run
+		err error
+	)
 	if resume == "" {
 		run, err = h.runs.Start(spec)
 	} else {
@@ -241,6 +231,56 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, spec Spec, resum
 		status = http.StatusOK
 	}
 	server.WriteJSON(w, status, map[string]any{"id": run.ID(), "status": StatusRunning})
+}
+
+// prepare readies spec to run for the request (or owner's context) ctx:
+// its cartridge, its admission (Spec.Done ends it), its context and its
+// handlers.
+func (h *Handler) prepare(reqCtx context.Context, spec *Spec) error {
+	if _, err := h.srv.Model(reqCtx, spec.Params.Cartridge); err != nil {
+		return err
+	}
+	runCtx, done, err := h.srv.Admit(reqCtx, true)
+	if err != nil {
+		return err
+	}
+	ctx, stop := h.runContext(runCtx)
+	backend := &handler.BotBackend{Host: h.opts.Host, Cartridge: spec.Params.Cartridge, Confirmer: h.srv.Confirmer(), Served: h.served}
+	spec.Context, spec.Owner = ctx, server.Owner(reqCtx)
+	spec.Handlers = handler.Options{Backend: backend, Environ: h.opts.Environ, Dir: h.opts.WorkDir}
+	spec.Done = func() {
+		stop()
+		backend.Close() //nolint:errcheck // never fails
+		done()
+	}
+	return nil
+}
+
+// Adopt takes over, every interval until ctx ends, the runs of a Stored
+// (Options.Runs) whose replica died: each goes on here from its last
+// checkpoint, with its owner's token, cartridge, variables and budgets.
+// A run that cannot go on (its owner's token or its cartridge is no
+// longer served, its graph does not load) is ended, so that it is not
+// taken over again on every round. Without a Stored it returns at once.
+func (h *Handler) Adopt(ctx context.Context, interval time.Duration) {
+	st, ok := h.runs.(*Stored)
+	if !ok {
+		return
+	}
+	spec := func(owner string, p Params, g *pipeline.Graph, src []byte) (Spec, error) {
+		octx, err := h.srv.OwnerContext(context.WithoutCancel(ctx), owner)
+		if err != nil {
+			return Spec{}, err
+		}
+		sp := Spec{Graph: g, Source: src, Params: p}
+		if err := h.prepare(octx, &sp); err != nil {
+			return Spec{}, err
+		}
+		return sp, nil
+	}
+	runstore.Adopt(ctx, st.Store, interval, func(r runstore.Run) { st.adopt(r, spec) }, func(err error) {
+		h.opts.Log.Warn("pipeline runs to take over", "error", err)
+	})
 }
 
 // resume is POST /pipelines/{id}/resume: a stopped run goes on from its
@@ -511,6 +551,10 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	if err := run.Cancel(ctx); err != nil {
+		if se := (*server.Error)(nil); errors.As(err, &se) {
+			h.srv.WriteError(w, r, err) // another replica runs it
+			return
+		}
 		h.fail(w, r, http.StatusAccepted, "the run is stopping (%v): GET /pipelines/%s says when it has", err, run.ID())
 		return
 	}

@@ -1,0 +1,98 @@
+package pipelinesrv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nbots/nb/pipeline/runstore"
+	"github.com/nbots/nb/pipeline/runstore/fileruns"
+)
+
+// A Stored keeps the runs in a run store: S7 over HTTP, its gate
+// answered on the replica that runs it, its events read from the store;
+// a cancelled run has ended in the store (no replica takes it over), and
+// /resume is refused.
+func TestStoredRuns(t *testing.T) {
+	st, err := fileruns.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, fixtureOpts{store: st})
+	id := f.start(map[string]any{"dot": review, "cartridge": "coder"})
+	stream := f.follow(id)
+	q := f.question(id)
+	if info := f.info(id); info.Status != StatusWaiting || info.Questions != 1 {
+		t.Fatalf("while asking: %+v", info)
+	}
+	f.json("POST", "/pipelines/"+id+"/questions/"+q.ID+"/answer", map[string]any{"value": "A"}, http.StatusOK, nil)
+	info := f.wait(id)
+	if info.Status != StatusSuccess || strings.Join(info.CompletedNodes, ",") != "start,review_gate,ship_it,exit" {
+		t.Fatalf("run %+v", info)
+	}
+	evs := stream.wait(t)
+	if count(evs, "PipelineStarted") != 1 || count(evs, "PipelineCompleted") != 1 || evs[len(evs)-1].Event != "PipelineCompleted" {
+		t.Fatalf("events %v", kinds(evs))
+	}
+	if si, err := st.Get(context.Background(), id); err != nil || !si.Done || si.Events != int64(len(evs)) {
+		t.Fatalf("in the store: %+v %v", si, err)
+	}
+	f.json("POST", "/pipelines/"+id+"/resume", nil, http.StatusConflict, nil)
+
+	// Cancelled while its gate waits: ended for good.
+	id = f.start(map[string]any{"dot": review, "cartridge": "coder"})
+	f.question(id)
+	var cancelled Info
+	f.json("POST", "/pipelines/"+id+"/cancel", nil, http.StatusOK, &cancelled)
+	if cancelled.Status != StatusCancelled {
+		t.Fatalf("cancelled: %+v", cancelled)
+	}
+	if _, err := st.Take(context.Background(), id); !errors.Is(err, runstore.ErrDone) {
+		t.Fatalf("a cancelled run taken over: %v", err)
+	}
+}
+
+// Handler.Adopt takes over a run that its replica left (released, or
+// dead) and finishes it; one whose graph does not load is ended.
+func TestStoredAdopt(t *testing.T) {
+	root := t.TempDir()
+	st, err := fileruns.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, fixtureOpts{store: st})
+	other, err := fileruns.Open(root) // another replica
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra, _ := json.Marshal(storedMeta{Params: Params{Cartridge: "coder"}})
+	ctx := context.Background()
+	for id, src := range map[string]string{
+		"0123456789abcdef01234567": "digraph W { start [shape=Mdiamond]; exit [shape=Msquare]; work [prompt=\"hi\"]; start -> work -> exit }",
+		"0123456789abcdef0123456f": "digraph W { start [shape=Mdiamond] }",
+	} {
+		r, err := other.Create(ctx, runstore.Info{ID: id, Name: "W", File: "w.dot", Source: []byte(src), Cartridge: "coder", Extra: extra})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Release() //nolint:errcheck // its replica stopped
+	}
+	actx, stop := context.WithCancel(ctx)
+	defer stop()
+	go f.h.Adopt(actx, 50*time.Millisecond)
+	info := f.wait("0123456789abcdef01234567")
+	if info.Status != StatusSuccess || strings.Join(info.CompletedNodes, ",") != "start,work,exit" {
+		t.Fatalf("taken over: %+v", info)
+	}
+	info = f.wait("0123456789abcdef0123456f")
+	if info.Status != StatusFail || !strings.Contains(info.FailureReason, "cannot go on") {
+		t.Fatalf("a graph with errors: %+v", info)
+	}
+	if ids, err := st.Orphans(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("orphans left: %v %v", ids, err)
+	}
+}
