@@ -9,119 +9,6 @@ import (
 	"github.com/nbots/nb/cartridge"
 )
 
-// providerSpec is how nanobot's provider names map onto nb's providers.
-type providerSpec struct {
-	name     string
-	id       string // nb's provider id
-	base     string // the OpenAI-compatible address, "" for native APIs
-	envKey   string
-	gateway  bool // routes any model: the model name is sent whole
-	local    bool // needs no key
-	keywords []string
-}
-
-// specs in nanobot's order of priority.
-var specs = []providerSpec{
-	{name: "custom", id: "openai", local: true},
-	{name: "openrouter", id: "openai", base: "https://openrouter.ai/api/v1", envKey: "OPENROUTER_API_KEY", gateway: true, keywords: []string{"openrouter"}},
-	{name: "aihubmix", id: "openai", base: "https://aihubmix.com/v1", envKey: "AIHUBMIX_API_KEY", gateway: true, keywords: []string{"aihubmix"}},
-	{name: "siliconflow", id: "openai", base: "https://api.siliconflow.cn/v1", envKey: "SILICONFLOW_API_KEY", gateway: true, keywords: []string{"siliconflow"}},
-	{name: "volcengine", id: "openai", base: "https://ark.cn-beijing.volces.com/api/v3", envKey: "VOLCENGINE_API_KEY", gateway: true, keywords: []string{"volcengine", "doubao"}},
-	{name: "anthropic", id: "anthropic", envKey: "ANTHROPIC_API_KEY", keywords: []string{"anthropic", "claude"}},
-	{name: "openai", id: "openai", envKey: "OPENAI_API_KEY", keywords: []string{"openai", "gpt", "o1", "o3", "o4"}},
-	{name: "deepseek", id: "openai", base: "https://api.deepseek.com/v1", envKey: "DEEPSEEK_API_KEY", keywords: []string{"deepseek"}},
-	{name: "gemini", id: "google", envKey: "GEMINI_API_KEY", keywords: []string{"gemini"}},
-	{name: "zhipu", id: "openai", base: "https://open.bigmodel.cn/api/paas/v4", envKey: "ZAI_API_KEY", keywords: []string{"zhipu", "glm", "zai"}},
-	{name: "dashscope", id: "openai", base: "https://dashscope.aliyuncs.com/compatible-mode/v1", envKey: "DASHSCOPE_API_KEY", keywords: []string{"qwen", "dashscope"}},
-	{name: "moonshot", id: "openai", base: "https://api.moonshot.ai/v1", envKey: "MOONSHOT_API_KEY", keywords: []string{"moonshot", "kimi"}},
-	{name: "minimax", id: "openai", base: "https://api.minimax.io/v1", envKey: "MINIMAX_API_KEY", keywords: []string{"minimax"}},
-	{name: "mistral", id: "mistral", envKey: "MISTRAL_API_KEY", keywords: []string{"mistral"}},
-	{name: "groq", id: "openai", base: "https://api.groq.com/openai/v1", envKey: "GROQ_API_KEY", keywords: []string{"groq"}},
-	{name: "vllm", id: "openai", local: true, keywords: []string{"vllm"}},
-	{name: "ollama", id: "ollama", local: true, keywords: []string{"ollama"}},
-}
-
-// oauthOnly are nanobot providers that log in with OAuth, which nb does
-// not do.
-var oauthOnly = []string{"openai_codex", "github_copilot"}
-
-func specOf(name string) (providerSpec, bool) {
-	n := strings.ReplaceAll(strings.ToLower(name), "-", "_")
-	for _, s := range specs {
-		if s.name == n {
-			return s, true
-		}
-	}
-	return providerSpec{}, false
-}
-
-// provider returns providers.<name> whichever way it was written.
-func (c *Config) provider(name string) (Provider, bool) {
-	for k, p := range c.Providers {
-		if strings.ReplaceAll(strings.ToLower(k), "-", "_") == name || camel(name) == k {
-			return p, true
-		}
-	}
-	return Provider{}, false
-}
-
-// choose picks the provider of the model as nanobot does: forced, the
-// model's prefix, a keyword of the model for a provider with a key (or a
-// local one with an address), else the first provider with a key.
-func (c *Config) choose() (providerSpec, Provider, error) {
-	d := c.Agents.Defaults
-	if forced := strings.ToLower(d.Provider); forced != "" && forced != "auto" {
-		if slices.Contains(oauthOnly, strings.ReplaceAll(forced, "-", "_")) {
-			return providerSpec{}, Provider{}, fmt.Errorf("agents.defaults.provider: %s logs in with OAuth, which nb does not do: use an API key provider", forced)
-		}
-		s, ok := specOf(forced)
-		if !ok {
-			return providerSpec{}, Provider{}, fmt.Errorf("agents.defaults.provider: unknown provider %q", d.Provider)
-		}
-		p, _ := c.provider(s.name)
-		return s, p, nil
-	}
-	model := strings.ToLower(d.Model)
-	usable := func(s providerSpec) (Provider, bool) {
-		p, ok := c.provider(s.name)
-		if s.local {
-			return p, ok && p.APIBase != ""
-		}
-		return p, ok && p.APIKey != ""
-	}
-	if prefix, _, ok := strings.Cut(model, "/"); ok {
-		if s, ok := specOf(prefix); ok {
-			p, _ := c.provider(s.name)
-			return s, p, nil
-		}
-	}
-	norm := strings.ReplaceAll(model, "_", "-")
-	for _, s := range specs {
-		for _, kw := range s.keywords {
-			if strings.Contains(norm, strings.ReplaceAll(kw, "_", "-")) {
-				if p, ok := usable(s); ok {
-					return s, p, nil
-				}
-			}
-		}
-	}
-	for _, s := range specs {
-		if p, ok := usable(s); ok {
-			return s, p, nil
-		}
-	}
-	// No key anywhere: the model's keyword names the provider, whose key
-	// then comes from its environment variable.
-	for _, s := range specs {
-		for _, kw := range s.keywords {
-			if strings.Contains(norm, kw) && !s.local {
-				return s, Provider{}, nil
-			}
-		}
-	}
-	return providerSpec{}, Provider{}, fmt.Errorf("agents.defaults.model %q: no provider matches it and none has an apiKey: set providers.<name>.apiKey (or agents.defaults.provider)", d.Model)
-}
-
 // DefaultMaxToolIterations is nanobot's agents.defaults.maxToolIterations
 // when a configuration leaves it out (40; 200 from nanobot v0.1.5).
 const DefaultMaxToolIterations = 40
@@ -213,81 +100,109 @@ func raw(c *cartridge.Cartridge, a, b string, v any) any {
 
 func (c *Config) providerSection() (map[string]any, error) {
 	d := c.Agents.Defaults
-	s, p, err := c.choose()
+	r, err := c.Route()
 	if err != nil {
 		return nil, err
 	}
-	model := d.Model
-	if prefix, rest, ok := strings.Cut(model, "/"); ok && !s.gateway {
-		if ps, ok := specOf(prefix); ok && ps.name == s.name {
-			model = rest
-		}
-	}
-	key := p.APIKey
-	if key == "" && s.envKey != "" {
-		key = "ENV/" + s.envKey
+	key := r.Key
+	if key == "" && r.KeyEnv != "" {
+		key = "ENV/" + r.KeyEnv
 	}
 	creds := map[string]any{}
-	address := p.APIBase
-	if address == "" {
-		address = s.base
+	settings := map[string]any{"model": r.Model}
+	options := map[string]any{}
+	maxTokens := orDefault(d.MaxTokens, 8192)
+	temperature := d.Temperature
+	if strings.Contains(strings.ToLower(r.Model), "kimi-k2.5") {
+		// nanobot's model override: Kimi K2.5 takes temperature 1.0 only.
+		one := 1.0
+		temperature = &one
 	}
-	if s.local && address == "" && s.id == "openai" {
-		return nil, fmt.Errorf("providers.%s.apiBase: the %s provider needs the address of its server", s.name, s.name)
-	}
-	if address != "" {
-		creds["address"] = address
-	}
-	settings := map[string]any{"model": model}
-	switch s.id {
-	case "anthropic":
+	id := r.API
+	switch r.API {
+	case apiAnthropic:
 		if key != "" {
 			creds["api-key"] = key
 		}
-		settings["max_tokens"] = orDefault(d.MaxTokens, 8192)
-	case "google":
+		if r.Base != "" {
+			creds["address"] = r.Base
+		}
+		settings["max_tokens"] = maxTokens
+	case apiGoogle:
 		if key != "" {
 			creds["api-key"] = key
+		}
+		if r.Base != "" {
+			creds["address"] = r.Base
 		}
 		creds["service"] = "generative-language-api"
 		delete(settings, "model")
-		gc := map[string]any{"maxOutputTokens": orDefault(d.MaxTokens, 8192)}
-		if d.Temperature != nil {
-			gc["temperature"] = *d.Temperature
+		options["model"] = r.Model
+		gc := map[string]any{"maxOutputTokens": maxTokens}
+		if temperature != nil {
+			gc["temperature"] = *temperature
 		}
 		settings["generationConfig"] = gc
-	case "mistral":
+		temperature = nil
+	case apiMistral:
 		if key != "" {
 			creds["api-key"] = key
 		}
-		settings["max_tokens"] = orDefault(d.MaxTokens, 8192)
-	case "ollama":
+		if r.Base != "" {
+			creds["address"] = r.Base
+		}
+		settings["max_tokens"] = maxTokens
+	case apiOllama:
+		creds["address"] = r.Base
 		if key != "" && !strings.HasPrefix(key, "ENV/") {
 			creds["access-token"] = key
 		}
-	default:
-		if key != "" && !(s.local && strings.HasPrefix(key, "ENV/")) {
+	case apiAzure:
+		id = "openai"
+		creds["address"], creds["api-key"] = r.Base, key
+		options["endpoint"] = "azure"
+		settings["max_completion_tokens"] = maxTokens
+		if d.ReasoningEffort != "" || azureNoTemperature(r.Model) {
+			temperature = nil // nanobot leaves it out for reasoning deployments
+		}
+	default: // Chat Completions at the OpenAI SDK's base_url
+		id = "openai"
+		creds["address"] = r.Base
+		options["endpoint"] = "base-url"
+		if key != "" {
 			creds["access-token"] = key
 		}
-		settings["max_tokens"] = orDefault(d.MaxTokens, 8192)
+		if r.Provider == "openai" && r.BaseFrom == "" {
+			settings["max_completion_tokens"] = maxTokens // OpenAI's reasoning models refuse max_tokens
+		} else {
+			settings["max_tokens"] = maxTokens
+		}
 	}
-	if d.Temperature != nil && s.id != "google" {
-		settings["temperature"] = *d.Temperature
-	}
-	out := map[string]any{"id": s.id, "credentials": creds, "settings": settings}
-	options := map[string]any{}
-	if s.id == "google" {
-		options["model"] = model
+	if temperature != nil {
+		settings["temperature"] = *temperature
 	}
 	if d.ReasoningEffort != "" {
 		// nb maps it onto each API (OpenAI's reasoning_effort,
 		// Anthropic's thinking budget, Gemini's thinkingBudget).
 		options["reasoning-effort"] = d.ReasoningEffort
 	}
+	out := map[string]any{"id": id, "credentials": creds, "settings": settings}
 	if len(options) > 0 {
 		out["options"] = options
 	}
 	return out, nil
+}
+
+// azureNoTemperature says whether an Azure deployment is one nanobot
+// sends no temperature (gpt-5, o1, o3, o4: reasoning models).
+func azureNoTemperature(deployment string) bool {
+	name := strings.ToLower(deployment)
+	for _, t := range []string{"gpt-5", "o1", "o3", "o4"} {
+		if strings.Contains(name, t) {
+			return true
+		}
+	}
+	return false
 }
 
 func orDefault(v, def int) int {
@@ -303,11 +218,11 @@ func (c *Config) ExtraHeaders() map[string]string {
 	if c.Agents.Defaults.Model == "" {
 		return nil
 	}
-	_, p, err := c.choose()
+	r, err := c.Route()
 	if err != nil {
 		return nil
 	}
-	return p.ExtraHeaders
+	return r.Headers
 }
 
 // RestrictToWorkspace reports tools.restrictToWorkspace (default true in

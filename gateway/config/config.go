@@ -40,6 +40,8 @@ type Config struct {
 	Workspace string `json:"-"`
 	// Warnings are what was found odd (unknown keys), once each.
 	Warnings []string `json:"-"`
+
+	env Env // the environment Load read
 }
 
 // Agents holds the agent's defaults.
@@ -373,7 +375,7 @@ func Load(path, workspace string, env Env) (*Config, error) {
 	if err := substitute(root, "", env); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	c := &Config{Path: path}
+	c := &Config{Path: path, env: env}
 	c.Warnings = unknownKeys(root, reflect.TypeOf(Config{}), "", name)
 	b, _ := json.Marshal(root)
 	if err := json.Unmarshal(b, c); err != nil {
