@@ -102,6 +102,9 @@ type Gateway struct {
 	Steer SharedSteering
 	// Guests is what guests' turns may use (see roles.go).
 	Guests GuestPolicy
+	// Words rewrites nb's messages shown in a chat (a provider's error)
+	// in the words of the configuration the user wrote; nil keeps them.
+	Words func(string) string
 	// ProtectedPaths are more of the gateway's own files and folders
 	// (absolute, or relative to the workspace) that no turn's tools may
 	// read or write: the state folder, a session store elsewhere.
@@ -514,6 +517,22 @@ const (
 	emptyReply = "I've completed processing but have no response to give."
 )
 
+// failure is what a chat is told of a turn that failed: the provider's
+// own error for the owner, as nanobot shows it ("Error calling LLM: …"),
+// in the configuration's words; nanobot's apology for anything else, and
+// for guests (the provider's answer may name the owner's settings).
+func (g *Gateway) failure(d Direct, err error) string {
+	var pe *provider.Error
+	if d.Role != access.Owner || !errors.As(err, &pe) {
+		return errorReply
+	}
+	msg := pe.Error()
+	if g.Words != nil {
+		msg = g.Words(msg)
+	}
+	return "Error calling LLM: " + msg
+}
+
 var thinkBlock = regexp.MustCompile(`(?s)<think>.*?</think>`)
 
 // turn runs the agent on d's session, one turn at a time per session
@@ -677,7 +696,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 		return "", storeError{err}
 	case err != nil:
 		g.log().Error("turn failed", "session", d.SessionKey, "error", err)
-		g.publish(ctx, d, bus.Error, turnID, errorReply)
+		g.publish(ctx, d, bus.Error, turnID, g.failure(d, err))
 		return "", err
 	}
 	text := strings.TrimSpace(thinkBlock.ReplaceAllString(ans.Text, ""))

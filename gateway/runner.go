@@ -67,6 +67,9 @@ type BotRunner struct {
 	// denies them (nobody can confirm in a chat). nb gateway chat --yes
 	// sets one.
 	Confirmer agent.Confirmer
+	// Words rewrites the notice of a limit that stopped a turn in the
+	// words of the configuration (nil keeps it).
+	Words func(string) string
 }
 
 // Run implements Runner.
@@ -93,10 +96,13 @@ func (r BotRunner) answer(res *agent.Result, err error) (Answer, error) {
 		return Answer{}, err
 	}
 	text := res.Text
-	if res.Notice != "" {
+	if notice := res.Notice; notice != "" {
 		// A limit stopped the turn before an answer: the user reads why
 		// and how to go on (the session keeps the conversation).
-		text = strings.TrimSpace(text + "\n\n" + res.Notice)
+		if r.Words != nil {
+			notice = r.Words(notice)
+		}
+		text = strings.TrimSpace(text + "\n\n" + notice)
 	}
 	return Answer{Text: text, Usage: res.Usage, Model: r.Model()}, nil
 }

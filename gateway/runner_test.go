@@ -39,9 +39,13 @@ func TestBotRunnerRoundLimit(t *testing.T) {
 	}
 	t.Cleanup(func() { b.Close() })
 	conv := agent.NewMemory()
-	ans, err := BotRunner{Bot: b}.Run(context.Background(), Turn{Conversation: conv, Input: "go"})
+	words := strings.NewReplacer("safety.tools.rounds", "agents.defaults.maxToolIterations").Replace
+	ans, err := BotRunner{Bot: b, Words: words}.Run(context.Background(), Turn{Conversation: conv, Input: "go"})
 	if err != nil || !strings.HasPrefix(ans.Text, "stopped after 2 rounds of tool calls without an answer") {
 		t.Fatalf("answer %q, error %v", ans.Text, err)
+	}
+	if !strings.Contains(ans.Text, "agents.defaults.maxToolIterations sets the limit") || strings.Contains(ans.Text, "safety.tools") {
+		t.Fatalf("the notice names the cartridge's key, not the configuration's: %q", ans.Text)
 	}
 	ans, err = BotRunner{Bot: b}.Run(context.Background(), Turn{Conversation: conv, Input: "continue"})
 	if err != nil || ans.Text != "went on" {

@@ -32,6 +32,13 @@ func (c *Config) Cartridge(base *cartridge.Cartridge, env Env) (*cartridge.Cartr
 			"tools": map[string]any{"confirmable": false, "rounds": orDefault(d.MaxToolIterations, DefaultMaxToolIterations)}},
 	}
 	var warnings []string
+	for typo, key := range c.typos {
+		if key == "agents.defaults.model" && d.Model == "" {
+			// Without it nb's default model would answer, on a key the
+			// user never set: the typo is the error.
+			return nil, nil, fmt.Errorf("%s: %s: unknown key: did you mean %q? (agents.defaults.model is not set)", c.name(), typo, "model")
+		}
+	}
 	if d.Model == "" {
 		doc["provider"] = baseProvider(base)
 	} else {

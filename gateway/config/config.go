@@ -42,6 +42,8 @@ type Config struct {
 	Warnings []string `json:"-"`
 
 	env Env // the environment Load read
+	// typos are the unknown keys near a known one: path -> the known key.
+	typos map[string]string
 }
 
 // Agents holds the agent's defaults.
@@ -376,7 +378,8 @@ func Load(path, workspace string, env Env) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	c := &Config{Path: path, env: env}
-	c.Warnings = unknownKeys(root, reflect.TypeOf(Config{}), "", name)
+	c.typos = map[string]string{}
+	c.Warnings = unknownKeys(root, reflect.TypeOf(Config{}), "", name, c.typos)
 	b, _ := json.Marshal(root)
 	if err := json.Unmarshal(b, c); err != nil {
 		return nil, fmt.Errorf("%s: %v", name, typeError(err))
@@ -564,7 +567,7 @@ func join(path, key string) string {
 // unknownKeys lists the keys the schema does not know, with the nearest
 // known one. channels.<name> sections belong to the channels and are
 // checked by them.
-func unknownKeys(v any, t reflect.Type, path, file string) []string {
+func unknownKeys(v any, t reflect.Type, path, file string, typos map[string]string) []string {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil
@@ -576,7 +579,7 @@ func unknownKeys(v any, t reflect.Type, path, file string) []string {
 	switch t.Kind() {
 	case reflect.Map:
 		for _, k := range slices.Sorted(maps.Keys(m)) {
-			out = append(out, unknownKeys(m[k], t.Elem(), join(path, k), file)...)
+			out = append(out, unknownKeys(m[k], t.Elem(), join(path, k), file, typos)...)
 		}
 		return out
 	case reflect.Struct:
@@ -603,11 +606,12 @@ func unknownKeys(v any, t reflect.Type, path, file string) []string {
 			msg := fmt.Sprintf("%s: %s: unknown key, ignored", file, join(path, k))
 			if near := cartridge.Nearest(k, names); near != "" {
 				msg += fmt.Sprintf(": did you mean %q?", near)
+				typos[join(path, k)] = join(path, near)
 			}
 			out = append(out, msg)
 			continue
 		}
-		out = append(out, unknownKeys(m[k], ft, join(path, k), file)...)
+		out = append(out, unknownKeys(m[k], ft, join(path, k), file, typos)...)
 	}
 	return out
 }

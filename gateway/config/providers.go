@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/nbots/nb/cartridge"
@@ -242,6 +243,9 @@ func (c *Config) Route() (Route, error) {
 	}
 	if p.APIBase != "" {
 		r.Base, r.BaseFrom = p.APIBase, "providers."+s.name+".apiBase"
+		if u, err := url.Parse(p.APIBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return Route{}, fmt.Errorf("%s: %q is not the http:// or https:// address of the %s server (e.g. %s)", r.BaseFrom, p.APIBase, s.name, orString(s.base, "http://localhost:8000/v1"))
+		}
 	}
 	switch s.api {
 	case apiOAuth:
@@ -307,4 +311,36 @@ func (c *Config) ProviderName() string {
 		return ""
 	}
 	return s.name
+}
+
+// Words rewrites a message of nb's (a provider's error, a limit's
+// notice) in the configuration's words: the keys of the cartridge the
+// gateway builds become the keys the user wrote
+// (provider.credentials.access-token is providers.custom.apiKey,
+// safety.tools.rounds is agents.defaults.maxToolIterations...).
+func (c *Config) Words() func(string) string {
+	pairs := []string{
+		"safety.tools.rounds", "agents.defaults.maxToolIterations",
+		"builtins.web.search.api-key", "tools.web.search.apiKey",
+		"builtins.web.search.base-url", "tools.web.search.baseUrl",
+	}
+	if c.Agents.Defaults.Model != "" && c.Agents.Defaults.Cartridge == "" {
+		if r, err := c.Route(); err == nil {
+			key, base := "providers."+r.Provider+".apiKey", "providers."+r.Provider+".apiBase"
+			pairs = append(pairs,
+				"provider.credentials.access-token", key,
+				"provider.credentials.api-key", key,
+				"provider.credentials.address", base,
+				"provider.settings.model", "agents.defaults.model",
+				"provider.options.model", "agents.defaults.model")
+		}
+	}
+	return strings.NewReplacer(pairs...).Replace
+}
+
+func orString(s, def string) string {
+	if s != "" {
+		return s
+	}
+	return def
 }

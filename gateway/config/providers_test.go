@@ -195,3 +195,29 @@ func TestProviderErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestErrorsInTheUsersWords: what the configuration causes is told with
+// the keys the user wrote.
+func TestErrorsInTheUsersWords(t *testing.T) {
+	env := Env{"HOME=/h"}
+	c := loadJSON(t, `{"agents":{"defaults":{"modle":"gpt-4o"}},"providers":{"openai":{"apiKey":"k"}}}`, env)
+	_, _, err := c.Cartridge(cartridge.Default(env.Lookup), env)
+	if err == nil || !strings.Contains(err.Error(), `agents.defaults.modle: unknown key: did you mean "model"?`) || strings.Contains(err.Error(), "OPENAI_API_KEY") {
+		t.Fatalf("a misspelt model: %v", err)
+	}
+	c = loadJSON(t, `{"agents":{"defaults":{"model":"m","provider":"custom"}},"providers":{"custom":{"apiBase":"localhost:8000/v1"}}}`, env)
+	if _, _, err := c.Cartridge(cartridge.Default(env.Lookup), env); err == nil || !strings.HasPrefix(err.Error(), `providers.custom.apiBase: "localhost:8000/v1" is not the http:// or https:// address`) {
+		t.Fatalf("a bad apiBase: %v", err)
+	}
+	c = loadJSON(t, `{"agents":{"defaults":{"model":"m","provider":"custom"}},"providers":{"custom":{"apiBase":"http://localhost:8000/v1","apiKey":"k"}}}`, env)
+	words := c.Words()
+	for in, want := range map[string]string{
+		"openai: HTTP 401 Unauthorized: bad key (check provider.credentials.access-token)": "openai: HTTP 401 Unauthorized: bad key (check providers.custom.apiKey)",
+		"cannot reach provider.credentials.address":                                        "cannot reach providers.custom.apiBase",
+		"(infinite loop prevention; safety.tools.rounds sets the limit)":                   "(infinite loop prevention; agents.defaults.maxToolIterations sets the limit)",
+	} {
+		if got := words(in); got != want {
+			t.Errorf("%q\n got %q\nwant %q", in, got, want)
+		}
+	}
+}
