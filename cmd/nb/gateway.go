@@ -301,7 +301,7 @@ func (a *App) buildGateway(ctx context.Context, c *config.Config, log *slog.Logg
 	local := bus.NewLocal()
 	local.MaxQueued = c.Gateway.Limits.Queued()
 	g := &gateway.Gateway{
-		Bus: local, Sessions: sessions, Access: checker, Runner: gateway.BotRunner{Bot: b, Words: c.Words()}, Words: c.Words(),
+		Bus: local, Sessions: sessions, Access: checker, Runner: gateway.BotRunner{Bot: b, Words: c.Words(), PromptTokens: c.PromptTokens()}, Words: c.Words(),
 		Prompt: &gateway.Prompt{Workspace: c.Workspace, Location: loc, Log: log,
 			MaxFileBytes: c.Agents.Defaults.Limits.PromptFileBytes, MaxMemoryBytes: c.Agents.Defaults.Limits.MemoryBytes}, Log: log,
 		Guests: gateway.GuestPolicy{Tools: c.Gateway.Guests.Tools},

@@ -344,3 +344,15 @@ func orString(s, def string) string {
 	}
 	return def
 }
+
+// PromptTokens bounds a request's prompt (estimated tokens):
+// agents.defaults.contextWindowTokens less the answer's maxTokens and a
+// margin for the estimate; 0 when the window is not set (the model's own
+// bound then serves).
+func (c *Config) PromptTokens() int {
+	d := c.Agents.Defaults
+	if d.ContextWindowTokens <= 0 {
+		return 0
+	}
+	return max(d.ContextWindowTokens-orDefault(d.MaxTokens, 8192)-1024, d.ContextWindowTokens/4)
+}
