@@ -517,20 +517,31 @@ const (
 	emptyReply = "I've completed processing but have no response to give."
 )
 
+// words is g.Words, or nothing changed.
+func (g *Gateway) words(s string) string {
+	if g.Words != nil {
+		return g.Words(s)
+	}
+	return s
+}
+
 // failure is what a chat is told of a turn that failed: the provider's
 // own error for the owner, as nanobot shows it ("Error calling LLM: …"),
 // in the configuration's words; nanobot's apology for anything else, and
 // for guests (the provider's answer may name the owner's settings).
 func (g *Gateway) failure(d Direct, err error) string {
+	words := g.words
 	var pe *provider.Error
-	if d.Role != access.Owner || !errors.As(err, &pe) {
+	switch {
+	case d.Role != access.Owner:
 		return errorReply
+	case errors.As(err, &pe):
+		return "Error calling LLM: " + words(pe.Error())
+	case d.Channel == CLIChannel:
+		// nb gateway chat: the owner at the terminal reads why.
+		return strings.TrimSuffix(errorReply, ".") + ": " + words(err.Error())
 	}
-	msg := pe.Error()
-	if g.Words != nil {
-		msg = g.Words(msg)
-	}
-	return "Error calling LLM: " + msg
+	return errorReply
 }
 
 var thinkBlock = regexp.MustCompile(`(?s)<think>.*?</think>`)
@@ -695,7 +706,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 		g.log().Error("turn stopped: the session's hold was lost", "session", d.SessionKey, "error", err)
 		return "", storeError{err}
 	case err != nil:
-		g.log().Error("turn failed", "session", d.SessionKey, "error", err)
+		g.log().Error("turn failed", "session", d.SessionKey, "error", g.words(err.Error()))
 		g.publish(ctx, d, bus.Error, turnID, g.failure(d, err))
 		return "", err
 	}

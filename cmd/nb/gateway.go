@@ -637,6 +637,9 @@ func (a *App) gatewayChat(ctx context.Context, args []string) error {
 						fmt.Fprintf(a.Stderr, "  %s\n", r.Content)
 					}
 				case bus.Error:
+					if *message != "" {
+						return errors.New(r.Content) // -m: the turn failed, exit 1 saying why
+					}
 					fmt.Fprintln(a.Stdout, r.Content)
 					return nil
 				default:
