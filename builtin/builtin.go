@@ -191,7 +191,7 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 		}
 		ex, status, err := shell.New(shell.Options{
 			Workspace: dir, Timeout: timeout, Sandbox: e.Sandbox, Network: e.Network,
-			Environ: o.Environ, Env: e.Env, ReadOnly: readOnly, Writable: writable, Bwrap: o.Bwrap,
+			Environ: o.Environ, Env: e.Env, PathAppend: e.PathAppend, ReadOnly: readOnly, Writable: writable, Bwrap: o.Bwrap,
 			RequireSandbox: o.RequireSandbox, Notice: o.Notice,
 		})
 		if err != nil {

@@ -52,6 +52,9 @@ type BuiltinExec struct {
 	Network bool
 	// Env names variables of nb's environment that commands also see.
 	Env []string
+	// PathAppend is appended to the PATH commands see (nanobot's
+	// tools.exec.pathAppend).
+	PathAppend string
 	// ReadOnly and Writable are extra paths the sandbox shows to
 	// commands (read-only, or read-write), as written.
 	ReadOnly, Writable []string
@@ -125,15 +128,16 @@ func (c *Cartridge) Builtins() (*Builtins, error) {
 		}
 	}
 	if g := p.group(m["exec"], "builtins.exec", ""); g != nil {
-		p.known(g, "builtins.exec", "workspace", "timeout", "sandbox", "network", "env", "read-only", "writable")
+		p.known(g, "builtins.exec", "workspace", "timeout", "sandbox", "network", "env", "read-only", "writable", "path-append")
 		e := &BuiltinExec{
-			Workspace: p.text(g, "builtins.exec", "workspace", ""),
-			Timeout:   p.seconds(g, "builtins.exec", "timeout", 0),
-			Sandbox:   p.text(g, "builtins.exec", "sandbox", "auto"),
-			Network:   p.boolean(g, "builtins.exec", "network", false),
-			Env:       p.list(g, "builtins.exec", "env"),
-			ReadOnly:  p.list(g, "builtins.exec", "read-only"),
-			Writable:  p.list(g, "builtins.exec", "writable"),
+			Workspace:  p.text(g, "builtins.exec", "workspace", ""),
+			Timeout:    p.seconds(g, "builtins.exec", "timeout", 0),
+			Sandbox:    p.text(g, "builtins.exec", "sandbox", "auto"),
+			Network:    p.boolean(g, "builtins.exec", "network", false),
+			Env:        p.list(g, "builtins.exec", "env"),
+			ReadOnly:   p.list(g, "builtins.exec", "read-only"),
+			Writable:   p.list(g, "builtins.exec", "writable"),
+			PathAppend: p.text(g, "builtins.exec", "path-append", ""),
 		}
 		switch e.Sandbox {
 		case "auto", "on", "off":

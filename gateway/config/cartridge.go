@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -260,6 +261,20 @@ func (c *Config) builtins() (map[string]any, []string) {
 		e := map[string]any{"workspace": c.Workspace, "sandbox": "auto"}
 		if t.Exec.Timeout > 0 {
 			e["timeout"] = min(t.Exec.Timeout, 600)
+		}
+		if t.Exec.PathAppend != "" {
+			// nanobot appends it to the commands' PATH; the sandbox shows
+			// its folders (read-only) so that their programs run.
+			e["path-append"] = t.Exec.PathAppend
+			var dirs []string
+			for _, dir := range filepath.SplitList(t.Exec.PathAppend) {
+				if dir = expandHome(dir, c.env); filepath.IsAbs(dir) {
+					dirs = append(dirs, dir)
+				}
+			}
+			if len(dirs) > 0 {
+				e["read-only"] = dirs
+			}
 		}
 		if t.Exec.Sandbox == "bwrap" {
 			e["sandbox"] = "on"

@@ -221,3 +221,18 @@ func TestErrorsInTheUsersWords(t *testing.T) {
 		}
 	}
 }
+
+// tools.exec.pathAppend reaches exec: appended to the commands' PATH, its
+// folders shown (read-only) by the sandbox.
+func TestPathAppend(t *testing.T) {
+	env := Env{"HOME=/h"}
+	c := loadJSON(t, `{"agents":{"defaults":{"model":"gpt-4o"}},"providers":{"openai":{"apiKey":"k"}},"tools":{"exec":{"pathAppend":"~/bin:/opt/tools/bin"}}}`, env)
+	cart, _, err := c.Cartridge(cartridge.Default(env.Lookup), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bi, err := cart.Builtins()
+	if err != nil || bi.Exec == nil || bi.Exec.PathAppend != "~/bin:/opt/tools/bin" || strings.Join(bi.Exec.ReadOnly, ",") != "/h/bin,/opt/tools/bin" {
+		t.Fatalf("%+v %v", bi.Exec, err)
+	}
+}
