@@ -211,8 +211,17 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 			}
 		}
 		if s := w.Search; s != nil {
-			tools = append(tools, web.NewSearch(web.SearchOptions{APIKey: s.APIKey, APIKeyVar: s.APIKeyVar, Count: s.Count, BaseURL: o.SearchURL, Client: o.HTTPClient}))
+			base := s.BaseURL
+			if o.SearchURL != "" {
+				base = o.SearchURL
+			}
+			search, err := web.NewSearch(web.SearchOptions{Provider: s.Provider, APIKey: s.APIKey, APIKeyVar: s.APIKeyVar, Count: s.Count, BaseURL: base, Client: o.HTTPClient})
+			if err != nil {
+				return nil, st, fail("builtins.web.search", "%v", err)
+			}
+			tools = append(tools, search)
 			switch {
+			case s.Provider == web.SearXNG:
 			case s.APIKey == "" && s.APIKeyVar != "":
 				st.Notes = append(st.Notes, "web_search: no API key ("+s.APIKeyVar+" is not set): every search will fail")
 			case s.APIKey == "":

@@ -81,7 +81,12 @@ type BuiltinFetch struct {
 
 // BuiltinSearch is builtins.web.search.
 type BuiltinSearch struct {
-	// APIKey is the Brave Search API key, after ENV substitution.
+	// Provider is the search engine: brave (the default), tavily,
+	// searxng or jina.
+	Provider string
+	// BaseURL replaces the engine's address (a SearXNG instance's).
+	BaseURL string
+	// APIKey is the engine's API key, after ENV substitution.
 	APIKey string
 	// APIKeyVar is the variable the key's ENV reference names when that
 	// variable is not set (the key is then empty).
@@ -161,10 +166,21 @@ func (c *Cartridge) Builtins() (*Builtins, error) {
 		}
 		if s, present := g["search"]; present && s != nil && s != false {
 			sm := p.group(s, "builtins.web.search", "")
-			p.known(sm, "builtins.web.search", "api-key", "count")
+			p.known(sm, "builtins.web.search", "provider", "base-url", "api-key", "count")
 			search := &BuiltinSearch{
-				APIKey: p.text(sm, "builtins.web.search", "api-key", ""),
-				Count:  p.count(sm, "builtins.web.search", "count", 0),
+				Provider: p.text(sm, "builtins.web.search", "provider", "brave"),
+				BaseURL:  p.text(sm, "builtins.web.search", "base-url", ""),
+				APIKey:   p.text(sm, "builtins.web.search", "api-key", ""),
+				Count:    p.count(sm, "builtins.web.search", "count", 0),
+			}
+			switch search.Provider {
+			case "brave", "tavily", "jina":
+			case "searxng":
+				if search.BaseURL == "" {
+					p.fail("builtins.web.search.base-url", "a searxng search needs the address of its instance (https://searx.example.org)")
+				}
+			default:
+				p.fail("builtins.web.search.provider", "must be brave, tavily, searxng or jina, not %q", search.Provider)
 			}
 			search.APIKeyVar, _ = c.MissingFor("builtins.web.search.api-key")
 			w.Search = search

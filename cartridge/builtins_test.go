@@ -55,7 +55,7 @@ func TestBuiltinsDefaultsAndSettings(t *testing.T) {
 		Exec:  &BuiltinExec{Timeout: 2500 * time.Millisecond, Sandbox: "on", Network: true, Env: []string{"GOPATH"}, Writable: []string{"~/.cache/go-build"}},
 		Web: &BuiltinWeb{
 			Fetch:  &BuiltinFetch{AllowHosts: []string{"intranet.example"}, MaxBytes: 1000, Timeout: 5 * time.Second},
-			Search: &BuiltinSearch{APIKey: "k-123", Count: 3},
+			Search: &BuiltinSearch{Provider: "brave", APIKey: "k-123", Count: 3},
 		},
 		Spawn: &BuiltinSpawn{MaxDepth: 1},
 		Line:  1,

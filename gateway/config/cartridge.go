@@ -249,14 +249,17 @@ func (c *Config) builtins() (map[string]any, []string) {
 		"web":   map[string]any{"fetch": true},
 		"spawn": map[string]any{"max-depth": 1},
 	}
-	search := map[string]any{"api-key": "ENV/BRAVE_API_KEY"}
-	if t.Web.Search.APIKey != "" {
-		search["api-key"] = t.Web.Search.APIKey
+	if search, w := c.search(); search != nil {
+		b["web"].(map[string]any)["search"] = search
+	} else {
+		warnings = append(warnings, w)
 	}
-	if t.Web.Search.MaxResults > 0 {
-		search["count"] = t.Web.Search.MaxResults
+	if len(t.SSRFWhitelist) > 0 {
+		warnings = append(warnings, "tools.ssrfWhitelist is ignored: web_fetch reaches public addresses only")
 	}
-	b["web"].(map[string]any)["search"] = search
+	if c.Agents.Defaults.MaxToolResultChars > 0 {
+		warnings = append(warnings, "agents.defaults.maxToolResultChars is ignored: each tool bounds its own output (see docs/builtins.md)")
+	}
 	if t.Exec.Enable == nil || *t.Exec.Enable {
 		e := map[string]any{"workspace": c.Workspace, "sandbox": "auto"}
 		if t.Exec.Timeout > 0 {
@@ -330,4 +333,48 @@ func (c *Config) mcp() map[string]any {
 		out[name] = m
 	}
 	return out
+}
+
+// searchKeys are the variables nanobot reads a search engine's key (or
+// SearXNG's address) from when tools.web.search leaves it out.
+var searchKeys = map[string]string{"brave": "BRAVE_API_KEY", "tavily": "TAVILY_API_KEY", "jina": "JINA_API_KEY", "searxng": "SEARXNG_BASE_URL"}
+
+// search maps tools.web.search onto builtins.web.search: nil, with the
+// warning that says why, when web_search cannot search (no key, where
+// nanobot would fall back to DuckDuckGo, which nb does not scrape).
+func (c *Config) search() (map[string]any, string) {
+	s := c.Tools.Web.Search
+	engine := strings.ToLower(strings.TrimSpace(s.Provider))
+	if engine == "" {
+		engine = "brave"
+	}
+	out := map[string]any{"provider": engine}
+	if s.MaxResults > 0 {
+		out["count"] = min(s.MaxResults, 10)
+	}
+	if s.BaseURL != "" {
+		out["base-url"] = s.BaseURL
+	}
+	variable, known := searchKeys[engine]
+	switch {
+	case engine == "duckduckgo":
+		return nil, "tools.web.search.provider is duckduckgo, which has no API nb speaks: web_search is left out (set brave, tavily, jina or searxng with tools.web.search.apiKey or baseUrl)"
+	case !known:
+		return nil, fmt.Sprintf("tools.web.search.provider: unknown search provider %q (brave, tavily, searxng, jina): web_search is left out", s.Provider)
+	case engine == "searxng":
+		if s.BaseURL == "" {
+			if v, _ := c.env.Lookup(variable); v == "" {
+				return nil, "tools.web.search.baseUrl is not set (nor SEARXNG_BASE_URL): the searxng provider needs the address of its instance; web_search is left out"
+			}
+			out["base-url"] = "ENV/" + variable
+		}
+	case s.APIKey != "":
+		out["api-key"] = s.APIKey
+	default:
+		if v, _ := c.env.Lookup(variable); v == "" {
+			return nil, fmt.Sprintf("tools.web.search.apiKey is not set (nor %s): web_search is left out (nanobot falls back to DuckDuckGo, which nb does not scrape)", variable)
+		}
+		out["api-key"] = "ENV/" + variable
+	}
+	return out, ""
 }

@@ -236,3 +236,42 @@ func TestPathAppend(t *testing.T) {
 		t.Fatalf("%+v %v", bi.Exec, err)
 	}
 }
+
+// tools.web.search.provider chooses the engine; without its key (or
+// SearXNG's baseUrl) web_search is left out with one warning that names
+// the key to set, where nanobot would fall back to DuckDuckGo.
+func TestWebSearchProviders(t *testing.T) {
+	for _, tc := range []struct {
+		search, env                string
+		provider, key, base, warns string
+	}{
+		{`{"provider":"tavily","apiKey":"tvly-1","maxResults":3}`, "", "tavily", "tvly-1", "", ""},
+		{`{"provider":"searxng","baseUrl":"https://searx.example.org"}`, "", "searxng", "", "https://searx.example.org", ""},
+		{`{"provider":"jina"}`, "JINA_API_KEY=jk", "jina", "jk", "", ""},
+		{`{"provider":"brave","apiKey":"b","baseUrl":"https://brave-proxy.example"}`, "", "brave", "b", "https://brave-proxy.example", ""},
+		{`{}`, "", "", "", "", "tools.web.search.apiKey is not set (nor BRAVE_API_KEY)"},
+		{`{"provider":"searxng"}`, "", "", "", "", "tools.web.search.baseUrl is not set"},
+		{`{"provider":"duckduckgo"}`, "", "", "", "", "duckduckgo, which has no API nb speaks"},
+	} {
+		env := Env{"HOME=/h", tc.env}
+		c := loadJSON(t, `{"agents":{"defaults":{"model":"gpt-4o"}},"providers":{"openai":{"apiKey":"k"}},"tools":{"web":{"search":`+tc.search+`}}}`, env)
+		cart, warnings, err := c.Cartridge(cartridge.Default(env.Lookup), env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bi, err := cart.Builtins()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.warns != "" {
+			if bi.Web.Search != nil || len(warnings) != 1 || !strings.Contains(warnings[0], tc.warns) {
+				t.Errorf("%s: search %+v warnings %q", tc.search, bi.Web.Search, warnings)
+			}
+			continue
+		}
+		s := bi.Web.Search
+		if s == nil || s.Provider != tc.provider || s.APIKey != tc.key || s.BaseURL != tc.base || len(warnings) != 0 {
+			t.Errorf("%s: search %+v warnings %q", tc.search, s, warnings)
+		}
+	}
+}
