@@ -139,7 +139,13 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 		if err != nil {
 			return nil, st, err
 		}
-		ws, err := files.Open(dir)
+		open := files.Open
+		if cfg.Files.Anywhere {
+			home, _ := proc.Lookup(o.Environ, "HOME")
+			open = func(dir string) (*files.Workspace, error) { return files.OpenAnywhere(dir, home) }
+			st.Notes = append(st.Notes, "files: the tools reach every path this user can, not only the workspace (builtins.files.anywhere)")
+		}
+		ws, err := open(dir)
 		if err != nil {
 			return nil, st, fail("builtins.files.workspace", "%v", err)
 		}

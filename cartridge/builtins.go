@@ -34,6 +34,10 @@ type BuiltinFiles struct {
 	// model, the default), openai (apply_patch), anthropic, gemini or
 	// nanobot (see builtin/files.Profile).
 	Profile string
+	// Anywhere lets the tools reach paths outside the workspace (absolute,
+	// .., ~), relative paths still starting in it: nanobot's
+	// restrictToWorkspace false (false when unset).
+	Anywhere bool
 }
 
 // BuiltinExec is builtins.exec: the exec tool.
@@ -119,12 +123,13 @@ func (c *Cartridge) Builtins() (*Builtins, error) {
 	p.known(m, "builtins", "files", "exec", "web", "spawn")
 
 	if g := p.group(m["files"], "builtins.files", ""); g != nil {
-		p.known(g, "builtins.files", "workspace", "write", "profile", "hard-links")
+		p.known(g, "builtins.files", "workspace", "write", "profile", "hard-links", "anywhere")
 		b.Files = &BuiltinFiles{
 			Workspace: p.text(g, "builtins.files", "workspace", "."),
 			Write:     p.boolean(g, "builtins.files", "write", true),
 			Profile:   p.text(g, "builtins.files", "profile", "auto"),
 			HardLinks: p.boolean(g, "builtins.files", "hard-links", false),
+			Anywhere:  p.boolean(g, "builtins.files", "anywhere", false),
 		}
 		switch b.Files.Profile {
 		case "auto", "openai", "anthropic", "gemini", "nanobot":

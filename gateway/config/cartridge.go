@@ -234,7 +234,8 @@ func (c *Config) ExtraHeaders() map[string]string {
 }
 
 // RestrictToWorkspace reports tools.restrictToWorkspace (default true in
-// nb; nanobot's default false is honoured only when written).
+// nb; nanobot's default false is honoured only when written: the file
+// tools then reach paths outside the workspace, exec keeps its sandbox).
 func (c *Config) RestrictToWorkspace() bool {
 	return c.Tools.RestrictToWorkspace == nil || *c.Tools.RestrictToWorkspace
 }
@@ -245,7 +246,7 @@ func (c *Config) builtins() (map[string]any, []string) {
 	t := c.Tools
 	b := map[string]any{
 		// nanobot's editing tool (edit_file with old_text/new_text), whatever the model.
-		"files": map[string]any{"workspace": c.Workspace, "write": true, "profile": "nanobot"},
+		"files": map[string]any{"workspace": c.Workspace, "write": true, "profile": "nanobot", "anywhere": !c.RestrictToWorkspace()},
 		"web":   map[string]any{"fetch": true},
 		"spawn": map[string]any{"max-depth": 1},
 	}
@@ -279,14 +280,22 @@ func (c *Config) builtins() (map[string]any, []string) {
 				e["read-only"] = dirs
 			}
 		}
-		if t.Exec.Sandbox == "bwrap" {
+		switch strings.ToLower(t.Exec.Sandbox) {
+		case "bwrap", "on":
 			e["sandbox"] = "on"
-		}
-		if !c.RestrictToWorkspace() {
+		case "off", "none":
+			// Only an explicit word turns the sandbox off.
 			e["sandbox"] = "off"
-			warnings = append(warnings, "tools.restrictToWorkspace is false: exec runs commands WITHOUT the sandbox, with your rights, on every file and the network of this machine (the file tools stay inside "+c.Workspace+"); remove the key, or set it to true, to keep commands in the sandbox")
+			warnings = append(warnings, "tools.exec.sandbox is "+t.Exec.Sandbox+": exec runs commands WITHOUT the sandbox, with your rights, on every file and the network of this machine")
 		}
 		b["exec"] = e
+	}
+	if !c.RestrictToWorkspace() {
+		exec := "exec stays in its sandbox (tools.exec.sandbox: off turns it off)"
+		if t.Exec.Enable != nil && !*t.Exec.Enable {
+			exec = "exec is off"
+		}
+		warnings = append(warnings, "tools.restrictToWorkspace is false: the file tools (read_file, write_file, edit_file, list_dir, glob, grep) read and write any path you can, outside "+c.Workspace+" too (relative paths start there), as nanobot's do; "+exec+"; set it to true to keep the file tools in the workspace")
 	}
 	if t.Web.Proxy != "" {
 		warnings = append(warnings, "tools.web.proxy is ignored: web_fetch connects directly, to the address it checked")

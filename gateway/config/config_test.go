@@ -59,10 +59,12 @@ func TestLoadNanobotConfig(t *testing.T) {
 		t.Fatalf("max_tokens %T %v", v, v)
 	}
 	bi, err := cart.Builtins()
-	if err != nil || bi.Files == nil || bi.Files.Workspace != c.Workspace || bi.Exec == nil || bi.Exec.Sandbox != "off" || bi.Web == nil || bi.Web.Search.APIKey != "brave-key" {
+	if err != nil || bi.Files == nil || bi.Files.Workspace != c.Workspace || bi.Exec == nil || bi.Exec.Sandbox != "auto" || !bi.Files.Anywhere || bi.Web == nil || bi.Web.Search.APIKey != "brave-key" {
 		t.Fatalf("builtins %+v %v", bi, err)
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], "restrictToWorkspace is false") {
+	// restrictToWorkspace: false (nanobot onboard writes it) opens the
+	// file tools, as nanobot's, not exec's sandbox: one warning says so.
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "restrictToWorkspace is false: the file tools") || !strings.Contains(warnings[0], "exec stays in its sandbox") {
 		t.Fatalf("warnings %q", warnings)
 	}
 	servers, err := cart.MCP(env.Lookup)
