@@ -307,7 +307,9 @@ func (c *Config) builtins() (map[string]any, []string) {
 func (c *Config) mcp() map[string]any {
 	out := map[string]any{}
 	for name, s := range c.Tools.MCPServers {
-		m := map[string]any{}
+		// nanobot names the tools mcp_<server>_<tool>: prompts and
+		// skills that name them keep working.
+		m := map[string]any{"tool-prefix": "mcp_" + name + "_"}
 		if s.Type != "" {
 			m["type"] = map[string]string{"streamableHttp": "http", "streamable_http": "http"}[s.Type]
 			if m["type"] == "" {

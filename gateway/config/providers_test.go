@@ -275,3 +275,17 @@ func TestWebSearchProviders(t *testing.T) {
 		}
 	}
 }
+
+// tools.mcpServers' tools are named as nanobot names them.
+func TestMCPToolNames(t *testing.T) {
+	env := Env{"HOME=/h"}
+	c := loadJSON(t, `{"agents":{"defaults":{"model":"gpt-4o"}},"providers":{"openai":{"apiKey":"k"}},"tools":{"mcpServers":{"my_files":{"command":"npx","enabledTools":["mcp_my_files_read"]}}}}`, env)
+	cart, _, err := c.Cartridge(cartridge.Default(env.Lookup), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers, err := cart.MCP(env.Lookup)
+	if err != nil || len(servers) != 1 || servers[0].ToolPrefix != "mcp_my_files_" || strings.Join(servers[0].Tools, ",") != "read" {
+		t.Fatalf("%+v %v", servers, err)
+	}
+}
