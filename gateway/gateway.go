@@ -102,6 +102,9 @@ type Gateway struct {
 	Steer SharedSteering
 	// Guests is what guests' turns may use (see roles.go).
 	Guests GuestPolicy
+	// Restart, when set, restarts the gateway (/restart, the owner's);
+	// nil answers that restarting is not available.
+	Restart func()
 	// Words rewrites nb's messages shown in a chat (a provider's error)
 	// in the words of the configuration the user wrote; nil keeps them.
 	Words func(string) string

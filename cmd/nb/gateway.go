@@ -334,9 +334,18 @@ func (rt *gatewayRuntime) close() {
 	rt.Bot.Close()
 }
 
+// errRestart stops nb gateway for /restart.
+var errRestart = errors.New("restarting (/restart)")
+
 // gatewayServe runs nb gateway: the assistant, its channels and its
 // listener, until ctx ends.
-func (a *App) gatewayServe(ctx context.Context, args []string) error {
+func (a *App) gatewayServe(ctx context.Context, args []string) (err error) {
+	defer func() {
+		// Last, once everything is released: /restart starts it again.
+		if errors.Is(err, errRestart) {
+			err = a.reexec()
+		}
+	}()
 	fs, f := a.gatewayFlagSet("nb gateway", "nb gateway [flags]\nnb gateway init | chat | pair | status | cron ... | sessions ... [flags]", "Runs the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). nb gateway COMMAND --help tells more of each command.")
 	listen := fs.String("listen", "", "`host:port` of the web chat and /health (default: gateway.host and gateway.port, 127.0.0.1:18790)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -450,6 +459,13 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 	// Every part runs in one group: the first to fail stops the others
 	// and is what nb gateway reports; when the group is done, every
 	// goroutine it started has ended.
+	restart := make(chan struct{}, 1)
+	g.Restart = func() {
+		select {
+		case restart <- struct{}{}:
+		default:
+		}
+	}
 	group := gateway.NewGroup(ctx)
 	run := group.Go
 	run("the gateway", g.Run)
@@ -467,6 +483,14 @@ func (a *App) gatewayServe(ctx context.Context, args []string) error {
 		run("the gateway", bg)
 	}
 	run("the web chat", func(ctx context.Context) error { return ws.Serve(ctx, lns...) })
+	run("/restart", func(ctx context.Context) error {
+		select {
+		case <-restart:
+			return errRestart
+		case <-ctx.Done():
+			return nil
+		}
+	})
 	log.Info("nb gateway started", "listen", lns[0].Addr().String(), "workspace", c.Workspace, "config", orDefaultName(c.Path), "model", g.Runner.Model())
 	if c.RestrictToWorkspace() {
 		if st := rt.Bot.Builtins(); st.Exec != nil {
