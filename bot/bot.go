@@ -376,6 +376,9 @@ type Exchange struct {
 	// Steering is asked after each round of tool calls for messages to
 	// inject (see agent.Agent.Steering).
 	Steering func() []string
+	// Budget, when positive, is this exchange's history budget
+	// (estimated tokens) instead of the cartridge's (state.budget).
+	Budget int
 	// Structured asks for an answer that is one JSON value following a
 	// schema (see agent.Agent.Structured); Check reads the answer and may
 	// have the model answer once more (see agent.Agent.Check).
@@ -475,6 +478,9 @@ func (b *Bot) agent(x Exchange, conv agent.Conversation, tools *tool.Set) *agent
 		Scripts: b.scripts, Confirmer: warned(x.Confirmer, tools), Conversation: conv, OnEvent: onEvent, Output: x.Output,
 		Steering: x.Steering, MaxRounds: agent.MaxRounds(b.Cartridge), MaxTokens: agent.MaxTokens(b.Cartridge), LoopWindow: agent.LoopWindow(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(), ToolLimits: agent.ToolLimits(b.Cartridge),
 		Structured: x.Structured, Check: x.Check, Loop: x.Loop, MaxTasks: x.MaxTasks, OnPlan: x.OnPlan,
+	}
+	if x.Budget > 0 {
+		a.Budget = x.Budget
 	}
 	a.Context = b.projectContext(tools)
 	if _, ok := b.Cartridge.Get("provider", "settings", "user"); ok {

@@ -151,7 +151,13 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 		if err != nil {
 			return nil, st, err
 		}
-		ws, err := files.Open(dir)
+		open := files.Open
+		if cfg.Files.Anywhere {
+			home, _ := proc.Lookup(o.Environ, "HOME")
+			open = func(dir string) (*files.Workspace, error) { return files.OpenAnywhere(dir, home) }
+			st.Notes = append(st.Notes, "files: the tools reach every path this user can, not only the workspace (builtins.files.anywhere)")
+		}
+		ws, err := open(dir)
 		if err != nil {
 			return nil, st, fail("builtins.files.workspace", "%v", err)
 		}
@@ -208,7 +214,7 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 		}
 		ex, status, err := shell.New(shell.Options{
 			Workspace: dir, Timeout: timeout, Sandbox: e.Sandbox, Network: e.Network,
-			Environ: o.Environ, Env: e.Env, ReadOnly: readOnly, Writable: writable, Bwrap: o.Bwrap,
+			Environ: o.Environ, Env: e.Env, PathAppend: e.PathAppend, ReadOnly: readOnly, Writable: writable, Bwrap: o.Bwrap,
 			RequireSandbox: o.RequireSandbox, Notice: o.Notice,
 		})
 		if err != nil {
@@ -228,8 +234,17 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 			}
 		}
 		if s := w.Search; s != nil {
-			tools = append(tools, web.NewSearch(web.SearchOptions{APIKey: s.APIKey, APIKeyVar: s.APIKeyVar, Count: s.Count, BaseURL: o.SearchURL, Client: o.HTTPClient}))
+			base := s.BaseURL
+			if o.SearchURL != "" {
+				base = o.SearchURL
+			}
+			search, err := web.NewSearch(web.SearchOptions{Provider: s.Provider, APIKey: s.APIKey, APIKeyVar: s.APIKeyVar, Count: s.Count, BaseURL: base, Client: o.HTTPClient})
+			if err != nil {
+				return nil, st, fail("builtins.web.search", "%v", err)
+			}
+			tools = append(tools, search)
 			switch {
+			case s.Provider == web.SearXNG:
 			case s.APIKey == "" && s.APIKeyVar != "":
 				st.Notes = append(st.Notes, "web_search: no API key ("+s.APIKeyVar+" is not set): every search will fail")
 			case s.APIKey == "":

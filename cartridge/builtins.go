@@ -48,6 +48,10 @@ type BuiltinFiles struct {
 	// Images lets read_file answer pictures as images; nil when unset
 	// (then by the provider: see builtin.FromCartridge).
 	Images *bool
+	// Anywhere lets the tools reach paths outside the workspace (absolute,
+	// .., ~), relative paths still starting in it: nanobot's
+	// restrictToWorkspace false (false when unset).
+	Anywhere bool
 }
 
 // BuiltinExec is builtins.exec: the exec tool.
@@ -66,6 +70,9 @@ type BuiltinExec struct {
 	Network bool
 	// Env names variables of nb's environment that commands also see.
 	Env []string
+	// PathAppend is appended to the PATH commands see (nanobot's
+	// tools.exec.pathAppend).
+	PathAppend string
 	// ReadOnly and Writable are extra paths the sandbox shows to
 	// commands (read-only, or read-write), as written.
 	ReadOnly, Writable []string
@@ -92,7 +99,12 @@ type BuiltinFetch struct {
 
 // BuiltinSearch is builtins.web.search.
 type BuiltinSearch struct {
-	// APIKey is the Brave Search API key, after ENV substitution.
+	// Provider is the search engine: brave (the default), tavily,
+	// searxng or jina.
+	Provider string
+	// BaseURL replaces the engine's address (a SearXNG instance's).
+	BaseURL string
+	// APIKey is the engine's API key, after ENV substitution.
 	APIKey string
 	// APIKeyVar is the variable the key's ENV reference names when that
 	// variable is not set (the key is then empty).
@@ -125,12 +137,13 @@ func (c *Cartridge) Builtins() (*Builtins, error) {
 	p.known(m, "builtins", "files", "exec", "web", "spawn", "limits")
 
 	if g := p.group(m["files"], "builtins.files", ""); g != nil {
-		p.known(g, "builtins.files", "workspace", "write", "profile", "hard-links", "images")
+		p.known(g, "builtins.files", "workspace", "write", "profile", "hard-links", "images", "anywhere")
 		b.Files = &BuiltinFiles{
 			Workspace: p.text(g, "builtins.files", "workspace", "."),
 			Write:     p.boolean(g, "builtins.files", "write", true),
 			Profile:   p.text(g, "builtins.files", "profile", "auto"),
 			HardLinks: p.boolean(g, "builtins.files", "hard-links", false),
+			Anywhere:  p.boolean(g, "builtins.files", "anywhere", false),
 		}
 		if v, set := g["images"]; set && v != nil {
 			images := p.boolean(g, "builtins.files", "images", false)
@@ -143,15 +156,16 @@ func (c *Cartridge) Builtins() (*Builtins, error) {
 		}
 	}
 	if g := p.group(m["exec"], "builtins.exec", ""); g != nil {
-		p.known(g, "builtins.exec", "workspace", "timeout", "sandbox", "network", "env", "read-only", "writable")
+		p.known(g, "builtins.exec", "workspace", "timeout", "sandbox", "network", "env", "read-only", "writable", "path-append")
 		e := &BuiltinExec{
-			Workspace: p.text(g, "builtins.exec", "workspace", ""),
-			Timeout:   p.seconds(g, "builtins.exec", "timeout", 0),
-			Sandbox:   p.text(g, "builtins.exec", "sandbox", "auto"),
-			Network:   p.boolean(g, "builtins.exec", "network", false),
-			Env:       p.list(g, "builtins.exec", "env"),
-			ReadOnly:  p.list(g, "builtins.exec", "read-only"),
-			Writable:  p.list(g, "builtins.exec", "writable"),
+			Workspace:  p.text(g, "builtins.exec", "workspace", ""),
+			Timeout:    p.seconds(g, "builtins.exec", "timeout", 0),
+			Sandbox:    p.text(g, "builtins.exec", "sandbox", "auto"),
+			Network:    p.boolean(g, "builtins.exec", "network", false),
+			Env:        p.list(g, "builtins.exec", "env"),
+			ReadOnly:   p.list(g, "builtins.exec", "read-only"),
+			Writable:   p.list(g, "builtins.exec", "writable"),
+			PathAppend: p.text(g, "builtins.exec", "path-append", ""),
 		}
 		switch e.Sandbox {
 		case "auto", "on", "off":
@@ -175,10 +189,21 @@ func (c *Cartridge) Builtins() (*Builtins, error) {
 		}
 		if s, present := g["search"]; present && s != nil && s != false {
 			sm := p.group(s, "builtins.web.search", "")
-			p.known(sm, "builtins.web.search", "api-key", "count")
+			p.known(sm, "builtins.web.search", "provider", "base-url", "api-key", "count")
 			search := &BuiltinSearch{
-				APIKey: p.text(sm, "builtins.web.search", "api-key", ""),
-				Count:  p.count(sm, "builtins.web.search", "count", 0),
+				Provider: p.text(sm, "builtins.web.search", "provider", "brave"),
+				BaseURL:  p.text(sm, "builtins.web.search", "base-url", ""),
+				APIKey:   p.text(sm, "builtins.web.search", "api-key", ""),
+				Count:    p.count(sm, "builtins.web.search", "count", 0),
+			}
+			switch search.Provider {
+			case "brave", "tavily", "jina":
+			case "searxng":
+				if search.BaseURL == "" {
+					p.fail("builtins.web.search.base-url", "a searxng search needs the address of its instance (https://searx.example.org)")
+				}
+			default:
+				p.fail("builtins.web.search.provider", "must be brave, tavily, searxng or jina, not %q", search.Provider)
 			}
 			search.APIKeyVar, _ = c.MissingFor("builtins.web.search.api-key")
 			w.Search = search

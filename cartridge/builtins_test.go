@@ -55,7 +55,7 @@ func TestBuiltinsDefaultsAndSettings(t *testing.T) {
 		Exec:  &BuiltinExec{Timeout: 2500 * time.Millisecond, Sandbox: "on", Network: true, Env: []string{"GOPATH"}, Writable: []string{"~/.cache/go-build"}},
 		Web: &BuiltinWeb{
 			Fetch:  &BuiltinFetch{AllowHosts: []string{"intranet.example"}, MaxBytes: 1000, Timeout: 5 * time.Second},
-			Search: &BuiltinSearch{APIKey: "k-123", Count: 3},
+			Search: &BuiltinSearch{Provider: "brave", APIKey: "k-123", Count: 3},
 		},
 		Spawn: &BuiltinSpawn{MaxDepth: 1},
 		Line:  1,
@@ -101,7 +101,7 @@ func TestBuiltinsErrors(t *testing.T) {
 		{"builtins:\n  shell: true\n", "bot.yml:2: builtins.shell: unknown setting (known: files, exec, web, spawn, limits)"},
 		{"builtins:\n  file: {}\n", "bot.yml:2: builtins.file: unknown setting: did you mean \"files\"? (known: files, exec, web, spawn, limits)"},
 		{"builtins:\n  exec:\n    sandbox: yes-please\n", `bot.yml:3: builtins.exec.sandbox: must be auto (bubblewrap when it works here), on (refuse to run without it) or off, not "yes-please"`},
-		{"builtins:\n  exec:\n    sandbx: off\n", "bot.yml:3: builtins.exec.sandbx: unknown setting: did you mean \"sandbox\"? (known: workspace, timeout, sandbox, network, env, read-only, writable)"},
+		{"builtins:\n  exec:\n    sandbx: off\n", "bot.yml:3: builtins.exec.sandbx: unknown setting: did you mean \"sandbox\"? (known: workspace, timeout, sandbox, network, env, read-only, writable, path-append)"},
 		{"builtins:\n  exec:\n    timeout: -1\n", "bot.yml:3: builtins.exec.timeout: must be a number of seconds above 0 and at most a day, not -1"},
 		{"builtins:\n  exec:\n    timeout: soon\n", "bot.yml:3: builtins.exec.timeout: must be a number of seconds, not text"},
 		{"builtins:\n  files:\n    workspace: [a]\n", "bot.yml:3: builtins.files.workspace: must be text, not a list"},

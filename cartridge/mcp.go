@@ -24,6 +24,10 @@ type MCPServer struct {
 	// Name when it is made of letters, digits, '_' and '-' without "__",
 	// else a valid name made from it (see MCP).
 	Prefix string
+	// ToolPrefix, when set (the server's tool-prefix key), is the whole
+	// start of its tools' names instead of <Prefix>__: mcp_<server>_ for
+	// nanobot's names.
+	ToolPrefix string
 	// Command, Args, Env and Dir describe a server run as a child process
 	// that speaks MCP on its standard input and output. Env holds only
 	// the variables the cartridge sets; Dir is relative to the
@@ -75,7 +79,7 @@ const DefaultMCPTimeout = 30 * time.Second
 // names, which providers limit to letters, digits, '_' and '-'.
 var mcpName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
 
-var mcpKeys = []string{"command", "args", "env", "cwd", "url", "headers", "type", "tools", "timeout", "disabled"}
+var mcpKeys = []string{"command", "args", "env", "cwd", "url", "headers", "type", "tools", "timeout", "disabled", "tool-prefix"}
 
 // MCP returns the servers of the cartridge's mcp key, in file order,
 // after checking them: a problem is an *Error naming the file, the line
@@ -310,6 +314,14 @@ func (c *Cartridge) mcpServer(k *checker, name string, v any, env Lookup) MCPSer
 			k.fail(join(path, "tools"), "must be a list of the tool names to offer, not %s", kind(t))
 			return s
 		}
+	}
+	if t, ok := m["tool-prefix"]; ok && t != nil {
+		prefix, isText := t.(string)
+		if !isText || strings.TrimSpace(prefix) == "" {
+			k.fail(join(path, "tool-prefix"), "must be the text the server's tools' names start with (e.g. mcp_files_), not %v", t)
+			return s
+		}
+		s.ToolPrefix = prefix
 	}
 	if t, ok := m["timeout"]; ok && t != nil {
 		var secs float64

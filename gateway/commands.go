@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/bus"
@@ -16,7 +17,11 @@ const helpText = `🐈 nb commands:
 /stop — Stop the current task
 /status — Model, session size, context use and today's token use
 /pair CODE — Let the sender of a pairing code talk to me
+/restart — Restart the bot
 /help — Show available commands`
+
+// restartReply is /restart's answer, nanobot's.
+const restartReply = "Restarting..."
 
 // command runs an in-chat command; ok is false for an ordinary message.
 func (g *Gateway) command(ctx context.Context, m bus.Inbound, role access.Role) (reply string, ok bool) {
@@ -25,7 +30,35 @@ func (g *Gateway) command(ctx context.Context, m bus.Inbound, role access.Role) 
 		return "", false
 	}
 	name, arg, _ := strings.Cut(text, " ")
+	if at := strings.Index(name, "@"); at > 0 {
+		name = name[:at] // /start@my_bot, as Telegram writes commands in groups
+	}
 	switch strings.ToLower(name) {
+	case "/start":
+		// nanobot's greeting, by the sender's first name when the
+		// platform gives it.
+		hi := "👋 Hi!"
+		if first, _ := m.Metadata["first_name"].(string); first != "" {
+			hi = "👋 Hi " + first + "!"
+		}
+		return hi + " I'm nb.\n\nSend me a message and I'll respond!\nType /help to see available commands.", true
+	case "/restart":
+		switch {
+		case role != access.Owner:
+			return "Only my owner can restart me.", true
+		case g.Restart == nil:
+			return "Restarting is not available here.", true
+		}
+		go func() {
+			// The reply goes out first, as nanobot's does.
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+			g.log().Info("/restart: restarting", "channel", m.Channel, "sender", m.SenderID)
+			g.Restart()
+		}()
+		return restartReply, true
 	case "/help":
 		return helpText, true
 	case "/new":

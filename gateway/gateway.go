@@ -106,6 +106,12 @@ type Gateway struct {
 	Steer SharedSteering
 	// Guests is what guests' turns may use (see roles.go).
 	Guests GuestPolicy
+	// Restart, when set, restarts the gateway (/restart, the owner's);
+	// nil answers that restarting is not available.
+	Restart func()
+	// Words rewrites nb's messages shown in a chat (a provider's error)
+	// in the words of the configuration the user wrote; nil keeps them.
+	Words func(string) string
 	// ProtectedPaths are more of the gateway's own files and folders
 	// (absolute, or relative to the workspace) that no turn's tools may
 	// read or write: the state folder, a session store elsewhere.
@@ -496,6 +502,33 @@ const (
 	emptyReply = "I've completed processing but have no response to give."
 )
 
+// words is g.Words, or nothing changed.
+func (g *Gateway) words(s string) string {
+	if g.Words != nil {
+		return g.Words(s)
+	}
+	return s
+}
+
+// failure is what a chat is told of a turn that failed: the provider's
+// own error for the owner, as nanobot shows it ("Error calling LLM: …"),
+// in the configuration's words; nanobot's apology for anything else, and
+// for guests (the provider's answer may name the owner's settings).
+func (g *Gateway) failure(d Direct, err error) string {
+	words := g.words
+	var pe *provider.Error
+	switch {
+	case d.Role != access.Owner:
+		return errorReply
+	case errors.As(err, &pe):
+		return "Error calling LLM: " + words(pe.Error())
+	case d.Channel == CLIChannel:
+		// nb gateway chat: the owner at the terminal reads why.
+		return strings.TrimSuffix(errorReply, ".") + ": " + words(err.Error())
+	}
+	return errorReply
+}
+
 var thinkBlock = regexp.MustCompile(`(?s)<think>.*?</think>`)
 
 // turn runs the agent on d's session, one turn at a time per session
@@ -664,8 +697,8 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 		g.log().Error("turn stopped: the session's hold was lost", "session", d.SessionKey, "error", err)
 		return "", storeError{err}
 	case err != nil:
-		g.log().Error("turn failed", "session", d.SessionKey, "error", err)
-		g.publish(ctx, d, bus.Error, turnID, errorReply)
+		g.log().Error("turn failed", "session", d.SessionKey, "error", g.words(err.Error()))
+		g.publish(ctx, d, bus.Error, turnID, g.failure(d, err))
 		return "", err
 	}
 	text := strings.TrimSpace(thinkBlock.ReplaceAllString(ans.Text, ""))

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -67,11 +68,51 @@ type BotRunner struct {
 	// denies them (nobody can confirm in a chat). nb gateway chat --yes
 	// sets one.
 	Confirmer agent.Confirmer
+	// Words rewrites the notice of a limit that stopped a turn in the
+	// words of the configuration (nil keeps it).
+	Words func(string) string
+	// PromptTokens, when positive, bounds each request's prompt
+	// (estimated tokens: system text, tool definitions and history):
+	// nanobot's contextWindowTokens less the answer's maxTokens. The
+	// oldest turns are left out of the request to fit (the session keeps
+	// them, and consolidation moves them to memory).
+	PromptTokens int
+}
+
+// budget is the history budget of a turn: PromptTokens less the tools'
+// definitions, which the agent does not count (it counts the system
+// text itself).
+func (r BotRunner) budget(t Turn) int {
+	if r.PromptTokens <= 0 {
+		return 0
+	}
+	var specs []tool.Spec
+	if r.Bot != nil && r.Bot.Tools() != nil {
+		for _, s := range r.Bot.Tools().Specs() {
+			if t.ToolFilter == nil || t.ToolFilter(specTool{s}) {
+				specs = append(specs, s)
+			}
+		}
+	}
+	for _, tl := range t.Tools {
+		specs = append(specs, tl.Spec())
+	}
+	b, _ := json.Marshal(specs)
+	return max(r.PromptTokens-(len(b)+3)/4, 1)
+}
+
+// specTool is a tool known by its spec alone, for a ToolFilter.
+type specTool struct{ spec tool.Spec }
+
+func (s specTool) Spec() tool.Spec { return s.spec }
+func (s specTool) Run(context.Context, tool.Call) (any, error) {
+	return nil, errors.New("not runnable")
 }
 
 // Run implements Runner.
 func (r BotRunner) Run(ctx context.Context, t Turn) (Answer, error) {
-	x := bot.Exchange{Mode: cartridge.REPL, Conversation: t.Conversation, System: t.System, Tools: t.Tools, ToolFilter: t.ToolFilter, OnEvent: t.OnEvent, Steering: t.Steering, Confirmer: r.Confirmer}
+	x := bot.Exchange{Mode: cartridge.REPL, Conversation: t.Conversation, System: t.System, Tools: t.Tools, ToolFilter: t.ToolFilter, OnEvent: t.OnEvent, Steering: t.Steering, Confirmer: r.Confirmer,
+		Budget: r.budget(t)}
 	if len(t.Images) > 0 {
 		conv := &turnImages{Conversation: t.Conversation}
 		x.Conversation = conv
@@ -93,10 +134,13 @@ func (r BotRunner) answer(res *agent.Result, err error) (Answer, error) {
 		return Answer{}, err
 	}
 	text := res.Text
-	if res.Notice != "" {
+	if notice := res.Notice; notice != "" {
 		// A limit stopped the turn before an answer: the user reads why
 		// and how to go on (the session keeps the conversation).
-		text = strings.TrimSpace(text + "\n\n" + res.Notice)
+		if r.Words != nil {
+			notice = r.Words(notice)
+		}
+		text = strings.TrimSpace(text + "\n\n" + notice)
 	}
 	return Answer{Text: text, Usage: res.Usage, Model: r.Model()}, nil
 }

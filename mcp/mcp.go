@@ -176,10 +176,14 @@ func (c *Clients) buildTools() []tool.Tool {
 		if prefix == "" {
 			prefix = s.cfg.Name
 		}
+		start := prefix + "__"
+		if s.cfg.ToolPrefix != "" {
+			start = s.cfg.ToolPrefix
+		}
 		for _, rt := range remote {
-			name := prefix + "__" + rt.name
+			name := start + rt.name
 			for n := 2; seen[tool.MatchName(name)]; n++ {
-				name = fmt.Sprintf("%s__%s_%d", prefix, rt.name, n)
+				name = fmt.Sprintf("%s%s_%d", start, rt.name, n)
 			}
 			seen[tool.MatchName(name)] = true
 			t := &Tool{server: s, remote: rt.name, spec: tool.Spec{Name: name, Description: rt.description, Parameters: rt.schema}}

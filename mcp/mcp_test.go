@@ -376,3 +376,26 @@ func TestLookPathUsesGivenPath(t *testing.T) {
 		t.Errorf("a command in ~: %q, %v", p, err)
 	}
 }
+
+// A server's tool-prefix is the whole start of its tools' names: the
+// gateway's nanobot profile names them mcp_<server>_<tool>, as nanobot
+// does, so that prompts and skills naming them keep working.
+func TestToolPrefix(t *testing.T) {
+	mark := uniqueMark(t)
+	cfg := fakeConfig(t, "my_files", "ok", mark)
+	cfg.ToolPrefix = "mcp_my_files_"
+	cfg.Tools = []string{"echo"}
+	c := start(t, Options{Servers: []cartridge.MCPServer{cfg}})
+	var names []string
+	for _, x := range c.Tools() {
+		names = append(names, x.Spec().Name)
+	}
+	if strings.Join(names, ",") != "mcp_my_files_echo" {
+		t.Fatalf("tools = %v", names)
+	}
+	if res, err := run(t, findTool(t, c, "mcp_my_files_echo"), map[string]any{"text": "hi"}); err != nil || res.Text != "echo: hi" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	c.Close()
+	noLeftovers(t, mark)
+}

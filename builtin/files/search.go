@@ -132,7 +132,7 @@ func (t *listDir) Run(ctx context.Context, call tool.Call) (any, error) {
 	hidden := w.hider(name)
 	entries = slices.DeleteFunc(entries, func(e fs.DirEntry) bool { return hidden(path.Join(name, e.Name())) })
 	if len(entries) == 0 {
-		return fmt.Sprintf("(Empty folder: %s)", display(name)), nil
+		return fmt.Sprintf("(Empty folder: %s)", w.show(name)), nil
 	}
 	var b strings.Builder
 	for i, e := range entries {
@@ -233,7 +233,7 @@ func (t *globTool) Run(ctx context.Context, call tool.Call) (any, error) {
 		return nil, w.pathError(p, err)
 	}
 	if len(hits) == 0 {
-		return fmt.Sprintf("No files match %s in %s.", pattern, display(start)), nil
+		return fmt.Sprintf("No files match %s in %s.", pattern, w.show(start)), nil
 	}
 	slices.SortFunc(hits, func(a, b hit) int {
 		if c := b.mod.Compare(a.mod); c != 0 {
@@ -247,7 +247,7 @@ func (t *globTool) Run(ctx context.Context, call tool.Call) (any, error) {
 			fmt.Fprintf(&b, "(%d more files match: narrow the pattern or the path)\n", len(hits)-globMax)
 			break
 		}
-		b.WriteString(h.name + "\n")
+		b.WriteString(w.show(h.name) + "\n")
 	}
 	return strings.TrimSuffix(b.String(), "\n"), nil
 }
@@ -369,7 +369,7 @@ func (t *grepTool) Run(ctx context.Context, call tool.Call) (any, error) {
 			if utf8.RuneCountInString(text) > grepLineChars {
 				text = text[:runeOffset(text, grepLineChars)] + " …"
 			}
-			out = append(out, fmt.Sprintf("%s:%d: %s", name, n, text))
+			out = append(out, fmt.Sprintf("%s:%d: %s", w.show(name), n, text))
 		}
 	}
 	if info.Mode().IsRegular() {
@@ -389,7 +389,7 @@ func (t *grepTool) Run(ctx context.Context, call tool.Call) (any, error) {
 		return nil, w.pathError(p, err)
 	}
 	if len(out) == 0 {
-		return fmt.Sprintf("No matches for %s in %s.", expr, display(start)), nil
+		return fmt.Sprintf("No matches for %s in %s.", expr, w.show(start)), nil
 	}
 	if more {
 		out = append(out, fmt.Sprintf("(Showing the first %d matching lines; there are more: narrow the pattern, the path or the glob.)", most))

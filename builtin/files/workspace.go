@@ -27,6 +27,42 @@ type Workspace struct {
 	policy *Policy
 	// images lets read_file answer pictures as images (see AllowImages).
 	images bool
+	// work, when set, is the workspace of a Workspace opened with
+	// OpenAnywhere: the root is then the file system's (dir is "/"), and
+	// relative paths start at work. home expands ~ then.
+	work, home string
+}
+
+// OpenAnywhere opens the file system's root for tools whose relative
+// paths start in the workspace dir, as nanobot's do with
+// restrictToWorkspace false: absolute paths, .. and ~ (home, when not
+// "") reach every file this user can. The policy a call carries still
+// applies.
+func OpenAnywhere(dir, home string) (*Workspace, error) {
+	w, err := Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	w.Close()
+	root, err := os.OpenRoot("/")
+	if err != nil {
+		return nil, fmt.Errorf("the file system's root cannot be opened: %v", unwrap(err))
+	}
+	return &Workspace{root: root, dir: "/", work: w.dir, home: home}, nil
+}
+
+// show is how a name (as rel returns it) is shown to the model: relative
+// to the workspace inside it, else absolute (for a Workspace opened
+// with OpenAnywhere); the name itself otherwise.
+func (w *Workspace) show(name string) string {
+	if w.work == "" {
+		return display(name)
+	}
+	abs := filepath.Join("/", name)
+	if r, err := filepath.Rel(w.work, abs); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
+		return display(r)
+	}
+	return filepath.ToSlash(abs)
 }
 
 // AllowImages lets read_file answer a PNG, JPEG, GIF or WebP file (up to
@@ -65,7 +101,12 @@ func Open(dir string) (*Workspace, error) {
 }
 
 // Dir is the workspace's absolute path.
-func (w *Workspace) Dir() string { return w.dir }
+func (w *Workspace) Dir() string {
+	if w.work != "" {
+		return w.work
+	}
+	return w.dir
+}
 
 // Close releases the workspace.
 func (w *Workspace) Close() error { return w.root.Close() }
@@ -78,6 +119,25 @@ func (w *Workspace) Close() error { return w.root.Close() }
 // starts with ~ is refused with a word on why: the model means a home
 // folder, which the tools never reach, not a folder named "~".
 func (w *Workspace) rel(p string) (string, error) {
+	if w.work != "" {
+		if p == "" {
+			p = "."
+		}
+		if p == "~" || strings.HasPrefix(p, "~/") {
+			if w.home == "" {
+				return "", fmt.Errorf("%s: no home folder is known to expand ~ in: give the absolute path", p)
+			}
+			p = filepath.Join(w.home, p[1:])
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(w.work, p)
+		}
+		r, err := filepath.Rel("/", filepath.Clean(p))
+		if err != nil {
+			return "", fmt.Errorf("%s: %v", p, err)
+		}
+		return r, nil
+	}
 	if p == "" {
 		return ".", nil
 	}

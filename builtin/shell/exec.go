@@ -52,6 +52,9 @@ type Options struct {
 	Environ []string
 	// Env names more variables of Environ that commands see.
 	Env []string
+	// PathAppend is appended to the PATH commands see (a folder, or
+	// folders joined by the list separator).
+	PathAppend string
 	// ReadOnly and Writable are more absolute paths the sandbox shows.
 	ReadOnly, Writable []string
 	// MaxOutput is how many bytes of each stream are kept (1 MiB if 0).
@@ -277,6 +280,10 @@ func (t *Exec) run(ctx context.Context, command string, timeout time.Duration) (
 	defer cancel()
 	argv := []string{t.shell, "-c", command}
 	var extra []string
+	if t.cfg.PathAppend != "" {
+		path, _ := proc.Lookup(t.cfg.Environ, "PATH")
+		extra = append(extra, "PATH="+strings.TrimPrefix(path+string(os.PathListSeparator)+t.cfg.PathAppend, string(os.PathListSeparator)))
+	}
 	var info *os.File // bwrap's --info-fd, read for the sandbox's pid
 	var stop graceful
 	if t.sandbox != nil {

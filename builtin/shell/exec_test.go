@@ -425,3 +425,20 @@ func TestTimeoutTermFirst(t *testing.T) {
 		}
 	})
 }
+
+// PathAppend (nanobot's tools.exec.pathAppend) puts a folder at the end
+// of the PATH commands see: its programs run by name, and the PATH's own
+// folders still come first.
+func TestPathAppend(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "nb-test-tool"), []byte("#!/bin/sh\necho found-by-path\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	modes(t, func(t *testing.T, mk func(Options) *Exec) {
+		e := mk(Options{PathAppend: bin, ReadOnly: []string{bin}})
+		out, isErr := runExec(t, e, map[string]any{"command": "nb-test-tool; echo \"$PATH\""})
+		if isErr || !strings.Contains(out, "found-by-path") || !strings.Contains(out, "/usr/local/bin:/usr/bin:/bin:"+bin) {
+			t.Fatalf("%q (error %v)", out, isErr)
+		}
+	})
+}

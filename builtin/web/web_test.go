@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -346,7 +347,7 @@ func search(s *Search, args map[string]any) (string, error) {
 
 func TestSearch(t *testing.T) {
 	srv := braveFake(t, "good-key")
-	s := NewSearch(SearchOptions{APIKey: "good-key", BaseURL: srv.URL, Count: 2})
+	s := mustSearch(t, SearchOptions{APIKey: "good-key", BaseURL: srv.URL, Count: 2})
 	got, err := search(s, map[string]any{"query": "golang os.Root"})
 	if err != nil {
 		t.Fatal(err)
@@ -372,7 +373,7 @@ func TestSearch(t *testing.T) {
 	if _, err := search(s, map[string]any{"query": "rate"}); err == nil || !strings.Contains(err.Error(), "rate limit") || !strings.Contains(err.Error(), "Request rate limit exceeded for plan.") {
 		t.Errorf("rate limited: %v", err)
 	}
-	bad := NewSearch(SearchOptions{APIKey: "bad-key", BaseURL: srv.URL})
+	bad := mustSearch(t, SearchOptions{APIKey: "bad-key", BaseURL: srv.URL})
 	if _, err := search(bad, map[string]any{"query": "x"}); err == nil || !strings.Contains(err.Error(), "refused the API key") || !strings.Contains(err.Error(), "SUBSCRIPTION_TOKEN_INVALID") {
 		t.Errorf("a bad key: %v", err)
 	}
@@ -383,7 +384,7 @@ func TestSearch(t *testing.T) {
 		{SearchOptions{BaseURL: srv.URL, APIKeyVar: "BRAVE_API_KEY"}, "takes it from BRAVE_API_KEY, which is not set"},
 		{SearchOptions{BaseURL: srv.URL}, "set builtins.web.search.api-key"},
 	} {
-		if _, err := search(NewSearch(tc.cfg), map[string]any{"query": "x"}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := search(mustSearch(t, tc.cfg), map[string]any{"query": "x"}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("no key: %v, want %q", err, tc.want)
 		}
 	}
@@ -393,7 +394,7 @@ func TestSearch(t *testing.T) {
 	if _, err := search(s, map[string]any{"query": "x", "count": 21}); err == nil {
 		t.Error("count 21 was accepted")
 	}
-	down := NewSearch(SearchOptions{APIKey: "k", BaseURL: "http://127.0.0.1:1"})
+	down := mustSearch(t, SearchOptions{APIKey: "k", BaseURL: "http://127.0.0.1:1"})
 	if _, err := search(down, map[string]any{"query": "x"}); err == nil || !strings.Contains(err.Error(), "did not answer") {
 		t.Errorf("API down: %v", err)
 	}
@@ -404,7 +405,7 @@ func TestToolKinds(t *testing.T) {
 	if ro, ok := f.(tool.ReadOnly); ok && ro.ReadOnly() {
 		t.Error("web_fetch must need confirmation")
 	}
-	var s tool.Tool = NewSearch(SearchOptions{})
+	var s tool.Tool = mustSearch(t, SearchOptions{})
 	if ro, ok := s.(tool.ReadOnly); !ok || !ro.ReadOnly() {
 		t.Error("web_search must be read-only")
 	}
@@ -415,5 +416,67 @@ func TestToolKinds(t *testing.T) {
 	_, err := NewFetch(FetchOptions{}).Run(context.Background(), tool.Call{Arguments: map[string]any{"url": "http://127.0.0.1/"}})
 	if !errors.As(err, &be) {
 		t.Errorf("the refusal is not a *BlockedError: %v", err)
+	}
+}
+
+func mustSearch(t *testing.T, cfg SearchOptions) *Search {
+	t.Helper()
+	s, err := NewSearch(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestSearchEngines: Tavily, SearXNG and Jina are asked as each
+// documents it (Tavily: POST /search {query, max_results} with a Bearer
+// key; SearXNG: GET /search?q=…&format=json; Jina: GET /?q=… with Accept:
+// application/json and a Bearer key), and their answers listed as
+// nanobot lists them.
+func TestSearchEngines(t *testing.T) {
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		seen = append(seen, fmt.Sprintf("%s %s %s %s", r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), b))
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/search" && r.Method == http.MethodPost: // Tavily
+			fmt.Fprint(w, `{"query":"go","answer":null,"images":[],"results":[{"title":"The Go Programming Language","url":"https://go.dev/","content":"Go is an open source programming language.","score":0.98,"raw_content":null}],"response_time":0.9}`)
+		case r.URL.Path == "/searx/search": // SearXNG
+			fmt.Fprint(w, `{"query":"go","number_of_results":0,"results":[{"url":"https://go.dev/","title":"The Go <b>Programming</b> Language","content":"Build simple, secure, scalable systems.","engine":"duckduckgo","engines":["duckduckgo"],"score":1.0,"category":"general"}],"answers":[],"corrections":[],"infoboxes":[],"suggestions":[],"unresponsive_engines":[]}`)
+		case r.URL.Path == "/": // Jina
+			fmt.Fprint(w, `{"code":200,"status":20000,"data":[{"title":"The Go Programming Language","url":"https://go.dev/","description":"Go is expressive, concise, clean, and efficient.","content":"long page text","usage":{"tokens":1000}}]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		opts      SearchOptions
+		request   string
+		title, sn string
+	}{
+		{SearchOptions{Provider: Tavily, APIKey: "tvly-k", BaseURL: srv.URL}, `POST /search Bearer tvly-k {"max_results":3,"query":"go"}`, "The Go Programming Language", "Go is an open source programming language."},
+		{SearchOptions{Provider: SearXNG, BaseURL: srv.URL + "/searx/"}, "GET /searx/search?format=json&q=go  ", "The Go Programming Language", "Build simple, secure, scalable systems."},
+		{SearchOptions{Provider: Jina, APIKey: "jina-k", BaseURL: srv.URL}, "GET /?q=go Bearer jina-k ", "The Go Programming Language", "Go is expressive, concise, clean, and efficient."},
+	} {
+		seen = nil
+		got, err := search(mustSearch(t, tc.opts), map[string]any{"query": "go", "count": 3})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.opts.Provider, err)
+		}
+		want := "Results for: go\n\n1. " + tc.title + "\n   https://go.dev/\n   " + tc.sn
+		if len(seen) != 1 || seen[0] != tc.request || got != want {
+			t.Errorf("%s: sent %q, want %q\ngot %q\nwant %q", tc.opts.Provider, seen, tc.request, got, want)
+		}
+	}
+	if _, err := NewSearch(SearchOptions{Provider: SearXNG}); err == nil {
+		t.Error("SearXNG without an address was accepted")
+	}
+	if _, err := NewSearch(SearchOptions{Provider: "bing"}); err == nil {
+		t.Error("an unknown engine was accepted")
+	}
+	if _, err := search(mustSearch(t, SearchOptions{Provider: Tavily, BaseURL: srv.URL, KeyName: "tools.web.search.apiKey"}), map[string]any{"query": "go"}); err == nil || !strings.Contains(err.Error(), "set tools.web.search.apiKey") {
+		t.Errorf("no key: %v", err)
 	}
 }

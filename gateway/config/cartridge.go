@@ -3,124 +3,12 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/nbots/nb/cartridge"
 )
-
-// providerSpec is how nanobot's provider names map onto nb's providers.
-type providerSpec struct {
-	name     string
-	id       string // nb's provider id
-	base     string // the OpenAI-compatible address, "" for native APIs
-	envKey   string
-	gateway  bool // routes any model: the model name is sent whole
-	local    bool // needs no key
-	keywords []string
-}
-
-// specs in nanobot's order of priority.
-var specs = []providerSpec{
-	{name: "custom", id: "openai", local: true},
-	{name: "openrouter", id: "openai", base: "https://openrouter.ai/api/v1", envKey: "OPENROUTER_API_KEY", gateway: true, keywords: []string{"openrouter"}},
-	{name: "aihubmix", id: "openai", base: "https://aihubmix.com/v1", envKey: "AIHUBMIX_API_KEY", gateway: true, keywords: []string{"aihubmix"}},
-	{name: "siliconflow", id: "openai", base: "https://api.siliconflow.cn/v1", envKey: "SILICONFLOW_API_KEY", gateway: true, keywords: []string{"siliconflow"}},
-	{name: "volcengine", id: "openai", base: "https://ark.cn-beijing.volces.com/api/v3", envKey: "VOLCENGINE_API_KEY", gateway: true, keywords: []string{"volcengine", "doubao"}},
-	{name: "anthropic", id: "anthropic", envKey: "ANTHROPIC_API_KEY", keywords: []string{"anthropic", "claude"}},
-	{name: "openai", id: "openai", envKey: "OPENAI_API_KEY", keywords: []string{"openai", "gpt", "o1", "o3", "o4"}},
-	{name: "deepseek", id: "openai", base: "https://api.deepseek.com/v1", envKey: "DEEPSEEK_API_KEY", keywords: []string{"deepseek"}},
-	{name: "gemini", id: "google", envKey: "GEMINI_API_KEY", keywords: []string{"gemini"}},
-	{name: "zhipu", id: "openai", base: "https://open.bigmodel.cn/api/paas/v4", envKey: "ZAI_API_KEY", keywords: []string{"zhipu", "glm", "zai"}},
-	{name: "dashscope", id: "openai", base: "https://dashscope.aliyuncs.com/compatible-mode/v1", envKey: "DASHSCOPE_API_KEY", keywords: []string{"qwen", "dashscope"}},
-	{name: "moonshot", id: "openai", base: "https://api.moonshot.ai/v1", envKey: "MOONSHOT_API_KEY", keywords: []string{"moonshot", "kimi"}},
-	{name: "minimax", id: "openai", base: "https://api.minimax.io/v1", envKey: "MINIMAX_API_KEY", keywords: []string{"minimax"}},
-	{name: "mistral", id: "mistral", envKey: "MISTRAL_API_KEY", keywords: []string{"mistral"}},
-	{name: "groq", id: "openai", base: "https://api.groq.com/openai/v1", envKey: "GROQ_API_KEY", keywords: []string{"groq"}},
-	{name: "vllm", id: "openai", local: true, keywords: []string{"vllm"}},
-	{name: "ollama", id: "ollama", local: true, keywords: []string{"ollama"}},
-}
-
-// oauthOnly are nanobot providers that log in with OAuth, which nb does
-// not do.
-var oauthOnly = []string{"openai_codex", "github_copilot"}
-
-func specOf(name string) (providerSpec, bool) {
-	n := strings.ReplaceAll(strings.ToLower(name), "-", "_")
-	for _, s := range specs {
-		if s.name == n {
-			return s, true
-		}
-	}
-	return providerSpec{}, false
-}
-
-// provider returns providers.<name> whichever way it was written.
-func (c *Config) provider(name string) (Provider, bool) {
-	for k, p := range c.Providers {
-		if strings.ReplaceAll(strings.ToLower(k), "-", "_") == name || camel(name) == k {
-			return p, true
-		}
-	}
-	return Provider{}, false
-}
-
-// choose picks the provider of the model as nanobot does: forced, the
-// model's prefix, a keyword of the model for a provider with a key (or a
-// local one with an address), else the first provider with a key.
-func (c *Config) choose() (providerSpec, Provider, error) {
-	d := c.Agents.Defaults
-	if forced := strings.ToLower(d.Provider); forced != "" && forced != "auto" {
-		if slices.Contains(oauthOnly, strings.ReplaceAll(forced, "-", "_")) {
-			return providerSpec{}, Provider{}, fmt.Errorf("agents.defaults.provider: %s logs in with OAuth, which nb does not do: use an API key provider", forced)
-		}
-		s, ok := specOf(forced)
-		if !ok {
-			return providerSpec{}, Provider{}, fmt.Errorf("agents.defaults.provider: unknown provider %q", d.Provider)
-		}
-		p, _ := c.provider(s.name)
-		return s, p, nil
-	}
-	model := strings.ToLower(d.Model)
-	usable := func(s providerSpec) (Provider, bool) {
-		p, ok := c.provider(s.name)
-		if s.local {
-			return p, ok && p.APIBase != ""
-		}
-		return p, ok && p.APIKey != ""
-	}
-	if prefix, _, ok := strings.Cut(model, "/"); ok {
-		if s, ok := specOf(prefix); ok {
-			p, _ := c.provider(s.name)
-			return s, p, nil
-		}
-	}
-	norm := strings.ReplaceAll(model, "_", "-")
-	for _, s := range specs {
-		for _, kw := range s.keywords {
-			if strings.Contains(norm, strings.ReplaceAll(kw, "_", "-")) {
-				if p, ok := usable(s); ok {
-					return s, p, nil
-				}
-			}
-		}
-	}
-	for _, s := range specs {
-		if p, ok := usable(s); ok {
-			return s, p, nil
-		}
-	}
-	// No key anywhere: the model's keyword names the provider, whose key
-	// then comes from its environment variable.
-	for _, s := range specs {
-		for _, kw := range s.keywords {
-			if strings.Contains(norm, kw) && !s.local {
-				return s, Provider{}, nil
-			}
-		}
-	}
-	return providerSpec{}, Provider{}, fmt.Errorf("agents.defaults.model %q: no provider matches it and none has an apiKey: set providers.<name>.apiKey (or agents.defaults.provider)", d.Model)
-}
 
 // DefaultMaxToolIterations is nanobot's agents.defaults.maxToolIterations
 // when a configuration leaves it out (40; 200 from nanobot v0.1.5).
@@ -145,6 +33,13 @@ func (c *Config) Cartridge(base *cartridge.Cartridge, env Env) (*cartridge.Cartr
 			"tools": map[string]any{"confirmable": false, "rounds": orDefault(d.MaxToolIterations, DefaultMaxToolIterations)}},
 	}
 	var warnings []string
+	for typo, key := range c.typos {
+		if key == "agents.defaults.model" && d.Model == "" {
+			// Without it nb's default model would answer, on a key the
+			// user never set: the typo is the error.
+			return nil, nil, fmt.Errorf("%s: %s: unknown key: did you mean %q? (agents.defaults.model is not set)", c.name(), typo, "model")
+		}
+	}
 	if d.Model == "" {
 		doc["provider"] = baseProvider(base)
 	} else {
@@ -213,81 +108,109 @@ func raw(c *cartridge.Cartridge, a, b string, v any) any {
 
 func (c *Config) providerSection() (map[string]any, error) {
 	d := c.Agents.Defaults
-	s, p, err := c.choose()
+	r, err := c.Route()
 	if err != nil {
 		return nil, err
 	}
-	model := d.Model
-	if prefix, rest, ok := strings.Cut(model, "/"); ok && !s.gateway {
-		if ps, ok := specOf(prefix); ok && ps.name == s.name {
-			model = rest
-		}
-	}
-	key := p.APIKey
-	if key == "" && s.envKey != "" {
-		key = "ENV/" + s.envKey
+	key := r.Key
+	if key == "" && r.KeyEnv != "" {
+		key = "ENV/" + r.KeyEnv
 	}
 	creds := map[string]any{}
-	address := p.APIBase
-	if address == "" {
-		address = s.base
+	settings := map[string]any{"model": r.Model}
+	options := map[string]any{}
+	maxTokens := orDefault(d.MaxTokens, 8192)
+	temperature := d.Temperature
+	if strings.Contains(strings.ToLower(r.Model), "kimi-k2.5") {
+		// nanobot's model override: Kimi K2.5 takes temperature 1.0 only.
+		one := 1.0
+		temperature = &one
 	}
-	if s.local && address == "" && s.id == "openai" {
-		return nil, fmt.Errorf("providers.%s.apiBase: the %s provider needs the address of its server", s.name, s.name)
-	}
-	if address != "" {
-		creds["address"] = address
-	}
-	settings := map[string]any{"model": model}
-	switch s.id {
-	case "anthropic":
+	id := r.API
+	switch r.API {
+	case apiAnthropic:
 		if key != "" {
 			creds["api-key"] = key
 		}
-		settings["max_tokens"] = orDefault(d.MaxTokens, 8192)
-	case "google":
+		if r.Base != "" {
+			creds["address"] = r.Base
+		}
+		settings["max_tokens"] = maxTokens
+	case apiGoogle:
 		if key != "" {
 			creds["api-key"] = key
+		}
+		if r.Base != "" {
+			creds["address"] = r.Base
 		}
 		creds["service"] = "generative-language-api"
 		delete(settings, "model")
-		gc := map[string]any{"maxOutputTokens": orDefault(d.MaxTokens, 8192)}
-		if d.Temperature != nil {
-			gc["temperature"] = *d.Temperature
+		options["model"] = r.Model
+		gc := map[string]any{"maxOutputTokens": maxTokens}
+		if temperature != nil {
+			gc["temperature"] = *temperature
 		}
 		settings["generationConfig"] = gc
-	case "mistral":
+		temperature = nil
+	case apiMistral:
 		if key != "" {
 			creds["api-key"] = key
 		}
-		settings["max_tokens"] = orDefault(d.MaxTokens, 8192)
-	case "ollama":
+		if r.Base != "" {
+			creds["address"] = r.Base
+		}
+		settings["max_tokens"] = maxTokens
+	case apiOllama:
+		creds["address"] = r.Base
 		if key != "" && !strings.HasPrefix(key, "ENV/") {
 			creds["access-token"] = key
 		}
-	default:
-		if key != "" && !(s.local && strings.HasPrefix(key, "ENV/")) {
+	case apiAzure:
+		id = "openai"
+		creds["address"], creds["api-key"] = r.Base, key
+		options["endpoint"] = "azure"
+		settings["max_completion_tokens"] = maxTokens
+		if d.ReasoningEffort != "" || azureNoTemperature(r.Model) {
+			temperature = nil // nanobot leaves it out for reasoning deployments
+		}
+	default: // Chat Completions at the OpenAI SDK's base_url
+		id = "openai"
+		creds["address"] = r.Base
+		options["endpoint"] = "base-url"
+		if key != "" {
 			creds["access-token"] = key
 		}
-		settings["max_tokens"] = orDefault(d.MaxTokens, 8192)
+		if r.Provider == "openai" && r.BaseFrom == "" {
+			settings["max_completion_tokens"] = maxTokens // OpenAI's reasoning models refuse max_tokens
+		} else {
+			settings["max_tokens"] = maxTokens
+		}
 	}
-	if d.Temperature != nil && s.id != "google" {
-		settings["temperature"] = *d.Temperature
-	}
-	out := map[string]any{"id": s.id, "credentials": creds, "settings": settings}
-	options := map[string]any{}
-	if s.id == "google" {
-		options["model"] = model
+	if temperature != nil {
+		settings["temperature"] = *temperature
 	}
 	if d.ReasoningEffort != "" {
 		// nb maps it onto each API (OpenAI's reasoning_effort,
 		// Anthropic's thinking budget, Gemini's thinkingBudget).
 		options["reasoning-effort"] = d.ReasoningEffort
 	}
+	out := map[string]any{"id": id, "credentials": creds, "settings": settings}
 	if len(options) > 0 {
 		out["options"] = options
 	}
 	return out, nil
+}
+
+// azureNoTemperature says whether an Azure deployment is one nanobot
+// sends no temperature (gpt-5, o1, o3, o4: reasoning models).
+func azureNoTemperature(deployment string) bool {
+	name := strings.ToLower(deployment)
+	for _, t := range []string{"gpt-5", "o1", "o3", "o4"} {
+		if strings.Contains(name, t) {
+			return true
+		}
+	}
+	return false
 }
 
 func orDefault(v, def int) int {
@@ -303,15 +226,16 @@ func (c *Config) ExtraHeaders() map[string]string {
 	if c.Agents.Defaults.Model == "" {
 		return nil
 	}
-	_, p, err := c.choose()
+	r, err := c.Route()
 	if err != nil {
 		return nil
 	}
-	return p.ExtraHeaders
+	return r.Headers
 }
 
 // RestrictToWorkspace reports tools.restrictToWorkspace (default true in
-// nb; nanobot's default false is honoured only when written).
+// nb; nanobot's default false is honoured only when written: the file
+// tools then reach paths outside the workspace, exec keeps its sandbox).
 func (c *Config) RestrictToWorkspace() bool {
 	return c.Tools.RestrictToWorkspace == nil || *c.Tools.RestrictToWorkspace
 }
@@ -322,31 +246,56 @@ func (c *Config) builtins() (map[string]any, []string) {
 	t := c.Tools
 	b := map[string]any{
 		// nanobot's editing tool (edit_file with old_text/new_text), whatever the model.
-		"files": map[string]any{"workspace": c.Workspace, "write": true, "profile": "nanobot"},
+		"files": map[string]any{"workspace": c.Workspace, "write": true, "profile": "nanobot", "anywhere": !c.RestrictToWorkspace()},
 		"web":   map[string]any{"fetch": true},
 		"spawn": map[string]any{"max-depth": 1},
 	}
-	search := map[string]any{"api-key": "ENV/BRAVE_API_KEY"}
-	if t.Web.Search.APIKey != "" {
-		search["api-key"] = t.Web.Search.APIKey
+	if search, w := c.search(); search != nil {
+		b["web"].(map[string]any)["search"] = search
+	} else {
+		warnings = append(warnings, w)
 	}
-	if t.Web.Search.MaxResults > 0 {
-		search["count"] = t.Web.Search.MaxResults
+	if len(t.SSRFWhitelist) > 0 {
+		warnings = append(warnings, "tools.ssrfWhitelist is ignored: web_fetch reaches public addresses only")
 	}
-	b["web"].(map[string]any)["search"] = search
+	if c.Agents.Defaults.MaxToolResultChars > 0 {
+		warnings = append(warnings, "agents.defaults.maxToolResultChars is ignored: each tool bounds its own output (see docs/builtins.md)")
+	}
 	if t.Exec.Enable == nil || *t.Exec.Enable {
 		e := map[string]any{"workspace": c.Workspace, "sandbox": "auto"}
 		if t.Exec.Timeout > 0 {
 			e["timeout"] = min(t.Exec.Timeout, 600)
 		}
-		if t.Exec.Sandbox == "bwrap" {
-			e["sandbox"] = "on"
+		if t.Exec.PathAppend != "" {
+			// nanobot appends it to the commands' PATH; the sandbox shows
+			// its folders (read-only) so that their programs run.
+			e["path-append"] = t.Exec.PathAppend
+			var dirs []string
+			for _, dir := range filepath.SplitList(t.Exec.PathAppend) {
+				if dir = expandHome(dir, c.env); filepath.IsAbs(dir) {
+					dirs = append(dirs, dir)
+				}
+			}
+			if len(dirs) > 0 {
+				e["read-only"] = dirs
+			}
 		}
-		if !c.RestrictToWorkspace() {
+		switch strings.ToLower(t.Exec.Sandbox) {
+		case "bwrap", "on":
+			e["sandbox"] = "on"
+		case "off", "none":
+			// Only an explicit word turns the sandbox off.
 			e["sandbox"] = "off"
-			warnings = append(warnings, "tools.restrictToWorkspace is false: exec runs commands WITHOUT the sandbox, with your rights, on every file and the network of this machine (the file tools stay inside "+c.Workspace+"); remove the key, or set it to true, to keep commands in the sandbox")
+			warnings = append(warnings, "tools.exec.sandbox is "+t.Exec.Sandbox+": exec runs commands WITHOUT the sandbox, with your rights, on every file and the network of this machine")
 		}
 		b["exec"] = e
+	}
+	if !c.RestrictToWorkspace() {
+		exec := "exec stays in its sandbox (tools.exec.sandbox: off turns it off)"
+		if t.Exec.Enable != nil && !*t.Exec.Enable {
+			exec = "exec is off"
+		}
+		warnings = append(warnings, "tools.restrictToWorkspace is false: the file tools (read_file, write_file, edit_file, list_dir, glob, grep) read and write any path you can, outside "+c.Workspace+" too (relative paths start there), as nanobot's do; "+exec+"; set it to true to keep the file tools in the workspace")
 	}
 	if t.Web.Proxy != "" {
 		warnings = append(warnings, "tools.web.proxy is ignored: web_fetch connects directly, to the address it checked")
@@ -358,7 +307,9 @@ func (c *Config) builtins() (map[string]any, []string) {
 func (c *Config) mcp() map[string]any {
 	out := map[string]any{}
 	for name, s := range c.Tools.MCPServers {
-		m := map[string]any{}
+		// nanobot names the tools mcp_<server>_<tool>: prompts and
+		// skills that name them keep working.
+		m := map[string]any{"tool-prefix": "mcp_" + name + "_"}
 		if s.Type != "" {
 			m["type"] = map[string]string{"streamableHttp": "http", "streamable_http": "http"}[s.Type]
 			if m["type"] == "" {
@@ -393,4 +344,48 @@ func (c *Config) mcp() map[string]any {
 		out[name] = m
 	}
 	return out
+}
+
+// searchKeys are the variables nanobot reads a search engine's key (or
+// SearXNG's address) from when tools.web.search leaves it out.
+var searchKeys = map[string]string{"brave": "BRAVE_API_KEY", "tavily": "TAVILY_API_KEY", "jina": "JINA_API_KEY", "searxng": "SEARXNG_BASE_URL"}
+
+// search maps tools.web.search onto builtins.web.search: nil, with the
+// warning that says why, when web_search cannot search (no key, where
+// nanobot would fall back to DuckDuckGo, which nb does not scrape).
+func (c *Config) search() (map[string]any, string) {
+	s := c.Tools.Web.Search
+	engine := strings.ToLower(strings.TrimSpace(s.Provider))
+	if engine == "" {
+		engine = "brave"
+	}
+	out := map[string]any{"provider": engine}
+	if s.MaxResults > 0 {
+		out["count"] = min(s.MaxResults, 10)
+	}
+	if s.BaseURL != "" {
+		out["base-url"] = s.BaseURL
+	}
+	variable, known := searchKeys[engine]
+	switch {
+	case engine == "duckduckgo":
+		return nil, "tools.web.search.provider is duckduckgo, which has no API nb speaks: web_search is left out (set brave, tavily, jina or searxng with tools.web.search.apiKey or baseUrl)"
+	case !known:
+		return nil, fmt.Sprintf("tools.web.search.provider: unknown search provider %q (brave, tavily, searxng, jina): web_search is left out", s.Provider)
+	case engine == "searxng":
+		if s.BaseURL == "" {
+			if v, _ := c.env.Lookup(variable); v == "" {
+				return nil, "tools.web.search.baseUrl is not set (nor SEARXNG_BASE_URL): the searxng provider needs the address of its instance; web_search is left out"
+			}
+			out["base-url"] = "ENV/" + variable
+		}
+	case s.APIKey != "":
+		out["api-key"] = s.APIKey
+	default:
+		if v, _ := c.env.Lookup(variable); v == "" {
+			return nil, fmt.Sprintf("tools.web.search.apiKey is not set (nor %s): web_search is left out (nanobot falls back to DuckDuckGo, which nb does not scrape)", variable)
+		}
+		out["api-key"] = "ENV/" + variable
+	}
+	return out, ""
 }

@@ -49,6 +49,10 @@ type Config struct {
 	// session.Manager.Legacy).
 	NanobotCron     string `json:"-"`
 	NanobotSessions string `json:"-"`
+
+	env Env // the environment Load read
+	// typos are the unknown keys near a known one: path -> the known key.
+	typos map[string]string
 }
 
 // Agents holds the agent's defaults.
@@ -384,8 +388,9 @@ func Load(path, workspace string, env Env) (*Config, error) {
 	if err := substitute(root, "", env); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	c := &Config{Path: path}
-	c.Warnings = unknownKeys(root, reflect.TypeOf(Config{}), "", name)
+	c := &Config{Path: path, env: env}
+	c.typos = map[string]string{}
+	c.Warnings = unknownKeys(root, reflect.TypeOf(Config{}), "", name, c.typos)
 	b, _ := json.Marshal(root)
 	if err := json.Unmarshal(b, c); err != nil {
 		return nil, fmt.Errorf("%s: %v", name, typeError(err))
@@ -606,12 +611,16 @@ func join(path, key string) string {
 // known one, as warnings naming file. channels.<name> sections belong to
 // the channels and are checked by them (UnknownKeys, from each channel's
 // Config).
-func unknownKeys(v any, t reflect.Type, path, file string) []string {
+// The typos (unknown keys near a known one) are kept in typos: path -> the
+// known key's path.
+func unknownKeys(v any, t reflect.Type, path, file string, typos map[string]string) []string {
 	var out []string
 	for _, u := range UnknownKeys(v, t, path) {
 		msg := fmt.Sprintf("%s: %s: unknown key, ignored", file, u.Path)
 		if u.Near != "" {
 			msg += fmt.Sprintf(": did you mean %q?", u.Near)
+			parent, _, _ := cutLast(u.Path, ".")
+			typos[u.Path] = join(parent, u.Near)
 		}
 		out = append(out, msg)
 	}
@@ -751,4 +760,12 @@ func stripComments(data []byte) []byte {
 		}
 	}
 	return out
+}
+
+// cutLast is strings.Cut at the last sep: "" and s when there is none.
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return "", s, false
 }

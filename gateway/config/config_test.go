@@ -59,10 +59,12 @@ func TestLoadNanobotConfig(t *testing.T) {
 		t.Fatalf("max_tokens %T %v", v, v)
 	}
 	bi, err := cart.Builtins()
-	if err != nil || bi.Files == nil || bi.Files.Workspace != c.Workspace || bi.Exec == nil || bi.Exec.Sandbox != "off" || bi.Web == nil || bi.Web.Search.APIKey != "brave-key" {
+	if err != nil || bi.Files == nil || bi.Files.Workspace != c.Workspace || bi.Exec == nil || bi.Exec.Sandbox != "auto" || !bi.Files.Anywhere || bi.Web == nil || bi.Web.Search.APIKey != "brave-key" {
 		t.Fatalf("builtins %+v %v", bi, err)
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], "restrictToWorkspace is false") {
+	// restrictToWorkspace: false (nanobot onboard writes it) opens the
+	// file tools, as nanobot's, not exec's sandbox: one warning says so.
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "restrictToWorkspace is false: the file tools") || !strings.Contains(warnings[0], "exec stays in its sandbox") {
 		t.Fatalf("warnings %q", warnings)
 	}
 	servers, err := cart.MCP(env.Lookup)
@@ -128,40 +130,6 @@ func TestFindAndDefault(t *testing.T) {
 		t.Fatal(p)
 	}
 	if _, err := Find("/nope.json", env); err == nil || !strings.Contains(err.Error(), "--config /nope.json") {
-		t.Fatal(err)
-	}
-}
-
-func TestProviderMapping(t *testing.T) {
-	for _, tc := range []struct {
-		json, id, model, address string
-	}{
-		{`{"agents":{"defaults":{"model":"openrouter/anthropic/claude-3"}},"providers":{"openrouter":{"apiKey":"sk-or-1"}}}`, "openai", "openrouter/anthropic/claude-3", "https://openrouter.ai/api/v1"},
-		{`{"agents":{"defaults":{"model":"deepseek-chat"}},"providers":{"deepseek":{"apiKey":"k"}}}`, "openai", "deepseek-chat", "https://api.deepseek.com/v1"},
-		{`{"agents":{"defaults":{"model":"my-model","provider":"custom"}},"providers":{"custom":{"apiBase":"http://127.0.0.1:8000/v1"}}}`, "openai", "my-model", "http://127.0.0.1:8000/v1"},
-		{`{"agents":{"defaults":{"model":"gpt-4o"}},"providers":{"openai":{"apiKey":"k"}}}`, "openai", "gpt-4o", ""},
-		{`{"agents":{"defaults":{"model":"llama3"}},"providers":{"vllm":{"apiBase":"http://localhost:8000/v1"}}}`, "openai", "llama3", "http://localhost:8000/v1"},
-		{`{"agents":{"defaults":{"model":"claude-sonnet-4"}}}`, "anthropic", "claude-sonnet-4", ""},
-	} {
-		path := filepath.Join(t.TempDir(), "c.json")
-		os.WriteFile(path, []byte(tc.json), 0o600)
-		env := Env{"HOME=/h", "ANTHROPIC_API_KEY=a"}
-		c, err := Load(path, "", env)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cart, _, err := c.Cartridge(cartridge.Default(env.Lookup), env)
-		if err != nil {
-			t.Fatal(tc.json, err)
-		}
-		if cart.String("provider", "id") != tc.id || cart.String("provider", "settings", "model") != tc.model || cart.String("provider", "credentials", "address") != tc.address {
-			t.Fatalf("%s: %v", tc.json, cart.Raw)
-		}
-	}
-	path := filepath.Join(t.TempDir(), "c.json")
-	os.WriteFile(path, []byte(`{"agents":{"defaults":{"model":"x","provider":"github-copilot"}}}`), 0o600)
-	c, _ := Load(path, "", nil)
-	if _, _, err := c.Cartridge(cartridge.Default(nil), nil); err == nil || !strings.Contains(err.Error(), "OAuth") {
 		t.Fatal(err)
 	}
 }

@@ -13,6 +13,7 @@ package gatewayrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -203,7 +204,7 @@ func Open(ctx context.Context, c *config.Config, o Options) (_ *Gateway, err err
 	gw.State = StateFiles(o.StateDir, c.Workspace)
 	gw.Access = &access.Checker{Channels: rules, Store: gw.State.Pairing, Warn: func(msg string) { log.Warn(msg) }}
 	g := &gateway.Gateway{
-		Sessions: gw.Sessions, Access: gw.Access, Runner: gateway.BotRunner{Bot: b, Confirmer: o.Confirmer},
+		Sessions: gw.Sessions, Access: gw.Access, Runner: gateway.BotRunner{Bot: b, Confirmer: o.Confirmer, Words: c.Words(), PromptTokens: c.PromptTokens()}, Words: c.Words(),
 		Prompt: &gateway.Prompt{Workspace: c.Workspace, Location: zone, Log: log,
 			MaxFileBytes: c.Agents.Defaults.Limits.PromptFileBytes, MaxMemoryBytes: c.Agents.Defaults.Limits.MemoryBytes}, Log: log,
 		Guests: gateway.GuestPolicy{Tools: c.Gateway.Guests.Tools},
@@ -304,6 +305,21 @@ func Open(ctx context.Context, c *config.Config, o Options) (_ *Gateway, err err
 // included). A gateway runs once.
 func (gw *Gateway) Run(ctx context.Context) error {
 	group := gateway.NewGroup(ctx)
+	restart := make(chan struct{}, 1)
+	gw.Core.Restart = func() {
+		select {
+		case restart <- struct{}{}:
+		default:
+		}
+	}
+	group.Go("/restart", func(ctx context.Context) error {
+		select {
+		case <-restart:
+			return ErrRestart
+		case <-ctx.Done():
+			return nil
+		}
+	})
 	gw.start(group)
 	group.Go("the gateway", func(ctx context.Context) error { return gw.Core.KeepStatus(ctx, gw.State.Status) })
 	if gw.web != nil {
@@ -343,6 +359,11 @@ func (gw *Gateway) start(group *gateway.Group) {
 		group.Go(p.name, p.run)
 	}
 }
+
+// ErrRestart is what Run returns when the owner asked for /restart: the
+// caller starts the gateway again once Close has released everything
+// (nb gateway replaces its process, as nanobot's os.execv).
+var ErrRestart = errors.New("restarting (/restart)")
 
 // Close releases what Open opened: the sessions, the bot and its MCP
 // servers, the in-process bus, and listeners Run did not serve. The

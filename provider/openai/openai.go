@@ -10,6 +10,8 @@ package openai
 import (
 	"context"
 	"fmt"
+	"maps"
+	"net/url"
 	"strings"
 
 	"github.com/nbots/nb/provider"
@@ -17,6 +19,10 @@ import (
 
 // ID is the cartridge's provider id.
 const ID = "openai"
+
+// AzureAPIVersion is the api-version an Azure OpenAI endpoint is sent
+// unless provider.options.api-version says otherwise (nanobot's).
+const AzureAPIVersion = "2024-10-21"
 
 // DefaultAddress is used when the cartridge gives no credentials.address.
 const DefaultAddress = "https://api.openai.com"
@@ -56,19 +62,67 @@ func New(cfg provider.Config) (provider.Provider, error) {
 	if org := cfg.Credential("organization", "organization-id"); org != "" {
 		headers["OpenAI-Organization"] = org
 	}
-	api := cfg.Option("api")
-	switch api {
+	endpoint := cfg.Option("endpoint")
+	switch endpoint {
+	case "", "host", "base-url":
+	case "azure":
+		return newAzure(cfg, address, token, effort)
+	default:
+		return nil, fmt.Errorf("%s: provider.options.endpoint: %q is not one nb knows (host, the default, base-url or azure)", ID, endpoint)
+	}
+	// join puts an API path after the address: the host (with or without
+	// /v1) by default, or the OpenAI SDK's base_url, which holds the
+	// version already (https://open.bigmodel.cn/api/paas/v4).
+	join := func(path string) string {
+		if endpoint == "base-url" {
+			return strings.TrimRight(address, "/") + strings.TrimPrefix(path, "/v1")
+		}
+		return provider.JoinURL(address, path)
+	}
+	if endpoint == "base-url" {
+		official = strings.TrimRight(address, "/") == DefaultAddress+"/v1"
+	}
+	switch api := cfg.Option("api"); api {
 	case "":
 		if official && ResponsesByDefault(cfg.Settings) {
-			return newResponses(cfg, address, headers, effort)
+			return newResponses(cfg, join("/v1/responses"), headers, effort)
 		}
 	case "chat":
 	case "responses":
-		return newResponses(cfg, address, headers, effort)
+		return newResponses(cfg, join("/v1/responses"), headers, effort)
 	default:
 		return nil, fmt.Errorf("%s: provider.options.api: %q is not an API nb speaks (chat or responses)", ID, api)
 	}
-	return &Client{cfg: cfg, url: provider.JoinURL(address, "/v1/chat/completions"), headers: headers, official: official, effort: effort}, nil
+	return &Client{cfg: cfg, url: join("/v1/chat/completions"), headers: headers, official: official, effort: effort}, nil
+}
+
+// newAzure is a client of an Azure OpenAI deployment: the address is the
+// resource's endpoint (https://<resource>.openai.azure.com), the
+// deployment is the settings' model, and the key goes in the api-key
+// header. The body leaves the model out (the URL names the deployment).
+func newAzure(cfg provider.Config, address, key string, effort provider.Effort) (*Client, error) {
+	if cfg.Credential("address") == "" {
+		return nil, fmt.Errorf("%s: provider.credentials.address: an Azure OpenAI endpoint needs the resource's address (https://<resource>.openai.azure.com)", ID)
+	}
+	if key == "" {
+		return nil, &provider.MissingCredentialError{Provider: ID, Key: "api-key"}
+	}
+	if api := cfg.Option("api"); api != "" && api != "chat" {
+		return nil, fmt.Errorf("%s: provider.options.api: %q: an Azure OpenAI endpoint is reached through chat completions only", ID, api)
+	}
+	deployment, _ := cfg.Settings["model"].(string)
+	if deployment == "" {
+		return nil, fmt.Errorf("%s: provider.settings.model: an Azure OpenAI endpoint needs the deployment's name", ID)
+	}
+	version := cfg.Option("api-version")
+	if version == "" {
+		version = AzureAPIVersion
+	}
+	settings := maps.Clone(cfg.Settings)
+	delete(settings, "model")
+	cfg.Settings = settings
+	u := strings.TrimRight(address, "/") + "/openai/deployments/" + url.PathEscape(deployment) + "/chat/completions?api-version=" + url.QueryEscape(version)
+	return &Client{cfg: cfg, url: u, headers: map[string]string{"api-key": key}, official: true, effort: effort}, nil
 }
 
 // ID implements provider.Provider.

@@ -34,8 +34,8 @@ type ResponsesClient struct {
 	store   bool
 }
 
-func newResponses(cfg provider.Config, address string, headers map[string]string, effort provider.Effort) (*ResponsesClient, error) {
-	c := &ResponsesClient{cfg: cfg, url: provider.JoinURL(address, "/v1/responses"), headers: headers, effort: effort}
+func newResponses(cfg provider.Config, url string, headers map[string]string, effort provider.Effort) (*ResponsesClient, error) {
+	c := &ResponsesClient{cfg: cfg, url: url, headers: headers, effort: effort}
 	if v, ok := cfg.Options["store"]; ok {
 		on, err := provider.OptionBool(v)
 		if err != nil {

@@ -48,6 +48,9 @@ type Process struct {
 	// Approval is what --yes and --allow-tool approved before the
 	// command (nb gateway chat's turns); nil approves nothing.
 	Approval *term.Approval
+	// Restart, when set, starts nb gateway again after the owner's
+	// /restart stopped it (cmd/nb replaces the process); nil ends it.
+	Restart func() error
 }
 
 // Exit statuses of Main besides 0: a failure, a mistake on the command
@@ -63,7 +66,7 @@ const (
 // Main runs `nb gateway` with args (what follows "gateway") until ctx
 // ends, and returns the exit status.
 func Main(ctx context.Context, args []string, p Process) int {
-	cl := &cli{environ: p.Environ, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, newFlags: p.Flags, newHost: p.Host, dialStore: p.OpenStore, approval: p.Approval}
+	cl := &cli{environ: p.Environ, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, newFlags: p.Flags, newHost: p.Host, dialStore: p.OpenStore, approval: p.Approval, restart: p.Restart}
 	return cl.report(ctx, cl.run(ctx, args))
 }
 
@@ -76,6 +79,7 @@ type cli struct {
 	newHost        func(store state.Store, requireSandbox bool) bot.Host
 	dialStore      func(ctx context.Context, url string) (*storeurl.Store, error)
 	approval       *term.Approval
+	restart        func() error
 	// store is the conversation store opened (nil: the files).
 	store *storeurl.Store
 	// requireSandbox refuses exec's commands where bubblewrap cannot run

@@ -112,6 +112,16 @@ func (cl *cli) gatewayOptions(c *config.Config, log *slog.Logger) gatewayrun.Opt
 // gatewayServe runs nb gateway: the assistant, its channels and its
 // listener, until ctx ends.
 func (cl *cli) gatewayServe(ctx context.Context, args []string) error {
+	err := cl.serveGateway(ctx, args)
+	if errors.Is(err, gatewayrun.ErrRestart) && cl.restart != nil {
+		// Last, once everything is released: /restart starts it again.
+		return cl.restart()
+	}
+	return err
+}
+
+// serveGateway is nb gateway until it stops.
+func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 	fs, f := cl.gatewayFlagSet("nb gateway", "nb gateway [flags]\nnb gateway init | chat | pair | status | cron ... | sessions ... [flags]", "Runs the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). nb gateway COMMAND --help tells more of each command.")
 	listen := fs.String("listen", "", "`host:port` of the web chat and /health (default: gateway.host and gateway.port, 127.0.0.1:18790)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -350,6 +360,7 @@ func (cl *cli) gatewayChat(ctx context.Context, args []string) (err error) {
 			err = werr
 		}
 	}()
+	var failed error // the -m turn's error
 	ask := func(text string) error {
 		return send(ctx, text, func(r gatewayrun.Reply) {
 			switch r.Kind {
@@ -359,13 +370,22 @@ func (cl *cli) gatewayChat(ctx context.Context, args []string) (err error) {
 				if !r.Streamed {
 					fmt.Fprintf(cl.stderr, "  %s\n", r.Content)
 				}
+			case bus.Error:
+				if *message != "" {
+					failed = errors.New(r.Content) // -m: the turn failed, exit 1 saying why
+					return
+				}
+				fmt.Fprintln(cl.stdout, r.Content)
 			default:
 				fmt.Fprintln(cl.stdout, r.Content)
 			}
 		})
 	}
 	if *message != "" {
-		return ask(*message)
+		if err := ask(*message); err != nil {
+			return err
+		}
+		return failed
 	}
 	stdin := cl.stdin
 	if stdin == nil {

@@ -207,7 +207,19 @@ func final(err error) error {
 	return nil
 }
 
-// Run connects (getMe), then long-polls until ctx ends.
+// Menu is the command menu set at connection (setMyCommands), as
+// nanobot's BOT_COMMANDS with nb's /status.
+var Menu = []botapi.BotCommand{
+	{Command: "start", Description: "Start the bot"},
+	{Command: "new", Description: "Start a new conversation"},
+	{Command: "stop", Description: "Stop the current task"},
+	{Command: "status", Description: "Model, session and token use"},
+	{Command: "help", Description: "Show available commands"},
+	{Command: "restart", Description: "Restart the bot"},
+}
+
+// Run connects (getMe), sets the command menu, then long-polls (or
+// serves the webhook) until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
 	cursor, saved, err := c.env.Position(ctx, Name)
 	if err != nil {
@@ -235,6 +247,11 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		return err
 	}
 	c.log.Info("telegram: connected", "bot", c.me.Username, "offset", offset)
+	mctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
+	if err := c.api.SetMyCommands(mctx, Menu); err != nil && ctx.Err() == nil {
+		c.log.Warn("telegram: the command menu was not set", "err", err)
+	}
+	cancel()
 	if c.webhookPath != "" {
 		return c.runWebhook(ctx, in, ready, b, cursor, offset)
 	}

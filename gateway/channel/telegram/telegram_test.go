@@ -573,3 +573,24 @@ func TestFilesSent(t *testing.T) {
 		t.Errorf("document %+v", sent[2])
 	}
 }
+
+// At connection the channel sets the command menu with setMyCommands,
+// in the Bot API's format (the fake refuses what Telegram refuses).
+func TestCommandMenu(t *testing.T) {
+	fake := newFake(t)
+	h := start(t, fake, channel.Env{}, Config{})
+	fake.Say(alice, "hello")
+	h.in.Wait(t, 1)
+	var names []string
+	for _, c := range fake.Commands() {
+		names = append(names, c.Command)
+	}
+	if strings.Join(names, ",") != "start,new,stop,status,help,restart" {
+		t.Fatalf("menu %v (requests %v)", names, fake.Requests())
+	}
+	h.stop()
+	api := &botapi.Client{Base: fake.URL, Token: token}
+	if err := api.SetMyCommands(context.Background(), []botapi.BotCommand{{Command: "/Start", Description: "x"}}); err == nil || !strings.Contains(err.Error(), "BOT_COMMAND_INVALID") {
+		t.Fatalf("an invalid command was accepted: %v", err)
+	}
+}

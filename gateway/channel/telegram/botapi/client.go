@@ -220,3 +220,17 @@ func (c *Client) SetWebhook(ctx context.Context, p SetWebhook) error {
 func (c *Client) DeleteWebhook(ctx context.Context) error {
 	return c.Call(ctx, "deleteWebhook", map[string]any{"drop_pending_updates": false}, nil)
 }
+
+// BotCommand is one entry of the bot's command menu.
+type BotCommand struct {
+	// Command is 1 to 32 lowercase letters, digits and underscores, no /.
+	Command string `json:"command"`
+	// Description is 1 to 256 characters.
+	Description string `json:"description"`
+}
+
+// SetMyCommands sets the command menu the users' apps show (the default
+// scope, every language).
+func (c *Client) SetMyCommands(ctx context.Context, commands []BotCommand) error {
+	return c.Call(ctx, "setMyCommands", map[string]any{"commands": commands}, nil)
+}

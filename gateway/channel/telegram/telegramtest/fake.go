@@ -21,11 +21,13 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/nbots/nb/gateway/channel/channeltest"
 	"github.com/nbots/nb/gateway/channel/telegram/botapi"
@@ -65,6 +67,8 @@ type Server struct {
 	hookStop        chan struct{}
 	hookCalls       int
 	hookRefused     int
+	// commands is the menu setMyCommands set.
+	commands []botapi.BotCommand
 }
 
 // New starts a server for token on 127.0.0.1.
@@ -267,6 +271,12 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request, method string) {
 		s.stopHookLocked()
 		s.mu.Unlock()
 		result = true
+	case "setMyCommands":
+		result, aerr = s.setMyCommands(params)
+	case "getMyCommands":
+		s.mu.Lock()
+		result = append([]botapi.BotCommand{}, s.commands...)
+		s.mu.Unlock()
 	case "getFile":
 		result, aerr = s.getFile(params)
 	case "sendPhoto":
@@ -745,4 +755,48 @@ func (s *Server) serveFile(w http.ResponseWriter, rest string) {
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.Write(data) //nolint:errcheck // the client went away
+}
+
+// botCommand is what the Bot API takes as a command: 1-32 characters,
+// lowercase English letters, digits and underscores.
+var botCommand = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
+
+// setMyCommands checks and keeps the command menu as the Bot API does:
+// commands is a JSON array of BotCommand (as JSON, or a JSON string in a
+// form), at most 100, each command 1-32 of [a-z0-9_], each description
+// 1-256 characters.
+func (s *Server) setMyCommands(p params) (any, *apiError) {
+	raw, ok := p["commands"]
+	if !ok {
+		return nil, &apiError{code: 400, description: "Bad Request: parameter \"commands\" is required"}
+	}
+	var cmds []botapi.BotCommand
+	if err := json.Unmarshal(raw, &cmds); err != nil {
+		var str string
+		if json.Unmarshal(raw, &str) != nil || json.Unmarshal([]byte(str), &cmds) != nil {
+			return nil, &apiError{code: 400, description: "Bad Request: can't parse commands JSON object"}
+		}
+	}
+	if len(cmds) > 100 {
+		return nil, &apiError{code: 400, description: "Bad Request: too many commands specified"}
+	}
+	for _, c := range cmds {
+		if !botCommand.MatchString(c.Command) {
+			return nil, &apiError{code: 400, description: "Bad Request: BOT_COMMAND_INVALID"}
+		}
+		if n := utf8.RuneCountInString(strings.TrimSpace(c.Description)); n < 1 || n > 256 {
+			return nil, &apiError{code: 400, description: "Bad Request: command description is empty"}
+		}
+	}
+	s.mu.Lock()
+	s.commands = cmds
+	s.mu.Unlock()
+	return true, nil
+}
+
+// Commands is the command menu last set with setMyCommands.
+func (s *Server) Commands() []botapi.BotCommand {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]botapi.BotCommand{}, s.commands...)
 }
