@@ -110,8 +110,11 @@ func TestProviderRoutes(t *testing.T) {
 			"byteplus_coding_plan", "https://ark.ap-southeast.bytepluses.com/api/coding/v3/chat/completions", "Authorization: Bearer k", "seed-code"},
 		{"anthropic", `{"providers":{"anthropic":{"apiKey":"a"}},"agents":{"defaults":{"model":"anthropic/claude-opus-4-5"}}}`,
 			"anthropic", "https://api.anthropic.com/v1/messages", "x-api-key: a", "claude-opus-4-5"},
+		// A reasoning model on OpenAI's own address goes to the Responses API
+		// (nb's default, docs/providers.md), where nanobot's LiteLLM uses
+		// Chat Completions: the same key, the reasoning kept across rounds.
 		{"openai", `{"providers":{"openai":{"apiKey":"o"}},"agents":{"defaults":{"model":"openai/gpt-5"}}}`,
-			"openai", "https://api.openai.com/v1/chat/completions", "Authorization: Bearer o", "gpt-5"},
+			"openai", "https://api.openai.com/v1/responses", "Authorization: Bearer o", "gpt-5"},
 		{"deepseek", `{"providers":{"deepseek":{"apiKey":"d"}},"agents":{"defaults":{"model":"deepseek-reasoner"}}}`,
 			"deepseek", "https://api.deepseek.com/beta/chat/completions", "Authorization: Bearer d", "deepseek-reasoner"},
 		{"gemini", `{"providers":{"gemini":{"apiKey":"g"}},"agents":{"defaults":{"model":"gemini/gemini-2.5-pro"}}}`,
