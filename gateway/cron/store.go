@@ -261,7 +261,7 @@ func (s *Store) adoptLegacy() error {
 	if err := os.MkdirAll(filepath.Dir(s.Path), 0o700); err != nil {
 		return fmt.Errorf("cron store: %w", err)
 	}
-	if err := moveNoReplace(s.Legacy, s.Path); err != nil {
+	if err := atomicfile.MoveNoReplace(s.Legacy, s.Path); err != nil {
 		if _, serr := os.Lstat(s.Path); serr == nil {
 			return nil // moved by another process
 		}
@@ -271,30 +271,6 @@ func (s *Store) adoptLegacy() error {
 		s.Log(fmt.Sprintf("cron: moved nanobot's jobs file %s to %s, where nanobot from v0.1.4.post6 on and nb keep it", s.Legacy, s.Path))
 	}
 	return nil
-}
-
-// moveNoReplace moves the file from to to, failing when to exists: a
-// link then an unlink on one file system, a copy (written beside to,
-// then linked) across file systems.
-func moveNoReplace(from, to string) error {
-	if err := os.Link(from, to); err == nil {
-		return os.Remove(from)
-	} else if errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	data, err := os.ReadFile(from)
-	if err != nil {
-		return err
-	}
-	tmp := to + ".moving"
-	if err := atomicfile.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	defer os.Remove(tmp)
-	if err := os.Link(tmp, to); err != nil {
-		return err
-	}
-	return os.Remove(from)
 }
 
 // Find is the index of the job with id, -1 when there is none.

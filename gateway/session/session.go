@@ -583,34 +583,11 @@ func (m *Manager) adoptOld(key, path string) error {
 	if owner := metaKey(old); owner != "" && owner != key {
 		return nil
 	}
-	if err := moveFile(old, path); err != nil {
+	if err := atomicfile.MoveNoReplace(old, path); err != nil {
 		return fmt.Errorf("session %s: move it from %s: %w", key, old, err)
 	}
 	m.warn(fmt.Sprintf("session %s: moved from nanobot's old sessions folder %s to %s", key, old, path))
 	return nil
-}
-
-// moveFile moves a file without replacing one at to: a link and an
-// unlink on one file system, a copy across file systems.
-func moveFile(from, to string) error {
-	if err := os.Link(from, to); err == nil {
-		return os.Remove(from)
-	} else if errors.Is(err, os.ErrExist) {
-		return err
-	}
-	data, err := os.ReadFile(from)
-	if err != nil {
-		return err
-	}
-	tmp := to + ".moving"
-	if err := atomicfile.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	defer os.Remove(tmp)
-	if err := os.Link(tmp, to); err != nil {
-		return err
-	}
-	return os.Remove(from)
 }
 
 func (m *Manager) warn(msg string) {

@@ -105,3 +105,28 @@ func TryLock(path string) (func(), error) {
 		f.Close()
 	}, nil
 }
+
+// MoveNoReplace moves the file from to to, failing (fs.ErrExist) when to
+// exists: a link then an unlink on one file system, a copy written
+// beside to and then linked across file systems, so to is never torn and
+// never replaced.
+func MoveNoReplace(from, to string) error {
+	if err := os.Link(from, to); err == nil {
+		return os.Remove(from)
+	} else if errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	tmp := to + ".moving"
+	if err := WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, to); err != nil {
+		return err
+	}
+	return os.Remove(from)
+}

@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -49,4 +50,30 @@ func TestWriteFileAndLock(t *testing.T) {
 		t.Fatalf("after unlock: %v", err)
 	}
 	u2()
+}
+
+func TestMoveNoReplace(t *testing.T) {
+	dir := t.TempDir()
+	from, to := filepath.Join(dir, "from"), filepath.Join(dir, "to")
+	if err := os.WriteFile(from, []byte("jobs"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := MoveNoReplace(from, to); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(to); err != nil || string(b) != "jobs" {
+		t.Fatalf("moved: %q, %v", b, err)
+	}
+	if _, err := os.Stat(from); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the source is still there: %v", err)
+	}
+	if err := os.WriteFile(from, []byte("other"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := MoveNoReplace(from, to); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("moving over an existing file: %v, want fs.ErrExist", err)
+	}
+	if b, _ := os.ReadFile(to); string(b) != "jobs" {
+		t.Errorf("the existing file was replaced: %q", b)
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/nbots/nb/internal/pgurl"
+	"github.com/nbots/nb/internal/wakeup"
 	"github.com/nbots/nb/state"
 )
 
@@ -53,7 +54,7 @@ type Store struct {
 	holder string
 	turns  atomic.Int64
 
-	wake      waker
+	wake      wakeup.Set // the Begins waiting for a released lease, by wake id
 	listening sync.Once
 	stop      context.CancelFunc
 	stopped   chan struct{}
@@ -80,7 +81,6 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	host, _ := os.Hostname()
 	s.holder = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), randomHex(6))
 	s.ctx, s.stop = context.WithCancel(context.Background())
-	s.wake.waiters = map[string]map[chan struct{}]bool{}
 	return s, nil
 }
 
@@ -266,7 +266,7 @@ func (c *conversation) hold(ctx context.Context, holder string, onBusy func(), a
 		if ch == nil {
 			c.s.listen()
 			var unregister func()
-			ch, unregister = c.s.wake.register(c.n.wake)
+			ch, unregister = c.s.wake.Register(c.n.wake)
 			defer unregister()
 		}
 		if err := wait.Wait(ctx, onBusy, ch); err != nil {
@@ -652,42 +652,6 @@ func (t *turn) End() {
 	})
 }
 
-// waker wakes the Begins waiting for a conversation when its lease is
-// released (a notification on channel, by the conversation's wake id).
-type waker struct {
-	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]bool
-}
-
-func (w *waker) register(id string) (chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.waiters[id] == nil {
-		w.waiters[id] = map[chan struct{}]bool{}
-	}
-	w.waiters[id][ch] = true
-	return ch, func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		delete(w.waiters[id], ch)
-		if len(w.waiters[id]) == 0 {
-			delete(w.waiters, id)
-		}
-	}
-}
-
-func (w *waker) wake(id string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for ch := range w.waiters[id] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // listen starts, once, the connection that listens for released leases.
 // Without it (the database unreachable) waiters still poll.
 func (s *Store) listen() {
@@ -719,7 +683,7 @@ func (s *Store) listenOnce() {
 		if err != nil {
 			return
 		}
-		s.wake.wake(n.Payload)
+		s.wake.Wake(n.Payload)
 	}
 }
 

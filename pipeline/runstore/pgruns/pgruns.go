@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/nbots/nb/internal/pgurl"
+	"github.com/nbots/nb/internal/wakeup"
 	"github.com/nbots/nb/pipeline/runstore"
 )
 
@@ -53,8 +54,7 @@ type Store struct {
 	takes  atomic.Int64
 	own    bool // Close closes the pool
 
-	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]bool
+	waiters wakeup.Set // the Waits, by run
 	ctx     context.Context
 	stop    context.CancelFunc
 	done    chan struct{}
@@ -85,7 +85,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 
 func start(ctx context.Context, pool *pgxpool.Pool, o Options, url, place string, own bool) (*Store, error) {
 	s := &Store{pool: pool, url: url, place: place, ttl: o.LeaseTTL, holder: o.Holder, own: own,
-		waiters: map[string]map[chan struct{}]bool{}, done: make(chan struct{})}
+		done: make(chan struct{})}
 	if s.ttl <= 0 {
 		s.ttl = DefaultLeaseTTL
 	}
@@ -344,7 +344,7 @@ func (s *Store) Events(ctx context.Context, id string, after int64, limit int) (
 // Wait implements runstore.Store: a notification of new events, or a
 // second.
 func (s *Store) Wait(ctx context.Context, id string, after int64) error {
-	ch, unregister := s.register(id)
+	ch, unregister := s.waiters.Register(id)
 	defer unregister()
 	var n int64
 	if err := s.pool.QueryRow(ctx, countSQL, id).Scan(&n); err != nil {
@@ -380,35 +380,6 @@ func (s *Store) Orphans(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-func (s *Store) register(id string) (chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.waiters[id] == nil {
-		s.waiters[id] = map[chan struct{}]bool{}
-	}
-	s.waiters[id][ch] = true
-	return ch, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		delete(s.waiters[id], ch)
-		if len(s.waiters[id]) == 0 {
-			delete(s.waiters, id)
-		}
-	}
-}
-
-func (s *Store) wake(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.waiters[id] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // listen keeps a connection listening for new events until Close.
 func (s *Store) listen() {
 	defer close(s.done)
@@ -435,7 +406,7 @@ func (s *Store) listenOnce() {
 		if err != nil {
 			return
 		}
-		s.wake(n.Payload)
+		s.waiters.Wake(n.Payload)
 	}
 }
 
