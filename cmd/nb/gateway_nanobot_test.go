@@ -15,6 +15,7 @@ import (
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/gateway/config"
 	"github.com/nbots/nb/gateway/cron"
+	"github.com/nbots/nb/gateway/replica"
 	gwsession "github.com/nbots/nb/gateway/session"
 )
 
@@ -61,7 +62,7 @@ func TestNanobotHomeContinues(t *testing.T) {
 		store.Legacy = c.NanobotCron
 		var mu sync.Mutex
 		ran := map[string][]time.Time{}
-		s := &cron.Scheduler{Store: store, Poll: time.Hour, RunJob: func(_ context.Context, j cron.Job) error {
+		s := &cron.Scheduler{Store: store, Claims: &replica.Local{}, Poll: time.Hour, RunJob: func(_ context.Context, j cron.Job) error {
 			mu.Lock()
 			ran[j.Name] = append(ran[j.Name], time.Now().UTC())
 			mu.Unlock()

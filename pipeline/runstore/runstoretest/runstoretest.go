@@ -419,20 +419,24 @@ func testPipelineTakeover(t *testing.T, h Harness) {
 	adopt, stopAdopt := context.WithCancel(ctx)
 	defer stopAdopt()
 	go runstore.Adopt(adopt, sb, 50*time.Millisecond, func(rb runstore.Run) {
-		defer rb.Release() //nolint:errcheck // checked through the store below
+		// The result is given once the run is released: the release
+		// writes the events still pending, which are B's, not A's.
+		var res *engine.Result
+		defer func() {
+			rb.Release() //nolint:errcheck // checked through the store below
+			resB <- res
+		}()
 		info := rb.Info()
 		g, _, err := pipeline.Load(info.File, info.Source)
 		if err != nil {
 			t.Errorf("replica B: load the stored graph: %v", err)
-			resB <- nil
 			return
 		}
-		res, err := engine.Resume(ctx, engine.Config{Graph: g, Source: info.Source, File: info.File, LogsRoot: t.TempDir(),
+		res, err = engine.Resume(ctx, engine.Config{Graph: g, Source: info.Source, File: info.File, LogsRoot: t.TempDir(),
 			Handlers: B.handlers(), Stored: rb})
 		if err != nil {
 			t.Errorf("replica B: resume: %v", err)
 		}
-		resB <- res
 	}, func(err error) { t.Errorf("adopt: %v", err) })
 	var res *engine.Result
 	select {
