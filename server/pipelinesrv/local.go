@@ -184,11 +184,14 @@ func (l *Local) launch(r *localRun, spec Spec, resume bool) (Run, error) {
 		} else {
 			res, err = engine.Run(ctx, cfg)
 		}
-		r.end(res, err, context.Cause(ctx))
+		cause := context.Cause(ctx)
 		cancel(nil)
+		// The run's admission is given back before its end is told: a
+		// client that sees it ended may start the next one at once.
 		if spec.Done != nil {
 			spec.Done()
 		}
+		r.end(res, err, cause)
 		l.ended1(r.id)
 	}()
 	return r, nil
