@@ -182,9 +182,24 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 	if err := httpguard.CheckListen(addr, len(tokens)); err != nil {
 		return fmt.Errorf("refusing to listen on %s without a token: anyone who reaches it could talk to your assistant; set NB_GATEWAY_TOKEN (or --token) to a secret of %d or more random characters, or listen on 127.0.0.1", addr, httpguard.MinTokenLength)
 	}
+	// A second gateway on this workspace or a channel's account would
+	// answer every message again: refused, unless both are replicas.
+	lock, err := gatewayrun.AcquireLock(c, cl.gatewayStateDir(), cl.gatewayBusURL(*busURL, c) != "")
+	if err != nil {
+		return err
+	}
+	defer lock.Release() // last, once the gateway is closed
 	lns, err := server.Listen(addr)
 	if err != nil {
 		return err
+	}
+	if len(lns) > 0 {
+		if err := lock.SetAddress(lns[0].Addr().String()); err != nil {
+			for _, ln := range lns {
+				ln.Close()
+			}
+			return err
+		}
 	}
 	reps, err := gatewayrun.JoinReplicas(ctx, cl.gatewayBusURL(*busURL, c), log)
 	if err != nil {
