@@ -109,8 +109,8 @@ func (cl *cli) run(ctx context.Context, args []string) error {
 			return cl.gatewayInit(args[1:])
 		case "pair":
 			return cl.gatewayPair(ctx, args[1:])
-		case "chat":
-			return cl.gatewayChat(ctx, args[1:])
+		case "chat", "agent": // agent: nanobot's name
+			return cl.gatewayChat(ctx, args[0], args[1:])
 		}
 		if fn, ok := gatewaySubcommands[args[0]]; ok {
 			return fn(cl, ctx, args[1:])
