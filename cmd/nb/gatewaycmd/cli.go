@@ -107,6 +107,8 @@ func (cl *cli) run(ctx context.Context, args []string) error {
 		switch args[0] {
 		case "init":
 			return cl.gatewayInit(args[1:])
+		case "onboard":
+			return cl.gatewayOnboard(args[1:])
 		case "pair":
 			return cl.gatewayPair(ctx, args[1:])
 		case "chat", "agent": // agent: nanobot's name

@@ -128,7 +128,7 @@ func (cl *cli) gatewayServe(ctx context.Context, args []string) error {
 
 // serveGateway is nb gateway until it stops.
 func (cl *cli) serveGateway(ctx context.Context, args []string) error {
-	fs, f := cl.gatewayFlagSet("nb gateway", "nb gateway [flags]\nnb gateway init | chat | pair | status | cron ... | sessions ... [flags]", "Runs the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). nb gateway COMMAND --help tells more of each command.")
+	fs, f := cl.gatewayFlagSet("nb gateway", "nb gateway [flags]\nnb gateway init | onboard | chat (agent) | pair | status | cron ... | sessions ... [flags]", "Runs the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). nb gateway COMMAND --help tells more of each command.")
 	listen := fs.String("listen", "", "`host:port` of the web chat and /health (default: gateway.host and gateway.port, 127.0.0.1:18790)")
 	portFlag := fs.IntP("port", "p", 0, "the `port` of the web chat and /health, on gateway.host (nanobot's flag; --listen wins)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -252,9 +252,17 @@ func (cl *cli) gatewayInit(args []string) error {
 	path := *f.config
 	if path == "" {
 		path = config.NBPath(config.Env(cl.environ))
-	}
-	if path == "" {
-		return errors.New("nb gateway init: neither XDG_CONFIG_HOME nor HOME is set: pass --config FILE")
+		if path == "" {
+			return errors.New("nb gateway init: neither XDG_CONFIG_HOME nor HOME is set: pass --config FILE")
+		}
+		// A new file of nb's would be found before nanobot's, which
+		// would then be read by nobody: say so instead.
+		nanobot := filepath.Join(cl.getenv("HOME"), ".nanobot", "config.json")
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && cl.getenv("HOME") != "" {
+			if _, err := os.Stat(nanobot); err == nil {
+				return fmt.Errorf("nb gateway init: %s exists, and nb gateway reads it: a new %s would shadow it (nb gateway would read the new one, nanobot the old one); run nb gateway onboard to refresh nanobot's in place, or nb gateway init --config %s to write a new one all the same", nanobot, path, path)
+			}
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
