@@ -19,7 +19,7 @@ var helpPaths = [][]string{
 	{"agents"}, {"agents", "list"}, {"agents", "run"},
 	{"robopages"}, {"robopages", "serve"}, {"robopages", "run"}, {"robopages", "validate"},
 	{"robopages", "view"}, {"robopages", "create"}, {"robopages", "install"},
-	{"gateway"}, {"gateway", "init"}, {"gateway", "chat"}, {"gateway", "pair"}, {"gateway", "status"},
+	{"gateway"}, {"gateway", "init"}, {"gateway", "onboard"}, {"gateway", "chat"}, {"gateway", "pair"}, {"gateway", "status"},
 	{"gateway", "cron"}, {"gateway", "cron", "list"}, {"gateway", "cron", "add"}, {"gateway", "cron", "remove"},
 	{"gateway", "cron", "enable"}, {"gateway", "cron", "run"},
 	{"gateway", "sessions"}, {"gateway", "sessions", "import"}, {"gateway", "sessions", "export"},

@@ -356,3 +356,36 @@ func (c *Config) PromptTokens() int {
 	}
 	return max(d.ContextWindowTokens-orDefault(d.MaxTokens, 8192)-1024, d.ContextWindowTokens/4)
 }
+
+// ProviderSetup is one provider of nanobot's registry as nanobot status
+// shows it.
+type ProviderSetup struct {
+	// Name is the provider's (providers.<Name>).
+	Name string
+	// Set is true when it has an apiKey (a local provider: an apiBase).
+	Set bool
+	// Local and OAuth are its kind: a local server (Base is its apiBase)
+	// or an OAuth login, which nanobot shows as set.
+	Local, OAuth bool
+	Base         string
+}
+
+// ProviderSetups are the providers of nanobot's registry, in its order,
+// with what the configuration sets of each (never the key itself).
+func (c *Config) ProviderSetups() []ProviderSetup {
+	out := make([]ProviderSetup, 0, len(specs))
+	for _, s := range specs {
+		p := c.provider(s.name)
+		ps := ProviderSetup{Name: s.name, Local: s.local, OAuth: s.oauth}
+		switch {
+		case s.oauth:
+			ps.Set = true
+		case s.local:
+			ps.Set, ps.Base = p.APIBase != "", p.APIBase
+		default:
+			ps.Set = p.APIKey != ""
+		}
+		out = append(out, ps)
+	}
+	return out
+}

@@ -20,6 +20,7 @@ type Files struct {
 	Usage    string // the budgets' ledger
 	Channels string // the folder of the channels' receive positions
 	Status   string // the running gateway's channel states (gateway.KeepStatus)
+	Lock     string // the running gateway's hold on the workspace (AcquireLock)
 }
 
 // StateFiles derives the state files of workspace in the state folder
@@ -33,6 +34,7 @@ func StateFiles(dir, workspace string) Files {
 		Usage:    filepath.Join(dir, "usage-"+id+".json"),
 		Channels: filepath.Join(dir, "channels-"+id),
 		Status:   filepath.Join(dir, "channels-"+id, "status.json"),
+		Lock:     filepath.Join(dir, "gateway-"+id+".lock"),
 	}
 }
 

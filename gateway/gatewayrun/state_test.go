@@ -18,6 +18,7 @@ func TestGatewayStateFiles(t *testing.T) {
 		Usage:    filepath.FromSlash("/state/nb/gateway/usage-" + id + ".json"),
 		Channels: filepath.FromSlash("/state/nb/gateway/channels-" + id),
 		Status:   filepath.FromSlash("/state/nb/gateway/channels-" + id + "/status.json"),
+		Lock:     filepath.FromSlash("/state/nb/gateway/gateway-" + id + ".lock"),
 	}
 	if st != want {
 		t.Errorf("StateFiles = %+v, want %+v", st, want)

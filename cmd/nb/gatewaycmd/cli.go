@@ -107,10 +107,12 @@ func (cl *cli) run(ctx context.Context, args []string) error {
 		switch args[0] {
 		case "init":
 			return cl.gatewayInit(args[1:])
+		case "onboard":
+			return cl.gatewayOnboard(args[1:])
 		case "pair":
 			return cl.gatewayPair(ctx, args[1:])
-		case "chat":
-			return cl.gatewayChat(ctx, args[1:])
+		case "chat", "agent": // agent: nanobot's name
+			return cl.gatewayChat(ctx, args[0], args[1:])
 		}
 		if fn, ok := gatewaySubcommands[args[0]]; ok {
 			return fn(cl, ctx, args[1:])

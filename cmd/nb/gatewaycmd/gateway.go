@@ -35,9 +35,15 @@ type gatewayFlags struct {
 // flags every one takes.
 func (cl *cli) gatewayFlagSet(name, usage, about string) (*cliflag.Set, gatewayFlags) {
 	fs := cl.flags(name, usage, about)
+	// -c and -w as nanobot's commands have them, but in nb gateway cron,
+	// whose -c is --cron (nanobot's cron add).
+	c, w := "c", "w"
+	if strings.HasPrefix(name, "nb gateway cron") {
+		c, w = "", ""
+	}
 	f := gatewayFlags{
-		config:    fs.String("config", "", "the configuration `file` (default: NB_GATEWAY_CONFIG, $XDG_CONFIG_HOME/nb/gateway.json, ~/.nanobot/config.json)"),
-		workspace: fs.String("workspace", "", "the workspace `folder` (default: agents.defaults.workspace, else $XDG_DATA_HOME/nb/gateway)"),
+		config:    fs.StringP("config", c, "", "the configuration `file` (default: NB_GATEWAY_CONFIG, $XDG_CONFIG_HOME/nb/gateway.json, ~/.nanobot/config.json)"),
+		workspace: fs.StringP("workspace", w, "", "the workspace `folder` (default: agents.defaults.workspace, else $XDG_DATA_HOME/nb/gateway)"),
 	}
 	return fs, f
 }
@@ -122,9 +128,11 @@ func (cl *cli) gatewayServe(ctx context.Context, args []string) error {
 
 // serveGateway is nb gateway until it stops.
 func (cl *cli) serveGateway(ctx context.Context, args []string) error {
-	fs, f := cl.gatewayFlagSet("nb gateway", "nb gateway [flags]\nnb gateway init | chat | pair | status | cron ... | sessions ... [flags]", "Runs the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). nb gateway COMMAND --help tells more of each command.")
+	fs, f := cl.gatewayFlagSet("nb gateway", "nb gateway [flags]\nnb gateway init | onboard | chat (agent) | pair | status | cron ... | sessions ... [flags]", "Runs the personal assistant: its chat channels, the web chat and /health on\nthe listener (see docs/gateway.md). nb gateway COMMAND --help tells more of each command.")
 	listen := fs.String("listen", "", "`host:port` of the web chat and /health (default: gateway.host and gateway.port, 127.0.0.1:18790)")
+	portFlag := fs.IntP("port", "p", 0, "the `port` of the web chat and /health, on gateway.host (nanobot's flag; --listen wins)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	verbose := fs.BoolP("verbose", "v", false, "log at debug level (nanobot's flag; --log-level=debug)")
 	busURL := fs.String("bus", "", "the `URL` of the bus replicas share, nats://… (default: NB_BUS, gateway.bus, else in-process; docs/scale-out.md)")
 	storeURL := fs.String("store", "", "the `URL` of the conversation store: "+cliflag.StoreDoc)
 	tokenFlag := fs.String("token", "", "the `token` of the web chat and websocket (default NB_GATEWAY_TOKEN; prefer the variable: a flag shows in the process list)")
@@ -137,6 +145,12 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.closeStore()
+	if *verbose {
+		*logLevel = "debug"
+	}
+	if *portFlag < 0 || *portFlag > 65535 {
+		return &usageError{msg: fmt.Sprintf("nb gateway: --port %d: not a port (1-65535)", *portFlag)}
+	}
 	log, err := cliflag.Logger(cl.stderr, *logLevel, "text")
 	if err != nil {
 		return &usageError{err.Error()}
@@ -150,6 +164,7 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	log.Debug("configuration", "path", c.Path, "model", c.Agents.Defaults.Model, "provider", c.ProviderName())
 	if err := cl.openStore(ctx, c.Gateway.Store); err != nil { // when neither --store nor NB_STORE names one
 		return err
 	}
@@ -168,6 +183,9 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 	addr := *listen
 	if addr == "" {
 		host, port := c.Gateway.Host, c.Gateway.Port
+		if *portFlag != 0 {
+			port = *portFlag
+		}
 		if port == 0 {
 			port = 18790
 		}
@@ -182,9 +200,24 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 	if err := httpguard.CheckListen(addr, len(tokens)); err != nil {
 		return fmt.Errorf("refusing to listen on %s without a token: anyone who reaches it could talk to your assistant; set NB_GATEWAY_TOKEN (or --token) to a secret of %d or more random characters, or listen on 127.0.0.1", addr, httpguard.MinTokenLength)
 	}
+	// A second gateway on this workspace or a channel's account would
+	// answer every message again: refused, unless both are replicas.
+	lock, err := gatewayrun.AcquireLock(c, cl.gatewayStateDir(), cl.gatewayBusURL(*busURL, c) != "")
+	if err != nil {
+		return err
+	}
+	defer lock.Release() // last, once the gateway is closed
 	lns, err := server.Listen(addr)
 	if err != nil {
 		return err
+	}
+	if len(lns) > 0 {
+		if err := lock.SetAddress(lns[0].Addr().String()); err != nil {
+			for _, ln := range lns {
+				ln.Close()
+			}
+			return err
+		}
 	}
 	reps, err := gatewayrun.JoinReplicas(ctx, cl.gatewayBusURL(*busURL, c), log)
 	if err != nil {
@@ -219,9 +252,17 @@ func (cl *cli) gatewayInit(args []string) error {
 	path := *f.config
 	if path == "" {
 		path = config.NBPath(config.Env(cl.environ))
-	}
-	if path == "" {
-		return errors.New("nb gateway init: neither XDG_CONFIG_HOME nor HOME is set: pass --config FILE")
+		if path == "" {
+			return errors.New("nb gateway init: neither XDG_CONFIG_HOME nor HOME is set: pass --config FILE")
+		}
+		// A new file of nb's would be found before nanobot's, which
+		// would then be read by nobody: say so instead.
+		nanobot := filepath.Join(cl.getenv("HOME"), ".nanobot", "config.json")
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && cl.getenv("HOME") != "" {
+			if _, err := os.Stat(nanobot); err == nil {
+				return fmt.Errorf("nb gateway init: %s exists, and nb gateway reads it: a new %s would shadow it (nb gateway would read the new one, nanobot the old one); run nb gateway onboard to refresh nanobot's in place, or nb gateway init --config %s to write a new one all the same", nanobot, path, path)
+			}
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
@@ -313,8 +354,12 @@ func (cl *cli) pairingChecker(ctx context.Context, busFlag string, c *config.Con
 // gatewayChat talks to the assistant from the terminal, on the
 // workspace's session cli:direct (or -s), locked against the running
 // gateway's turns on it.
-func (cl *cli) gatewayChat(ctx context.Context, args []string) (err error) {
-	fs, f := cl.gatewayFlagSet("nb gateway chat", "nb gateway chat [flags]", "Talks to the assistant from the terminal: one message, or a conversation\n(exit, quit, /exit, /quit, :q or Ctrl-D to leave).")
+func (cl *cli) gatewayChat(ctx context.Context, name string, args []string) (err error) {
+	about := "Talks to the assistant from the terminal: one message, or a conversation\n(exit, quit, /exit, /quit, :q or Ctrl-D to leave)."
+	if name == "agent" {
+		about += "\nnb gateway agent is nb gateway chat (nanobot agent's name)."
+	}
+	fs, f := cl.gatewayFlagSet("nb gateway "+name, "nb gateway "+name+" [flags]", about)
 	message := fs.StringP("message", "m", "", "one `message`: print the answer and exit")
 	sessionKey := fs.StringP("session", "s", "cli:direct", "the `session` key")
 	yes := fs.BoolP("yes", "y", false, "run every tool call that asks for a confirmation, in this chat's turns (else they are denied: nobody is asked in a chat)")

@@ -8,15 +8,18 @@ import (
 
 	"github.com/nbots/nb/gateway"
 	"github.com/nbots/nb/gateway/budget"
+	"github.com/nbots/nb/gateway/config"
 	"github.com/nbots/nb/gateway/cron"
 	"github.com/nbots/nb/gateway/gatewayrun"
 	"github.com/nbots/nb/gateway/memory"
 )
 
-// gatewayStatus is nb gateway status: the workspace, today's tokens by
+// gatewayStatus is nb gateway status: the configuration, the workspace,
+// the model and its provider, which providers have a key (as nanobot
+// status shows them), today's tokens by
 // source against the budgets, the memory files and the cron jobs.
 func (cl *cli) gatewayStatus(_ context.Context, args []string) error {
-	fs, f := cl.gatewayFlagSet("nb gateway status", "nb gateway status [flags]", "Shows the workspace, today's token use by source and the budgets, memory, cron jobs\nand the channels (connected, connecting and why, stopped, disabled).")
+	fs, f := cl.gatewayFlagSet("nb gateway status", "nb gateway status [flags]", "Shows the configuration, the workspace, the model, its provider and which providers\nhave a key (as nanobot status), today's token use by source and the budgets,\nmemory, cron jobs and the channels (connected, connecting and why, stopped, disabled).")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -29,7 +32,9 @@ func (cl *cli) gatewayStatus(_ context.Context, args []string) error {
 		return err
 	}
 	r := gatewayrun.Ledger(c, cl.gatewayState(c.Workspace), zone).Report("")
+	fmt.Fprintf(cl.stdout, "Config: %s\n", c.Path)
 	fmt.Fprintf(cl.stdout, "Workspace: %s\n", c.Workspace)
+	cl.providerStatus(c)
 	fmt.Fprintf(cl.stdout, "Tokens today: %s", budget.Thousands(r.TodayTotal))
 	if r.Limits.DailyTokens > 0 {
 		fmt.Fprintf(cl.stdout, " of %s (resets %s)", budget.Thousands(r.Limits.DailyTokens), r.Resets.Format("15:04 MST"))
@@ -67,4 +72,37 @@ func (cl *cli) gatewayStatus(_ context.Context, args []string) error {
 	}
 	fmt.Fprintf(cl.stdout, "Cron jobs: %d enabled, %d in all (scheduler %s)\n", enabled, len(jobs.Jobs), running)
 	return gateway.ChannelReport(cl.stdout, cl.gatewayState(c.Workspace).Status, gatewayrun.ConfiguredChannels(c))
+}
+
+// providerStatus prints the model, the provider nanobot would choose for
+// it and, as nanobot status does, each provider of its registry: ✓ when
+// it has a key (a local one: its apiBase; an OAuth one: always), else
+// "not set". A key itself is never shown.
+func (cl *cli) providerStatus(c *config.Config) {
+	d := c.Agents.Defaults
+	if d.Cartridge != "" {
+		fmt.Fprintf(cl.stdout, "Cartridge: %s (agents.defaults.cartridge: the model and provider are the cartridge's)\n", d.Cartridge)
+		return
+	}
+	fmt.Fprintf(cl.stdout, "Model: %s\n", d.Model)
+	name := c.ProviderName()
+	if name == "" {
+		name = "none can serve it"
+		if _, err := c.Route(); err != nil {
+			name += " (" + err.Error() + ")"
+		}
+	}
+	fmt.Fprintf(cl.stdout, "Provider: %s\n", name)
+	for _, p := range c.ProviderSetups() {
+		state := "not set"
+		switch {
+		case p.OAuth:
+			state = "✓ (OAuth: nb does not support OAuth logins yet)"
+		case p.Set && p.Local:
+			state = "✓ " + p.Base
+		case p.Set:
+			state = "✓"
+		}
+		fmt.Fprintf(cl.stdout, "  %-24s %s\n", p.Name+":", state)
+	}
 }
