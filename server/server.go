@@ -73,6 +73,17 @@ type Limits struct {
 	// Grace is how long runs in flight may finish after a shutdown
 	// begins, before they are cancelled; negative is none.
 	Grace time.Duration
+	// Names are the names the operator sets these limits by, quoted in
+	// the messages that report one reached.
+	Names LimitNames
+}
+
+// LimitNames are the names the operator sets the limits by (the flags of
+// the command that runs the server: the library knows none), quoted in
+// the messages that report a limit reached; an empty name is left out.
+type LimitNames struct {
+	// RunTimeout names Limits.RunTimeout.
+	RunTimeout string
 }
 
 // DefaultLimits are the limits of a server that sets none.
@@ -166,12 +177,15 @@ type Options struct {
 type Server struct {
 	opts   Options
 	limits Limits
-	host   bot.Host
-	log    *slog.Logger
-	mux    *http.ServeMux
-	anon   *Token
-	cat    *catalog.Catalog
-	adm    *admission.Controller
+	// runTimeout is the cause of a run stopped by its deadline:
+	// ErrRunTimeout, with the limit's name.
+	runTimeout error
+	host       bot.Host
+	log        *slog.Logger
+	mux        *http.ServeMux
+	anon       *Token
+	cat        *catalog.Catalog
+	adm        *admission.Controller
 
 	base       context.Context // parent of every request and run
 	cancelBase context.CancelCauseFunc
@@ -196,6 +210,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		log:    loggerOr(opts.Log),
 		mux:    http.NewServeMux(),
 		anon:   &Token{Rate: opts.AnonymousRate},
+	}
+	s.runTimeout = ErrRunTimeout
+	if n := s.limits.Names.RunTimeout; n != "" {
+		s.runTimeout = fmt.Errorf("%w (%s)", ErrRunTimeout, n)
 	}
 	s.adm = admission.New(admission.Limits{MaxRuns: s.limits.MaxRuns, MaxRunsPerTenant: s.limits.MaxRunsPerToken, MaxWaiting: s.limits.MaxWaitingRuns})
 	s.host = opts.Host
@@ -332,7 +350,7 @@ func (s *Server) Admit(ctx context.Context, detached bool) (context.Context, fun
 	if detached {
 		stop = context.AfterFunc(s.base, func() { cancel(context.Cause(s.base)) })
 	}
-	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, s.limits.RunTimeout, ErrRunTimeout)
+	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, s.limits.RunTimeout, s.runTimeout)
 	var once sync.Once
 	done := func() {
 		once.Do(func() {
@@ -469,7 +487,7 @@ func (s *Server) shutdown(hs *http.Server) {
 // Listen opens the listeners of addr (host:port). "localhost" listens on
 // both loopback addresses, 127.0.0.1 and ::1 (on the same port), since
 // clients differ on which one "localhost" means; ::1 is skipped when the
-// machine has no IPv6.
+// machine has no IPv6. A port it cannot take is a *BindError.
 func Listen(addr string) ([]net.Listener, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -478,13 +496,13 @@ func Listen(addr string) ([]net.Listener, error) {
 	if host != "localhost" {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, fmt.Errorf("listen on %s: %w; choose another address with --listen", addr, err)
+			return nil, &BindError{Addr: addr, Err: err}
 		}
 		return []net.Listener{ln}, nil
 	}
 	ln4, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", port))
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w; choose another address with --listen", addr, err)
+		return nil, &BindError{Addr: addr, Err: err}
 	}
 	p := strconv.Itoa(ln4.Addr().(*net.TCPAddr).Port)
 	ln6, err := net.Listen("tcp6", net.JoinHostPort("::1", p))
@@ -493,6 +511,20 @@ func Listen(addr string) ([]net.Listener, error) {
 	}
 	return []net.Listener{ln4, ln6}, nil
 }
+
+// BindError is Listen's failure to take an address (in use, not this
+// machine's). The command that chose the address says how to choose
+// another: the library does not know its flags.
+type BindError struct {
+	// Addr is the address Listen was given.
+	Addr string
+	// Err is the operating system's refusal.
+	Err error
+}
+
+func (e *BindError) Error() string { return fmt.Sprintf("listen on %s: %v", e.Addr, e.Err) }
+
+func (e *BindError) Unwrap() error { return e.Err }
 
 // newRequestID returns a random id for a request's log lines.
 func newRequestID() string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -92,7 +93,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	}
 	dirs := fs.Args()
 	limits := server.Limits{Limits: connlimit.Limits{HeaderTimeout: *headerTO, BodyTimeout: *bodyTO, IdleTimeout: *idleTO, MaxClientConns: *clientConns, MaxConns: *maxConns},
-		RunTimeout: *runTO, Grace: *grace, MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxWaitingRuns: *maxWaiting}
+		RunTimeout: *runTO, Names: server.LimitNames{RunTimeout: "--run-timeout"}, Grace: *grace, MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxWaitingRuns: *maxWaiting}
 	if *grace == 0 {
 		limits.Grace = -1
 	}
@@ -218,7 +219,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	lns, err := server.Listen(*listen)
 	if err != nil {
 		srv.Close()
-		return err
+		return listenAdvice(err)
 	}
 	models := srv.Models(ctx)
 	broken := 0
@@ -308,4 +309,13 @@ func (a *App) serveCommand(args []string) int {
 // responses, the server's part of tool rounds): its token.
 func tokenOwner(r *http.Request) string {
 	return server.Owner(r.Context())
+}
+
+// listenAdvice words server.Listen's failure to take an address for
+// nb serve: the address comes from --listen.
+func listenAdvice(err error) error {
+	if be := (*server.BindError)(nil); errors.As(err, &be) {
+		return fmt.Errorf("%w; choose another address with --listen", err)
+	}
+	return err
 }

@@ -110,7 +110,20 @@ type run struct {
 	arts    *Artifacts
 }
 
-// Run runs cfg.Graph from its start node.
+// RunExistsError is Run's refusal of a folder that already holds a run
+// (its checkpoint.json). The command that named the folder may say how
+// to name another.
+type RunExistsError struct {
+	// Dir is the run's folder (Config.LogsRoot).
+	Dir string
+}
+
+func (e *RunExistsError) Error() string {
+	return fmt.Sprintf("%s already holds a run (checkpoint.json): continue it with nb pipeline resume %s, or choose another folder", e.Dir, e.Dir)
+}
+
+// Run runs cfg.Graph from its start node (a *RunExistsError when
+// cfg.LogsRoot holds a run already).
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r, err := newRun(cfg)
 	if err != nil {
@@ -124,7 +137,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("run %s already has a checkpoint: resume it instead", cfg.Stored.Info().ID)
 		}
 	} else if _, err := os.Stat(filepath.Join(cfg.LogsRoot, CheckpointFile)); err == nil {
-		return nil, fmt.Errorf("%s already holds a run (checkpoint.json): continue it with nb pipeline resume %s, or choose another --logs folder", cfg.LogsRoot, cfg.LogsRoot)
+		return nil, &RunExistsError{Dir: cfg.LogsRoot}
 	}
 	r.ctx = NewContext()
 	r.mirror()

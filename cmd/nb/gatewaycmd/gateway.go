@@ -183,7 +183,9 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 		return fmt.Errorf("refusing to listen on %s without a token: anyone who reaches it could talk to your assistant; set NB_GATEWAY_TOKEN (or --token) to a secret of %d or more random characters, or listen on 127.0.0.1", addr, httpguard.MinTokenLength)
 	}
 	lns, err := server.Listen(addr)
-	if err != nil {
+	if be := (*server.BindError)(nil); errors.As(err, &be) {
+		return fmt.Errorf("%w; choose another address with --listen", err)
+	} else if err != nil {
 		return err
 	}
 	reps, err := gatewayrun.JoinReplicas(ctx, cl.gatewayBusURL(*busURL, c), log)
