@@ -156,6 +156,11 @@ type Options struct {
 	// AllowOrigins are the origins of the browser pages a server without
 	// tokens answers (see Handler); nil is DefaultOrigins, "*" is any.
 	AllowOrigins []string
+	// OriginAdvice says how to allow a refused origin (%s is the origin)
+	// and HostAdvice how to serve other host names, in the words of the
+	// command that runs the server (its flags and variables); empty: a
+	// neutral text.
+	OriginAdvice, HostAdvice string
 	// WatchInterval is how often the folders are checked for changes
 	// (default 2 s; negative: never).
 	WatchInterval time.Duration

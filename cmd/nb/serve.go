@@ -182,7 +182,8 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	srv, err := server.New(ctx, server.Options{
 		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
 		AllowUnconfirmed: *yes, AllowTools: *allowTools, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
-		AllowOrigins: splitList(*origins), ClientHosts: *clientHosts, TrustedProxies: trusted,
+		AllowOrigins: splitList(*origins), OriginAdvice: "start nb serve with --cors-origins %s to allow it, or set NB_SERVE_TOKEN", HostAdvice: "set NB_SERVE_TOKEN to serve other names",
+		ClientHosts: *clientHosts, TrustedProxies: trusted,
 		Log: log, LogMessages: *logMessages, Checks: a.storeChecks(), Shared: sharedOrNil(shared),
 	})
 	if err != nil {
