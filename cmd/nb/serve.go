@@ -152,7 +152,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	}
 	defer a.closeStore()
 	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: a.fennelCacheDir(), Store: a.sharedStore()}
-	host.Builtins.RequireSandbox = !*unsandboxed
+	host.Builtins.RequireSandbox, host.Builtins.RequireAdvice = !*unsandboxed, unsandboxedAdvice
 	if len(dirs) == 0 {
 		env := host.CartridgeEnv()
 		if strings.TrimSpace(env.CartridgesPath) != "" || strings.TrimSpace(env.CartridgesDirectory) != "" {
@@ -320,3 +320,7 @@ func listenAdvice(err error) error {
 	}
 	return err
 }
+
+// unsandboxedAdvice says how nb serve (and nb gateway) let exec run
+// commands where bubblewrap cannot: the flag the library does not know.
+const unsandboxedAdvice = "start the server with --allow-unsandboxed-exec"
