@@ -161,6 +161,7 @@ func (a *App) loadPipelineSource(file string, src []byte, vars map[string]string
 // runPipeline wires the handlers, the display and the signals, runs, and
 // turns the result into nb's exit status.
 func (a *App) runPipeline(cfg engine.Config, autoApprove bool, eventsFile, gatewayConfig string, run func(context.Context, engine.Config) (*engine.Result, error)) error {
+	cfg.Advice = engine.Advice{MaxSteps: "--max-steps N", MaxTokens: "--max-tokens N", ResumeStored: "nb pipeline resume --store URL %s"}
 	var observers engine.Observers
 	if eventsFile != "" {
 		f, err := os.OpenFile(eventsFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
