@@ -99,7 +99,7 @@ func AsError(ctx context.Context, err error) *Error {
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than the server's limit of %d bytes (--max-body)", mbe.Limit), Err: err}
+		return &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than the server's limit of %d bytes", mbe.Limit), Err: err}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &Error{Status: http.StatusGatewayTimeout, Message: err.Error(), Err: err}

@@ -82,8 +82,20 @@ type Limits struct {
 // the command that runs the server: the library knows none), quoted in
 // the messages that report a limit reached; an empty name is left out.
 type LimitNames struct {
-	// RunTimeout names Limits.RunTimeout.
-	RunTimeout string
+	// RunTimeout names Limits.RunTimeout; MaxBody, BodyMinRate and
+	// BodyTimeout the body's limits ("--max-body").
+	RunTimeout, MaxBody, BodyMinRate, BodyTimeout string
+	// Conns says how to let a client open more connections (a
+	// sentence, told to the refused client).
+	Conns string
+}
+
+// named is text, with the limit's name after it when it has one.
+func named(text, name string) string {
+	if name == "" {
+		return text
+	}
+	return text + " (" + name + ")"
 }
 
 // DefaultLimits are the limits of a server that sets none.

@@ -191,10 +191,7 @@ func TestAdmitLimits(t *testing.T) {
 }
 
 func TestRunTimeout(t *testing.T) {
-	f := newFixture(t, nil, func(o *Options) {
-		o.Limits.RunTimeout = 20 * time.Millisecond
-		o.Limits.Names.RunTimeout = "--run-timeout" // as nb serve names it
-	})
+	f := newFixture(t, nil, func(o *Options) { o.Limits.RunTimeout = 20 * time.Millisecond })
 	ctx, done, err := f.srv.Admit(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)

@@ -93,7 +93,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	}
 	dirs := fs.Args()
 	limits := server.Limits{Limits: connlimit.Limits{HeaderTimeout: *headerTO, BodyTimeout: *bodyTO, IdleTimeout: *idleTO, MaxClientConns: *clientConns, MaxConns: *maxConns},
-		RunTimeout: *runTO, Names: server.LimitNames{RunTimeout: "--run-timeout"}, Grace: *grace, MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxWaitingRuns: *maxWaiting}
+		RunTimeout: *runTO, Names: serveLimitNames, Grace: *grace, MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxWaitingRuns: *maxWaiting}
 	if *grace == 0 {
 		limits.Grace = -1
 	}
@@ -324,3 +324,8 @@ func listenAdvice(err error) error {
 // unsandboxedAdvice says how nb serve (and nb gateway) let exec run
 // commands where bubblewrap cannot: the flag the library does not know.
 const unsandboxedAdvice = "start the server with --allow-unsandboxed-exec"
+
+// serveLimitNames are nb serve's flags for the server's limits, quoted in
+// its refusals.
+var serveLimitNames = server.LimitNames{RunTimeout: "--run-timeout", MaxBody: "--max-body", BodyMinRate: "--body-min-rate", BodyTimeout: "--body-timeout",
+	Conns: "start nb serve with a higher --max-client-conns (or name your proxy with --trusted-proxies)"}
