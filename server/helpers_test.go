@@ -88,4 +88,5 @@ func write(t *testing.T, dir string, files map[string]string) {
 
 // serveNames are the limits' names as nb serve gives them (its flags).
 var serveNames = LimitNames{RunTimeout: "--run-timeout", MaxBody: "--max-body", BodyMinRate: "--body-min-rate", BodyTimeout: "--body-timeout",
+	Rate: "--rate", ClientHosts: "nb serve --client-hosts", AllowTool: "start nb serve with --allow-tool NAME or --yes",
 	Conns: "start nb serve with a higher --max-client-conns (or name your proxy with --trusted-proxies)"}

@@ -85,9 +85,21 @@ type LimitNames struct {
 	// RunTimeout names Limits.RunTimeout; MaxBody, BodyMinRate and
 	// BodyTimeout the body's limits ("--max-body").
 	RunTimeout, MaxBody, BodyMinRate, BodyTimeout string
+	// Rate names Options.AnonymousRate ("--rate").
+	Rate string
 	// Conns says how to let a client open more connections (a
-	// sentence, told to the refused client).
-	Conns string
+	// sentence, told to the refused client); ClientHosts how to let a
+	// client's cartridge reach another host; AllowTool how to let a
+	// tool that asks for a confirmation run (told in the log).
+	Conns, ClientHosts, AllowTool string
+}
+
+// orName is ", or name" when the limit has a name.
+func orName(name string) string {
+	if name == "" {
+		return ""
+	}
+	return ", or " + name
 }
 
 // named is text, with the limit's name after it when it has one.
@@ -333,7 +345,11 @@ func (c confirmer) Confirm(ctx context.Context, call tool.Call, text string) (bo
 		c.s.Logger(ctx).Info("tool call allowed without confirmation", "tool", call.Name)
 		return true, nil
 	}
-	c.s.Logger(ctx).Info("tool call denied: it needs a confirmation, which an HTTP client cannot give (set safety.tools.confirmable: false in the cartridge, or start nb serve with --allow-tool NAME or --yes)", "tool", call.Name)
+	how := "set safety.tools.confirmable: false in the cartridge"
+	if a := c.s.limits.Names.AllowTool; a != "" {
+		how += ", or " + a
+	}
+	c.s.Logger(ctx).Info("tool call denied: it needs a confirmation, which an HTTP client cannot give ("+how+")", "tool", call.Name)
 	return false, nil
 }
 
@@ -401,7 +417,7 @@ func (s *Server) admitError(err error) error {
 			Message: fmt.Sprintf("this token already has its maximum of %d runs in progress: try again when one ends", ae.Limit)}
 	}
 	return &Error{Status: http.StatusTooManyRequests, RetryAfter: ae.RetryAfter, Err: err,
-		Message: fmt.Sprintf("runs are limited to %s for this client (its token's rate, or --rate): try again in %s", ae.Rate, max(ae.RetryAfter.Round(time.Second), time.Second))}
+		Message: fmt.Sprintf("runs are limited to %s for this client (its token's rate%s): try again in %s", ae.Rate, orName(s.limits.Names.Rate), max(ae.RetryAfter.Round(time.Second), time.Second))}
 }
 
 // Active is the number of runs in progress, those waiting on their

@@ -328,4 +328,5 @@ const unsandboxedAdvice = "start the server with --allow-unsandboxed-exec"
 // serveLimitNames are nb serve's flags for the server's limits, quoted in
 // its refusals.
 var serveLimitNames = server.LimitNames{RunTimeout: "--run-timeout", MaxBody: "--max-body", BodyMinRate: "--body-min-rate", BodyTimeout: "--body-timeout",
+	Rate: "--rate", ClientHosts: "nb serve --client-hosts", AllowTool: "start nb serve with --allow-tool NAME or --yes",
 	Conns: "start nb serve with a higher --max-client-conns (or name your proxy with --trusted-proxies)"}
