@@ -53,6 +53,8 @@ type Options struct {
 	// RequireSandbox refuses exec's commands where bubblewrap cannot
 	// run, even with sandbox: auto (servers; see shell.Options).
 	RequireSandbox bool
+	// RequireAdvice says how to allow them (see shell.Options).
+	RequireAdvice string
 	// Notice is told once when exec first runs a command unsandboxed.
 	Notice func(msg string)
 	// Spawn runs sub-agents; nil leaves the spawn tool out.
@@ -215,7 +217,7 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 		ex, status, err := shell.New(shell.Options{
 			Workspace: dir, Timeout: timeout, Sandbox: e.Sandbox, Network: e.Network,
 			Environ: o.Environ, Env: e.Env, PathAppend: e.PathAppend, ReadOnly: readOnly, Writable: writable, Bwrap: o.Bwrap,
-			RequireSandbox: o.RequireSandbox, Notice: o.Notice,
+			RequireSandbox: o.RequireSandbox, RequireAdvice: o.RequireAdvice, Notice: o.Notice,
 		})
 		if err != nil {
 			return nil, st, fail(key, "%v", err)

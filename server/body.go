@@ -27,7 +27,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	if r.ContentLength > s.limits.MaxBody {
-		return &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is %d bytes, more than the server's limit of %d bytes (--max-body)", r.ContentLength, s.limits.MaxBody)}
+		return &Error{Status: http.StatusRequestEntityTooLarge, Message: named(fmt.Sprintf("the request body is %d bytes, more than the server's limit of %d bytes", r.ContentLength, s.limits.MaxBody), s.limits.Names.MaxBody)}
 	}
 	rc := http.NewResponseController(w)
 	now := time.Now()
@@ -36,11 +36,13 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return AsError(nil, err)
+			e := AsError(nil, err)
+			e.Message = named(e.Message, s.limits.Names.MaxBody)
+			return e
 		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			return &Error{Status: http.StatusRequestTimeout, Message: fmt.Sprintf("the request body did not arrive in time: a body must come at %d bytes a second at least (--body-min-rate) and whole within %s (--body-timeout)", s.limits.BodyMinRate, s.limits.BodyTimeout)}
+			return &Error{Status: http.StatusRequestTimeout, Message: "the request body did not arrive in time: " + named(fmt.Sprintf("a body must come at %d bytes a second at least", s.limits.BodyMinRate), s.limits.Names.BodyMinRate) + " and " + named(fmt.Sprintf("whole within %s", s.limits.BodyTimeout), s.limits.Names.BodyTimeout)}
 		}
 		return &Error{Status: http.StatusBadRequest, Message: "cannot read the request body: " + err.Error()}
 	}
@@ -76,5 +78,5 @@ func (w *statusWriter) dropBody() {
 // client address (not a trusted proxy's) and in all.
 func (s *Server) connLimiter() *connlimit.Limiter {
 	return connlimit.New(s.limits.MaxClientConns, s.limits.MaxConns, func(a netip.Addr) bool { return s.trustedProxy(a) },
-		"start nb serve with a higher --max-client-conns (or name your proxy with --trusted-proxies)")
+		s.limits.Names.Conns)
 }

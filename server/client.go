@@ -78,7 +78,10 @@ func (s *Server) clientProviderHTTP() *http.Client {
 	s.clientHTTPOnce.Do(func() {
 		t := provider.ClientFor(nil).Transport.(*http.Transport).Clone()
 		g := &netguard.Guard{AllowHosts: s.opts.ClientHosts, Dialer: &net.Dialer{Timeout: 2 * time.Minute, KeepAlive: 30 * time.Second},
-			Hint: "the provider of a cartridge sent by a client reaches public addresses only; the operator may allow this host with nb serve --client-hosts"}
+			Hint: "the provider of a cartridge sent by a client reaches public addresses only; the operator may allow this host"}
+		if h := s.limits.Names.ClientHosts; h != "" {
+			g.Hint += " with " + h
+		}
 		t.Proxy = nil
 		t.DialContext = g.DialContext
 		s.clientHTTP = &http.Client{Transport: t}

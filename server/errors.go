@@ -44,8 +44,9 @@ func Errorf(status int, format string, args ...any) *Error {
 	return &Error{Status: status, Message: fmt.Sprintf(format, args...)}
 }
 
-// ErrRunTimeout is the cause of a run stopped by its deadline.
-var ErrRunTimeout = errors.New("the run took longer than the server's limit per run (--run-timeout)")
+// ErrRunTimeout is the cause of a run stopped by its deadline (wrapped
+// with the name of the limit when Limits.Names gives one).
+var ErrRunTimeout = errors.New("the run took longer than the server's limit per run")
 
 // ErrShutdown is the cause of a run stopped because the server stops.
 var ErrShutdown = errors.New("the server is shutting down")
@@ -67,7 +68,7 @@ func AsError(ctx context.Context, err error) *Error {
 		cause := context.Cause(ctx)
 		switch {
 		case errors.Is(cause, ErrRunTimeout):
-			return &Error{Status: http.StatusGatewayTimeout, Message: ErrRunTimeout.Error(), Err: err}
+			return &Error{Status: http.StatusGatewayTimeout, Message: cause.Error(), Err: err}
 		case errors.Is(cause, ErrShutdown):
 			return &Error{Status: http.StatusServiceUnavailable, Message: "the run was stopped: " + ErrShutdown.Error(), Err: err}
 		default:
@@ -98,7 +99,7 @@ func AsError(ctx context.Context, err error) *Error {
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than the server's limit of %d bytes (--max-body)", mbe.Limit), Err: err}
+		return &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than the server's limit of %d bytes", mbe.Limit), Err: err}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &Error{Status: http.StatusGatewayTimeout, Message: err.Error(), Err: err}

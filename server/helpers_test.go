@@ -49,6 +49,7 @@ func newFixture(t *testing.T, files map[string]string, configure func(*Options))
 		ClientCartridges: true,
 		ClientHosts:      []string{"127.0.0.1"}, // the fake providers
 		Log:              slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Limits:           Limits{Names: serveNames},
 	}
 	if configure != nil {
 		configure(&opts)
@@ -84,3 +85,8 @@ func write(t *testing.T, dir string, files map[string]string) {
 		}
 	}
 }
+
+// serveNames are the limits' names as nb serve gives them (its flags).
+var serveNames = LimitNames{RunTimeout: "--run-timeout", MaxBody: "--max-body", BodyMinRate: "--body-min-rate", BodyTimeout: "--body-timeout",
+	Rate: "--rate", ClientHosts: "nb serve --client-hosts", AllowTool: "start nb serve with --allow-tool NAME or --yes",
+	Conns: "start nb serve with a higher --max-client-conns (or name your proxy with --trusted-proxies)"}

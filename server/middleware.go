@@ -257,7 +257,13 @@ func (s *Server) browserRefused(r *http.Request) string {
 	if allowed == nil {
 		allowed = DefaultOrigins
 	}
-	g := httpguard.BrowserGuard{Origins: allowed, Why: "this server has no token, so it answers", Fix: "start nb serve with --cors-origins %s to allow it, or set NB_SERVE_TOKEN", HostFix: "set NB_SERVE_TOKEN to serve other names"}
+	g := httpguard.BrowserGuard{Origins: allowed, Why: "this server has no token, so it answers", Fix: s.opts.OriginAdvice, HostFix: s.opts.HostAdvice}
+	if g.Fix == "" {
+		g.Fix = "its operator may allow %s, or give it a token"
+	}
+	if g.HostFix == "" {
+		g.HostFix = "give it a token to serve other names"
+	}
 	return g.Refused(r)
 }
 

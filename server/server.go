@@ -73,6 +73,41 @@ type Limits struct {
 	// Grace is how long runs in flight may finish after a shutdown
 	// begins, before they are cancelled; negative is none.
 	Grace time.Duration
+	// Names are the names the operator sets these limits by, quoted in
+	// the messages that report one reached.
+	Names LimitNames
+}
+
+// LimitNames are the names the operator sets the limits by (the flags of
+// the command that runs the server: the library knows none), quoted in
+// the messages that report a limit reached; an empty name is left out.
+type LimitNames struct {
+	// RunTimeout names Limits.RunTimeout; MaxBody, BodyMinRate and
+	// BodyTimeout the body's limits ("--max-body").
+	RunTimeout, MaxBody, BodyMinRate, BodyTimeout string
+	// Rate names Options.AnonymousRate ("--rate").
+	Rate string
+	// Conns says how to let a client open more connections (a
+	// sentence, told to the refused client); ClientHosts how to let a
+	// client's cartridge reach another host; AllowTool how to let a
+	// tool that asks for a confirmation run (told in the log).
+	Conns, ClientHosts, AllowTool string
+}
+
+// orName is ", or name" when the limit has a name.
+func orName(name string) string {
+	if name == "" {
+		return ""
+	}
+	return ", or " + name
+}
+
+// named is text, with the limit's name after it when it has one.
+func named(text, name string) string {
+	if name == "" {
+		return text
+	}
+	return text + " (" + name + ")"
 }
 
 // DefaultLimits are the limits of a server that sets none.
@@ -145,6 +180,11 @@ type Options struct {
 	// AllowOrigins are the origins of the browser pages a server without
 	// tokens answers (see Handler); nil is DefaultOrigins, "*" is any.
 	AllowOrigins []string
+	// OriginAdvice says how to allow a refused origin (%s is the origin)
+	// and HostAdvice how to serve other host names, in the words of the
+	// command that runs the server (its flags and variables); empty: a
+	// neutral text.
+	OriginAdvice, HostAdvice string
 	// WatchInterval is how often the folders are checked for changes
 	// (default 2 s; negative: never).
 	WatchInterval time.Duration
@@ -166,12 +206,15 @@ type Options struct {
 type Server struct {
 	opts   Options
 	limits Limits
-	host   bot.Host
-	log    *slog.Logger
-	mux    *http.ServeMux
-	anon   *Token
-	cat    *catalog.Catalog
-	adm    *admission.Controller
+	// runTimeout is the cause of a run stopped by its deadline:
+	// ErrRunTimeout, with the limit's name.
+	runTimeout error
+	host       bot.Host
+	log        *slog.Logger
+	mux        *http.ServeMux
+	anon       *Token
+	cat        *catalog.Catalog
+	adm        *admission.Controller
 
 	base       context.Context // parent of every request and run
 	cancelBase context.CancelCauseFunc
@@ -196,6 +239,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		log:    loggerOr(opts.Log),
 		mux:    http.NewServeMux(),
 		anon:   &Token{Rate: opts.AnonymousRate},
+	}
+	s.runTimeout = ErrRunTimeout
+	if n := s.limits.Names.RunTimeout; n != "" {
+		s.runTimeout = fmt.Errorf("%w (%s)", ErrRunTimeout, n)
 	}
 	s.adm = admission.New(admission.Limits{MaxRuns: s.limits.MaxRuns, MaxRunsPerTenant: s.limits.MaxRunsPerToken, MaxWaiting: s.limits.MaxWaitingRuns})
 	s.host = opts.Host
@@ -298,7 +345,11 @@ func (c confirmer) Confirm(ctx context.Context, call tool.Call, text string) (bo
 		c.s.Logger(ctx).Info("tool call allowed without confirmation", "tool", call.Name)
 		return true, nil
 	}
-	c.s.Logger(ctx).Info("tool call denied: it needs a confirmation, which an HTTP client cannot give (set safety.tools.confirmable: false in the cartridge, or start nb serve with --allow-tool NAME or --yes)", "tool", call.Name)
+	how := "set safety.tools.confirmable: false in the cartridge"
+	if a := c.s.limits.Names.AllowTool; a != "" {
+		how += ", or " + a
+	}
+	c.s.Logger(ctx).Info("tool call denied: it needs a confirmation, which an HTTP client cannot give ("+how+")", "tool", call.Name)
 	return false, nil
 }
 
@@ -332,7 +383,7 @@ func (s *Server) Admit(ctx context.Context, detached bool) (context.Context, fun
 	if detached {
 		stop = context.AfterFunc(s.base, func() { cancel(context.Cause(s.base)) })
 	}
-	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, s.limits.RunTimeout, ErrRunTimeout)
+	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, s.limits.RunTimeout, s.runTimeout)
 	var once sync.Once
 	done := func() {
 		once.Do(func() {
@@ -366,7 +417,7 @@ func (s *Server) admitError(err error) error {
 			Message: fmt.Sprintf("this token already has its maximum of %d runs in progress: try again when one ends", ae.Limit)}
 	}
 	return &Error{Status: http.StatusTooManyRequests, RetryAfter: ae.RetryAfter, Err: err,
-		Message: fmt.Sprintf("runs are limited to %s for this client (its token's rate, or --rate): try again in %s", ae.Rate, max(ae.RetryAfter.Round(time.Second), time.Second))}
+		Message: fmt.Sprintf("runs are limited to %s for this client (its token's rate%s): try again in %s", ae.Rate, orName(s.limits.Names.Rate), max(ae.RetryAfter.Round(time.Second), time.Second))}
 }
 
 // Active is the number of runs in progress, those waiting on their
@@ -469,7 +520,7 @@ func (s *Server) shutdown(hs *http.Server) {
 // Listen opens the listeners of addr (host:port). "localhost" listens on
 // both loopback addresses, 127.0.0.1 and ::1 (on the same port), since
 // clients differ on which one "localhost" means; ::1 is skipped when the
-// machine has no IPv6.
+// machine has no IPv6. A port it cannot take is a *BindError.
 func Listen(addr string) ([]net.Listener, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -478,13 +529,13 @@ func Listen(addr string) ([]net.Listener, error) {
 	if host != "localhost" {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, fmt.Errorf("listen on %s: %w; choose another address with --listen", addr, err)
+			return nil, &BindError{Addr: addr, Err: err}
 		}
 		return []net.Listener{ln}, nil
 	}
 	ln4, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", port))
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w; choose another address with --listen", addr, err)
+		return nil, &BindError{Addr: addr, Err: err}
 	}
 	p := strconv.Itoa(ln4.Addr().(*net.TCPAddr).Port)
 	ln6, err := net.Listen("tcp6", net.JoinHostPort("::1", p))
@@ -493,6 +544,20 @@ func Listen(addr string) ([]net.Listener, error) {
 	}
 	return []net.Listener{ln4, ln6}, nil
 }
+
+// BindError is Listen's failure to take an address (in use, not this
+// machine's). The command that chose the address says how to choose
+// another: the library does not know its flags.
+type BindError struct {
+	// Addr is the address Listen was given.
+	Addr string
+	// Err is the operating system's refusal.
+	Err error
+}
+
+func (e *BindError) Error() string { return fmt.Sprintf("listen on %s: %v", e.Addr, e.Err) }
+
+func (e *BindError) Unwrap() error { return e.Err }
 
 // newRequestID returns a random id for a request's log lines.
 func newRequestID() string {

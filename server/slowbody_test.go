@@ -224,7 +224,7 @@ func TestMaxClientConns(t *testing.T) {
 const slowChildEnv = "NB_TEST_SLOW_BODY_SERVER"
 
 // slowChildLimits are the limits of the child's server, and of the test.
-var slowChildLimits = Limits{Limits: connlimit.Limits{BodyTimeout: 3 * time.Second, BodyMinRate: 1 << 10}}
+var slowChildLimits = Limits{Limits: connlimit.Limits{BodyTimeout: 3 * time.Second, BodyMinRate: 1 << 10}, Names: serveNames}
 
 // TestSlowBodyServer is the server of TestSlowBodiesHeld when run as its
 // child: nb serve's core, with a token, in a process limited to 1,024

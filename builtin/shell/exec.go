@@ -66,6 +66,11 @@ type Options struct {
 	// cannot run, as SandboxOn does: servers (nb serve, the gateway) fail
 	// closed unless their operator allows unsandboxed commands.
 	RequireSandbox bool
+	// RequireAdvice says how the operator lets commands run unsandboxed
+	// where RequireSandbox refuses them, in the words of the command
+	// that runs the server ("start the server with a flag"); empty: a
+	// neutral text.
+	RequireAdvice string
 	// Notice, when set, is told once, at the first command run without a
 	// sandbox, that it runs unsandboxed and why.
 	Notice func(msg string)
@@ -87,6 +92,8 @@ type Status struct {
 	// Required is true when a server refused sandbox: auto without
 	// bubblewrap (Options.RequireSandbox).
 	Required bool
+	// Advice is Options.RequireAdvice, said when Required.
+	Advice string
 }
 
 func (s Status) String() string {
@@ -96,7 +103,11 @@ func (s Status) String() string {
 	case s.Sandboxed:
 		return "sandboxed by bubblewrap: the system read-only, the workspace the only writable folder, no network"
 	case s.Refused && s.Required:
-		return "refused: this server runs commands only sandboxed, and bubblewrap cannot run here (" + s.Reason + "): install the Debian package bubblewrap, or start the server with --allow-unsandboxed-exec"
+		advice := s.Advice
+		if advice == "" {
+			advice = "have its operator allow unsandboxed commands"
+		}
+		return "refused: this server runs commands only sandboxed, and bubblewrap cannot run here (" + s.Reason + "): install the Debian package bubblewrap, or " + advice
 	case s.Refused:
 		return "refused: sandbox is on, but bubblewrap cannot run here (" + s.Reason + "): install the Debian package bubblewrap, or set builtins.exec.sandbox to auto or off"
 	case s.Mode == SandboxOff:
@@ -161,6 +172,7 @@ func New(cfg Options) (*Exec, Status, error) {
 			t.status.Reason = err.Error()
 			t.status.Refused = cfg.Sandbox == SandboxOn || cfg.RequireSandbox
 			t.status.Required = cfg.Sandbox == SandboxAuto && cfg.RequireSandbox
+			t.status.Advice = cfg.RequireAdvice
 		} else {
 			t.sandbox = sb
 			t.status.Sandboxed, t.status.Network = true, cfg.Network

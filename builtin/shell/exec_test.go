@@ -292,7 +292,8 @@ func TestSandboxStatus(t *testing.T) {
 		t.Error("the refused command ran")
 	}
 	// A server requires the sandbox: auto fails closed, saying how to opt in.
-	e, st, _ = New(Options{Workspace: ws, Environ: environ, Sandbox: SandboxAuto, Bwrap: fake, RequireSandbox: true})
+	e, st, _ = New(Options{Workspace: ws, Environ: environ, Sandbox: SandboxAuto, Bwrap: fake, RequireSandbox: true,
+		RequireAdvice: "start the server with --allow-unsandboxed-exec"}) // as nb serve words it
 	if !st.Refused || !strings.Contains(st.String(), "--allow-unsandboxed-exec") {
 		t.Errorf("auto on a server with a failing bwrap: %v", st)
 	}

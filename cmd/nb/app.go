@@ -477,7 +477,7 @@ func (a *App) host() bot.Host {
 		Robopages:            a.robopageExecutor(),
 		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
 		Store:                a.sharedStore(),
-		Builtins:             builtin.Options{RequireSandbox: a.requireSandbox},
+		Builtins:             builtin.Options{RequireSandbox: a.requireSandbox, RequireAdvice: unsandboxedAdvice},
 	}
 }
 

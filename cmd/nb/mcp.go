@@ -149,7 +149,8 @@ See docs/mcp.md.`)
 	}
 	defer a.closeStore()
 	host := a.host()
-	srv, err := mcpserver.New(ctx, mcpserver.Config{Host: host, Paths: fs.Args(), AllowTools: *yes, AllowTool: *allowTools, Output: a.Stderr, Version: Version, AllowOrigins: splitList(*origins)})
+	srv, err := mcpserver.New(ctx, mcpserver.Config{Host: host, Paths: fs.Args(), AllowTools: *yes, AllowTool: *allowTools, Output: a.Stderr, Version: Version, AllowOrigins: splitList(*origins),
+		OriginAdvice: "start nb mcp serve with --cors-origins %s to allow it"})
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ continues a run that stopped. Exit 0 when the run ends in success, 1 otherwise.`
 		defer release()
 	}
 	return a.runPipeline(cfg, *autoApprove, *events, *gatewayConfig, func(ctx context.Context, cfg engine.Config) (*engine.Result, error) {
-		return engine.Run(ctx, cfg)
+		return logsAdvice(engine.Run(ctx, cfg))
 	})
 }
 
@@ -111,12 +111,12 @@ it, or one that does not parse, is refused.`)
 		defer release()
 		cfg.MaxSteps, cfg.MaxTokens = *maxSteps, *maxTokens
 		return a.runPipeline(cfg, *autoApprove, *events, *gatewayConfig, func(ctx context.Context, cfg engine.Config) (*engine.Result, error) {
-			return engine.Resume(ctx, cfg)
+			return logsAdvice(engine.Resume(ctx, cfg))
 		})
 	}
 	dir := fs.Arg(0)
 	cp, err := engine.LoadCheckpoint(dir)
-	if err != nil {
+	if _, err := logsAdvice(nil, err); err != nil {
 		return err
 	}
 	file := cp.GraphFile
@@ -129,7 +129,7 @@ it, or one that does not parse, is refused.`)
 	}
 	cfg := engine.Config{Graph: g, Source: src, File: file, LogsRoot: dir, Vars: cp.Vars, Cartridge: cp.Cartridge, MaxSteps: *maxSteps, MaxTokens: *maxTokens}
 	return a.runPipeline(cfg, *autoApprove, *events, *gatewayConfig, func(ctx context.Context, cfg engine.Config) (*engine.Result, error) {
-		return engine.Resume(ctx, cfg)
+		return logsAdvice(engine.Resume(ctx, cfg))
 	})
 }
 
@@ -161,6 +161,7 @@ func (a *App) loadPipelineSource(file string, src []byte, vars map[string]string
 // runPipeline wires the handlers, the display and the signals, runs, and
 // turns the result into nb's exit status.
 func (a *App) runPipeline(cfg engine.Config, autoApprove bool, eventsFile, gatewayConfig string, run func(context.Context, engine.Config) (*engine.Result, error)) error {
+	cfg.Advice = engine.Advice{MaxSteps: "--max-steps N", MaxTokens: "--max-tokens N", ResumeStored: "nb pipeline resume --store URL %s"}
 	var observers engine.Observers
 	if eventsFile != "" {
 		f, err := os.OpenFile(eventsFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -526,4 +527,18 @@ func quoteIfNeeded(s string) string {
 		return fmt.Sprintf("%q", s)
 	}
 	return s
+}
+
+// logsAdvice words the engine's refusals of a run folder for nb pipeline,
+// which names the folder with --logs.
+func logsAdvice(res *engine.Result, err error) (*engine.Result, error) {
+	var nc *engine.NoCheckpointError
+	if errors.As(err, &nc) {
+		return res, fmt.Errorf("%s: %w: is %s the folder of a run (its --logs)?", nc.Path, engine.ErrNoCheckpoint, nc.Dir)
+	}
+	var re *engine.RunExistsError
+	if errors.As(err, &re) {
+		return res, fmt.Errorf("%s already holds a run (checkpoint.json): continue it with nb pipeline resume %s, or choose another --logs folder", re.Dir, re.Dir)
+	}
+	return res, err
 }

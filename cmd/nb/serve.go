@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -92,7 +93,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	}
 	dirs := fs.Args()
 	limits := server.Limits{Limits: connlimit.Limits{HeaderTimeout: *headerTO, BodyTimeout: *bodyTO, IdleTimeout: *idleTO, MaxClientConns: *clientConns, MaxConns: *maxConns},
-		RunTimeout: *runTO, Grace: *grace, MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxWaitingRuns: *maxWaiting}
+		RunTimeout: *runTO, Names: serveLimitNames, Grace: *grace, MaxRuns: *maxRuns, MaxRunsPerToken: *perToken, MaxWaitingRuns: *maxWaiting}
 	if *grace == 0 {
 		limits.Grace = -1
 	}
@@ -151,7 +152,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	}
 	defer a.closeStore()
 	host := bot.Host{Environ: a.Environ, ForceSandbox: *sandbox, FennelCacheDir: a.fennelCacheDir(), Store: a.sharedStore()}
-	host.Builtins.RequireSandbox = !*unsandboxed
+	host.Builtins.RequireSandbox, host.Builtins.RequireAdvice = !*unsandboxed, unsandboxedAdvice
 	if len(dirs) == 0 {
 		env := host.CartridgeEnv()
 		if strings.TrimSpace(env.CartridgesPath) != "" || strings.TrimSpace(env.CartridgesDirectory) != "" {
@@ -181,7 +182,8 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	srv, err := server.New(ctx, server.Options{
 		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
 		AllowUnconfirmed: *yes, AllowTools: *allowTools, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
-		AllowOrigins: splitList(*origins), ClientHosts: *clientHosts, TrustedProxies: trusted,
+		AllowOrigins: splitList(*origins), OriginAdvice: "start nb serve with --cors-origins %s to allow it, or set NB_SERVE_TOKEN", HostAdvice: "set NB_SERVE_TOKEN to serve other names",
+		ClientHosts: *clientHosts, TrustedProxies: trusted,
 		Log: log, LogMessages: *logMessages, Checks: a.storeChecks(), Shared: sharedOrNil(shared),
 	})
 	if err != nil {
@@ -218,7 +220,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	lns, err := server.Listen(*listen)
 	if err != nil {
 		srv.Close()
-		return err
+		return listenAdvice(err)
 	}
 	models := srv.Models(ctx)
 	broken := 0
@@ -309,3 +311,22 @@ func (a *App) serveCommand(args []string) int {
 func tokenOwner(r *http.Request) string {
 	return server.Owner(r.Context())
 }
+
+// listenAdvice words server.Listen's failure to take an address for
+// nb serve: the address comes from --listen.
+func listenAdvice(err error) error {
+	if be := (*server.BindError)(nil); errors.As(err, &be) {
+		return fmt.Errorf("%w; choose another address with --listen", err)
+	}
+	return err
+}
+
+// unsandboxedAdvice says how nb serve (and nb gateway) let exec run
+// commands where bubblewrap cannot: the flag the library does not know.
+const unsandboxedAdvice = "start the server with --allow-unsandboxed-exec"
+
+// serveLimitNames are nb serve's flags for the server's limits, quoted in
+// its refusals.
+var serveLimitNames = server.LimitNames{RunTimeout: "--run-timeout", MaxBody: "--max-body", BodyMinRate: "--body-min-rate", BodyTimeout: "--body-timeout",
+	Rate: "--rate", ClientHosts: "nb serve --client-hosts", AllowTool: "start nb serve with --allow-tool NAME or --yes",
+	Conns: "start nb serve with a higher --max-client-conns (or name your proxy with --trusted-proxies)"}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -155,6 +156,47 @@ func TestGatewayHasNoNilSeams(t *testing.T) {
 				if id, isNil := pair[1].(*ast.Ident); ok && isNil && id.Name == "nil" && seams[sel.Sel.Name] {
 					t.Errorf("%s compares %s with nil: give the single-gateway case a null object (replica.Local, gateway.LocalSteering)", path, sel.Sel.Name)
 				}
+			}
+			return true
+		})
+	})
+}
+
+// flagName matches a command-line flag (--listen) inside a message.
+var flagName = regexp.MustCompile(`(^|[\s(])--[a-z]`)
+
+// TestLibraryErrorsNameNoFlag: a library does not know the flags of the
+// command that runs it, so its errors (errors.New, fmt.Errorf) are typed
+// or neutral, and cmd/nb words the advice per command.
+func TestLibraryErrorsNameNoFlag(t *testing.T) {
+	goFiles(t, ".", func(path string, f *ast.File) {
+		if under(path, "cmd") || f.Name.Name == "main" {
+			return
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			pkg, ok := sel.X.(*ast.Ident)
+			if !ok || !(pkg.Name == "errors" && sel.Sel.Name == "New" || pkg.Name == "fmt" && sel.Sel.Name == "Errorf") {
+				return true
+			}
+			for _, a := range call.Args {
+				ast.Inspect(a, func(n ast.Node) bool {
+					lit, ok := n.(*ast.BasicLit)
+					if !ok || lit.Kind != token.STRING {
+						return true
+					}
+					if s, err := strconv.Unquote(lit.Value); err == nil && flagName.MatchString(s) {
+						t.Errorf("%s: %s.%s(%s) names a flag: return a typed error (or neutral text) and let cmd/nb word the advice", path, pkg.Name, sel.Sel.Name, lit.Value)
+					}
+					return true
+				})
 			}
 			return true
 		})

@@ -63,6 +63,10 @@ type Config struct {
 	// AllowOrigins are the origins of the browser pages the HTTP handler
 	// answers ("*" is any); none by default (see Handler).
 	AllowOrigins []string
+	// OriginAdvice says how to allow a refused origin (%s is the
+	// origin), in the words of the command that runs the server; empty:
+	// a neutral text.
+	OriginAdvice string
 }
 
 // Server is nb's bots as an MCP server.
@@ -177,7 +181,10 @@ func (s *Server) ServeStdio(ctx context.Context, r io.ReadCloser, w io.WriteClos
 // httpguard.BrowserGuard): a web page must not reach the bots.
 func (s *Server) Handler(token string) http.Handler {
 	guard := httpguard.BrowserGuard{Origins: s.cfg.AllowOrigins, Why: "nb mcp serve answers",
-		Fix: "start nb mcp serve with --cors-origins %s to allow it", HostFix: "listen on another address to serve other names"}
+		Fix: s.cfg.OriginAdvice, HostFix: "listen on another address to serve other names"}
+	if guard.Fix == "" {
+		guard.Fix = "its operator may allow %s"
+	}
 	return guard.Handler(s.authorized(token, sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp }, nil)))
 }
 

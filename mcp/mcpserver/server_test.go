@@ -439,7 +439,8 @@ func TestNothingToServe(t *testing.T) {
 func TestHTTPOrigin(t *testing.T) {
 	dir, host := setup(t, providertest.Echo, map[string]string{"bot.yml": provider})
 	for _, token := range []string{"", "s3cret"} {
-		s, err := New(context.Background(), Config{Host: host, Paths: []string{filepath.Join(dir, "bot.yml")}, AllowOrigins: []string{"https://app.example"}})
+		s, err := New(context.Background(), Config{Host: host, Paths: []string{filepath.Join(dir, "bot.yml")}, AllowOrigins: []string{"https://app.example"},
+			OriginAdvice: "start nb mcp serve with --cors-origins %s to allow it"}) // as nb mcp serve words it
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -109,6 +109,20 @@ func (cp *Checkpoint) Marshal() ([]byte, error) {
 // ErrNoCheckpoint says a folder has no checkpoint.json.
 var ErrNoCheckpoint = errors.New("no checkpoint.json")
 
+// NoCheckpointError is LoadCheckpoint's answer for a folder without
+// checkpoint.json; it is ErrNoCheckpoint for errors.Is. The command that
+// named the folder may say how it named it.
+type NoCheckpointError struct {
+	// Path is the checkpoint.json looked for, Dir its folder.
+	Path, Dir string
+}
+
+func (e *NoCheckpointError) Error() string {
+	return fmt.Sprintf("%s: %v: is %s the folder of a run?", e.Path, ErrNoCheckpoint, e.Dir)
+}
+
+func (e *NoCheckpointError) Unwrap() error { return ErrNoCheckpoint }
+
 // LoadCheckpoint reads dir/checkpoint.json and checks it can be resumed:
 // it parses, has this code's format and names a current node. Check it
 // against the graph with Verify.
@@ -116,7 +130,7 @@ func LoadCheckpoint(dir string) (*Checkpoint, error) {
 	path := filepath.Join(dir, CheckpointFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w: is %s the folder of a run (its --logs)?", path, ErrNoCheckpoint, dir)
+		return nil, &NoCheckpointError{Path: path, Dir: dir}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint: %w", err)

@@ -48,6 +48,9 @@ type Config struct {
 	// MaxSteps and MaxTokens are run budgets (0: the graph's max_steps
 	// and max_tokens attributes, else none).
 	MaxSteps, MaxTokens int
+	// Advice words the ways on that a run's end names, for the command
+	// that runs it (the engine knows no flag).
+	Advice Advice
 	// RunID names the run; "" makes one.
 	RunID string
 	// Sleep waits between retries; nil waits for real (tests pass a
@@ -110,7 +113,39 @@ type run struct {
 	arts    *Artifacts
 }
 
-// Run runs cfg.Graph from its start node.
+// Advice says how the command that runs a pipeline sets what a run's
+// end tells its user to change; an empty field leaves the way out.
+type Advice struct {
+	// MaxSteps and MaxTokens set Config.MaxSteps and MaxTokens
+	// ("--max-steps N").
+	MaxSteps, MaxTokens string
+	// ResumeStored resumes a stored run (%s is its id): "continue
+	// with" it.
+	ResumeStored string
+}
+
+// raise says how to raise a budget: by name, or by the graph's attribute.
+func raise(name, attr string) string {
+	if name == "" {
+		return "raise the graph attribute " + attr
+	}
+	return "raise it with " + name + " (or the graph attribute " + attr + ")"
+}
+
+// RunExistsError is Run's refusal of a folder that already holds a run
+// (its checkpoint.json). The command that named the folder may say how
+// to name another.
+type RunExistsError struct {
+	// Dir is the run's folder (Config.LogsRoot).
+	Dir string
+}
+
+func (e *RunExistsError) Error() string {
+	return fmt.Sprintf("%s already holds a run (checkpoint.json): continue it with nb pipeline resume %s, or choose another folder", e.Dir, e.Dir)
+}
+
+// Run runs cfg.Graph from its start node (a *RunExistsError when
+// cfg.LogsRoot holds a run already).
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r, err := newRun(cfg)
 	if err != nil {
@@ -124,7 +159,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("run %s already has a checkpoint: resume it instead", cfg.Stored.Info().ID)
 		}
 	} else if _, err := os.Stat(filepath.Join(cfg.LogsRoot, CheckpointFile)); err == nil {
-		return nil, fmt.Errorf("%s already holds a run (checkpoint.json): continue it with nb pipeline resume %s, or choose another --logs folder", cfg.LogsRoot, cfg.LogsRoot)
+		return nil, &RunExistsError{Dir: cfg.LogsRoot}
 	}
 	r.ctx = NewContext()
 	r.mirror()
@@ -384,7 +419,7 @@ func (r *run) loop(ctx context.Context, start, last *pipeline.Node, lastOut *Out
 			return r.finish(Success, "", true)
 		}
 		if max := r.maxTokens(); max > 0 && r.cp.Tokens.Total() > max {
-			return r.finish(Fail, fmt.Sprintf("token budget exceeded after node %s: the run has used %d tokens, max_tokens is %d; raise it with --max-tokens N (or the graph attribute max_tokens) and resume", node.ID, r.cp.Tokens.Total(), max), false)
+			return r.finish(Fail, fmt.Sprintf("token budget exceeded after node %s: the run has used %d tokens, max_tokens is %d; %s and resume", node.ID, r.cp.Tokens.Total(), max, raise(r.cfg.Advice.MaxTokens, "max_tokens")), false)
 		}
 		var end *Result
 		prev, prevNode = &out, node.ID
@@ -474,7 +509,7 @@ func (r *run) checkCaps(node *pipeline.Node) *Result {
 		return r.finish(Fail, fmt.Sprintf("node %s would run for the %d%s time: %s is %d; raise it with max_node_visits=N on the node or the graph (0 lifts the cap), or change the graph so that the loop ends", node.ID, max+1, ordinal(max+1), src, max), false)
 	}
 	if max := r.maxSteps(); max > 0 && r.cp.Steps >= max {
-		return r.finish(Fail, fmt.Sprintf("step budget exhausted before node %s: the run has run %d stages, max_steps is %d; raise it with --max-steps N (or the graph attribute max_steps) and resume", node.ID, r.cp.Steps, max), false)
+		return r.finish(Fail, fmt.Sprintf("step budget exhausted before node %s: the run has run %d stages, max_steps is %d; %s and resume", node.ID, r.cp.Steps, max, raise(r.cfg.Advice.MaxSteps, "max_steps")), false)
 	}
 	return nil
 }
@@ -594,7 +629,11 @@ func (r *run) interrupted(at string) *Result {
 		reason = "interrupted at node " + at
 	}
 	if r.cfg.Stored != nil {
-		reason += fmt.Sprintf(": continue with nb pipeline resume --store URL %s", r.cfg.RunID)
+		if how := r.cfg.Advice.ResumeStored; how != "" {
+			reason += ": continue with " + fmt.Sprintf(how, r.cfg.RunID)
+		} else {
+			reason += fmt.Sprintf(": resume run %s to continue", r.cfg.RunID)
+		}
 	} else {
 		reason += fmt.Sprintf(": continue with nb pipeline resume %s", r.cfg.LogsRoot)
 	}

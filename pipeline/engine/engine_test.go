@@ -287,7 +287,7 @@ func TestCaps(t *testing.T) {
 	})
 	t.Run("max steps", func(t *testing.T) {
 		g, src := graphOf(t, loop...)
-		res, _, _ := runWith(t, g, src, newScript(), func(c *Config) { c.MaxSteps = 5 })
+		res, _, _ := runWith(t, g, src, newScript(), func(c *Config) { c.MaxSteps, c.Advice.MaxSteps = 5, "--max-steps N" }) // as nb pipeline words it
 		if !strings.Contains(res.FailureReason, "max_steps is 5") || !strings.Contains(res.FailureReason, "--max-steps") || len(res.CompletedNodes) != 5 {
 			t.Errorf("%s %v", res.FailureReason, res.CompletedNodes)
 		}

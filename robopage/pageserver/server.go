@@ -420,6 +420,9 @@ type Limits struct {
 	// MaxConns bounds the open connections in all; 0 is DefaultMaxConns.
 	// Beyond it new connections wait to be accepted.
 	MaxConns int
+	// ConnsAdvice says how a refused client may get more connections,
+	// in the words of the command that runs the server; empty: nothing.
+	ConnsAdvice string
 }
 
 // Defaults of Limits.
@@ -451,7 +454,7 @@ func (l Limits) withDefaults() Limits {
 // as long as its executor allows: no write timeout cuts its answer.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, lim Limits) error {
 	lim = lim.withDefaults()
-	ln = connlimit.New(lim.MaxClientConns, lim.MaxConns, nil, "ask for a higher --max-client-conns").Listen(ln)
+	ln = connlimit.New(lim.MaxClientConns, lim.MaxConns, nil, lim.ConnsAdvice).Listen(ln)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: lim.HeaderTimeout, ReadTimeout: lim.ReadTimeout, IdleTimeout: lim.IdleTimeout}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

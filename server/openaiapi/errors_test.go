@@ -211,7 +211,7 @@ func TestRunStoppedByTheServer(t *testing.T) {
 	}
 	s := newTestServer(t, brain, map[string]string{"slow": cartridgeOn("openai", "")}, Options{Admit: admit})
 	body := `{"model":"slow","stream":true,"messages":[{"role":"user","content":"hi"}]}`
-	cause = server.ErrRunTimeout
+	cause = fmt.Errorf("%w (--run-timeout)", server.ErrRunTimeout) // as nb serve names the limit
 	resp, got := s.post(t, "/v1/chat/completions", body)
 	if resp.StatusCode != 504 || !strings.Contains(got, `"message":"model slow: the run took longer than the server's limit per run (--run-timeout)","type":"server_error","param":null,"code":"timeout"`) {
 		t.Errorf("status %d: %s", resp.StatusCode, got)

@@ -178,7 +178,7 @@ func (cl *cli) host() bot.Host {
 	}
 	return bot.Host{Environ: cl.environ, AllowHostCredentials: true, AllowMCP: true, Store: st,
 		Warn:     func(msg string) { fmt.Fprintln(cl.stderr, "nb: warning: "+msg) },
-		Builtins: builtin.Options{RequireSandbox: cl.requireSandbox}}
+		Builtins: builtin.Options{RequireSandbox: cl.requireSandbox, RequireAdvice: "start the server with --allow-unsandboxed-exec"}}
 }
 
 // openStore opens the conversation store of flagValue, else NB_STORE,

@@ -208,7 +208,9 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 	}
 	defer lock.Release() // last, once the gateway is closed
 	lns, err := server.Listen(addr)
-	if err != nil {
+	if be := (*server.BindError)(nil); errors.As(err, &be) {
+		return fmt.Errorf("%w; choose another address with --listen", err)
+	} else if err != nil {
 		return err
 	}
 	if len(lns) > 0 {

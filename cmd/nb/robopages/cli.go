@@ -333,7 +333,7 @@ func (c *command) serve(args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(c.stderr, nil))
 	fmt.Fprintf(c.stderr, "serving %d functions of %d pages on http://%s\n", len(lib.Functions()), len(lib.Pages), ln.Addr())
-	return pageserver.Serve(c.ctx, ln, &pageserver.Server{Library: lib, Executor: ex, Token: token, Log: log}, pageserver.Limits{MaxClientConns: maxClient})
+	return pageserver.Serve(c.ctx, ln, &pageserver.Server{Library: lib, Executor: ex, Token: token, Log: log}, pageserver.Limits{MaxClientConns: maxClient, ConnsAdvice: "ask for a higher --max-client-conns"})
 }
 
 // warn prints a problem of Prefetch or Validate as a warning.
