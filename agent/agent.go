@@ -258,6 +258,13 @@ type Agent struct {
 	// messages the user sent meanwhile; they are recorded as one user
 	// turn (separated by blank lines) before the next request.
 	Steering func() []string
+	// SteerFirst asks Steering before the first request too, and joins
+	// what was queued to the input (the agent protocol: an input sent
+	// before the run's first call is never lost). Without it, a message
+	// that arrives before the first request is left for its sender's
+	// next turn (the gateway answers each message on its own, as
+	// nanobot does).
+	SteerFirst bool
 	// MaxRounds bounds the provider calls of one input (see the function
 	// MaxRounds).
 	MaxRounds int
@@ -446,7 +453,7 @@ func (a *Agent) askFunctions(ctx context.Context, input string, images []media.I
 // input, after it, as the reference's drain right after USER_INPUT: one
 // user turn, since two in a row read as a failed exchange.
 func (a *Agent) drainSteering(message string) string {
-	if a.Steering == nil {
+	if a.Steering == nil || !a.SteerFirst {
 		return message
 	}
 	for _, msg := range a.Steering() {

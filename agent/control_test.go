@@ -140,6 +140,7 @@ func TestSteeringBeforeTheFirstRequest(t *testing.T) {
 	p := &scripted{steps: []step{{chunks: []string{"ok"}}}}
 	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil)
 	queued := []string{"in French"}
+	h.agent.SteerFirst = true
 	h.agent.Steering = func() []string {
 		s := queued
 		queued = nil
@@ -157,6 +158,26 @@ func TestSteeringBeforeTheFirstRequest(t *testing.T) {
 		}
 	}
 	equal(t, "events", kinds, []string{"user_input:hello", "steering_injected:in French"})
+}
+
+// Without SteerFirst (the gateway), a message queued before the first
+// request is not joined to the input: it stays queued for its sender's
+// next turn, so that each message is answered on its own.
+func TestSteeringNotBeforeTheFirstRequest(t *testing.T) {
+	p := &scripted{steps: []step{{chunks: []string{"ok"}}}}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil)
+	queued := []string{"in French"}
+	h.agent.Steering = func() []string {
+		s := queued
+		queued = nil
+		return s
+	}
+	ask(t, h, "hello")
+	msgs := p.request(0).Messages
+	if last := msgs[len(msgs)-1]; last.Content != "hello" {
+		t.Errorf("the first request ends with %+v", last)
+	}
+	equal(t, "still queued", queued, []string{"in French"})
 }
 
 // Every call gets a start event and an end event, the ones that cannot

@@ -465,7 +465,7 @@ func (r *Run) run() (o outcome) {
 	x := bot.Exchange{Mode: cartridge.Eval, Conversation: r.memory, Tools: extra, Confirmer: r, OnEvent: r.onEvent, EndUser: r.req.EndUser,
 		Loop: agent.Loop(a.Type), MaxTasks: a.MaxTasks, OnPlan: r.onPlan, Start: r.start}
 	if r.top == r {
-		x.Steering = r.steering
+		x.Steering, x.SteerFirst = r.steering, true
 	}
 	if a.ToolNames != nil {
 		x.ToolFilter = func(t tool.Tool) bool { return containsMatch(a.ToolNames, t.Spec().Name) }

@@ -376,6 +376,9 @@ type Exchange struct {
 	// Steering is asked after each round of tool calls for messages to
 	// inject (see agent.Agent.Steering).
 	Steering func() []string
+	// SteerFirst asks Steering before the first request too (see
+	// agent.Agent.SteerFirst).
+	SteerFirst bool
 	// Budget, when positive, is this exchange's history budget
 	// (estimated tokens) instead of the cartridge's (state.budget).
 	Budget int
@@ -476,7 +479,7 @@ func (b *Bot) agent(x Exchange, conv agent.Conversation, tools *tool.Set) *agent
 	a := &agent.Agent{
 		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System, Override: x.Override, Stop: x.Stop, Whole: x.Whole,
 		Scripts: b.scripts, Confirmer: warned(x.Confirmer, tools), Conversation: conv, OnEvent: onEvent, Output: x.Output,
-		Steering: x.Steering, MaxRounds: agent.MaxRounds(b.Cartridge), MaxTokens: agent.MaxTokens(b.Cartridge), LoopWindow: agent.LoopWindow(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(), ToolLimits: agent.ToolLimits(b.Cartridge),
+		Steering: x.Steering, SteerFirst: x.SteerFirst, MaxRounds: agent.MaxRounds(b.Cartridge), MaxTokens: agent.MaxTokens(b.Cartridge), LoopWindow: agent.LoopWindow(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(), ToolLimits: agent.ToolLimits(b.Cartridge),
 		Structured: x.Structured, Check: x.Check, Loop: x.Loop, MaxTasks: x.MaxTasks, OnPlan: x.OnPlan,
 	}
 	if x.Budget > 0 {
