@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +17,17 @@ import (
 // returns for it (the cause, or the context's error) exits 128 plus its
 // number; a second signal closes Again.
 func TestSignalsOneHandler(t *testing.T) {
+	// The signals go to a process of its own (this test binary run again
+	// for this test alone): sent to the test process, they reach the other
+	// tests' handlers and, once this one stops, the default action.
+	if os.Getenv("NB_TEST_SIGNALS_CHILD") != "1" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSignalsOneHandler$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "NB_TEST_SIGNALS_CHILD=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return
+	}
 	s := watchSignals()
 	defer s.stop()
 	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
