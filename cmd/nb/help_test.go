@@ -21,6 +21,13 @@ func runNB(t *testing.T, environ []string, args ...string) (int, string, string)
 // runNBStdin is runNB with stdin read from a file holding stdin.
 func runNBStdin(t *testing.T, environ []string, stdin string, args ...string) (int, string, string) {
 	t.Helper()
+	return runApp(t, &App{}, environ, stdin, args...)
+}
+
+// runApp is runNBStdin on a, whose streams, arguments and environment it
+// fills (a test sets the rest: its signal handler, say).
+func runApp(t *testing.T, a *App, environ []string, stdin string, args ...string) (int, string, string) {
+	t.Helper()
 	dir := t.TempDir()
 	files := map[string]*os.File{}
 	for _, name := range []string{"stdin", "stdout", "stderr"} {
@@ -35,7 +42,8 @@ func runNBStdin(t *testing.T, environ []string, stdin string, args ...string) (i
 		t.Fatal(err)
 	}
 	files["stdin"].Seek(0, 0) //nolint:errcheck // a new file
-	code := (&App{Args: args, Stdin: files["stdin"], Stdout: files["stdout"], Stderr: files["stderr"], Environ: environ}).Run()
+	a.Args, a.Stdin, a.Stdout, a.Stderr, a.Environ = args, files["stdin"], files["stdout"], files["stderr"], environ
+	code := a.Run()
 	out, _ := os.ReadFile(files["stdout"].Name())
 	errOut, _ := os.ReadFile(files["stderr"].Name())
 	return code, string(out), string(errOut)

@@ -36,7 +36,7 @@ func TestPipelineStore(t *testing.T) {
 	// The tool's kill -INT $PPID reaches this process: main's handler
 	// must be installed, as in nb, or the signal ends the tests.
 	sigs := watchSignals()
-	code, out, errOut := runNBWith(t, &App{signals: sigs}, env, "pipeline", "run", "--simulate", "--store", dbURL, "--logs", filepath.Join(dir, "first", "stop-1"), flow)
+	code, out, errOut := runApp(t, &App{signals: sigs}, env, "", "pipeline", "run", "--simulate", "--store", dbURL, "--logs", filepath.Join(dir, "first", "stop-1"), flow)
 	sigs.stop()
 	if code == 0 || !strings.Contains(out, "run stop-1 in postgres://") {
 		t.Fatalf("the interrupted run: exit %d\n%s\n%s", code, out, errOut)
@@ -78,25 +78,4 @@ func TestPipelineStore(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "has ended") {
 		t.Errorf("resume of an ended run: exit %d, %s", code, errOut)
 	}
-}
-
-// runNBWith is runNB on a, whose other fields it fills.
-func runNBWith(t *testing.T, a *App, environ []string, args ...string) (int, string, string) {
-	t.Helper()
-	dir := t.TempDir()
-	out, err := os.Create(filepath.Join(dir, "stdout"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	errs, err := os.Create(filepath.Join(dir, "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer errs.Close()
-	a.Args, a.Stdout, a.Stderr, a.Environ = args, out, errs, environ
-	code := a.Run()
-	o, _ := os.ReadFile(out.Name())
-	e, _ := os.ReadFile(errs.Name())
-	return code, string(o), string(e)
 }
