@@ -121,10 +121,18 @@ func CheckKeys(name string, raw json.RawMessage, cfg any, log *slog.Logger) erro
 		typos = append(typos, fmt.Sprintf("%s: unknown key: did you mean %q?", u.Path, u.Near))
 	}
 	if len(typos) > 0 {
-		return errors.New(strings.Join(typos, "; "))
+		return &KeyError{Typos: typos}
 	}
 	return nil
 }
+
+// KeyError is CheckKeys' refusal: each typo names its whole key
+// (channels.<name>.<key>) already, so callers add no prefix.
+type KeyError struct {
+	Typos []string // "channels.telegram.alowFrom: unknown key: did you mean \"allowFrom\"?"
+}
+
+func (e *KeyError) Error() string { return strings.Join(e.Typos, "; ") }
 
 // Decode reads a channel's section into its Config; a value of the wrong
 // type is named, without the section's values (they hold tokens).

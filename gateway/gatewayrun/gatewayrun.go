@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/nbots/nb/agent"
@@ -272,9 +271,8 @@ func Open(ctx context.Context, c *config.Config, o Options) (_ *Gateway, err err
 		raw := c.Channels.Each[name]
 		ch, err := factory.New(raw, gw.channelEnv(name, raw, o.NanobotDir))
 		if err != nil {
-			// The channels' key checks already name channels.<name>.<key>.
-			if strings.HasPrefix(err.Error(), "channels."+name) {
-				return nil, err
+			if _, ok := errors.AsType[*channels.KeyError](err); ok {
+				return nil, err // it names channels.<name>.<key> already
 			}
 			return nil, fmt.Errorf("channels.%s: %w", name, err)
 		}
