@@ -408,9 +408,7 @@ func (r *storedRun) Questions() []handler.Question {
 	if h == nil {
 		return []handler.Question{}
 	}
-	qs := h.gate.p.Questions()
-	slices.SortFunc(qs, func(a, b handler.Question) int { return qseq(a.ID) - qseq(b.ID) })
-	return qs
+	return h.gate.questions()
 }
 
 // Answer answers a question waiting on this replica; 409 naming the
@@ -420,14 +418,7 @@ func (r *storedRun) Answer(_ context.Context, qid string, a handler.Answer) erro
 	if h == nil {
 		return r.elsewhere("answer its questions")
 	}
-	for _, q := range h.gate.p.Questions() {
-		if q.ID == qid && q.Type == handler.MultipleChoice && a.Selected == nil {
-			if o, ok := handler.MatchOption(a.Value, q.Options); ok {
-				a.Value, a.Selected = o.Key, &o
-			}
-		}
-	}
-	return h.gate.p.Answer(qid, a)
+	return h.gate.answer(qid, a)
 }
 
 // Cancel stops the run held here, and ends it (no replica takes it
