@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/internal/pglisten"
 )
 
 // maxChunk bounds the bytes of one row of output: a long burst is
@@ -150,14 +151,14 @@ func (s *Store) Follow(ctx context.Context, id, owner string, maxBytes int64) (*
 	if err != nil {
 		return nil, nil, s.failed(err)
 	}
-	f := &follower{s: s, id: id, l: eventlog.NewCopy(maxBytes, started), stop: make(chan struct{}), wake: make(chan struct{}, 1)}
-	s.watch(id, f.wake)
+	f := &follower{s: s, id: id, l: eventlog.NewCopy(maxBytes, started), stop: make(chan struct{})}
+	f.wake, f.unwatch = s.waiters.Register(id)
 	ended, err := f.read(ctx)
 	if err == nil && !ended {
 		ended, err = f.checkWriter(ctx) // a log of a replica that is gone is not followed
 	}
 	if err != nil || ended {
-		s.unwatch(id, f.wake)
+		f.unwatch()
 		if err != nil {
 			return nil, nil, err
 		}
@@ -177,7 +178,8 @@ type follower struct {
 	// replica is the original's writer.
 	replica string
 	stop    chan struct{}
-	wake    chan struct{}
+	wake    chan struct{} // of s.waiters
+	unwatch func()
 	touched time.Time
 }
 
@@ -244,7 +246,7 @@ func (f *follower) read(ctx context.Context) (ended bool, err error) {
 // original when its replica is gone, and says when the copy was read.
 func (f *follower) follow() {
 	defer f.s.wg.Done()
-	defer f.s.unwatch(f.id, f.wake)
+	defer f.unwatch()
 	t := time.NewTicker(f.s.opts.Poll)
 	defer t.Stop()
 	lastCheck := time.Now()
@@ -339,25 +341,6 @@ func (s *Store) LastRead(ctx context.Context, id string) (time.Time, error) {
 	return time.Now().Add(-*ago), nil
 }
 
-// watch wakes ch when the log id changes.
-func (s *Store) watch(id string, ch chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.waiters[id] == nil {
-		s.waiters[id] = map[chan struct{}]bool{}
-	}
-	s.waiters[id][ch] = true
-}
-
-func (s *Store) unwatch(id string, ch chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.waiters[id], ch)
-	if len(s.waiters[id]) == 0 {
-		delete(s.waiters, id)
-	}
-}
-
 // listen holds a connection that listens for the logs' notifications
 // and wakes their followers; it reconnects when the connection is lost.
 func (s *Store) listen() {
@@ -368,56 +351,8 @@ func (s *Store) listen() {
 		<-s.stop
 		cancel()
 	}()
-	for ctx.Err() == nil {
-		err := s.listenOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
+	pglisten.Listen(ctx, s.pool.Config().ConnConfig, notifyChannel, s.opts.Heartbeat, s.waiters.Wake, func(err error) {
 		s.opts.Log.Debug("shared store notifications lost; reconnecting", "error", fmt.Sprint(err))
-		s.wakeAll() // a change may have been missed
-		select {
-		case <-time.After(s.opts.Heartbeat):
-		case <-ctx.Done():
-		}
-	}
-}
-
-func (s *Store) listenOnce(ctx context.Context) error {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
-		conn.Conn().Close(context.Background()) //nolint:errcheck // dropping it
-		return err
-	}
-	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
-		if err != nil {
-			conn.Conn().Close(context.Background()) //nolint:errcheck // dropping it: it still listens
-			return err
-		}
-		s.mu.Lock()
-		for ch := range s.waiters[n.Payload] {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
-		s.mu.Unlock()
-	}
-}
-
-func (s *Store) wakeAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, chans := range s.waiters {
-		for ch := range chans {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
-	}
+		s.waiters.WakeAll() // a change may have been missed
+	})
 }

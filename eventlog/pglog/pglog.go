@@ -23,6 +23,7 @@ import (
 
 	"github.com/nbots/nb/eventlog"
 	"github.com/nbots/nb/internal/pgurl"
+	"github.com/nbots/nb/internal/wakeup"
 )
 
 // Options configure a Store. Zero values take the defaults.
@@ -87,9 +88,10 @@ type Store struct {
 
 	health atomic.Pointer[error] // nil: reachable
 
-	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]bool // by log id
-	limits  map[string]eventlog.Limits        // by kind of value, and logKind
+	waiters wakeup.Set // the followers, by log id
+
+	mu     sync.Mutex
+	limits map[string]eventlog.Limits // by kind of value, and logKind
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -135,7 +137,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 func start(ctx context.Context, pool *pgxpool.Pool, o Options, name string, closePool bool) (*Store, error) {
 	o = o.withDefaults()
 	s := &Store{pool: pool, opts: o, name: name, closePool: closePool,
-		waiters: map[string]map[chan struct{}]bool{}, limits: map[string]eventlog.Limits{}, stop: make(chan struct{})}
+		limits: map[string]eventlog.Limits{}, stop: make(chan struct{})}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
 	}

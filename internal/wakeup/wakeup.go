@@ -45,3 +45,18 @@ func (s *Set) Wake(id string) {
 		}
 	}
 }
+
+// WakeAll tells every waiter of every id (news may have been missed: a
+// lost connection, say), without waiting for any.
+func (s *Set) WakeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, chans := range s.waiters {
+		for ch := range chans {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}

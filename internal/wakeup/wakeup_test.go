@@ -28,3 +28,20 @@ func TestWake(t *testing.T) {
 		t.Errorf("unregistered waiters kept: %v", s.waiters)
 	}
 }
+
+func TestWakeAll(t *testing.T) {
+	var s Set
+	a, stopA := s.Register("x")
+	defer stopA()
+	b, stopB := s.Register("y")
+	defer stopB()
+	s.WakeAll()
+	s.WakeAll() // merged, never blocks
+	for name, ch := range map[string]chan struct{}{"x": a, "y": b} {
+		select {
+		case <-ch:
+		default:
+			t.Errorf("waiter of %s not woken", name)
+		}
+	}
+}

@@ -381,7 +381,7 @@ func choicesHint(q handler.Question) string {
 
 // parseAnswer reads a chat message as an answer to q: a choice's key
 // (as "A" or "[A]"), its label, or its label without the key, ignoring
-// case. Anything else is no answer (unlike §4.6's fallback to the first
+// case (handler.MatchOption). Anything else is no answer (unlike §4.6's fallback to the first
 // choice: a remark in the chat must not approve a gate).
 func parseAnswer(q handler.Question, text string) (handler.Answer, bool) {
 	t := strings.TrimSpace(text)
@@ -400,20 +400,12 @@ func parseAnswer(q handler.Question, text string) (handler.Answer, bool) {
 		}
 		return handler.Answer{}, false
 	}
-	bare := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(t, "["), "]"))
-	for _, o := range q.Options {
-		label := strings.TrimSpace(o.Label)
-		plain := label
-		for _, p := range []string{"[" + o.Key + "]", o.Key + ")", o.Key + " -"} {
-			if strings.HasPrefix(plain, p) {
-				plain = strings.TrimSpace(plain[len(p):])
-				break
-			}
-		}
-		if strings.EqualFold(bare, o.Key) || strings.EqualFold(t, label) || (plain != "" && strings.EqualFold(t, plain)) {
-			sel := o
-			return handler.Answer{Value: o.Key, Selected: &sel, Text: t}, true
-		}
+	o, ok := handler.MatchOption(t, q.Options)
+	if !ok { // "[A]"
+		o, ok = handler.MatchOption(strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(t, "["), "]")), q.Options)
 	}
-	return handler.Answer{}, false
+	if !ok {
+		return handler.Answer{}, false
+	}
+	return handler.Answer{Value: o.Key, Selected: &o, Text: t}, true
 }

@@ -35,20 +35,16 @@ var ErrNoArtifact = errors.New("artifact not found")
 // large stage outputs, which do not belong in the context (the context
 // holds small values for routing and the checkpoint; a handler stores a
 // large output here and puts its id in its context_updates). An
-// artifact's data is kept as JSON: over Threshold bytes it is written to
-// {base_dir}/artifacts/{id}.json (atomically) and read from there, below
-// it it is held in memory, and also in the checkpoint (nb: so that a
+// artifact's data is kept as JSON: over ArtifactThreshold bytes it is
+// written to {base_dir}/artifacts/{id}.json (atomically) and read from
+// there, below it it is held in memory, and also in the checkpoint (nb: so that a
 // resumed run still has it). Store replaces an artifact of the same id.
 // It is safe for concurrent use (parallel branches share it).
 type Artifacts struct {
-	// Threshold is the file-backing threshold (0: ArtifactThreshold).
-	Threshold int
-
 	mu    sync.RWMutex
 	dir   string // base_dir; "" keeps everything in memory
 	items map[string]*ArtifactEntry
 	order []string
-	now   func() time.Time
 }
 
 // ArtifactEntry is an artifact as the checkpoint keeps it: its info,
@@ -62,7 +58,7 @@ type ArtifactEntry struct {
 // baseDir/artifacts ("" keeps every artifact in memory, as §5.5's
 // base_dir NONE).
 func NewArtifacts(baseDir string) *Artifacts {
-	return &Artifacts{dir: baseDir, items: map[string]*ArtifactEntry{}, now: time.Now}
+	return &Artifacts{dir: baseDir, items: map[string]*ArtifactEntry{}}
 }
 
 var artifactID = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
@@ -79,13 +75,9 @@ func (a *Artifacts) Store(id, name string, data any) (ArtifactInfo, error) {
 	if err != nil {
 		return ArtifactInfo{}, fmt.Errorf("artifact %s: %w", id, err)
 	}
-	threshold := a.Threshold
-	if threshold <= 0 {
-		threshold = ArtifactThreshold
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	info := ArtifactInfo{ID: id, Name: name, SizeBytes: len(raw), StoredAt: a.now().UTC(), FileBacked: len(raw) > threshold && a.dir != ""}
+	info := ArtifactInfo{ID: id, Name: name, SizeBytes: len(raw), StoredAt: time.Now().UTC(), FileBacked: len(raw) > ArtifactThreshold && a.dir != ""}
 	it := &ArtifactEntry{Info: info}
 	path := a.path(id)
 	if info.FileBacked {

@@ -156,9 +156,11 @@ func ValidID(id string) error {
 }
 
 // Follow calls fn with each event of run id after the first after, in
-// order, as they come, until fn returns false, ctx ends (its error is
-// returned) or reading fails. It may run in any process that reaches the
-// store, whichever holds the run.
+// order, as they come, until fn returns false, the run has ended and
+// every event was given (nil), ctx ends (its error is returned) or
+// reading fails. It may run in any process that reaches the store,
+// whichever holds the run; a run that stopped in one process and is
+// taken over by another goes on.
 func Follow(ctx context.Context, s Store, id string, after int64, fn func(Record) bool) error {
 	for {
 		recs, err := s.Events(ctx, id, after, 1000)
@@ -173,6 +175,15 @@ func Follow(ctx context.Context, s Store, id string, after int64, fn func(Record
 		}
 		if len(recs) > 0 {
 			continue
+		}
+		info, err := s.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		// The last events of a run that ended are written when its
+		// process releases it (or its lease expires).
+		if info.Done && info.Holder == "" && info.Events <= after {
+			return nil
 		}
 		if err := s.Wait(ctx, id, after); err != nil {
 			return err

@@ -27,26 +27,14 @@ import (
 	"github.com/nbots/nb/server"
 )
 
-// review is §2.13's Review example, verbatim.
-const review = `digraph Review {
-    rankdir=LR
-
-    start [shape=Mdiamond, label="Start"]
-    exit  [shape=Msquare, label="Exit"]
-
-    review_gate [
-        shape=hexagon,
-        label="Review Changes",
-        type="wait.human"
-    ]
-
-    start -> review_gate
-    review_gate -> ship_it [label="[A] Approve"]
-    review_gate -> fixes   [label="[F] Fix"]
-    ship_it -> exit
-    fixes -> review_gate
-}
-`
+// review is §2.13's Review example, verbatim (package pipeline's copy).
+var review = func() string {
+	data, err := os.ReadFile(filepath.Join("..", "..", "pipeline", "testdata", "review.dot"))
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}()
 
 // fixture is nb serve's server with the pipeline routes, on a folder
 // whose cartridge "coder" talks to the OpenAI fake.

@@ -146,7 +146,7 @@ func (l *Local) launch(r *localRun, spec Spec, resume bool) (Run, error) {
 	}
 	ctx, cancel := context.WithCancelCause(spec.Context)
 	r.cancel, r.done, r.wake, r.status, r.evf = cancel, make(chan struct{}), make(chan struct{}), StatusRunning, evf
-	r.gate = &gate{run: r}
+	r.gate = &gate{}
 	opts := spec.Handlers
 	opts.Interviewer = r.gate
 	file := spec.Path
@@ -272,7 +272,6 @@ func (l *Local) load(id string) (*localRun, error) {
 	}
 	r := &localRun{id: id, owner: meta.Owner, dir: dir, meta: meta, started: meta.StartedAt, log: l.Log,
 		cancel: func(error) {}, done: make(chan struct{}), wake: make(chan struct{}), gate: &gate{}}
-	r.gate.run = r
 	close(r.done)
 	src, err := r.Source()
 	if err == nil {
@@ -483,30 +482,11 @@ func (r *localRun) Follow(ctx context.Context, after int64, fn func(Event) error
 }
 
 // Questions are the questions waiting, oldest first.
-func (r *localRun) Questions() []handler.Question {
-	qs := r.gate.p.Questions()
-	slices.SortFunc(qs, func(a, b handler.Question) int { return qseq(a.ID) - qseq(b.ID) })
-	return qs
-}
+func (r *localRun) Questions() []handler.Question { return r.gate.questions() }
 
-// qseq is the number at the end of a question id (stage-N).
-func qseq(id string) int {
-	n, _ := strconv.Atoi(id[strings.LastIndexByte(id, '-')+1:])
-	return n
-}
-
-// Answer answers a waiting question. A MULTIPLE_CHOICE answer that
-// names an option (its key or label) selects it; any other goes to the
-// gate as it is (§4.6: it takes the first choice).
+// Answer answers a waiting question (gate.answer).
 func (r *localRun) Answer(_ context.Context, qid string, a handler.Answer) error {
-	for _, q := range r.gate.p.Questions() {
-		if q.ID == qid && q.Type == handler.MultipleChoice && a.Selected == nil {
-			if o, ok := handler.MatchOption(a.Value, q.Options); ok {
-				a.Value, a.Selected = o.Key, &o
-			}
-		}
-	}
-	return r.gate.p.Answer(qid, a)
+	return r.gate.answer(qid, a)
 }
 
 // Cancel stops the run and waits for it to stop.
@@ -568,9 +548,8 @@ func (r *localRun) Checkpoint() ([]byte, error) {
 // the run counts as waiting on its client rather than running (see
 // admission.Run.Wait).
 type gate struct {
-	run *localRun
-	p   handler.Pending
-	n   atomic.Int64
+	p handler.Pending
+	n atomic.Int64
 }
 
 // Ask waits for the answer.
@@ -583,6 +562,33 @@ func (g *gate) Ask(ctx context.Context, q handler.Question) (handler.Answer, err
 
 // Inform does nothing: clients follow the events.
 func (*gate) Inform(string, string) {}
+
+// questions are the questions waiting, oldest first.
+func (g *gate) questions() []handler.Question {
+	qs := g.p.Questions()
+	slices.SortFunc(qs, func(a, b handler.Question) int { return qseq(a.ID) - qseq(b.ID) })
+	return qs
+}
+
+// qseq is the number at the end of a question id (stage-N).
+func qseq(id string) int {
+	n, _ := strconv.Atoi(id[strings.LastIndexByte(id, '-')+1:])
+	return n
+}
+
+// answer answers a waiting question. A MULTIPLE_CHOICE answer that
+// names an option (its key or label) selects it; any other goes to the
+// gate as it is (§4.6: it takes the first choice).
+func (g *gate) answer(qid string, a handler.Answer) error {
+	for _, q := range g.p.Questions() {
+		if q.ID == qid && q.Type == handler.MultipleChoice && a.Selected == nil {
+			if o, ok := handler.MatchOption(a.Value, q.Options); ok {
+				a.Value, a.Selected = o.Key, &o
+			}
+		}
+	}
+	return g.p.Answer(qid, a)
+}
 
 // DefaultRunsDir is where nb serve keeps its pipeline runs:
 // $XDG_STATE_HOME/nb/pipeline-runs, else ~/.local/state/nb/pipeline-runs

@@ -366,40 +366,23 @@ func (r *storedRun) Info() Info {
 // another goes on (a second PipelineStarted).
 func (r *storedRun) Follow(ctx context.Context, after int64, fn func(Event) error) error {
 	id := r.info.ID
-	for {
-		recs, err := r.s.Store.Events(ctx, id, after, 1000)
-		if err != nil {
-			return err
+	var ferr error
+	err := runstore.Follow(ctx, r.s.Store, id, after, func(rec runstore.Record) bool {
+		var ev engine.Event
+		if err := json.Unmarshal(rec.Data, &ev); err != nil {
+			ferr = fmt.Errorf("run %s: event %d does not parse: %w", id, rec.Seq, err)
+			return false
 		}
-		for _, rec := range recs {
-			var ev engine.Event
-			if err := json.Unmarshal(rec.Data, &ev); err != nil {
-				return fmt.Errorf("run %s: event %d does not parse: %w", id, rec.Seq, err)
-			}
-			if err := fn(Event{Seq: rec.Seq, Event: ev}); err != nil {
-				return err
-			}
-			after = rec.Seq
-		}
-		if len(recs) > 0 {
-			continue
-		}
-		info, err := r.s.Store.Get(ctx, id)
-		if err != nil {
-			return err
-		}
-		// The last events of a run that ended are written when its
-		// replica releases it (or its lease expires).
-		if info.Done && info.Holder == "" && info.Events <= after {
-			return nil
-		}
-		if err := r.s.Store.Wait(ctx, id, after); err != nil {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			return err
-		}
+		ferr = fn(Event{Seq: rec.Seq, Event: ev})
+		return ferr == nil
+	})
+	switch {
+	case ferr != nil:
+		return ferr
+	case err != nil && ctx.Err() != nil:
+		return context.Cause(ctx)
 	}
+	return err
 }
 
 // elsewhere says that the run is not run by this replica.
@@ -425,9 +408,7 @@ func (r *storedRun) Questions() []handler.Question {
 	if h == nil {
 		return []handler.Question{}
 	}
-	qs := h.gate.p.Questions()
-	slices.SortFunc(qs, func(a, b handler.Question) int { return qseq(a.ID) - qseq(b.ID) })
-	return qs
+	return h.gate.questions()
 }
 
 // Answer answers a question waiting on this replica; 409 naming the
@@ -437,14 +418,7 @@ func (r *storedRun) Answer(_ context.Context, qid string, a handler.Answer) erro
 	if h == nil {
 		return r.elsewhere("answer its questions")
 	}
-	for _, q := range h.gate.p.Questions() {
-		if q.ID == qid && q.Type == handler.MultipleChoice && a.Selected == nil {
-			if o, ok := handler.MatchOption(a.Value, q.Options); ok {
-				a.Value, a.Selected = o.Key, &o
-			}
-		}
-	}
-	return h.gate.p.Answer(qid, a)
+	return h.gate.answer(qid, a)
 }
 
 // Cancel stops the run held here, and ends it (no replica takes it

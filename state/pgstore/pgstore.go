@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/nbots/nb/internal/pglisten"
 	"github.com/nbots/nb/internal/pgurl"
 	"github.com/nbots/nb/internal/wakeup"
 	"github.com/nbots/nb/state"
@@ -658,33 +659,9 @@ func (s *Store) listen() {
 	s.listening.Do(func() {
 		go func() {
 			defer close(s.stopped)
-			for s.ctx.Err() == nil {
-				s.listenOnce()
-				select {
-				case <-s.ctx.Done():
-				case <-time.After(time.Second):
-				}
-			}
+			pglisten.Listen(s.ctx, s.pool.Config().ConnConfig, channel, time.Second, s.wake.Wake, nil)
 		}()
 	})
-}
-
-func (s *Store) listenOnce() {
-	conn, err := pgx.ConnectConfig(s.ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(s.ctx, "LISTEN "+channel); err != nil {
-		return
-	}
-	for {
-		n, err := conn.WaitForNotification(s.ctx)
-		if err != nil {
-			return
-		}
-		s.wake.Wake(n.Payload)
-	}
 }
 
 // List returns a bot's conversations, most recent first; those of

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/nbots/nb/internal/pglisten"
 	"github.com/nbots/nb/internal/pgurl"
 	"github.com/nbots/nb/internal/wakeup"
 	"github.com/nbots/nb/pipeline/runstore"
@@ -383,31 +384,7 @@ func (s *Store) Orphans(ctx context.Context) ([]string, error) {
 // listen keeps a connection listening for new events until Close.
 func (s *Store) listen() {
 	defer close(s.done)
-	for s.ctx.Err() == nil {
-		s.listenOnce()
-		select {
-		case <-s.ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func (s *Store) listenOnce() {
-	conn, err := pgx.ConnectConfig(s.ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(s.ctx, "LISTEN "+channel); err != nil {
-		return
-	}
-	for {
-		n, err := conn.WaitForNotification(s.ctx)
-		if err != nil {
-			return
-		}
-		s.waiters.Wake(n.Payload)
-	}
+	pglisten.Listen(s.ctx, s.pool.Config().ConnConfig, channel, time.Second, s.waiters.Wake, nil)
 }
 
 // held starts the renewals of a lease taken at sent.

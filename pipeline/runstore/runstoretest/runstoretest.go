@@ -39,6 +39,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Lease", func(t *testing.T) { testLease(t, h) })
 	t.Run("ReleaseAndDone", func(t *testing.T) { testRelease(t, h) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, h) })
+	t.Run("FollowToTheEnd", func(t *testing.T) { testFollowEnd(t, h) })
 	t.Run("TakeRace", func(t *testing.T) { testTakeRace(t, h) })
 	t.Run("RetakeInSameProcess", func(t *testing.T) { testRetake(t, h) })
 	t.Run("PipelineTakeover", func(t *testing.T) { testPipelineTakeover(t, h) })
@@ -265,6 +266,49 @@ func testEvents(t *testing.T, h Harness) {
 	}
 	if _, err := b.Events(ctx, "nope", 0, 0); !errors.Is(err, runstore.ErrUnknown) {
 		t.Errorf("Events of an unknown run: %v, want ErrUnknown", err)
+	}
+}
+
+// testFollowEnd: Follow returns when the run has ended and every event
+// was given, whether or not its last event says it ended.
+func testFollowEnd(t *testing.T, h Harness) {
+	ctx, cancel := context.WithTimeout(ctxOf(t), 15*time.Second)
+	defer cancel()
+	open := h.New(t)
+	a, b := open(), open()
+	ra, err := a.Create(ctx, runstore.Info{ID: "ends", Source: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ra.Append([]byte(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		seqs []int64
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		var seqs []int64
+		err := runstore.Follow(ctx, b, "ends", 0, func(r runstore.Record) bool {
+			seqs = append(seqs, r.Seq)
+			return true
+		})
+		got <- result{seqs, err}
+	}()
+	if err := ra.Append([]byte(`{"n":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ra.Save(runstore.Checkpoint{Data: []byte(`{"done":true,"status":"fail"}`), Done: true, Status: "fail"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ra.Append([]byte(`{"n":3}`)); err != nil {
+		t.Fatal(err)
+	}
+	release(t, ra)
+	r := <-got
+	if r.err != nil || !slices.Equal(r.seqs, []int64{1, 2, 3}) {
+		t.Errorf("Follow of a run that ended = events %v, %v; want 1, 2, 3 and nil", r.seqs, r.err)
 	}
 }
 

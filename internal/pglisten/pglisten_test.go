@@ -1,0 +1,99 @@
+package pglisten
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nbots/nb/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestListen: the payloads come in order; when the listening connection
+// is killed, lost is told and a new connection listens again.
+func TestListen(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := pgtest.New(t)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["application_name"] = "pglisten test"
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+
+	got := make(chan string, 16)
+	lost := make(chan error, 16)
+	lctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Listen(lctx, cfg, "Chan_1", 10*time.Millisecond, func(p string) { got <- p }, func(err error) { lost <- err })
+	}()
+	// notify sends payloads until one arrives (the LISTEN may not be in
+	// place yet), then the rest, which must come in order.
+	notify := func(first string, rest ...string) {
+		t.Helper()
+		for {
+			if _, err := conn.Exec(ctx, "SELECT pg_notify('Chan_1', $1)", first); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case p := <-got:
+				if p != first {
+					t.Fatalf("payload %q, want %q", p, first)
+				}
+			case <-time.After(20 * time.Millisecond):
+				continue
+			case <-ctx.Done():
+				t.Fatal("no notification came")
+			}
+			break
+		}
+		for len(got) > 0 { // repeats of first
+			if p := <-got; p != first {
+				t.Fatalf("payload %q, want %q", p, first)
+			}
+		}
+		for _, r := range rest {
+			if _, err := conn.Exec(ctx, "SELECT pg_notify('Chan_1', $1)", r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, r := range rest {
+			select {
+			case p := <-got:
+				if p != r {
+					t.Fatalf("payload %q, want %q", p, r)
+				}
+			case <-ctx.Done():
+				t.Fatalf("payload %q never came", r)
+			}
+		}
+	}
+	notify("a", "b", "c")
+	if len(lost) > 0 {
+		t.Fatalf("lost called with the connection up: %v", <-lost)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pglisten test'"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-lost:
+		if err == nil {
+			t.Error("lost called with no error")
+		}
+	case <-ctx.Done():
+		t.Fatal("lost not called after the connection was killed")
+	}
+	notify("d", "e")
+	stop()
+	<-done
+}
