@@ -29,6 +29,13 @@ type features struct {
 	zone      *time.Location
 	lookupEnv func(string) (string, bool)
 	ledger    *budget.Ledger
+	// model is the background features' model call (consolidation, the
+	// heartbeat's decision, the notification gate): the assistant's
+	// provider, each call counted in the budgets.
+	model modelcall.Caller
+	// gate is nanobot's notification gate of cron's and the heartbeat's
+	// answers.
+	gate *gate.Gate
 	// claims are the cron slots' and heartbeats' (replica.Local alone).
 	claims replica.Claims
 }
@@ -55,6 +62,8 @@ func (f *features) budgets() {
 		return ledger.Flush()
 	}})
 	f.ledger = ledger
+	f.model = budget.Guard(modelcall.Provider(gw.Bot.Provider()), ledger)
+	f.gate = &gate.Gate{Model: f.model, Log: gw.log}
 }
 
 // memory are the skills and the memory every prompt shows, and the
@@ -66,7 +75,7 @@ func (f *features) memory() {
 	set := &skills.Set{Loader: skills.Loader{Workspace: c.Workspace, Getenv: getenv}, Warn: func(msg string) { gw.log.Warn(msg) }}
 	cons := &memory.Consolidator{
 		Workspace: c.Workspace,
-		Model:     budget.Guard(modelcall.Provider(gw.Bot.Provider()), f.ledger),
+		Model:     f.model,
 		Window:    d.MemoryWindow,
 		Log:       gw.log,
 		// The memory a call is shown is the prompt's (agents.defaults.limits).
@@ -127,14 +136,14 @@ func (f *features) heartbeat() {
 				Channel: channel, ChatID: chat, Content: prompt,
 				Source: gateway.SourceHeartbeat, Deliver: channel != "cli",
 				Notify: func(ctx context.Context, answer string) bool {
-					return backgroundGate(gw).Notify(ctx, gateway.SourceHeartbeat, heartbeat.Session, prompt, answer)
+					return f.gate.Notify(ctx, gateway.SourceHeartbeat, heartbeat.Session, prompt, answer)
 				},
 			})
 			return err
 		},
 	}
 	svc.Claims = f.claims
-	svc.Decide = budget.Guard(modelcall.Provider(gw.Bot.Provider()), f.ledger)
+	svc.Decide = f.model
 	gw.background = append(gw.background, part{name: "the gateway", run: func(ctx context.Context) error { return gw.leadOrRun(ctx, "heartbeat", svc.Run) }})
 }
 
@@ -160,7 +169,7 @@ func (f *features) cron() {
 			Content: j.Prompt(), Source: gateway.SourceCron,
 			Deliver: j.Payload.Deliver && j.Payload.To != nil && *j.Payload.To != "",
 			Notify: func(ctx context.Context, answer string) bool {
-				return backgroundGate(gw).Notify(ctx, gateway.SourceCron, "cron:"+j.ID, j.Payload.Message, answer)
+				return f.gate.Notify(ctx, gateway.SourceCron, "cron:"+j.ID, j.Payload.Message, answer)
 			},
 		})
 		return err
@@ -245,14 +254,4 @@ func (c consolidatedSession) messages() []memory.Message {
 		out[i] = m
 	}
 	return out
-}
-
-// backgroundGate is nanobot's notification gate on the assistant's model,
-// its calls counted in the budget when there is one.
-func backgroundGate(gw *Gateway) *gate.Gate {
-	model := modelcall.Provider(gw.Bot.Provider())
-	if l, ok := gw.Core.Budget.(*budget.Ledger); ok {
-		model = budget.Guard(model, l)
-	}
-	return &gate.Gate{Model: model, Log: gw.log}
 }
