@@ -100,7 +100,7 @@ func (f *features) memory() {
 		n, from := s.Len(), s.Meta().LastConsolidated
 		tokens := 0
 		if cons.ContextTokens > 0 {
-			tokens = memory.EstimateTokens(consolidatedSession{s}.messages()[min(from, n):])
+			tokens = memory.EstimateTokens(consolidatedSession{s}.messages(from))
 		}
 		cons.Maybe(s.Key, n-from, tokens)
 	}
@@ -223,15 +223,17 @@ func (a archiver) Archive(ctx context.Context, s *gwsession.Session) error {
 type consolidatedSession struct{ s *gwsession.Session }
 
 func (c consolidatedSession) Load(context.Context) ([]memory.Message, int, error) {
-	return c.messages(), c.s.Meta().LastConsolidated, nil
+	return c.messages(0), c.s.Meta().LastConsolidated, nil
 }
 
 func (c consolidatedSession) SetCursor(ctx context.Context, n int) error {
 	return c.s.SetConsolidated(ctx, n)
 }
 
-func (c consolidatedSession) messages() []memory.Message {
+// messages are the session's messages from the index from on.
+func (c consolidatedSession) messages(from int) []memory.Message {
 	events := c.s.Events()
+	events = events[min(max(from, 0), len(events)):]
 	out := make([]memory.Message, len(events))
 	for i, ev := range events {
 		m := memory.Message{Role: string(ev.Who), Timestamp: ev.At}
