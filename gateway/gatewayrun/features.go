@@ -51,10 +51,7 @@ func (f *features) budgets() {
 	}
 	ledger.Warn = func(msg string) { gw.log.Warn(msg) }
 	g.Budget = ledger
-	answer := gw.Config.Agents.Defaults.MaxTokens
-	if answer <= 0 {
-		answer = 8192
-	}
+	answer := gw.Config.AnswerTokens()
 	ledger.AnswerTokens, g.AnswerTokens = answer, answer
 	gw.background = append(gw.background, part{name: "the gateway", run: func(ctx context.Context) error {
 		ledger.Run(ctx) //nolint:errcheck // with replicas, until ctx ends; alone, at once
