@@ -1,9 +1,6 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/nbots/nb/cmd/nb/cliflag"
 )
 
@@ -17,19 +14,4 @@ func (a *App) flags(name, usage, about string) *cliflag.Set {
 	fs.Environment = environmentHelp(name)
 	a.lastFlags = fs
 	return fs
-}
-
-// parseFlags reads the flags of a command that takes no other words; help
-// is true when the help was printed.
-func parseFlags(fs *cliflag.Set, args []string) (help bool, err error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, cliflag.ErrHelp) {
-			return true, nil
-		}
-		return false, err
-	}
-	if fs.NArg() > 0 {
-		return false, &usageError{msg: fmt.Sprintf("%s: unexpected argument %q", fs.Name, fs.Arg(0))}
-	}
-	return false, nil
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"path/filepath"
-
 	"github.com/nbots/nb/cmd/nb/gatewaycmd"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channels"
@@ -29,7 +27,7 @@ func chatGates(g *pipeline.Graph) bool {
 // resolution: NB_GATEWAY_CONFIG, $XDG_CONFIG_HOME/nb/gateway.json,
 // ~/.nanobot/config.json) gives the channels and their allowFrom; the
 // other gates go to fallback. The channels keep their receive positions
-// apart from nb gateway's (pipeline-gates-ID beside them).
+// apart from nb gateway's (gatewayrun.Files.PipelineGates).
 func (a *App) pipelineGate(flag string, fallback handler.Interviewer) (*chatgate.Gate, error) {
 	env := config.Env(a.Environ)
 	path, err := config.Find(flag, env)
@@ -41,8 +39,7 @@ func (a *App) pipelineGate(flag string, fallback handler.Interviewer) (*chatgate
 		return nil, err
 	}
 	st := gatewayrun.StateFiles(gatewaycmd.StateDir(a.Getenv), c.Workspace)
-	id := filepath.Base(st.Channels)[len("channels-"):]
-	g := chatgate.New(c.Channels, channels.Builtin(), channel.Env{Workspace: c.Workspace, StateDir: filepath.Join(st.Dir, "pipeline-gates-"+id)}, fallback)
+	g := chatgate.New(c.Channels, channels.Builtin(), channel.Env{Workspace: c.Workspace, StateDir: st.PipelineGates}, fallback)
 	g.Source = path
 	if path == "" {
 		g.Source = "the default gateway configuration (no file: give one with --gateway-config)"

@@ -92,7 +92,7 @@ func (a *App) stateTransfer(args []string) error {
 		fs = a.flags("nb state import", "nb state import [--store URL] < FILE", "Stores the conversations of an export read on standard input; those the store\nholds already are left as they are. See docs/scale-out.md.")
 	}
 	storeURL := fs.String("store", "", "the `URL` of the store: "+storeFlagDoc)
-	if help, err := parseFlags(fs, args[1:]); help || err != nil {
+	if help, err := fs.ParseOnly(args[1:]); help || err != nil {
 		return err
 	}
 	ctx := a.context()

@@ -119,7 +119,7 @@ func (c *Config) providerSection() (map[string]any, error) {
 	creds := map[string]any{}
 	settings := map[string]any{"model": r.Model}
 	options := map[string]any{}
-	maxTokens := orDefault(d.MaxTokens, 8192)
+	maxTokens := c.AnswerTokens()
 	temperature := d.Temperature
 	if strings.Contains(strings.ToLower(r.Model), "kimi-k2.5") {
 		// nanobot's model override: Kimi K2.5 takes temperature 1.0 only.

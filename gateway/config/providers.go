@@ -354,8 +354,12 @@ func (c *Config) PromptTokens() int {
 	if d.ContextWindowTokens <= 0 {
 		return 0
 	}
-	return max(d.ContextWindowTokens-orDefault(d.MaxTokens, 8192)-1024, d.ContextWindowTokens/4)
+	return max(d.ContextWindowTokens-c.AnswerTokens()-1024, d.ContextWindowTokens/4)
 }
+
+// AnswerTokens is the cap of an answer: agents.defaults.maxTokens,
+// 8,192 when unset (nanobot's default).
+func (c *Config) AnswerTokens() int { return orDefault(c.Agents.Defaults.MaxTokens, 8192) }
 
 // ProviderSetup is one provider of nanobot's registry as nanobot status
 // shows it.

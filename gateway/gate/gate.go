@@ -8,7 +8,7 @@ package gate
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"log/slog"
 
 	"github.com/nbots/nb/gateway/modelcall"
@@ -75,15 +75,14 @@ func (g *Gate) Notify(ctx context.Context, source, session, task, response strin
 		log.Warn("notification gate failed: notifying", "session", session, "error", err)
 		return true
 	}
-	if len(reply.ToolCalls) == 0 {
-		log.Warn("notification gate: no tool call returned: notifying", "session", session)
-		return true
-	}
 	var args struct {
 		ShouldNotify *bool `json:"should_notify"`
 		Reason       any   `json:"reason"`
 	}
-	if err := json.Unmarshal([]byte(reply.ToolCalls[0].Arguments), &args); err != nil || args.ShouldNotify == nil {
+	if err := reply.Args(Tool.Name, &args); errors.Is(err, modelcall.ErrNoCall) {
+		log.Warn("notification gate: no tool call returned: notifying", "session", session)
+		return true
+	} else if err != nil || args.ShouldNotify == nil {
 		log.Warn("notification gate: no should_notify in the model's call: notifying", "session", session)
 		return true
 	}

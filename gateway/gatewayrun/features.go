@@ -29,6 +29,13 @@ type features struct {
 	zone      *time.Location
 	lookupEnv func(string) (string, bool)
 	ledger    *budget.Ledger
+	// model is the background features' model call (consolidation, the
+	// heartbeat's decision, the notification gate): the assistant's
+	// provider, each call counted in the budgets.
+	model modelcall.Caller
+	// gate is nanobot's notification gate of cron's and the heartbeat's
+	// answers.
+	gate *gate.Gate
 	// claims are the cron slots' and heartbeats' (replica.Local alone).
 	claims replica.Claims
 }
@@ -44,10 +51,7 @@ func (f *features) budgets() {
 	}
 	ledger.Warn = func(msg string) { gw.log.Warn(msg) }
 	g.Budget = ledger
-	answer := gw.Config.Agents.Defaults.MaxTokens
-	if answer <= 0 {
-		answer = 8192
-	}
+	answer := gw.Config.AnswerTokens()
 	ledger.AnswerTokens, g.AnswerTokens = answer, answer
 	gw.background = append(gw.background, part{name: "the gateway", run: func(ctx context.Context) error {
 		ledger.Run(ctx) //nolint:errcheck // with replicas, until ctx ends; alone, at once
@@ -55,6 +59,8 @@ func (f *features) budgets() {
 		return ledger.Flush()
 	}})
 	f.ledger = ledger
+	f.model = budget.Guard(modelcall.Provider(gw.Bot.Provider()), ledger)
+	f.gate = &gate.Gate{Model: f.model, Log: gw.log}
 }
 
 // memory are the skills and the memory every prompt shows, and the
@@ -66,7 +72,7 @@ func (f *features) memory() {
 	set := &skills.Set{Loader: skills.Loader{Workspace: c.Workspace, Getenv: getenv}, Warn: func(msg string) { gw.log.Warn(msg) }}
 	cons := &memory.Consolidator{
 		Workspace: c.Workspace,
-		Model:     budget.Guard(modelcall.Provider(gw.Bot.Provider()), f.ledger),
+		Model:     f.model,
 		Window:    d.MemoryWindow,
 		Log:       gw.log,
 		// The memory a call is shown is the prompt's (agents.defaults.limits).
@@ -91,7 +97,7 @@ func (f *features) memory() {
 		n, from := s.Len(), s.Meta().LastConsolidated
 		tokens := 0
 		if cons.ContextTokens > 0 {
-			tokens = memory.EstimateTokens(consolidatedSession{s}.messages()[min(from, n):])
+			tokens = memory.EstimateTokens(consolidatedSession{s}.messages(from))
 		}
 		cons.Maybe(s.Key, n-from, tokens)
 	}
@@ -127,14 +133,14 @@ func (f *features) heartbeat() {
 				Channel: channel, ChatID: chat, Content: prompt,
 				Source: gateway.SourceHeartbeat, Deliver: channel != "cli",
 				Notify: func(ctx context.Context, answer string) bool {
-					return backgroundGate(gw).Notify(ctx, gateway.SourceHeartbeat, heartbeat.Session, prompt, answer)
+					return f.gate.Notify(ctx, gateway.SourceHeartbeat, heartbeat.Session, prompt, answer)
 				},
 			})
 			return err
 		},
 	}
 	svc.Claims = f.claims
-	svc.Decide = budget.Guard(modelcall.Provider(gw.Bot.Provider()), f.ledger)
+	svc.Decide = f.model
 	gw.background = append(gw.background, part{name: "the gateway", run: func(ctx context.Context) error { return gw.leadOrRun(ctx, "heartbeat", svc.Run) }})
 }
 
@@ -160,7 +166,7 @@ func (f *features) cron() {
 			Content: j.Prompt(), Source: gateway.SourceCron,
 			Deliver: j.Payload.Deliver && j.Payload.To != nil && *j.Payload.To != "",
 			Notify: func(ctx context.Context, answer string) bool {
-				return backgroundGate(gw).Notify(ctx, gateway.SourceCron, "cron:"+j.ID, j.Payload.Message, answer)
+				return f.gate.Notify(ctx, gateway.SourceCron, "cron:"+j.ID, j.Payload.Message, answer)
 			},
 		})
 		return err
@@ -214,15 +220,17 @@ func (a archiver) Archive(ctx context.Context, s *gwsession.Session) error {
 type consolidatedSession struct{ s *gwsession.Session }
 
 func (c consolidatedSession) Load(context.Context) ([]memory.Message, int, error) {
-	return c.messages(), c.s.Meta().LastConsolidated, nil
+	return c.messages(0), c.s.Meta().LastConsolidated, nil
 }
 
 func (c consolidatedSession) SetCursor(ctx context.Context, n int) error {
 	return c.s.SetConsolidated(ctx, n)
 }
 
-func (c consolidatedSession) messages() []memory.Message {
+// messages are the session's messages from the index from on.
+func (c consolidatedSession) messages(from int) []memory.Message {
 	events := c.s.Events()
+	events = events[min(max(from, 0), len(events)):]
 	out := make([]memory.Message, len(events))
 	for i, ev := range events {
 		m := memory.Message{Role: string(ev.Who), Timestamp: ev.At}
@@ -245,14 +253,4 @@ func (c consolidatedSession) messages() []memory.Message {
 		out[i] = m
 	}
 	return out
-}
-
-// backgroundGate is nanobot's notification gate on the assistant's model,
-// its calls counted in the budget when there is one.
-func backgroundGate(gw *Gateway) *gate.Gate {
-	model := modelcall.Provider(gw.Bot.Provider())
-	if l, ok := gw.Core.Budget.(*budget.Ledger); ok {
-		model = budget.Guard(model, l)
-	}
-	return &gate.Gate{Model: model, Log: gw.log}
 }

@@ -21,6 +21,9 @@ type Files struct {
 	Channels string // the folder of the channels' receive positions
 	Status   string // the running gateway's channel states (gateway.KeepStatus)
 	Lock     string // the running gateway's hold on the workspace (AcquireLock)
+	// PipelineGates is the folder of the receive positions of nb
+	// pipeline's chat gates, apart from the gateway's own.
+	PipelineGates string
 }
 
 // StateFiles derives the state files of workspace in the state folder
@@ -28,13 +31,16 @@ type Files struct {
 func StateFiles(dir, workspace string) Files {
 	sum := sha256.Sum256([]byte(workspace))
 	id := hex.EncodeToString(sum[:6])
+	channels := filepath.Join(dir, "channels-"+id)
 	return Files{
 		Dir:      dir,
 		Pairing:  filepath.Join(dir, "pairing-"+id+".json"),
 		Usage:    filepath.Join(dir, "usage-"+id+".json"),
-		Channels: filepath.Join(dir, "channels-"+id),
-		Status:   filepath.Join(dir, "channels-"+id, "status.json"),
+		Channels: channels,
+		Status:   filepath.Join(channels, "status.json"),
 		Lock:     filepath.Join(dir, "gateway-"+id+".lock"),
+
+		PipelineGates: filepath.Join(dir, "pipeline-gates-"+id),
 	}
 }
 

@@ -19,6 +19,8 @@ func TestGatewayStateFiles(t *testing.T) {
 		Channels: filepath.FromSlash("/state/nb/gateway/channels-" + id),
 		Status:   filepath.FromSlash("/state/nb/gateway/channels-" + id + "/status.json"),
 		Lock:     filepath.FromSlash("/state/nb/gateway/gateway-" + id + ".lock"),
+
+		PipelineGates: filepath.FromSlash("/state/nb/gateway/pipeline-gates-" + id),
 	}
 	if st != want {
 		t.Errorf("StateFiles = %+v, want %+v", st, want)

@@ -11,7 +11,6 @@ package heartbeat
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -118,14 +117,12 @@ func (s *Service) decide(ctx context.Context, tasks string, now time.Time) (bool
 	if err != nil {
 		return false, "", fmt.Errorf("decision: %w", err)
 	}
-	if len(reply.ToolCalls) == 0 {
-		return false, "", nil // nanobot: no call is a skip
-	}
 	var args struct {
 		Action string `json:"action"`
 		Tasks  any    `json:"tasks"`
 	}
-	if json.Unmarshal([]byte(reply.ToolCalls[0].Arguments), &args) != nil || args.Action != "run" {
+	// nanobot: no call, or arguments that cannot be read, is a skip
+	if reply.Args(DecisionTool.Name, &args) != nil || args.Action != "run" {
 		return false, "", nil
 	}
 	summary, _ := args.Tasks.(string)

@@ -639,18 +639,11 @@ func (c *Consolidator) ask(ctx context.Context, key, current, lines string) (ent
 	if err != nil {
 		return "", "", fmt.Errorf("model call: %w", err)
 	}
-	if len(reply.ToolCalls) == 0 {
-		return "", "", errors.New("the model did not call save_memory")
-	}
-	call := reply.ToolCalls[0]
-	for _, tc := range reply.ToolCalls {
-		if tc.Name == SaveMemory.Name {
-			call = tc
-			break
+	var args map[string]any
+	if err := reply.Args(SaveMemory.Name, &args); err != nil {
+		if errors.Is(err, modelcall.ErrNoCall) {
+			return "", "", errors.New("the model did not call save_memory")
 		}
-	}
-	args, err := decodeArgs(call.Arguments)
-	if err != nil {
 		return "", "", err
 	}
 	entry = strings.TrimSpace(asText(args["history_entry"]))
@@ -662,26 +655,6 @@ func (c *Consolidator) ask(ctx context.Context, key, current, lines string) (ent
 		update = asText(v)
 	}
 	return entry, update, nil
-}
-
-func decodeArgs(text string) (map[string]any, error) {
-	var v any
-	if err := json.Unmarshal([]byte(text), &v); err != nil {
-		return nil, fmt.Errorf("save_memory arguments are not JSON: %v", err)
-	}
-	if s, ok := v.(string); ok { // JSON inside a string
-		if err := json.Unmarshal([]byte(s), &v); err != nil {
-			return nil, fmt.Errorf("save_memory arguments are not JSON: %v", err)
-		}
-	}
-	if l, ok := v.([]any); ok && len(l) > 0 {
-		v = l[0]
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, errors.New("save_memory arguments are not an object")
-	}
-	return m, nil
 }
 
 // asText is a value as text: strings as they are, anything else as JSON.

@@ -1,12 +1,17 @@
 // Package modelcall is the one model call, without an agent loop, that the
 // gateway's background features make: memory consolidation asks for a
-// save_memory call, the heartbeat for a heartbeat decision. They take a
+// save_memory call, the heartbeat for a heartbeat decision, the
+// notification gate for its verdict. They take a
 // Caller; the gateway implements it with its bot, so that these packages
 // know neither cartridges nor providers' APIs.
 package modelcall
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/nbots/nb/provider"
@@ -88,4 +93,40 @@ func ToolChoiceRefused(err error) bool {
 		}
 	}
 	return false
+}
+
+// ErrNoCall is Reply.Args's error when the model called no tool.
+var ErrNoCall = errors.New("the model called no tool")
+
+// Args decodes into v the arguments of the reply's call of the tool
+// name (its first call when none is of that name), however the model
+// wrote them: a JSON object, a JSON string holding one, or a list whose
+// first item is one. With no call at all it returns ErrNoCall.
+func (r Reply) Args(name string, v any) error {
+	if len(r.ToolCalls) == 0 {
+		return ErrNoCall
+	}
+	call := r.ToolCalls[0]
+	for _, tc := range r.ToolCalls {
+		if tc.Name == name {
+			call = tc
+			break
+		}
+	}
+	raw := []byte(call.Arguments)
+	var inner string
+	if json.Unmarshal(raw, &inner) == nil { // JSON inside a string
+		raw = []byte(inner)
+	}
+	if !json.Valid(raw) {
+		return fmt.Errorf("%s arguments are not JSON: %v", name, json.Unmarshal(raw, new(any)))
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) == nil && len(list) > 0 {
+		raw = list[0]
+	}
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return fmt.Errorf("%s arguments are not an object", name)
+	}
+	return json.Unmarshal(raw, v)
 }

@@ -1120,32 +1120,19 @@ func (s *Session) rewriteHeadLocked() error {
 	if _, err := r.ReadBytes('\n'); err != nil {
 		return fmt.Errorf("session %s: its first line: %w", s.Path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(s.Path), "."+filepath.Base(s.Path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("session %s: %w", s.Path, err)
-	}
-	defer os.Remove(tmp.Name())
-	n1, err := tmp.Write(meta)
+	var n1 int
 	var n2 int64
-	if err == nil {
-		n2, err = io.Copy(tmp, r)
-	}
-	if err == nil {
-		err = tmp.Chmod(0o600)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), s.Path)
-	}
+	err = atomicfile.WriteFunc(s.Path, 0o600, func(w io.Writer) error {
+		var err error
+		if n1, err = w.Write(meta); err != nil {
+			return err
+		}
+		n2, err = io.Copy(w, r)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("session %s: rewrite its first line: %w", s.Path, err)
 	}
-	atomicfile.SyncDir(filepath.Dir(s.Path))
 	fi, err := os.Stat(s.Path)
 	if err != nil {
 		return fmt.Errorf("session %s: %w", s.Path, err)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,6 +19,16 @@ import (
 // WriteFile writes data to a temporary file beside path, syncs it, renames
 // it over path and syncs the directory.
 func WriteFile(path string, data []byte, perm fs.FileMode) error {
+	return WriteFunc(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFunc is WriteFile for content that write streams (a file too
+// large to hold in memory, copied with a change): a failed write leaves
+// path as it was.
+func WriteFunc(path string, perm fs.FileMode, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -25,7 +36,7 @@ func WriteFile(path string, data []byte, perm fs.FileMode) error {
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) //nolint:errcheck // gone after a successful rename
-	if _, err := f.Write(data); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}

@@ -132,6 +132,22 @@ func (s *Set) Parse(args []string) error {
 	return nil
 }
 
+// ParseOnly is Parse for a command that takes flags and no other words:
+// a word left over is a UsageError. help is true when the help was asked
+// for and printed (the command has nothing else to do).
+func (s *Set) ParseOnly(args []string) (help bool, err error) {
+	if err := s.Parse(args); err != nil {
+		if errors.Is(err, ErrHelp) {
+			return true, nil
+		}
+		return false, err
+	}
+	if s.NArg() > 0 {
+		return false, &UsageError{Command: s.Name, Err: fmt.Errorf("unexpected argument %q", s.Arg(0))}
+	}
+	return false, nil
+}
+
 // short is the command's name without nb, for messages that nb: starts.
 func (s *Set) short() string { return strings.TrimPrefix(s.Name, "nb ") }
 

@@ -80,3 +80,23 @@ Environment:
 		t.Errorf("help:\n%s\nwant:\n%s", out, want)
 	}
 }
+
+// TestParseOnly: a command that takes flags only refuses a word left
+// over as a mistake on the command line, and reports the help printed.
+func TestParseOnly(t *testing.T) {
+	s, _, _ := newSet()
+	s.String("listen", "", "`host:port`")
+	help, err := s.ParseOnly([]string{"--listen", "x", "extra"})
+	var ue *UsageError
+	if help || !errors.As(err, &ue) || err.Error() != `demo: unexpected argument "extra" (see nb demo --help)` {
+		t.Errorf("help %v, error %v", help, err)
+	}
+	s, out, _ := newSet()
+	if help, err := s.ParseOnly([]string{"--help"}); !help || err != nil || out.Len() == 0 {
+		t.Errorf("--help: help %v, error %v, printed %q", help, err, out)
+	}
+	s, _, _ = newSet()
+	if help, err := s.ParseOnly(nil); help || err != nil {
+		t.Errorf("no words: help %v, error %v", help, err)
+	}
+}

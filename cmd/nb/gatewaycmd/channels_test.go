@@ -21,11 +21,7 @@ import (
 // Bot API fake and a fake model: an allowed user is answered in their
 // chat, an unknown one gets a pairing code and no answer from the model.
 func TestGatewayTelegram(t *testing.T) {
-	tg, err := telegramtest.New("123456:secret-token")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tg.Close()
+	tg := fakeTelegram(t)
 	dir, cfg := echoGatewayConfig(t, fmt.Sprintf(`{"telegram": {"enabled": true, "token": "123456:secret-token", "apiBase": %q, "allowFrom": ["4242|ann"]}}`, tg.URL))
 	runGateway(t, dir, cfg, "secret-token")
 
@@ -51,6 +47,18 @@ func TestGatewayTelegram(t *testing.T) {
 
 // echoGatewayConfig writes a gateway configuration with an echoing model
 // and the channels section given, in a fresh folder.
+// fakeTelegram is a fake Bot API for the bot 123456:secret-token, closed
+// after the test (and after the gateway the test runs on it).
+func fakeTelegram(t *testing.T) *telegramtest.Server {
+	t.Helper()
+	tg, err := telegramtest.New("123456:secret-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.Close)
+	return tg
+}
+
 func echoGatewayConfig(t *testing.T, channels string) (dir, cfg string) {
 	t.Helper()
 	model := httptest.NewServer(openaitest.New(providertest.Echo))
@@ -111,11 +119,7 @@ func runGatewayOn(t *testing.T, dir, cfg, secret, listen string) (logs func() st
 // webhook on the gateway's own listener: the fake posts updates there
 // with the secret; a forged post is refused.
 func TestGatewayTelegramWebhook(t *testing.T) {
-	tg, err := telegramtest.New("123456:secret-token")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tg.Close()
+	tg := fakeTelegram(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

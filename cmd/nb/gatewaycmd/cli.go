@@ -222,21 +222,6 @@ func (cl *cli) storeChecks() []httpguard.Check {
 	return []httpguard.Check{{Name: "store", Run: cl.store.Ping}}
 }
 
-// parseFlags reads the flags of a command that takes no other words; help
-// is true when the help was printed.
-func parseFlags(fs *cliflag.Set, args []string) (help bool, err error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, cliflag.ErrHelp) {
-			return true, nil
-		}
-		return false, err
-	}
-	if fs.NArg() > 0 {
-		return false, &usageError{msg: fmt.Sprintf("%s: unexpected argument %q", fs.Name, fs.Arg(0))}
-	}
-	return false, nil
-}
-
 // approvedTools runs the tool calls approved from the shell (--yes,
 // --allow-tool) in nb gateway chat's turns.
 type approvedTools struct{ approval *term.Approval }

@@ -137,7 +137,7 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 	storeURL := fs.String("store", "", "the `URL` of the conversation store: "+cliflag.StoreDoc)
 	tokenFlag := fs.String("token", "", "the `token` of the web chat and websocket (default NB_GATEWAY_TOKEN; prefer the variable: a flag shows in the process list)")
 	unsandboxed := fs.Bool("allow-unsandboxed-exec", false, "let exec with sandbox: auto run commands without a sandbox where bubblewrap cannot run (by default they are refused)")
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := fs.ParseOnly(args); help || err != nil {
 		return err
 	}
 	cl.requireSandbox = !*unsandboxed
@@ -248,7 +248,7 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 // templates, never overwriting a file.
 func (cl *cli) gatewayInit(args []string) error {
 	fs, f := cl.gatewayFlagSet("nb gateway init", "nb gateway init [--config FILE] [--workspace DIR]", "Writes a commented starting configuration (default $XDG_CONFIG_HOME/nb/gateway.json)\nand the workspace's templates; an existing file is never overwritten.")
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := fs.ParseOnly(args); help || err != nil {
 		return err
 	}
 	path := *f.config
@@ -366,7 +366,7 @@ func (cl *cli) gatewayChat(ctx context.Context, name string, args []string) (err
 	sessionKey := fs.StringP("session", "s", "cli:direct", "the `session` key")
 	yes := fs.BoolP("yes", "y", false, "run every tool call that asks for a confirmation, in this chat's turns (else they are denied: nobody is asked in a chat)")
 	allowTools := fs.StringSlice("allow-tool", nil, "run the calls of the tool `name` without a confirmation (repeatable, or comma-separated)")
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := fs.ParseOnly(args); help || err != nil {
 		return err
 	}
 	// The assistant's policy is nb gateway's (by default, exec with

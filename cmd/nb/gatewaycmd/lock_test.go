@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nbots/nb/gateway/channel/telegram/telegramtest"
 	"github.com/nbots/nb/gateway/gatewayrun"
 )
 
@@ -19,11 +18,7 @@ import (
 // is refused at start with the first one's pid and listen address; a
 // lock file a crashed gateway left (unlocked) stops nobody.
 func TestGatewayRefusesASecondGateway(t *testing.T) {
-	tg, err := telegramtest.New("123456:secret-token")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tg.Close()
+	tg := fakeTelegram(t)
 	dir, cfg := echoGatewayConfig(t, fmt.Sprintf(`{"telegram": {"enabled": true, "token": "123456:secret-token", "apiBase": %q, "pollTimeout": 1}}`, tg.URL))
 	env := []string{"HOME=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, "state")}
 	lockFile := (&cli{environ: env}).gatewayState(filepath.Join(dir, "ws")).Lock
@@ -53,7 +48,7 @@ func TestGatewayRefusesASecondGateway(t *testing.T) {
 		defer cancel()
 		return a.gatewayServe(ctx, []string{"--config", cfg, "--listen", "127.0.0.1:0"})
 	}
-	err = second(cfg)
+	err := second(cfg)
 	var held *gatewayrun.LockedError
 	if !errors.As(err, &held) || held.PID != os.Getpid() || held.Address != addr ||
 		!strings.Contains(err.Error(), fmt.Sprintf("another nb gateway (pid %d, listening on %s) already runs on the workspace %s", os.Getpid(), addr, filepath.Join(dir, "ws"))) {

@@ -37,7 +37,7 @@ const onboardDefaults = `{
 // atomically; then the workspace's missing templates are written.
 func (cl *cli) gatewayOnboard(args []string) error {
 	fs, f := cl.gatewayFlagSet("nb gateway onboard", "nb gateway onboard [--config FILE] [--workspace DIR]", "Refreshes an existing nanobot configuration in place, as nanobot onboard does:\nadds the missing keys with nanobot's defaults, keeps every value you wrote,\nand writes the workspace's missing templates. nb gateway init writes a new one.")
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := fs.ParseOnly(args); help || err != nil {
 		return err
 	}
 	env := config.Env(cl.environ)

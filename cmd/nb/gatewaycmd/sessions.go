@@ -32,7 +32,7 @@ func (cl *cli) gatewaySessionsCommand(ctx context.Context, args []string) error 
 	if verb == "import" || verb == "export" {
 		rest = args[1:]
 	}
-	if help, err := parseFlags(fs, rest); help || err != nil {
+	if help, err := fs.ParseOnly(rest); help || err != nil {
 		return err
 	}
 	if verb != "import" && verb != "export" {

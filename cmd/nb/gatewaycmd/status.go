@@ -20,7 +20,7 @@ import (
 // source against the budgets, the memory files and the cron jobs.
 func (cl *cli) gatewayStatus(_ context.Context, args []string) error {
 	fs, f := cl.gatewayFlagSet("nb gateway status", "nb gateway status [flags]", "Shows the configuration, the workspace, the model, its provider and which providers\nhave a key (as nanobot status), today's token use by source and the budgets,\nmemory, cron jobs and the channels (connected, connecting and why, stopped, disabled).")
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := fs.ParseOnly(args); help || err != nil {
 		return err
 	}
 	c, err := cl.loadGatewayConfig(f)

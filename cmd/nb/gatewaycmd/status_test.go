@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nbots/nb/gateway/channel/telegram/telegramtest"
 )
 
 // TestGatewayChannelsStatus: nb gateway channels status lists the
@@ -17,11 +15,7 @@ import (
 // not stopped with why, a switched-off one disabled; with no gateway
 // running, the configured channels and that it is not running.
 func TestGatewayChannelsStatus(t *testing.T) {
-	tg, err := telegramtest.New("123456:secret-token")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tg.Close()
+	tg := fakeTelegram(t)
 	dir, cfg := echoGatewayConfig(t, fmt.Sprintf(`{
 	  "telegram": {"enabled": true, "token": "123456:secret-token", "apiBase": %q, "pollTimeout": 1},
 	  "signal": {"enabled": true},
