@@ -786,16 +786,8 @@ func (a *Agent) compact(b cartridge.Behavior, stream bool, req provider.Request,
 	dropped := turns(req.Messages) - turns(next.Messages)
 	a.emit(Event{Kind: Warning, ContextTokens: requestTokens(next), ContextBudget: a.Budget,
 		Text: fmt.Sprintf("The provider refused the conversation as longer than the model's context: it was compacted from ~%d to ~%d estimated tokens (%s abridged, %s left out) and sent again",
-			size, after, count(a.abridged-abridgedBefore, "old tool output", "old tool outputs"), count(dropped, "earlier turn", "earlier turns"))})
+			size, after, plural(a.abridged-abridgedBefore, "1 old tool output", "old tool outputs"), plural(dropped, "1 earlier turn", "earlier turns"))})
 	return true
-}
-
-// count is n with the noun that fits it.
-func count(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }
 
 // LoopWarning is what the model is told when its last n calls repeat a
