@@ -393,6 +393,11 @@ type Exchange struct {
 	Loop     agent.Loop
 	MaxTasks int
 	OnPlan   func(agent.Plan)
+
+	// project is the exchange's project context (environment block and
+	// instructions), gathered once for the exchange and its sub-agents:
+	// the git summary runs git twice.
+	project func() string
 }
 
 // BusyError says a state key is held by another exchange.
@@ -485,7 +490,7 @@ func (b *Bot) agent(x Exchange, conv agent.Conversation, tools *tool.Set) *agent
 	if x.Budget > 0 {
 		a.Budget = x.Budget
 	}
-	a.Context = b.projectContext(tools)
+	a.Context = b.projectContext(x, tools)
 	if _, ok := b.Cartridge.Get("provider", "settings", "user"); ok {
 		// OpenAI's user field carries an opaque identifier, never the name.
 		a.User = state.NewCipher(b.host.Password()).Soft(b.host.EndUser(b.Cartridge, x.EndUser))
@@ -531,6 +536,7 @@ func (b *Bot) run(ctx context.Context, x Exchange, fn func(*agent.Agent) (*agent
 	if conv == nil {
 		conv = agent.NewMemory()
 	}
+	x.project = sync.OnceValue(func() string { return gather(b.Cartridge, b.context, b.builtins).Text() })
 	a := b.agent(x, conv, b.toolsFor(x))
 	if x.Start != nil {
 		if err := x.Start(a.Tools); err != nil {

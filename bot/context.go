@@ -77,11 +77,12 @@ func BaseOf(c *cartridge.Cartridge, h Host) (string, error) {
 	return baseprompt.Text(profile, func(name string) bool { return slices.Contains(st.Tools, name) }), nil
 }
 
-// projectContext is the context's text for one exchange with tools ("" when
-// off): nb's base prompt for the model family, then the environment
+// projectContext is the context's text for exchange x with tools (""
+// when off): nb's base prompt for the model family, then the environment
 // block and the project's instructions, gathered anew for each exchange
-// (the date and the files change).
-func (b *Bot) projectContext(tools *tool.Set) string {
+// (the date and the files change) and once for an exchange and the
+// sub-agents it spawns (x.project).
+func (b *Bot) projectContext(x Exchange, tools *tool.Set) string {
 	if !b.context.On {
 		return ""
 	}
@@ -97,7 +98,12 @@ func (b *Bot) projectContext(tools *tool.Set) string {
 			return ok
 		})
 	}
-	ctx := gather(b.Cartridge, b.context, b.builtins).Text()
+	var ctx string
+	if x.project != nil {
+		ctx = x.project()
+	} else {
+		ctx = gather(b.Cartridge, b.context, b.builtins).Text()
+	}
 	if base == "" {
 		return ctx
 	}
