@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,7 +47,7 @@ var engines = map[string]struct{ name, base string }{
 }
 
 // Engines are the engines NewSearch takes, sorted.
-func Engines() []string { return []string{Brave, Jina, SearXNG, Tavily} }
+func Engines() []string { return slices.Sorted(maps.Keys(engines)) }
 
 // SearchOptions configures web_search.
 type SearchOptions struct {
