@@ -444,19 +444,11 @@ func (a *App) builtinsStatus(cart *cartridge.Cartridge) error {
 			b.WriteString("#   " + line + "\n")
 		}
 	}
-	ctx, ok, err := bot.ContextOf(cart, a.host())
+	text, ok, err := bot.ContextOf(cart, a.host())
 	if err != nil {
 		return err
 	}
 	if ok {
-		base, err := bot.BaseOf(cart, a.host())
-		if err != nil {
-			return err
-		}
-		text := ctx.Text()
-		if base != "" {
-			text = base + "\n\n" + text
-		}
 		b.WriteString("# context, as it would be sent first in the system prompt (the context key):\n")
 		for _, line := range strings.Split(text, "\n") {
 			b.WriteString(strings.TrimRight("#   "+line, " ") + "\n")
