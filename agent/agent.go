@@ -281,7 +281,7 @@ type Agent struct {
 	// ToolLimits are the cartridge's limits for some tools
 	// (builtins.limits), by tool.MatchName of the tool's name: they win
 	// over the tools' own and Limits.
-	ToolLimits map[string]ToolLimit
+	ToolLimits map[string]cartridge.ToolLimit
 	// MaxStored bounds one tool output kept in the conversation, in bytes
 	// (the model sees far less, the ToolEnd event all of it); 0 means
 	// DefaultMaxStored. A larger output is kept head and tail with a note,
@@ -902,14 +902,14 @@ func MaxTokens(c *cartridge.Cartridge) int {
 
 // ToolLimits are the cartridge's limits of some tools' output
 // (builtins.limits), keyed as Agent.ToolLimits; nil when none.
-func ToolLimits(c *cartridge.Cartridge) map[string]ToolLimit {
+func ToolLimits(c *cartridge.Cartridge) map[string]cartridge.ToolLimit {
 	b, err := c.Builtins()
 	if err != nil || b == nil || len(b.Limits) == 0 {
 		return nil
 	}
-	out := make(map[string]ToolLimit, len(b.Limits))
+	out := make(map[string]cartridge.ToolLimit, len(b.Limits))
 	for name, l := range b.Limits {
-		out[tool.MatchName(name)] = ToolLimit{MaxChars: l.Chars, MaxLines: l.Lines, Mode: l.Mode}
+		out[tool.MatchName(name)] = l
 	}
 	return out
 }

@@ -62,11 +62,11 @@ func (a *Agent) limitsFor(name string) Truncation {
 		return t // no key to normalize for each tool output of each request
 	}
 	if o, ok := a.ToolLimits[tool.MatchName(name)]; ok {
-		if o.MaxChars > 0 {
-			t.MaxChars = o.MaxChars
+		if o.Chars > 0 {
+			t.MaxChars = o.Chars
 		}
-		if o.MaxLines > 0 {
-			t.MaxLines = o.MaxLines
+		if o.Lines > 0 {
+			t.MaxLines = o.Lines
 		}
 		if o.Mode != "" {
 			t.Tail = o.Mode == "tail"

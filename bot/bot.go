@@ -409,7 +409,7 @@ type Exchange struct {
 // MaxRounds, MaxTokens, LoopWindow and ToolLimits; shared read-only).
 type exchangeLimits struct {
 	rounds, tokens, loops int
-	tools                 map[string]agent.ToolLimit
+	tools                 map[string]cartridge.ToolLimit
 }
 
 // BusyError says a state key is held by another exchange.
