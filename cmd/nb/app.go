@@ -43,11 +43,6 @@ const (
 	exitTerminated = 143 // 128 + SIGTERM
 )
 
-// signalError ends a run stopped by a signal.
-type signalError struct{ sig os.Signal }
-
-func (e *signalError) Error() string { return "stopped by " + e.sig.String() }
-
 // App is one run of nb.
 type App struct {
 	Args           []string
