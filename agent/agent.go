@@ -281,7 +281,7 @@ type Agent struct {
 	// ToolLimits are the cartridge's limits for some tools
 	// (builtins.limits), by tool.MatchName of the tool's name: they win
 	// over the tools' own and Limits.
-	ToolLimits map[string]ToolLimit
+	ToolLimits map[string]cartridge.ToolLimit
 	// MaxStored bounds one tool output kept in the conversation, in bytes
 	// (the model sees far less, the ToolEnd event all of it); 0 means
 	// DefaultMaxStored. A larger output is kept head and tail with a note,
@@ -786,16 +786,8 @@ func (a *Agent) compact(b cartridge.Behavior, stream bool, req provider.Request,
 	dropped := turns(req.Messages) - turns(next.Messages)
 	a.emit(Event{Kind: Warning, ContextTokens: requestTokens(next), ContextBudget: a.Budget,
 		Text: fmt.Sprintf("The provider refused the conversation as longer than the model's context: it was compacted from ~%d to ~%d estimated tokens (%s abridged, %s left out) and sent again",
-			size, after, count(a.abridged-abridgedBefore, "old tool output", "old tool outputs"), count(dropped, "earlier turn", "earlier turns"))})
+			size, after, plural(a.abridged-abridgedBefore, "1 old tool output", "old tool outputs"), plural(dropped, "1 earlier turn", "earlier turns"))})
 	return true
-}
-
-// count is n with the noun that fits it.
-func count(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }
 
 // LoopWarning is what the model is told when its last n calls repeat a
@@ -910,14 +902,14 @@ func MaxTokens(c *cartridge.Cartridge) int {
 
 // ToolLimits are the cartridge's limits of some tools' output
 // (builtins.limits), keyed as Agent.ToolLimits; nil when none.
-func ToolLimits(c *cartridge.Cartridge) map[string]ToolLimit {
+func ToolLimits(c *cartridge.Cartridge) map[string]cartridge.ToolLimit {
 	b, err := c.Builtins()
 	if err != nil || b == nil || len(b.Limits) == 0 {
 		return nil
 	}
-	out := make(map[string]ToolLimit, len(b.Limits))
+	out := make(map[string]cartridge.ToolLimit, len(b.Limits))
 	for name, l := range b.Limits {
-		out[tool.MatchName(name)] = ToolLimit{MaxChars: l.Chars, MaxLines: l.Lines, Mode: l.Mode}
+		out[tool.MatchName(name)] = l
 	}
 	return out
 }

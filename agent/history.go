@@ -44,21 +44,8 @@ func (a *Agent) request(b cartridge.Behavior, stream bool) provider.Request {
 // limitsFor is the truncation of one tool's output for the model: the
 // cartridge's for the tool (builtins.limits), else the tool's own limits
 // where it has them, else the agent's.
-func (a *Agent) limitsFor(name string) (t Truncation) {
-	defer func() {
-		if o, ok := a.ToolLimits[tool.MatchName(name)]; ok {
-			if o.MaxChars > 0 {
-				t.MaxChars = o.MaxChars
-			}
-			if o.MaxLines > 0 {
-				t.MaxLines = o.MaxLines
-			}
-			if o.Mode != "" {
-				t.Tail = o.Mode == "tail"
-			}
-		}
-	}()
-	t = a.Limits
+func (a *Agent) limitsFor(name string) Truncation {
+	t := a.Limits
 	if tl, ok := a.Tools.Lookup(name); ok {
 		if l, ok := tl.(tool.Limited); ok {
 			lim := l.OutputLimits()
@@ -69,6 +56,20 @@ func (a *Agent) limitsFor(name string) (t Truncation) {
 				t.MaxLines = lim.Lines
 			}
 			t.Tail = lim.Tail
+		}
+	}
+	if len(a.ToolLimits) == 0 {
+		return t // no key to normalize for each tool output of each request
+	}
+	if o, ok := a.ToolLimits[tool.MatchName(name)]; ok {
+		if o.Chars > 0 {
+			t.MaxChars = o.Chars
+		}
+		if o.Lines > 0 {
+			t.MaxLines = o.Lines
+		}
+		if o.Mode != "" {
+			t.Tail = o.Mode == "tail"
 		}
 	}
 	return t

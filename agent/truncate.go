@@ -55,11 +55,3 @@ func runeOffset(s string, n int) int {
 	}
 	return len(s)
 }
-
-// ToolLimit is the cartridge's truncation of one tool's output for the
-// model (builtins.limits): zero fields keep the tool's own.
-type ToolLimit struct {
-	MaxChars, MaxLines int
-	// Mode is "head_tail", "tail" or "" (the tool's own).
-	Mode string
-}

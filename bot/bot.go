@@ -46,8 +46,12 @@ type Bot struct {
 	scripts  *script.Runtime
 	store    state.Store
 	budget   int
-	mcp      *mcp.Clients
-	closers  []func() error
+	// limits are the cartridge's bounds of an exchange (rounds, tokens,
+	// loop window, tools' output), read once: the cartridge does not
+	// change.
+	limits  exchangeLimits
+	mcp     *mcp.Clients
+	closers []func() error
 	// ready is Ready's answer for each mode, found once: the cartridge
 	// does not change, and a server asks before every exchange.
 	ready map[cartridge.Mode]error
@@ -98,6 +102,7 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 		tools:     &tool.Set{},
 		store:     h.StateStore(c),
 		budget:    agent.Budget(c, h.historyBudget()),
+		limits:    exchangeLimits{rounds: agent.MaxRounds(c), tokens: agent.MaxTokens(c), loops: agent.LoopWindow(c), tools: agent.ToolLimits(c)},
 	}
 	b.scripts = script.New(script.Options{
 		Sandboxed: c.Sandboxed() || h.ForceSandbox, FennelCacheDir: h.FennelCacheDir, Environ: h.Environ,
@@ -393,6 +398,18 @@ type Exchange struct {
 	Loop     agent.Loop
 	MaxTasks int
 	OnPlan   func(agent.Plan)
+
+	// project is the exchange's project context (environment block and
+	// instructions), gathered once for the exchange and its sub-agents:
+	// the git summary runs git twice.
+	project func() string
+}
+
+// exchangeLimits are a cartridge's bounds of one exchange (see agent.Agent's
+// MaxRounds, MaxTokens, LoopWindow and ToolLimits; shared read-only).
+type exchangeLimits struct {
+	rounds, tokens, loops int
+	tools                 map[string]cartridge.ToolLimit
 }
 
 // BusyError says a state key is held by another exchange.
@@ -479,13 +496,13 @@ func (b *Bot) agent(x Exchange, conv agent.Conversation, tools *tool.Set) *agent
 	a := &agent.Agent{
 		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System, Override: x.Override, Stop: x.Stop, Whole: x.Whole,
 		Scripts: b.scripts, Confirmer: warned(x.Confirmer, tools), Conversation: conv, OnEvent: onEvent, Output: x.Output,
-		Steering: x.Steering, SteerFirst: x.SteerFirst, MaxRounds: agent.MaxRounds(b.Cartridge), MaxTokens: agent.MaxTokens(b.Cartridge), LoopWindow: agent.LoopWindow(b.Cartridge), Budget: b.budget, Limits: agent.DefaultTruncation(), ToolLimits: agent.ToolLimits(b.Cartridge),
+		Steering: x.Steering, SteerFirst: x.SteerFirst, MaxRounds: b.limits.rounds, MaxTokens: b.limits.tokens, LoopWindow: b.limits.loops, Budget: b.budget, Limits: agent.DefaultTruncation(), ToolLimits: b.limits.tools,
 		Structured: x.Structured, Check: x.Check, Loop: x.Loop, MaxTasks: x.MaxTasks, OnPlan: x.OnPlan,
 	}
 	if x.Budget > 0 {
 		a.Budget = x.Budget
 	}
-	a.Context = b.projectContext(tools)
+	a.Context = b.projectContext(x, tools)
 	if _, ok := b.Cartridge.Get("provider", "settings", "user"); ok {
 		// OpenAI's user field carries an opaque identifier, never the name.
 		a.User = state.NewCipher(b.host.Password()).Soft(b.host.EndUser(b.Cartridge, x.EndUser))
@@ -531,6 +548,7 @@ func (b *Bot) run(ctx context.Context, x Exchange, fn func(*agent.Agent) (*agent
 	if conv == nil {
 		conv = agent.NewMemory()
 	}
+	x.project = sync.OnceValue(func() string { return gather(b.Cartridge, b.context, b.builtins).Text() })
 	a := b.agent(x, conv, b.toolsFor(x))
 	if x.Start != nil {
 		if err := x.Start(a.Tools); err != nil {

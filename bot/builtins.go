@@ -154,7 +154,7 @@ func (b *Bot) spawnFor(x Exchange) builtin.SpawnFunc {
 				set.Add(t)
 			}
 		}
-		sub := Exchange{Mode: x.Mode, EndUser: x.EndUser, Confirmer: x.Confirmer, Output: x.Output, OnEvent: steps(x.OnEvent)}
+		sub := Exchange{Mode: x.Mode, EndUser: x.EndUser, Confirmer: x.Confirmer, Output: x.Output, OnEvent: steps(x.OnEvent), project: x.project}
 		a := b.agent(sub, agent.NewMemory(), b.bindSpawn(set, x, depth))
 		res, err := a.Ask(ctx, task)
 		if err != nil {

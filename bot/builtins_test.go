@@ -285,6 +285,48 @@ func TestSpawn(t *testing.T) {
 	}
 }
 
+// TestSpawnSharesProjectContext: a sub-agent is told the project context
+// its parent's exchange gathered (the git summary runs git: once an
+// exchange, not once a spawn); the next exchange gathers it anew.
+func TestSpawnSharesProjectContext(t *testing.T) {
+	s := &scripted{replies: []providertest.Reply{
+		call("spawn", map[string]any{"task": "Say hi.", "tools": []string{"read_file"}}),
+		text("hi"),   // the sub-agent
+		text("done"), // the parent
+		text("again"),
+	}}
+	var agents string
+	brain := func(turn providertest.Turn) providertest.Reply {
+		if len(s.turns) == 0 {
+			// The parent's prompt is built: the project changes under it.
+			os.WriteFile(agents, []byte("Rule two.\n"), 0o644)
+		}
+		return s.brain(turn)
+	}
+	url := fakeOpenAI(t, brain)
+	c := spawnCartridge(t, url, "  files: true\n  spawn: {max-depth: 1}\n")
+	agents = filepath.Join(filepath.Dir(c.Path), "AGENTS.md")
+	os.WriteFile(agents, []byte("Rule one.\n"), 0o644)
+	b, err := New(context.Background(), c, Host{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, input := range []string{"Spawn.", "Again."} {
+		if _, err := b.Ask(context.Background(), Exchange{Mode: cartridge.Eval, Confirmer: &recorder{}}, input); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.turns) != 4 {
+		t.Fatalf("%d requests, want 4", len(s.turns))
+	}
+	for i, want := range []string{"Rule one.", "Rule one.", "Rule one.", "Rule two."} {
+		if sys := s.turns[i].Messages[0].Content; !strings.Contains(sys, want) {
+			t.Errorf("request %d: the system prompt lacks %q:\n%s", i, want, sys)
+		}
+	}
+}
+
 // TestSpawnDepth: a sub-agent is offered spawn only below max-depth, and
 // a tool name it may not use is refused with the list of those it may.
 func TestSpawnDepth(t *testing.T) {

@@ -42,62 +42,38 @@ func gather(c *cartridge.Cartridge, set cartridge.ContextSettings, st builtin.St
 	})
 }
 
-// ContextOf is what a bot of c would tell the model about where it works
-// (ok false when the cartridge sends no context), without building the
-// bot: `nb CART - cartridge` shows it.
-func ContextOf(c *cartridge.Cartridge, h Host) (ctx project.Context, ok bool, err error) {
+// ContextOf is what a bot of c would send first in its system prompt
+// (ok false when the cartridge sends no context): nb's base prompt and
+// the project context, without building the bot: `nb CART - cartridge`
+// shows it.
+func ContextOf(c *cartridge.Cartridge, h Host) (text string, ok bool, err error) {
 	set, err := contextSettings(c)
 	if err != nil || !set.On {
-		return project.Context{}, false, err
+		return "", false, err
 	}
 	st, err := BuiltinsStatus(c, h)
 	if err != nil {
-		return project.Context{}, false, err
-	}
-	return gather(c, set, st), true, nil
-}
-
-// BaseOf is nb's base prompt a bot of c would send first ("" when the
-// context or its base is off, or the cartridge has no file or exec
-// built-ins), without building the bot: `nb CART - cartridge` shows it.
-func BaseOf(c *cartridge.Cartridge, h Host) (string, error) {
-	set, err := contextSettings(c)
-	if err != nil || !set.On || !set.Base {
-		return "", err
-	}
-	st, err := BuiltinsStatus(c, h)
-	if err != nil {
-		return "", err
-	}
-	profile := st.Profile
-	if profile == "" {
-		p := c.Provider()
-		profile = files.ProfileFor(p.ID, p.Model())
-	}
-	return baseprompt.Text(profile, func(name string) bool { return slices.Contains(st.Tools, name) }), nil
-}
-
-// projectContext is the context's text for one exchange with tools ("" when
-// off): nb's base prompt for the model family, then the environment
-// block and the project's instructions, gathered anew for each exchange
-// (the date and the files change).
-func (b *Bot) projectContext(tools *tool.Set) string {
-	if !b.context.On {
-		return ""
+		return "", false, err
 	}
 	var base string
-	if b.context.Base {
-		profile := b.builtins.Profile
-		if profile == "" {
-			p := b.Cartridge.Provider()
-			profile = files.ProfileFor(p.ID, p.Model())
-		}
-		base = baseprompt.Text(profile, func(name string) bool {
-			_, ok := tools.Lookup(name)
-			return ok
-		})
+	if set.Base {
+		base = baseprompt.Text(baseProfile(c, st), func(name string) bool { return slices.Contains(st.Tools, name) })
 	}
-	ctx := gather(b.Cartridge, b.context, b.builtins).Text()
+	return withBase(base, gather(c, set, st).Text()), true, nil
+}
+
+// baseProfile is the family nb's base prompt is written for: the files
+// group's profile, else the model's.
+func baseProfile(c *cartridge.Cartridge, st builtin.Status) files.Profile {
+	if st.Profile != "" {
+		return st.Profile
+	}
+	p := c.Provider()
+	return files.ProfileFor(p.ID, p.Model())
+}
+
+// withBase puts nb's base prompt before the project context.
+func withBase(base, ctx string) string {
 	if base == "" {
 		return ctx
 	}
@@ -105,4 +81,26 @@ func (b *Bot) projectContext(tools *tool.Set) string {
 		return base
 	}
 	return base + "\n\n" + ctx
+}
+
+// projectContext is the context's text for exchange x with tools (""
+// when off): nb's base prompt for the model family, then the environment
+// block and the project's instructions, gathered anew for each exchange
+// (the date and the files change) and once for an exchange and the
+// sub-agents it spawns (x.project).
+func (b *Bot) projectContext(x Exchange, tools *tool.Set) string {
+	if !b.context.On {
+		return ""
+	}
+	var base string
+	if b.context.Base {
+		base = baseprompt.Text(baseProfile(b.Cartridge, b.builtins), func(name string) bool {
+			_, ok := tools.Lookup(name)
+			return ok
+		})
+	}
+	if x.project != nil {
+		return withBase(base, x.project())
+	}
+	return withBase(base, gather(b.Cartridge, b.context, b.builtins).Text())
 }

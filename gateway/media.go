@@ -3,7 +3,6 @@ package gateway
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,16 +10,9 @@ import (
 	"github.com/nbots/nb/media"
 )
 
-// maxImageBytes bounds a picture given to the model: the smallest of the
-// providers' limits (Anthropic's 5 MB per image).
-const maxImageBytes = 5 << 20
-
-// imageTypes are the pictures every provider that takes images accepts.
-var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
-
 // turnMedia prepares what came with a message for the model: the
 // pictures among paths (PNG, JPEG, GIF or WebP by their content, stored
-// under the workspace's media folder, up to maxImageBytes) as images, and
+// under the workspace's media folder, up to media.MaxImageBytes) as images, and
 // the text with a note naming each file it does not already name, so a
 // model that takes no images, or a file that is not one, is still known
 // by its path (the agent's file tools can read it).
@@ -67,21 +59,21 @@ func (g *Gateway) readImage(path string) (*media.Image, error) {
 		return nil, err
 	}
 	defer f.Close()
-	head := make([]byte, 512)
+	head := make([]byte, media.SniffLen)
 	n, err := io.ReadFull(f, head)
 	if err != nil && err != io.ErrUnexpectedEOF {
 		return nil, err
 	}
-	typ := http.DetectContentType(head[:n])
-	if !imageTypes[typ] {
+	typ, ok := media.ImageType(head[:n])
+	if !ok {
 		return nil, nil
 	}
 	info, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if info.Size() > maxImageBytes {
-		return nil, fmt.Errorf("%d bytes, over the %d a picture may have for the model", info.Size(), maxImageBytes)
+	if info.Size() > media.MaxImageBytes {
+		return nil, fmt.Errorf("%d bytes, over the %d a picture may have for the model", info.Size(), media.MaxImageBytes)
 	}
 	data := make([]byte, info.Size())
 	copy(data, head[:n])

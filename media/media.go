@@ -6,12 +6,29 @@ package media
 import (
 	"encoding/base64"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 )
 
 // MaxImageBytes bounds a picture given to the model: the smallest of
 // the providers' limits (Anthropic's 5 MB per image).
 const MaxImageBytes = 5 << 20
+
+// SniffLen is how many of a file's first bytes ImageType needs.
+const SniffLen = 512
+
+// imageTypes are the pictures every provider that takes images accepts.
+var imageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+// ImageType is the type of the picture whose first bytes (up to
+// SniffLen) are head, by its content, not its name; ok is false unless
+// it is a PNG, JPEG, GIF or WebP picture, the types every provider that
+// takes images accepts.
+func ImageType(head []byte) (mediaType string, ok bool) {
+	t := http.DetectContentType(head)
+	return t, slices.Contains(imageTypes, t)
+}
 
 // Image is one picture. Either Data or URL is set.
 type Image struct {

@@ -27,3 +27,25 @@ func TestDataURLRoundTrip(t *testing.T) {
 		t.Error("an image without bytes is its URL")
 	}
 }
+
+// ImageType knows a picture by its bytes: the four types every provider
+// takes, and nothing else (an SVG is text, a BMP no provider takes).
+func TestImageType(t *testing.T) {
+	for _, tc := range []struct {
+		head string
+		want string
+		ok   bool
+	}{
+		{"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "image/png", true},
+		{"\xff\xd8\xff\xe0\x00\x10JFIF", "image/jpeg", true},
+		{"GIF89a\x01\x00", "image/gif", true},
+		{"RIFF\x24\x00\x00\x00WEBPVP8 ", "image/webp", true},
+		{"BM\x36\x00\x00\x00", "image/bmp", false},
+		{"<?xml version=\"1.0\"?><svg xmlns=\"http://www.w3.org/2000/svg\"/>", "text/xml; charset=utf-8", false},
+		{"package main\n", "text/plain; charset=utf-8", false},
+	} {
+		if got, ok := ImageType([]byte(tc.head)); got != tc.want || ok != tc.ok {
+			t.Errorf("ImageType(%q) = %q, %v; want %q, %v", tc.head, got, ok, tc.want, tc.ok)
+		}
+	}
+}

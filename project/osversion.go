@@ -4,9 +4,14 @@ import (
 	"bufio"
 	"os"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
+
+// systemVersion is osVersion, read once a process: the system does not
+// change under it, and the environment block is written every exchange.
+var systemVersion = sync.OnceValue(osVersion)
 
 // osVersion names the operating system's version: the distribution's
 // name (os-release's PRETTY_NAME) and the kernel's release on Linux, the

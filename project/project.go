@@ -221,7 +221,7 @@ func environment(o Options, dir string, c Context) string {
 	}
 	osv := o.OSVersion
 	if osv == "" {
-		osv = osVersion()
+		osv = systemVersion()
 	}
 	var head, tail strings.Builder
 	head.WriteString("<environment>\n")

@@ -105,7 +105,8 @@ const (
 )
 
 // liveTail keeps the last lines of a tool's live output, made safe to
-// print: control characters (escape sequences too) are left out, a
+// print: control characters are left out (an escape sequence's ESC too,
+// so none reaches the terminal, though its other characters show), a
 // carriage return starts the line again (a progress bar shows its last
 // state), tabs become spaces.
 type liveTail struct {

@@ -9,9 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -101,16 +99,12 @@ func (t *readFile) Run(ctx context.Context, call tool.Call) (any, error) {
 	return readLines(f, p, offset, limit)
 }
 
-// imageTypes are the pictures read_file gives the model as images: the
-// types every provider that takes images accepts.
-var imageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
-
 // readImage answers f as an image when its content is a PNG, JPEG, GIF
 // or WebP picture (by its bytes, not its name), within
 // media.MaxImageBytes. ok is false for any other file, which is then
 // read from its start as text.
 func readImage(f *os.File, name string) (*tool.Result, bool, error) {
-	head := make([]byte, 512)
+	head := make([]byte, media.SniffLen)
 	n, err := io.ReadFull(f, head)
 	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
 		return nil, false, fmt.Errorf("%s: %v", name, unwrap(err))
@@ -118,8 +112,8 @@ func readImage(f *os.File, name string) (*tool.Result, bool, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, false, fmt.Errorf("%s: %v", name, unwrap(err))
 	}
-	kind := http.DetectContentType(head[:n])
-	if !slices.Contains(imageTypes, kind) {
+	kind, ok := media.ImageType(head[:n])
+	if !ok {
 		return nil, false, nil
 	}
 	data, err := io.ReadAll(io.LimitReader(f, media.MaxImageBytes+1))

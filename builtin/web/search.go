@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,7 +47,7 @@ var engines = map[string]struct{ name, base string }{
 }
 
 // Engines are the engines NewSearch takes, sorted.
-func Engines() []string { return []string{Brave, Jina, SearXNG, Tavily} }
+func Engines() []string { return slices.Sorted(maps.Keys(engines)) }
 
 // SearchOptions configures web_search.
 type SearchOptions struct {
@@ -177,55 +179,19 @@ func (s *Search) Run(ctx context.Context, call tool.Call) (any, error) {
 		}
 		return nil, fmt.Errorf("web_search has no %s API key: set %s", s.engine(), s.cfg.KeyName)
 	}
-	if s.cfg.Provider != Brave {
-		items, err := s.other(ctx, query, count)
-		if err != nil {
-			return nil, err
-		}
-		return format(query, items, count), nil
-	}
-	u := strings.TrimRight(s.cfg.BaseURL, "/") + "/res/v1/web/search?" + url.Values{"q": {query}, "count": {fmt.Sprint(count)}}.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, err := s.request(ctx, query, count)
 	if err != nil {
 		return nil, fmt.Errorf("web_search: %v", err)
 	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("X-Subscription-Token", s.cfg.APIKey)
-	resp, err := s.cfg.Client.Do(req)
+	body, err := s.send(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("web_search: Brave Search did not answer: %v", err)
+		return nil, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	items, err := s.decode(body)
 	if err != nil {
-		return nil, fmt.Errorf("web_search: reading Brave Search's answer: %v", err)
+		return nil, fmt.Errorf("web_search: %s's answer is not the JSON it documents: %v", s.engine(), err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, braveFailure(resp, body)
-	}
-	var r braveResponse
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("web_search: Brave Search's answer is not the JSON it documents: %v", err)
-	}
-	if r.Web == nil || len(r.Web.Results) == 0 {
-		return "No results for: " + query, nil
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "Results for: %s\n", query)
-	for i, res := range r.Web.Results {
-		if i == count {
-			break
-		}
-		fmt.Fprintf(&b, "\n%d. %s\n   %s\n", i+1, plain(res.Title), res.URL)
-		if d := plain(res.Description); d != "" {
-			fmt.Fprintf(&b, "   %s\n", d)
-		}
-	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
+	return format(query, items, count), nil
 }
 
 // braveFailure explains an error answer of the API.
@@ -282,12 +248,14 @@ func format(query string, items []result, count int) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// other searches with Tavily, SearXNG or Jina, each as its API documents.
-func (s *Search) other(ctx context.Context, query string, count int) ([]result, error) {
+// request is the engine's search request, as its API documents.
+func (s *Search) request(ctx context.Context, query string, count int) (*http.Request, error) {
 	base := strings.TrimRight(s.cfg.BaseURL, "/")
 	var req *http.Request
 	var err error
 	switch s.cfg.Provider {
+	case Brave:
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/res/v1/web/search?"+url.Values{"q": {query}, "count": {fmt.Sprint(count)}}.Encode(), nil)
 	case Tavily:
 		body, _ := json.Marshal(map[string]any{"query": query, "max_results": count})
 		req, err = http.NewRequestWithContext(ctx, http.MethodPost, base+"/search", strings.NewReader(string(body)))
@@ -300,12 +268,21 @@ func (s *Search) other(ctx context.Context, query string, count int) ([]result, 
 		req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/?"+url.Values{"q": {query}}.Encode(), nil)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("web_search: %v", err)
+		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
-	if s.cfg.APIKey != "" {
+	switch {
+	case s.cfg.Provider == Brave:
+		req.Header.Set("X-Subscription-Token", s.cfg.APIKey)
+	case s.cfg.APIKey != "":
 		req.Header.Set("Authorization", "Bearer "+s.cfg.APIKey)
 	}
+	return req, nil
+}
+
+// send sends req and reads the engine's answer; an error answer is
+// explained (Brave's by its error code).
+func (s *Search) send(req *http.Request) ([]byte, error) {
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
 		var ue *url.Error
@@ -319,27 +296,48 @@ func (s *Search) other(ctx context.Context, query string, count int) ([]result, 
 	if err != nil {
 		return nil, fmt.Errorf("web_search: reading %s's answer: %v", s.engine(), err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		detail := strings.TrimSpace(string(body))
-		if len(detail) > 300 {
-			detail = detail[:300] + "…"
-		}
-		switch resp.StatusCode {
-		case http.StatusUnauthorized, http.StatusForbidden:
-			return nil, fmt.Errorf("web_search: %s refused the request (%s): %s; check %s", s.engine(), resp.Status, detail, s.cfg.KeyName)
-		}
-		return nil, fmt.Errorf("web_search: %s answered %s: %s", s.engine(), resp.Status, detail)
+	if resp.StatusCode == http.StatusOK {
+		return body, nil
 	}
-	// Tavily and SearXNG answer {results: [{title, url, content}]}, Jina
-	// {data: [{title, url, description, content}]}.
+	if s.cfg.Provider == Brave {
+		return nil, braveFailure(resp, body)
+	}
+	detail := strings.TrimSpace(string(body))
+	if len(detail) > 300 {
+		detail = detail[:300] + "…"
+	}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return nil, fmt.Errorf("web_search: %s refused the request (%s): %s; check %s", s.engine(), resp.Status, detail, s.cfg.KeyName)
+	}
+	return nil, fmt.Errorf("web_search: %s answered %s: %s", s.engine(), resp.Status, detail)
+}
+
+// decode reads the results of the engine's answer: Brave's
+// {web: {results: [{title, url, description}]}}, Tavily's and SearXNG's
+// {results: [{title, url, content}]}, Jina's {data: [{title, url,
+// description, content}]}.
+func (s *Search) decode(body []byte) ([]result, error) {
+	var items []result
+	if s.cfg.Provider == Brave {
+		var r braveResponse
+		if err := json.Unmarshal(body, &r); err != nil {
+			return nil, err
+		}
+		if r.Web != nil {
+			for _, x := range r.Web.Results {
+				items = append(items, result{x.Title, x.URL, x.Description})
+			}
+		}
+		return items, nil
+	}
 	var r struct {
 		Results []struct{ Title, URL, Content string }              `json:"results"`
 		Data    []struct{ Title, URL, Description, Content string } `json:"data"`
 	}
 	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("web_search: %s's answer is not the JSON it documents: %v", s.engine(), err)
+		return nil, err
 	}
-	var items []result
 	for _, x := range r.Results {
 		items = append(items, result{x.Title, x.URL, x.Content})
 	}

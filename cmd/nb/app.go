@@ -43,11 +43,6 @@ const (
 	exitTerminated = 143 // 128 + SIGTERM
 )
 
-// signalError ends a run stopped by a signal.
-type signalError struct{ sig os.Signal }
-
-func (e *signalError) Error() string { return "stopped by " + e.sig.String() }
-
 // App is one run of nb.
 type App struct {
 	Args           []string
@@ -444,19 +439,11 @@ func (a *App) builtinsStatus(cart *cartridge.Cartridge) error {
 			b.WriteString("#   " + line + "\n")
 		}
 	}
-	ctx, ok, err := bot.ContextOf(cart, a.host())
+	text, ok, err := bot.ContextOf(cart, a.host())
 	if err != nil {
 		return err
 	}
 	if ok {
-		base, err := bot.BaseOf(cart, a.host())
-		if err != nil {
-			return err
-		}
-		text := ctx.Text()
-		if base != "" {
-			text = base + "\n\n" + text
-		}
 		b.WriteString("# context, as it would be sent first in the system prompt (the context key):\n")
 		for _, line := range strings.Split(text, "\n") {
 			b.WriteString(strings.TrimRight("#   "+line, " ") + "\n")

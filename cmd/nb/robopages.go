@@ -1,8 +1,6 @@
 package main
 
 import (
-	"syscall"
-
 	cli "github.com/nbots/nb/cmd/nb/robopages"
 	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/term"
@@ -20,15 +18,6 @@ func (a *App) robopages(args []string) int {
 		Terminal: term.IsTerminal(a.Stdin),
 		Flags:    a.flags,
 	})
-}
-
-// ExitCode is the status of a command stopped by the signal: 128 plus
-// its number, as shells report it.
-func (e *signalError) ExitCode() int {
-	if e.sig == syscall.SIGTERM {
-		return exitTerminated
-	}
-	return exitInterrupt
 }
 
 // robopageExecutor runs the robopages of the cartridges of this process,

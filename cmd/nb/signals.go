@@ -8,6 +8,20 @@ import (
 	"syscall"
 )
 
+// signalError ends a run stopped by a signal.
+type signalError struct{ sig os.Signal }
+
+func (e *signalError) Error() string { return "stopped by " + e.sig.String() }
+
+// ExitCode is the status of a command stopped by the signal: 128 plus
+// its number, as shells report it.
+func (e *signalError) ExitCode() int {
+	if e.sig == syscall.SIGTERM {
+		return exitTerminated
+	}
+	return exitInterrupt
+}
+
 // signals is nb's one handler of SIGINT and SIGTERM, installed by Main
 // for the whole run. The first signal cancels the run's context (Context)
 // with a *signalError as its cause, which every command is given and

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 )
 
@@ -86,7 +87,7 @@ func renameForResponses(body map[string]any) error {
 			if m == nil {
 				m = map[string]any{}
 			} else {
-				m = copyMap(m)
+				m = maps.Clone(m)
 			}
 			body[outer] = m
 			parent, key = m, inner
@@ -97,7 +98,7 @@ func renameForResponses(body map[string]any) error {
 	}
 	if so, ok := body["stream_options"].(map[string]any); ok {
 		if _, has := so["include_usage"]; has {
-			so = copyMap(so)
+			so = maps.Clone(so)
 			delete(so, "include_usage")
 			if len(so) == 0 {
 				delete(body, "stream_options")
@@ -107,12 +108,4 @@ func renameForResponses(body map[string]any) error {
 		}
 	}
 	return nil
-}
-
-func copyMap(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
