@@ -65,7 +65,9 @@ func TestFrontEndsDoNotImportEachOther(t *testing.T) {
 }
 
 // goFiles parses the non-test Go files below dir (relative to the module
-// root) and gives each to fn with its slash-separated path.
+// root) and gives each to fn with its slash-separated path. Hidden
+// folders, testdata and node_modules (npm packages ship Go files too)
+// are not the module's.
 func goFiles(t *testing.T, dir string, fn func(path string, f *ast.File)) {
 	t.Helper()
 	root := filepath.Join("..", "..", dir)
@@ -75,7 +77,7 @@ func goFiles(t *testing.T, dir string, fn func(path string, f *ast.File)) {
 			return err
 		}
 		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata") {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
 				return filepath.SkipDir
 			}
 			return nil
