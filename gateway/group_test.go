@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"github.com/nbots/nb/gateway/replica"
 	"io"
 	"log/slog"
 	"runtime"
@@ -15,7 +14,9 @@ import (
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/dispatch"
+	"github.com/nbots/nb/gateway/replica"
 	"github.com/nbots/nb/gateway/session"
+	"github.com/nbots/nb/internal/rungroup"
 )
 
 // groupChannel is a channel that runs until its context ends, or fails
@@ -48,7 +49,7 @@ func (failingOutbound) Outbound(context.Context, string, func(context.Context, b
 }
 
 // runGroup runs a gateway's loop, a dispatcher and the channels in one
-// Group as nb gateway does, and returns what Wait returned.
+// run group as nb gateway does, and returns what Wait returned.
 func runGroup(t *testing.T, b bus.Bus, chs ...channel.Channel) error {
 	t.Helper()
 	dir := t.TempDir()
@@ -61,7 +62,7 @@ func runGroup(t *testing.T, b bus.Bus, chs ...channel.Channel) error {
 	g := &Gateway{Bus: b, Sessions: sm, Runner: &echoRunner{}, Log: log, Access: &access.Checker{Store: dir + "/pairing.json"}}
 	g.Alone()
 	d := &dispatch.Dispatcher{Bus: b, Channels: chs, Log: log, Delivered: &replica.Local{}}
-	group := NewGroup(context.Background())
+	group := rungroup.New(context.Background())
 	group.Go("the gateway", g.Run)
 	group.Go("the dispatcher", d.Run)
 	for _, ch := range chs {

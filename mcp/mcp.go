@@ -7,6 +7,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -172,13 +173,9 @@ func (c *Clients) buildTools() []tool.Tool {
 		s.mu.Lock()
 		remote := s.tools
 		s.mu.Unlock()
-		prefix := s.cfg.Prefix
-		if prefix == "" {
-			prefix = s.cfg.Name
-		}
-		start := prefix + "__"
-		if s.cfg.ToolPrefix != "" {
-			start = s.cfg.ToolPrefix
+		start := s.cfg.ToolPrefix
+		if start == "" {
+			start = cmp.Or(s.cfg.Prefix, s.cfg.Name) + "__"
 		}
 		for _, rt := range remote {
 			name := start + rt.name

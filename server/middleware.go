@@ -55,10 +55,13 @@ func TokenFrom(ctx context.Context) *Token {
 // tokens. What one owner kept is unknown to another.
 func Owner(ctx context.Context) string {
 	if t := TokenFrom(ctx); t != nil {
-		return "token:" + t.Name
+		return ownerOf(t)
 	}
 	return ""
 }
+
+// ownerOf is the Owner of the requests t authenticates.
+func ownerOf(t *Token) string { return "token:" + t.Name }
 
 // RequestID returns the id of the request of ctx (sent back as
 // X-Request-Id and in every log line about it).
@@ -367,20 +370,22 @@ func (s *Server) logRequest(r *http.Request, info *reqInfo, w *statusWriter, d t
 // OwnerContext is a context for work the server does for owner (a value
 // of Owner) outside a request, such as a pipeline run that another
 // replica started and this one took over: it carries owner's token, so
-// that the token's cartridges and limits apply. It fails when no token
-// of this server has that name.
-func (s *Server) OwnerContext(ctx context.Context, owner string) (context.Context, error) {
+// that the token's cartridges and limits apply. Like a request, it holds
+// the cartridges it uses until release (a run Admit detaches holds its
+// own). It fails when no token of this server has that name.
+func (s *Server) OwnerContext(ctx context.Context, owner string) (_ context.Context, release func(), _ error) {
 	info := &reqInfo{id: newRequestID()}
 	if owner != "" {
 		for _, t := range s.opts.Tokens {
-			if "token:"+t.Name == owner {
+			if ownerOf(t) == owner {
 				info.token = t
 				break
 			}
 		}
 		if info.token == nil {
-			return nil, fmt.Errorf("no token of this server is %s", owner)
+			return nil, nil, fmt.Errorf("no token of this server is %s", owner)
 		}
 	}
-	return context.WithValue(context.WithValue(ctx, infoKey{}, info), leasesKey{}, &catalog.Leases{}), nil
+	l := &catalog.Leases{}
+	return context.WithValue(context.WithValue(ctx, infoKey{}, info), leasesKey{}, l), l.Release, nil
 }

@@ -88,9 +88,10 @@ type LimitNames struct {
 	// Rate names Options.AnonymousRate ("--rate").
 	Rate string
 	// Conns says how to let a client open more connections (a
-	// sentence, told to the refused client); ClientHosts how to let a
-	// client's cartridge reach another host; AllowTool how to let a
-	// tool that asks for a confirmation run (told in the log).
+	// sentence, told to the refused client); ClientHosts names what
+	// lets a client's cartridge reach another host (said after "the
+	// operator may allow this host with"); AllowTool says how to let a
+	// tool that asks for a confirmation run (after "or", in the log).
 	Conns, ClientHosts, AllowTool string
 }
 

@@ -9,8 +9,7 @@ import (
 // Backoff spaces a receive loop's retries: Base after the first failure,
 // doubled after each further one up to Max, and Base again after a
 // success. With Conn set, Failed (and Retry) also mark the loop's
-// connection down with the failure; the loop marks it up itself, once
-// it receives.
+// connection down with the failure, and Connected marks it up.
 type Backoff struct {
 	Base, Max time.Duration
 	Conn      *Conn
@@ -33,6 +32,13 @@ func (b *Backoff) Next(after time.Duration) time.Duration {
 
 // Reset starts the waits over after a success.
 func (b *Backoff) Reset() { b.next = b.Base }
+
+// Connected records that the loop connected and receives: the waits
+// start over (Reset) and Conn is marked up.
+func (b *Backoff) Connected() {
+	b.Reset()
+	b.Conn.Up()
+}
 
 // Failed records that the loop lost its connection, or could not make
 // one, because of err, and returns the wait before the next try (see

@@ -37,6 +37,7 @@ import (
 	gwsession "github.com/nbots/nb/gateway/session"
 	"github.com/nbots/nb/gateway/web"
 	"github.com/nbots/nb/internal/httpguard"
+	"github.com/nbots/nb/internal/rungroup"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/state/storeurl"
 )
@@ -302,7 +303,7 @@ func Open(ctx context.Context, c *config.Config, o Options) (_ *Gateway, err err
 // started has ended (the steering offers and the consolidations
 // included). A gateway runs once.
 func (gw *Gateway) Run(ctx context.Context) error {
-	group := gateway.NewGroup(ctx)
+	group := rungroup.New(ctx)
 	restart := make(chan struct{}, 1)
 	gw.Core.Restart = func() {
 		select {
@@ -340,7 +341,7 @@ func (gw *Gateway) Run(ctx context.Context) error {
 
 // start runs the loop, the dispatcher, the channels and the background
 // work in group.
-func (gw *Gateway) start(group *gateway.Group) {
+func (gw *Gateway) start(group *rungroup.Group) {
 	g := gw.Core
 	group.Go("the gateway", g.Run)
 	group.Go("the dispatcher", gw.dispatcher.Run)
@@ -396,7 +397,7 @@ type Reply struct {
 // answer. wait ends the run and waits for every goroutine it started.
 func (gw *Gateway) Chat(ctx context.Context, sessionKey string) (ask func(ctx context.Context, text string, fn func(Reply)) error, wait func() error) {
 	runCtx, cancel := context.WithCancel(ctx)
-	group := gateway.NewGroup(runCtx)
+	group := rungroup.New(runCtx)
 	g := gw.Core
 	group.Go("the gateway", g.Run)
 	for _, p := range gw.background {

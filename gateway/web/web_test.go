@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"encoding/json"
-	"github.com/nbots/nb/gateway/replica"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,6 +20,7 @@ import (
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/dispatch"
+	"github.com/nbots/nb/gateway/replica"
 	"github.com/nbots/nb/gateway/session"
 	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/provider"

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -74,6 +75,50 @@ func TestMoveNoReplace(t *testing.T) {
 		t.Errorf("moving over an existing file: %v, want fs.ErrExist", err)
 	}
 	if b, _ := os.ReadFile(to); string(b) != "jobs" {
+		t.Errorf("the existing file was replaced: %q", b)
+	}
+}
+
+// Across file systems (a tmpfs /dev/shm beside the test's folder), the
+// move copies: the file arrives whole, the source goes, and an existing
+// target is still never replaced.
+func TestMoveNoReplaceAcrossFileSystems(t *testing.T) {
+	var a, b syscall.Statfs_t
+	dir := t.TempDir()
+	if syscall.Statfs(dir, &a) != nil || syscall.Statfs("/dev/shm", &b) != nil || a.Fsid == b.Fsid {
+		t.Skip("no second file system at /dev/shm")
+	}
+	src, err := os.MkdirTemp("/dev/shm", "atomicfile-")
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(src) })
+	from, to := filepath.Join(src, "from"), filepath.Join(dir, "to")
+	if err := os.WriteFile(from, []byte("sessions"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(from, filepath.Join(dir, "probe")); err == nil {
+		t.Skip("/dev/shm links into the test's folder: one file system")
+	}
+	if err := MoveNoReplace(from, to); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(to); err != nil || string(b) != "sessions" {
+		t.Fatalf("moved: %q, %v", b, err)
+	}
+	if _, err := os.Stat(from); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the source is still there: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "to*")); len(left) != 1 {
+		t.Errorf("files beside the target: %v", left)
+	}
+	if err := os.WriteFile(from, []byte("other"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := MoveNoReplace(from, to); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("moving over an existing file: %v, want fs.ErrExist", err)
+	}
+	if b, _ := os.ReadFile(to); string(b) != "sessions" {
 		t.Errorf("the existing file was replaced: %q", b)
 	}
 }

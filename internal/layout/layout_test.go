@@ -65,7 +65,9 @@ func TestFrontEndsDoNotImportEachOther(t *testing.T) {
 }
 
 // goFiles parses the non-test Go files below dir (relative to the module
-// root) and gives each to fn with its slash-separated path.
+// root) and gives each to fn with its slash-separated path. Hidden
+// folders, testdata and node_modules (npm packages ship Go files too)
+// are not the module's.
 func goFiles(t *testing.T, dir string, fn func(path string, f *ast.File)) {
 	t.Helper()
 	root := filepath.Join("..", "..", dir)
@@ -75,7 +77,7 @@ func goFiles(t *testing.T, dir string, fn func(path string, f *ast.File)) {
 			return err
 		}
 		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata") {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
 				return filepath.SkipDir
 			}
 			return nil
@@ -142,11 +144,15 @@ func TestGatewayLeavesTheProcessAlone(t *testing.T) {
 // Delivered being nil.
 func TestGatewayHasNoNilSeams(t *testing.T) {
 	seams := map[string]bool{"Steer": true, "Elector": true, "Claims": true, "Counters": true, "Others": true, "Delivered": true}
+	used := map[string]bool{}
 	goFiles(t, "gateway", func(path string, f *ast.File) {
 		if strings.HasSuffix(filepath.Dir(path), "test") {
 			return // a test kit (replicatest) checks implementations, nil ones included
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok && seams[sel.Sel.Name] {
+				used[sel.Sel.Name] = true
+			}
 			be, ok := n.(*ast.BinaryExpr)
 			if !ok || (be.Op != token.EQL && be.Op != token.NEQ) {
 				return true
@@ -160,6 +166,13 @@ func TestGatewayHasNoNilSeams(t *testing.T) {
 			return true
 		})
 	})
+	// The walk must see the seams it judges: a seam renamed away would
+	// leave this test checking nothing.
+	for name := range seams {
+		if !used[name] {
+			t.Errorf("no code under gateway/ uses a seam named %s: rename it here", name)
+		}
+	}
 }
 
 // flagName matches a command-line flag (--listen) inside a message.

@@ -268,10 +268,11 @@ func (h *Handler) Adopt(ctx context.Context, interval time.Duration) {
 		return
 	}
 	spec := func(owner string, p Params, g *pipeline.Graph, src []byte) (Spec, error) {
-		octx, err := h.srv.OwnerContext(context.WithoutCancel(ctx), owner)
+		octx, release, err := h.srv.OwnerContext(context.WithoutCancel(ctx), owner)
 		if err != nil {
 			return Spec{}, err
 		}
+		defer release() // the run holds its cartridge itself (Admit, detached)
 		sp := Spec{Graph: g, Source: src, Params: p}
 		if err := h.prepare(octx, &sp); err != nil {
 			return Spec{}, err

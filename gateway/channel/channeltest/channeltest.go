@@ -215,6 +215,18 @@ func Folders(t testing.TB, env channel.Env) channel.Env {
 	return env
 }
 
+// CheckStatus checks what c, running, reports of its connection:
+// connected once it receives, and, after cut stops the platform,
+// connecting with the failure as the reason.
+func CheckStatus(t testing.TB, c channel.Channel, cut func()) {
+	t.Helper()
+	WaitStatus(t, c, channel.Connected)
+	cut()
+	if st := WaitStatus(t, c, channel.Connecting); st.Reason == "" {
+		t.Errorf("connecting again without a reason: %+v", st)
+	}
+}
+
 // WaitStatus waits up to ten seconds for c, a channel.Reporter, to
 // report state, and returns its status.
 func WaitStatus(t testing.TB, c channel.Channel, state channel.Connection) channel.Status {

@@ -264,7 +264,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 	var once sync.Once
 	b := channel.Backoff{Base: c.retryBase, Max: time.Minute, Conn: &c.link}
 	for {
-		err := c.session(ctx, in, func() { b.Reset(); c.link.Up(); once.Do(ready) })
+		err := c.session(ctx, in, func() { b.Connected(); once.Do(ready) })
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -404,9 +404,5 @@ func TestWebhookThrottled(t *testing.T) {
 func TestStatus(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, &channeltest.Inbox{})
-	channeltest.WaitStatus(t, h.ch, channel.Connected)
-	fake.Close()
-	if st := channeltest.WaitStatus(t, h.ch, channel.Connecting); st.Reason == "" {
-		t.Errorf("connecting again without a reason: %+v", st)
-	}
+	channeltest.CheckStatus(t, h.ch, fake.Close)
 }

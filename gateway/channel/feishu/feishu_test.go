@@ -533,9 +533,5 @@ func TestPacedPerChat(t *testing.T) {
 func TestStatus(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, Config{})
-	channeltest.WaitStatus(t, h.ch, channel.Connected)
-	fake.Close()
-	if st := channeltest.WaitStatus(t, h.ch, channel.Connecting); st.Reason == "" {
-		t.Errorf("connecting again without a reason: %+v", st)
-	}
+	channeltest.CheckStatus(t, h.ch, fake.Close)
 }

@@ -36,8 +36,7 @@ func (c *Channel) runSocket(ctx context.Context, in channel.Inbox, ready func(),
 			return err
 		}
 		err = c.connect(ctx, in, ep, func() {
-			b.Reset()
-			c.link.Up()
+			b.Connected()
 			if !readied {
 				readied = true
 				c.log.Info("feishu: connected by long connection")

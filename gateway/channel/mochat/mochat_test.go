@@ -294,9 +294,5 @@ func TestDeadlineIsAStop(t *testing.T) {
 func TestStatus(t *testing.T) {
 	srv := newServer(t)
 	c, _, _ := run(t, srv, Config{Sessions: []string{"*"}}, channel.Env{})
-	channeltest.WaitStatus(t, c, channel.Connected)
-	srv.Close()
-	if st := channeltest.WaitStatus(t, c, channel.Connecting); st.Reason == "" {
-		t.Errorf("connecting again without a reason: %+v", st)
-	}
+	channeltest.CheckStatus(t, c, srv.Close)
 }

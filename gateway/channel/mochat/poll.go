@@ -146,13 +146,12 @@ func (c *Channel) wait(ctx context.Context, b *channel.Backoff, err error) bool 
 	if errors.As(err, &ra) {
 		after = ra.After
 	}
-	c.link.Down(err)
-	return channel.Sleep(ctx, b.Next(after))
+	return channel.Sleep(ctx, b.Failed(err, after))
 }
 
 // watchSession long-polls one session from its cursor.
 func (c *Channel) watchSession(ctx context.Context, sid string) {
-	b := channel.Backoff{Base: ms(c.cfg.RetryDelayMs, 500), Max: 30 * time.Second}
+	b := channel.Backoff{Base: ms(c.cfg.RetryDelayMs, 500), Max: 30 * time.Second, Conn: &c.link}
 	for c.pauseWhileSocket(ctx) {
 		c.mu.Lock()
 		cur := c.cursors[sid]
@@ -192,7 +191,7 @@ func (c *Channel) limit() int {
 // pollPanel reads a panel's latest messages every refreshIntervalMs; the
 // duplicate window keeps those already carried.
 func (c *Channel) pollPanel(ctx context.Context, pid string) {
-	b := channel.Backoff{Base: ms(c.cfg.RetryDelayMs, 500), Max: 30 * time.Second}
+	b := channel.Backoff{Base: ms(c.cfg.RetryDelayMs, 500), Max: 30 * time.Second, Conn: &c.link}
 	first := true
 	for c.pauseWhileSocket(ctx) {
 		var out struct {

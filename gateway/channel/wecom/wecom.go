@@ -187,8 +187,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 	readied := false
 	for {
 		err := c.connect(ctx, in, func() {
-			b.Reset()
-			c.link.Up()
+			b.Connected()
 			if !readied {
 				readied = true
 				c.log.Info("wecom: connected by long connection")

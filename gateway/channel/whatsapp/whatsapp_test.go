@@ -411,9 +411,5 @@ func TestStatusAndQRFrames(t *testing.T) {
 // connecting, with why, when the platform is gone.
 func TestStatus(t *testing.T) {
 	h := start(t, Config{}, nil)
-	channeltest.WaitStatus(t, h.ch, channel.Connected)
-	h.bridge.Close()
-	if st := channeltest.WaitStatus(t, h.ch, channel.Connecting); st.Reason == "" {
-		t.Errorf("connecting again without a reason: %+v", st)
-	}
+	channeltest.CheckStatus(t, h.ch, h.bridge.Close)
 }
