@@ -213,6 +213,9 @@ type Agent struct {
 	Cartridge *cartridge.Cartridge
 	Mode      cartridge.Mode
 	Provider  provider.Provider
+	// Model names the model Provider asks, for events; empty is the
+	// cartridge's (a managed sub-agent may use another).
+	Model string
 	// Tools are the tools offered to the model; nil or empty means none.
 	Tools *tool.Set
 	// External are tools the client runs itself (an OpenAI-compatible
@@ -639,7 +642,7 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 	ctx = provider.WithRetryNotify(ctx, func(err error, attempt int, delay time.Duration) {
 		a.emit(Event{Kind: Retry, Err: err, Attempt: attempt, Delay: delay})
 	})
-	model := Model(a.Cartridge)
+	model := a.model()
 	var pressure contextPressure
 	stopped := func(round int, why, notice string) *Result {
 		return &Result{Streamed: stream, Usage: usage, Rounds: round, FinishReason: why, Stopped: why, Notice: notice,
@@ -807,6 +810,14 @@ func decodeArguments(raw string) map[string]any {
 		}
 	}
 	return args
+}
+
+// model is the model the agent's requests ask for.
+func (a *Agent) model() string {
+	if a.Model != "" {
+		return a.Model
+	}
+	return Model(a.Cartridge)
 }
 
 // Model is the model a cartridge asks for (settings.model, or

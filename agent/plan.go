@@ -185,7 +185,7 @@ func (r *planRun) call(ctx context.Context, req provider.Request, calls func(*pr
 	r.step++
 	req.Stream = a.Cartridge.Stream(a.Mode)
 	req.User, req.Override = a.User, a.Override
-	a.emit(Event{Kind: RoundStart, Round: r.step, Provider: a.Provider.ID(), Model: Model(a.Cartridge)})
+	a.emit(Event{Kind: RoundStart, Round: r.step, Provider: a.Provider.ID(), Model: a.model()})
 	resp, err := a.Provider.Complete(ctx, req, func(ev provider.Event) {
 		if ev.Kind == provider.TextDelta {
 			a.emit(Event{Kind: TextDelta, Text: ev.Text})

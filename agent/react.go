@@ -60,7 +60,7 @@ func (a *Agent) askReAct(ctx context.Context, input string) (*Result, error) {
 		a.emit(Event{Kind: Retry, Err: err, Attempt: attempt, Delay: delay})
 	})
 	var usage provider.Usage
-	model := Model(a.Cartridge)
+	model := a.model()
 	for step := 1; step <= limit; step++ {
 		req := provider.Request{System: system, Backdrop: b.Backdrop, Messages: Fit(Messages(a.History(), nil), a.Budget), Stream: stream,
 			User: a.User, Override: a.Override, Stop: []string{ReActStop}}
