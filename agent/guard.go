@@ -69,8 +69,20 @@ func (g *guard) stop(round int) (why, notice string) {
 // returns, the first time, the warning to send the model (a
 // LoopDetection event says it); when the pattern goes on after it, the
 // notice the exchange stops with.
+//
+// Calls to a tool that waits (see Repeatable) are left out: calling it
+// again with the same arguments is how a model waits longer.
 func (g *guard) loop(calls []tool.Call) (warning, stop string) {
-	k, n := g.detector.add(calls)
+	kept := calls[:0:0]
+	for _, c := range calls {
+		if t, ok := g.a.Tools.Lookup(c.Name); ok {
+			if r, ok := t.(Repeatable); ok && r.Repeatable() {
+				continue
+			}
+		}
+		kept = append(kept, c)
+	}
+	k, n := g.detector.add(kept)
 	if k == 0 {
 		return "", ""
 	}
@@ -97,6 +109,14 @@ func (g *guard) retry(ctx context.Context, err error, streamed bool, req provide
 	}
 	g.compacted = true
 	return g.a.compact(req, err, build)
+}
+
+// Repeatable is implemented by tools whose calls the loop detector
+// leaves out when Repeatable returns true: tools that wait for
+// something (the managed sub-agents' wait), which a model calls again
+// with the same arguments to wait longer.
+type Repeatable interface {
+	Repeatable() bool
 }
 
 // result is a Result for an exchange a limit stopped after round rounds.

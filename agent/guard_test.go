@@ -137,3 +137,25 @@ func TestPlanContextLengthCompacts(t *testing.T) {
 		t.Errorf("warnings %q", warned)
 	}
 }
+
+type waitingTool struct{ *fakeTool }
+
+func (waitingTool) Repeatable() bool { return true }
+
+// A tool that waits (Repeatable) may be called again and again with the
+// same arguments: the loop detector leaves it out.
+func TestRepeatableToolIsNoLoop(t *testing.T) {
+	p := &scripted{forever: func(n int) step {
+		if n > 8 {
+			return step{chunks: []string{"done"}}
+		}
+		return step{calls: []provider.ToolCall{call(fmt.Sprint(n), "wait", `{"agent_id": "agent-1"}`)}}
+	}}
+	h := newHarness(t, unconfirmed, cartridge.Eval, p, nil, waitingTool{newTool("wait", nil, nil)})
+	if res := ask(t, h, "go"); res.Text != "done" {
+		t.Errorf("result %+v", res)
+	}
+	if got := h.kinds(LoopDetection); len(got) != 0 {
+		t.Errorf("loop events %+v", got)
+	}
+}

@@ -203,6 +203,10 @@ func (t *waitTool) Spec() tool.Spec {
 // ReadOnly: waiting changes nothing, so it needs no confirmation.
 func (t *waitTool) ReadOnly() bool { return true }
 
+// Repeatable: a model waits longer by calling wait again with the same
+// arguments; the loop detector leaves it out (see agent.Repeatable).
+func (t *waitTool) Repeatable() bool { return true }
+
 func (t *waitTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	one, err := arg.String(call.Arguments, "agent_id", false)
 	if err != nil {
