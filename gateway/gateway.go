@@ -615,7 +615,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	live := &liveOutput{}
 	onEvent := func(ev agent.Event) {
 		if text := live.event(ev); text != "" && d.Deliver {
-			g.publishMeta(ctx, d, bus.Progress, turnID, text, map[string]any{channel.MetaStreamed: true})
+			g.publishMeta(ctx, d, bus.Progress, turnID, text, map[string]any{channel.MetaStreamed: true, channel.MetaLiveAt: time.Now().UnixMilli()})
 		}
 		switch ev.Kind {
 		case agent.RoundStart:
