@@ -213,6 +213,9 @@ type Agent struct {
 	Cartridge *cartridge.Cartridge
 	Mode      cartridge.Mode
 	Provider  provider.Provider
+	// Model names the model Provider asks, for events; empty is the
+	// cartridge's (a managed sub-agent may use another).
+	Model string
 	// Tools are the tools offered to the model; nil or empty means none.
 	Tools *tool.Set
 	// External are tools the client runs itself (an OpenAI-compatible
@@ -629,33 +632,15 @@ func safeValue(v any) (any, bool) {
 // warning) with the conversation kept and a Result that says so.
 func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, error) {
 	stream := a.Cartridge.Stream(a.Mode) && !a.Whole
-	window := a.LoopWindow
-	if window <= 0 {
-		window = DefaultLoopWindow
-	}
-	detector := newLoopDetector(window)
-	warned := false
-	var usage provider.Usage
+	g := a.newGuard("rounds of tool calls", a.roundLimit())
 	ctx = provider.WithRetryNotify(ctx, func(err error, attempt int, delay time.Duration) {
 		a.emit(Event{Kind: Retry, Err: err, Attempt: attempt, Delay: delay})
 	})
-	model := Model(a.Cartridge)
+	model := a.model()
 	var pressure contextPressure
-	stopped := func(round int, why, notice string) *Result {
-		return &Result{Streamed: stream, Usage: usage, Rounds: round, FinishReason: why, Stopped: why, Notice: notice,
-			ContextTokens: pressure.tokens, ContextBudget: a.Budget}
-	}
-	compacted := false
 	for round := 1; ; round++ {
-		if round > a.MaxRounds {
-			notice := fmt.Sprintf("stopped after %d rounds of tool calls without an answer (infinite loop prevention; safety.tools.rounds sets the limit); the conversation is kept: send another message (\"continue\") to let the model go on", a.MaxRounds)
-			a.emit(Event{Kind: TurnLimit, Round: a.MaxRounds, Text: notice})
-			return stopped(round-1, StopRoundLimit, notice), nil
-		}
-		if used := usage.InputTokens + usage.OutputTokens; a.MaxTokens > 0 && used >= a.MaxTokens {
-			notice := fmt.Sprintf("stopped after %d rounds of tool calls: they used %d tokens, the budget is %d (safety.tokens sets it); the conversation is kept: send another message (\"continue\") to let the model go on", round-1, used, a.MaxTokens)
-			a.emit(Event{Kind: TurnLimit, Round: round - 1, Text: notice})
-			return stopped(round-1, StopTokenLimit, notice), nil
+		if why, notice := g.stop(round); why != "" {
+			return g.result(stream, min(round-1, g.rounds), why, notice, pressure), nil
 		}
 		req := a.request(b, stream)
 		pressure.check(a, req)
@@ -681,17 +666,9 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 			a.emit(Event{Kind: TextDelta, Text: cut.Notice()})
 			resp, err = &provider.Response{Text: partial.String(), FinishReason: "length"}, nil
 		}
-		if err != nil && partial.Len() == 0 && !compacted && ctx.Err() == nil && provider.IsContextLength(err) {
-			// The conversation does not fit the model's context after
-			// all (the estimate of four characters a token is only an
-			// estimate): compact it to half its size, old tool outputs
-			// abridged first, then the oldest turns left out, and ask
-			// once more.
-			compacted = true
-			if a.compact(b, stream, req, err) {
-				round--
-				continue
-			}
+		if g.retry(ctx, err, partial.Len() > 0, req, func() provider.Request { return a.request(b, stream) }) {
+			round--
+			continue
 		}
 		if err != nil {
 			if partial.Len() > 0 {
@@ -701,16 +678,16 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 			}
 			return nil, err
 		}
-		usage.Add(resp.Usage)
+		g.usage.Add(resp.Usage)
 		calls := make([]tool.Call, len(resp.ToolCalls))
 		for i, c := range resp.ToolCalls {
 			calls[i] = tool.Call{ID: c.ID, Name: c.Name, Arguments: decodeArguments(c.Arguments)}
 		}
 		a.emit(Event{Kind: RoundEnd, Round: round, Text: resp.Text, Usage: resp.Usage, Calls: calls})
 		if len(resp.ToolCalls) == 0 {
-			res, err := a.finish(ctx, resp, stream, usage)
+			res, err := a.finish(ctx, resp, stream, g.usage)
 			if res != nil {
-				res.Usage, res.Rounds = usage, round
+				res.Usage, res.Rounds = g.usage, round
 				res.ContextTokens, res.ContextBudget = pressure.tokens, a.Budget
 			}
 			return res, err
@@ -720,7 +697,7 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 			return nil, err
 		}
 		if len(pending) > 0 {
-			return &Result{Text: resp.Text, Display: resp.Text, Streamed: stream, Usage: usage, Rounds: round,
+			return &Result{Text: resp.Text, Display: resp.Text, Streamed: stream, Usage: g.usage, Rounds: round,
 				FinishReason: "tool_calls", Pending: pending, ContextTokens: pressure.tokens, ContextBudget: a.Budget}, nil
 		}
 		// The messages sent meanwhile and a loop warning are one user
@@ -733,15 +710,11 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 				inject = append(inject, msg)
 			}
 		}
-		if k, n := detector.add(calls); k > 0 {
-			if warned {
-				notice := fmt.Sprintf("stopped: the model keeps repeating the same %s (%s) after it was warned; the conversation so far is kept", plural(k, "tool call", "tool calls"), strings.Join(detector.pattern(k), ", "))
-				a.emit(Event{Kind: LoopDetection, Text: notice, IsError: true})
-				return stopped(round, StopLoop, notice), nil
-			}
-			warned = true
-			warning := LoopWarning(n)
-			a.emit(Event{Kind: LoopDetection, Text: warning})
+		warning, stop := g.loop(calls)
+		if stop != "" {
+			return g.result(stream, round, StopLoop, stop, pressure), nil
+		}
+		if warning != "" {
 			inject = append(inject, warning)
 		}
 		if len(inject) > 0 {
@@ -754,17 +727,18 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 }
 
 // compact halves the messages of the next request after the provider
-// refused req as longer than the model's context, and says so in a
-// Warning. It returns false when nothing could be left out (the last
-// turn alone is too long): the refusal stands.
-func (a *Agent) compact(b cartridge.Behavior, stream bool, req provider.Request, cause error) bool {
+// refused req as longer than the model's context (build makes the next
+// request, within a.squeeze), and says so in a Warning. It returns
+// false when nothing could be left out (the last turn alone is too
+// long): the refusal stands.
+func (a *Agent) compact(req provider.Request, cause error, build func() provider.Request) bool {
 	size := 0
 	for _, m := range req.Messages {
 		size += messageTokens(m)
 	}
 	abridgedBefore := a.abridged
 	a.squeeze = max(size/2, 1)
-	next := a.request(b, stream)
+	next := build()
 	after := 0
 	for _, m := range next.Messages {
 		after += messageTokens(m)
@@ -807,6 +781,14 @@ func decodeArguments(raw string) map[string]any {
 		}
 	}
 	return args
+}
+
+// model is the model the agent's requests ask for.
+func (a *Agent) model() string {
+	if a.Model != "" {
+		return a.Model
+	}
+	return Model(a.Cartridge)
 }
 
 // Model is the model a cartridge asks for (settings.model, or

@@ -3,9 +3,11 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/state"
@@ -85,8 +87,22 @@ func (a *Agent) askPlan(ctx context.Context, objective string) (*Result, error) 
 	ctx = provider.WithRetryNotify(ctx, func(err error, attempt int, delay time.Duration) {
 		a.emit(Event{Kind: Retry, Err: err, Attempt: attempt, Delay: delay})
 	})
-	r := &planRun{Agent: a, plan: Plan{Objective: objective}}
+	// MaxTasks bounds the planner's steps: no round limit, but the
+	// token budget, the loop detector and compaction as in the other
+	// loops.
+	r := &planRun{Agent: a, plan: Plan{Objective: objective}, guard: a.newGuard("planning steps", 0)}
 	a.lastPlan = r
+	res, err := r.run(ctx, budget)
+	var stop *planStop
+	if errors.As(err, &stop) {
+		return r.guard.result(a.Cartridge.Stream(a.Mode), r.step, stop.why, stop.notice, contextPressure{tokens: r.tokens}), nil
+	}
+	return res, err
+}
+
+// run plans, runs the tasks and writes the answer.
+func (r *planRun) run(ctx context.Context, budget int) (*Result, error) {
+	a := r.Agent
 	tasks, err := r.planStep(ctx, "Break the objective into a short list of tasks, in order. Each task is done by one of the tools, with the input you give it. An objective that needs no tool has an empty list.")
 	if err != nil {
 		return nil, err
@@ -101,6 +117,11 @@ func (a *Agent) askPlan(ctx context.Context, objective string) (*Result, error) 
 		}
 		r.plan.Done = append(r.plan.Done, DoneTask{Task: t, Result: out, IsError: isErr})
 		r.changed()
+		warning, stop := r.guard.loop([]tool.Call{r.next})
+		if stop != "" {
+			return nil, &planStop{why: StopLoop, notice: stop}
+		}
+		r.warning = warning
 		if len(r.plan.Done) >= budget {
 			break
 		}
@@ -108,17 +129,27 @@ func (a *Agent) askPlan(ctx context.Context, objective string) (*Result, error) 
 		if err != nil {
 			return nil, err
 		}
+		r.warning = "" // told once
 		r.setTasks(tasks)
 	}
 	return r.finalStep(ctx, "")
 }
+
+// planStop is a planner stopped by its guard (the token budget, a loop).
+type planStop struct{ why, notice string }
+
+func (s *planStop) Error() string { return s.notice }
 
 // planRun is one run of the planner.
 type planRun struct {
 	*Agent
 	plan  Plan
 	step  int
-	usage provider.Usage
+	guard *guard
+	// tokens is the estimated size of the last request.
+	tokens int
+	// warning is the loop detector's warning, told the next planning step.
+	warning string
 	// next is the call of the first task of the plan, announced with the
 	// step that planned it.
 	next tool.Call
@@ -158,43 +189,79 @@ func (r *planRun) system(task string) string {
 }
 
 // state describes the plan to the model.
+// When the provider refused a longer request (Agent.squeeze), the
+// results are abridged, head and tail kept, to fit.
 func (r *planRun) state() string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "Objective: %s\n", r.plan.Objective)
 	if len(r.plan.Done) > 0 {
 		s.WriteString("\nTasks done, with their results:\n")
+		keep, cut := 0, 0
+		if r.squeeze > 0 {
+			keep = max(r.squeeze*4/len(r.plan.Done), 2*abridgeKeep)
+		}
 		for i, d := range r.plan.Done {
 			status := ""
 			if d.IsError {
 				status = " (failed)"
 			}
-			fmt.Fprintf(&s, "%d. %s [%s]%s: %s\n", i+1, d.Task.Task, d.Tool, status, d.Result)
+			result := d.Result
+			if keep > 0 && utf8.RuneCountInString(result) > keep {
+				result = abridgeText(result)
+				cut++
+			}
+			fmt.Fprintf(&s, "%d. %s [%s]%s: %s\n", i+1, d.Task.Task, d.Tool, status, result)
 		}
+		r.abridged = max(r.abridged, cut)
 	}
 	if len(r.plan.Tasks) > 0 {
 		list, _ := json.Marshal(r.plan.Tasks)
 		fmt.Fprintf(&s, "\nTasks still to do: %s\n", list)
 	}
+	if r.warning != "" {
+		fmt.Fprintf(&s, "\n%s\n", r.warning)
+	}
 	return s.String()
 }
 
-// call makes a request as one step: events, usage. calls are announced
-// with the step's end.
-func (r *planRun) call(ctx context.Context, req provider.Request, calls func(*provider.Response) []tool.Call) (*provider.Response, error) {
+// call makes a request as one step: the guard's limits, events, usage,
+// and one compaction when the provider refuses the request as too long
+// (build makes it again). calls are announced with the step's end.
+func (r *planRun) call(ctx context.Context, build func() provider.Request, calls func(*provider.Response) []tool.Call) (*provider.Response, error) {
 	a := r.Agent
+	if why, notice := r.guard.stop(r.step + 1); why != "" {
+		return nil, &planStop{why: why, notice: notice}
+	}
 	r.step++
-	req.Stream = a.Cartridge.Stream(a.Mode)
-	req.User, req.Override = a.User, a.Override
-	a.emit(Event{Kind: RoundStart, Round: r.step, Provider: a.Provider.ID(), Model: Model(a.Cartridge)})
-	resp, err := a.Provider.Complete(ctx, req, func(ev provider.Event) {
-		if ev.Kind == provider.TextDelta {
-			a.emit(Event{Kind: TextDelta, Text: ev.Text})
+	stream := a.Cartridge.Stream(a.Mode)
+	finish := func(req provider.Request) provider.Request {
+		req.Stream = stream
+		req.User, req.Override = a.User, a.Override
+		return req
+	}
+	req := finish(build())
+	r.tokens = requestTokens(req)
+	a.emit(Event{Kind: RoundStart, Round: r.step, Provider: a.Provider.ID(), Model: a.model(), ContextTokens: r.tokens, ContextBudget: a.Budget})
+	var resp *provider.Response
+	var err error
+	for {
+		streamed := false
+		resp, err = a.Provider.Complete(ctx, req, func(ev provider.Event) {
+			if ev.Kind == provider.TextDelta {
+				streamed = streamed || ev.Text != ""
+				a.emit(Event{Kind: TextDelta, Text: ev.Text})
+			}
+		})
+		if !r.guard.retry(ctx, err, streamed, req, func() provider.Request { return finish(build()) }) {
+			break
 		}
-	})
+		req = finish(build())
+		r.tokens = requestTokens(req)
+	}
 	if err != nil {
 		return nil, err
 	}
-	r.usage.Add(resp.Usage)
+	r.guard.usage.Add(resp.Usage)
 	var cs []tool.Call
 	if calls != nil {
 		cs = calls(resp)
@@ -210,8 +277,11 @@ func (r *planRun) planStep(ctx context.Context, task string) ([]Task, error) {
 	for attempt := 0; ; attempt++ {
 		var tasks []Task
 		var problem string
-		req := provider.Request{System: r.system(task), Messages: msgs, Output: &provider.OutputSchema{Name: "plan", Schema: planSchema}}
-		resp, err := r.call(ctx, req, func(resp *provider.Response) []tool.Call {
+		build := func() provider.Request {
+			m := append([]provider.Message{{Role: provider.RoleUser, Content: r.state()}}, msgs[1:]...)
+			return provider.Request{System: r.system(task), Messages: m, Output: &provider.OutputSchema{Name: "plan", Schema: planSchema}}
+		}
+		resp, err := r.call(ctx, build, func(resp *provider.Response) []tool.Call {
 			tasks, problem = r.parsePlan(resp.Text)
 			if problem != "" || len(tasks) == 0 || len(r.plan.Done) >= r.budget() {
 				return nil
@@ -266,13 +336,19 @@ func (r *planRun) finalStep(ctx context.Context, complaint string) (*Result, err
 	if len(r.plan.Tasks) > 0 {
 		note += " The budget of tasks is spent: say what is left undone."
 	}
-	msgs := []provider.Message{{Role: provider.RoleUser, Content: r.state()}}
-	if complaint != "" {
-		msgs = append(msgs, provider.Message{Role: provider.RoleAssistant, Content: r.lastAnswer}, provider.Message{Role: provider.RoleUser, Content: complaint})
+	build := func() provider.Request {
+		msgs := []provider.Message{{Role: provider.RoleUser, Content: r.state()}}
+		if complaint != "" {
+			msgs = append(msgs, provider.Message{Role: provider.RoleAssistant, Content: r.lastAnswer}, provider.Message{Role: provider.RoleUser, Content: complaint})
+		}
+		return provider.Request{System: joinNonEmpty("\n\n", a.Cartridge.Behavior("interaction").Directive, note),
+			Messages: msgs, Output: a.Structured}
 	}
-	req := provider.Request{System: joinNonEmpty("\n\n", a.Cartridge.Behavior("interaction").Directive, note),
-		Messages: msgs, Output: a.Structured}
-	resp, err := r.call(ctx, req, nil)
+	resp, err := r.call(ctx, build, nil)
+	var stop *planStop
+	if errors.As(err, &stop) && complaint != "" {
+		return r.guard.result(a.Cartridge.Stream(a.Mode), r.step, stop.why, stop.notice, contextPressure{tokens: r.tokens}), nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +357,8 @@ func (r *planRun) finalStep(ctx context.Context, complaint string) (*Result, err
 	if err := a.record(state.Event{At: state.Now(), Who: state.RoleAI, Mode: string(a.Mode), Message: resp.Text, Output: &output}); err != nil {
 		return nil, err
 	}
-	return &Result{Text: resp.Text, Display: resp.Text, Streamed: req.Stream, Usage: r.usage, Rounds: r.step, FinishReason: resp.FinishReason}, nil
+	return &Result{Text: resp.Text, Display: resp.Text, Streamed: a.Cartridge.Stream(a.Mode), Usage: r.guard.usage, Rounds: r.step, FinishReason: resp.FinishReason,
+		ContextTokens: r.tokens, ContextBudget: a.Budget}, nil
 }
 
 // StripFence removes a Markdown code fence around JSON (models wrap

@@ -52,28 +52,45 @@ func (a *Agent) askReAct(ctx context.Context, input string) (*Result, error) {
 	b := a.Cartridge.Behavior("interaction")
 	system := joinNonEmpty("\n\n", a.Context, b.Directive, b.Instruction, a.reactInstructions())
 	stream := a.Cartridge.Stream(a.Mode)
-	limit := a.MaxRounds
-	if limit <= 0 {
-		limit = 10
-	}
+	g := a.newGuard("ReAct steps", a.roundLimit())
 	ctx = provider.WithRetryNotify(ctx, func(err error, attempt int, delay time.Duration) {
 		a.emit(Event{Kind: Retry, Err: err, Attempt: attempt, Delay: delay})
 	})
-	var usage provider.Usage
-	model := Model(a.Cartridge)
-	for step := 1; step <= limit; step++ {
-		req := provider.Request{System: system, Backdrop: b.Backdrop, Messages: Fit(Messages(a.History(), nil), a.Budget), Stream: stream,
+	model := a.model()
+	var pressure contextPressure
+	build := func() provider.Request {
+		budget := a.Budget
+		if budget > 0 {
+			budget = max(budget-estimateTokens(system)-estimateTokens(b.Backdrop), 1)
+		}
+		if a.squeeze > 0 && (budget <= 0 || a.squeeze < budget) {
+			budget = a.squeeze // the provider refused a larger conversation
+		}
+		return provider.Request{System: system, Backdrop: b.Backdrop, Messages: Fit(Messages(a.History(), nil), budget), Stream: stream,
 			User: a.User, Override: a.Override, Stop: []string{ReActStop}}
-		a.emit(Event{Kind: RoundStart, Round: step, Provider: a.Provider.ID(), Model: model})
+	}
+	for step := 1; ; step++ {
+		if why, notice := g.stop(step); why != "" {
+			return g.result(stream, min(step-1, g.rounds), why, notice, pressure), nil
+		}
+		req := build()
+		pressure.check(a, req)
+		a.emit(Event{Kind: RoundStart, Round: step, Provider: a.Provider.ID(), Model: model, ContextTokens: pressure.tokens, ContextBudget: a.Budget})
+		streamed := false
 		resp, err := a.Provider.Complete(ctx, req, func(ev provider.Event) {
 			if ev.Kind == provider.TextDelta {
+				streamed = streamed || ev.Text != ""
 				a.emit(Event{Kind: TextDelta, Text: ev.Text})
 			}
 		})
+		if g.retry(ctx, err, streamed, req, build) {
+			step--
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		usage.Add(resp.Usage)
+		g.usage.Add(resp.Usage)
 		text := cutObservation(resp.Text)
 		move := ParseReAct(text)
 		var calls []tool.Call
@@ -94,7 +111,8 @@ func (a *Agent) askReAct(ctx context.Context, input string) (*Result, error) {
 		var observation string
 		switch {
 		case move.Final != nil && len(calls) == 0:
-			return &Result{Text: *move.Final, Display: *move.Final, Streamed: stream, Usage: usage, Rounds: step, FinishReason: provider.FinishStop}, nil
+			return &Result{Text: *move.Final, Display: *move.Final, Streamed: stream, Usage: g.usage, Rounds: step, FinishReason: provider.FinishStop,
+				ContextTokens: pressure.tokens, ContextBudget: a.Budget}, nil
 		case len(calls) > 0:
 			out, _, err := a.callTool(ctx, call)
 			if err != nil {
@@ -106,16 +124,21 @@ func (a *Agent) askReAct(ctx context.Context, input string) (*Result, error) {
 		}
 		if a.Steering != nil {
 			for _, msg := range a.Steering() {
+				a.emit(Event{Kind: SteeringInjected, Text: msg})
 				observation += "\n\n" + msg
 			}
+		}
+		warning, stop := g.loop(calls)
+		if warning != "" {
+			observation += "\n\n" + warning
 		}
 		if err := a.record(state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &observation, Message: observation}); err != nil {
 			return nil, err
 		}
+		if stop != "" {
+			return g.result(stream, step, StopLoop, stop, pressure), nil
+		}
 	}
-	notice := fmt.Sprintf("stopped after %d ReAct steps without a final answer (safety.tools.rounds sets the limit); the conversation is kept: send another message (\"continue\") to let the model go on", limit)
-	a.emit(Event{Kind: TurnLimit, Round: limit, Text: notice})
-	return &Result{Streamed: stream, Usage: usage, Rounds: limit, FinishReason: StopRoundLimit, Stopped: StopRoundLimit, Notice: notice}, nil
 }
 
 // reactInstructions describe the tools and the format.

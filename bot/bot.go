@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -42,10 +43,15 @@ type Bot struct {
 
 	host     Host
 	provider provider.Provider
-	tools    *tool.Set
-	scripts  *script.Runtime
-	store    state.Store
-	budget   int
+	// config and retry made provider; models are the providers of the
+	// other models managed sub-agents were given (providerFor).
+	config  provider.Config
+	retry   provider.RetryPolicy
+	models  map[string]provider.Provider
+	tools   *tool.Set
+	scripts *script.Runtime
+	store   state.Store
+	budget  int
 	// limits are the cartridge's bounds of an exchange (rounds, tokens,
 	// loop window, tools' output), read once: the cartridge does not
 	// change.
@@ -99,6 +105,8 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 		Cartridge: c,
 		host:      h,
 		provider:  provider.WithRetry(prov, policy),
+		config:    cfg,
+		retry:     policy,
 		tools:     &tool.Set{},
 		store:     h.StateStore(c),
 		budget:    agent.Budget(c, h.historyBudget()),
@@ -399,6 +407,15 @@ type Exchange struct {
 	MaxTasks int
 	OnPlan   func(agent.Plan)
 
+	// agents runs the managed sub-agents the exchange starts; workspace
+	// is the folder its tools work in ("" for the cartridge's), model
+	// the model it asks ("" for the cartridge's) and rounds its round
+	// limit (0 for the cartridge's): a managed sub-agent's.
+	agents    *agentManager
+	workspace string
+	model     string
+	rounds    int
+
 	// project is the exchange's project context (environment block and
 	// instructions), gathered once for the exchange and its sub-agents:
 	// the git summary runs git twice.
@@ -502,6 +519,9 @@ func (b *Bot) agent(x Exchange, conv agent.Conversation, tools *tool.Set) *agent
 	if x.Budget > 0 {
 		a.Budget = x.Budget
 	}
+	if x.rounds > 0 && x.rounds < a.MaxRounds {
+		a.MaxRounds = x.rounds
+	}
 	a.Context = b.projectContext(x, tools)
 	if _, ok := b.Cartridge.Get("provider", "settings", "user"); ok {
 		// OpenAI's user field carries an opaque identifier, never the name.
@@ -549,6 +569,14 @@ func (b *Bot) run(ctx context.Context, x Exchange, fn func(*agent.Agent) (*agent
 		conv = agent.NewMemory()
 	}
 	x.project = sync.OnceValue(func() string { return gather(b.Cartridge, b.context, b.builtins).Text() })
+	if b.spawns {
+		// Managed sub-agents live as long as the exchange: aborting it
+		// stops them; when it ends, the ones still running are closed.
+		// They and the exchange ask the same user, one question at a time.
+		x.Confirmer = serial(x.Confirmer)
+		x.agents = newAgentManager(ctx, b, x, 0)
+		defer x.agents.close()
+	}
 	a := b.agent(x, conv, b.toolsFor(x))
 	if x.Start != nil {
 		if err := x.Start(a.Tools); err != nil {
@@ -556,6 +584,36 @@ func (b *Bot) run(ctx context.Context, x Exchange, fn func(*agent.Agent) (*agent
 		}
 	}
 	return fn(a)
+}
+
+// providerFor is the provider of the cartridge for another model (a
+// managed sub-agent's): the same provider, configuration and retries,
+// built once per model.
+func (b *Bot) providerFor(model string) (provider.Provider, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p, ok := b.models[model]; ok {
+		return p, nil
+	}
+	cfg := b.config
+	cfg.Settings, cfg.Options = maps.Clone(cfg.Settings), maps.Clone(cfg.Options)
+	if _, ok := cfg.Options["model"]; ok && cfg.Settings["model"] == nil {
+		cfg.Options["model"] = model
+	} else {
+		if cfg.Settings == nil {
+			cfg.Settings = map[string]any{}
+		}
+		cfg.Settings["model"] = model
+	}
+	p, err := provider.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("the model %q: %w", model, err)
+	}
+	if b.models == nil {
+		b.models = map[string]provider.Provider{}
+	}
+	b.models[model] = provider.WithRetry(p, b.retry)
+	return b.models[model], nil
 }
 
 // StateStore keeps the bot's conversations.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/builtin"
@@ -25,6 +26,7 @@ func builtinOptions(h Host, depth int, spawn builtin.SpawnFunc) builtin.Options 
 	}
 	o.Depth = depth
 	o.Spawn = spawn
+	o.Agents = noAgents{} // bound to each exchange by bindSpawn
 	return o
 }
 
@@ -55,7 +57,7 @@ func (b *Bot) addBuiltins() error {
 			continue
 		}
 		b.tools.Add(t)
-		if name == "spawn" {
+		if name == "spawn" || name == "spawn_agent" {
 			b.spawns = true
 		}
 	}
@@ -74,30 +76,44 @@ func (b *Bot) ownTool(name string) bool {
 	return false
 }
 
-// toolsAt is the tool set of a sub-agent at depth: the cartridge's
-// functions and robopages, and its built-in tools for that depth (no
-// spawn at builtins.spawn.max-depth). Sets are built once per depth.
-func (b *Bot) toolsAt(depth int) (*tool.Set, error) {
-	if depth == 0 {
+// toolsAt is the tool set of a sub-agent at depth working in dir (""
+// for the cartridge's workspace): the cartridge's functions and
+// robopages, and its built-in tools for that depth (no spawn at
+// builtins.spawn.max-depth) and folder. Sets in the cartridge's
+// workspace are built once per depth.
+func (b *Bot) toolsAt(depth int, dir string) (*tool.Set, error) {
+	if depth == 0 && dir == "" {
 		return b.tools, nil
+	}
+	build := func() (*tool.Set, error) {
+		s := &tool.Set{}
+		for _, t := range b.own {
+			s.Add(t)
+		}
+		o := builtinOptions(b.host, depth, b.spawnFor(Exchange{}))
+		o.Workspace = dir
+		tools, _, err := builtin.FromCartridge(b.Cartridge, o)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tools {
+			if !b.ownTool(t.Spec().Name) {
+				s.Add(t)
+			}
+		}
+		return s, nil
+	}
+	if dir != "" {
+		return build()
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if s, ok := b.depths[depth]; ok {
 		return s, nil
 	}
-	s := &tool.Set{}
-	for _, t := range b.own {
-		s.Add(t)
-	}
-	tools, _, err := builtin.FromCartridge(b.Cartridge, builtinOptions(b.host, depth, b.spawnFor(Exchange{})))
+	s, err := build()
 	if err != nil {
 		return nil, err
-	}
-	for _, t := range tools {
-		if !b.ownTool(t.Spec().Name) {
-			s.Add(t)
-		}
 	}
 	if b.depths == nil {
 		b.depths = map[int]*tool.Set{}
@@ -106,62 +122,167 @@ func (b *Bot) toolsAt(depth int) (*tool.Set, error) {
 	return s, nil
 }
 
-// bindSpawn returns set with its spawn tool (if it has one) bound to the
-// exchange x at depth: the sub-agents it starts report to x's front-end
-// and ask x's confirmer.
+// bindSpawn returns set with its sub-agent tools (spawn, or the managed
+// ones) bound to the exchange x at depth: the sub-agents they start
+// report to x's front-end and ask x's confirmer.
 func (b *Bot) bindSpawn(set *tool.Set, x Exchange, depth int) *tool.Set {
-	if _, ok := set.Lookup("spawn"); !ok {
+	_, blocking := set.Lookup("spawn")
+	_, managed := set.Lookup("spawn_agent")
+	if !blocking && !managed {
 		return set
 	}
 	out := &tool.Set{}
 	for _, t := range set.Tools() {
 		out.Add(t)
 	}
-	out.Add(builtin.SpawnTool(b.spawnFor(x), depth))
+	if blocking {
+		out.Add(builtin.SpawnTool(b.spawnFor(x), depth))
+	}
+	if managed {
+		var agents builtin.Agents = noAgents{}
+		if x.agents != nil {
+			agents = x.agents
+		}
+		var models []string
+		if cfg, err := b.Cartridge.Builtins(); err == nil && cfg != nil && cfg.Spawn != nil && len(cfg.Spawn.Models) > 0 {
+			models = slices.Clone(cfg.Spawn.Models)
+			if own := agent.Model(b.Cartridge); own != "" && !slices.Contains(models, own) {
+				models = append(models, own)
+			}
+		}
+		for _, t := range builtin.AgentTools(agents, depth, models) {
+			if _, ok := set.Lookup(t.Spec().Name); ok {
+				out.Add(t)
+			}
+		}
+	}
 	return out
 }
 
-// spawnFor returns the function that runs a sub-agent for exchange x: the
-// same cartridge (provider, behaviours, tools) in a fresh conversation,
-// restricted to the tools named (all of its depth's when none are), run
-// to its end; its final answer is the spawn call's result. Its tool
-// feedback and retries go to x's events, so its steps show in the
-// parent's feedback; its confirmations go to x's confirmer.
+// subSpec is what a sub-agent is made of, besides its parent's exchange.
+type subSpec struct {
+	names     []string // the tools it may use (none: all of its depth's)
+	depth     int
+	workspace string // its folder ("" for the cartridge's)
+	model     string // its model ("" for the cartridge's)
+	rounds    int    // its round limit (0: the cartridge's)
+}
+
+// subTools is the tool set of a sub-agent of exchange x: its depth's
+// tools in its folder, without those x's filter denies, restricted to
+// the names it was given.
+func (b *Bot) subTools(x Exchange, sp subSpec) (*tool.Set, error) {
+	available, err := b.toolsAt(sp.depth, sp.workspace)
+	if err != nil {
+		return nil, err
+	}
+	if x.ToolFilter != nil {
+		// A sub-agent gets no tool its parent's exchange was denied.
+		kept := &tool.Set{}
+		for _, t := range available.Tools() {
+			if x.ToolFilter(t) {
+				kept.Add(t)
+			}
+		}
+		available = kept
+	}
+	if len(sp.names) == 0 {
+		return available, nil
+	}
+	set := &tool.Set{}
+	for _, name := range sp.names {
+		t, ok := available.Lookup(name)
+		if !ok {
+			return nil, fmt.Errorf("unknown tool %q: a sub-agent here can use %s", name, strings.Join(toolNames(available), ", "))
+		}
+		set.Add(t)
+	}
+	return set, nil
+}
+
+// subExchange is the exchange of a sub-agent of x: x's end user,
+// confirmer and script output; x's events that show its steps; x's
+// project context, or its own folder's.
+func (b *Bot) subExchange(x Exchange, sp subSpec) Exchange {
+	sub := Exchange{Mode: x.Mode, EndUser: x.EndUser, Confirmer: x.Confirmer, Output: x.Output, OnEvent: steps(x.OnEvent), project: x.project,
+		workspace: sp.workspace, model: sp.model, rounds: sp.rounds}
+	if sp.workspace != "" && sp.workspace != x.workspace {
+		st := b.builtins
+		st.Workspace, st.ExecWorkspace = sp.workspace, sp.workspace
+		sub.project = sync.OnceValue(func() string { return gather(b.Cartridge, b.context, st).Text() })
+	}
+	return sub
+}
+
+// spawnFor returns the function that runs a sub-agent for exchange x
+// (the blocking spawn): the same cartridge (provider, behaviours, tools)
+// in a fresh conversation, restricted to the tools named (all of its
+// depth's when none are), run to its end; its final answer is the spawn
+// call's result. Its tool feedback and retries go to x's events, so its
+// steps show in the parent's feedback; its confirmations go to x's
+// confirmer.
 func (b *Bot) spawnFor(x Exchange) builtin.SpawnFunc {
 	return func(ctx context.Context, task string, names []string, depth int) (string, error) {
-		available, err := b.toolsAt(depth)
+		sp := subSpec{names: names, depth: depth, workspace: x.workspace, model: x.model}
+		set, err := b.subTools(x, sp)
 		if err != nil {
 			return "", err
 		}
-		if x.ToolFilter != nil {
-			// A sub-agent gets no tool its parent's exchange was denied.
-			kept := &tool.Set{}
-			for _, t := range available.Tools() {
-				if x.ToolFilter(t) {
-					kept.Add(t)
-				}
-			}
-			available = kept
-		}
-		set := available
-		if len(names) > 0 {
-			set = &tool.Set{}
-			for _, name := range names {
-				t, ok := available.Lookup(name)
-				if !ok {
-					return "", fmt.Errorf("unknown tool %q: a sub-agent here can use %s", name, strings.Join(toolNames(available), ", "))
-				}
-				set.Add(t)
-			}
-		}
-		sub := Exchange{Mode: x.Mode, EndUser: x.EndUser, Confirmer: x.Confirmer, Output: x.Output, OnEvent: steps(x.OnEvent), project: x.project}
-		a := b.agent(sub, agent.NewMemory(), b.bindSpawn(set, x, depth))
+		sub := b.subExchange(x, sp)
+		a := b.agent(sub, agent.NewMemory(), b.bindSpawn(set, sub, depth))
 		res, err := a.Ask(ctx, task)
 		if err != nil {
 			return "", err
 		}
 		return res.Text, nil
 	}
+}
+
+// runChild runs one turn of the managed sub-agent c of m's exchange on
+// input: its conversation goes on from its last turn, its messages
+// (send_input) are its steering, and its own sub-agents, when its depth
+// allows them, live as long as this turn.
+func (b *Bot) runChild(ctx context.Context, m *agentManager, c *child, input string) (*agent.Result, error) {
+	x := m.parent
+	set, err := b.subTools(x, c.spec)
+	if err != nil {
+		return nil, err
+	}
+	sub := b.subExchange(x, c.spec)
+	kids := newAgentManager(ctx, b, sub, c.spec.depth)
+	defer kids.close()
+	sub.agents = kids
+	sub.Steering, sub.SteerFirst = m.steering(c), true
+	a := b.agent(sub, c.conv, b.bindSpawn(set, sub, c.spec.depth))
+	if c.spec.model != "" {
+		p, err := b.providerFor(c.spec.model)
+		if err != nil {
+			return nil, err
+		}
+		a.Provider, a.Model = p, c.spec.model
+	}
+	return a.Ask(ctx, input)
+}
+
+// maxDepth is builtins.spawn.max-depth (0 when the cartridge has no
+// sub-agents).
+func (b *Bot) maxDepth() int {
+	if cfg, err := b.Cartridge.Builtins(); err == nil && cfg != nil && cfg.Spawn != nil {
+		return cfg.Spawn.MaxDepth
+	}
+	return 0
+}
+
+// workspaceOf is the folder exchange x's tools work in: its own (a
+// sub-agent's working_dir), else the files group's, else exec's.
+func (b *Bot) workspaceOf(x Exchange) string {
+	switch {
+	case x.workspace != "":
+		return x.workspace
+	case b.builtins.Workspace != "":
+		return b.builtins.Workspace
+	}
+	return b.builtins.ExecWorkspace
 }
 
 // steps passes on the events of a sub-agent that show its steps in the

@@ -59,6 +59,13 @@ type Options struct {
 	Notice func(msg string)
 	// Spawn runs sub-agents; nil leaves the spawn tool out.
 	Spawn SpawnFunc
+	// Agents runs managed sub-agents (builtins.spawn.managed); nil
+	// leaves their tools out.
+	Agents Agents
+	// Workspace, when set, is the folder of the files group and of exec
+	// instead of the cartridge's: a managed sub-agent's working_dir,
+	// which the runtime has checked lies inside its parent's.
+	Workspace string
 	// Depth is the depth of the bot the tools are for: 0 for the
 	// cartridge's own bot, 1 for its sub-agents, and so on. spawn is
 	// offered only below builtins.spawn.max-depth.
@@ -153,6 +160,9 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 		if err != nil {
 			return nil, st, err
 		}
+		if o.Workspace != "" {
+			dir = o.Workspace
+		}
 		open := files.Open
 		if cfg.Files.Anywhere {
 			home, _ := proc.Lookup(o.Environ, "HOME")
@@ -189,6 +199,9 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 		dir, err := resolve(key, dir)
 		if err != nil {
 			return nil, st, err
+		}
+		if o.Workspace != "" {
+			dir = o.Workspace
 		}
 		paths := func(key string, list []string) ([]string, error) {
 			var out []string
@@ -256,10 +269,13 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 	}
 	if sp := cfg.Spawn; sp != nil {
 		switch {
-		case o.Spawn == nil:
+		case sp.Managed && o.Agents == nil || !sp.Managed && o.Spawn == nil:
 			st.Notes = append(st.Notes, "spawn: not offered (this front-end cannot run sub-agents)")
 		case o.Depth >= sp.MaxDepth:
 			// A sub-agent at the deepest level gets no spawn tool at all.
+		case sp.Managed:
+			tools = append(tools, AgentTools(o.Agents, o.Depth, sp.Models)...)
+			st.Notes = append(st.Notes, fmt.Sprintf("spawn: managed sub-agents (spawn_agent, send_input, wait, close_agent) may nest %d deep", sp.MaxDepth))
 		default:
 			tools = append(tools, &spawnTool{run: o.Spawn, depth: o.Depth})
 			st.Notes = append(st.Notes, fmt.Sprintf("spawn: sub-agents may nest %d deep", sp.MaxDepth))

@@ -36,14 +36,7 @@ func (t *spawnTool) Spec() tool.Spec {
 func (t *spawnTool) OutputLimits() tool.Limits { return tool.Limits{Chars: 20_000} }
 
 func (t *spawnTool) Run(ctx context.Context, call tool.Call) (any, error) {
-	task, err := arg.String(call.Arguments, "task", true)
-	if err != nil {
-		return nil, err
-	}
-	if strings.TrimSpace(task) == "" {
-		return nil, errors.New("the task is empty: say what the sub-agent should do")
-	}
-	tools, err := arg.Strings(call.Arguments, "tools")
+	task, tools, err := taskArguments(call)
 	if err != nil {
 		return nil, err
 	}
@@ -58,6 +51,20 @@ func (t *spawnTool) Run(ctx context.Context, call tool.Call) (any, error) {
 		return "(The sub-agent finished without an answer.)", nil
 	}
 	return answer, nil
+}
+
+// taskArguments reads the task and tools of a sub-agent's start
+// (spawn's, spawn_agent's).
+func taskArguments(call tool.Call) (task string, tools []string, err error) {
+	task, err = arg.String(call.Arguments, "task", true)
+	if err != nil {
+		return "", nil, err
+	}
+	if strings.TrimSpace(task) == "" {
+		return "", nil, errors.New("the task is empty: say what the sub-agent should do")
+	}
+	tools, err = arg.Strings(call.Arguments, "tools")
+	return task, tools, err
 }
 
 // SpawnTool returns a spawn tool that runs sub-agents with run, for a bot

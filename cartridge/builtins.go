@@ -118,6 +118,14 @@ type BuiltinSpawn struct {
 	// MaxDepth bounds how deep sub-agents may spawn sub-agents (1: the
 	// bot's own sub-agents cannot spawn). 2 when unset.
 	MaxDepth int
+	// Managed offers the managed sub-agent tools (spawn_agent,
+	// send_input, wait, close_agent: sub-agents that run in the
+	// background and can be steered) instead of the blocking spawn.
+	Managed bool
+	// Models are the models (of the cartridge's provider) a managed
+	// sub-agent may be given besides the cartridge's own; empty allows
+	// any.
+	Models []string
 }
 
 // Builtins returns the cartridge's builtins key, or nil when it has none
@@ -216,8 +224,9 @@ func (c *Cartridge) Builtins() (*Builtins, error) {
 		b.Limits = p.limits(v)
 	}
 	if g := p.group(m["spawn"], "builtins.spawn", ""); g != nil {
-		p.known(g, "builtins.spawn", "max-depth")
-		b.Spawn = &BuiltinSpawn{MaxDepth: p.count(g, "builtins.spawn", "max-depth", 2)}
+		p.known(g, "builtins.spawn", "max-depth", "managed", "models")
+		b.Spawn = &BuiltinSpawn{MaxDepth: p.count(g, "builtins.spawn", "max-depth", 2),
+			Managed: p.boolean(g, "builtins.spawn", "managed", false), Models: p.list(g, "builtins.spawn", "models")}
 	}
 	if p.err != nil {
 		return nil, p.err

@@ -40,7 +40,7 @@ func TestBuiltinsDefaultsAndSettings(t *testing.T) {
   web:
     fetch: {allow-hosts: [intranet.example], max-bytes: 1000, timeout: 5}
     search: {api-key: ENV/BRAVE_API_KEY, count: 3}
-  spawn: {max-depth: 1}
+  spawn: {max-depth: 1, managed: true, models: [gpt-5-mini]}
 `
 	c, err := Parse([]byte(src), "bot.yml", FormatYAML, env)
 	if err != nil {
@@ -57,7 +57,7 @@ func TestBuiltinsDefaultsAndSettings(t *testing.T) {
 			Fetch:  &BuiltinFetch{AllowHosts: []string{"intranet.example"}, MaxBytes: 1000, Timeout: 5 * time.Second},
 			Search: &BuiltinSearch{Provider: "brave", APIKey: "k-123", Count: 3},
 		},
-		Spawn: &BuiltinSpawn{MaxDepth: 1},
+		Spawn: &BuiltinSpawn{MaxDepth: 1, Managed: true, Models: []string{"gpt-5-mini"}},
 		Line:  1,
 	}
 	if diff := cmp.Diff(want, b); diff != "" {
@@ -108,6 +108,7 @@ func TestBuiltinsErrors(t *testing.T) {
 		{"builtins:\n  files:\n    write: maybe\n", "bot.yml:3: builtins.files.write: must be true or false, not text"},
 		{"builtins:\n  files: 3\n", "bot.yml:2: builtins.files: must be true, false or a mapping of settings, not a number"},
 		{"builtins:\n  spawn:\n    max-depth: 0\n", "bot.yml:3: builtins.spawn.max-depth: must be a whole number above 0, not 0"},
+		{"builtins:\n  spawn:\n    managed: yes please\n", "bot.yml:3: builtins.spawn.managed: must be true or false, not text"},
 		{"builtins:\n  web:\n    fetch:\n      allow-hosts: [a, 3]\n", "bot.yml:4: builtins.web.fetch.allow-hosts[1]: must be non-empty text, not a number"},
 		{"builtins:\n  limits: 5\n", "bot.yml:2: builtins.limits: must be a mapping of tool names to limits (read_file: 20000, or grep: {chars: 20000, lines: 200, mode: tail}), not a number"},
 		{"builtins:\n  limits:\n    grep: 0\n", "bot.yml:3: builtins.limits.grep: must be a whole number above 0, not 0"},

@@ -610,7 +610,13 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
 	// Streamed progress starts after half a second: a quick answer is
 	// sent once, whole.
 	lastProgress := time.Now()
+	// A running command's last lines show in the progress message, for
+	// the channels that edit it in place.
+	live := &liveOutput{}
 	onEvent := func(ev agent.Event) {
+		if text := live.event(ev); text != "" && d.Deliver {
+			g.publishMeta(ctx, d, bus.Progress, turnID, text, map[string]any{channel.MetaStreamed: true, channel.MetaLiveAt: time.Now().UnixMilli()})
+		}
 		switch ev.Kind {
 		case agent.RoundStart:
 			if ev.ContextBudget > 0 {

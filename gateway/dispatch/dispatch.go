@@ -102,6 +102,9 @@ func (d *Dispatcher) Deliver(ctx context.Context, ch channel.Channel, m bus.Outb
 		if streamed, _ := m.Metadata[channel.MetaStreamed].(bool); streamed && !ch.Capabilities().Edits {
 			return nil // the answer so far, for channels that edit it in place
 		}
+		if channel.Stale(m.Metadata, time.Now()) {
+			return nil // a running tool's output, already followed by newer
+		}
 	case bus.ToolHint:
 		if !d.ToolHints {
 			return nil

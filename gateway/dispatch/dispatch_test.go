@@ -101,6 +101,26 @@ func TestKindsAndEdits(t *testing.T) {
 	}
 }
 
+// TestStaleLiveOutput: a running tool's output that waited past
+// channel.LiveStale for its turn is left out (a newer one follows): the
+// edits keep the platform's pace instead of queueing behind it.
+func TestStaleLiveOutput(t *testing.T) {
+	ch := &fakeChannel{edits2: true}
+	d := &Dispatcher{Log: quiet(), Delivered: &replica.Local{}, Progress: true}
+	ctx := context.Background()
+	live := func(content string, age time.Duration) bus.Outbound {
+		// Through a bus the number is a float64, as JSON decodes it.
+		return bus.Outbound{Kind: bus.Progress, ChatID: "a", Content: content, Turn: "t",
+			Metadata: map[string]any{channel.MetaStreamed: true, channel.MetaLiveAt: float64(time.Now().Add(-age).UnixMilli())}}
+	}
+	d.Deliver(ctx, ch, live("fresh", 0))
+	d.Deliver(ctx, ch, live("stale", 3*time.Second))
+	d.Deliver(ctx, ch, live("fresh again", 500*time.Millisecond))
+	if len(ch.sends) != 1 || ch.sends[0].Content != "fresh" || ch.edits != 1 {
+		t.Fatalf("sends %+v, %d edits: want the fresh one posted and the last edited", ch.sends, ch.edits)
+	}
+}
+
 // TestPacedPerDestination: a slow chat and pacing of one chat never delay
 // another chat, through the bus.
 func TestPacedPerDestination(t *testing.T) {
