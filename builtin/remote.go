@@ -40,6 +40,8 @@ func openRemote(c *cartridge.Cartridge, cfg *cartridge.Builtins, resolve func(ke
 		switch {
 		case x.Workspace != "":
 			return nil, fail("builtins.exec.workspace", "commands run in the folder of builtins.environment (%s): leave this setting out", e.URL)
+		case x.Sandbox == "on":
+			return nil, fail("builtins.exec.sandbox", "cannot be on with builtins.environment: bubblewrap sandboxes commands on this machine, and these run on %s (set auto or off)", e.Host)
 		case len(x.ReadOnly) > 0:
 			return nil, fail("builtins.exec.read-only", "applies to bubblewrap on this machine, not to commands run over SSH: leave it out")
 		case len(x.Writable) > 0:

@@ -23,12 +23,15 @@ import (
 // id it prints as the first line of the output (for nb to stop the group
 // at the timeout), waits for it, and kills whatever the command left
 // running in its group, as proc.Reap does locally. bash runs the command
-// where the machine has it, else sh.
+// where the machine has it, else sh. The wrapper's own messages (a shell
+// reporting its job "Terminated") are dropped; the command's are not.
+// kill is written in POSIX's form (-s SIG --), which dash also takes.
 const wrapper = `eval "$(cat)"
 setsid sh -c 'printf "%s\n" "$$"; if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; else exec sh -c "$1"; fi' nb-exec "$NB_COMMAND" </dev/null &
 pg=$!
+exec 2>/dev/null
 wait "$pg"; st=$?
-kill -KILL -- "-$pg" 2>/dev/null
+kill -s KILL -- "-$pg"
 exit "$st"`
 
 // startWait bounds the wait for a command to start on the remote side
@@ -171,7 +174,7 @@ func (e *Env) kill(client *ssh.Client, sig string, id int) {
 		return
 	}
 	defer s.Close()
-	_ = s.Run(fmt.Sprintf("kill -%s -- -%d 2>/dev/null", sig, id))
+	_ = s.Run(fmt.Sprintf("kill -s %s -- -%d 2>/dev/null", sig, id))
 }
 
 // groupLine takes the wrapper's first line of output (the process

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,8 +98,11 @@ func Start(t testing.TB) *Server {
 			t.Fatal(err)
 		}
 		cmd := exec.Command(Sshd, "-D", "-e", "-f", conf)
-		var log strings.Builder
+		var log syncBuilder
 		cmd.Stdout, cmd.Stderr = &log, &log
+		// The server's children (a connection's sshd, a command left
+		// running) may hold its output open after it is killed.
+		cmd.WaitDelay = time.Second
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("starting sshd: %v", err)
 		}
@@ -181,4 +185,22 @@ func mustRead(t testing.TB, file string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// syncBuilder is a strings.Builder safe for the two streams' copiers.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
