@@ -3,14 +3,12 @@ package remote
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/pkg/sftp"
 
@@ -301,7 +299,4 @@ func (s statOnly) Chmod(fs.FileMode) error            { return errors.ErrUnsuppo
 func (s statOnly) Sync() error                        { return nil }
 func (s statOnly) ReadDir(int) ([]fs.DirEntry, error) { return nil, errors.ErrUnsupported }
 
-var (
-	_ io.ReadSeeker = file{}
-	_               = time.Second
-)
+var _ environment.File = file{}

@@ -69,7 +69,14 @@ type Env struct {
 	mu     sync.Mutex
 	client *ssh.Client
 	sftp   *sftp.Client
+	// checked is when the connection was last known to work.
+	checked time.Time
 }
+
+// idleCheck is how long a connection is trusted after a check: past it,
+// the next use checks it first (a keepalive round trip) and reconnects
+// when it broke.
+const idleCheck = 15 * time.Second
 
 var _ environment.Environment = (*Env)(nil)
 
@@ -290,7 +297,11 @@ func (e *Env) clients(ctx context.Context) (*ssh.Client, *sftp.Client, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.client != nil {
+		if time.Since(e.checked) < idleCheck {
+			return e.client, e.sftp, nil
+		}
 		if _, _, err := e.client.SendRequest("keepalive@openssh.com", true, nil); err == nil {
+			e.checked = time.Now()
 			return e.client, e.sftp, nil
 		}
 		e.sftp.Close()
@@ -300,6 +311,7 @@ func (e *Env) clients(ctx context.Context) (*ssh.Client, *sftp.Client, error) {
 	if err := e.connect(ctx); err != nil {
 		return nil, nil, err
 	}
+	e.checked = time.Now()
 	return e.client, e.sftp, nil
 }
 
