@@ -62,6 +62,17 @@ func (g *gate) shut() {
 	g.mu.Unlock()
 }
 
+// validName reports whether name is a shell variable's name: it is
+// written unquoted into the script the wrapper evaluates.
+func validName(name string) bool {
+	for i, r := range name {
+		if r != '_' && !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || i > 0 && '0' <= r && r <= '9') {
+			return false
+		}
+	}
+	return name != ""
+}
+
 // quote quotes s for a POSIX shell.
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
@@ -80,6 +91,9 @@ func (e *Env) Run(ctx context.Context, c environment.Command) (environment.Exit,
 	var input strings.Builder
 	for _, kv := range c.Env {
 		name, value, _ := strings.Cut(kv, "=")
+		if !validName(name) {
+			return environment.Exit{Code: -1}, fmt.Errorf("%q is not a variable name a shell takes (letters, digits and _)", name)
+		}
 		fmt.Fprintf(&input, "export %s=%s\n", name, quote(value))
 	}
 	if c.PathAppend != "" {

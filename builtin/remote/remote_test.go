@@ -184,3 +184,11 @@ func assertDead(t *testing.T, pidFile string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestValidName(t *testing.T) {
+	for name, want := range map[string]bool{"PATH": true, "_x1": true, "1x": false, "": false, "A;rm -rf ~": false, "A B": false, "É": false} {
+		if got := validName(name); got != want {
+			t.Errorf("validName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
