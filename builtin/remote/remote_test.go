@@ -192,3 +192,23 @@ func TestValidName(t *testing.T) {
 		}
 	}
 }
+
+// TestReconnects: a connection that broke is opened again at the next
+// use after idleCheck.
+func TestReconnects(t *testing.T) {
+	s := sshdtest.Start(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644)
+	e := dial(t, s, dir)
+	old := e.client
+	old.Close()
+	e.mu.Lock()
+	e.checked = time.Time{}
+	e.mu.Unlock()
+	if _, err := e.Stat("f"); err != nil {
+		t.Fatalf("Stat after the connection broke: %v", err)
+	}
+	if e.client == old {
+		t.Error("the connection was not opened again")
+	}
+}
