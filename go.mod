@@ -23,6 +23,7 @@ require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
+	github.com/pkg/sftp v1.13.12
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/segmentio/encoding v0.5.4
 	github.com/slack-go/slack v0.35.0
@@ -37,6 +38,8 @@ require (
 	golang.org/x/text v0.43.0
 	maunium.net/go/mautrix v0.32.0
 )
+
+require github.com/kr/fs v0.1.0 // indirect
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect

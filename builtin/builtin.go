@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/builtin/files"
+	"github.com/nbots/nb/builtin/remote"
 	"github.com/nbots/nb/builtin/shell"
 	"github.com/nbots/nb/builtin/web"
 	"github.com/nbots/nb/cartridge"
@@ -155,7 +156,29 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 	var tools []tool.Tool
 	var filesDir string
 	var profile files.Profile
-	if cfg.Files != nil {
+	var env *remote.Env // the other machine the files and exec groups work on
+	if cfg.Environment != nil && (cfg.Files != nil || cfg.Exec != nil) {
+		if env, err = openRemote(c, cfg, resolve, o.Environ); err != nil {
+			return nil, st, err
+		}
+	}
+	if cfg.Files != nil && env != nil {
+		ws := files.OpenOn(env, env.Dir())
+		ws.AllowHardLinks(cfg.Files.HardLinks)
+		if cfg.Files.Images != nil {
+			ws.AllowImages(*cfg.Files.Images)
+		} else {
+			ws.AllowImages(TakesToolImages(c.Provider().ID))
+		}
+		st.Workspace = env.URL()
+		profile = files.Profile(cfg.Files.Profile)
+		if profile == files.ProfileAuto {
+			prov := c.Provider()
+			profile = files.ProfileFor(prov.ID, prov.Model())
+		}
+		st.Profile = profile
+		tools = append(tools, files.Tools(ws, cfg.Files.Write, profile)...)
+	} else if cfg.Files != nil {
 		dir, err := resolve("builtins.files.workspace", cfg.Files.Workspace)
 		if err != nil {
 			return nil, st, err
@@ -188,7 +211,21 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 		st.Profile = profile
 		tools = append(tools, files.Tools(ws, cfg.Files.Write, profile)...)
 	}
-	if e := cfg.Exec; e != nil {
+	if e := cfg.Exec; e != nil && env != nil {
+		timeout := e.Timeout
+		if timeout == 0 {
+			timeout = time.Duration(profile.ShellTimeout()) * time.Second
+		}
+		ex, status, err := shell.New(shell.Options{
+			Remote: env, Timeout: timeout, Sandbox: e.Sandbox,
+			Environ: o.Environ, Env: e.Env, PathAppend: e.PathAppend,
+		})
+		if err != nil {
+			return nil, st, fail("builtins.exec.sandbox", "%v", err)
+		}
+		st.Exec, st.ExecWorkspace = &status, env.URL()
+		tools = append(tools, ex)
+	} else if e != nil {
 		key, dir := "builtins.exec.workspace", e.Workspace
 		if dir == "" {
 			key, dir = "builtins.files.workspace", filesDir

@@ -2,7 +2,12 @@ package cartridge
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -14,6 +19,9 @@ type Builtins struct {
 	Exec  *BuiltinExec
 	Web   *BuiltinWeb
 	Spawn *BuiltinSpawn
+	// Environment is where the files and exec groups work: nil for this
+	// machine (builtins.environment unset or local), else another one.
+	Environment *BuiltinEnvironment
 	// Limits bound the output of some tools as the model sees it
 	// (builtins.limits), by tool name: they win over the tools' own.
 	Limits map[string]ToolLimit
@@ -76,6 +84,81 @@ type BuiltinExec struct {
 	// ReadOnly and Writable are extra paths the sandbox shows to
 	// commands (read-only, or read-write), as written.
 	ReadOnly, Writable []string
+}
+
+// BuiltinEnvironment is builtins.environment when it names another
+// machine: ssh://[user@]host[:port]/path[?known-hosts=FILE&identity=FILE].
+type BuiltinEnvironment struct {
+	// URL is the address as written.
+	URL string
+	// User is the remote user ("" when the address names none: nb's).
+	User string
+	// Host and Port are the server's (Port 0: 22).
+	Host string
+	Port int
+	// Path is the workspace's absolute path on the remote machine.
+	Path string
+	// KnownHosts and Identity are the known_hosts file and the key file
+	// (the query's known-hosts and identity), as written; empty: the
+	// defaults (~/.ssh/known_hosts; the SSH agent and ~/.ssh/id_*).
+	KnownHosts, Identity string
+}
+
+// ParseEnvironment reads an environment address (see BuiltinEnvironment);
+// nil, nil for "local". Its errors say what is wrong with the address.
+func ParseEnvironment(s string) (*BuiltinEnvironment, error) {
+	if s == "local" {
+		return nil, nil
+	}
+	const form = "ssh://user@host/path"
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" {
+		return nil, fmt.Errorf("must be local or an SSH address (%s), not %q", form, s)
+	}
+	if u.Scheme != "ssh" {
+		return nil, fmt.Errorf("must be local or an SSH address (%s), not a %s: address", form, u.Scheme)
+	}
+	if _, set := u.User.Password(); set {
+		return nil, fmt.Errorf("holds a password: nb logs in with keys only (the SSH agent's, or ?identity=FILE), so leave it out of the address")
+	}
+	e := &BuiltinEnvironment{URL: s, User: u.User.Username(), Host: u.Hostname(), Path: u.Path}
+	if e.Host == "" {
+		return nil, fmt.Errorf("names no host (%s)", form)
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("has the port %q, which is not a number from 1 to 65535", p)
+		}
+		e.Port = n
+	}
+	if e.Path == "" {
+		return nil, fmt.Errorf("names no folder: give the workspace's absolute path on %s after the host (%s)", e.Host, form)
+	}
+	if path.Clean(e.Path) != e.Path && path.Clean(e.Path)+"/" != e.Path {
+		return nil, fmt.Errorf("has the path %q, which is not clean (no .., . or //): give the workspace's path as it is", e.Path)
+	}
+	if u.Fragment != "" {
+		return nil, fmt.Errorf("ends with #%s, which means nothing here", u.Fragment)
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("has a query nb cannot read: %v", err)
+	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		switch k {
+		case "known-hosts":
+			e.KnownHosts = q.Get(k)
+		case "identity":
+			e.Identity = q.Get(k)
+		default:
+			return nil, fmt.Errorf("has the setting %q, which nb does not know (known-hosts or identity)", k)
+		}
+		if q.Get(k) == "" {
+			return nil, fmt.Errorf("has an empty %s: give a file", k)
+		}
+	}
+	return e, nil
 }
 
 // BuiltinWeb is builtins.web: web_fetch and web_search.
@@ -142,7 +225,14 @@ func (c *Cartridge) Builtins() (*Builtins, error) {
 	if m == nil {
 		return nil, p.err
 	}
-	p.known(m, "builtins", "files", "exec", "web", "spawn", "limits")
+	p.known(m, "builtins", "files", "exec", "web", "spawn", "limits", "environment")
+	if env := p.text(m, "builtins", "environment", "local"); p.err == nil {
+		e, err := ParseEnvironment(env)
+		if err != nil {
+			p.fail("builtins.environment", "%v", err)
+		}
+		b.Environment = e
+	}
 
 	if g := p.group(m["files"], "builtins.files", ""); g != nil {
 		p.known(g, "builtins.files", "workspace", "write", "profile", "hard-links", "images", "anywhere")

@@ -95,11 +95,36 @@ func TestBuiltinsMissingSearchKey(t *testing.T) {
 	}
 }
 
+func TestBuiltinsEnvironment(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want *BuiltinEnvironment
+	}{
+		{"builtins:\n  files: true\n", nil},
+		{"builtins:\n  environment: local\n", nil},
+		{"builtins:\n  environment: ssh://dev@build1/home/dev/src\n", &BuiltinEnvironment{URL: "ssh://dev@build1/home/dev/src", User: "dev", Host: "build1", Path: "/home/dev/src"}},
+		{"builtins:\n  environment: ssh://[::1]:2222/src/?known-hosts=~/kh&identity=keys/id\n", &BuiltinEnvironment{URL: "ssh://[::1]:2222/src/?known-hosts=~/kh&identity=keys/id",
+			Host: "::1", Port: 2222, Path: "/src/", KnownHosts: "~/kh", Identity: "keys/id"}},
+	} {
+		c, err := Parse([]byte(tc.src), "bot.yml", FormatYAML, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.Builtins()
+		if err != nil {
+			t.Fatalf("%q: %v", tc.src, err)
+		}
+		if got := b.Environment; (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+			t.Errorf("%q: environment %+v, want %+v", tc.src, got, tc.want)
+		}
+	}
+}
+
 func TestBuiltinsErrors(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
 		{"builtins: [files]\n", "bot.yml:1: builtins: must be a mapping of groups (files, exec, web, spawn), not a list"},
-		{"builtins:\n  shell: true\n", "bot.yml:2: builtins.shell: unknown setting (known: files, exec, web, spawn, limits)"},
-		{"builtins:\n  file: {}\n", "bot.yml:2: builtins.file: unknown setting: did you mean \"files\"? (known: files, exec, web, spawn, limits)"},
+		{"builtins:\n  shell: true\n", "bot.yml:2: builtins.shell: unknown setting (known: files, exec, web, spawn, limits, environment)"},
+		{"builtins:\n  file: {}\n", "bot.yml:2: builtins.file: unknown setting: did you mean \"files\"? (known: files, exec, web, spawn, limits, environment)"},
 		{"builtins:\n  exec:\n    sandbox: yes-please\n", `bot.yml:3: builtins.exec.sandbox: must be auto (bubblewrap when it works here), on (refuse to run without it) or off, not "yes-please"`},
 		{"builtins:\n  exec:\n    sandbx: off\n", "bot.yml:3: builtins.exec.sandbx: unknown setting: did you mean \"sandbox\"? (known: workspace, timeout, sandbox, network, env, read-only, writable, path-append)"},
 		{"builtins:\n  exec:\n    timeout: -1\n", "bot.yml:3: builtins.exec.timeout: must be a number of seconds above 0 and at most a day, not -1"},
@@ -114,6 +139,16 @@ func TestBuiltinsErrors(t *testing.T) {
 		{"builtins:\n  limits:\n    grep: 0\n", "bot.yml:3: builtins.limits.grep: must be a whole number above 0, not 0"},
 		{"builtins:\n  limits:\n    grep: many\n", "bot.yml:3: builtins.limits.grep: must be a number of characters or a mapping of chars, lines and mode, not text"},
 		{"builtins:\n  limits:\n    exec:\n      lines: 10\n      mode: middle\n", `bot.yml:5: builtins.limits.exec.mode: must be head_tail (keep the head and the tail) or tail (keep the end), not "middle"`},
+		{"builtins:\n  environment: 3\n", "bot.yml:2: builtins.environment: must be text, not a number"},
+		{"builtins:\n  environment: remote\n", `bot.yml:2: builtins.environment: must be local or an SSH address (ssh://user@host/path), not "remote"`},
+		{"builtins:\n  environment: https://dev.example/src\n", "bot.yml:2: builtins.environment: must be local or an SSH address (ssh://user@host/path), not a https: address"},
+		{"builtins:\n  environment: ssh://dev@build1\n", "bot.yml:2: builtins.environment: names no folder: give the workspace's absolute path on build1 after the host (ssh://user@host/path)"},
+		{"builtins:\n  environment: ssh:///src\n", "bot.yml:2: builtins.environment: names no host (ssh://user@host/path)"},
+		{"builtins:\n  environment: ssh://dev@build1:99999/src\n", `bot.yml:2: builtins.environment: has the port "99999", which is not a number from 1 to 65535`},
+		{"builtins:\n  environment: ssh://dev:hunter2@build1/src\n", "bot.yml:2: builtins.environment: holds a password: nb logs in with keys only (the SSH agent's, or ?identity=FILE), so leave it out of the address"},
+		{"builtins:\n  environment: ssh://dev@build1/src/../etc\n", `bot.yml:2: builtins.environment: has the path "/src/../etc", which is not clean (no .., . or //): give the workspace's path as it is`},
+		{"builtins:\n  environment: ssh://dev@build1/src?key=a\n", `bot.yml:2: builtins.environment: has the setting "key", which nb does not know (known-hosts or identity)`},
+		{"builtins:\n  environment: ssh://dev@build1/src?identity=\n", "bot.yml:2: builtins.environment: has an empty identity: give a file"},
 		{"builtins:\n  limits:\n    exec:\n      char: 10\n", "bot.yml:4: builtins.limits.exec.char: unknown setting: did you mean \"chars\"? (known: chars, lines, mode)"},
 	} {
 		c, err := Parse([]byte(tc.src), "bot.yml", FormatYAML, nil)

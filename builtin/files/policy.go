@@ -120,7 +120,7 @@ func (p *Policy) wrote(abs string) {
 // in is w as the call with ctx sees it: with the policy ctx carries.
 func (w *Workspace) in(ctx context.Context) *Workspace {
 	p := PolicyFrom(ctx)
-	if p == nil {
+	if p == nil || w.remote {
 		return w
 	}
 	c := *w

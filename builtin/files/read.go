@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/nbots/nb/builtin/environment"
 	"github.com/nbots/nb/builtin/internal/arg"
 	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/tool"
@@ -103,7 +104,7 @@ func (t *readFile) Run(ctx context.Context, call tool.Call) (any, error) {
 // or WebP picture (by its bytes, not its name), within
 // media.MaxImageBytes. ok is false for any other file, which is then
 // read from its start as text.
-func readImage(f *os.File, name string) (*tool.Result, bool, error) {
+func readImage(f environment.File, name string) (*tool.Result, bool, error) {
 	head := make([]byte, media.SniffLen)
 	n, err := io.ReadFull(f, head)
 	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
@@ -129,7 +130,7 @@ func readImage(f *os.File, name string) (*tool.Result, bool, error) {
 
 // openRegular opens a regular file of the workspace for reading. The open
 // does not block on a FIFO; folders and devices are refused.
-func (w *Workspace) openRegular(p string) (*os.File, error) {
+func (w *Workspace) openRegular(p string) (environment.File, error) {
 	name, err := w.path(p, false)
 	if err != nil {
 		return nil, err

@@ -1,8 +1,10 @@
 // Package files is the files group of nb's built-in tools: read_file,
 // write_file, edit_file, list_dir, glob and grep. Every tool works inside
-// one workspace folder, opened as an os.Root: "..", absolute paths and
-// symbolic links that lead outside are refused by the kernel-backed,
-// traversal-resistant lookups of os.Root, not by string checks.
+// one workspace folder through an environment.Files: locally an os.Root,
+// where "..", absolute paths and symbolic links that lead outside are
+// refused by the kernel-backed, traversal-resistant lookups of os.Root,
+// not by string checks; remotely SFTP (package remote), which resolves
+// names on the remote side before it uses them.
 package files
 
 import (
@@ -13,13 +15,17 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nbots/nb/builtin/environment"
 	"github.com/nbots/nb/tool"
 )
 
 // Workspace is the folder the file tools work in.
 type Workspace struct {
-	root *os.Root
+	root environment.Files
 	dir  string
+	// remote is set for a workspace on another machine (OpenOn): the
+	// call's policy, about this machine's files, does not apply there.
+	remote bool
 	// hardLinks lets the tools read regular files with more than one
 	// name (see AllowHardLinks).
 	hardLinks bool
@@ -48,7 +54,7 @@ func OpenAnywhere(dir, home string) (*Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the file system's root cannot be opened: %v", unwrap(err))
 	}
-	return &Workspace{root: root, dir: "/", work: w.dir, home: home}, nil
+	return &Workspace{root: environment.Local(root), dir: "/", work: w.dir, home: home}, nil
 }
 
 // show is how a name (as rel returns it) is shown to the model: relative
@@ -97,7 +103,13 @@ func Open(dir string) (*Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the workspace %s cannot be opened: %v", abs, unwrap(err))
 	}
-	return &Workspace{root: root, dir: abs}, nil
+	return &Workspace{root: environment.Local(root), dir: abs}, nil
+}
+
+// OpenOn makes a workspace of files on another machine, whose workspace
+// folder there is dir (an absolute path on that machine).
+func OpenOn(root environment.Files, dir string) *Workspace {
+	return &Workspace{root: root, dir: dir, remote: true}
 }
 
 // Dir is the workspace's absolute path.
@@ -173,12 +185,9 @@ func (w *Workspace) pathError(p string, err error) error {
 	return fmt.Errorf("%s: %v", p, unwrap(err))
 }
 
-// isEscape reports whether err is os.Root's refusal of a path that leaves
-// the root. The standard library does not export that error, only its
-// text; an absolute link target is refused the same way.
-func isEscape(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
-}
+// isEscape reports whether err refuses a path that leaves the root (see
+// environment.IsEscape); an absolute link target is refused the same way.
+func isEscape(err error) bool { return environment.IsEscape(err) }
 
 // unwrap drops the operation and path of an *fs.PathError, which the
 // caller names itself.

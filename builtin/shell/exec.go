@@ -4,13 +4,16 @@
 // whatever it left behind is killed when the call ends), with an
 // allow-listed environment that never holds nb's secrets, and, when the
 // machine has it, under bubblewrap: the system read-only, the workspace
-// the only writable folder, no network unless allowed.
+// the only writable folder, no network unless allowed. With a remote
+// environment (Options.Remote) the commands run on another machine
+// instead, with the same limits, output and result.
 package shell
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nbots/nb/builtin/environment"
 	"github.com/nbots/nb/builtin/files"
 	"github.com/nbots/nb/builtin/internal/arg"
 	"github.com/nbots/nb/proc"
@@ -74,6 +78,10 @@ type Options struct {
 	// Notice, when set, is told once, at the first command run without a
 	// sandbox, that it runs unsandboxed and why.
 	Notice func(msg string)
+	// Remote, when set, runs the commands on another machine (package
+	// remote): Workspace is then a path there, and the sandbox settings
+	// do not apply (New refuses SandboxOn).
+	Remote environment.Runner
 }
 
 // Status says how commands will run, for `nb CART - cartridge`.
@@ -94,10 +102,15 @@ type Status struct {
 	Required bool
 	// Advice is Options.RequireAdvice, said when Required.
 	Advice string
+	// Remote says where commands run when they run on another machine
+	// (environment.Runner.Where); empty for this machine.
+	Remote string
 }
 
 func (s Status) String() string {
 	switch {
+	case s.Remote != "":
+		return "runs commands " + s.Remote + " (bubblewrap does not apply there)"
 	case s.Sandboxed && s.Network:
 		return "sandboxed by bubblewrap: the system read-only, the workspace the only writable folder, network allowed"
 	case s.Sandboxed:
@@ -137,6 +150,14 @@ func New(cfg Options) (*Exec, Status, error) {
 	}
 	if cfg.Sandbox == "" {
 		cfg.Sandbox = SandboxAuto
+	}
+	if cfg.Remote != nil {
+		if cfg.Sandbox == SandboxOn {
+			return nil, Status{}, fmt.Errorf("exec: sandbox is on, but commands run %s, where nb cannot sandbox them: set builtins.exec.sandbox to auto or off", cfg.Remote.Where())
+		}
+		cfg.Workspace = cfg.Remote.Dir()
+		t := &Exec{cfg: cfg, status: Status{Mode: cfg.Sandbox, Remote: cfg.Remote.Where()}}
+		return t, t.status, nil
 	}
 	if !filepath.IsAbs(cfg.Workspace) {
 		return nil, Status{}, fmt.Errorf("exec: the workspace %q is not an absolute path", cfg.Workspace)
@@ -196,6 +217,8 @@ func (t *Exec) Status() Status { return t.status }
 // bubblewrap, no network" or "NOT sandboxed: with your rights".
 func (t *Exec) Where() string {
 	switch {
+	case t.status.Remote != "":
+		return t.status.Remote
 	case t.status.Sandboxed && t.status.Network:
 		return "sandboxed by bubblewrap, network allowed"
 	case t.status.Sandboxed:
@@ -213,6 +236,8 @@ func (t *Exec) Spec() tool.Spec {
 	switch {
 	case t.status.Sandboxed && t.status.Network:
 		where = "Commands run sandboxed: the system is read-only and the workspace is the only writable folder; the network is reachable."
+	case t.status.Remote != "":
+		where = "Commands run " + t.status.Remote + ": be careful."
 	case !t.status.Sandboxed:
 		where = "Commands run with the user's rights: be careful."
 	}
@@ -258,7 +283,7 @@ func (t *Exec) Run(ctx context.Context, call tool.Call) (any, error) {
 	if t.status.Refused {
 		return nil, errors.New("exec is refused: " + strings.TrimPrefix(t.status.String(), "refused: "))
 	}
-	if !t.status.Sandboxed && t.cfg.Notice != nil {
+	if !t.status.Sandboxed && t.status.Remote == "" && t.cfg.Notice != nil {
 		t.noticed.Do(func() { t.cfg.Notice("exec runs commands " + t.status.String()) })
 	}
 	if p := files.PolicyFrom(ctx); p != nil && p.RequireSandbox && t.sandbox == nil {
@@ -271,7 +296,11 @@ func (t *Exec) Run(ctx context.Context, call tool.Call) (any, error) {
 	// A command may change the files the policy watches (the owner's
 	// prompt files) as the file tools do: told the same way.
 	defer files.PolicyFrom(ctx).Watch()()
-	res, err := t.run(ctx, command, timeout)
+	run := t.run
+	if t.cfg.Remote != nil {
+		run = t.runRemote
+	}
+	res, err := run(ctx, command, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -281,9 +310,53 @@ func (t *Exec) Run(ctx context.Context, call tool.Call) (any, error) {
 // outcome is what a command did.
 type outcome struct {
 	stdout, stderr string
-	state          *os.ProcessState
+	exit           string // the exit code, or the signal that killed it
 	timedOut       bool
 	elapsed        time.Duration
+}
+
+// runRemote runs command with the remote runner, into the same captures
+// and live output as a local command.
+func (t *Exec) runRemote(ctx context.Context, command string, timeout time.Duration) (*outcome, error) {
+	live := tool.LiveOutputFrom(ctx)
+	stdout, stderr := newCapture(t.cfg.MaxOutput), newCapture(t.cfg.MaxOutput)
+	outLive, errLive := tool.NewLiveWriter(live, "stdout"), tool.NewLiveWriter(live, "stderr")
+	var env []string
+	for _, name := range t.cfg.Env {
+		if v, ok := proc.Lookup(t.cfg.Environ, name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	start := time.Now()
+	exit, err := t.cfg.Remote.Run(ctx, environment.Command{
+		Line: command, Timeout: timeout, Grace: proc.Grace, Env: env, PathAppend: t.cfg.PathAppend,
+		Stdout: tee(stdout, outLive), Stderr: tee(stderr, errLive),
+	})
+	if outLive != nil {
+		outLive.Flush()
+	}
+	if errLive != nil {
+		errLive.Flush()
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // the user stopped the exchange
+	}
+	if err != nil {
+		return nil, fmt.Errorf("exec: %v", err)
+	}
+	text := fmt.Sprint(exit.Code)
+	if exit.Signal != "" {
+		text = "killed by signal " + exit.Signal
+	}
+	return &outcome{stdout: stdout.String(), stderr: stderr.String(), exit: text, timedOut: exit.TimedOut, elapsed: time.Since(start)}, nil
+}
+
+// tee writes to the capture and, when there is one, the live output.
+func tee(c *capture, live *tool.LiveWriter) io.Writer {
+	if live == nil {
+		return c
+	}
+	return io.MultiWriter(c, live)
 }
 
 // run runs command and waits for it and its group.
@@ -353,7 +426,7 @@ func (t *Exec) run(ctx context.Context, command string, timeout time.Duration) (
 	proc.Reap(cmd)
 	drained.wait(drainWait)
 
-	out := &outcome{stdout: stdout.String(), stderr: stderr.String(), state: cmd.ProcessState, elapsed: elapsed}
+	out := &outcome{stdout: stdout.String(), stderr: stderr.String(), exit: exitText(cmd.ProcessState), elapsed: elapsed}
 	if ctx.Err() != nil {
 		return nil, ctx.Err() // the user stopped the exchange
 	}
@@ -384,7 +457,7 @@ func (o *outcome) result(timeout time.Duration) any {
 			int(timeout/time.Second), int(MaxTimeout/time.Second)))
 		return &tool.Result{Text: strings.Join(parts, "\n"), IsError: true}
 	}
-	parts = append(parts, "Exit code: "+exitText(o.state))
+	parts = append(parts, "Exit code: "+o.exit)
 	return strings.Join(parts, "\n")
 }
 
