@@ -6,6 +6,14 @@
 //
 //	binsize -bin nb.sym -pkg ./cmd/nb            # by module
 //	binsize -bin nb.sym -pkg ./cmd/nb -by package -top 60
+//	binsize -bin nb.sym -pid 1234     # what of the binary is in RSS
+//
+// With -pid, the process must run the same file (-bin, built without
+// -s -w: stripping changes no loaded address) and binsize counts, for each
+// group, the bytes of its symbols that lie in resident pages of the
+// binary's mappings (/proc/PID/pagemap; needs root): which packages' code
+// and data the process has touched, or the kernel has mapped around a
+// touched page (fault-around maps 64 KiB of a file at a time).
 //
 // The function tables (.gopclntab, about three quarters of the code's own
 // size) have no symbols per function: they are shared out in proportion to
@@ -17,11 +25,13 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"log"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -31,6 +41,7 @@ func main() {
 	pkg := flag.String("pkg", "./cmd/nb", "the main package the binary was built from (for go list)")
 	by := flag.String("by", "module", "group by `module` or package")
 	top := flag.Int("top", 40, "rows to print")
+	pid := flag.Int("pid", 0, "count only the bytes resident in this process (running -bin)")
 	flag.Parse()
 	if *bin == "" {
 		log.Fatal("binsize: -bin is required")
@@ -58,6 +69,13 @@ func main() {
 			tables = sec.Size
 		}
 	}
+	var resident func(addr, size uint64) uint64
+	if *pid != 0 {
+		if resident, err = residentPages(*pid, *bin); err != nil {
+			log.Fatal(err)
+		}
+		tables = resident(sectionRange(f, ".gopclntab"))
+	}
 	code := map[string]uint64{}
 	data := map[string]uint64{}
 	var totalCode, totalData uint64
@@ -69,17 +87,23 @@ func main() {
 		if sec.Type == elf.SHT_NOBITS || sec.Name == ".gopclntab" {
 			continue // .bss, .noptrbss: no room in the file; the tables are shared out below
 		}
+		size := s.Size
+		if resident != nil {
+			if size = resident(s.Value, s.Size); size == 0 {
+				continue
+			}
+		}
 		p := packageOf(s.Name)
 		key := p
 		if *by == "module" {
 			key = groupOf(p, modules)
 		}
 		if sec.Name == ".text" {
-			code[key] += s.Size
-			totalCode += s.Size
+			code[key] += size
+			totalCode += size
 		} else {
-			data[key] += s.Size
-			totalData += s.Size
+			data[key] += size
+			totalData += size
 		}
 	}
 	type row struct {
@@ -103,6 +127,9 @@ func main() {
 		all += r.cost
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].cost > rows[j].cost })
+	if resident != nil {
+		fmt.Printf("resident in process %d: ", *pid)
+	}
 	fmt.Printf("%s: %d bytes; code %d, data %d, function tables %d; shared out: %d\n\n",
 		*bin, st.Size(), totalCode, totalData, tables, all)
 	fmt.Printf("| %s | code KB | data KB | with its tables, KB | share |\n|---|---:|---:|---:|---:|\n", *by)
@@ -186,4 +213,62 @@ func packageOf(name string) string {
 		return "types"
 	}
 	return strings.ReplaceAll(name[:slash+1+dot], "%2e", ".")
+}
+
+func sectionRange(f *elf.File, name string) (addr, size uint64) {
+	if s := f.Section(name); s != nil {
+		return s.Addr, s.Size
+	}
+	return 0, 0
+}
+
+// residentPages reads which pages of bin's mappings in process pid are
+// present, and returns a function that counts the resident bytes of a
+// range of addresses.
+func residentPages(pid int, bin string) (func(addr, size uint64) uint64, error) {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil, err
+	}
+	pm, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer pm.Close()
+	const page = 4096
+	present := map[uint64]bool{}
+	abs, _ := filepath.Abs(bin)
+	for _, line := range strings.Split(string(maps), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 6 || fields[5] != abs {
+			continue
+		}
+		var lo, hi uint64
+		if _, err := fmt.Sscanf(fields[0], "%x-%x", &lo, &hi); err != nil {
+			continue
+		}
+		buf := make([]byte, (hi-lo)/page*8)
+		if _, err := pm.ReadAt(buf, int64(lo/page*8)); err != nil {
+			return nil, fmt.Errorf("binsize: pagemap: %v", err)
+		}
+		for i := range (hi - lo) / page {
+			if binary.LittleEndian.Uint64(buf[i*8:])&(1<<63) != 0 {
+				present[lo/page+i] = true
+			}
+		}
+	}
+	if len(present) == 0 {
+		return nil, fmt.Errorf("binsize: process %d maps no page of %s (run that very file)", pid, abs)
+	}
+	return func(addr, size uint64) uint64 {
+		var n uint64
+		for a := addr; a < addr+size; {
+			next := min((a/page+1)*page, addr+size)
+			if present[a/page] {
+				n += next - a
+			}
+			a = next
+		}
+		return n
+	}, nil
 }
