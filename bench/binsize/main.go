@@ -168,6 +168,9 @@ func moduleOf(pkg string) (map[string]string, error) {
 // groupOf names the module of package p; the standard library is split into
 // the runtime and the rest, nb's own packages are shown by package.
 func groupOf(p string, modules map[string]string) string {
+	if p == "main" {
+		return "github.com/nbots/nb (all its packages)"
+	}
 	mod, ok := modules[p]
 	switch {
 	case !ok && strings.HasPrefix(p, "vendor/"):
@@ -198,6 +201,7 @@ func packageOf(name string) string {
 			break
 		}
 	}
+	name = strings.TrimPrefix(name, ".eq.") // a type's generated equality
 	name = strings.TrimLeft(name, "*[]0123456789")
 	if strings.HasPrefix(name, "map[") || strings.HasPrefix(name, "func(") || strings.HasPrefix(name, "struct") ||
 		strings.HasPrefix(name, "interface") || strings.HasPrefix(name, "chan") {
