@@ -4,7 +4,9 @@
 # that makes the same streamed POST and nothing else), runs interleaved so
 # that the machine's load falls on every command alike. For each: median
 # and minimum wall clock, median CPU (user + system), minor page faults,
-# peak RSS (GNU time). Needs GNU time (apt-get install time).
+# peak RSS (GNU time), and, where perf works, the CPU time (task-clock) of
+# a second run of each (GNU time counts CPU in 10 ms steps). Needs GNU time
+# (apt-get install time); perf from linux-perf for the CPU figure.
 #
 #   bench/coldstart.sh [RUNS] [OTHER_NB...]   # e.g. 100 /tmp/nb.old
 #
@@ -32,7 +34,12 @@ for c in "${cmds[@]}"; do "$c" bench/cartridge.yml - eval hi >/dev/null; done # 
 for _ in $(seq "$runs"); do
 	for c in "${cmds[@]}"; do
 		/usr/bin/time -o "$out/time.txt" -f '%e %U %S %R %M' "$c" bench/cartridge.yml - eval hi >/dev/null
-		echo "$c $(cat "$out/time.txt")" >>"$log"
+		cpu=-1
+		if command -v perf >/dev/null; then
+			perf stat -x, -e task-clock -o "$out/perf.txt" "$c" bench/cartridge.yml - eval hi >/dev/null 2>&1 &&
+				cpu=$(awk -F, '/task-clock/ {print $1}' "$out/perf.txt")
+		fi
+		echo "$c $(cat "$out/time.txt") $cpu" >>"$log"
 	done
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -40,8 +47,9 @@ python3 - "$log" <<'PY'
 import sys, statistics as st
 rows = {}
 for line in open(sys.argv[1]):
-    c, e, u, s, r, m = line.split()
-    rows.setdefault(c, []).append((float(e), float(u) + float(s), int(r), int(m)))
+    c, e, u, s, r, m, cpu = line.split()
+    cpu = float(cpu) / 1000 if float(cpu) >= 0 else float(u) + float(s)
+    rows.setdefault(c, []).append((float(e), cpu, int(r), int(m)))
 base = None
 for c, v in rows.items():
     wall = st.median(x[0] for x in v) * 1000

@@ -201,7 +201,8 @@ func packageOf(name string) string {
 			break
 		}
 	}
-	name = strings.TrimPrefix(name, ".eq.") // a type's generated equality
+	name = strings.TrimPrefix(name, ".eq.") // a type's generated equality and hash
+	name = strings.TrimPrefix(name, ".hash.")
 	name = strings.TrimLeft(name, "*[]0123456789")
 	if strings.HasPrefix(name, "map[") || strings.HasPrefix(name, "func(") || strings.HasPrefix(name, "struct") ||
 		strings.HasPrefix(name, "interface") || strings.HasPrefix(name, "chan") {
