@@ -389,7 +389,7 @@ func validateArguments(spec tool.Spec, args map[string]any) string {
 		msg := strings.TrimPrefix(err.Error(), "validating root: ")
 		msg = strings.TrimPrefix(msg, "validating ")
 		// "/properties/a/properties/b: type: ..." -> "field a.b: type: ..."
-		msg = schemaPath.ReplaceAllStringFunc(msg, func(p string) string {
+		msg = schemaPath().ReplaceAllStringFunc(msg, func(p string) string {
 			return "field " + strings.ReplaceAll(strings.TrimPrefix(p, "/properties/"), "/properties/", ".")
 		})
 		return fmt.Sprintf("Invalid arguments for tool %s: %s. Call it again with arguments that match its parameters.", spec.Name, msg)
@@ -398,7 +398,7 @@ func validateArguments(spec tool.Spec, args map[string]any) string {
 }
 
 // schemaPath matches the validator's location of a property.
-var schemaPath = regexp.MustCompile(`^(/properties/[^/:]+)+`)
+var schemaPath = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(/properties/[^/:]+)+`) })
 
 // maxCachedSchemas bounds the compiled schemas kept: clients describe
 // tools of their own (an agent-protocol run, a websocket client), so a

@@ -112,48 +112,50 @@ func ValidateFrame(data []byte) error {
 }
 
 var (
-	schemaURI = regexp.MustCompile(`\S+\.json: `)
-	schemaDef = regexp.MustCompile(`/\$defs/\w+: `)
+	schemaURI = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\S+\.json: `) })
+	schemaDef = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`/\$defs/\w+: `) })
 )
 
 // schemaPath matches the validator's location of a property.
-var schemaPath = regexp.MustCompile(`/properties/([^/:]+)`)
+var schemaPath = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`/properties/([^/:]+)`) })
 
 // SchemaError rewrites a validator's error for people: "validating root:
 // validating /properties/a: type: ..." becomes "a: type: ...".
 func SchemaError(err error) error {
 	msg := err.Error()
-	msg = schemaURI.ReplaceAllString(msg, "")
-	msg = schemaDef.ReplaceAllString(msg, "")
+	msg = schemaURI().ReplaceAllString(msg, "")
+	msg = schemaDef().ReplaceAllString(msg, "")
 	msg = strings.ReplaceAll(msg, "/items", "[]")
 	msg = strings.ReplaceAll(msg, "validating root: ", "")
 	msg = strings.ReplaceAll(msg, "validating ", "")
-	msg = schemaPath.ReplaceAllString(msg, ".$1")
+	msg = schemaPath().ReplaceAllString(msg, ".$1")
 	msg = strings.TrimPrefix(msg, ".")
-	msg = schemaType.ReplaceAllStringFunc(msg, func(m string) string {
-		g := schemaType.FindStringSubmatch(m)
+	msg = schemaType().ReplaceAllStringFunc(msg, func(m string) string {
+		g := schemaType().FindStringSubmatch(m)
 		return "must be " + kindOf(g[3]) + ", not " + kindOf(g[2])
 	})
-	msg = schemaTypes.ReplaceAllStringFunc(msg, func(m string) string {
-		g := schemaTypes.FindStringSubmatch(m)
+	msg = schemaTypes().ReplaceAllStringFunc(msg, func(m string) string {
+		g := schemaTypes().FindStringSubmatch(m)
 		var want []string
 		for _, w := range strings.Split(g[3], ", ") {
 			want = append(want, kindOf(w))
 		}
 		return "must be " + strings.Join(want, " or ") + ", not " + kindOf(g[2])
 	})
-	msg = schemaEnum.ReplaceAllString(msg, "must be one of $2")
-	msg = schemaConst.ReplaceAllString(msg, "must be $2")
+	msg = schemaEnum().ReplaceAllString(msg, "must be one of $2")
+	msg = schemaConst().ReplaceAllString(msg, "must be $2")
 	return fmt.Errorf("%s", msg)
 }
 
 // The messages of the validator that print the value as Go prints it
 // (map[x:1]): rewritten in JSON's words.
 var (
-	schemaType  = regexp.MustCompile(`type: (.*?) has type "(\w+)", want "(\w+)"`)
-	schemaTypes = regexp.MustCompile(`type: (.*?) has type "(\w+)", want one of "([^"]*)"`)
-	schemaEnum  = regexp.MustCompile(`enum: (.*?) does not equal any of: (\[.*\])`)
-	schemaConst = regexp.MustCompile(`const: (.*?) does not equal (.*)`)
+	schemaType  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`type: (.*?) has type "(\w+)", want "(\w+)"`) })
+	schemaTypes = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`type: (.*?) has type "(\w+)", want one of "([^"]*)"`)
+	})
+	schemaEnum  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`enum: (.*?) does not equal any of: (\[.*\])`) })
+	schemaConst = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`const: (.*?) does not equal (.*)`) })
 )
 
 // kindOf names a JSON Schema type with its article: "an object".

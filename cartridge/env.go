@@ -3,17 +3,18 @@ package cartridge
 import (
 	"fmt"
 	"regexp"
+	"sync"
 )
 
 // envRef matches the values the specification substitutes: ENV/NAME or
 // ENV-NAME where NAME is a valid variable name. The reference replaced every
 // string that merely begins with "ENV" (so "ENVIRONMENT is hostile" read the
 // variable RONMENT); nb follows the specification's intent instead.
-var envRef = regexp.MustCompile(`^ENV[/-]([A-Za-z_][A-Za-z0-9_]*)$`)
+var envRef = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^ENV[/-]([A-Za-z_][A-Za-z0-9_]*)$`) })
 
 // EnvVar returns the variable an ENV reference names, if s is one.
 func EnvVar(s string) (string, bool) {
-	m := envRef.FindStringSubmatch(s)
+	m := envRef().FindStringSubmatch(s)
 	if m == nil {
 		return "", false
 	}

@@ -35,7 +35,7 @@ import (
 // directive quoting "```text" in a block scalar, a Fennel adapter that
 // wraps content in a fence), which breaks the YAML or changes the code;
 // nb leaves the text of a block as written.
-var fenceAfterText = regexp.MustCompile("```\\w")
+var fenceAfterText = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("```\\w") })
 
 // markdown is a parser of Markdown blocks only: the cartridge needs the
 // fenced code blocks, never the inline markup, whose parsing costs most of
@@ -45,7 +45,7 @@ var markdown = sync.OnceValue(func() parser.Parser {
 })
 
 // blockPosition is a "[line:column]" in a YAML parser message.
-var blockPosition = regexp.MustCompile(`\[\d+:\d+\]`)
+var blockPosition = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[\d+:\d+\]`) })
 
 // mdBlock is a fenced code block in a language a cartridge uses.
 type mdBlock struct {
@@ -70,7 +70,7 @@ var blockLanguages = map[string]string{
 // the original text it comes from, and the offsets in the new text where
 // two newlines were inserted.
 func prePass(src []byte) ([]byte, []int, []int) {
-	matches := fenceAfterText.FindAllIndex(src, -1)
+	matches := fenceAfterText().FindAllIndex(src, -1)
 	out := make([]byte, 0, len(src)+2*len(matches))
 	origin := []int{0, 1}
 	inserted := make([]int, 0, len(matches))
@@ -219,7 +219,7 @@ func parseBlock(b *mdBlock, path string) (mdSource, error) {
 			}
 			// The parser's own positions ("already defined at [1:1]") are
 			// in the block; the messages speak of a file.
-			e.Msg = blockPosition.ReplaceAllStringFunc(e.Msg, func(m string) string {
+			e.Msg = blockPosition().ReplaceAllStringFunc(e.Msg, func(m string) string {
 				var l, c int
 				if _, err := fmt.Sscanf(m, "[%d:%d]", &l, &c); err != nil {
 					return m

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -77,8 +78,7 @@ const DefaultMCPTimeout = 30 * time.Second
 
 // mcpName is what a server name may be: it becomes the prefix of tool
 // names, which providers limit to letters, digits, '_' and '-'.
-var mcpName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
-
+var mcpName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`) })
 var mcpKeys = []string{"command", "args", "env", "cwd", "url", "headers", "type", "tools", "timeout", "disabled", "tool-prefix"}
 
 // MCP returns the servers of the cartridge's mcp key, in file order,
@@ -125,7 +125,7 @@ func mcpPrefixes(names []string) map[string]string {
 	out := make(map[string]string, len(names))
 	taken := map[string]bool{}
 	for _, n := range names {
-		if mcpName.MatchString(n) && !strings.Contains(n, "__") {
+		if mcpName().MatchString(n) && !strings.Contains(n, "__") {
 			out[n] = n
 			taken[strings.ToLower(n)] = true
 		}

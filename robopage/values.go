@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // The values of the `allow` key of a parameter (an nb extension): what a
@@ -17,7 +18,7 @@ const (
 )
 
 // number is a negative number, which may start an argument: -5, -1.5, -2e3.
-var number = regexp.MustCompile(`^-[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
+var number = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^-[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`) })
 
 // checkValue returns the Scope.Check of f's calls. Values are placed in
 // command lines verbatim, so a value that starts an argument with "-"
@@ -31,7 +32,7 @@ func checkValue(f *Function) func(name, value string, first bool) error {
 		if p == nil {
 			return nil
 		}
-		if first && strings.HasPrefix(value, "-") && !number.MatchString(value) && !p.AllowLeadingDash {
+		if first && strings.HasPrefix(value, "-") && !number().MatchString(value) && !p.AllowLeadingDash {
 			return fmt.Errorf("argument %s of function %s starts with \"-\" (%s) and would be read as an option: pass a value that does not start with \"-\" (a page allows it with `allow: [%s]` on the parameter)", name, f.Name, quoteShort(value), AllowLeadingDash)
 		}
 		if hasParentSegment(value) && !p.AllowParentDir {

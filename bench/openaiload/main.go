@@ -64,11 +64,19 @@ func client(conns int) *http.Client {
 
 // post sends body to url and returns the whole response body.
 func post(ctx context.Context, c *http.Client, url, token string, body []byte) ([]byte, error) {
+	return postHeaders(ctx, c, url, token, nil, body)
+}
+
+// postHeaders is post with more headers.
+func postHeaders(ctx context.Context, c *http.Client, url, token string, h http.Header, body []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range h {
+		req.Header[k] = v
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -92,38 +100,60 @@ func chatBody(model, text string, stream bool) []byte {
 	return b
 }
 
-// latency alternates sequential requests through nb and to the fake.
+// latency alternates sequential requests through nb (or each of several
+// servers, -url a,b,c: two builds of nb, another gateway) and to the fake.
+// With -stream, each request is streamed and the figure is the time to
+// the first chunk that carries text (the first token), the rest read out.
 func latency(args []string) error {
 	fs := flag.NewFlagSet("latency", flag.ExitOnError)
-	url := fs.String("url", "http://127.0.0.1:3048/v1", "nb's API")
+	url := fs.String("url", "http://127.0.0.1:3048/v1", "nb's API; several, comma-separated, are measured in turn")
 	direct := fs.String("direct", "", "the fake provider's API (required)")
 	model := fs.String("model", "bench", "the cartridge")
 	token := fs.String("token", "", "nb's token")
 	n := fs.Int("n", 3000, "requests to each")
 	warmup := fs.Int("warmup", 300, "requests to each before measuring")
+	stream := fs.Bool("stream", false, "stream the answers and time the first token")
+	var headers headerFlags
+	fs.Var(&headers, "header", "`Name: value` sent to the -url servers (repeatable; Portkey's x-portkey-*)")
 	fs.Parse(args) //nolint:errcheck // ExitOnError
 	if *direct == "" {
 		return errors.New("-direct is required")
 	}
+	urls := strings.Split(*url, ",")
 	c := client(4)
 	ctx := context.Background()
-	nbBody := chatBody(*model, "hi", false)
-	fakeBody := chatBody("bench", "hi", false)
-	var viaNB, toFake, diffs []time.Duration
-	for i := range *warmup + *n {
+	nbBody := chatBody(*model, "hi", *stream)
+	fakeBody := chatBody("bench", "hi", *stream)
+	via := make([][]time.Duration, len(urls))
+	diffs := make([][]time.Duration, len(urls))
+	var toFake []time.Duration
+	send := func(u, token string, h http.Header, body []byte) (time.Duration, error) {
 		t0 := time.Now()
-		if _, err := post(ctx, c, *url+"/chat/completions", *token, nbBody); err != nil {
-			return fmt.Errorf("nb: %w", err)
+		if *stream {
+			return firstToken(ctx, c, u+"/chat/completions", token, h, body, t0)
 		}
-		t1 := time.Now()
-		if _, err := post(ctx, c, *direct+"/chat/completions", "", fakeBody); err != nil {
+		_, err := postHeaders(ctx, c, u+"/chat/completions", token, h, body)
+		return time.Since(t0), err
+	}
+	for i := range *warmup + *n {
+		var took []time.Duration
+		for _, u := range urls {
+			d, err := send(u, *token, http.Header(headers), nbBody)
+			if err != nil {
+				return fmt.Errorf("%s: %w", u, err)
+			}
+			took = append(took, d)
+		}
+		d, err := send(*direct, "", nil, fakeBody)
+		if err != nil {
 			return fmt.Errorf("fake: %w", err)
 		}
-		t2 := time.Now()
 		if i >= *warmup {
-			viaNB = append(viaNB, t1.Sub(t0))
-			toFake = append(toFake, t2.Sub(t1))
-			diffs = append(diffs, t1.Sub(t0)-t2.Sub(t1))
+			toFake = append(toFake, d)
+			for j := range urls {
+				via[j] = append(via[j], took[j])
+				diffs[j] = append(diffs[j], took[j]-d)
+			}
 		}
 	}
 	med := func(d []time.Duration) time.Duration {
@@ -136,11 +166,77 @@ func latency(args []string) error {
 		slices.Sort(d)
 		return d[int(float64(len(d)-1)*p)]
 	}
-	fmt.Printf("requests: %d each, sequential, alternating\n", *n)
-	fmt.Printf("through nb:      median %v  p90 %v  p99 %v\n", med(viaNB), pct(viaNB, .9), pct(viaNB, .99))
+	what := "whole answers"
+	if *stream {
+		what = "streamed, time to the first token"
+	}
+	fmt.Printf("requests: %d each, sequential, alternating, %s\n", *n, what)
 	fmt.Printf("fake directly:   median %v  p90 %v  p99 %v\n", med(toFake), pct(toFake, .9), pct(toFake, .99))
-	fmt.Printf("added by nb:     median of differences %v (difference of medians %v)\n", med(diffs), med(viaNB)-med(toFake))
+	for j, u := range urls {
+		fmt.Printf("through %s: median %v  p90 %v  p99 %v\n", u, med(via[j]), pct(via[j], .9), pct(via[j], .99))
+		fmt.Printf("  added:         median of differences %v (difference of medians %v)\n", med(diffs[j]), med(via[j])-med(toFake))
+	}
 	return nil
+}
+
+// headerFlags collects -header "Name: value".
+type headerFlags http.Header
+
+func (h *headerFlags) String() string { return "" }
+
+func (h *headerFlags) Set(v string) error {
+	k, val, ok := strings.Cut(v, ":")
+	if !ok {
+		return fmt.Errorf("%q: want Name: value", v)
+	}
+	if *h == nil {
+		*h = headerFlags{}
+	}
+	http.Header(*h).Add(strings.TrimSpace(k), strings.TrimSpace(val))
+	return nil
+}
+
+// firstToken posts a streamed request and returns the time from t0 to the
+// first event with text, then reads the stream to its end.
+func firstToken(ctx context.Context, c *http.Client, url, token string, h http.Header, body []byte, t0 time.Time) (time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return 0, fmt.Errorf("status %d: %.200s", resp.StatusCode, b)
+	}
+	var first time.Duration
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadSlice('\n')
+		if first == 0 && bytes.HasPrefix(line, []byte("data: ")) && bytes.Contains(line, []byte(`"content":"`)) {
+			first = time.Since(t0)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil && err != bufio.ErrBufferFull {
+			return 0, err
+		}
+	}
+	if first == 0 {
+		return 0, errors.New("no text in the stream")
+	}
+	return first, nil
 }
 
 // streams holds n streamed requests open at once.

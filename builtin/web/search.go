@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nbots/nb/builtin/internal/arg"
@@ -218,12 +219,12 @@ func braveFailure(resp *http.Response, body []byte) error {
 	return fmt.Errorf("web_search: Brave Search answered %s: %s", resp.Status, detail)
 }
 
-var tags = regexp.MustCompile(`<[^>]*>`)
+var tags = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`<[^>]*>`) })
 
 // plain removes the markup Brave puts in titles and snippets (<strong>
 // around the query's words, entities).
 func plain(s string) string {
-	return strings.Join(strings.Fields(html.UnescapeString(tags.ReplaceAllString(s, ""))), " ")
+	return strings.Join(strings.Fields(html.UnescapeString(tags().ReplaceAllString(s, ""))), " ")
 }
 
 // result is one search result, whatever the engine.

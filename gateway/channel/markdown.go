@@ -3,11 +3,9 @@ package channel
 import (
 	"strconv"
 	"strings"
+	"sync"
 
-	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/extension"
-	extast "github.com/yuin/goldmark/extension/ast"
 	"github.com/yuin/goldmark/text"
 )
 
@@ -43,7 +41,8 @@ type Rich struct {
 	Spans []Span
 }
 
-var markdown = goldmark.New(goldmark.WithExtensions(extension.Strikethrough))
+// markdown is built on first use: most nb commands never parse a reply.
+var markdown = sync.OnceValue(newMarkdownParser)
 
 // ParseMarkdown turns the model's Markdown (CommonMark with GitHub's
 // ~~strikethrough~~) into plain text and spans: emphasis, code, links
@@ -52,7 +51,7 @@ var markdown = goldmark.New(goldmark.WithExtensions(extension.Strikethrough))
 // it does not know stays as written, so no text is lost.
 func ParseMarkdown(src string) Rich {
 	source := []byte(src)
-	doc := markdown.Parser().Parse(text.NewReader(source))
+	doc := markdown().Parse(text.NewReader(source))
 	r := &richWriter{src: source}
 	r.blocks(doc, 0)
 	out := strings.TrimRight(r.b.String(), "\n ")
@@ -184,7 +183,7 @@ func (r *richWriter) inline(n ast.Node) {
 		i := r.open(kind)
 		r.inlines(n)
 		r.close(i)
-	case *extast.Strikethrough:
+	case *strikeNode:
 		i := r.open(Strike)
 		r.inlines(n)
 		r.close(i)

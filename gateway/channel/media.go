@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 )
 
 // TooLarge is an inbound file over the channel's size limit; Size is 0
@@ -23,11 +24,11 @@ func (e *TooLarge) Error() string {
 	return fmt.Sprintf("over the limit of %d bytes", e.Limit)
 }
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+var unsafeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9._-]`) })
 
 // SafeName replaces what may not appear in a stored file's name (path
 // separators, spaces, anything outside [A-Za-z0-9._-]) with "_".
-func SafeName(name string) string { return unsafeName.ReplaceAllString(name, "_") }
+func SafeName(name string) string { return unsafeName().ReplaceAllString(name, "_") }
 
 // SaveMedia downloads req through hc (a client dialling through the
 // egress guard) into dir/name, refusing more than limit bytes by the

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/proc"
@@ -544,7 +545,7 @@ func overrides(root map[string]any, env Env) error {
 	return nil
 }
 
-var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+var varRef = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`) })
 
 // substitute resolves ${VAR} in every string; a missing variable is an
 // error naming it and the key.
@@ -586,7 +587,7 @@ func substitute(v any, path string, env Env) error {
 
 func resolve(s, path string, env Env) (string, error) {
 	var missing string
-	out := varRef.ReplaceAllStringFunc(s, func(ref string) string {
+	out := varRef().ReplaceAllStringFunc(s, func(ref string) string {
 		name := ref[2 : len(ref)-1]
 		v, ok := env.Lookup(name)
 		if !ok && missing == "" {

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nbots/nb/gateway/modelcall"
@@ -227,8 +228,8 @@ func head(now time.Time) string {
 func EstimateTokens(s string) int { return (len(s) + 2) / 3 }
 
 var (
-	comment  = regexp.MustCompile(`(?s)<!--.*?-->`)
-	listItem = regexp.MustCompile(`^(\s*)(?:[-*+]|\d+[.)])\s+(\[[ xX]\]\s*)?`)
+	comment  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?s)<!--.*?-->`) })
+	listItem = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\s*)(?:[-*+]|\d+[.)])\s+(\[[ xX]\]\s*)?`) })
 )
 
 // Tasks is what is left to do in a HEARTBEAT.md: its sections (after a
@@ -236,7 +237,7 @@ var (
 // without comments, checked items ("- [x] …" and the lines indented under
 // them) or headings; "" when nothing is left, as in the template.
 func Tasks(content string) string {
-	content = comment.ReplaceAllString(strings.ReplaceAll(content, "\r\n", "\n"), "")
+	content = comment().ReplaceAllString(strings.ReplaceAll(content, "\r\n", "\n"), "")
 	lines := strings.Split(content, "\n")
 	sectioned := false
 	for _, l := range lines {
@@ -273,7 +274,7 @@ func Tasks(content string) string {
 			}
 			skipIndent = -1
 		}
-		if m := listItem.FindStringSubmatch(l); m != nil {
+		if m := listItem().FindStringSubmatch(l); m != nil {
 			if box := strings.TrimSpace(m[2]); box == "[x]" || box == "[X]" {
 				skipIndent = indent
 				continue

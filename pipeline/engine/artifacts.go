@@ -61,14 +61,14 @@ func NewArtifacts(baseDir string) *Artifacts {
 	return &Artifacts{dir: baseDir, items: map[string]*ArtifactEntry{}}
 }
 
-var artifactID = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+var artifactID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`) })
 
 // Store keeps data (any value JSON can write) under id; name says what
 // it is. The id names the file of a file-backed artifact, so it is a
 // word of letters, digits, `_`, `.` and `-` (128 at most, not starting
 // with `.` or `-`).
 func (a *Artifacts) Store(id, name string, data any) (ArtifactInfo, error) {
-	if !artifactID.MatchString(id) || id == "." || id == ".." {
+	if !artifactID().MatchString(id) || id == "." || id == ".." {
 		return ArtifactInfo{}, fmt.Errorf("artifact id %q: use letters, digits, _, . and - (128 at most, starting with a letter, a digit or _)", id)
 	}
 	raw, err := json.Marshal(data)

@@ -110,12 +110,14 @@ func best(edges []*pipeline.Edge) *pipeline.Edge {
 
 // accelerator matches the accelerator prefixes §3.3 strips: "[Y] ",
 // "Y) ", "Y - ".
-var accelerator = regexp.MustCompile(`^(?:\[[^\]\s]+\]\s*|[A-Za-z0-9]\)\s+|[A-Za-z0-9]\s+-\s+)`)
+var accelerator = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(?:\[[^\]\s]+\]\s*|[A-Za-z0-9]\)\s+|[A-Za-z0-9]\s+-\s+)`)
+})
 
 // NormalizeLabel is §3.3's label normalisation: lowercase, trimmed,
 // without an accelerator prefix.
 func NormalizeLabel(s string) string {
 	s = strings.TrimSpace(s)
-	s = accelerator.ReplaceAllString(s, "")
+	s = accelerator().ReplaceAllString(s, "")
 	return strings.ToLower(strings.TrimSpace(s))
 }

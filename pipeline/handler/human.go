@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/nbots/nb/pipeline/engine"
@@ -23,16 +24,16 @@ type choice struct {
 }
 
 var (
-	bracketKey = regexp.MustCompile(`^\[([^\]\s]+)\]\s*`)
-	parenKey   = regexp.MustCompile(`^([A-Za-z0-9])\)\s+`)
-	dashKey    = regexp.MustCompile(`^([A-Za-z0-9])\s+-\s+`)
+	bracketKey = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\[([^\]\s]+)\]\s*`) })
+	parenKey   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([A-Za-z0-9])\)\s+`) })
+	dashKey    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([A-Za-z0-9])\s+-\s+`) })
 )
 
 // AcceleratorKey is §4.6's key of a label: K of "[K] L", "K) L" or
 // "K - L", else the first character.
 func AcceleratorKey(label string) string {
 	l := strings.TrimSpace(label)
-	for _, re := range []*regexp.Regexp{bracketKey, parenKey, dashKey} {
+	for _, re := range []*regexp.Regexp{bracketKey(), parenKey(), dashKey()} {
 		if m := re.FindStringSubmatch(l); m != nil {
 			return m[1]
 		}
@@ -45,7 +46,7 @@ func AcceleratorKey(label string) string {
 
 func stripAccelerator(label string) string {
 	l := strings.TrimSpace(label)
-	for _, re := range []*regexp.Regexp{bracketKey, parenKey, dashKey} {
+	for _, re := range []*regexp.Regexp{bracketKey(), parenKey(), dashKey()} {
 		if loc := re.FindStringIndex(l); loc != nil {
 			return strings.TrimSpace(l[loc[1]:])
 		}

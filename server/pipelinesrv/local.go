@@ -252,13 +252,13 @@ func (l *Local) List(_ context.Context, owner string) ([]Info, error) {
 }
 
 // validID is the form of the ids newID makes.
-var validID = regexp.MustCompile(`^[0-9a-f]{24}$`)
+var validID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{24}$`) })
 
 // load reads a run that is not in memory from its folder: its
 // parameters, its events, its graph, and how it ended (its checkpoint:
 // done with its status, else interrupted).
 func (l *Local) load(id string) (*localRun, error) {
-	if !validID.MatchString(id) {
+	if !validID().MatchString(id) {
 		return nil, ErrNotFound
 	}
 	dir := filepath.Join(l.Dir, id)

@@ -228,7 +228,7 @@ func (s *Stored) adopt(sr runstore.Run, spec func(owner string, p Params, g *pip
 
 // Get returns run id of owner, whichever replica runs it.
 func (s *Stored) Get(ctx context.Context, owner, id string) (Run, error) {
-	if !validID.MatchString(id) {
+	if !validID().MatchString(id) {
 		return nil, ErrNotFound
 	}
 	info, err := s.Store.Get(ctx, id)

@@ -131,7 +131,7 @@ type Bus struct {
 	kv          map[string]jetstream.KeyValue
 }
 
-var nameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+var nameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`) })
 
 // ParseURL splits a bus URL into the NATS server URL(s) and the Options
 // its query sets: namespace, partitions. A URL names nats:// (or tls://)
@@ -158,7 +158,7 @@ func ParseURL(raw string) (string, Options, error) {
 		v := vs[len(vs)-1]
 		switch k {
 		case "namespace":
-			if !nameRe.MatchString(v) {
+			if !nameRe().MatchString(v) {
 				return "", opt, fmt.Errorf("bus %s: namespace %q: use letters, digits, - and _ (at most 32)", Redact(raw), v)
 			}
 			opt.Namespace = v

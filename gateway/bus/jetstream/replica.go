@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -51,11 +52,11 @@ func (b *Bus) bucket(ctx context.Context, name string, ttl time.Duration) (jetst
 	return kv, nil
 }
 
-var kvKeyRe = regexp.MustCompile(`^[-_=.a-zA-Z0-9]{1,200}$`)
+var kvKeyRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[-_=.a-zA-Z0-9]{1,200}$`) })
 
 // kvKey is key when it is a valid bucket key, else its hash.
 func kvKey(key string) string {
-	if kvKeyRe.MatchString(key) && key[0] != '.' && key[len(key)-1] != '.' {
+	if kvKeyRe().MatchString(key) && key[0] != '.' && key[len(key)-1] != '.' {
 		return key
 	}
 	sum := sha256.Sum256([]byte(key))

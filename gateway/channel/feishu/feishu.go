@@ -99,7 +99,7 @@ type Channel struct {
 // connection is.
 func (c *Channel) Status() channel.Status { return c.link.Status() }
 
-var pathRE = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$`)
+var pathRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$`) })
 
 // New checks cfg and builds the channel; nothing connects before Run.
 func New(cfg Config, env channel.Env) (*Channel, error) {
@@ -139,7 +139,7 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		if hook == "" {
 			hook = "/feishu/events"
 		}
-		if !pathRE.MatchString(hook) || hook == "/ws" || hook == "/health" || hook == "/ready" {
+		if !pathRE().MatchString(hook) || hook == "/ws" || hook == "/health" || hook == "/ready" {
 			return nil, fmt.Errorf("channels.feishu.webhookPath %q must be a path of its own, such as /feishu/events", hook)
 		}
 		if cfg.VerificationToken == "" {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
@@ -130,11 +131,13 @@ func (c *Channel) sendFile(ctx context.Context, chatID string, f *channel.Attach
 }
 
 var (
-	complexMD = regexp.MustCompile("(?m)(^```|^#{1,6} |^\\|.*\\|\\s*$)")
-	simpleMD  = regexp.MustCompile(`(\*\*.+?\*\*|__.+?__|~~.+?~~|(^|[^*])\*[^*\s][^*]*\*)`)
-	listMD    = regexp.MustCompile(`(?m)^\s*([-*+]|\d+\.)\s+`)
-	linkMD    = regexp.MustCompile(`\[([^\]]+)\]\((https?://[^)\s]+)\)`)
-	headingMD = regexp.MustCompile(`(?m)^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$`)
+	complexMD = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("(?m)(^```|^#{1,6} |^\\|.*\\|\\s*$)") })
+	simpleMD  = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(\*\*.+?\*\*|__.+?__|~~.+?~~|(^|[^*])\*[^*\s][^*]*\*)`)
+	})
+	listMD    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^\s*([-*+]|\d+\.)\s+`) })
+	linkMD    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[([^\]]+)\]\((https?://[^)\s]+)\)`) })
+	headingMD = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$`) })
 )
 
 // format chooses the message type for an answer's piece as nanobot
@@ -143,9 +146,9 @@ var (
 // rest; it returns the type and the message's content.
 func format(md string) (typ, body string) {
 	switch {
-	case complexMD.MatchString(md) || simpleMD.MatchString(md) || listMD.MatchString(md) || len([]rune(md)) > 2000:
+	case complexMD().MatchString(md) || simpleMD().MatchString(md) || listMD().MatchString(md) || len([]rune(md)) > 2000:
 		return "interactive", card(md)
-	case linkMD.MatchString(md) || len([]rune(md)) > 200:
+	case linkMD().MatchString(md) || len([]rune(md)) > 200:
 		return "post", richText(md)
 	}
 	b, _ := json.Marshal(map[string]string{"text": md})
@@ -155,7 +158,7 @@ func format(md string) (typ, body string) {
 // card is an interactive card showing md in a markdown element; the
 // card's Markdown has no headings, so they become bold lines.
 func card(md string) string {
-	md = headingMD.ReplaceAllString(md, "**$1**")
+	md = headingMD().ReplaceAllString(md, "**$1**")
 	b, _ := json.Marshal(map[string]any{
 		"config":   map[string]any{"wide_screen_mode": true},
 		"elements": []any{map[string]string{"tag": "markdown", "content": md}},
@@ -169,7 +172,7 @@ func richText(md string) string {
 	for _, line := range strings.Split(md, "\n") {
 		var els []map[string]string
 		last := 0
-		for _, loc := range linkMD.FindAllStringSubmatchIndex(line, -1) {
+		for _, loc := range linkMD().FindAllStringSubmatchIndex(line, -1) {
 			if loc[0] > last {
 				els = append(els, map[string]string{"tag": "text", "text": line[last:loc[0]]})
 			}

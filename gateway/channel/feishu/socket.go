@@ -16,7 +16,7 @@ import (
 	"github.com/nbots/nb/gateway/channel/feishu/pbbp2"
 )
 
-var queryRE = regexp.MustCompile(`\?[^\s"]*`)
+var queryRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\?[^\s"]*`) })
 
 // defaultPing is the ping interval until the platform names one.
 const defaultPing = 120 * time.Second
@@ -90,7 +90,7 @@ func (c *Channel) connect(ctx context.Context, in channel.Inbox, ep endpoint, co
 		}
 		// The address's query carries the connection's ticket: the
 		// error says where without it.
-		return fmt.Errorf("connecting to %s: %s", u.Host, queryRE.ReplaceAllString(err.Error(), "?…"))
+		return fmt.Errorf("connecting to %s: %s", u.Host, queryRE().ReplaceAllString(err.Error(), "?…"))
 	}
 	ws.SetReadLimit(8 << 20)
 	k := &conn{ws: ws, service: int32(service), ping: make(chan time.Duration, 1)}

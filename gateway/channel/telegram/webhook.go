@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nbots/nb/gateway/channel"
@@ -18,8 +19,8 @@ import (
 )
 
 var (
-	webhookSecret = regexp.MustCompile(`^[A-Za-z0-9_-]{16,256}$`)
-	webhookPath   = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+/?$`)
+	webhookSecret = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{16,256}$`) })
+	webhookPath   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+/?$`) })
 )
 
 // reservedPaths are the listener's own routes.
@@ -45,10 +46,10 @@ func checkWebhook(cfg Config) (string, error) {
 	if u.Scheme != "https" && !(u.Scheme == "http" && loopback) {
 		return "", fmt.Errorf("channels.telegram.webhookUrl must be https (Telegram calls only https; http is allowed for a loopback test server)")
 	}
-	if !webhookPath.MatchString(u.Path) || reservedPaths[u.Path] {
+	if !webhookPath().MatchString(u.Path) || reservedPaths[u.Path] {
 		return "", fmt.Errorf("channels.telegram.webhookUrl needs a path of its own (such as /telegram/<random>), not %q", u.Path)
 	}
-	if !webhookSecret.MatchString(cfg.WebhookSecret) {
+	if !webhookSecret().MatchString(cfg.WebhookSecret) {
 		return "", fmt.Errorf("channels.telegram.webhookSecret must be 16 to 256 characters of A-Z, a-z, 0-9, _ and - (Telegram's secret_token)")
 	}
 	return u.Path, nil

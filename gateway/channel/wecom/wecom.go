@@ -500,7 +500,7 @@ func (c *Channel) remember(cb callback, chat, reqID string) {
 	c.streams[r.stream] = r
 }
 
-var leadingMention = regexp.MustCompile(`^@\S+\s*`)
+var leadingMention = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^@\S+\s*`) })
 
 // inbound turns a message callback into the bus's form.
 func (c *Channel) inbound(ctx context.Context, in channel.Inbox, cb callback) (bus.Inbound, bool) {
@@ -547,7 +547,7 @@ func (c *Channel) inbound(ctx context.Context, in channel.Inbox, cb callback) (b
 	case "text":
 		t := cb.Text.Content
 		if group {
-			t = leadingMention.ReplaceAllString(strings.TrimSpace(t), "") // the bot's mention
+			t = leadingMention().ReplaceAllString(strings.TrimSpace(t), "") // the bot's mention
 		}
 		parts = append(parts, t)
 	case "voice":

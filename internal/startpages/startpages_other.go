@@ -1,0 +1,5 @@
+//go:build !linux
+
+package startpages
+
+func dropExecutable() int64 { return 0 }
