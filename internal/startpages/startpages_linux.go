@@ -11,13 +11,8 @@ import (
 // dropExecutable calls madvise(MADV_DONTNEED) on the read-only mappings
 // of /proc/self/exe (its code and read-only data). They are private and
 // never written, so the kernel maps them again from the file when used;
-// writable mappings (data, bss, heap) are left alone. Under a debugger
-// nothing is dropped: its breakpoints are written into private copies of
-// code pages, which dropping would undo.
+// writable mappings (data, bss, heap) are left alone.
 func dropExecutable() int64 {
-	if traced() {
-		return 0
-	}
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return 0
@@ -50,18 +45,4 @@ func dropExecutable() int64 {
 		}
 	}
 	return dropped
-}
-
-// traced tells whether a debugger (or strace) is attached.
-func traced() bool {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return true
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			return strings.TrimSpace(v) != "0"
-		}
-	}
-	return true
 }
