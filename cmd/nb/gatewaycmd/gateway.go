@@ -22,7 +22,6 @@ import (
 	"github.com/nbots/nb/gateway/config"
 	"github.com/nbots/nb/gateway/gatewayrun"
 	"github.com/nbots/nb/internal/httpguard"
-	"github.com/nbots/nb/internal/startpages"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/term"
 )
@@ -242,19 +241,7 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 		return err
 	}
 	defer gw.Close()
-	go releaseStartPages(ctx, log)
 	return gw.Run(ctx)
-}
-
-// releaseStartPages gives back, once the gateway has started, the pages
-// only its start touched (every linked package's initialisation: most of
-// the binary): an idle gateway holds what it runs, not what it ran.
-func releaseStartPages(ctx context.Context, log *slog.Logger) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(3 * time.Second):
-		log.Debug("start-up pages released", "bytes", startpages.Release())
-	}
 }
 
 // gatewayInit writes the starting configuration and the workspace
