@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nbots/nb/gateway/bus"
@@ -49,6 +50,22 @@ type note struct {
 	Chat    string    `json:"chat"`
 	Content string    `json:"content"`
 	At      time.Time `json:"at"`
+	// PID is the process of the run that asks (ask files): a question
+	// whose run died without withdrawing it is void.
+	PID int `json:"pid,omitempty"`
+}
+
+// gone says whether process pid has ended (the state folder is this
+// machine's, so the asking run is a process here).
+func gone(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return true
+	}
+	return errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
 }
 
 func askName(chat string) string { return "ask-" + hex.EncodeToString([]byte(chat)) + ".json" }
@@ -155,7 +172,7 @@ func (c *Channel) Send(_ context.Context, m bus.Outbound) (string, error) {
 // Run instead of to the assistant.
 func (c *Channel) Post(_ context.Context, chat, text string) (withdraw func(), err error) {
 	name := askName(chat) // one question a chat: a newer one replaces one left by a run that died
-	if err := write(c.Dir, name, note{Chat: chat, Content: text, At: time.Now()}); err != nil {
+	if err := write(c.Dir, name, note{Chat: chat, Content: text, At: time.Now(), PID: os.Getpid()}); err != nil {
 		return nil, fmt.Errorf("web chat: %w", err)
 	}
 	return func() { os.Remove(filepath.Join(c.Dir, name)) }, nil //nolint:errcheck // gone already is fine
@@ -217,12 +234,21 @@ func (b *Board) Show(chat string) (text string, ok bool) {
 }
 
 func (b *Board) ask(chat string) (note, bool) {
-	data, err := os.ReadFile(filepath.Join(b.Dir, askName(chat)))
+	return readAsk(filepath.Join(b.Dir, askName(chat)))
+}
+
+// readAsk reads an ask file; one left by a run that died is removed.
+func readAsk(path string) (note, bool) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return note{}, false
 	}
 	var m note
 	if json.Unmarshal(data, &m) != nil {
+		return note{}, false
+	}
+	if gone(m.PID) {
+		os.Remove(path) //nolint:errcheck // void either way
 		return note{}, false
 	}
 	return m, true
@@ -280,12 +306,8 @@ func (b *Board) showQuestions(ctx context.Context, send func(ctx context.Context
 			continue
 		}
 		seen[n] = true
-		data, err := os.ReadFile(filepath.Join(b.Dir, n))
-		if err != nil {
-			continue
-		}
-		var m note
-		if json.Unmarshal(data, &m) != nil {
+		m, ok := readAsk(filepath.Join(b.Dir, n))
+		if !ok {
 			continue
 		}
 		if at, ok := b.shown[n]; ok && at.Equal(m.At) {
