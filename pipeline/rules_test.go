@@ -31,7 +31,8 @@ func TestRules(t *testing.T) {
 		// human.channel names "<channel>:<chat>", on a gate.
 		{"human_channel ok", frame + `g [shape=hexagon, human.channel="telegram:42"]; start -> g -> exit`, nil},
 		{"human_channel malformed", frame + `g [shape=hexagon, human.channel="telegram"]; start -> g -> exit`, []string{"human_channel:g"}},
-		{"human_channel web chat (not built)", frame + `g [shape=hexagon, human.channel="web:me"]; start -> g -> exit`, []string{"human_channel:g"}},
+		{"human_channel web chat", frame + `g [shape=hexagon, human.channel="web:me"]; start -> g -> exit`, nil},
+		{"human_channel web chat id", frame + `g [shape=hexagon, human.channel="web:a/b"]; start -> g -> exit`, []string{"human_channel:g"}},
 		{"human_channel not a gate", frame + `a [prompt="x", human.channel="slack:C1"]; start -> a -> exit`, []string{"human_channel:a"}},
 		// D5: unreachable is an error.
 		{"D5 reachability", frame + `a [prompt="x"]; lone [prompt="y"]; start -> a -> exit`, []string{"reachability:lone"}},

@@ -758,8 +758,8 @@ func ruleHumanChannel(g *Graph) []Diagnostic {
 		switch {
 		case !cut || strings.TrimSpace(name) == "" || strings.TrimSpace(chat) == "":
 			out = append(out, diag("human_channel", Error, a.ValuePos, n.ID, fmt.Sprintf("human.channel %q: write \"<channel>:<chat id>\", such as \"telegram:123456789\"", a.Value.Text)))
-		case strings.TrimSpace(name) == "web":
-			out = append(out, diag("human_channel", Error, a.ValuePos, n.ID, fmt.Sprintf("human.channel %q: the gateway's web chat cannot ask a pipeline's gates yet (docs/pipelines.md, Not built yet): name a chat channel, such as \"telegram:123456789\"", a.Value.Text)))
+		case strings.TrimSpace(name) == "web" && (len(strings.TrimSpace(chat)) > 128 || strings.ContainsAny(chat, "/\\\x00")):
+			out = append(out, diag("human_channel", Error, a.ValuePos, n.ID, fmt.Sprintf("human.channel %q: a web chat's id is 1 to 128 characters, without / or \\", a.Value.Text)))
 		case n.HandlerType() != "wait.human":
 			out = append(out, diag("human_channel", Warning, a.ValuePos, n.ID, fmt.Sprintf("human.channel on node %s, which is not a human gate (shape=hexagon): nothing asks there", n.ID)))
 		}

@@ -27,7 +27,9 @@ func chatGates(g *pipeline.Graph) bool {
 // resolution: NB_GATEWAY_CONFIG, $XDG_CONFIG_HOME/nb/gateway.json,
 // ~/.nanobot/config.json) gives the channels and their allowFrom; the
 // other gates go to fallback. The channels keep their receive positions
-// apart from nb gateway's (gatewayrun.Files.PipelineGates).
+// apart from nb gateway's (gatewayrun.Files.PipelineGates); the gates
+// asked in the web chat meet the running nb gateway in its state folder
+// (gatewayrun.Files.WebGates).
 func (a *App) pipelineGate(flag string, fallback handler.Interviewer) (*chatgate.Gate, error) {
 	env := config.Env(a.Environ)
 	path, err := config.Find(flag, env)
@@ -40,7 +42,7 @@ func (a *App) pipelineGate(flag string, fallback handler.Interviewer) (*chatgate
 	}
 	st := gatewayrun.StateFiles(gatewaycmd.StateDir(a.Getenv), c.Workspace)
 	g := chatgate.New(c.Channels, channels.Builtin(), channel.Env{Workspace: c.Workspace, StateDir: st.PipelineGates}, fallback)
-	g.Source = path
+	g.Source, g.WebDir = path, st.WebGates
 	if path == "" {
 		g.Source = "the default gateway configuration (no file: give one with --gateway-config)"
 	}

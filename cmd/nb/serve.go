@@ -15,6 +15,7 @@ import (
 	"github.com/nbots/nb/eventlog/pglog"
 	"github.com/nbots/nb/internal/bytesize"
 	"github.com/nbots/nb/internal/httpguard"
+	"github.com/nbots/nb/internal/rungroup"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/server/nanobots"
@@ -236,7 +237,21 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	log.Info("serving", "cartridges", len(models), "failed", broken, "folders", strings.Join(dirs, ":"),
 		"listen", strings.Join(addrs, " "), "tokens", len(tokens), "store", a.storeName())
 	fmt.Fprintf(a.Stderr, "nb: serving %s on %s (Ctrl-C stops)\n", served(models, dirs), strings.Join(addrs, " and "))
-	return srv.Serve(ctx, lns...)
+	// The server runs in the group of the shared store's heartbeat: a
+	// failure of either stops the other, and serve returns once both
+	// have (the server's own errors as they are: it names its parts).
+	gctx, stop := context.WithCancel(ctx)
+	defer stop()
+	group := rungroup.New(gctx)
+	if shared != nil {
+		group.Go("the shared store's heartbeat", shared.Run)
+	}
+	err = srv.Serve(group.Context(), lns...)
+	stop()
+	if gerr := group.Wait(); err == nil {
+		err = gerr
+	}
+	return err
 }
 
 // served says what nb serve serves: "2 cartridges of /srv/carts, and

@@ -144,8 +144,7 @@ func start(ctx context.Context, pool *pgxpool.Pool, o Options, name string, clos
 	if err := s.beat(ctx); err != nil {
 		return nil, err
 	}
-	s.wg.Add(3)
-	go s.every(o.Heartbeat, s.heartbeat)
+	s.wg.Add(2)
 	go s.listen()
 	go s.every(o.Janitor, s.janitor)
 	return s, nil
@@ -224,12 +223,35 @@ func unreachable(err error) bool {
 	return true // no answer of the server: the connection
 }
 
+// Run is the replica's heartbeat: every Heartbeat until ctx ends or the
+// store is closed, it tells the other replicas that this one is alive
+// and finds out whether it reaches the database (Err: the replica takes
+// no work while the store is out of reach, and takes work again when it
+// answers, so an outage is not a failure of Run). It returns nil once
+// ctx ended. Without Run the others take this replica for gone after
+// DeadAfter: run it in the program's run group (nb serve's), so that it
+// stops with the program and the program waits for it.
+func (s *Store) Run(ctx context.Context) error {
+	t := time.NewTicker(s.opts.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.stop:
+			return nil
+		case <-t.C:
+			s.heartbeat(ctx)
+		}
+	}
+}
+
 // heartbeat tells the others this replica is alive, and finds out
 // whether it reaches the database.
-func (s *Store) heartbeat() {
-	ctx, cancel := context.WithTimeout(context.Background(), max(2*s.opts.Heartbeat, 2*time.Second))
+func (s *Store) heartbeat(parent context.Context) {
+	ctx, cancel := context.WithTimeout(parent, max(2*s.opts.Heartbeat, 2*time.Second))
 	defer cancel()
-	if s.beat(ctx) != nil {
+	if s.beat(ctx) != nil || parent.Err() != nil {
 		return
 	}
 	if s.health.Swap(nil) != nil {

@@ -37,6 +37,7 @@ func replica(t testing.TB, url, name string, o pglog.Options) *pglog.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
+	go s.Run(context.Background()) //nolint:errcheck // ends with Close
 	return s
 }
 
@@ -308,5 +309,48 @@ func TestLimits(t *testing.T) {
 		} else {
 			stop()
 		}
+	}
+}
+
+// Run is the replica's heartbeat: while it runs the others find the
+// replica alive; once its context ended it returns nil at once, and the
+// others take the replica for gone after DeadAfter.
+func TestRunHeartbeat(t *testing.T) {
+	url := pgtest.New(t)
+	a, err := pglog.Open(context.Background(), url, pglog.Options{Replica: "a", Heartbeat: 50 * time.Millisecond, DeadAfter: 400 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := replica(t, url, "b", pglog.Options{DeadAfter: 400 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	time.Sleep(800 * time.Millisecond) // twice DeadAfter: alive only if Run beats
+	if alive, err := b.Alive(context.Background(), "a"); err != nil || !alive {
+		t.Fatalf("while Run beats: alive %v, %v", alive, err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v, want nil once its context ended", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return when its context ended")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		alive, err := b.Alive(context.Background(), "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !alive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica still seen alive after Run returned")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -78,6 +78,8 @@ type Ledger struct {
 
 	sh      sharedState
 	res     reservations
+	cnt     counts // alone or shared: chosen once (countsOf)
+	cntOnce sync.Once
 	gateMu  sync.Mutex // orders this replica's changes of the gates
 	mu      sync.Mutex
 	loaded  bool
@@ -154,12 +156,7 @@ func (l *Ledger) Record(session string, src Source, u Usage) {
 	s := l.data.Sessions[session]
 	l.data.Sessions[session] = Usage{s.Input + u.Input, s.Output + u.Output}
 	l.dirty = true
-	if l.Shared != nil {
-		l.sh.init()
-		for _, k := range []string{dayKey(l.data.Day, src), sessionKey(session)} {
-			l.sh.pending[k] = plus(l.sh.pending[k], u)
-		}
-	}
+	l.counts().record(l.data.Day, src, session, u)
 	if now.Sub(l.flushed) >= time.Second {
 		l.flushLocked(now) //nolint:errcheck // the next Record or Flush tries again
 	}
@@ -172,20 +169,7 @@ func (l *Ledger) ResetSession(session string) {
 	l.roll(l.now())
 	delete(l.data.Sessions, session)
 	l.dirty = true
-	if l.Shared != nil {
-		l.sh.init()
-		k := sessionKey(session)
-		delete(l.sh.pending, k)
-		delete(l.sh.inflight, k)
-		l.sh.sums[k] = replica.Count{Revision: l.sh.sums[k].Revision, Deleted: true}
-		l.sh.deletes[k] = true
-		// The session's reservations start again too (running calls
-		// settle into the new count; a stamp of the old key is void).
-		g := gateSessionKey(session)
-		l.sh.deletes[g] = true
-		l.res.init()
-		delete(l.res.at, g)
-	}
+	l.counts().resetSession(session)
 }
 
 // Report is what /status shows.
@@ -260,9 +244,7 @@ func (l *Ledger) flushLocked(now time.Time) error {
 	if l.Path == "" || !l.dirty {
 		return nil
 	}
-	if l.Shared != nil {
-		l.data.Today = l.todayBySource() // the file shows every replica's counts
-	}
+	l.data.Today = l.todayBySource() // shared: the file shows every replica's counts
 	data, err := json.MarshalIndent(l.data, "", "  ")
 	if err != nil {
 		return fmt.Errorf("budget: %w", err)
@@ -302,9 +284,7 @@ func (l *Ledger) roll(now time.Time) {
 		return
 	}
 	if l.data.Day != "" {
-		if l.Shared != nil {
-			l.data.Today = l.todayBySource()
-		}
+		l.data.Today = l.todayBySource()
 		if l.data.Days == nil {
 			l.data.Days = map[string]Usage{}
 		}
@@ -331,39 +311,24 @@ func (l *Ledger) roll(now time.Time) {
 
 // todayBySource is today's counts: this process's, or with Shared the
 // sums of every replica's.
-func (l *Ledger) todayBySource() map[Source]Usage {
-	out := map[Source]Usage{}
-	if l.Shared == nil {
-		for k, v := range l.data.Today {
-			out[k] = v
-		}
-		return out
-	}
-	l.sh.init()
-	prefix := dayKey(l.data.Day, "")
-	for _, m := range []map[string]Usage{l.sh.pending, l.sh.inflight} {
-		for k, u := range m {
-			if src, ok := strings.CutPrefix(k, prefix); ok {
-				out[Source(src)] = plus(out[Source(src)], u)
-			}
-		}
-	}
-	for k, c := range l.sh.sums {
-		if src, ok := strings.CutPrefix(k, prefix); ok && !c.Deleted {
-			out[Source(src)] = plus(out[Source(src)], toUsage(c))
-		}
-	}
-	return out
-}
+func (l *Ledger) todayBySource() map[Source]Usage { return l.counts().today() }
 
 // sessionUsed is session's count: this process's, or with Shared the
 // sum of every replica's.
-func (l *Ledger) sessionUsed(session string) Usage {
-	if l.Shared == nil {
-		return l.data.Sessions[session]
-	}
-	l.sh.init()
-	return l.sh.used(sessionKey(session))
+func (l *Ledger) sessionUsed(session string) Usage { return l.counts().session(session) }
+
+// counts is how the ledger counts, chosen on its first use: alone, or
+// shared through Shared.
+func (l *Ledger) counts() counts {
+	l.cntOnce.Do(func() {
+		switch c := l.Shared.(type) {
+		case nil:
+			l.cnt = alone{l}
+		default:
+			l.cnt = shared{l, c}
+		}
+	})
+	return l.cnt
 }
 
 func total(by map[Source]Usage) int {

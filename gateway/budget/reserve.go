@@ -60,11 +60,8 @@ func (l *Ledger) Reserve(ctx context.Context, session string, src Source, prompt
 	for {
 		wake, err := l.reserveLocal(r, prompt)
 		if err == nil && wake == nil {
-			if l.Shared == nil || (l.Limits.DailyTokens <= 0 && l.Limits.SessionTokens <= 0) {
-				return r, nil
-			}
 			var others bool
-			others, err = l.reserveShared(ctx, r, prompt)
+			others, err = l.counts().reserve(ctx, r, prompt)
 			if err == nil && !others {
 				return r, nil
 			}

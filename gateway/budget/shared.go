@@ -70,10 +70,10 @@ func (s *sharedState) seen(key string, c replica.Count) {
 // to Path at most once a second, so that `nb gateway status` on any
 // replica's machine shows every replica's counts. Without Shared it
 // returns at once.
-func (l *Ledger) Run(ctx context.Context) error {
-	if l.Shared == nil {
-		return nil
-	}
+func (l *Ledger) Run(ctx context.Context) error { return l.counts().run(ctx) }
+
+// runShared is Run with Shared.
+func (l *Ledger) runShared(ctx context.Context) error {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,5 +150,44 @@ func TestSharedBudgetHoldsUnderConcurrency(t *testing.T) {
 	t.Logf("%d of 50 answered on 3 replicas: %d tokens of 100", n, 26*n)
 	if n == 0 || 26*n > 100+10 {
 		t.Errorf("%d answered: %d tokens of 100 (at most 110 allowed)", n, 26*n)
+	}
+}
+
+// The two ways of counting: a ledger alone counts from its file (the
+// counts of before a restart are loaded, a session reset forgets one,
+// Run has nothing to do), and a shared one from the replicas' sums, which
+// its file shows; ResetSession starts the session's count again in both.
+func TestCountsAloneAndShared(t *testing.T) {
+	day := time.Now().UTC().Format("2006-01-02")
+	path := t.TempDir() + "/usage.json"
+	file := fmt.Sprintf(`{"day":%q,"today":{"chat":{"input":60,"output":40}},"sessions":{"s1":{"input":30,"output":20}}}`, day)
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	alone := &budget.Ledger{Limits: budget.Limits{DailyTokens: 1000}, Path: path}
+	if r := alone.Report("s1"); r.TodayTotal != 100 || r.Session.Total() != 50 {
+		t.Fatalf("alone, loaded: %+v", r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := alone.Run(ctx); err != nil || ctx.Err() != nil {
+		t.Fatalf("alone: Run = %v (it has nothing to keep current: it returns at once)", err)
+	}
+	alone.Record("s1", budget.Chat, budget.Usage{Input: 5, Output: 5})
+	alone.ResetSession("s1")
+	if r := alone.Report("s1"); r.TodayTotal != 110 || r.Session.Total() != 0 {
+		t.Fatalf("alone, after a call and a reset: %+v", r)
+	}
+
+	ls := replicas(t, 2, budget.Limits{DailyTokens: 1000})
+	ls[0].Record("s1", budget.Chat, budget.Usage{Input: 7, Output: 3})
+	eventually(t, "the other replica sees the sums", func() bool { return ls[1].Report("s1").TodayTotal == 10 })
+	if r := ls[1].Report("s1"); r.Session.Total() != 10 {
+		t.Fatalf("shared session: %+v", r)
+	}
+	ls[1].ResetSession("s1")
+	eventually(t, "the reset reaches the first replica", func() bool { return ls[0].Report("s1").Session.Total() == 0 })
+	if err := ls[1].Flush(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/nbots/nb/gateway/replica"
 	gwsession "github.com/nbots/nb/gateway/session"
 	"github.com/nbots/nb/gateway/web"
+	"github.com/nbots/nb/gateway/webgate"
 	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/internal/rungroup"
 	"github.com/nbots/nb/provider"
@@ -246,7 +247,8 @@ func Open(ctx context.Context, c *config.Config, o Options) (_ *Gateway, err err
 	var chs []channel.Channel
 	if len(o.Listeners) > 0 {
 		gw.web = &web.Server{Gateway: g, Sessions: gw.Sessions, Tokens: o.Tokens, Log: log, Checks: o.Checks,
-			Limits: connlimit.Limits{MaxClientConns: c.Gateway.Limits.ClientConns, MaxConns: c.Gateway.Limits.Conns}}
+			Limits: connlimit.Limits{MaxClientConns: c.Gateway.Limits.ClientConns, MaxConns: c.Gateway.Limits.Conns},
+			Gates:  &webgate.Board{Dir: gw.State.WebGates}}
 		if o.Replicas != nil {
 			gw.web.Checks = append(gw.web.Checks, httpguard.Check{Name: "bus", Run: o.Replicas.bus.Check})
 		}

@@ -24,6 +24,9 @@ type Files struct {
 	// PipelineGates is the folder of the receive positions of nb
 	// pipeline's chat gates, apart from the gateway's own.
 	PipelineGates string
+	// WebGates is the folder where nb pipeline's gates asked in the web
+	// chat meet the running gateway (gateway/webgate).
+	WebGates string
 }
 
 // StateFiles derives the state files of workspace in the state folder
@@ -41,6 +44,7 @@ func StateFiles(dir, workspace string) Files {
 		Lock:     filepath.Join(dir, "gateway-"+id+".lock"),
 
 		PipelineGates: filepath.Join(dir, "pipeline-gates-"+id),
+		WebGates:      filepath.Join(dir, "web-gates-"+id),
 	}
 }
 

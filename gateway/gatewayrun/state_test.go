@@ -21,6 +21,7 @@ func TestGatewayStateFiles(t *testing.T) {
 		Lock:     filepath.FromSlash("/state/nb/gateway/gateway-" + id + ".lock"),
 
 		PipelineGates: filepath.FromSlash("/state/nb/gateway/pipeline-gates-" + id),
+		WebGates:      filepath.FromSlash("/state/nb/gateway/web-gates-" + id),
 	}
 	if st != want {
 		t.Errorf("StateFiles = %+v, want %+v", st, want)

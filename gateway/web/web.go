@@ -31,6 +31,7 @@ import (
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/session"
+	"github.com/nbots/nb/gateway/webgate"
 	"github.com/nbots/nb/internal/httpguard"
 )
 
@@ -75,6 +76,11 @@ type Server struct {
 	// Limits bound the listener's connections, their deadlines and
 	// request bodies (zero fields: connlimit.DefaultLimits, nb serve's).
 	Limits connlimit.Limits
+	// Gates are the pipelines' human gates asked in the web chat
+	// (human.channel="web:<chat>"): their questions are shown in their
+	// chats, and a message written in a chat with a gate waiting goes to
+	// the gate, not to the assistant (nil: none).
+	Gates *webgate.Board
 
 	mu    sync.Mutex
 	conns map[string]map[*conn]bool // chat -> sockets
@@ -282,6 +288,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		case "subscribe":
 			if f.ChatID != "" {
 				s.subscribe(f.ChatID, c)
+				s.showGate(ctx, f.ChatID, c)
 			}
 		case "sessions":
 			s.sendSessions(ctx, c)
@@ -292,6 +299,15 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			s.subscribe(chat, c)
+			if s.Gates != nil {
+				taken, err := s.Gates.Answer(chat, f.Content, time.Now())
+				if err != nil {
+					c.write(ctx, Frame{Type: "error", ChatID: chat, Content: "not taken: " + err.Error()}) //nolint:errcheck // same
+				}
+				if taken {
+					continue
+				}
+			}
 			m := bus.Inbound{Channel: gateway.WebChannel, ID: newID(), SenderID: "web", ChatID: chat, Content: f.Content, Timestamp: time.Now(),
 				Metadata: map[string]any{gateway.MetaWebAuthenticated: true}}
 			if err := s.Gateway.Inbox(gateway.WebChannel).Publish(ctx, m); err != nil {
@@ -300,6 +316,16 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		default:
 			c.write(ctx, Frame{Type: "error", Content: fmt.Sprintf("unknown frame type %q: send {\"type\":\"message\",\"chat_id\":…,\"content\":…}", f.Type)}) //nolint:errcheck // same
 		}
+	}
+}
+
+// showGate shows c the question of a pipeline's gate waiting in chat.
+func (s *Server) showGate(ctx context.Context, chat string, c *conn) {
+	if s.Gates == nil {
+		return
+	}
+	if q, ok := s.Gates.Show(chat); ok {
+		c.write(ctx, Frame{Type: string(bus.Message), ChatID: chat, Content: q}) //nolint:errcheck // the socket's reader ends it
 	}
 }
 
@@ -372,11 +398,18 @@ func (s *Server) Capabilities() channel.Capabilities {
 }
 
 // Run implements channel.Channel: the listener is served by the caller;
-// the channel is ready at once.
+// the channel is ready at once. It delivers the pipelines' gates
+// (Gates) until ctx ends.
 func (s *Server) Run(ctx context.Context, in channel.Inbox, ready func()) error {
 	ready()
-	<-ctx.Done()
-	return nil
+	if s.Gates == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return s.Gates.Run(ctx, func(ctx context.Context, chat, content string) error {
+		_, err := s.Send(ctx, bus.Outbound{Kind: bus.Message, ChatID: chat, Content: content})
+		return err
+	})
 }
 
 // Edit implements channel.Editor: a progress frame replaces the last one

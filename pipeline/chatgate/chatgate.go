@@ -22,6 +22,7 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channels"
 	"github.com/nbots/nb/gateway/config"
+	"github.com/nbots/nb/gateway/webgate"
 	"github.com/nbots/nb/pipeline/handler"
 )
 
@@ -40,6 +41,10 @@ type Gate struct {
 	fallback  handler.Interviewer
 	// Source names the configuration in messages (its path).
 	Source string
+	// WebDir is where the gates asked in the gateway's web chat
+	// ("web:<chat>") meet the running gateway (gatewayrun.Files.WebGates;
+	// "": the web chat cannot be asked).
+	WebDir string
 	now    func() time.Time
 
 	ctx    context.Context
@@ -57,9 +62,12 @@ type opened struct {
 	ready chan struct{} // closed once connected, or failed
 	ch    channel.Channel
 	allow []string
-	err   error // set before ready closes when it failed to start
-	dead  chan struct{}
-	final error // Run's final error, set before dead closes
+	// anyone: every sender may answer (the web chat, whose listener
+	// authenticated its users already).
+	anyone bool
+	err    error // set before ready closes when it failed to start
+	dead   chan struct{}
+	final  error // Run's final error, set before dead closes
 }
 
 // New returns a gate over the channels of a gateway configuration (chs,
@@ -139,7 +147,13 @@ func (g *Gate) Ask(ctx context.Context, q handler.Question) (handler.Answer, err
 		}
 		return nil
 	}
-	if err := send(questionText(q)); err != nil {
+	if p, ok := o.ch.(poster); ok {
+		withdraw, err := p.Post(ctx, chat, questionText(q))
+		if err != nil {
+			return handler.Answer{}, fmt.Errorf("%s: %w", q.Stage, err)
+		}
+		defer withdraw()
+	} else if err := send(questionText(q)); err != nil {
 		return handler.Answer{}, err
 	}
 	var timeout <-chan time.Time
@@ -165,7 +179,7 @@ func (g *Gate) Ask(ctx context.Context, q handler.Question) (handler.Answer, err
 			if m.Timestamp.Before(asked) && !m.Timestamp.IsZero() {
 				continue
 			}
-			if !owner(name, o.allow, m.SenderID) {
+			if !o.anyone && !owner(name, o.allow, m.SenderID) {
 				g.env.Log().Info("pipeline gate: ignored an answer from outside allowFrom", "channel", name, "chat", chat, "sender", m.SenderID)
 				continue
 			}
@@ -180,6 +194,12 @@ func (g *Gate) Ask(ctx context.Context, q handler.Question) (handler.Answer, err
 			return a, nil
 		}
 	}
+}
+
+// poster is a channel that keeps a question posted in a chat until it
+// is withdrawn (webgate.Channel: a page opened later shows it too).
+type poster interface {
+	Post(ctx context.Context, chat, text string) (withdraw func(), err error)
 }
 
 // owner reports whether sender is one of the owner's identities in
@@ -233,6 +253,15 @@ func (g *Gate) start(name string, o *opened) {
 		ready()
 		close(o.dead)
 	}
+	if name == webgate.Name {
+		if g.WebDir == "" {
+			fail(fmt.Errorf("%s: the gateway's web chat cannot be asked from here (no gateway state folder)", Attr))
+			return
+		}
+		o.ch, o.anyone = &webgate.Channel{Dir: g.WebDir}, true
+		g.run(name, o, ready)
+		return
+	}
 	f, ok := channels.Find(g.factories, name)
 	if !ok {
 		fail(fmt.Errorf("%s: no channel %q in this nb (%s)", Attr, name, factoryNames(g.factories)))
@@ -258,7 +287,12 @@ func (g *Gate) start(name string, o *opened) {
 		return
 	}
 	o.ch, o.allow = ch, common.AllowFrom
-	err = ch.Run(g.ctx, inbox{g: g, name: name}, ready)
+	g.run(name, o, ready)
+}
+
+// run runs o's channel until Close.
+func (g *Gate) run(name string, o *opened, ready func()) {
+	err := o.ch.Run(g.ctx, inbox{g: g, name: name}, ready)
 	if err == nil {
 		err = errors.New("it stopped")
 	}

@@ -70,6 +70,9 @@ type Checkpoint struct {
 	Vars map[string]string `json:"vars,omitempty"`
 	// Cartridge is the run's --cartridge (resume uses it again).
 	Cartridge string `json:"cartridge,omitempty"`
+	// Saves counts the checkpoint's saves: LoadCheckpoint takes the
+	// newer of checkpoint.json and the journal's last line by it.
+	Saves int `json:"nb_saves,omitempty"`
 	// Artifacts are the run's artifacts (§5.5): the files of the
 	// file-backed ones stay in artifacts/, the others' data is here, so
 	// that a resumed run still has them.
@@ -123,19 +126,34 @@ func (e *NoCheckpointError) Error() string {
 
 func (e *NoCheckpointError) Unwrap() error { return ErrNoCheckpoint }
 
-// LoadCheckpoint reads dir/checkpoint.json and checks it can be resumed:
-// it parses, has this code's format and names a current node. Check it
-// against the graph with Verify.
+// LoadCheckpoint reads the checkpoint of run folder dir and checks it
+// can be resumed: it parses, has this code's format and names a current
+// node. It is checkpoint.json, or the last line of the checkpoint
+// journal when that one is newer (a process killed between the two
+// writes) or checkpoint.json is missing or empty (a power cut before it
+// reached the disk). A checkpoint.json with text that does not parse is
+// refused, journal or not: nb never leaves one (someone edited it).
+// Check it against the graph with Verify.
 func LoadCheckpoint(dir string) (*Checkpoint, error) {
 	path := filepath.Join(dir, CheckpointFile)
 	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, &NoCheckpointError{Path: path, Dir: dir}
-	}
-	if err != nil {
+	var cp *Checkpoint
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		err = &NoCheckpointError{Path: path, Dir: dir}
+	case err != nil:
 		return nil, fmt.Errorf("read checkpoint: %w", err)
+	case len(data) == 0:
+		err = fmt.Errorf("%s: the checkpoint is empty: it cannot be resumed; start the run again with nb pipeline run", path)
+	default:
+		if cp, err = ParseCheckpoint(path, data); err != nil {
+			return nil, err
+		}
 	}
-	return ParseCheckpoint(path, data)
+	if j := lastJournaled(dir); j != nil && (cp == nil || j.Saves > cp.Saves) {
+		return j, nil
+	}
+	return cp, err
 }
 
 // ParseCheckpoint parses the text of a checkpoint (path names it in

@@ -96,7 +96,9 @@ type Result struct {
 
 // run is one run's state.
 type run struct {
-	cfg     Config
+	cfg Config
+	// jr is the run folder's checkpoint journal (without Stored).
+	jr      *journal
 	g       *pipeline.Graph
 	obs     Observer
 	now     func() time.Time
@@ -188,6 +190,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 func (r *run) guarded(ctx context.Context, loop func(context.Context) *Result) *Result {
 	st := r.cfg.Stored
 	if st == nil {
+		defer r.jr.close()
 		return loop(ctx)
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -287,7 +290,7 @@ func newRun(cfg Config) (*run, error) {
 	if cfg.Stored != nil && cfg.RunID == "" {
 		cfg.RunID = cfg.Stored.Info().ID
 	}
-	r := &run{cfg: cfg, g: cfg.Graph, obs: cfg.Observer, now: cfg.Now, arts: NewArtifacts(cfg.LogsRoot)}
+	r := &run{cfg: cfg, g: cfg.Graph, obs: cfg.Observer, now: cfg.Now, arts: NewArtifacts(cfg.LogsRoot), jr: &journal{dir: cfg.LogsRoot}}
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -564,6 +567,7 @@ func (r *run) record(node *pipeline.Node, out Outcome, s *Stage) error {
 // save, which only marks the run done, is silent).
 func (r *run) save(nodeID string, announce bool) error {
 	r.cp.Timestamp = r.now().UTC()
+	r.cp.Saves++
 	// The context is marshalled in place, under its lock: no handler
 	// writes it between stages, and a deep copy per save would cost more
 	// than the save.
@@ -580,7 +584,10 @@ func (r *run) save(nodeID string, announce bool) error {
 			err = r.cfg.Stored.Save(runstore.Checkpoint{Data: data, Node: r.cp.CurrentNode, Done: r.cp.Done, Status: string(r.cp.Status)})
 		}
 	} else {
-		err = r.cp.Save(r.cfg.LogsRoot)
+		var data []byte
+		if data, err = r.cp.Marshal(); err == nil {
+			err = r.jr.save(data)
+		}
 	}
 	r.ctx.mu.RUnlock()
 	if err != nil {

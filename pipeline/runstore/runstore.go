@@ -114,6 +114,14 @@ type Store interface {
 	// Orphans lists the runs that have not ended and that nobody holds
 	// (their holder died): the runs another process should take over.
 	Orphans(ctx context.Context) ([]string, error)
+	// Questions is what the process holding run id published of its
+	// waiting questions (Run.SetQuestions; nil when none was).
+	Questions(ctx context.Context, id string) ([]byte, error)
+	// Answer leaves data for the process holding run id (Run.Answers):
+	// nb serve's answer to a question of a run another replica runs. Any
+	// process may, without the lease: ErrUnknown when there is no such
+	// run, ErrDone when it ended.
+	Answer(ctx context.Context, id string, data []byte) error
 }
 
 // Run is a run whose lease this process holds, renewed in the background
@@ -132,6 +140,12 @@ type Run interface {
 	// It may write them later (before the next Save or Release at the
 	// latest): a write that fails loses the lease.
 	Append(events ...[]byte) error
+	// SetQuestions publishes the run's waiting questions (JSON, as the
+	// program chooses) for the other processes (Store.Questions).
+	SetQuestions(data []byte) error
+	// Answers returns the answers left for the run (Store.Answer) since
+	// the last call, oldest first, and forgets them.
+	Answers(ctx context.Context) ([][]byte, error)
 	// Lost is closed when the lease is lost; Err then says why.
 	Lost() <-chan struct{}
 	Err() error

@@ -1,6 +1,7 @@
 package pipelinesrv
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,8 +25,9 @@ import (
 // checkpoint and events live there, so that any replica answers its
 // state, checkpoint and events, and a run whose replica died (its lease
 // expired) is taken over by another one (Handler.Adopt), from its last
-// checkpoint. The replica that holds a run runs it: its human gates'
-// questions are answered there, and /cancel is done there. Stage folders
+// checkpoint. The replica that holds a run runs it and publishes its
+// human gates' questions in the store, where answers given on other
+// replicas are left for it (relay); /cancel is done there. Stage folders
 // and manifests stay in Dir on the replica that ran each stage.
 type Stored struct {
 	Store runstore.Store
@@ -117,6 +119,12 @@ func (s *Stored) launch(sr runstore.Run, spec Spec) error {
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
+		rctx, stopRelay := context.WithCancel(ctx)
+		relayed := make(chan struct{})
+		go func() {
+			defer close(relayed)
+			s.relay(rctx, sr, h.gate)
+		}()
 		var res *engine.Result
 		var err error
 		if sr.Checkpoint() == nil {
@@ -124,6 +132,8 @@ func (s *Stored) launch(sr runstore.Run, spec Spec) error {
 		} else {
 			res, err = engine.Resume(ctx, cfg)
 		}
+		stopRelay()
+		<-relayed
 		cause := context.Cause(ctx)
 		switch {
 		case err != nil:
@@ -152,6 +162,63 @@ func (s *Stored) launch(sr runstore.Run, spec Spec) error {
 		close(h.done)
 	}()
 	return nil
+}
+
+// RelayInterval is how often the replica that runs a run publishes its
+// waiting questions in the store and, while some wait, takes the answers
+// other replicas left there.
+var RelayInterval = 200 * time.Millisecond
+
+// relayAnswer is an answer given on another replica, as the store keeps
+// it.
+type relayAnswer struct {
+	QID    string         `json:"qid"`
+	Answer handler.Answer `json:"answer"`
+}
+
+// relay publishes the questions of g waiting in the held run sr (so that
+// every replica lists them) and answers them with what other replicas
+// left in the store, until ctx ends; then it withdraws them.
+func (s *Stored) relay(ctx context.Context, sr runstore.Run, g *gate) {
+	id := sr.Info().ID
+	var last []byte // nothing published yet: a run taken over replaces its last holder's
+	t := time.NewTicker(RelayInterval)
+	defer t.Stop()
+	for {
+		qs := g.questions()
+		data, _ := json.Marshal(qs)
+		if last == nil || !bytes.Equal(data, last) {
+			if err := sr.SetQuestions(data); err != nil {
+				s.logger().Warn("pipeline run: publish its questions", "run", id, "error", err)
+			} else {
+				last = data
+			}
+		}
+		if len(qs) > 0 {
+			answers, err := sr.Answers(ctx)
+			if err != nil && ctx.Err() == nil {
+				s.logger().Warn("pipeline run: read the answers other replicas left", "run", id, "error", err)
+			}
+			for _, data := range answers {
+				var a relayAnswer
+				if err := json.Unmarshal(data, &a); err != nil {
+					s.logger().Warn("pipeline run: an answer left by another replica does not parse", "run", id, "error", err)
+					continue
+				}
+				if err := g.answer(a.QID, a.Answer); err != nil {
+					s.logger().Info("pipeline run: an answer left by another replica came too late", "run", id, "question", a.QID, "error", err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if last != nil && string(last) != "[]" {
+				sr.SetQuestions([]byte("[]")) //nolint:errcheck // a lost lease: the next holder replaces them
+			}
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // end ends the held run sr for good (it is never taken over again): its
@@ -352,8 +419,8 @@ func (r *storedRun) Info() Info {
 	if si.Done && !Ended(info.Status) {
 		info.Status = StatusFail
 	}
-	if h := r.s.local(r.info.ID); h != nil && !si.Done {
-		info.Questions = len(h.gate.p.Questions())
+	if !si.Done {
+		info.Questions = len(r.questions(ctx))
 		if info.Questions > 0 {
 			info.Status = StatusWaiting
 		}
@@ -401,24 +468,55 @@ func (r *storedRun) elsewhere(what string) error {
 	return server.Errorf(http.StatusConflict, "run %s runs on another replica (%s): %s there", r.info.ID, info.Holder, what)
 }
 
-// Questions are the questions of the run's gates waiting on this
-// replica (none when another replica runs it).
+// Questions are the questions of the run's gates waiting, on this
+// replica or, as it published them in the store, on the one that runs
+// it.
 func (r *storedRun) Questions() []handler.Question {
-	h := r.s.local(r.info.ID)
-	if h == nil {
-		return []handler.Question{}
-	}
-	return h.gate.questions()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return r.questions(ctx)
 }
 
-// Answer answers a question waiting on this replica; 409 naming the
-// replica that runs the run otherwise.
-func (r *storedRun) Answer(_ context.Context, qid string, a handler.Answer) error {
-	h := r.s.local(r.info.ID)
-	if h == nil {
-		return r.elsewhere("answer its questions")
+func (r *storedRun) questions(ctx context.Context) []handler.Question {
+	if h := r.s.local(r.info.ID); h != nil {
+		return h.gate.questions()
 	}
-	return h.gate.answer(qid, a)
+	var qs []handler.Question
+	if data, err := r.s.Store.Questions(ctx, r.info.ID); err == nil && data != nil {
+		json.Unmarshal(data, &qs) //nolint:errcheck // none readable: none listed
+	}
+	if qs == nil {
+		qs = []handler.Question{}
+	}
+	return qs
+}
+
+// Answer answers a question waiting on this replica, or leaves the
+// answer in the store for the replica that runs the run, which takes it
+// within RelayInterval.
+func (r *storedRun) Answer(ctx context.Context, qid string, a handler.Answer) error {
+	if h := r.s.local(r.info.ID); h != nil {
+		return h.gate.answer(qid, a)
+	}
+	if !slices.ContainsFunc(r.questions(ctx), func(q handler.Question) bool { return q.ID == qid }) {
+		info, err := r.s.Store.Get(ctx, r.info.ID)
+		switch {
+		case err != nil:
+			return err
+		case !info.Done && info.Holder == "":
+			return r.elsewhere("answer its questions")
+		}
+		return fmt.Errorf("question %s: %w", qid, ErrNoQuestion)
+	}
+	data, err := json.Marshal(relayAnswer{QID: qid, Answer: a})
+	if err != nil {
+		return err
+	}
+	err = r.s.Store.Answer(ctx, r.info.ID, data)
+	if errors.Is(err, runstore.ErrDone) {
+		return server.Errorf(http.StatusConflict, "run %s has ended", r.info.ID)
+	}
+	return err
 }
 
 // Cancel stops the run held here, and ends it (no replica takes it

@@ -96,3 +96,37 @@ func TestStoredAdopt(t *testing.T) {
 		t.Fatalf("orphans left: %v %v", ids, err)
 	}
 }
+
+// An answer given to a replica that does not run the run is left in the
+// store for the one that does, which takes it: the Review flow started
+// on one replica, its gate listed and answered (F, then A) on another.
+// A question nobody asks is 404 there too.
+func TestStoredAnswerElsewhere(t *testing.T) {
+	root := t.TempDir()
+	st, err := fileruns.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := fileruns.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newFixture(t, fixtureOpts{store: st})
+	b := newFixture(t, fixtureOpts{store: other})
+	id := a.start(map[string]any{"dot": review, "cartridge": "coder"})
+	q := b.question(id)
+	if info := b.info(id); info.Status != StatusWaiting || info.Questions != 1 {
+		t.Fatalf("seen from the other replica while asking: %+v", info)
+	}
+	b.json("POST", "/pipelines/"+id+"/questions/nope-9/answer", map[string]any{"value": "A"}, http.StatusNotFound, nil)
+	b.json("POST", "/pipelines/"+id+"/questions/"+q.ID+"/answer", map[string]any{"value": "F"}, http.StatusOK, nil)
+	q2 := b.question(id, q.ID)
+	b.json("POST", "/pipelines/"+id+"/questions/"+q2.ID+"/answer", map[string]any{"value": "A"}, http.StatusOK, nil)
+	info := a.wait(id)
+	if info.Status != StatusSuccess || strings.Join(info.CompletedNodes, ",") != "start,review_gate,fixes,review_gate,ship_it,exit" {
+		t.Fatalf("run %+v", info)
+	}
+	if qs := b.info(id); qs.Questions != 0 {
+		t.Fatalf("questions left listed: %+v", qs)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +36,10 @@ const (
 	EventsFile     = "events.jsonl"
 	LockFile       = "lock"
 	holderFile     = "holder"
+	// QuestionsFile holds the questions the holder published
+	// (Run.SetQuestions); AnswersDir the answers left for it, a file each.
+	QuestionsFile = "questions.json"
+	AnswersDir    = "answers"
 )
 
 // Store is the runs under one folder.
@@ -416,4 +423,85 @@ func (r *run) crash() {
 		r.events.Close()
 		r.unlock()
 	}
+}
+
+// Questions implements runstore.Store: questions.json of the run's
+// folder.
+func (s *Store) Questions(ctx context.Context, id string) ([]byte, error) {
+	dir, err := s.dir(id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.readInfo(dir, id); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, QuestionsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return data, err
+}
+
+// Answer implements runstore.Store: a file of the answers folder of the
+// run's folder, named so that the names sort in the order they came.
+func (s *Store) Answer(ctx context.Context, id string, data []byte) error {
+	dir, err := s.dir(id)
+	if err != nil {
+		return err
+	}
+	info, err := s.readInfo(dir, id)
+	if err != nil {
+		return err
+	}
+	if _, err := s.readCheckpoint(dir, &info); err != nil {
+		return err
+	}
+	if info.Done {
+		return fmt.Errorf("run %s: %w", id, runstore.ErrDone)
+	}
+	answers := filepath.Join(dir, AnswersDir)
+	if err := os.MkdirAll(answers, 0o755); err != nil {
+		return err
+	}
+	var r [4]byte
+	rand.Read(r[:]) //nolint:errcheck // never fails
+	return atomicfile.WriteFile(filepath.Join(answers, fmt.Sprintf("%020d-%s.json", time.Now().UnixNano(), hex.EncodeToString(r[:]))), data, 0o644)
+}
+
+// SetQuestions implements runstore.Run.
+func (r *run) SetQuestions(data []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.checkLocked(); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(r.dir, QuestionsFile), data, 0o644)
+}
+
+// Answers implements runstore.Run.
+func (r *run) Answers(ctx context.Context) ([][]byte, error) {
+	dir := filepath.Join(r.dir, AnswersDir)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for _, e := range entries { // sorted by name: in the order they came
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue // a temporary file
+		}
+		p := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return out, err
+		}
+		if err := os.Remove(p); err != nil {
+			return out, err
+		}
+		out = append(out, data)
+	}
+	return out, nil
 }

@@ -11,6 +11,7 @@
 package pgruns
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -146,6 +148,13 @@ CREATE INDEX IF NOT EXISTS nb_pipeline_runs_open ON nb_pipeline_runs (expires_at
 CREATE TABLE IF NOT EXISTS nb_pipeline_events (
 	run  text NOT NULL REFERENCES nb_pipeline_runs ON DELETE CASCADE,
 	seq  bigint NOT NULL,
+	data bytea NOT NULL,
+	PRIMARY KEY (run, seq)
+);
+ALTER TABLE nb_pipeline_runs ADD COLUMN IF NOT EXISTS questions bytea;
+CREATE TABLE IF NOT EXISTS nb_pipeline_answers (
+	run  text NOT NULL REFERENCES nb_pipeline_runs ON DELETE CASCADE,
+	seq  bigserial,
 	data bytea NOT NULL,
 	PRIMARY KEY (run, seq)
 );
@@ -624,4 +633,82 @@ func randomHex(n int) string {
 		return "0"
 	}
 	return hex.EncodeToString(b)
+}
+
+// Questions implements runstore.Store.
+func (s *Store) Questions(ctx context.Context, id string) ([]byte, error) {
+	var q []byte
+	err := s.pool.QueryRow(ctx, `SELECT questions FROM nb_pipeline_runs WHERE id = $1`, id).Scan(&q)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("run %s: %w", id, runstore.ErrUnknown)
+	}
+	if err != nil {
+		return nil, s.fail("read the questions of run "+id, err)
+	}
+	return q, nil
+}
+
+// Answer implements runstore.Store: a row of nb_pipeline_answers.
+func (s *Store) Answer(ctx context.Context, id string, data []byte) error {
+	var one int
+	err := s.pool.QueryRow(ctx, `INSERT INTO nb_pipeline_answers (run, data)
+		SELECT id, $2 FROM nb_pipeline_runs WHERE id = $1 AND NOT done RETURNING 1`, id, data).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, gerr := s.Get(ctx, id); gerr != nil {
+			return gerr
+		}
+		return fmt.Errorf("run %s: %w", id, runstore.ErrDone)
+	}
+	if err != nil {
+		return s.fail("answer run "+id, err)
+	}
+	return nil
+}
+
+// SetQuestions implements runstore.Run, checked against the lease.
+func (r *run) SetQuestions(data []byte) error {
+	if err := r.check(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.s.ttl)
+	defer cancel()
+	tag, err := r.s.pool.Exec(ctx, `UPDATE nb_pipeline_runs SET questions = $3
+		WHERE id = $1 AND holder = $2 AND expires_at > clock_timestamp()`, r.info.ID, r.holder, data)
+	if err != nil {
+		return r.s.fail("publish the questions of run "+r.info.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return r.markLost(nil)
+	}
+	return nil
+}
+
+// Answers implements runstore.Run.
+func (r *run) Answers(ctx context.Context) ([][]byte, error) {
+	rows, err := r.s.pool.Query(ctx, `DELETE FROM nb_pipeline_answers WHERE run = $1 RETURNING seq, data`, r.info.ID)
+	if err != nil {
+		return nil, r.s.fail("read the answers of run "+r.info.ID, err)
+	}
+	type answer struct {
+		seq  int64
+		data []byte
+	}
+	var got []answer
+	for rows.Next() {
+		var a answer
+		if err := rows.Scan(&a.seq, &a.data); err != nil {
+			rows.Close()
+			return nil, r.s.fail("read the answers of run "+r.info.ID, err)
+		}
+		got = append(got, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, r.s.fail("read the answers of run "+r.info.ID, err)
+	}
+	slices.SortFunc(got, func(a, b answer) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([][]byte, len(got))
+	for i, a := range got {
+		out[i] = a.data
+	}
+	return out, nil
 }

@@ -43,6 +43,57 @@ func Run(t *testing.T, h Harness) {
 	t.Run("TakeRace", func(t *testing.T) { testTakeRace(t, h) })
 	t.Run("RetakeInSameProcess", func(t *testing.T) { testRetake(t, h) })
 	t.Run("PipelineTakeover", func(t *testing.T) { testPipelineTakeover(t, h) })
+	t.Run("QuestionsAndAnswers", func(t *testing.T) { testAnswers(t, h) })
+}
+
+// testAnswers: the holder's questions are read from another process,
+// which leaves answers the holder takes, in order, once each; a run that
+// ended or does not exist takes no answer.
+func testAnswers(t *testing.T, h Harness) {
+	ctx := ctxOf(t)
+	open := h.New(t)
+	a, b := open(), open()
+	ra, err := a.Create(ctx, runstore.Info{ID: "qa", Name: "F", Source: []byte("digraph F {}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(t, ra)
+	if q, err := b.Questions(ctx, "qa"); err != nil || q != nil {
+		t.Errorf("Questions before any = %q, %v; want nil", q, err)
+	}
+	if err := ra.SetQuestions([]byte(`[{"id":"gate-1"}]`)); err != nil {
+		t.Fatal(err)
+	}
+	if q, err := b.Questions(ctx, "qa"); err != nil || string(q) != `[{"id":"gate-1"}]` {
+		t.Errorf("Questions = %q, %v; want what the holder set", q, err)
+	}
+	if _, err := b.Questions(ctx, "nope"); !errors.Is(err, runstore.ErrUnknown) {
+		t.Errorf("Questions of an unknown run: %v, want ErrUnknown", err)
+	}
+	if got, err := ra.Answers(ctx); err != nil || len(got) != 0 {
+		t.Errorf("Answers before any = %q, %v", got, err)
+	}
+	for _, ans := range []string{`{"n":1}`, `{"n":2}`, `{"n":3}`} {
+		if err := b.Answer(ctx, "qa", []byte(ans)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ra.Answers(ctx)
+	if err != nil || len(got) != 3 || string(got[0]) != `{"n":1}` || string(got[2]) != `{"n":3}` {
+		t.Errorf("Answers = %q, %v; want the three, in order", got, err)
+	}
+	if got, err := ra.Answers(ctx); err != nil || len(got) != 0 {
+		t.Errorf("Answers again = %q, %v; want none (taken once)", got, err)
+	}
+	if err := b.Answer(ctx, "nope", []byte(`{}`)); !errors.Is(err, runstore.ErrUnknown) {
+		t.Errorf("Answer to an unknown run: %v, want ErrUnknown", err)
+	}
+	if err := ra.Save(runstore.Checkpoint{Data: []byte(`{"done":true}`), Done: true, Status: "success"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Answer(ctx, "qa", []byte(`{}`)); !errors.Is(err, runstore.ErrDone) {
+		t.Errorf("Answer to an ended run: %v, want ErrDone", err)
+	}
 }
 
 func ctxOf(t *testing.T) context.Context {
