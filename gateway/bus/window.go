@@ -23,6 +23,10 @@ func (w *Window) hash(k string) uint64 {
 	if w.set == nil {
 		w.seed = maphash.MakeSeed()
 		w.set = map[uint64]struct{}{}
+		// Whole at once: a ring that doubled as it filled would hold
+		// the old halves until the next collection. Its pages are
+		// touched only as it fills.
+		w.ring = make([]uint64, 0, max(w.Size, 1))
 	}
 	return maphash.String(w.seed, k)
 }
