@@ -386,6 +386,14 @@ type Session struct {
 	// session no turn holds may leave them to its file: see warm.go).
 	events []state.Event
 	loaded bool
+	// offs are the file offsets of the events' lines; skip is how many
+	// messages before events[0] are not read (consolidated ones: a
+	// session read back for a turn starts at resumeOff, the line of
+	// message resumeIdx, its first message not consolidated).
+	offs      []int64
+	skip      int
+	resumeIdx int
+	resumeOff int64
 	dirty  bool // written since the last Sync
 	// quiet keeps a reread from warning again of the lines it skips.
 	quiet bool
@@ -480,6 +488,12 @@ func (m *Manager) load(key string) (*Session, error) {
 // readFile decodes the session's file, streamed: it returns the length
 // of its complete lines and, when its last line is torn, that line.
 func (s *Session) readFile() (good int64, torn []byte, err error) {
+	return s.readFileFrom(0)
+}
+
+// readFileFrom is readFile from the line at offset from on (what was
+// before it is not read).
+func (s *Session) readFileFrom(from int64) (good int64, torn []byte, err error) {
 	f, err := os.Open(s.Path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil, nil
@@ -493,6 +507,12 @@ func (s *Session) readFile() (good int64, torn []byte, err error) {
 		return 0, nil, fmt.Errorf("session %s: %w", s.Path, err)
 	}
 	size := fi.Size()
+	if from > 0 {
+		if _, err := f.Seek(from, io.SeekStart); err != nil {
+			return 0, nil, fmt.Errorf("session %s: %w", s.Path, err)
+		}
+		good = from
+	}
 	r := readers.Get().(*bufio.Reader)
 	r.Reset(f)
 	defer func() { r.Reset(nil); readers.Put(r) }()
@@ -523,8 +543,15 @@ func (s *Session) readFile() (good int64, torn []byte, err error) {
 			good = next
 			continue
 		}
+		held := len(s.events)
 		err = s.decodeLine(body)
-		if lineNo == 1 && err == nil {
+		switch n := len(s.events); {
+		case n == held+1:
+			s.offs = append(s.offs, good)
+		case n < held:
+			s.offs = nil // a new start (a store's /new)
+		}
+		if lineNo == 1 && from == 0 && err == nil {
 			s.head = s.meta.UpdatedAt
 		}
 		if err != nil {
@@ -722,8 +749,11 @@ func (s *Session) decodeLine(line []byte) error {
 func (s *Session) History() []state.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev := s.eventsLocked()
-	ev = ev[min(s.meta.LastConsolidated, len(ev)):]
+	ev, skip := s.events, s.skip
+	if !s.loaded || s.meta.LastConsolidated < skip {
+		ev, skip = s.allEventsLocked(), 0
+	}
+	ev = ev[min(s.meta.LastConsolidated-skip, len(ev)):]
 	return ev[:len(ev):len(ev)]
 }
 
@@ -755,11 +785,16 @@ func (s *Session) Append(ctx context.Context, events ...state.Event) error {
 			ev.At = msg.Timestamp
 			kept = append(kept, ev)
 		}
+		off := s.size
 		if err := s.writeLocked(lines...); err != nil {
 			return err
 		}
 		if s.loaded {
 			s.events = append(s.events, kept...)
+			for _, l := range lines {
+				s.offs = append(s.offs, off)
+				off += int64(len(l))
+			}
 		}
 		s.meta.UpdatedAt = now
 		return nil
@@ -880,7 +915,7 @@ func (s *Session) Meta() Meta {
 func (s *Session) Messages() []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	events := s.eventsLocked()
+	events := s.allEventsLocked()
 	out := make([]Message, 0, len(events))
 	for _, ev := range events {
 		if m, ok := fromEvent(ev, ev.At); ok {
@@ -894,7 +929,7 @@ func (s *Session) Messages() []Message {
 func (s *Session) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.eventsLocked())
+	return s.countLocked()
 }
 
 // Events returns every message, consolidated ones included, as the
@@ -902,7 +937,7 @@ func (s *Session) Len() int {
 func (s *Session) Events() []state.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	events := s.eventsLocked()
+	events := s.allEventsLocked()
 	return events[:len(events):len(events)]
 }
 
@@ -926,7 +961,7 @@ func (s *Session) consolidateLocked(n int) error {
 	if n <= s.meta.LastConsolidated {
 		return nil
 	}
-	n = min(n, len(s.eventsLocked()))
+	n = min(n, s.countLocked())
 	meta := s.meta
 	meta.LastConsolidated = n
 	meta.UpdatedAt = s.m.now().Format(TimeLayout)
@@ -945,7 +980,7 @@ func (s *Session) consolidateLocked(n int) error {
 // process or replica appended included (the heartbeat's isolated
 // session replays none of its past beats). ctx is as Append's.
 func (s *Session) ConsolidateAll(ctx context.Context) error {
-	return s.held(ctx, func() error { return s.consolidateLocked(len(s.eventsLocked())) })
+	return s.held(ctx, func() error { return s.consolidateLocked(s.countLocked()) })
 }
 
 // Clear starts the session afresh (/new): the file is replaced, atomically,
@@ -980,6 +1015,7 @@ func (s *Session) clearLocked() error {
 	}
 	s.closeFileLocked() //nolint:errcheck // the old file, synced above
 	s.fi, s.meta, s.events, s.loaded, s.size, s.dirty = fi, meta, nil, true, int64(len(b)+1), false
+	s.offs, s.skip, s.resumeIdx, s.resumeOff = nil, 0, 0, 0
 	s.head = meta.UpdatedAt
 	return nil
 }
@@ -1056,9 +1092,7 @@ func (s *Session) refresh(load bool) error {
 			return nil
 		}
 		// Its messages left memory: read back, for the turn.
-		evs, err := s.rereadLocked()
-		if err == nil {
-			s.events, s.loaded = evs, true
+		if err := s.loadForTurnLocked(); err == nil {
 			return nil
 		}
 		// Changed meanwhile after all: read as another process's.
@@ -1072,6 +1106,7 @@ func (s *Session) refresh(load bool) error {
 	}
 	s.closeFileLocked() //nolint:errcheck // synced above
 	s.fi, s.meta, s.events, s.loaded, s.size, s.dirty = fresh.fi, fresh.meta, fresh.events, true, fresh.size, false
+	s.offs, s.skip, s.resumeIdx, s.resumeOff = fresh.offs, 0, 0, 0
 	s.head = fresh.head
 	return nil
 }
@@ -1101,7 +1136,7 @@ type Mark struct {
 func (s *Session) Mark() Mark {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Mark{size: s.size, events: len(s.eventsLocked()), meta: s.meta, fi: s.fi}
+	return Mark{size: s.size, events: s.countLocked(), meta: s.meta, fi: s.fi}
 }
 
 // Rollback forgets what was written since m, in the turn that holds
@@ -1127,8 +1162,13 @@ func (s *Session) Rollback(m Mark) error {
 		f.Close()
 	}
 	s.size, s.meta = m.size, m.meta
-	if s.loaded {
-		s.events = s.events[:min(m.events, len(s.events))]
+	if keep := m.events - s.skip; s.loaded && keep >= 0 {
+		s.events, s.offs = s.events[:min(keep, len(s.events))], s.offs[:min(keep, len(s.offs))]
+	} else {
+		s.events, s.offs, s.loaded = nil, nil, false
+	}
+	if s.resumeOff > m.size {
+		s.resumeIdx, s.resumeOff = 0, 0
 	}
 	return nil
 }
@@ -1205,6 +1245,14 @@ func (s *Session) rewriteHeadLocked() error {
 	fi, err := os.Stat(s.Path)
 	if err != nil {
 		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	// The first line's length changed: every later line moved by as much.
+	shift := int64(n1) + n2 - s.size
+	for i := range s.offs {
+		s.offs[i] += shift
+	}
+	if s.resumeOff > 0 {
+		s.resumeOff += shift
 	}
 	s.fi, s.size, s.head, s.headAt = fi, int64(n1)+n2, s.meta.UpdatedAt, s.m.now()
 	return nil

@@ -75,12 +75,16 @@ func (m *Manager) unwarmLocked(s *Session) {
 }
 
 // dropLocked forgets the messages of a session no turn holds: the file
-// has them.
+// has them. It notes where its first message not consolidated starts,
+// so that a turn reads back only from there.
 func (s *Session) dropLocked() {
-	if s.holds || s.conv != nil {
+	if s.holds || s.conv != nil || !s.loaded {
 		return
 	}
-	s.events, s.loaded = nil, false
+	if i := s.meta.LastConsolidated - s.skip; i >= 0 && i < len(s.offs) && len(s.offs) == len(s.events) {
+		s.resumeIdx, s.resumeOff = s.meta.LastConsolidated, s.offs[i]
+	}
+	s.events, s.offs, s.skip, s.loaded = nil, nil, 0, false
 }
 
 // release marks the session released by a turn (or a write outside
@@ -116,36 +120,56 @@ func eventBytes(ev state.Event) int64 {
 	return int64(n)
 }
 
-// eventsLocked are the session's messages: those in memory, or else
-// read back from the file (kept when a turn holds the session, else
+// countLocked is the number of messages, consolidated ones included.
+func (s *Session) countLocked() int {
+	if s.loaded {
+		return s.skip + len(s.events)
+	}
+	return len(s.allEventsLocked())
+}
+
+// allEventsLocked are every message of the session: those in memory
+// when they are all there, or else read back from the file whole (and
 // left to the caller). An unreadable file is reported to Warn and reads
 // as no message.
-func (s *Session) eventsLocked() []state.Event {
-	if s.loaded {
+func (s *Session) allEventsLocked() []state.Event {
+	if s.loaded && s.skip == 0 {
 		return s.events
 	}
-	evs, err := s.rereadLocked()
+	fresh, err := s.rereadLocked(0)
 	if err != nil {
 		s.m.warn(err.Error())
 		return nil
 	}
-	return evs
+	return fresh.events
 }
 
-// rereadLocked reads the session's messages back from its file, which
-// this process last wrote (refresh rereads what others changed); a turn
-// that holds the session keeps them.
-func (s *Session) rereadLocked() ([]state.Event, error) {
+// loadForTurnLocked reads the messages a turn needs back from the file,
+// which this process last wrote (refresh rereads what others changed):
+// from the first one not consolidated when known, else all.
+func (s *Session) loadForTurnLocked() error {
+	from, idx := s.resumeOff, s.resumeIdx
+	if idx > s.meta.LastConsolidated || from > s.size {
+		from, idx = 0, 0
+	}
+	fresh, err := s.rereadLocked(from)
+	if err != nil {
+		return err
+	}
+	s.events, s.offs, s.skip, s.loaded = fresh.events, fresh.offs, idx, true
+	return nil
+}
+
+// rereadLocked reads the session's file from offset from on, into a
+// session of its own.
+func (s *Session) rereadLocked(from int64) (*Session, error) {
 	fresh := &Session{Key: s.Key, Path: s.Path, m: s.m, quiet: true}
-	good, torn, err := fresh.readFile()
+	good, torn, err := fresh.readFileFrom(from)
 	if err != nil {
 		return nil, err
 	}
 	if torn != nil || good != s.size {
 		return nil, fmt.Errorf("session %s: changed while its messages were read back (%d bytes, %d expected)", s.Path, good, s.size)
 	}
-	if s.holds {
-		s.events, s.loaded = fresh.events, true
-	}
-	return fresh.events, nil
+	return fresh, nil
 }

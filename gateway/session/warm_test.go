@@ -69,6 +69,24 @@ func TestIdleSessionsLeaveMemory(t *testing.T) {
 	if len(h) != 42 || agent.Text(h[0].Message) != "message 0" || agent.Text(h[41].Message) != "echo: again" {
 		t.Fatalf("history after the turn: %d messages, first %v, last %v", len(h), h[0].Message, h[len(h)-1].Message)
 	}
+	// Consolidated messages are not read back for a turn: it starts at
+	// the first one not consolidated.
+	if err := s.SetConsolidated(t.Context(), 40); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 30 {
+		turn(t, m, fmt.Sprint("web:c", k+1), "push c0 out")
+	}
+	s = turn(t, m, "web:c0", "after consolidation")
+	s.mu.Lock()
+	skip, inMemory := s.skip, len(s.events)
+	s.mu.Unlock()
+	if h := s.History(); len(h) != 4 || agent.Text(h[0].Message) != "again" || agent.Text(h[3].Message) != "echo: after consolidation" {
+		t.Fatalf("history after consolidation: %d messages, first %v", len(h), h[0].Message)
+	}
+	if skip != 40 || inMemory != 4 || s.Len() != 44 || len(s.Events()) != 44 {
+		t.Fatalf("after consolidation, a turn read %d messages and skipped %d, want 4 and 40 (Len %d, Events %d, want 44)", inMemory, skip, s.Len(), len(s.Events()))
+	}
 	// Without KeepBytes, a released session keeps nothing.
 	m.KeepBytes = -1
 	s = turn(t, m, "web:c1", "once more")
@@ -78,7 +96,7 @@ func TestIdleSessionsLeaveMemory(t *testing.T) {
 	if loaded {
 		t.Fatal("with KeepBytes -1, a released session keeps its messages")
 	}
-	if h := s.History(); len(h) != 42 {
-		t.Fatalf("history read back: %d messages, want 42", len(h))
+	if h := s.History(); len(h) != 44 {
+		t.Fatalf("history read back: %d messages, want 44", len(h))
 	}
 }

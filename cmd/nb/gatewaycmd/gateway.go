@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -155,11 +154,12 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return &usageError{err.Error()}
 	}
-	if cl.getenv("GOMEMLIMIT") == "" {
-		// An always-on assistant should stay small: the collector works
-		// harder as the heap nears 24 MiB (a soft limit, never a failure).
-		debug.SetMemoryLimit(24 << 20)
-	}
+	// No soft memory limit of its own (GOMEMLIMIT, when set, is the
+	// runtime's): the gateway's heap is bounded by design (sessions no
+	// turn holds leave memory, the duplicate windows have a size), and a
+	// fixed limit below a live heap that is legitimately larger (a long
+	// session read, many turns at once) only makes the collector run
+	// without pause, never saves a byte (issue 36).
 	c, err := cl.loadGatewayConfig(f)
 	if err != nil {
 		return err
