@@ -394,7 +394,7 @@ type Session struct {
 	skip      int
 	resumeIdx int
 	resumeOff int64
-	dirty  bool // written since the last Sync
+	dirty     bool // written since the last Sync
 	// quiet keeps a reread from warning again of the lines it skips.
 	quiet bool
 	// warm is the session's place among the Manager's warm sessions,
