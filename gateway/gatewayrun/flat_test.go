@@ -83,7 +83,7 @@ func TestMemoryFlat(t *testing.T) {
 	// duplicate windows filling, up to their size); the sessions'
 	// messages were about 700 bytes a turn, kept for as long as the
 	// session was open.
-	if bound := max(128<<10, 100*int64(turns)); second-first > bound {
+	if bound := max(160<<10, 100*int64(turns)); second-first > bound {
 		t.Errorf("the live heap grew by %d KB between the first %d turns over %d chats and the next %d (bound %d KB): something is kept for each turn",
 			(second-first)>>10, turns, chats, turns, bound>>10)
 	}
@@ -151,11 +151,19 @@ func TestMemoryFlatChild(t *testing.T) {
 	}
 	profiles := 0
 	heap := func() uint64 {
-		var ms runtime.MemStats
-		for range 3 {
+		// The least of three readings a little apart: a buffer a
+		// background read holds at one moment is not kept.
+		var least uint64
+		for i := range 3 {
+			time.Sleep(50 * time.Millisecond)
+			var ms runtime.MemStats
 			runtime.GC()
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			if i == 0 || ms.HeapAlloc < least {
+				least = ms.HeapAlloc
+			}
 		}
-		runtime.ReadMemStats(&ms)
 		if profile != "" {
 			profiles++
 			if f, err := os.Create(fmt.Sprint(profile, ".", profiles)); err == nil {
@@ -163,7 +171,7 @@ func TestMemoryFlatChild(t *testing.T) {
 				f.Close()
 			}
 		}
-		return ms.HeapAlloc
+		return least
 	}
 	start := time.Now()
 	// Half 1: turns over chats (turns/chats each); half 2 the same
