@@ -46,7 +46,7 @@ func TestMemoryFlat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a long run")
 	}
-	chats, turns := 60, 3000
+	chats, turns := 60, 1200
 	if raceEnabled {
 		chats, turns = 20, 300
 	}
