@@ -2,8 +2,12 @@
 // model (the OpenAI fake of the tests, in this process, counting its
 // requests): the time from exec to an open port, idle memory, turns
 // through the web chat's websocket with many sessions (rate, latency,
-// order per session), memory after many turns, and model calls while
-// idle. It prints the figures that go in bench/README.md.
+// order per session), memory after many turns, latency at a paced rate,
+// memory after many sessions touched once each, and model calls while
+// idle. It prints the figures that go in bench/README.md, each with the
+// load average of the machine when it was taken. Given several binaries
+// (-nb old,new), it runs each phase on each in turn, so that both see the
+// same load.
 //
 //	go run ./bench/gatewaybench -nb bench/out/nb
 package main
@@ -34,11 +38,14 @@ import (
 )
 
 func main() {
-	nb := flag.String("nb", "bench/out/nb", "the nb binary")
+	nbs := flag.String("nb", "bench/out/nb", "the nb binary; several, comma-separated, are measured side by side (each phase on each in turn)")
 	starts := flag.Int("starts", 20, "gateway starts timed")
 	sessions := flag.Int("sessions", 100, "websocket sessions")
 	turns := flag.Int("turns", 10000, "turns per phase (two phases)")
 	idle := flag.Duration("idle", 10*time.Second, "idle time before the idle memory is read")
+	rate := flag.Int("rate", 500, "turns a second of the paced phase (0: none)")
+	paced := flag.Duration("paced", 10*time.Second, "how long the paced phase lasts")
+	fresh := flag.Int("fresh", 10000, "sessions touched once each after the phases (0: none)")
 	flag.Parse()
 
 	var calls atomic.Int64
@@ -51,73 +58,139 @@ func main() {
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 
-	home, err := os.MkdirTemp("", "gatewaybench")
-	if err != nil {
-		log.Fatal(err)
+	var gws []*gateway
+	for _, nb := range strings.Split(*nbs, ",") {
+		gw := &gateway{nb: nb}
+		gw.home, _ = os.MkdirTemp("", "gatewaybench")
+		defer os.RemoveAll(gw.home)
+		gw.env = []string{"HOME=" + gw.home, "XDG_CONFIG_HOME=" + gw.home + "/config", "XDG_DATA_HOME=" + gw.home + "/data", "XDG_STATE_HOME=" + gw.home + "/state",
+			"PATH=" + os.Getenv("PATH"), "OPENAI_API_ADDRESS=" + srv.URL, "OPENAI_API_KEY=k", "NB_DOTENV=0"}
+		if v := os.Getenv("GODEBUG"); v != "" {
+			gw.env = append(gw.env, "GODEBUG="+v)
+		}
+		gws = append(gws, gw)
 	}
-	defer os.RemoveAll(home)
-	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + home + "/config", "XDG_DATA_HOME=" + home + "/data", "XDG_STATE_HOME=" + home + "/state",
-		"PATH=" + os.Getenv("PATH"), "OPENAI_API_ADDRESS=" + srv.URL, "OPENAI_API_KEY=k", "NB_DOTENV=0"}
+	each := func(what string, fn func(gw *gateway) string) {
+		for _, gw := range gws {
+			fmt.Printf("%s [%s, load %s]: %s\n", what, gw.nb, loadavg(), fn(gw))
+		}
+	}
 
 	// Port open after exec.
-	var opens []time.Duration
-	for range *starts {
-		port := freePort()
-		cmd := exec.Command(*nb, "gateway", "--listen", "127.0.0.1:"+port, "--log-level", "error")
-		cmd.Env, cmd.Dir = env, home
-		start := time.Now()
-		if err := cmd.Start(); err != nil {
-			log.Fatal(err)
-		}
-		for {
-			c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
-			if err == nil {
-				c.Close()
-				break
+	each("port open after exec", func(gw *gateway) string {
+		var opens []time.Duration
+		for range *starts {
+			port := freePort()
+			cmd := exec.Command(gw.nb, "gateway", "--listen", "127.0.0.1:"+port, "--log-level", "error")
+			cmd.Env, cmd.Dir = gw.env, gw.home
+			start := time.Now()
+			if err := cmd.Start(); err != nil {
+				log.Fatal(err)
 			}
-			if time.Since(start) > 10*time.Second {
-				log.Fatal("the gateway did not open its port in 10 s")
+			for {
+				c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
+				if err == nil {
+					c.Close()
+					break
+				}
+				if time.Since(start) > 10*time.Second {
+					log.Fatal("the gateway did not open its port in 10 s")
+				}
+				time.Sleep(200 * time.Microsecond)
 			}
-			time.Sleep(200 * time.Microsecond)
+			opens = append(opens, time.Since(start))
+			cmd.Process.Signal(os.Interrupt)
+			cmd.Wait()
 		}
-		opens = append(opens, time.Since(start))
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-	}
-	slices.Sort(opens)
-	fmt.Printf("port open after exec: median %v, min %v, max %v (%d starts)\n", opens[len(opens)/2].Round(time.Microsecond*100), opens[0].Round(time.Microsecond*100), opens[len(opens)-1].Round(time.Microsecond*100), len(opens))
+		if len(opens) == 0 {
+			return "not measured"
+		}
+		slices.Sort(opens)
+		return fmt.Sprintf("median %v, min %v, max %v (%d starts)", opens[len(opens)/2].Round(time.Microsecond*100), opens[0].Round(time.Microsecond*100), opens[len(opens)-1].Round(time.Microsecond*100), len(opens))
+	})
 
-	// One gateway for the rest.
+	// One gateway each for the rest.
+	for _, gw := range gws {
+		gw.start()
+		defer gw.stop()
+	}
+	time.Sleep(*idle)
+	each("idle "+idle.String()+" after start, web chat on", func(gw *gateway) string {
+		rss, anon := memory(gw.pid())
+		return fmt.Sprintf("RSS %.1f MiB (anonymous %.1f MiB); model calls while idle: %d", rss, anon, calls.Load())
+	})
+
+	chat := strconv.FormatInt(time.Now().UnixNano(), 36)
+	for phase := 1; phase <= 2; phase++ {
+		each(fmt.Sprintf("phase %d", phase), func(gw *gateway) string {
+			cpu0 := cpuTime(gw.pid())
+			n, p50, p99, took, bad := turnsThroughWS(gw.base, *sessions, *turns, "b"+chat, 0, 0)
+			cpu := cpuTime(gw.pid()) - cpu0
+			rss, anon := memory(gw.pid())
+			return fmt.Sprintf("%d turns through /ws over %d sessions in %v: %.0f turns/s, p50 %v, p99 %v, %d out of order; nb's CPU %v a turn; RSS after: %.1f MiB (anonymous %.1f MiB)",
+				n, *sessions, took.Round(time.Millisecond), float64(n)/took.Seconds(), p50, p99, bad, (cpu / time.Duration(n)).Round(time.Microsecond), rss, anon)
+		})
+	}
+	if *rate > 0 {
+		each(fmt.Sprintf("paced %d turns/s", *rate), func(gw *gateway) string {
+			total := int(float64(*rate) * paced.Seconds())
+			cpu0 := cpuTime(gw.pid())
+			n, p50, p99, took, bad := turnsThroughWS(gw.base, *sessions, total, "b"+chat, *rate, 0)
+			cpu := cpuTime(gw.pid()) - cpu0
+			rss, anon := memory(gw.pid())
+			return fmt.Sprintf("%d turns over %d sessions in %v (%.0f turns/s): p50 %v, p99 %v, %d out of order; nb's CPU %v a turn; RSS after: %.1f MiB (anonymous %.1f MiB)",
+				n, *sessions, took.Round(time.Millisecond), float64(n)/took.Seconds(), p50, p99, bad, (cpu / time.Duration(n)).Round(time.Microsecond), rss, anon)
+		})
+	}
+	if *fresh > 0 {
+		each(fmt.Sprintf("%d sessions touched once each", *fresh), func(gw *gateway) string {
+			n, p50, p99, took, bad := turnsThroughWS(gw.base, *sessions, *fresh, "f"+chat, 0, *fresh)
+			rss, anon := memory(gw.pid())
+			return fmt.Sprintf("%d turns in %v (%.0f turns/s), p50 %v, p99 %v, %d out of order; RSS after: %.1f MiB (anonymous %.1f MiB)",
+				n, took.Round(time.Millisecond), float64(n)/took.Seconds(), p50, p99, bad, rss, anon)
+		})
+	}
+	each("in all", func(gw *gateway) string {
+		files, _ := filepath.Glob(filepath.Join(gw.home, "data", "nb", "gateway", "sessions", "web_*.jsonl"))
+		return fmt.Sprintf("session files: %d; model calls (all gateways): %d", len(files), calls.Load())
+	})
+}
+
+// gateway is one nb gateway under measure, in a home of its own.
+type gateway struct {
+	nb, home, base string
+	env            []string
+	cmd            *exec.Cmd
+}
+
+func (gw *gateway) start() {
 	port := freePort()
-	cmd := exec.Command(*nb, "gateway", "--listen", "127.0.0.1:"+port, "--log-level", "error")
-	cmd.Env, cmd.Dir, cmd.Stderr = env, home, os.Stderr
-	if err := cmd.Start(); err != nil {
+	gw.cmd = exec.Command(gw.nb, "gateway", "--listen", "127.0.0.1:"+port, "--log-level", "error")
+	gw.cmd.Env, gw.cmd.Dir, gw.cmd.Stderr = gw.env, gw.home, os.Stderr
+	if err := gw.cmd.Start(); err != nil {
 		log.Fatal(err)
 	}
-	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
-	base := "http://127.0.0.1:" + port
+	gw.base = "http://127.0.0.1:" + port
 	for {
-		if r, err := http.Get(base + "/health"); err == nil {
+		if r, err := http.Get(gw.base + "/health"); err == nil {
 			r.Body.Close()
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	time.Sleep(*idle)
-	rss, anon := memory(cmd.Process.Pid)
-	fmt.Printf("idle %v after start, web chat on: RSS %.1f MB (anonymous %.1f MB); model calls while idle: %d\n", *idle, rss, anon, calls.Load())
+}
 
-	for phase := 1; phase <= 2; phase++ {
-		cpu0 := cpuTime(cmd.Process.Pid)
-		n, p50, p99, took, bad := turnsThroughWS(base, *sessions, *turns)
-		cpu := cpuTime(cmd.Process.Pid) - cpu0
-		rss, anon := memory(cmd.Process.Pid)
-		fmt.Printf("phase %d: %d turns through /ws over %d sessions in %v: %.0f turns/s, p50 %v, p99 %v, %d out of order; nb's CPU %v a turn; RSS after: %.1f MB (anonymous %.1f MB)\n",
-			phase, n, *sessions, took.Round(time.Millisecond), float64(n)/took.Seconds(), p50, p99, bad, (cpu / time.Duration(n)).Round(time.Microsecond), rss, anon)
+func (gw *gateway) stop() { gw.cmd.Process.Signal(os.Interrupt); gw.cmd.Wait() }
+
+func (gw *gateway) pid() int { return gw.cmd.Process.Pid }
+
+// loadavg is the machine's load average of the last minute.
+func loadavg() string {
+	data, _ := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); len(f) > 0 {
+		return f[0]
 	}
-	sessionsDir := filepath.Join(home, "data", "nb", "gateway", "sessions")
-	files, _ := filepath.Glob(filepath.Join(sessionsDir, "web_*.jsonl"))
-	fmt.Printf("session files: %d; model calls in all: %d\n", len(files), calls.Load())
+	return "?"
 }
 
 func freePort() string {
@@ -146,7 +219,7 @@ func cpuTime(pid int) time.Duration {
 	return time.Duration(u+k) * 10 * time.Millisecond
 }
 
-// memory reads VmRSS and RssAnon of pid, in MB.
+// memory reads VmRSS and RssAnon of pid, in MiB.
 func memory(pid int) (rss, anon float64) {
 	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	for _, line := range strings.Split(string(data), "\n") {
@@ -171,28 +244,48 @@ type frame struct {
 	Content string `json:"content,omitempty"`
 }
 
-// turnsThroughWS runs total turns over n sessions, each session on its
-// own socket sending its next message when the previous one is answered.
-func turnsThroughWS(base string, n, total int) (done int, p50, p99, took time.Duration, outOfOrder int) {
+// turnsThroughWS runs total turns over n sockets. With chats 0 each
+// socket is a session of its own (prefix-i), sending its next message
+// when the previous one is answered; with chats, socket i runs sessions
+// i, i+n, … below chats in turn (each touched total/chats times). With
+// rate, the turns start at that many a second in all (each socket waits
+// for its own answer before its next).
+func turnsThroughWS(base string, n, total int, prefix string, rate, chats int) (done int, p50, p99, took time.Duration, outOfOrder int) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	var lat []time.Duration
 	var wg sync.WaitGroup
 	var bad atomic.Int64
-	chat := strconv.FormatInt(time.Now().UnixNano(), 36)
 	start := time.Now()
+	var every time.Duration
+	if rate > 0 {
+		every = time.Duration(float64(time.Second) * float64(n) / float64(rate))
+	}
 	for s := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws", nil)
+			// Fifty sockets a source address: the gateway takes 64
+			// connections of one client address (gateway.limits.clientConns).
+			src := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+s/50))}
+			client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: src}).DialContext}}
+			ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws", &websocket.DialOptions{HTTPClient: client})
 			if err != nil {
 				log.Fatal(err)
 			}
 			defer ws.CloseNow()
-			id := fmt.Sprintf("b%s-%d", chat, s)
+			ws.SetReadLimit(1 << 20)
 			mine := total / n
+			next := start.Add(every * time.Duration(s) / time.Duration(n))
 			for i := range mine {
+				id := fmt.Sprintf("%s-%d", prefix, s)
+				if chats > 0 {
+					id = fmt.Sprintf("%s-%d", prefix, s+i*n)
+				}
+				if every > 0 {
+					time.Sleep(time.Until(next))
+					next = next.Add(every)
+				}
 				msg := fmt.Sprintf("%s #%d", id, i)
 				t0 := time.Now()
 				if err := wsjson.Write(ctx, ws, frame{Type: "message", ChatID: id, Content: msg}); err != nil {
@@ -206,7 +299,7 @@ func turnsThroughWS(base string, n, total int) (done int, p50, p99, took time.Du
 					if f.Type == "error" {
 						log.Fatalf("error frame: %s", f.Content)
 					}
-					if f.Type != "message" {
+					if f.Type != "message" || f.ChatID != id {
 						continue
 					}
 					if f.Content != "echo: "+msg {

@@ -31,8 +31,7 @@ type Local struct {
 	outs sync.Map // channel name -> *lanes[Outbound]
 
 	mu     sync.Mutex
-	seen   map[string]struct{}
-	order  []string // seen keys, oldest first, for eviction
+	seen   Window
 	closed bool
 }
 
@@ -42,7 +41,7 @@ const dedupWindow = 1 << 16
 
 // NewLocal returns an empty in-process bus.
 func NewLocal() *Local {
-	b := &Local{seen: map[string]struct{}{}}
+	b := &Local{seen: Window{Size: dedupWindow}}
 	b.in = newLanes[Inbound](b)
 	return b
 }
@@ -74,7 +73,7 @@ func (b *Local) PublishInbound(ctx context.Context, m Inbound) (bool, error) {
 		if m.ID != "" {
 			// Not queued: the same message sent again later is new.
 			b.mu.Lock()
-			delete(b.seen, key)
+			b.seen.Forget(key)
 			b.mu.Unlock()
 		}
 		return false, &QueueFull{Session: m.SessionKey(), Limit: b.MaxQueued}
@@ -83,18 +82,7 @@ func (b *Local) PublishInbound(ctx context.Context, m Inbound) (bool, error) {
 }
 
 // firstLocked records k and reports whether it was new.
-func (b *Local) firstLocked(k string) bool {
-	if _, dup := b.seen[k]; dup {
-		return false
-	}
-	b.seen[k] = struct{}{}
-	b.order = append(b.order, k)
-	if len(b.order) > dedupWindow {
-		delete(b.seen, b.order[0])
-		b.order = b.order[1:]
-	}
-	return true
-}
+func (b *Local) firstLocked(k string) bool { return b.seen.First(k) }
 
 // Inbound implements Bus.
 func (b *Local) Inbound(ctx context.Context, fn func(context.Context, Inbound) error) error {

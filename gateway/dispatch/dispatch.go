@@ -50,9 +50,9 @@ type Dispatcher struct {
 
 	mu       sync.Mutex
 	next     map[string]time.Time // destination -> when it may be sent to again
-	sent     map[string]bool      // turn+destination of delivered final replies
-	sentFIFO []string
-	progress map[string]string // turn+destination -> id of the progress message to edit
+	nextKept int                  // len(next) after its last sweep
+	sent     bus.Window           // turn+destination of delivered final replies
+	progress map[string]string    // turn+destination -> id of the progress message to edit
 }
 
 // Record remembers which final replies, by (turn, destination), were
@@ -114,7 +114,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, ch channel.Channel, m bus.Outb
 	key := m.Turn + "\x00" + dest(m)
 	if final && m.Turn != "" {
 		d.mu.Lock()
-		done := d.sent[key]
+		done := d.sent.Seen(key)
 		d.mu.Unlock()
 		if !done {
 			seen, err := d.Delivered.Seen(ctx, key)
@@ -158,15 +158,8 @@ func (d *Dispatcher) Deliver(ctx context.Context, ch channel.Channel, m bus.Outb
 		if err == nil {
 			d.mu.Lock()
 			if final && m.Turn != "" {
-				if d.sent == nil {
-					d.sent = map[string]bool{}
-				}
-				d.sent[key] = true
-				d.sentFIFO = append(d.sentFIFO, key)
-				if len(d.sentFIFO) > sentWindow {
-					delete(d.sent, d.sentFIFO[0])
-					d.sentFIFO = d.sentFIFO[1:]
-				}
+				d.sent.Size = sentWindow
+				d.sent.First(key)
 				delete(d.progress, key)
 			} else if m.Kind == bus.Progress && id != "" {
 				if d.progress == nil {
@@ -240,7 +233,18 @@ func (d *Dispatcher) mark(m bus.Outbound, after time.Duration) {
 	if d.next == nil {
 		d.next = map[string]time.Time{}
 	}
-	if at := time.Now().Add(wait); at.After(d.next[dest(m)]) {
+	now := time.Now()
+	if len(d.next) >= max(1024, 2*d.nextKept) {
+		// Destinations that may be sent to already leave: the map holds
+		// those still paced, not every chat ever answered.
+		for k, at := range d.next {
+			if !at.After(now) {
+				delete(d.next, k)
+			}
+		}
+		d.nextKept = len(d.next)
+	}
+	if at := now.Add(wait); at.After(d.next[dest(m)]) {
 		d.next[dest(m)] = at
 	}
 	d.mu.Unlock()

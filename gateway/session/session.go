@@ -14,6 +14,7 @@ package session
 import (
 	"bufio"
 	"bytes"
+	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -172,6 +173,11 @@ type Manager struct {
 	// comes back; one a turn holds is never forgotten.
 	IdleAfter time.Duration
 	MaxOpen   int
+	// KeepBytes bounds the messages the sessions no turn holds keep in
+	// memory, about, in bytes (DefaultKeepBytes if 0, none if
+	// negative): past it, the least recently used leave memory and are
+	// read back from their files when needed (see warm.go).
+	KeepBytes int64
 	// Legacy is the folder nanobot up to v0.1.3 kept every workspace's
 	// sessions in (~/.nanobot/sessions); "" when there is none to look
 	// in. A session found there and not under Dir is moved under Dir
@@ -184,6 +190,14 @@ type Manager struct {
 	// st keeps the sessions in a state.Store; nil keeps them in files
 	// under Dir.
 	st *storeSessions
+
+	// warmMu guards the sessions whose messages are in memory though
+	// no turn holds them, most recently used first, and their bytes
+	// (Session.warm and warmBytes too). Taken after mu, before a
+	// Session's mu.
+	warmMu    sync.Mutex
+	warm      *list.List
+	warmBytes int64
 }
 
 // NewManager returns the manager of the sessions under dir, creating it.
@@ -241,6 +255,7 @@ func (m *Manager) Get(ctx context.Context, key string) (*Session, error) {
 	}
 	s.used = now
 	m.open[key] = s
+	s.release() // warm: its turn comes next
 	return s, nil
 }
 
@@ -284,9 +299,11 @@ func (m *Manager) sweepLocked(now time.Time) {
 		if now.Sub(e.used) < idle && len(m.open) < most {
 			break
 		}
-		if err := m.open[e.key].close(); err != nil {
+		s := m.open[e.key]
+		if err := s.close(); err != nil {
 			m.warn(err.Error())
 		}
+		m.forgetWarm(s)
 		delete(m.open, e.key)
 	}
 }
@@ -298,6 +315,7 @@ func (m *Manager) Close() error {
 	var errs []error
 	for k, s := range m.open {
 		errs = append(errs, s.close())
+		m.forgetWarm(s)
 		delete(m.open, k)
 	}
 	return errors.Join(errs...)
@@ -362,11 +380,29 @@ type Session struct {
 	f *os.File
 	// fi identifies the file as last read (another process's /new
 	// replaces it).
-	fi     os.FileInfo
-	meta   Meta
-	events []state.Event // every message, as the agent's events
-	dirty  bool          // written since the last Sync
-	size   int64
+	fi   os.FileInfo
+	meta Meta
+	// events are every message, as the agent's events, when loaded (a
+	// session no turn holds may leave them to its file: see warm.go).
+	events []state.Event
+	loaded bool
+	// offs are the file offsets of the events' lines; skip is how many
+	// messages before events[0] are not read (consolidated ones: a
+	// session read back for a turn starts at resumeOff, the line of
+	// message resumeIdx, its first message not consolidated).
+	offs      []int64
+	skip      int
+	resumeIdx int
+	resumeOff int64
+	dirty     bool // written since the last Sync
+	// quiet keeps a reread from warning again of the lines it skips.
+	quiet bool
+	// warm is the session's place among the Manager's warm sessions,
+	// and warmBytes what it counts there (both guarded by the
+	// Manager's warmMu).
+	warm      *list.Element
+	warmBytes int64
+	size      int64
 
 	// head is the updated_at of the file's first line, the one
 	// nanobot's list_sessions() reads; headAt is when this process last
@@ -406,7 +442,7 @@ func (m *Manager) load(key string) (*Session, error) {
 	if err := m.evictStranger(key, path); err != nil {
 		return nil, err
 	}
-	s := &Session{Key: key, Path: path, m: m}
+	s := &Session{Key: key, Path: path, m: m, loaded: true}
 	good, torn, err := s.readFile()
 	if err != nil {
 		return nil, err
@@ -452,6 +488,12 @@ func (m *Manager) load(key string) (*Session, error) {
 // readFile decodes the session's file, streamed: it returns the length
 // of its complete lines and, when its last line is torn, that line.
 func (s *Session) readFile() (good int64, torn []byte, err error) {
+	return s.readFileFrom(0)
+}
+
+// readFileFrom is readFile from the line at offset from on (what was
+// before it is not read).
+func (s *Session) readFileFrom(from int64) (good int64, torn []byte, err error) {
 	f, err := os.Open(s.Path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil, nil
@@ -465,13 +507,29 @@ func (s *Session) readFile() (good int64, torn []byte, err error) {
 		return 0, nil, fmt.Errorf("session %s: %w", s.Path, err)
 	}
 	size := fi.Size()
-	r := bufio.NewReaderSize(f, 256<<10)
+	if from > 0 {
+		if _, err := f.Seek(from, io.SeekStart); err != nil {
+			return 0, nil, fmt.Errorf("session %s: %w", s.Path, err)
+		}
+		good = from
+	}
+	r := readers.Get().(*bufio.Reader)
+	r.Reset(f)
+	defer func() { r.Reset(nil); readers.Put(r) }()
 	lineNo := 0
+	var long []byte // a line longer than r's buffer
 	for {
-		line, err := r.ReadBytes('\n')
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long, line...)
+			continue
+		}
+		if long != nil {
+			line, long = append(long, line...), nil
+		}
 		if errors.Is(err, io.EOF) {
 			if len(line) > 0 {
-				return good, line, nil // a last line without its newline: torn
+				return good, bytes.Clone(line), nil // a last line without its newline: torn
 			}
 			return good, nil, nil
 		}
@@ -485,21 +543,34 @@ func (s *Session) readFile() (good int64, torn []byte, err error) {
 			good = next
 			continue
 		}
+		held := len(s.events)
 		err = s.decodeLine(body)
-		if lineNo == 1 && err == nil {
+		switch n := len(s.events); {
+		case n == held+1:
+			s.offs = append(s.offs, good)
+		case n < held:
+			s.offs = nil // a new start (a store's /new)
+		}
+		if lineNo == 1 && from == 0 && err == nil {
 			s.head = s.meta.UpdatedAt
 		}
 		if err != nil {
 			if next >= size {
 				// The last line is torn though newline-ended (a
 				// partial write of a multi-byte sequence).
-				return good, line, nil
+				return good, bytes.Clone(line), nil
 			}
-			s.m.warn(fmt.Sprintf("session %s:%d: skipped a line that is not a message (%v)", s.Path, lineNo, err))
+			if !s.quiet {
+				s.m.warn(fmt.Sprintf("session %s:%d: skipped a line that is not a message (%v)", s.Path, lineNo, err))
+			}
 		}
 		good = next
 	}
 }
+
+// readers are the buffers session files are read through: a session
+// read back at each turn costs no new buffer.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
 
 // metaKey is the key the metadata record of the session file at path
 // names ("" when there is none).
@@ -678,7 +749,11 @@ func (s *Session) decodeLine(line []byte) error {
 func (s *Session) History() []state.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev := s.events[s.meta.LastConsolidated:]
+	ev, skip := s.events, s.skip
+	if !s.loaded || s.meta.LastConsolidated < skip {
+		ev, skip = s.allEventsLocked(), 0
+	}
+	ev = ev[min(s.meta.LastConsolidated-skip, len(ev)):]
 	return ev[:len(ev):len(ev)]
 }
 
@@ -710,10 +785,17 @@ func (s *Session) Append(ctx context.Context, events ...state.Event) error {
 			ev.At = msg.Timestamp
 			kept = append(kept, ev)
 		}
+		off := s.size
 		if err := s.writeLocked(lines...); err != nil {
 			return err
 		}
-		s.events = append(s.events, kept...)
+		if s.loaded {
+			s.events = append(s.events, kept...)
+			for _, l := range lines {
+				s.offs = append(s.offs, off)
+				off += int64(len(l))
+			}
+		}
 		s.meta.UpdatedAt = now
 		return nil
 	})
@@ -833,8 +915,9 @@ func (s *Session) Meta() Meta {
 func (s *Session) Messages() []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Message, 0, len(s.events))
-	for _, ev := range s.events {
+	events := s.allEventsLocked()
+	out := make([]Message, 0, len(events))
+	for _, ev := range events {
 		if m, ok := fromEvent(ev, ev.At); ok {
 			out = append(out, m)
 		}
@@ -846,7 +929,7 @@ func (s *Session) Messages() []Message {
 func (s *Session) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.events)
+	return s.countLocked()
 }
 
 // Events returns every message, consolidated ones included, as the
@@ -854,7 +937,8 @@ func (s *Session) Len() int {
 func (s *Session) Events() []state.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.events[:len(s.events):len(s.events)]
+	events := s.allEventsLocked()
+	return events[:len(events):len(events)]
 }
 
 // Size is the file's size in bytes.
@@ -877,7 +961,7 @@ func (s *Session) consolidateLocked(n int) error {
 	if n <= s.meta.LastConsolidated {
 		return nil
 	}
-	n = min(n, len(s.events))
+	n = min(n, s.countLocked())
 	meta := s.meta
 	meta.LastConsolidated = n
 	meta.UpdatedAt = s.m.now().Format(TimeLayout)
@@ -896,7 +980,7 @@ func (s *Session) consolidateLocked(n int) error {
 // process or replica appended included (the heartbeat's isolated
 // session replays none of its past beats). ctx is as Append's.
 func (s *Session) ConsolidateAll(ctx context.Context) error {
-	return s.held(ctx, func() error { return s.consolidateLocked(len(s.events)) })
+	return s.held(ctx, func() error { return s.consolidateLocked(s.countLocked()) })
 }
 
 // Clear starts the session afresh (/new): the file is replaced, atomically,
@@ -930,7 +1014,8 @@ func (s *Session) clearLocked() error {
 		return fmt.Errorf("session %s: %w", s.Path, err)
 	}
 	s.closeFileLocked() //nolint:errcheck // the old file, synced above
-	s.fi, s.meta, s.events, s.size, s.dirty = fi, meta, nil, int64(len(b)+1), false
+	s.fi, s.meta, s.events, s.loaded, s.size, s.dirty = fi, meta, nil, true, int64(len(b)+1), false
+	s.offs, s.skip, s.resumeIdx, s.resumeOff = nil, 0, 0, 0
 	s.head = meta.UpdatedAt
 	return nil
 }
@@ -943,6 +1028,13 @@ func (s *Session) Lock(ctx context.Context) (func(), error) {
 	if s.conv != nil {
 		return s.lockStored(ctx)
 	}
+	return s.lockFile(ctx, true)
+}
+
+// lockFile is Lock on a session file; load reads its messages back if
+// they left memory (a turn needs them; rewriting the first line does
+// not).
+func (s *Session) lockFile(ctx context.Context, load bool) (func(), error) {
 	lf, err := os.OpenFile(s.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: lock: %w", s.Path, err)
@@ -963,7 +1055,7 @@ func (s *Session) Lock(ctx context.Context) (func(), error) {
 		case <-time.After(wait):
 		}
 	}
-	if err := s.refresh(); err != nil {
+	if err := s.refresh(load); err != nil {
 		lf.Close()
 		return nil, err
 	}
@@ -981,12 +1073,14 @@ func (s *Session) Lock(ctx context.Context) (func(), error) {
 		}
 		s.mu.Unlock()
 		lf.Close() // closing releases the lock
+		s.release()
 	}, nil
 }
 
 // refresh rereads the file when another process changed it: the lines it
-// appended, or the whole file when it was replaced (/new).
-func (s *Session) refresh() error {
+// appended, or the whole file when it was replaced (/new); and, with
+// load, the messages that left memory.
+func (s *Session) refresh(load bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fi, err := os.Stat(s.Path)
@@ -994,7 +1088,14 @@ func (s *Session) refresh() error {
 		return fmt.Errorf("session %s: %w", s.Path, err)
 	}
 	if s.fi != nil && os.SameFile(fi, s.fi) && fi.Size() == s.size {
-		return nil
+		if s.loaded || !load {
+			return nil
+		}
+		// Its messages left memory: read back, for the turn.
+		if err := s.loadForTurnLocked(); err == nil {
+			return nil
+		}
+		// Changed meanwhile after all: read as another process's.
 	}
 	fresh, err := s.m.load(s.Key)
 	if err != nil {
@@ -1004,7 +1105,8 @@ func (s *Session) refresh() error {
 		return err
 	}
 	s.closeFileLocked() //nolint:errcheck // synced above
-	s.fi, s.meta, s.events, s.size, s.dirty = fresh.fi, fresh.meta, fresh.events, fresh.size, false
+	s.fi, s.meta, s.events, s.loaded, s.size, s.dirty = fresh.fi, fresh.meta, fresh.events, true, fresh.size, false
+	s.offs, s.skip, s.resumeIdx, s.resumeOff = fresh.offs, 0, 0, 0
 	s.head = fresh.head
 	return nil
 }
@@ -1034,7 +1136,7 @@ type Mark struct {
 func (s *Session) Mark() Mark {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Mark{size: s.size, events: len(s.events), meta: s.meta, fi: s.fi}
+	return Mark{size: s.size, events: s.countLocked(), meta: s.meta, fi: s.fi}
 }
 
 // Rollback forgets what was written since m, in the turn that holds
@@ -1060,7 +1162,14 @@ func (s *Session) Rollback(m Mark) error {
 		f.Close()
 	}
 	s.size, s.meta = m.size, m.meta
-	s.events = s.events[:min(m.events, len(s.events))]
+	if keep := m.events - s.skip; s.loaded && keep >= 0 {
+		s.events, s.offs = s.events[:min(keep, len(s.events))], s.offs[:min(keep, len(s.offs))]
+	} else {
+		s.events, s.offs, s.loaded = nil, nil, false
+	}
+	if s.resumeOff > m.size {
+		s.resumeIdx, s.resumeOff = 0, 0
+	}
 	return nil
 }
 
@@ -1084,7 +1193,7 @@ func (s *Session) RefreshHead(ctx context.Context, every time.Duration) error {
 	if !stale {
 		return nil
 	}
-	unlock, err := s.Lock(ctx)
+	unlock, err := s.lockFile(ctx, false)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // busy: the next chance will do
@@ -1136,6 +1245,14 @@ func (s *Session) rewriteHeadLocked() error {
 	fi, err := os.Stat(s.Path)
 	if err != nil {
 		return fmt.Errorf("session %s: %w", s.Path, err)
+	}
+	// The first line's length changed: every later line moved by as much.
+	shift := int64(n1) + n2 - s.size
+	for i := range s.offs {
+		s.offs[i] += shift
+	}
+	if s.resumeOff > 0 {
+		s.resumeOff += shift
 	}
 	s.fi, s.size, s.head, s.headAt = fi, int64(n1)+n2, s.meta.UpdatedAt, s.m.now()
 	return nil

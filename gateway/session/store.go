@@ -93,7 +93,7 @@ func (m *Manager) loadStored(ctx context.Context, key string) (*Session, error) 
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", key, err)
 	}
-	s := &Session{Key: key, Path: conv.HistoryLocation(), m: m, conv: conv}
+	s := &Session{Key: key, Path: conv.HistoryLocation(), m: m, conv: conv, loaded: true}
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	h, err := conv.History(ctx)

@@ -1,0 +1,243 @@
+package gatewayrun
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
+
+	"github.com/nbots/nb/gateway/web"
+	"github.com/nbots/nb/provider/openai/openaitest"
+)
+
+// The long run of TestMemoryFlat happens in a child process (this test
+// binary run again with flatChildEnv set), so that no other test's heap
+// is counted and the figures are those of one gateway.
+const flatChildEnv = "NB_TEST_MEMORY_FLAT_CHILD"
+
+// TestMemoryFlat holds the gateway's memory flat (issue 36): a child
+// process opens a whole gateway (the web chat, the bus, the turn loop,
+// sessions in files) against an instant fake model and runs turns
+// through /ws over many chats, then more turns over as many chats again,
+// each touched once (sessions that go idle). The heap after a collection
+// must not grow past a bound between the end of the first half and the
+// end of the second: what a turn leaves behind must not be kept.
+//
+// Under -race every turn costs several times more: the run is shorter,
+// the bound the same (the old code kept about 1 KB a turn).
+func TestMemoryFlat(t *testing.T) {
+	if os.Getenv(flatChildEnv) != "" {
+		t.Skip("the child runs TestMemoryFlatChild")
+	}
+	if testing.Short() {
+		t.Skip("a long run")
+	}
+	chats, turns := 60, 1200
+	if raceEnabled {
+		chats, turns = 20, 300
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMemoryFlatChild$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), flatChildEnv+"="+strconv.Itoa(chats)+","+strconv.Itoa(turns))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the child failed: %v\n%s", err, out)
+	}
+	figures, tookText := map[string]int64{}, ""
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if took, ok := strings.CutPrefix(line, "flat-took: "); ok {
+			tookText = took
+		}
+		if rest, ok := strings.CutPrefix(line, "flat: "); ok {
+			for _, kv := range strings.Fields(rest) {
+				k, v, _ := strings.Cut(kv, "=")
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err == nil {
+					figures[k] = n
+				}
+			}
+		}
+	}
+	first, second, idle := figures["heap1"], figures["heap2"], figures["heap3"]
+	if first == 0 || second == 0 || idle == 0 {
+		t.Fatalf("no figures in the child's output:\n%s", out)
+	}
+	t.Logf("%d chats, %d turns a half: live heap %d KB after the first half, %d KB after the second, %d KB after %d chats more, touched once each (%s)",
+		chats, turns, first>>10, second>>10, idle>>10, turns, tookText)
+	// What a turn leaves behind for good: a few dozen bytes (the
+	// duplicate windows filling, up to their size); the sessions'
+	// messages were about 700 bytes a turn, kept for as long as the
+	// session was open.
+	if bound := max(160<<10, 100*int64(turns)); second-first > bound {
+		t.Errorf("the live heap grew by %d KB between the first %d turns over %d chats and the next %d (bound %d KB): something is kept for each turn",
+			(second-first)>>10, turns, chats, turns, bound>>10)
+	}
+	// What a chat leaves behind: its place in the web chat's list and
+	// the budgets' counts, the open sessions (up to session.DefaultMaxOpen,
+	// without their messages) and the warm ones' messages (up to
+	// KeepBytes).
+	if bound := 1<<20 + 1024*int64(turns); idle-second > bound {
+		t.Errorf("the live heap grew by %d KB after %d more chats touched once each (bound %d KB): idle sessions stay in memory",
+			(idle-second)>>10, turns, bound>>10)
+	}
+}
+
+// TestMemoryFlatChild is TestMemoryFlat's child: it prints the live
+// heap after each half as "flat: heap1=… heap2=… heap3=…". Set
+// NB_TEST_MEMORY_FLAT_PROFILE to a path to write the heap profiles of
+// those three moments to path.1, path.2 and path.3 (then compare them
+// with go tool pprof -base).
+func TestMemoryFlatChild(t *testing.T) {
+	spec := os.Getenv(flatChildEnv)
+	if spec == "" {
+		t.Skip("run by TestMemoryFlat")
+	}
+	profile := os.Getenv("NB_TEST_MEMORY_FLAT_PROFILE")
+	if profile != "" {
+		runtime.MemProfileRate = 512
+	}
+	a, b, _ := strings.Cut(spec, ",")
+	chats, _ := strconv.Atoi(a)
+	turns, _ := strconv.Atoi(b)
+	model := openaitest.New(echo)
+	model.SplitBytes = 1 << 20
+	model.Recorder = nil
+	srv := httptest.NewServer(model)
+	defer srv.Close()
+	c := testConfig(t, srv.URL, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions(t)
+	o.Listeners = []net.Listener{ln}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gw, err := Open(ctx, c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	// The warm sessions' messages fill their 64 KiB in the first half
+	// (1 MiB by default would take more turns than a test can run).
+	gw.Sessions.KeepBytes = 64 << 10
+	done := make(chan error, 1)
+	go func() { done <- gw.Run(ctx) }()
+	url := "http://" + ln.Addr().String()
+	for {
+		resp, err := http.Get(url + "/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	profiles := 0
+	heap := func() uint64 {
+		// The least of three readings a little apart: a buffer a
+		// background read holds at one moment is not kept.
+		var least uint64
+		for i := range 3 {
+			time.Sleep(50 * time.Millisecond)
+			var ms runtime.MemStats
+			runtime.GC()
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			if i == 0 || ms.HeapAlloc < least {
+				least = ms.HeapAlloc
+			}
+		}
+		if profile != "" {
+			profiles++
+			if f, err := os.Create(fmt.Sprint(profile, ".", profiles)); err == nil {
+				pprof.Lookup("heap").WriteTo(f, 0) //nolint:errcheck // a diagnosis
+				f.Close()
+			}
+		}
+		return least
+	}
+	start := time.Now()
+	// Half 1: turns over chats (turns/chats each); half 2 the same
+	// again on the same chats; then turns chats more, one turn each.
+	flatTurns(t, ctx, url, "a", chats, turns)
+	h1 := heap()
+	flatTurns(t, ctx, url, "a", chats, turns)
+	h2 := heap()
+	flatTurns(t, ctx, url, "b", turns/10, turns/10) // warm the idle sessions' paths
+	flatTurns(t, ctx, url, "c", turns, turns)
+	h3 := heap()
+	fmt.Printf("flat: heap1=%d heap2=%d heap3=%d\nflat-took: %v\n", h1, h2, h3, time.Since(start).Round(time.Millisecond))
+	cancel()
+	<-done
+}
+
+// flatTurns runs turns through the web chat at url over chats chats
+// (named prefix0…), each on its own socket, each sending its next
+// message when the previous one is answered.
+func flatTurns(t *testing.T, ctx context.Context, url, prefix string, chats, turns int) {
+	t.Helper()
+	const sockets = 20 // at most, each running its share of the chats in turn
+	var wg sync.WaitGroup
+	errs := make(chan error, sockets)
+	for s := range min(sockets, chats) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http")+"/ws", &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {url}}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer ws.CloseNow()
+			ws.SetReadLimit(1 << 20)
+			for i := s; i < turns; i += min(sockets, chats) {
+				chat := fmt.Sprintf("%s%d", prefix, i%chats)
+				msg := fmt.Sprintf("%s turn %d", chat, i)
+				if err := wsjson.Write(ctx, ws, web.Frame{Type: "message", ChatID: chat, Content: msg}); err != nil {
+					errs <- err
+					return
+				}
+				for {
+					var f web.Frame
+					if err := wsjson.Read(ctx, ws, &f); err != nil {
+						errs <- err
+						return
+					}
+					if f.Type == "error" {
+						errs <- fmt.Errorf("%s: error frame: %s", chat, f.Content)
+						return
+					}
+					if f.Type == "message" && f.ChatID == chat {
+						if f.Content != "echo: "+msg {
+							errs <- fmt.Errorf("%s: answered %q, want %q", chat, f.Content, "echo: "+msg)
+							return
+						}
+						break
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package gatewayrun
+
+const raceEnabled = false

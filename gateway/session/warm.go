@@ -1,0 +1,175 @@
+package session
+
+import (
+	"container/list"
+	"fmt"
+
+	"github.com/nbots/nb/state"
+)
+
+// A session file's messages stay in memory while a turn holds the
+// session and, after it, only while the sessions released last fit in
+// the Manager's KeepBytes: the least recently released lose their
+// messages first, and read them back from the file at their next turn
+// (Lock) or when asked for them. What the process holds for the
+// conversations is bounded by KeepBytes and by the sessions turns hold
+// at once, not by their length nor by their number: a gateway that
+// answers for months keeps the same memory (issue 36). Sessions in a
+// store keep their messages (they read only what others appended).
+
+// DefaultKeepBytes is the Manager's default KeepBytes: the messages of
+// a few busy chats (about 2,000 short messages), not of every chat.
+const DefaultKeepBytes = 1 << 20
+
+// keepBytes is m.KeepBytes with its default.
+func (m *Manager) keepBytes() int64 {
+	switch {
+	case m.KeepBytes < 0:
+		return 0
+	case m.KeepBytes == 0:
+		return DefaultKeepBytes
+	}
+	return m.KeepBytes
+}
+
+// keepWarm records that s, whose messages take about n bytes, was
+// released (or read) now: the most recently used. Sessions released
+// before it lose their messages while the warm ones take more than
+// keepBytes. It takes m.warmMu, then each victim's s.mu: callers hold
+// neither s.mu nor m.warmMu (m.mu may be held).
+func (m *Manager) keepWarm(s *Session, n int64) {
+	m.warmMu.Lock()
+	defer m.warmMu.Unlock()
+	if m.warm == nil {
+		m.warm = list.New()
+	}
+	m.unwarmLocked(s)
+	s.warm, s.warmBytes = m.warm.PushFront(s), n
+	m.warmBytes += n
+	for m.warmBytes > m.keepBytes() && m.warm.Len() > 0 {
+		v := m.warm.Back().Value.(*Session)
+		m.unwarmLocked(v)
+		v.mu.Lock()
+		v.dropLocked()
+		v.mu.Unlock()
+	}
+}
+
+// forgetWarm takes s out of the warm sessions (forgotten by the
+// Manager), its messages dropped.
+func (m *Manager) forgetWarm(s *Session) {
+	m.warmMu.Lock()
+	m.unwarmLocked(s)
+	m.warmMu.Unlock()
+	s.mu.Lock()
+	s.dropLocked()
+	s.mu.Unlock()
+}
+
+func (m *Manager) unwarmLocked(s *Session) {
+	if s.warm != nil {
+		m.warm.Remove(s.warm)
+		m.warmBytes -= s.warmBytes
+		s.warm, s.warmBytes = nil, 0
+	}
+}
+
+// dropLocked forgets the messages of a session no turn holds: the file
+// has them. It notes where its first message not consolidated starts,
+// so that a turn reads back only from there.
+func (s *Session) dropLocked() {
+	if s.holds || s.conv != nil || !s.loaded {
+		return
+	}
+	if i := s.meta.LastConsolidated - s.skip; i >= 0 && i < len(s.offs) && len(s.offs) == len(s.events) {
+		s.resumeIdx, s.resumeOff = s.meta.LastConsolidated, s.offs[i]
+	}
+	s.events, s.offs, s.skip, s.loaded = nil, nil, 0, false
+}
+
+// release marks the session released by a turn (or a write outside
+// one): still warm, its messages counted.
+func (s *Session) release() {
+	s.mu.Lock()
+	var n int64
+	for _, ev := range s.events {
+		n += eventBytes(ev)
+	}
+	keep := s.loaded && s.conv == nil
+	s.mu.Unlock()
+	if keep {
+		s.m.keepWarm(s, n)
+	}
+}
+
+// eventBytes estimates what an event takes in memory: the struct and
+// its texts.
+func eventBytes(ev state.Event) int64 {
+	n := 320 + len(ev.At) + len(ev.Reasoning)
+	if t, ok := ev.Message.(string); ok {
+		n += len(t) // a user event's Input shares its text
+	} else if ev.Message != nil {
+		n += 256
+	}
+	for _, c := range ev.ToolCalls {
+		n += 64 + len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	if ev.Extra != nil {
+		n += 256
+	}
+	return int64(n)
+}
+
+// countLocked is the number of messages, consolidated ones included.
+func (s *Session) countLocked() int {
+	if s.loaded {
+		return s.skip + len(s.events)
+	}
+	return len(s.allEventsLocked())
+}
+
+// allEventsLocked are every message of the session: those in memory
+// when they are all there, or else read back from the file whole (and
+// left to the caller). An unreadable file is reported to Warn and reads
+// as no message.
+func (s *Session) allEventsLocked() []state.Event {
+	if s.loaded && s.skip == 0 {
+		return s.events
+	}
+	fresh, err := s.rereadLocked(0)
+	if err != nil {
+		s.m.warn(err.Error())
+		return nil
+	}
+	return fresh.events
+}
+
+// loadForTurnLocked reads the messages a turn needs back from the file,
+// which this process last wrote (refresh rereads what others changed):
+// from the first one not consolidated when known, else all.
+func (s *Session) loadForTurnLocked() error {
+	from, idx := s.resumeOff, s.resumeIdx
+	if idx > s.meta.LastConsolidated || from > s.size {
+		from, idx = 0, 0
+	}
+	fresh, err := s.rereadLocked(from)
+	if err != nil {
+		return err
+	}
+	s.events, s.offs, s.skip, s.loaded = fresh.events, fresh.offs, idx, true
+	return nil
+}
+
+// rereadLocked reads the session's file from offset from on, into a
+// session of its own.
+func (s *Session) rereadLocked(from int64) (*Session, error) {
+	fresh := &Session{Key: s.Key, Path: s.Path, m: s.m, quiet: true}
+	good, torn, err := fresh.readFileFrom(from)
+	if err != nil {
+		return nil, err
+	}
+	if torn != nil || good != s.size {
+		return nil, fmt.Errorf("session %s: changed while its messages were read back (%d bytes, %d expected)", s.Path, good, s.size)
+	}
+	return fresh, nil
+}

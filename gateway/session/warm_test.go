@@ -1,0 +1,102 @@
+package session
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/nbots/nb/agent"
+	"github.com/nbots/nb/state"
+)
+
+// turn runs one turn on key: Lock, the user's message and the answer
+// appended, Sync, release.
+func turn(t *testing.T, m *Manager, key, text string) *Session {
+	t.Helper()
+	s, err := m.Get(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := s.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if err := s.Conversation(t.Context()).Append(state.Event{Who: state.RoleUser, Message: text, Input: &text},
+		state.Event{Who: state.RoleAI, Message: "echo: " + text}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestIdleSessionsLeaveMemory: past the Manager's KeepBytes, the
+// sessions no turn holds drop their messages, least recently used first,
+// and read them back from their files for their next turn, the same;
+// the messages the warm sessions keep stay within KeepBytes (issue 36).
+func TestIdleSessionsLeaveMemory(t *testing.T) {
+	m := newManager(t)
+	m.KeepBytes = 64 << 10
+	for i := range 20 {
+		for k := range 30 {
+			turn(t, m, fmt.Sprint("web:c", k), fmt.Sprint("message ", i))
+		}
+	}
+	m.warmMu.Lock()
+	warm, bytes := m.warm.Len(), m.warmBytes
+	m.warmMu.Unlock()
+	if bytes > m.KeepBytes || warm == 0 || warm >= 30 {
+		t.Fatalf("%d warm sessions keep %d bytes of messages, want some of the 30 and at most %d bytes", warm, bytes, m.KeepBytes)
+	}
+	s, _ := m.Get(t.Context(), "web:c0") // released long ago: cold
+	s.mu.Lock()
+	loaded, held := s.loaded, len(s.events)
+	s.mu.Unlock()
+	if loaded || held != 0 {
+		t.Fatalf("the least recently used session keeps %d messages in memory (loaded %v), want none", held, loaded)
+	}
+	// Outside a turn, the file answers.
+	if n := s.Len(); n != 40 {
+		t.Fatalf("Len of a cold session = %d, want 40", n)
+	}
+	if msgs := s.Messages(); len(msgs) != 40 || msgs[39].Content != "echo: message 19" {
+		t.Fatalf("Messages of a cold session: %d, last %+v", len(msgs), msgs[len(msgs)-1])
+	}
+	// A turn reads them back, whole, and goes on.
+	s = turn(t, m, "web:c0", "again")
+	h := s.History()
+	if len(h) != 42 || agent.Text(h[0].Message) != "message 0" || agent.Text(h[41].Message) != "echo: again" {
+		t.Fatalf("history after the turn: %d messages, first %v, last %v", len(h), h[0].Message, h[len(h)-1].Message)
+	}
+	// Consolidated messages are not read back for a turn: it starts at
+	// the first one not consolidated.
+	if err := s.SetConsolidated(t.Context(), 40); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 30 {
+		turn(t, m, fmt.Sprint("web:c", k+1), "push c0 out")
+	}
+	s = turn(t, m, "web:c0", "after consolidation")
+	s.mu.Lock()
+	skip, inMemory := s.skip, len(s.events)
+	s.mu.Unlock()
+	if h := s.History(); len(h) != 4 || agent.Text(h[0].Message) != "again" || agent.Text(h[3].Message) != "echo: after consolidation" {
+		t.Fatalf("history after consolidation: %d messages, first %v", len(h), h[0].Message)
+	}
+	if skip != 40 || inMemory != 4 || s.Len() != 44 || len(s.Events()) != 44 {
+		t.Fatalf("after consolidation, a turn read %d messages and skipped %d, want 4 and 40 (Len %d, Events %d, want 44)", inMemory, skip, s.Len(), len(s.Events()))
+	}
+	// Without KeepBytes, a released session keeps nothing.
+	m.KeepBytes = -1
+	s = turn(t, m, "web:c1", "once more")
+	s.mu.Lock()
+	loaded = s.loaded
+	s.mu.Unlock()
+	if loaded {
+		t.Fatal("with KeepBytes -1, a released session keeps its messages")
+	}
+	if h := s.History(); len(h) != 44 {
+		t.Fatalf("history read back: %d messages, want 44", len(h))
+	}
+}
