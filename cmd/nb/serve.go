@@ -229,7 +229,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	metric.Up(metric.Serve)
 	metric.SetSource("serve")
 	if *metricsAddr != "" {
-		if _, err := metric.Listen(ctx, *metricsAddr, tokens, func(err error) { log.Error("metrics listener", "error", err) }); err != nil {
+		if _, err := metric.Listen(ctx, *metricsAddr, metric.Tokens(tokens), func(err error) { log.Error("metrics listener", "error", err) }); err != nil {
 			srv.Close()
 			return err
 		}

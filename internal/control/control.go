@@ -224,7 +224,7 @@ type State struct {
 func (h *Handler) State(ctx context.Context) State {
 	now := h.now()
 	st := State{Server: h.opts.Server, Now: now.UTC(), InFlight: metric.InFlight(now), Errors: metric.LastErrors(),
-		Minutes: metric.LastHour(now), ByModel: metric.Tokens("model"), BySource: metric.Tokens("source")}
+		Minutes: metric.LastHour(now), ByModel: metric.TokensPerDay("model"), BySource: metric.TokensPerDay("source")}
 	if h.opts.TokensBySource != nil {
 		st.BySource = h.opts.TokensBySource(ctx)
 	}

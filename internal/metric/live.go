@@ -152,9 +152,9 @@ func (b *dayBook) add(now time.Time, model string, in, out int) {
 	}
 }
 
-// Tokens are the tokens per day since the process started, by model
+// TokensPerDay are the tokens per day since the process started, by model
 // ("model") or by source ("source"), sorted by day then key.
-func Tokens(by string) []DayTokens {
+func TokensPerDay(by string) []DayTokens {
 	days.mu.Lock()
 	defer days.mu.Unlock()
 	var out []DayTokens

@@ -238,7 +238,7 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 	o.Metrics, o.Control = *metricsAddr == "", true
 	metric.Up(metric.Gateway)
 	if *metricsAddr != "" {
-		if _, err := metric.Listen(ctx, *metricsAddr, tokens, func(err error) { log.Error("metrics listener", "error", err) }); err != nil {
+		if _, err := metric.Listen(ctx, *metricsAddr, metric.Tokens(tokens), func(err error) { log.Error("metrics listener", "error", err) }); err != nil {
 			for _, ln := range lns {
 				ln.Close()
 			}
