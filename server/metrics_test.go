@@ -98,14 +98,14 @@ func TestServeMetricsCountTraffic(t *testing.T) {
 	}
 	after := metrictest.Get(t, url+"/metrics")
 	for series, want := range map[string]float64{
-		`nb_http_requests_total{server="serve",route="POST /v1/chat/completions",method="POST",status="2xx"}`: 3,
-		`nb_http_requests_total{server="serve",route="POST /v1/chat/completions",method="POST",status="4xx"}`: 1,
-		`nb_http_requests_total{server="serve",route="unmatched",method="POST",status="4xx"}`:                 1,
+		`nb_http_requests_total{server="serve",route="POST /v1/chat/completions",method="POST",status="2xx"}`:    3,
+		`nb_http_requests_total{server="serve",route="POST /v1/chat/completions",method="POST",status="4xx"}`:    1,
+		`nb_http_requests_total{server="serve",route="unmatched",method="POST",status="4xx"}`:                    1,
 		`nb_http_request_duration_seconds_count{server="serve",route="POST /v1/chat/completions",method="POST"}`: 4,
-		`nb_provider_calls_total{provider="openai",model="metrics-model",cartridge="echo",outcome="ok"}`:        3,
-		`nb_provider_call_duration_seconds_count{provider="openai",model="metrics-model"}`:                    3,
-		`nb_tokens_total{provider="openai",model="metrics-model",cartridge="echo",kind="input"}`:              float64(in),
-		`nb_tokens_total{provider="openai",model="metrics-model",cartridge="echo",kind="output"}`:             float64(out),
+		`nb_provider_calls_total{provider="openai",model="metrics-model",cartridge="echo",outcome="ok"}`:         3,
+		`nb_provider_call_duration_seconds_count{provider="openai",model="metrics-model"}`:                       3,
+		`nb_tokens_total{provider="openai",model="metrics-model",cartridge="echo",kind="input"}`:                 float64(in),
+		`nb_tokens_total{provider="openai",model="metrics-model",cartridge="echo",kind="output"}`:                float64(out),
 	} {
 		if got := metrictest.Delta(before, after, series); got != want {
 			t.Errorf("%s moved by %v, want %v", series, got, want)
