@@ -98,7 +98,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: with no-referrer chromium sends the
+	// login form with Origin: null, which the origin check refuses.
+	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("X-Frame-Options", "DENY")
 	if msg := h.refused(r); msg != "" {
 		writeJSON(w, http.StatusForbidden, map[string]any{"error": msg})
@@ -122,6 +124,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/control", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 		http.Redirect(w, r, "/control", http.StatusSeeOther)
+	case r.URL.Path == "/control/api/session" && r.Method == http.MethodGet:
+		// Whether the page must ask for the token (200 either way: the
+		// page asks before it polls, and logs no failed request).
+		writeJSON(w, http.StatusOK, map[string]any{"authorized": h.authorized(r), "server": h.opts.Server})
 	case r.URL.Path == "/control/api/state" && r.Method == http.MethodGet:
 		if !h.authorized(r) {
 			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "log in with the server's token", "login": true})

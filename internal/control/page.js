@@ -125,5 +125,12 @@
     }
     timer = setTimeout(poll, 2000);
   }
-  poll();
+  fetch("/control/api/session", { credentials: "same-origin", cache: "no-store" })
+    .then((r) => r.json())
+    .then((s) => {
+      $("#title").textContent = `${s.server} control`;
+      if (s.authorized) { poll(); return; }
+      $("#login").hidden = false;
+    })
+    .catch((e) => { $("#status").textContent = `not reachable: ${e.message}`; });
 })();
