@@ -309,11 +309,6 @@ func ChannelFunc(channel string, up func() bool) {
 	}, "channel", Label("channel", channel))
 }
 
-// QueueFunc makes nb_gateway_queue_depth{queue} read depth at each scrape.
-func QueueFunc(queue string, depth func() int) {
-	queueDepth.Func(func() float64 { return float64(depth()) }, "queue", Label("queue", queue))
-}
-
 // CronRun counts a cron job's run.
 func CronRun(err error) {
 	if err != nil {
@@ -323,41 +318,11 @@ func CronRun(err error) {
 	cronRuns.Inc("outcome", "ok")
 }
 
-// CronMissed counts n missed cron runs.
-func CronMissed(n int) { cronMisses.Add(n) }
-
-// Beat counts a heartbeat beat: called when the model was called.
-func Beat(called bool) {
-	if called {
-		heartbeats.Inc("outcome", "called")
-		return
-	}
-	heartbeats.Inc("outcome", "skipped")
-}
-
 // BudgetFunc makes the budget gauges read used and limit at each scrape.
 func BudgetFunc(budget string, used, limit func() int) {
 	b := Label("budget", budget)
 	budgetSpent.Func(func() float64 { return float64(used()) }, "budget", b)
 	budgetLimit.Func(func() float64 { return float64(limit()) }, "budget", b)
-}
-
-// GatewayTokens counts tokens the gateway's ledger recorded for source.
-func GatewayTokens(source string, input, output int) {
-	s := Label("source", source)
-	gatewayTokens.Add(input, "source", s, "direction", "input")
-	gatewayTokens.Add(output, "source", s, "direction", "output")
-}
-
-// StoreOp counts an operation on the shared store or bus.
-func StoreOp(backend, op string, start time.Time, err error) {
-	b, o := Label("backend", backend), Label("op", op)
-	outcome := "ok"
-	if err != nil {
-		outcome = "error"
-	}
-	storeOps.Inc("backend", b, "op", o, "outcome", outcome)
-	storeDuration.Observe(time.Since(start).Seconds(), "backend", b, "op", o)
 }
 
 // clip bounds an error's text for the control page.
@@ -366,4 +331,14 @@ func clip(s string) string {
 		return s[:300] + "…"
 	}
 	return s
+}
+
+// Beat counts a heartbeat beat that had work to do (the model was called
+// to run its tasks).
+func Beat(called bool) {
+	if called {
+		heartbeats.Inc("outcome", "called")
+		return
+	}
+	heartbeats.Inc("outcome", "skipped")
 }
