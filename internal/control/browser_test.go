@@ -40,6 +40,7 @@ func TestControlPageInChromium(t *testing.T) {
 	for range 7 {
 		metric.HTTP(metric.Serve, "POST /v1/chat/completions", "POST", 200, 40*time.Millisecond)
 	}
+	metric.SetSource("serve")
 	p := metric.WrapProvider(usageProvider{100, 23}, metric.ProviderLabels{Cartridge: "browser", Model: "browser-model"})
 	for range 2 {
 		if _, err := p.Complete(context.Background(), provider.Request{}, nil); err != nil {
