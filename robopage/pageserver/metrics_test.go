@@ -36,8 +36,8 @@ func TestRobopagesMetricsCountTraffic(t *testing.T) {
 	after := metrictest.Get(t, url+"/metrics")
 	for series, want := range map[string]float64{
 		`nb_http_requests_total{server="robopages",route="GET /{filter...}",method="GET",status="2xx"}`: 2,
-		`nb_http_requests_total{server="robopages",route="POST /process",method="POST",status="2xx"}`:  1,
-		`nb_http_requests_total{server="robopages",route="/",method="DELETE",status="4xx"}`:            1,
+		`nb_http_requests_total{server="robopages",route="POST /process",method="POST",status="2xx"}`:   1,
+		`nb_http_requests_total{server="robopages",route="/",method="DELETE",status="4xx"}`:             1,
 	} {
 		if got := metrictest.Delta(before, after, series); got != want {
 			t.Errorf("%s moved by %v, want %v", series, got, want)
