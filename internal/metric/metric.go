@@ -28,6 +28,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	vm "github.com/VictoriaMetrics/metrics"
 )
@@ -153,11 +154,22 @@ func (g Gauge) Set(v float64, kv ...string) { set.GetOrCreateGauge(series(g.name
 // Add adds d to the series of kv.
 func (g Gauge) Add(d float64, kv ...string) { set.GetOrCreateGauge(series(g.name, kv...), nil).Add(d) }
 
-// Func makes the series of kv read f at each scrape; a series already
-// made keeps its first function.
+// Func makes the series of kv read f at each scrape, in place of the
+// function given before (a server made again in the same process, as
+// tests and nb gateway's /restart do).
 func (g Gauge) Func(f func() float64, kv ...string) {
-	set.GetOrCreateGauge(series(g.name, kv...), f)
+	name := series(g.name, kv...)
+	v, loaded := gaugeFuncs.LoadOrStore(name, &atomic.Pointer[func() float64]{})
+	p := v.(*atomic.Pointer[func() float64])
+	p.Store(&f)
+	if !loaded {
+		set.GetOrCreateGauge(name, func() float64 { return (*p.Load())() })
+	}
 }
+
+// gaugeFuncs are the functions of the gauges read at each scrape, by
+// series.
+var gaugeFuncs sync.Map
 
 // Histogram is a histogram family with fixed le buckets.
 type Histogram struct {

@@ -121,3 +121,14 @@ func TestListenRefusesBeyondLoopbackWithoutToken(t *testing.T) {
 		t.Errorf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 }
+
+func TestGaugeFuncIsReplaced(t *testing.T) {
+	g := NewGauge("nb_test_func", "A test gauge.")
+	g.Func(func() float64 { return 1 }, "k", "v")
+	g.Func(func() float64 { return 2 }, "k", "v")
+	var b strings.Builder
+	Write(&b)
+	if !strings.Contains(b.String(), `nb_test_func{k="v"} 2`+"\n") {
+		t.Errorf("the second function is not read:\n%s", b.String())
+	}
+}
