@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/tool"
 )
 
@@ -52,6 +54,7 @@ func (a *Agent) callTool(ctx context.Context, call tool.Call) (string, bool, err
 	c := j.call
 	a.emit(Event{Kind: ToolStart, Call: &c})
 	func() {
+		defer metric.ToolDone(call.Name, time.Now(), &j.isError)
 		defer func() {
 			if p := recover(); p != nil {
 				j.result, j.isError = fmt.Sprintf("the tool %s failed: %v", call.Name, p), true

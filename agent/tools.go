@@ -10,11 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/script"
@@ -107,6 +109,7 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response) ([]tool.C
 
 	var live sync.Mutex // the round's calls show their output one piece at a time
 	run := func(j *job) {
+		defer metric.ToolDone(j.call.Name, time.Now(), &j.isError)
 		toolCtx, done := a.liveContext(ctx, j.call, &live)
 		defer done()
 		defer func() {

@@ -27,6 +27,7 @@ import (
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/builtin"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/mcp"
 	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider"
@@ -101,6 +102,12 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 	if h.Retry != nil {
 		policy = *h.Retry
 	}
+	ml := h.Metrics
+	if ml.Model == "" {
+		ml.Model = p.Model()
+	}
+	prov = metric.WrapProvider(prov, ml)
+	policy.OnRetry = metric.OnRetry(policy.OnRetry, p.ID, ml.Cartridge)
 	b := &Bot{
 		Cartridge: c,
 		host:      h,

@@ -11,6 +11,7 @@ import (
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/builtin"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/robopage"
@@ -50,6 +51,11 @@ type Host struct {
 	HTTPClient *http.Client
 	// Retry is the providers' retry policy; nil is provider.DefaultRetryPolicy.
 	Retry *provider.RetryPolicy
+	// Metrics are the labels of the bot's provider calls in nb's metrics
+	// (package internal/metric): its catalog's id for the cartridge; an
+	// empty Model is the cartridge's. A server sets Model for a cartridge
+	// its client sent, whose model is the client's text.
+	Metrics metric.ProviderLabels
 	// Robopages runs the robopages of the host's bots: one executor per
 	// process bounds the calls in progress across bots. nil gives each bot
 	// one of its own, from Environ.

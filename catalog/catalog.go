@@ -433,6 +433,7 @@ func (c *Catalog) OnClose(id string) func(error) {
 // another host.
 func (c *Catalog) Build(ctx context.Context, id string, cart *cartridge.Cartridge, h bot.Host) (*bot.Bot, error) {
 	h.Warn = func(msg string) { c.log.Warn("cartridge warning", "cartridge", id, "warning", msg) }
+	h.Metrics.Cartridge = id
 	return Build(ctx, cart, h)
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/replica"
 	"github.com/nbots/nb/gateway/session"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
@@ -176,6 +177,7 @@ func (g *Gateway) Inbox(name string) channel.Inbox { return inbox{g} }
 type inbox struct{ g *Gateway }
 
 func (i inbox) Publish(ctx context.Context, m bus.Inbound) error {
+	metric.Received(m.Channel)
 	if strings.TrimSpace(m.Content) == "/stop" {
 		if i.g.authorize(ctx, m).Verdict == access.Allow {
 			i.g.reply(ctx, m, "", i.g.stop(ctx, m.SessionKey()))
@@ -533,7 +535,9 @@ var thinkBlock = regexp.MustCompile(`(?s)<think>.*?</think>`)
 
 // turn runs the agent on d's session, one turn at a time per session
 // (across processes too), and publishes the answer.
-func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
+func (g *Gateway) turn(ctx context.Context, d Direct) (_ string, err error) {
+	end := metric.Turn(d.Channel, d.Source)
+	defer func() { end(err) }()
 	sess, err := g.Sessions.Get(ctx, d.SessionKey)
 	if err != nil {
 		g.log().Error("session", "key", d.SessionKey, "error", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/netguard"
 	"github.com/nbots/nb/provider"
 )
@@ -58,6 +59,7 @@ func (s *Server) ClientBot(ctx context.Context, src []byte) (*bot.Bot, error) {
 	h.AllowMCP = false
 	h.ForceSandbox = true
 	h.HTTPClient = s.clientProviderHTTP()
+	h.Metrics.Model = metric.Other // the client's text: never a label
 	setCartridge(ctx, ClientCartridgeName)
 	b, err := s.cat.Build(ctx, ClientCartridgeName, c, h)
 	if err != nil {

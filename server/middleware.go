@@ -15,6 +15,7 @@ import (
 
 	"github.com/nbots/nb/catalog"
 	"github.com/nbots/nb/internal/httpguard"
+	"github.com/nbots/nb/internal/metric"
 )
 
 // reqInfo is what the middleware and the handlers share about one request.
@@ -23,6 +24,7 @@ type reqInfo struct {
 	token *Token
 
 	mu        sync.Mutex
+	route     string // the pattern the mux matched, for metrics
 	cartridge string
 	quiet     bool
 	err       *Error
@@ -167,6 +169,14 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	defer w.dropBody()
 	h := w.Header()
 	h.Set("X-Request-Id", info.id)
+	if s.opts.Control != nil && (r.URL.Path == "/control" || strings.HasPrefix(r.URL.Path, "/control/")) {
+		// The control page checks its tokens, Origin and Host itself,
+		// and sends no CORS headers.
+		info.route = "/control"
+		defer func() { s.logRequest(r, info, w, time.Since(start)) }()
+		s.opts.Control.ServeHTTP(w, r)
+		return
+	}
 	if len(s.opts.Tokens) == 0 {
 		if msg := s.browserRefused(r); msg != "" {
 			// No CORS headers: the page must not read even this.
@@ -209,7 +219,7 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if r.URL.Path != "/healthz" && r.URL.Path != "/ready" {
+	if r.URL.Path != "/healthz" && r.URL.Path != "/ready" && r.URL.Path != "/metrics" {
 		if err := s.unshared(); err != nil {
 			s.WriteError(w, r, err)
 			return
@@ -239,6 +249,9 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		s.noRoute(w, r, handler)
 		return
 	}
+	info.mu.Lock()
+	info.route = pattern
+	info.mu.Unlock()
 	s.mux.ServeHTTP(w, r) // sets the path's values, which Handler does not
 }
 
@@ -322,12 +335,13 @@ func (h *headerRecorder) Write(b []byte) (int, error) {
 // preflights) only at debug level, failures at warn or error.
 func (s *Server) logRequest(r *http.Request, info *reqInfo, w *statusWriter, d time.Duration) {
 	info.mu.Lock()
-	quiet, cart, e := info.quiet, info.cartridge, info.err
+	quiet, cart, e, route := info.quiet, info.cartridge, info.err, info.route
 	info.mu.Unlock()
 	status := w.status
 	if status == 0 {
 		status = 499 // the client went away before an answer
 	}
+	metric.HTTP(metric.Serve, route, r.Method, status, d)
 	level := slog.LevelInfo
 	switch {
 	case status >= 500:

@@ -44,6 +44,7 @@ import (
 	"github.com/nbots/nb/catalog"
 	"github.com/nbots/nb/connlimit"
 	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/internal/rungroup"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/tool"
@@ -201,6 +202,13 @@ type Options struct {
 	// Checks are what GET /ready checks besides the server's own state
 	// (the stores it must reach).
 	Checks []Check
+	// Metrics serves GET /metrics (package internal/metric) behind the
+	// server's tokens, as its other routes.
+	Metrics bool
+	// Control, when set, answers /control and the paths below it (the
+	// control page, package internal/control), which checks tokens,
+	// Origin and Host itself: it logs in with a cookie, not a bearer.
+	Control http.Handler
 }
 
 // Server serves the bots of a set of cartridge folders over HTTP.
@@ -267,6 +275,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	s.cat = catalog.New(ctx, catalog.Options{Dirs: opts.Dirs, Host: s.host, Lookup: lookup, Log: s.log})
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /ready", s.ready)
+	if opts.Metrics {
+		s.mux.Handle("GET /metrics", metric.Handler())
+	}
+	metric.RunsFunc(s.adm.Active, s.adm.Waiting)
 	if opts.Shared != nil {
 		s.opts.Checks = append(slices.Clip(opts.Checks), sharedCheck(opts.Shared))
 	}
@@ -386,8 +398,10 @@ func (s *Server) Admit(ctx context.Context, detached bool) (context.Context, fun
 	}
 	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, s.limits.RunTimeout, s.runTimeout)
 	var once sync.Once
+	endRun := metric.StartRun("run", runLabel(ctx))
 	done := func() {
 		once.Do(func() {
+			endRun(nil)
 			cancelTimeout()
 			cancel(context.Canceled)
 			if stop != nil {
@@ -407,6 +421,7 @@ func (s *Server) admitError(err error) error {
 	if !errors.As(err, &ae) {
 		return err
 	}
+	metric.Refused(refusalReason(ae.Reason))
 	switch ae.Reason {
 	case admission.Stopping:
 		return &Error{Status: http.StatusServiceUnavailable, Message: ErrShutdown.Error() + ": no new runs", RetryAfter: s.limits.Grace, Err: err}
@@ -419,6 +434,33 @@ func (s *Server) admitError(err error) error {
 	}
 	return &Error{Status: http.StatusTooManyRequests, RetryAfter: ae.RetryAfter, Err: err,
 		Message: fmt.Sprintf("runs are limited to %s for this client (its token's rate%s): try again in %s", ae.Rate, orName(s.limits.Names.Rate), max(ae.RetryAfter.Round(time.Second), time.Second))}
+}
+
+// refusalReason names an admission's refusal in metrics.
+func refusalReason(r admission.Reason) string {
+	switch r {
+	case admission.Stopping:
+		return "stopping"
+	case admission.Busy:
+		return "busy"
+	case admission.TenantBusy:
+		return "token_busy"
+	case admission.RateLimited:
+		return "rate"
+	}
+	return metric.Other
+}
+
+// runLabel is what the control page shows of a run: the route and the
+// cartridge of its request, bounded as metric labels are.
+func runLabel(ctx context.Context) string {
+	info := infoFrom(ctx)
+	if info == nil {
+		return "-"
+	}
+	info.mu.Lock()
+	defer info.mu.Unlock()
+	return metric.Label("cartridge", info.cartridge)
 }
 
 // Active is the number of runs in progress, those waiting on their

@@ -11,6 +11,7 @@ import (
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/internal/httpguard"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/mcp"
 	"github.com/nbots/nb/mcp/mcpserver"
 )
@@ -126,6 +127,7 @@ See docs/mcp.md.`)
 	yes := fs.BoolP("yes", "y", false, "run the tools that need a confirmation without asking when the client cannot be asked (no MCP elicitation); else they are denied")
 	allowTools := fs.StringSlice("allow-tool", nil, "the same for the tool `name` only (repeatable, or comma-separated)")
 	storeURL := fs.String("store", "", "the `URL` of the store of the conversations continued by a state key: "+storeFlagDoc)
+	metricsAddr := fs.String("metrics-listen", "", "with --listen, serve GET /metrics on its own `host:port` instead of beside /mcp (beyond loopback it needs a token too)")
 	fs.Old("allow-tools", "yes")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -166,7 +168,14 @@ See docs/mcp.md.`)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", srv.Handler(token))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	metric.Up(metric.MCP)
+	if *metricsAddr == "" {
+		mux.Handle("GET /metrics", metric.Guard(metric.Secret(token), metric.Handler()))
+	} else if _, err := metric.Listen(ctx, *metricsAddr, metric.Secret(token), func(err error) { fmt.Fprintf(a.Stderr, "nb: metrics listener: %v\n", err) }); err != nil {
+		l.Close()
+		return err
+	}
+	hs := &http.Server{Handler: metric.Middleware(metric.MCP, mux), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(a.Stderr, "nb: serving MCP on http://%s/mcp: %s\n", l.Addr(), strings.Join(srv.Tools(), ", "))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()

@@ -15,6 +15,7 @@ import (
 	"github.com/nbots/nb/eventlog/pglog"
 	"github.com/nbots/nb/internal/bytesize"
 	"github.com/nbots/nb/internal/httpguard"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/internal/rungroup"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/server"
@@ -86,6 +87,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		storeURL    = fs.String("store", "", "the `URL` of the conversation store: "+storeFlagDoc)
 		replicaID   = fs.String("replica-id", "", "with a postgres:// --store: this replica's `name` among the replicas that share nb serve's streams, responses and runs (default: the host name and a random suffix)")
 		pipeRuns    = fs.String("pipeline-runs", "", "the `folder` of the runs of POST /pipelines (default $XDG_STATE_HOME/nb/pipeline-runs; see docs/pipelines.md)")
+		metricsAddr = fs.String("metrics-listen", "", "serve GET /metrics on its own `host:port` instead of the main listener (beyond loopback it needs a token too)")
 		replicaDead = fs.Duration("replica-timeout", 10*time.Second, "with a postgres:// --store: how long a replica may go without reaching the database before the others take its running streams and agent runs for lost")
 	)
 	fs.Old("allow-unconfirmed-tools", "yes")
@@ -180,12 +182,14 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	if shared != nil {
 		defer shared.Close()
 	}
-	srv, err := server.New(ctx, server.Options{
+	var srv *server.Server
+	srv, err = server.New(ctx, server.Options{
 		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
 		AllowUnconfirmed: *yes, AllowTools: *allowTools, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
 		AllowOrigins: splitList(*origins), OriginAdvice: "start nb serve with --cors-origins %s to allow it, or set NB_SERVE_TOKEN", HostAdvice: "set NB_SERVE_TOKEN to serve other names",
 		ClientHosts: *clientHosts, TrustedProxies: trusted,
 		Log: log, LogMessages: *logMessages, Checks: a.storeChecks(), Shared: sharedOrNil(shared),
+		Metrics: *metricsAddr == "", Control: serveControl(&srv, tokens),
 	})
 	if err != nil {
 		return err
@@ -222,6 +226,14 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	if err != nil {
 		srv.Close()
 		return listenAdvice(err)
+	}
+	metric.Up(metric.Serve)
+	metric.SetSource("serve")
+	if *metricsAddr != "" {
+		if _, err := metric.Listen(ctx, *metricsAddr, metric.Tokens(tokens), func(err error) { log.Error("metrics listener", "error", err) }); err != nil {
+			srv.Close()
+			return err
+		}
 	}
 	models := srv.Models(ctx)
 	broken := 0

@@ -162,6 +162,19 @@ func (l *Ledger) Record(session string, src Source, u Usage) {
 	}
 }
 
+// Days are the totals of past days (the last 31, by date in Zone) and
+// today's count by source, for the control page.
+func (l *Ledger) Days() (past map[string]Usage, today string, bySource map[Source]Usage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.roll(l.now())
+	past = make(map[string]Usage, len(l.data.Days))
+	for d, u := range l.data.Days {
+		past[d] = u
+	}
+	return past, l.data.Day, l.todayBySource()
+}
+
 // ResetSession forgets a session's count (the session was started anew).
 func (l *Ledger) ResetSession(session string) {
 	l.mu.Lock()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/internal/metric"
 )
 
 // Dispatcher takes the bus's outbound queues to the channels.
@@ -156,6 +157,9 @@ func (d *Dispatcher) Deliver(ctx context.Context, ch channel.Channel, m bus.Outb
 		id, err := ch.Send(ctx, m)
 		d.mark(m, 0)
 		if err == nil {
+			if final {
+				metric.Delivered(m.Channel)
+			}
 			d.mu.Lock()
 			if final && m.Turn != "" {
 				d.sent.Size = sentWindow
@@ -260,6 +264,7 @@ func (d *Dispatcher) undeliverable(m bus.Outbound, reason string) {
 		return
 	}
 	d.log().Error("reply undeliverable", "channel", m.Channel, "chat", m.ChatID, "turn", m.Turn, "reason", reason)
+	metric.Undeliverable(m.Channel, reason)
 	if d.Undeliverable != nil {
 		d.Undeliverable(m, reason)
 	}

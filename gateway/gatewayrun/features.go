@@ -17,6 +17,7 @@ import (
 	"github.com/nbots/nb/gateway/replica"
 	gwsession "github.com/nbots/nb/gateway/session"
 	"github.com/nbots/nb/gateway/skills"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
 )
@@ -29,6 +30,8 @@ type features struct {
 	zone      *time.Location
 	lookupEnv func(string) (string, bool)
 	ledger    *budget.Ledger
+	// cronJobs are the workspace's cron jobs (the control page).
+	cronJobs *cron.Store
 	// model is the background features' model call (consolidation, the
 	// heartbeat's decision, the notification gate): the assistant's
 	// provider, each call counted in the budgets.
@@ -59,6 +62,7 @@ func (f *features) budgets() {
 		return ledger.Flush()
 	}})
 	f.ledger = ledger
+	metric.BudgetFunc("daily", func() int { return ledger.Report("").TodayTotal }, func() int { return ledger.Limits.DailyTokens })
 	f.model = budget.Guard(modelcall.Provider(gw.Bot.Provider()), ledger)
 	f.gate = &gate.Gate{Model: f.model, Log: gw.log}
 }
@@ -127,6 +131,7 @@ func (f *features) heartbeat() {
 					return err
 				}
 			}
+			metric.Beat(true)
 			channel, chat := heartbeatTarget(ctx, gw.Sessions, gw.Access)
 			_, err := g.RunDirect(ctx, gateway.Direct{
 				Entry: access.Heartbeat, SessionKey: heartbeat.Session,
@@ -169,9 +174,11 @@ func (f *features) cron() {
 				return f.gate.Notify(ctx, gateway.SourceCron, "cron:"+j.ID, j.Payload.Message, answer)
 			},
 		})
+		metric.CronRun(err)
 		return err
 	}}
 	sched.Claims = f.claims
+	f.cronJobs = store
 	gw.background = append(gw.background, part{name: "the gateway", run: func(ctx context.Context) error { return gw.runScheduler(ctx, sched) }})
 	g.ExtraTools = func(d gateway.Direct) []tool.Tool {
 		return []tool.Tool{&cron.Tool{Store: store, Zone: zone, Channel: d.Channel, ChatID: d.ChatID, InCronJob: d.Source == gateway.SourceCron}}

@@ -38,6 +38,7 @@ import (
 	"github.com/nbots/nb/gateway/web"
 	"github.com/nbots/nb/gateway/webgate"
 	"github.com/nbots/nb/internal/httpguard"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/internal/rungroup"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/state/storeurl"
@@ -92,6 +93,12 @@ type Options struct {
 	Confirmer agent.Confirmer
 	// Log receives the gateway's events (nil: discarded).
 	Log *slog.Logger
+	// Metrics serves GET /metrics on the Listeners (package
+	// internal/metric), behind their token and Host checks.
+	Metrics bool
+	// Control serves the control page at /control on the Listeners
+	// (package internal/control).
+	Control bool
 }
 
 // Gateway is an assembled gateway: Open builds it, Run runs it, Close
@@ -252,6 +259,10 @@ func Open(ctx context.Context, c *config.Config, o Options) (_ *Gateway, err err
 		if o.Replicas != nil {
 			gw.web.Checks = append(gw.web.Checks, httpguard.Check{Name: "bus", Run: o.Replicas.bus.Check})
 		}
+		gw.web.Metrics = o.Metrics
+		if o.Control {
+			gw.web.Control = gw.controlPage(o.Tokens, f.ledger, f.cronJobs)
+		}
 		chs = append(chs, gw.web)
 	}
 	factories := o.Channels
@@ -286,6 +297,17 @@ func Open(ctx context.Context, c *config.Config, o Options) (_ *Gateway, err err
 		}
 	}
 	gw.channels = chs
+	for _, ch := range chs {
+		name := ch.Name()
+		metric.ChannelFunc(name, func() bool {
+			for _, st := range g.Channels() {
+				if st.Name == name {
+					return st.Ready()
+				}
+			}
+			return false
+		})
+	}
 	if gw.web != nil {
 		gw.web.Webhooks = channelWebhooks(chs)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/nbots/nb/gateway/session"
 	"github.com/nbots/nb/gateway/webgate"
 	"github.com/nbots/nb/internal/httpguard"
+	"github.com/nbots/nb/internal/metric"
 )
 
 //go:embed chat.html
@@ -81,6 +82,13 @@ type Server struct {
 	// chats, and a message written in a chat with a gate waiting goes to
 	// the gate, not to the assistant (nil: none).
 	Gates *webgate.Board
+	// Metrics serves GET /metrics (package internal/metric) behind the
+	// listener's tokens and Host checks.
+	Metrics bool
+	// Control, when set, answers /control and below (the control page,
+	// package internal/control), which checks tokens, Origin and Host
+	// itself.
+	Control http.Handler
 
 	mu    sync.Mutex
 	conns map[string]map[*conn]bool // chat -> sockets
@@ -194,19 +202,26 @@ func (s *Server) Handler() http.Handler {
 		w.Write(page) //nolint:errcheck // the client may have gone
 	})
 	mux.HandleFunc("GET /ws", s.serveWS)
+	if s.Metrics {
+		mux.Handle("GET /metrics", metric.Handler())
+	}
 	guarded := s.guard(mux)
-	if len(s.Webhooks) == 0 {
-		return guarded
+	if len(s.Webhooks) == 0 && s.Control == nil {
+		return metric.Middleware(metric.Gateway, guarded)
 	}
 	// A platform's webhook is called by the platform, which has no token
 	// of ours and no loopback Host: the channel checks the platform's own
-	// secret instead.
+	// secret instead. The control page checks its own login.
 	top := http.NewServeMux()
 	for path, h := range s.Webhooks {
 		top.Handle("POST "+path, h)
 	}
+	if s.Control != nil {
+		top.Handle("/control", s.Control)
+		top.Handle("/control/", s.Control)
+	}
 	top.Handle("/", guarded)
-	return top
+	return metric.Middleware(metric.Gateway, top)
 }
 
 // guard applies nb serve's rules: with tokens, a valid token (except for

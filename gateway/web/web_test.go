@@ -48,6 +48,12 @@ func (fakeRunner) Run(ctx context.Context, t gateway.Turn) (gateway.Answer, erro
 
 func start(t *testing.T) (*httptest.Server, *gateway.Gateway) {
 	t.Helper()
+	return startWith(t, nil)
+}
+
+// startWith is start with the server's options changed by configure.
+func startWith(t *testing.T, configure func(*Server)) (*httptest.Server, *gateway.Gateway) {
+	t.Helper()
 	dir := t.TempDir()
 	sm, _ := session.NewManager(dir + "/sessions")
 	t.Cleanup(func() { sm.Close() })
@@ -58,6 +64,9 @@ func start(t *testing.T) (*httptest.Server, *gateway.Gateway) {
 		Access: &access.Checker{Store: dir + "/pairing.json"}}
 	g.Alone()
 	s := &Server{Gateway: g, Sessions: sm, Log: log}
+	if configure != nil {
+		configure(s)
+	}
 	d := &dispatch.Dispatcher{Bus: b, Channels: []channel.Channel{s}, Log: log, Progress: true, ToolHints: true, Delivered: &replica.Local{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -24,6 +24,7 @@ import (
 	"github.com/nbots/nb/connlimit"
 	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/internal/httpjson"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/robopage"
 )
 
@@ -41,9 +42,14 @@ type Server struct {
 	Token string
 	// Log receives one line per call; nil is slog.Default().
 	Log *slog.Logger
+	// Metrics serves GET /metrics (package internal/metric) behind the
+	// token, as the other routes (a page category named metrics is then
+	// listed under GET /metrics/ only).
+	Metrics bool
 
-	once sync.Once
-	mux  *http.ServeMux
+	once    sync.Once
+	mux     *http.ServeMux
+	counted http.Handler
 }
 
 func (s *Server) init() {
@@ -55,12 +61,18 @@ func (s *Server) init() {
 			s.Log = slog.Default()
 		}
 		s.mux = s.routes()
+		s.counted = metric.Middleware(metric.Robopages, http.HandlerFunc(s.serve))
 	})
 }
 
-// ServeHTTP routes a request as the reference does.
+// ServeHTTP routes a request as the reference does, counting it in the
+// metrics.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.init()
+	s.counted.ServeHTTP(w, r)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// The token is checked before anything else, the body above all:
 	// a client without it gets its 401 at once, however slowly it sends.
 	if s.Token != "" && !s.authorized(r) {
@@ -82,6 +94,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /process", s.process)
+	if s.Metrics {
+		mux.Handle("GET /metrics", metric.Handler())
+	}
 	mux.HandleFunc("GET /{filter...}", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet { // the GET pattern takes HEAD too
 			notAllowed(w, r)

@@ -22,6 +22,7 @@ import (
 	"github.com/nbots/nb/gateway/config"
 	"github.com/nbots/nb/gateway/gatewayrun"
 	"github.com/nbots/nb/internal/httpguard"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/term"
 )
@@ -136,6 +137,7 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 	busURL := fs.String("bus", "", "the `URL` of the bus replicas share, nats://… (default: NB_BUS, gateway.bus, else in-process; docs/scale-out.md)")
 	storeURL := fs.String("store", "", "the `URL` of the conversation store: "+cliflag.StoreDoc)
 	tokenFlag := fs.String("token", "", "the `token` of the web chat and websocket (default NB_GATEWAY_TOKEN; prefer the variable: a flag shows in the process list)")
+	metricsAddr := fs.String("metrics-listen", "", "serve GET /metrics on its own `host:port` instead of the web chat's listener (beyond loopback it needs a token too)")
 	unsandboxed := fs.Bool("allow-unsandboxed-exec", false, "let exec with sandbox: auto run commands without a sandbox where bubblewrap cannot run (by default they are refused)")
 	if help, err := fs.ParseOnly(args); help || err != nil {
 		return err
@@ -240,6 +242,16 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 	}
 	o := cl.gatewayOptions(c, log)
 	o.Replicas, o.Listeners, o.Tokens, o.Checks = reps, lns, tokens, cl.storeChecks()
+	o.Metrics, o.Control = *metricsAddr == "", true
+	metric.Up(metric.Gateway)
+	if *metricsAddr != "" {
+		if _, err := metric.Listen(ctx, *metricsAddr, metric.Tokens(tokens), func(err error) { log.Error("metrics listener", "error", err) }); err != nil {
+			for _, ln := range lns {
+				ln.Close()
+			}
+			return err
+		}
+	}
 	gw, err := gatewayrun.Open(ctx, c, o)
 	if err != nil {
 		for _, ln := range lns {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/cmd/nb/cliflag"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/proc"
 	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/robopage/pageserver"
@@ -302,6 +303,8 @@ func (c *command) serve(args []string) error {
 	// would be printed in the help.
 	fs.stringVar(&token, "", "token", "", "TOKEN", "require \"Authorization: Bearer TOKEN\" on every request (default $ROBOPAGES_TOKEN)")
 	fs.boolVar(&allowRemote, "", "allow-remote", "listen on an address other machines can reach (needs --token)")
+	var metricsAddr string
+	fs.stringVar(&metricsAddr, "", "metrics-listen", "", "HOST:PORT", "serve GET /metrics on its own address instead of the API's (beyond loopback it needs --token)")
 	fs.intVar(&maxClient, "max-client-conns", pageserver.DefaultMaxClientConns, "N", "open connections one client address may hold; more are refused with 429")
 	lim := limitFlags(fs, 0)
 	ssh := sshFlags(fs)
@@ -332,8 +335,15 @@ func (c *command) serve(args []string) error {
 		return fmt.Errorf("listen on %s: %w; choose another --listen", addr, err)
 	}
 	log := slog.New(slog.NewTextHandler(c.stderr, nil))
+	metric.Up(metric.Robopages)
+	if metricsAddr != "" {
+		if _, err := metric.Listen(c.ctx, metricsAddr, metric.Secret(token), func(err error) { log.Error("metrics listener", "error", err) }); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	fmt.Fprintf(c.stderr, "serving %d functions of %d pages on http://%s\n", len(lib.Functions()), len(lib.Pages), ln.Addr())
-	return pageserver.Serve(c.ctx, ln, &pageserver.Server{Library: lib, Executor: ex, Token: token, Log: log}, pageserver.Limits{MaxClientConns: maxClient, ConnsAdvice: "ask for a higher --max-client-conns"})
+	return pageserver.Serve(c.ctx, ln, &pageserver.Server{Library: lib, Executor: ex, Token: token, Log: log, Metrics: metricsAddr == ""}, pageserver.Limits{MaxClientConns: maxClient, ConnsAdvice: "ask for a higher --max-client-conns"})
 }
 
 // warn prints a problem of Prefetch or Validate as a warning.

@@ -1,0 +1,251 @@
+// Package metric is nb's Prometheus metrics: one process-wide registry
+// (github.com/VictoriaMetrics/metrics underneath, chosen for its binary
+// cost, see docs/observability.md), the hooks that nb's choke points call
+// (an HTTP request answered, a provider call, a tool call, a run
+// admitted or refused, a gateway turn, a message received or delivered),
+// and GET /metrics in the Prometheus text exposition format, with
+// # HELP and # TYPE lines and histograms in le buckets.
+//
+// Every label value goes through Label: a value is kept only when it is
+// made of the characters of an identifier and its kind has not yet seen
+// MaxValues distinct values; anything else is "other". Call sites never
+// pass what a client wrote (a URL path, a model a request names, a chat,
+// a user): routes are the mux's patterns, and a client's cartridge is
+// "client".
+//
+// The package also keeps what the control page (package
+// internal/control) shows beside the metrics: the runs in flight, the
+// last errors, per-minute request counts and latencies for the last
+// hour, and tokens per day.
+package metric
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	vm "github.com/VictoriaMetrics/metrics"
+)
+
+// MaxValues is the most distinct values a label kind keeps; later ones
+// are "other".
+const MaxValues = 100
+
+// Other is the value of a label whose value is unknown or past MaxValues.
+const Other = "other"
+
+var (
+	set = vm.NewSet()
+
+	familiesMu sync.Mutex
+	families   = map[string]string{} // name -> help
+
+	labelsMu sync.Mutex
+	labels   = map[string]map[string]bool{} // kind -> values kept
+)
+
+func init() { vm.ExposeMetadata(true) }
+
+// Label bounds a label value of kind (cartridge, provider, model, tool,
+// channel, source, ...): "" is "none"; a value with characters other than
+// letters, digits and _ . : / @ + -, longer than 100 bytes, or new to a
+// kind that has MaxValues already, is Other.
+func Label(kind, v string) string {
+	if v == "" {
+		return "none"
+	}
+	if len(v) > 100 {
+		return Other
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_.:/@+-", c) >= 0) {
+			return Other
+		}
+	}
+	labelsMu.Lock()
+	defer labelsMu.Unlock()
+	seen := labels[kind]
+	if seen == nil {
+		seen = map[string]bool{}
+		labels[kind] = seen
+	}
+	if seen[v] {
+		return v
+	}
+	if len(seen) >= MaxValues {
+		return Other
+	}
+	seen[v] = true
+	return v
+}
+
+// describe records a family's help text.
+func describe(name, help string) {
+	familiesMu.Lock()
+	families[name] = help
+	familiesMu.Unlock()
+}
+
+// series is name{k="v",...} from pairs of label names and values, which
+// callers have bounded already.
+func series(name string, kv ...string) string {
+	if len(kv) == 0 {
+		return name
+	}
+	var b strings.Builder
+	b.Grow(len(name) + 16*len(kv))
+	b.WriteString(name)
+	b.WriteByte('{')
+	for i := 0; i+1 < len(kv); i += 2 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(kv[i])
+		b.WriteString(`="`)
+		b.WriteString(kv[i+1])
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// Counter is a counter family.
+type Counter struct{ name string }
+
+// NewCounter declares a counter family (its name ends in _total).
+func NewCounter(name, help string) Counter {
+	describe(name, help)
+	return Counter{name}
+}
+
+// Add adds n to the series of the label pairs kv.
+func (c Counter) Add(n int, kv ...string) {
+	if n <= 0 {
+		if n == 0 {
+			set.GetOrCreateCounter(series(c.name, kv...)) // the series exists at 0
+		}
+		return
+	}
+	set.GetOrCreateCounter(series(c.name, kv...)).Add(n)
+}
+
+// Inc adds one.
+func (c Counter) Inc(kv ...string) { c.Add(1, kv...) }
+
+// Gauge is a gauge family.
+type Gauge struct{ name string }
+
+// NewGauge declares a gauge family.
+func NewGauge(name, help string) Gauge {
+	describe(name, help)
+	return Gauge{name}
+}
+
+// Set sets the series of kv to v.
+func (g Gauge) Set(v float64, kv ...string) { set.GetOrCreateGauge(series(g.name, kv...), nil).Set(v) }
+
+// Add adds d to the series of kv.
+func (g Gauge) Add(d float64, kv ...string) { set.GetOrCreateGauge(series(g.name, kv...), nil).Add(d) }
+
+// Func makes the series of kv read f at each scrape, in place of the
+// function given before (a server made again in the same process, as
+// tests and nb gateway's /restart do).
+func (g Gauge) Func(f func() float64, kv ...string) {
+	name := series(g.name, kv...)
+	v, loaded := gaugeFuncs.LoadOrStore(name, &atomic.Pointer[func() float64]{})
+	p := v.(*atomic.Pointer[func() float64])
+	p.Store(&f)
+	if !loaded {
+		set.GetOrCreateGauge(name, func() float64 { return (*p.Load())() })
+	}
+}
+
+// gaugeFuncs are the functions of the gauges read at each scrape, by
+// series.
+var gaugeFuncs sync.Map
+
+// Histogram is a histogram family with fixed le buckets.
+type Histogram struct {
+	name    string
+	buckets []float64
+}
+
+// NewHistogram declares a histogram family with the buckets' upper bounds.
+func NewHistogram(name, help string, buckets ...float64) Histogram {
+	describe(name, help)
+	return Histogram{name, buckets}
+}
+
+// Observe adds v to the series of kv.
+func (h Histogram) Observe(v float64, kv ...string) {
+	set.GetOrCreatePrometheusHistogramExt(series(h.name, kv...), h.buckets).Update(v)
+}
+
+// Write writes every metric, nb's and the Go runtime's and the
+// process's, in the Prometheus text exposition format (version 0.0.4).
+func Write(w io.Writer) {
+	var buf bytes.Buffer
+	set.WritePrometheus(&buf)
+	vm.WriteProcessMetrics(&buf)
+	familiesMu.Lock()
+	defer familiesMu.Unlock()
+	bw := bufio.NewWriter(w)
+	defer bw.Flush()
+	for line := range strings.Lines(buf.String()) {
+		if name, ok := strings.CutPrefix(line, "# HELP "); ok {
+			name = strings.TrimSpace(name)
+			if !strings.Contains(name, " ") {
+				fmt.Fprintf(bw, "# HELP %s %s\n", name, helpOf(name))
+				continue
+			}
+		}
+		bw.WriteString(line)
+	}
+}
+
+// helpOf is the help of a family: nb's own, or a generic one for the
+// runtime's and the process's.
+func helpOf(name string) string {
+	if h, ok := families[name]; ok {
+		return h
+	}
+	switch {
+	case strings.HasPrefix(name, "go_"):
+		return "Go runtime metric (runtime/metrics, runtime.MemStats)."
+	case strings.HasPrefix(name, "process_"):
+		return "Process metric (read from /proc)."
+	}
+	return "nb metric."
+}
+
+// ContentType is the exposition format's media type.
+const ContentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// Handler answers GET /metrics; the server it is mounted on applies its
+// token and browser rules.
+func Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", ContentType)
+		w.Header().Set("Cache-Control", "no-store")
+		Write(w)
+	})
+}
+
+// Names lists the families nb declares, sorted (for the docs' test).
+func Names() []string {
+	familiesMu.Lock()
+	defer familiesMu.Unlock()
+	out := make([]string, 0, len(families))
+	for n := range families {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

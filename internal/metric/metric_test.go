@@ -1,0 +1,134 @@
+package metric
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/nbots/nb/internal/httpguard"
+)
+
+func TestLabelIsBounded(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                       "none",
+		"gpt-4o-mini":            "gpt-4o-mini",
+		"models/gemini-2.5:x@1":  "models/gemini-2.5:x@1",
+		`a"b`:                    Other,
+		"a b":                    Other,
+		"a\nb":                   Other,
+		strings.Repeat("x", 101): Other,
+	} {
+		if got := Label("test-kind", in); got != want {
+			t.Errorf("Label(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for i := range MaxValues + 10 {
+		Label("test-cap", fmt.Sprint("v", i))
+	}
+	if got := Label("test-cap", "v5"); got != "v5" {
+		t.Errorf("a value kept early: %q", got)
+	}
+	if got := Label("test-cap", "new-one"); got != Other {
+		t.Errorf("past MaxValues: %q", got)
+	}
+}
+
+func TestExpositionHasHelpTypeAndBuckets(t *testing.T) {
+	h := NewHistogram("nb_test_seconds", "A test histogram.", .1, 1)
+	h.Observe(.5, "k", "v")
+	c := NewCounter("nb_test_total", "A test counter.")
+	c.Inc("k", "v")
+	var b strings.Builder
+	Write(&b)
+	out := b.String()
+	for _, want := range []string{
+		"# HELP nb_test_seconds A test histogram.\n# TYPE nb_test_seconds histogram\n",
+		`nb_test_seconds_bucket{k="v",le="0.1"} 0` + "\n",
+		`nb_test_seconds_bucket{k="v",le="1"} 1` + "\n",
+		`nb_test_seconds_bucket{k="v",le="+Inf"} 1` + "\n",
+		`nb_test_seconds_count{k="v"} 1` + "\n",
+		"# HELP nb_test_total A test counter.\n# TYPE nb_test_total counter\n" + `nb_test_total{k="v"} 1` + "\n",
+		"# TYPE go_goroutines gauge\n",
+		"# TYPE process_cpu_seconds_total counter\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q", want)
+		}
+	}
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, "# HELP ") && len(strings.Fields(line)) < 4 {
+			t.Errorf("HELP without text: %q", line)
+		}
+	}
+}
+
+func TestGuard(t *testing.T) {
+	tok, _ := httpguard.NewToken("", "0123456789abcdef0123")
+	for _, c := range []struct {
+		name   string
+		auth   Auth
+		header map[string]string
+		host   string
+		want   int
+	}{
+		{"loopback, no token", nil, nil, "", 200},
+		{"rebinding host", nil, nil, "evil.example", 403},
+		{"any origin", nil, map[string]string{"Origin": "http://127.0.0.1"}, "", 403},
+		{"token missing", Tokens([]*httpguard.Token{tok}), nil, "", 401},
+		{"token given", Tokens([]*httpguard.Token{tok}), map[string]string{"Authorization": "Bearer 0123456789abcdef0123"}, "", 200},
+		{"short secret", Secret("abc"), map[string]string{"Authorization": "Bearer abc"}, "", 200},
+		{"wrong secret", Secret("abc"), map[string]string{"Authorization": "Bearer abd"}, "", 401},
+	} {
+		srv := httptest.NewServer(Guard(c.auth, Handler()))
+		req, _ := http.NewRequest("GET", srv.URL+"/metrics", nil)
+		for k, v := range c.header {
+			req.Header.Set(k, v)
+		}
+		if c.host != "" {
+			req.Host = c.host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		srv.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
+		}
+	}
+}
+
+func TestListenRefusesBeyondLoopbackWithoutToken(t *testing.T) {
+	if _, err := Listen(context.Background(), "0.0.0.0:0", nil, nil); err == nil {
+		t.Fatal("listening beyond loopback without a token")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, err := Listen(ctx, "127.0.0.1:0", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr.String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != ContentType {
+		t.Errorf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
+
+func TestGaugeFuncIsReplaced(t *testing.T) {
+	g := NewGauge("nb_test_func", "A test gauge.")
+	g.Func(func() float64 { return 1 }, "k", "v")
+	g.Func(func() float64 { return 2 }, "k", "v")
+	var b strings.Builder
+	Write(&b)
+	if !strings.Contains(b.String(), `nb_test_func{k="v"} 2`+"\n") {
+		t.Errorf("the second function is not read:\n%s", b.String())
+	}
+}
