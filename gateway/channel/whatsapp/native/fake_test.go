@@ -94,7 +94,13 @@ func (c *fakeClient) deliver() {
 		}
 		c.p.mu.Unlock()
 		if next != nil {
-			if !c.dispatch(next) {
+			acked := c.dispatch(next)
+			select {
+			case <-c.stop:
+				acked = false // the socket is closed: the ack cannot go
+			default:
+			}
+			if !acked {
 				<-c.stop // not acknowledged: redelivered on the next connection
 				return
 			}
