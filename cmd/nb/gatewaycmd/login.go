@@ -23,7 +23,7 @@ import (
 // nanobot's WhatsApp bridge in the terminal, as `nanobot channels login`
 // does, so that its QR code can be scanned.
 func (cl *cli) gatewayChannelsCommand(ctx context.Context, args []string) error {
-	fs, f := cl.gatewayFlagSet("nb gateway channels", "nb gateway channels status [flags]\n  nb gateway channels login whatsapp [flags]", "status lists each configured channel of the running gateway: connected,\nconnecting (and why), stopped (it cannot run, and why), standby (another replica\nreceives) or disabled.\nlogin whatsapp runs nanobot's WhatsApp bridge in this terminal to link a phone\n(scan its QR code in WhatsApp under Linked Devices); leave it running for the\ngateway, or stop it with Ctrl-C once linked and start it as a service.")
+	fs, f := cl.gatewayFlagSet("nb gateway channels", "nb gateway channels status [flags]\n  nb gateway channels login whatsapp [flags]", "status lists each configured channel of the running gateway: connected,\nconnecting (and why), stopped (it cannot run, and why), standby (another replica\nreceives) or disabled.\nlogin whatsapp runs nanobot's WhatsApp bridge in this terminal to link a phone\n(scan its QR code in WhatsApp under Linked Devices); leave it running for the\ngateway, or stop it with Ctrl-C once linked and start it as a service.\nWith channels.whatsapp.native (an nb built with the whatsmeow tag) it prints\nWhatsApp's QR code itself and keeps the linked device in the gateway's store\n(NB_STORE or gateway.store when PostgreSQL, else the state folder).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
