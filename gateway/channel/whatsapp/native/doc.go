@@ -15,3 +15,7 @@ import "errors"
 
 // ErrNotBuilt is what an nb built without the tag answers.
 var ErrNotBuilt = errors.New("channels.whatsapp.native: this nb was built without WhatsApp's native mode (whatsmeow): build it with `CGO_ENABLED=0 go build -tags whatsmeow ./cmd/nb`, or use nanobot's bridge (native: false)")
+
+// StoreFile is the SQLite file of the device under the state folder,
+// when the gateway keeps files.
+const StoreFile = "whatsapp-device.db"

@@ -19,10 +19,6 @@ import (
 	"github.com/nbots/nb/internal/pgurl"
 )
 
-// StoreFile is the SQLite file of the device under the state folder,
-// when the gateway keeps files.
-const StoreFile = "whatsapp-device.db"
-
 // Store is the device store: whatsmeow's own tables (whatsmeow_device,
 // whatsmeow_sessions, whatsmeow_pre_keys, …), in PostgreSQL when env has
 // it, else in StoreFile under env.StateDir.
