@@ -42,6 +42,11 @@ type Env struct {
 	// platforms nanobot reaches through its own helpers keep their files:
 	// the WhatsApp bridge's token and media, Mochat's cursors.
 	NanobotDir string
+	// Postgres is the PostgreSQL URL of the gateway's store (--store,
+	// NB_STORE, gateway.store), "" when it keeps files: a channel that
+	// keeps a session of its own (WhatsApp's native mode) keeps it there.
+	// It holds a password: never log it.
+	Postgres string
 }
 
 // Log is the Env's logger, or one that discards.

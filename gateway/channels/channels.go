@@ -24,6 +24,7 @@ import (
 	"github.com/nbots/nb/gateway/channel/telegram"
 	"github.com/nbots/nb/gateway/channel/wecom"
 	"github.com/nbots/nb/gateway/channel/whatsapp"
+	"github.com/nbots/nb/gateway/channel/whatsapp/native"
 	"github.com/nbots/nb/gateway/config"
 )
 
@@ -67,6 +68,9 @@ func Builtin() []Factory {
 			cfg := whatsapp.Config{NanobotDir: env.NanobotDir}
 			if err := decodeSection(whatsapp.Name, raw, &cfg, env); err != nil {
 				return nil, err
+			}
+			if cfg.Native {
+				return native.New(cfg, env) // whatsmeow, in an nb built with -tags whatsmeow
 			}
 			return whatsapp.New(cfg, env)
 		}},

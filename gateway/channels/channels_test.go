@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/gateway/channel/whatsapp/native"
 	"github.com/nbots/nb/gateway/config"
 )
 
@@ -196,5 +197,21 @@ func TestNamesKeptAsWritten(t *testing.T) {
 	}
 	if got := string(c.Channels.Each["whatsapp"]); got != `{"lidMappings":{"123_456@lid":"49170@s.whatsapp.net"}}` {
 		t.Errorf("whatsapp: %s", got)
+	}
+}
+
+// channels.whatsapp.native in an nb built without whatsmeow is refused
+// at start, naming the build tag.
+func TestWhatsAppNativeNotBuilt(t *testing.T) {
+	if native.Built {
+		t.Skip("this nb has the native mode")
+	}
+	f, ok := Find(Builtin(), "whatsapp")
+	if !ok {
+		t.Fatal("no whatsapp channel")
+	}
+	_, err := f.New(json.RawMessage(`{"enabled": true, "native": true, "allowFrom": ["15551234567"]}`), channel.Env{})
+	if err == nil || !strings.Contains(err.Error(), "-tags whatsmeow") {
+		t.Errorf("native without the tag: %v", err)
 	}
 }

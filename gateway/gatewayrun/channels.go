@@ -38,7 +38,7 @@ func channelWebhooks(chs []channel.Channel) map[string]http.Handler {
 // share one: shared.go), and the gateway's logger.
 func (gw *Gateway) channelEnv(name string, raw json.RawMessage, nanobotDir string) channel.Env {
 	return channel.Env{Workspace: gw.Config.Workspace, StateDir: gw.State.Channels, Logger: gw.log, OpenPosition: gw.sharedPosition(name, raw),
-		MediaQuota: gw.Config.Gateway.Limits.Media(), NanobotDir: nanobotDir}
+		MediaQuota: gw.Config.Gateway.Limits.Media(), NanobotDir: nanobotDir, Postgres: gw.storeURL}
 }
 
 // NanobotDir is nanobot's data folder, where its WhatsApp bridge keeps

@@ -129,7 +129,10 @@ type Gateway struct {
 	// the heartbeat, consolidations, the budgets' ledger).
 	background []part
 	replicas   *Replicas
-	ownBus     bus.Bus // the in-process bus Open made, closed by Close
+	// storeURL is the PostgreSQL store's URL ("" for files), for the
+	// channels that keep a session of their own there.
+	storeURL string
+	ownBus   bus.Bus // the in-process bus Open made, closed by Close
 }
 
 // part is a component of the run group.
@@ -196,7 +199,7 @@ func Open(ctx context.Context, c *config.Config, o Options) (_ *Gateway, err err
 	if err != nil {
 		return nil, err
 	}
-	gw := &Gateway{Config: c, Bot: b, log: log, replicas: o.Replicas, accounts: map[string]string{}}
+	gw := &Gateway{Config: c, Bot: b, log: log, replicas: o.Replicas, accounts: map[string]string{}, storeURL: o.Store.PostgresURL()}
 	defer func() {
 		if err != nil {
 			gw.Close()

@@ -39,6 +39,17 @@ type Store struct {
 	// files of this machine.
 	Shared bool
 	pg     *pgstore.Store
+	pgURL  string
+}
+
+// PostgresURL is the database's URL, password included, for what keeps
+// its own tables beside the conversations (WhatsApp's native session);
+// "" for files.
+func (s *Store) PostgresURL() string {
+	if s == nil {
+		return ""
+	}
+	return s.pgURL
 }
 
 // Ping checks that the store can be reached: a replica whose store does
@@ -73,7 +84,7 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("conversation store: %w", err)
 		}
-		return &Store{Store: pg, Name: pgurl.Redact(raw), Shared: true, pg: pg}, nil
+		return &Store{Store: pg, Name: pgurl.Redact(raw), Shared: true, pg: pg, pgURL: raw}, nil
 	case strings.HasPrefix(strings.ToLower(raw), "file:"):
 		u, err := url.Parse(raw)
 		if err != nil || u.Path == "" || !filepath.IsAbs(u.Path) || (u.Host != "" && u.Host != "localhost") {

@@ -13,7 +13,9 @@ import (
 	"github.com/nbots/nb/gateway"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/whatsapp"
+	"github.com/nbots/nb/gateway/channel/whatsapp/native"
 	"github.com/nbots/nb/gateway/channels"
+	"github.com/nbots/nb/gateway/config"
 	"github.com/nbots/nb/gateway/gatewayrun"
 )
 
@@ -21,7 +23,7 @@ import (
 // nanobot's WhatsApp bridge in the terminal, as `nanobot channels login`
 // does, so that its QR code can be scanned.
 func (cl *cli) gatewayChannelsCommand(ctx context.Context, args []string) error {
-	fs, f := cl.gatewayFlagSet("nb gateway channels", "nb gateway channels status [flags]\n  nb gateway channels login whatsapp [flags]", "status lists each configured channel of the running gateway: connected,\nconnecting (and why), stopped (it cannot run, and why), standby (another replica\nreceives) or disabled.\nlogin whatsapp runs nanobot's WhatsApp bridge in this terminal to link a phone\n(scan its QR code in WhatsApp under Linked Devices); leave it running for the\ngateway, or stop it with Ctrl-C once linked and start it as a service.")
+	fs, f := cl.gatewayFlagSet("nb gateway channels", "nb gateway channels status [flags]\n  nb gateway channels login whatsapp [flags]", "status lists each configured channel of the running gateway: connected,\nconnecting (and why), stopped (it cannot run, and why), standby (another replica\nreceives) or disabled.\nlogin whatsapp runs nanobot's WhatsApp bridge in this terminal to link a phone\n(scan its QR code in WhatsApp under Linked Devices); leave it running for the\ngateway, or stop it with Ctrl-C once linked and start it as a service.\nWith channels.whatsapp.native (an nb built with the whatsmeow tag) it prints\nWhatsApp's QR code itself and keeps the linked device in the gateway's store\n(NB_STORE or gateway.store when PostgreSQL, else the state folder).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,6 +43,9 @@ func (cl *cli) gatewayChannelsCommand(ctx context.Context, args []string) error 
 		if err := channels.Decode(raw, &cfg); err != nil {
 			return fmt.Errorf("channels.whatsapp: %w", err)
 		}
+	}
+	if cfg.Native {
+		return cl.nativeLogin(ctx, c, cfg)
 	}
 	ch, err := whatsapp.New(cfg, channel.Env{})
 	if err != nil {
@@ -70,6 +75,25 @@ func (cl *cli) gatewayChannelsCommand(ctx context.Context, args []string) error 
 		return fmt.Errorf("the WhatsApp bridge (npm start in %s) failed: %w", bridge, err)
 	}
 	return nil
+}
+
+// nativeLogin links WhatsApp's native mode: the QR code is printed
+// here, the device kept in the gateway's store (NB_STORE or
+// gateway.store when it is PostgreSQL, else the state folder's file).
+func (cl *cli) nativeLogin(ctx context.Context, c *config.Config, cfg whatsapp.Config) error {
+	if !native.Built {
+		return native.ErrNotBuilt
+	}
+	if err := cl.openStore(ctx, ""); err != nil { // NB_STORE
+		return err
+	}
+	if err := cl.openStore(ctx, c.Gateway.Store); err != nil { // else gateway.store
+		return err
+	}
+	defer cl.closeStore()
+	env := channel.Env{Workspace: c.Workspace, StateDir: cl.gatewayState(c.Workspace).Channels, Postgres: cl.store.PostgresURL()}
+	fmt.Fprintln(cl.stderr, "nb: linking WhatsApp (native mode): scan the QR code below in WhatsApp (Settings → Linked Devices → Link a device)")
+	return native.Login(ctx, cfg, env, cl.stdout)
 }
 
 // lookPath finds an executable in the PATH given (the App's, not the

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nbots/nb/gateway/channel/whatsapp"
+	"github.com/nbots/nb/gateway/channel/whatsapp/native"
 )
 
 // TestGatewayChannelsLoginWhatsApp: the command runs `npm start` in
@@ -46,5 +47,30 @@ func TestGatewayChannelsLoginWhatsApp(t *testing.T) {
 	}
 	if err := a.gatewayChannelsCommand(context.Background(), []string{"login", "telegram", "--config", cfg}); err == nil {
 		t.Error("login telegram accepted")
+	}
+}
+
+// With channels.whatsapp.native, login does not look for nanobot's
+// bridge: an nb built without whatsmeow says which tag builds it, one
+// built with it opens the device store in the state folder.
+func TestGatewayChannelsLoginWhatsAppNative(t *testing.T) {
+	dir, cfg := echoGatewayConfig(t, `{"whatsapp": {"enabled": true, "native": true}}`)
+	var out strings.Builder
+	a := &cli{stdout: &out, stderr: &out, environ: []string{"HOME=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, "state")}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a build with the tag stops before connecting to WhatsApp
+	err := a.gatewayChannelsCommand(ctx, []string{"login", "whatsapp", "--config", cfg})
+	if err != nil && strings.Contains(err.Error(), "npm") {
+		t.Fatalf("native login looked for the bridge: %v", err)
+	}
+	if !native.Built {
+		if err == nil || !strings.Contains(err.Error(), "-tags whatsmeow") {
+			t.Errorf("native login without the tag: %v", err)
+		}
+		return
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, "state", "nb", "gateway", "channels-*", native.StoreFile))
+	if len(matches) != 1 {
+		t.Errorf("device store not in the state folder: %v (err %v)\n%s", matches, err, out.String())
 	}
 }

@@ -83,6 +83,10 @@ type Config struct {
 	// the channel copies files from there, and from nowhere else, into
 	// the workspace.
 	BridgeMediaDir string `json:"bridgeMediaDir,omitempty"`
+	// Native (nb extension) talks to WhatsApp itself, on whatsmeow, with
+	// no bridge: gateway/channel/whatsapp/native, in an nb built with
+	// -tags whatsmeow. The bridge's keys are then unused.
+	Native bool `json:"native,omitempty"`
 	// NanobotDir is nanobot's data folder (~/.nanobot), set by the
 	// gateway, not by the configuration.
 	NanobotDir string `json:"-"`
