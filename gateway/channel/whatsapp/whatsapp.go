@@ -109,7 +109,7 @@ type Channel struct {
 	cur *conn
 	// up is closed, and replaced, each time cur changes.
 	up   chan struct{}
-	lids map[string]string // LID → phone, from lidMappings and messages carrying both
+	lids *LIDs
 
 	// inflight holds the one command awaiting the bridge's answer.
 	inflight chan struct{}
@@ -166,13 +166,9 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 			media = real
 		}
 	}
-	lids := map[string]string{}
-	for k, v := range cfg.LidMappings {
-		lids[bare(k)] = bare(v)
-	}
 	return &Channel{
 		cfg: cfg, env: env, log: env.Log().With("channel", Name),
-		token: token, url: cfg.BridgeURL, media: media, lids: lids,
+		token: token, url: cfg.BridgeURL, media: media, lids: NewLIDs(cfg.LidMappings),
 		pacer:      channel.Pacer{Interval: func(string) time.Duration { return 300 * time.Millisecond }},
 		inflight:   make(chan struct{}, 1),
 		up:         make(chan struct{}),
@@ -414,21 +410,8 @@ func (c *Channel) senderID(f frame) string {
 			phone = raw
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if phone != "" && lid != "" {
-		if len(c.lids) > 10_000 {
-			c.lids = map[string]string{}
-		}
-		c.lids[lid] = phone
-	}
-	switch {
-	case phone != "":
-		return phone
-	case c.lids[lid] != "":
-		return c.lids[lid]
-	case lid != "":
-		return lid
+	if id := c.lids.Sender(phone, lid); id != "" {
+		return id
 	}
 	return bare(b)
 }
@@ -543,7 +526,7 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	var ps []piece
 	if m.Kind == bus.Message {
 		for _, p := range m.Media {
-			real, err := c.outgoingFile(p)
+			real, err := OutgoingFile(c.env.Workspace, p)
 			if err != nil {
 				content += fmt.Sprintf("\n\n(%s not attached: %v)", filepath.Base(p), err)
 				continue
@@ -563,37 +546,6 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	// that would replace it, are new messages.
 	edit := func(_ string, p piece) error { _, err := c.deliver(ctx, m.ChatID, p); return err }
 	return channel.Deliver(&c.turns, m, ps, post, edit)
-}
-
-// outgoingFile resolves a file to send: a regular file inside the
-// workspace of at most MaxFileBytes, links resolved, so that the bridge
-// reads nothing else.
-func (c *Channel) outgoingFile(p string) (string, error) {
-	if c.env.Workspace == "" {
-		return "", errors.New("no workspace to send files from")
-	}
-	ws, err := filepath.EvalSymlinks(c.env.Workspace)
-	if err != nil {
-		return "", fmt.Errorf("workspace: %w", err)
-	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(c.env.Workspace, p)
-	}
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		return "", errors.New("no such file")
-	}
-	if rel, err := filepath.Rel(ws, real); err != nil || !filepath.IsLocal(rel) {
-		return "", errors.New("outside the workspace")
-	}
-	info, err := os.Stat(real)
-	switch {
-	case err != nil || !info.Mode().IsRegular():
-		return "", errors.New("not a regular file")
-	case info.Size() > MaxFileBytes:
-		return "", fmt.Errorf("%d bytes, over WhatsApp's %d", info.Size(), int64(MaxFileBytes))
-	}
-	return real, nil
 }
 
 // deliver sends one piece to chat, paced per chat.

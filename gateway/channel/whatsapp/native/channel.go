@@ -61,7 +61,7 @@ type Channel struct {
 	mu   sync.Mutex
 	cur  client
 	up   chan struct{} // closed, and replaced, when cur changes
-	lids map[string]string
+	lids *whatsapp.LIDs
 
 	retryBase time.Duration
 }
@@ -97,14 +97,8 @@ func newChannel(cfg whatsapp.Config, env channel.Env) (*Channel, error) {
 	default:
 		return nil, fmt.Errorf("channels.whatsapp.groupPolicy is %q: use \"open\" or \"mention\"", cfg.GroupPolicy)
 	}
-	lids := map[string]string{}
-	for k, v := range cfg.LidMappings {
-		k, _, _ = strings.Cut(k, "@")
-		v, _, _ = strings.Cut(v, "@")
-		lids[k] = v
-	}
 	return &Channel{
-		cfg: cfg, env: env, log: env.Log().With("channel", whatsapp.Name), lids: lids,
+		cfg: cfg, env: env, log: env.Log().With("channel", whatsapp.Name), lids: whatsapp.NewLIDs(cfg.LidMappings),
 		pacer:     channel.Pacer{Interval: func(string) time.Duration { return 300 * time.Millisecond }},
 		up:        make(chan struct{}),
 		retryBase: time.Second,
@@ -342,7 +336,7 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	var ps []piece
 	if m.Kind == bus.Message {
 		for _, p := range m.Media {
-			real, err := c.outgoingFile(p)
+			real, err := whatsapp.OutgoingFile(c.env.Workspace, p)
 			if err != nil {
 				content += fmt.Sprintf("\n\n(%s not attached: %v)", filepath.Base(p), err)
 				continue
@@ -420,36 +414,6 @@ func sendError(err error) error {
 		return &channel.Undeliverable{Reason: err.Error()}
 	}
 	return fmt.Errorf("whatsapp: %w", err)
-}
-
-// outgoingFile resolves a file to send: a regular file inside the
-// workspace of at most MaxFileBytes, links resolved.
-func (c *Channel) outgoingFile(p string) (string, error) {
-	if c.env.Workspace == "" {
-		return "", errors.New("no workspace to send files from")
-	}
-	ws, err := filepath.EvalSymlinks(c.env.Workspace)
-	if err != nil {
-		return "", fmt.Errorf("workspace: %w", err)
-	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(c.env.Workspace, p)
-	}
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		return "", errors.New("no such file")
-	}
-	if rel, err := filepath.Rel(ws, real); err != nil || !filepath.IsLocal(rel) {
-		return "", errors.New("outside the workspace")
-	}
-	info, err := os.Stat(real)
-	switch {
-	case err != nil || !info.Mode().IsRegular():
-		return "", errors.New("not a regular file")
-	case info.Size() > whatsapp.MaxFileBytes:
-		return "", fmt.Errorf("%d bytes, over WhatsApp's %d", info.Size(), int64(whatsapp.MaxFileBytes))
-	}
-	return real, nil
 }
 
 // logger is whatsmeow's logger on the gateway's: its warnings and errors

@@ -139,21 +139,8 @@ func (c *Channel) senderID(src types.MessageSource) string {
 			lid = j.User
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if phone != "" && lid != "" {
-		if len(c.lids) > 10_000 {
-			c.lids = map[string]string{}
-		}
-		c.lids[lid] = phone
-	}
-	switch {
-	case phone != "":
-		return phone
-	case c.lids[lid] != "":
-		return c.lids[lid]
-	case lid != "":
-		return lid
+	if id := c.lids.Sender(phone, lid); id != "" {
+		return id
 	}
 	return src.Sender.User
 }
