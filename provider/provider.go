@@ -85,11 +85,14 @@ type Request struct {
 	Messages []Message
 	// Tools are offered to the model; empty means no tools.
 	Tools []tool.Spec
-	// ToolChoice names the one of Tools the model must call, on the APIs
-	// that can force a call (OpenAI's Chat Completions and the APIs
-	// compatible with it, Anthropic's); "" lets the model choose, as do
-	// the other APIs. A server that refuses a forced choice answers with
-	// an error: the caller may ask again without one.
+	// ToolChoice names the one of Tools the model must call, in each
+	// API's form: OpenAI's and Mistral's named function, Anthropic's
+	// {type: tool, name}, Gemini's functionCallingConfig (mode ANY with
+	// the name allowed), Cohere v2's "REQUIRED" (any offered tool). ""
+	// lets the model choose, as do the APIs that cannot force a call
+	// (Ollama's /api/chat, Cohere v1, Maritaca). A server that refuses a
+	// forced choice answers with an error: the caller may ask again
+	// without one.
 	ToolChoice string
 	// Stream asks for a streamed answer. Providers that cannot stream
 	// still call the callback once with the whole text.

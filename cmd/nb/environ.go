@@ -51,7 +51,41 @@ var commandEnvironment = map[string][]string{
 	"specification": nil,
 	"completion":    {"NANO_BOTS_CARTRIDGES_PATH"}, // by the script, as it completes cartridges
 	"security":      {"NANO_BOTS_ENCRYPTION_PASSWORD", "NB_DOTENV"},
+
+	// The gateway's commands that only read the configuration (found by
+	// --config, NB_GATEWAY_CONFIG or the default paths, with the
+	// NANOBOT_* overrides) and the workspace's files. nb gateway, chat
+	// (agent) and channels (whose login opens the store and the network)
+	// run the assistant's bot host and keep the whole list.
+	"gateway init":            gatewayInitEnvironment,
+	"gateway onboard":         gatewayConfigEnvironment,
+	"gateway status":          gatewayConfigEnvironment,
+	"gateway cron --help":     gatewayConfigEnvironment, // nb gateway cron's own help
+	"gateway cron list":       gatewayConfigEnvironment,
+	"gateway cron add":        gatewayConfigEnvironment,
+	"gateway cron remove":     gatewayConfigEnvironment,
+	"gateway cron enable":     gatewayConfigEnvironment,
+	"gateway cron run":        gatewayConfigEnvironment, // it flags the job; the running gateway runs it
+	"gateway pair":            append(slices.Clone(gatewayConfigEnvironment), "NB_BUS"),
+	"gateway sessions":        gatewaySessionsEnvironment,
+	"gateway sessions import": gatewaySessionsEnvironment,
+	"gateway sessions export": gatewaySessionsEnvironment,
 }
+
+var (
+	// gatewayConfigEnvironment is what reading the gateway's
+	// configuration takes from the environment, with .env.
+	gatewayConfigEnvironment = []string{"NB_GATEWAY_CONFIG", "NANOBOT_*", "NB_DOTENV"}
+	// gatewayInitEnvironment: nb gateway init writes to --config or
+	// $XDG_CONFIG_HOME/nb/gateway.json (not NB_GATEWAY_CONFIG), then
+	// reads it with the overrides.
+	gatewayInitEnvironment = []string{"NANOBOT_*", "NB_DOTENV"}
+	// gatewaySessionsEnvironment adds the store (opened as nb's other
+	// commands open it) and the bus, whose name is the sessions'
+	// namespace.
+	gatewaySessionsEnvironment = append(slices.Clone(gatewayConfigEnvironment),
+		"NB_STORE", "NB_STORE_LEASE_TTL", "NANO_BOTS_ENCRYPTION_PASSWORD", "NB_BUS")
+)
 
 // environmentHelp lists the variables read by command ("" for all of
 // nb's; "nb serve" or "serve"), for help texts. A variable of "agents"

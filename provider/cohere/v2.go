@@ -25,6 +25,10 @@ var dialectV2 = openai.Dialect{
 			msg["tool_plan"] = plan
 		}
 	},
+	// tool_choice "REQUIRED" forces a call (Command R7B and newer); it
+	// names no tool, so it forces the named one when it is the only tool
+	// offered, as in the gateway's save_memory call.
+	Forcing: openai.ForceRequired,
 }
 
 func (c *Client) bodyV2(req provider.Request) (map[string]any, error) {

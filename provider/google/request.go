@@ -21,7 +21,9 @@ const DummySignature = "skip_thought_signature_validator"
 
 // Body builds the request body: the cartridge's settings verbatim (nulls
 // dropped; model and stream removed, as they are nb's options, not API
-// fields), then contents, systemInstruction and tools.
+// fields), then contents, systemInstruction and tools; a forced tool
+// choice is toolConfig.functionCallingConfig {mode: ANY,
+// allowedFunctionNames: [name]}.
 func (c *Client) Body(req provider.Request) (map[string]any, error) {
 	contents, err := Contents(req)
 	if err != nil {
@@ -57,6 +59,16 @@ func (c *Client) Body(req provider.Request) (map[string]any, error) {
 			tools = t
 		}
 		body["tools"] = append(tools, map[string]any{"functionDeclarations": FunctionDeclarations(req.Tools)})
+		if req.ToolChoice != "" {
+			// Mode ANY with the one allowed name forces its call; the
+			// rest of the settings' toolConfig (retrievalConfig) is kept.
+			tc, _ := body["toolConfig"].(map[string]any)
+			if tc == nil {
+				tc = map[string]any{}
+			}
+			tc["functionCallingConfig"] = map[string]any{"mode": "ANY", "allowedFunctionNames": []any{req.ToolChoice}}
+			body["toolConfig"] = tc
+		}
 	} else if _, ok := body["tools"]; !ok {
 		delete(body, "toolConfig")
 	}

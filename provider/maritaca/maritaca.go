@@ -141,6 +141,8 @@ var dialect = openai.Dialect{
 	FillArguments: true,
 	// The API takes text only.
 	Images: openai.NoImages,
+	// Its documentation names no way to force a tool call.
+	Forcing: openai.ForceNone,
 }
 
 // Messages maps the common conversation to chat completions messages:

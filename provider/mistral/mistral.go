@@ -77,6 +77,10 @@ var dialect = openai.Dialect{
 	// The API refuses a user message right after a tool message, so the
 	// images of a tool result are chunks of the tool message's content.
 	ToolImages: openai.ToolImagesInToolMessage,
+	// A forced call is OpenAI's named function
+	// ({"type": "function", "function": {"name": n}}), which the API
+	// documents beside "any" and "required".
+	Forcing: openai.ForceFunction,
 }
 
 // Body builds the request body: the cartridge's settings verbatim

@@ -53,6 +53,36 @@ type Dialect struct {
 	// the run of tool messages in a user message that says which call
 	// returned them.
 	ToolImages ToolImageStyle
+	// Forcing is how tool_choice forces the call Request.ToolChoice names;
+	// the zero value is OpenAI's named function.
+	Forcing Forcing
+}
+
+// Forcing is how a dialect's tool_choice forces a call of one tool.
+type Forcing int
+
+// The ways of forcing a call.
+const (
+	// ForceFunction sends {"type": "function", "function": {"name": n}}
+	// (OpenAI, Mistral).
+	ForceFunction Forcing = iota
+	// ForceRequired sends "REQUIRED": the model must call one of the
+	// offered tools (Cohere v2, whose tool_choice names no tool).
+	ForceRequired
+	// ForceNone sends nothing: the API documents no forced choice.
+	ForceNone
+)
+
+// toolChoice is the tool_choice value that forces a call of name, nil
+// when the dialect cannot force one.
+func (d Dialect) toolChoice(name string) any {
+	switch d.Forcing {
+	case ForceFunction:
+		return map[string]any{"type": "function", "function": map[string]any{"name": name}}
+	case ForceRequired:
+		return "REQUIRED"
+	}
+	return nil
 }
 
 // ImageStyle is how a Chat Completions dialect takes images.
@@ -209,8 +239,10 @@ func (d Dialect) Body(settings map[string]any, req provider.Request, toolOnly ..
 	settings["stream"] = req.Stream
 	if len(req.Tools) > 0 {
 		settings["tools"] = Tools(req.Tools)
-		if req.ToolChoice != "" && d.ID == ID { // the others' APIs spell it otherwise, if at all
-			settings["tool_choice"] = map[string]any{"type": "function", "function": map[string]any{"name": req.ToolChoice}}
+		if req.ToolChoice != "" {
+			if c := d.toolChoice(req.ToolChoice); c != nil {
+				settings["tool_choice"] = c
+			}
 		}
 	} else {
 		for _, k := range toolOnly {

@@ -94,6 +94,9 @@ func (c *ResponsesClient) Body(req provider.Request) (map[string]any, error) {
 			tools[i] = def
 		}
 		body["tools"] = tools
+		if req.ToolChoice != "" {
+			body["tool_choice"] = map[string]any{"type": "function", "name": req.ToolChoice}
+		}
 	} else {
 		delete(body, "tool_choice")
 		delete(body, "parallel_tool_calls")

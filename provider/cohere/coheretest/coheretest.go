@@ -293,6 +293,13 @@ func DecodeV2(body []byte) (providertest.Turn, error) {
 	if req.Model == "" {
 		return providertest.Turn{}, fmt.Errorf("model is required")
 	}
+	var choice struct {
+		ToolChoice json.RawMessage `json:"tool_choice"`
+	}
+	json.Unmarshal(body, &choice) //nolint:errcheck // parsed above
+	if c := string(choice.ToolChoice); c != "" && c != `"REQUIRED"` && c != `"NONE"` {
+		return providertest.Turn{}, fmt.Errorf("tool_choice must be one of REQUIRED, NONE, got %s", c)
+	}
 	return req.Turn(func(i int, m *openaitest.Message, calls map[string]string) error {
 		switch m.Role {
 		case "system", "user":

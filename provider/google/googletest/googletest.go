@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -332,6 +333,12 @@ func Decode(body []byte) (providertest.Turn, error) {
 				Name string `json:"name"`
 			} `json:"functionDeclarations"`
 		} `json:"tools"`
+		ToolConfig *struct {
+			FunctionCallingConfig *struct {
+				Mode                 string   `json:"mode"`
+				AllowedFunctionNames []string `json:"allowedFunctionNames"`
+			} `json:"functionCallingConfig"`
+		} `json:"toolConfig"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		return providertest.Turn{}, err
@@ -397,7 +404,32 @@ func Decode(body []byte) (providertest.Turn, error) {
 			t.Tools = append(t.Tools, fd.Name)
 		}
 	}
+	if tc := req.ToolConfig; tc != nil && tc.FunctionCallingConfig != nil {
+		if err := checkCalling(tc.FunctionCallingConfig.Mode, tc.FunctionCallingConfig.AllowedFunctionNames, t.Tools); err != nil {
+			return providertest.Turn{}, err
+		}
+	}
 	return t, nil
+}
+
+// checkCalling holds a functionCallingConfig to the documented rules: a
+// known mode; allowedFunctionNames only with mode ANY (or VALIDATED),
+// each the name of a declared function.
+func checkCalling(mode string, allowed, declared []string) error {
+	switch mode {
+	case "", "MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED":
+	default:
+		return fmt.Errorf("Invalid value at 'tool_config.function_calling_config.mode' (type.googleapis.com/google.ai.generativelanguage.v1beta.FunctionCallingConfig.Mode), %q", mode)
+	}
+	if len(allowed) > 0 && mode != "ANY" && mode != "VALIDATED" {
+		return fmt.Errorf("allowed_function_names may only be set when mode is ANY or VALIDATED")
+	}
+	for _, n := range allowed {
+		if !slices.Contains(declared, n) {
+			return fmt.Errorf("allowed_function_names %q does not name a declared function", n)
+		}
+	}
+	return nil
 }
 
 // token serves the OAuth 2.0 JWT-bearer grant (RFC 7523) as Google's

@@ -179,6 +179,9 @@ func Decode(body []byte) (providertest.Turn, error) {
 	if err != nil {
 		return providertest.Turn{}, err
 	}
+	if err := checkToolChoice(body, req); err != nil {
+		return providertest.Turn{}, err
+	}
 	return req.TurnWith(openaitest.ImageRules{StringURL: true, InTool: true}, func(i int, m *openaitest.Message, calls map[string]string) error {
 		if i > 0 && m.Role == "user" && req.Messages[i-1].Role == "tool" {
 			return fmt.Errorf("Unexpected role 'user' after role 'tool'")
@@ -202,6 +205,42 @@ func Decode(body []byte) (providertest.Turn, error) {
 		}
 		return nil
 	})
+}
+
+// checkToolChoice holds tool_choice to the documented forms: "auto",
+// "none", "any", "required", or {"type": "function", "function": {"name"}}
+// naming an offered tool.
+func checkToolChoice(body []byte, req *openaitest.Request) error {
+	var b struct {
+		ToolChoice json.RawMessage `json:"tool_choice"`
+	}
+	json.Unmarshal(body, &b) //nolint:errcheck // parsed before
+	if len(b.ToolChoice) == 0 || string(b.ToolChoice) == "null" {
+		return nil
+	}
+	var mode string
+	if json.Unmarshal(b.ToolChoice, &mode) == nil {
+		switch mode {
+		case "auto", "none", "any", "required":
+			return nil
+		}
+		return fmt.Errorf("tool_choice: Input should be 'auto', 'none', 'any' or 'required'")
+	}
+	var named struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(b.ToolChoice, &named); err != nil || (named.Type != "" && named.Type != "function") {
+		return fmt.Errorf("tool_choice: Input should be a valid dictionary or instance of ToolChoice")
+	}
+	for _, t := range req.Tools {
+		if t.Function.Name == named.Function.Name {
+			return nil
+		}
+	}
+	return fmt.Errorf("tool_choice: function %q is not among the tools", named.Function.Name)
 }
 
 func validID(id string) bool { return mistral.CallID(id) == id }
