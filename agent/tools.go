@@ -20,6 +20,7 @@ import (
 	"github.com/nbots/nb/script"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
+	"github.com/nbots/nb/tracing"
 )
 
 // job is one tool call of a round.
@@ -109,6 +110,9 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response) ([]tool.C
 	run := func(j *job) {
 		toolCtx, done := a.liveContext(ctx, j.call, &live)
 		defer done()
+		toolCtx, span := tracing.StartTool(toolCtx, j.call.Name, j.call.ID)
+		var runErr error
+		defer func() { tracing.EndTool(span, j.isError, runErr) }()
 		defer func() {
 			// A broken tool must not take the conversation down: its
 			// panic is its result, as an error would be.
@@ -117,6 +121,7 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response) ([]tool.C
 			}
 		}()
 		out, err := j.tool.Run(toolCtx, j.call)
+		runErr = err
 		switch r := out.(type) {
 		case *tool.Result:
 			if r != nil {

@@ -33,6 +33,7 @@ import (
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
+	"github.com/nbots/nb/tracing"
 )
 
 // Sources of token use, for the ledger and the budgets.
@@ -533,7 +534,9 @@ var thinkBlock = regexp.MustCompile(`(?s)<think>.*?</think>`)
 
 // turn runs the agent on d's session, one turn at a time per session
 // (across processes too), and publishes the answer.
-func (g *Gateway) turn(ctx context.Context, d Direct) (string, error) {
+func (g *Gateway) turn(ctx context.Context, d Direct) (_ string, err error) {
+	ctx, span := tracing.StartTurn(ctx, d.Channel)
+	defer func() { tracing.End(span, err) }()
 	sess, err := g.Sessions.Get(ctx, d.SessionKey)
 	if err != nil {
 		g.log().Error("session", "key", d.SessionKey, "error", err)

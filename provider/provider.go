@@ -259,6 +259,9 @@ type Response struct {
 	// Extra is provider-specific data to keep with the assistant message
 	// (see Message.Extra).
 	Extra map[string]any
+	// Model is the model that answered, as the API names it; "" when the
+	// API does not say.
+	Model string
 }
 
 // SetFinishReason stores the provider's finish reason and its common
@@ -362,7 +365,11 @@ func New(cfg Config) (Provider, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = ClientFor(cfg.Getenv)
 	}
-	return f(cfg)
+	p, err := f(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return traced(p, cfg), nil
 }
 
 // NewCallID invents an id for a tool call the provider sent without one.

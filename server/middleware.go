@@ -15,12 +15,15 @@ import (
 
 	"github.com/nbots/nb/catalog"
 	"github.com/nbots/nb/internal/httpguard"
+	"github.com/nbots/nb/tracing"
 )
 
 // reqInfo is what the middleware and the handlers share about one request.
 type reqInfo struct {
 	id    string
 	token *Token
+	// route is the pattern of the route that serves the request.
+	route string
 
 	mu        sync.Mutex
 	cartridge string
@@ -165,6 +168,11 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	info := &reqInfo{id: newRequestID()}
 	w := &statusWriter{ResponseWriter: rw, unread: r.Body != nil && r.Body != http.NoBody}
 	defer w.dropBody()
+	if tracing.Enabled() {
+		ctx, span := tracing.StartServer(r)
+		r = r.WithContext(ctx)
+		defer func() { tracing.EndServer(span, r.Method, info.route, w.status) }()
+	}
 	h := w.Header()
 	h.Set("X-Request-Id", info.id)
 	if len(s.opts.Tokens) == 0 {
@@ -235,6 +243,7 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		r.URL.Path, r.URL.RawPath = p, ""
 	}
 	handler, pattern := s.mux.Handler(r)
+	info.route = pattern
 	if pattern == "" {
 		s.noRoute(w, r, handler)
 		return
@@ -340,7 +349,8 @@ func (s *Server) logRequest(r *http.Request, info *reqInfo, w *statusWriter, d t
 	if e != nil && e.Status == 499 {
 		level = slog.LevelInfo
 	}
-	ctx := context.Background()
+	// The request's context carries its span: the log line names it.
+	ctx := r.Context()
 	if !s.log.Enabled(ctx, level) {
 		return
 	}

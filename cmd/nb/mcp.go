@@ -10,6 +10,7 @@ import (
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/cmd/nb/cliflag"
 	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/mcp"
 	"github.com/nbots/nb/mcp/mcpserver"
@@ -126,10 +127,23 @@ See docs/mcp.md.`)
 	yes := fs.BoolP("yes", "y", false, "run the tools that need a confirmation without asking when the client cannot be asked (no MCP elicitation); else they are denied")
 	allowTools := fs.StringSlice("allow-tool", nil, "the same for the tool `name` only (repeatable, or comma-separated)")
 	storeURL := fs.String("store", "", "the `URL` of the store of the conversations continued by a state key: "+storeFlagDoc)
+	logFormat := fs.String("log-format", "text", "text or json (every line on standard error one JSON object)")
 	fs.Old("allow-tools", "yes")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	if err := cliflag.CheckLogFormat(*logFormat); err != nil {
+		return &usageError{err.Error()}
+	}
+	if *logFormat == "json" {
+		defer a.jsonStderr()()
+	}
+	log, _ := cliflag.Logger(a.stderr(), "info", *logFormat)
+	stopTracing, err := cliflag.StartTracing(a.Getenv, Version, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	token := *tokenFlag
 	if token == "" {
@@ -149,7 +163,7 @@ See docs/mcp.md.`)
 	}
 	defer a.closeStore()
 	host := a.host()
-	srv, err := mcpserver.New(ctx, mcpserver.Config{Host: host, Paths: fs.Args(), AllowTools: *yes, AllowTool: *allowTools, Output: a.Stderr, Version: Version, AllowOrigins: splitList(*origins),
+	srv, err := mcpserver.New(ctx, mcpserver.Config{Host: host, Paths: fs.Args(), AllowTools: *yes, AllowTool: *allowTools, Output: a.stderr(), Version: Version, AllowOrigins: splitList(*origins),
 		OriginAdvice: "start nb mcp serve with --cors-origins %s to allow it"})
 	if err != nil {
 		return err
@@ -157,7 +171,7 @@ See docs/mcp.md.`)
 	defer srv.Close()
 
 	if addr == "" {
-		fmt.Fprintf(a.Stderr, "nb: serving MCP on standard input and output: %s\n", strings.Join(srv.Tools(), ", "))
+		fmt.Fprintf(a.stderr(), "nb: serving MCP on standard input and output: %s\n", strings.Join(srv.Tools(), ", "))
 		return srv.ServeStdio(ctx, a.Stdin, a.Stdout)
 	}
 	l, err := net.Listen("tcp", addr)
@@ -167,7 +181,7 @@ See docs/mcp.md.`)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", srv.Handler(token))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(a.Stderr, "nb: serving MCP on http://%s/mcp: %s\n", l.Addr(), strings.Join(srv.Tools(), ", "))
+	fmt.Fprintf(a.stderr(), "nb: serving MCP on http://%s/mcp: %s\n", l.Addr(), strings.Join(srv.Tools(), ", "))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()
 	select {

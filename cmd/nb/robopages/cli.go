@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -129,11 +128,11 @@ func Main(ctx context.Context, args []string, p Process) int {
 		}
 		var u usageError
 		if errors.As(err, &u) {
-			fmt.Fprintf(p.Stderr, "nb robopages %s: %v\n", args[0], err)
+			fmt.Fprintf(c.stderr, "nb robopages %s: %v\n", args[0], err)
 			return ExitUsage
 		}
 		if !errors.Is(err, errReported) {
-			fmt.Fprintf(p.Stderr, "nb robopages %s: %v\n", args[0], err)
+			fmt.Fprintf(c.stderr, "nb robopages %s: %v\n", args[0], err)
 		}
 		return ExitFailure
 	}
@@ -303,10 +302,22 @@ func (c *command) serve(args []string) error {
 	fs.stringVar(&token, "", "token", "", "TOKEN", "require \"Authorization: Bearer TOKEN\" on every request (default $ROBOPAGES_TOKEN)")
 	fs.boolVar(&allowRemote, "", "allow-remote", "listen on an address other machines can reach (needs --token)")
 	fs.intVar(&maxClient, "max-client-conns", pageserver.DefaultMaxClientConns, "N", "open connections one client address may hold; more are refused with 429")
+	var logFormat string
+	fs.stringVar(&logFormat, "", "log-format", "text", "FORMAT", "text or json (every line on standard error one JSON object)")
 	lim := limitFlags(fs, 0)
 	ssh := sshFlags(fs)
 	if err := fs.parse(args, c.stdout); err != nil {
 		return err
+	}
+	if err := cliflag.CheckLogFormat(logFormat); err != nil {
+		return usageError{err}
+	}
+	if logFormat == "json" {
+		// Every line on standard error is then one JSON object (the
+		// error that ends the command too: c.stderr stays so).
+		jl := cliflag.NewJSONLines(c.stderr)
+		c.stderr = jl
+		defer jl.Flush()
 	}
 	if *ssh != "" {
 		return errSSH
@@ -331,7 +342,7 @@ func (c *command) serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w; choose another --listen", addr, err)
 	}
-	log := slog.New(slog.NewTextHandler(c.stderr, nil))
+	log, _ := cliflag.Logger(c.stderr, "info", logFormat)
 	fmt.Fprintf(c.stderr, "serving %d functions of %d pages on http://%s\n", len(lib.Functions()), len(lib.Pages), ln.Addr())
 	return pageserver.Serve(c.ctx, ln, &pageserver.Server{Library: lib, Executor: ex, Token: token, Log: log}, pageserver.Limits{MaxClientConns: maxClient, ConnsAdvice: "ask for a higher --max-client-conns"})
 }
