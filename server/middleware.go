@@ -168,7 +168,8 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	info := &reqInfo{id: newRequestID()}
 	w := &statusWriter{ResponseWriter: rw, unread: r.Body != nil && r.Body != http.NoBody}
 	defer w.dropBody()
-	if tracing.Enabled() {
+	if tracing.Enabled() && r.URL.Path != "/healthz" && r.URL.Path != "/ready" {
+		// Health probes come every few seconds: they are not traced.
 		ctx, span := tracing.StartServer(r)
 		r = r.WithContext(ctx)
 		defer func() { tracing.EndServer(span, r.Method, info.route, w.status) }()
