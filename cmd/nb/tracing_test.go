@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -244,5 +247,100 @@ provider: ` + providerSection["openai"] + "\n"
 	}
 	if !strings.Contains(stderr.String(), `"msg":"nb: serving 1 cartridge of`) {
 		t.Errorf("no JSON banner in:\n%s", stderr)
+	}
+}
+
+// Every server started with --log-format json writes only JSON objects on
+// standard error, one a line, its start-up banner included.
+func TestServersLogJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts servers")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "nb")
+	if err := os.Symlink(self, bin); err != nil {
+		t.Fatal(err)
+	}
+	model := httptest.NewServer(openaitest.New(openaiBrain))
+	defer model.Close()
+	cfg := filepath.Join(dir, "gateway.json")
+	os.WriteFile(cfg, []byte(`{"agents": {"defaults": {"model": "m", "provider": "custom", "workspace": "`+filepath.Join(dir, "ws")+`"}},
+  "providers": {"custom": {"apiBase": "`+model.URL+`", "apiKey": "k"}}, "gateway": {"heartbeat": {"enabled": false}}}`), 0o600)
+	pages := filepath.Join(dir, "pages")
+	os.MkdirAll(pages, 0o755)
+	os.WriteFile(filepath.Join(pages, "p.yml"), []byte("description: d\nfunctions:\n  hello:\n    description: d\n    parameters: {}\n    cmdline: [echo, hello]\n"), 0o644)
+	cart := filepath.Join(dir, "echo.yml")
+	os.WriteFile(cart, []byte("meta: {name: Echo, author: tests, version: 1.0.0}\nprovider: "+providerSection["openai"]+"\n"), 0o644)
+
+	for _, c := range []struct {
+		name   string
+		args   []string
+		probe  string // path asked once the server is up
+		banner string // in the banner's msg
+	}{
+		{"gateway", []string{"gateway", "--config", cfg, "--listen", "ADDR", "--log-format", "json"}, "/health", ""},
+		{"robopages", []string{"robopages", "serve", "-P", pages, "--listen", "ADDR", "--lazy", "--log-format", "json"}, "/", "serving 1 functions of 1 pages"},
+		{"mcp", []string{"mcp", "serve", "--listen", "ADDR", "--log-format", "json", cart}, "/mcp", "nb: serving MCP on http://"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := ln.Addr().String()
+			ln.Close()
+			args := slices.Clone(c.args)
+			args[slices.Index(args, "ADDR")] = addr
+			cmd := exec.Command(bin, args...)
+			home := filepath.Join(dir, c.name)
+			cmd.Env = []string{"HOME=" + home, "XDG_STATE_HOME=" + filepath.Join(home, "state"), "PATH=" + os.Getenv("PATH"), "NB_DOTENV=0",
+				"OPENAI_API_ADDRESS=" + model.URL, "OPENAI_API_KEY=k"}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { cmd.Process.Kill(); cmd.Wait() }() //nolint:errcheck // may have exited
+			up := false
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if resp, err := http.Get("http://" + addr + c.probe); err == nil {
+					resp.Body.Close()
+					up = true
+					break
+				}
+			}
+			if !up {
+				t.Fatalf("%s did not start:\n%s", c.name, stderr.String())
+			}
+			cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // checked by the wait
+			if err := waitExit(cmd, 20*time.Second); err != nil {
+				t.Fatalf("%v\n%s", err, stderr.String())
+			}
+			out := strings.TrimSpace(stderr.String())
+			if out == "" {
+				t.Fatal("nothing on stderr")
+			}
+			sawBanner := c.banner == ""
+			for _, line := range strings.Split(out, "\n") {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(line), &m); err != nil {
+					t.Errorf("not a JSON object: %q", line)
+					continue
+				}
+				if m["time"] == nil || m["level"] == nil || m["msg"] == nil {
+					t.Errorf("line without time, level, msg: %q", line)
+				}
+				if s, _ := m["msg"].(string); c.banner != "" && strings.Contains(s, c.banner) {
+					sawBanner = true
+				}
+			}
+			if !sawBanner {
+				t.Errorf("no banner %q in:\n%s", c.banner, out)
+			}
+		})
 	}
 }
