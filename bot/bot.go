@@ -98,7 +98,7 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 	b := &Bot{
 		Cartridge: c,
 		host:      h,
-		provider:  provider.WithRetry(prov, policy),
+		provider:  provider.WithRetry(provider.Traced(prov, cfg), policy),
 		tools:     &tool.Set{},
 		store:     h.StateStore(c),
 		budget:    agent.Budget(c, h.historyBudget()),

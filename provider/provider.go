@@ -365,11 +365,7 @@ func New(cfg Config) (Provider, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = ClientFor(cfg.Getenv)
 	}
-	p, err := f(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return traced(p, cfg), nil
+	return f(cfg)
 }
 
 // NewCallID invents an id for a tool call the provider sent without one.

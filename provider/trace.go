@@ -13,8 +13,10 @@ type tracedProvider struct {
 	model string
 }
 
-// traced wraps p so that each Complete is a span, when tracing is on.
-func traced(p Provider, cfg Config) Provider {
+// Traced wraps p, built from cfg, so that each Complete is a span when
+// tracing is on (see tracing.StartChat). The wrapper hides p's other
+// methods: wrap last but for retries.
+func Traced(p Provider, cfg Config) Provider {
 	model, _ := cfg.Settings["model"].(string)
 	if model == "" {
 		model, _ = cfg.Options["model"].(string) // Google's
