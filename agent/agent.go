@@ -24,6 +24,7 @@ import (
 	"github.com/nbots/nb/script"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
+	"github.com/nbots/nb/tracing"
 )
 
 // EventKind tells what an Event carries.
@@ -387,7 +388,22 @@ const (
 // the model's rounds until it answers; when Check has a complaint about
 // the answer, the model answers once more.
 func (a *Agent) Ask(ctx context.Context, input string, images ...media.Image) (*Result, error) {
-	return a.session(func() (*Result, error) { return a.askChecked(ctx, input, images) })
+	ctx, span := a.startSpan(ctx)
+	res, err := a.session(func() (*Result, error) { return a.askChecked(ctx, input, images) })
+	tracing.End(span, err)
+	return res, err
+}
+
+// startSpan starts the span of an exchange (see tracing.StartAgent).
+func (a *Agent) startSpan(ctx context.Context) (context.Context, tracing.Span) {
+	if !tracing.Enabled() {
+		return ctx, tracing.NoSpan()
+	}
+	name := a.Cartridge.Meta().Name
+	if name == "" {
+		name = "nb"
+	}
+	return tracing.StartAgent(ctx, name)
 }
 
 // session brackets an exchange's events with SessionStart and
@@ -470,16 +486,21 @@ func (a *Agent) drainSteering(message string) string {
 // conversation as it is, without a new user message: a client that ran the Pending calls of the last
 // exchange has recorded their results.
 func (a *Agent) Continue(ctx context.Context) (*Result, error) {
-	return a.session(func() (*Result, error) { return a.converse(ctx, a.Cartridge.Behavior("interaction")) })
+	ctx, span := a.startSpan(ctx)
+	res, err := a.session(func() (*Result, error) { return a.converse(ctx, a.Cartridge.Behavior("interaction")) })
+	tracing.End(span, err)
+	return res, err
 }
 
 // Boot runs the boot exchange (REPL start): behaviors.boot's instruction
 // is the user message. It does nothing when there is no boot instruction.
-func (a *Agent) Boot(ctx context.Context) (*Result, error) {
+func (a *Agent) Boot(ctx context.Context) (_ *Result, err error) {
 	b := a.Cartridge.Behavior("boot")
 	if strings.TrimSpace(b.Instruction) == "" {
 		return nil, nil
 	}
+	ctx, span := a.startSpan(ctx)
+	defer func() { tracing.End(span, err) }()
 	return a.session(func() (*Result, error) {
 		instr := b.Instruction
 		ev := state.Event{At: state.Now(), Who: state.RoleUser, Mode: string(a.Mode), Input: &instr, Message: instr}

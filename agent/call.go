@@ -9,6 +9,7 @@ import (
 	"github.com/nbots/nb/cartridge"
 	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/tool"
+	"github.com/nbots/nb/tracing"
 )
 
 // callTool runs one call outside a provider's tool round (a ReAct
@@ -63,7 +64,11 @@ func (a *Agent) callTool(ctx context.Context, call tool.Call) (string, bool, err
 		var live sync.Mutex
 		toolCtx, done := a.liveContext(ctx, call, &live)
 		defer done()
+		toolCtx, span := tracing.StartTool(toolCtx, call.Name, call.ID)
+		var runErr error
+		defer func() { tracing.EndTool(span, j.isError, runErr) }()
 		out, err := t.Run(toolCtx, call)
+		runErr = err
 		switch r := out.(type) {
 		case *tool.Result:
 			if r != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/nbots/nb/script"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
+	"github.com/nbots/nb/tracing"
 )
 
 // job is one tool call of a round.
@@ -112,6 +113,9 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response) ([]tool.C
 		defer metric.ToolDone(j.call.Name, time.Now(), &j.isError)
 		toolCtx, done := a.liveContext(ctx, j.call, &live)
 		defer done()
+		toolCtx, span := tracing.StartTool(toolCtx, j.call.Name, j.call.ID)
+		var runErr error
+		defer func() { tracing.EndTool(span, j.isError, runErr) }()
 		defer func() {
 			// A broken tool must not take the conversation down: its
 			// panic is its result, as an error would be.
@@ -120,6 +124,7 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response) ([]tool.C
 			}
 		}()
 		out, err := j.tool.Run(toolCtx, j.call)
+		runErr = err
 		switch r := out.(type) {
 		case *tool.Result:
 			if r != nil {

@@ -44,9 +44,10 @@ type Bot struct {
 
 	host     Host
 	provider provider.Provider
-	// config and retry made provider; models are the providers of the
-	// other models managed sub-agents were given (providerFor).
+	// config, labels and retry made provider; models are the providers
+	// of the other models managed sub-agents were given (providerFor).
 	config  provider.Config
+	labels  metric.ProviderLabels
 	retry   provider.RetryPolicy
 	models  map[string]provider.Provider
 	tools   *tool.Set
@@ -106,12 +107,12 @@ func New(ctx context.Context, c *cartridge.Cartridge, h Host) (*Bot, error) {
 	if ml.Model == "" {
 		ml.Model = p.Model()
 	}
-	prov = metric.WrapProvider(prov, ml)
 	policy.OnRetry = metric.OnRetry(policy.OnRetry, p.ID, ml.Cartridge)
 	b := &Bot{
 		Cartridge: c,
 		host:      h,
-		provider:  provider.WithRetry(prov, policy),
+		provider:  instrumented(prov, cfg, ml, policy),
+		labels:    ml,
 		config:    cfg,
 		retry:     policy,
 		tools:     &tool.Set{},
@@ -619,8 +620,16 @@ func (b *Bot) providerFor(model string) (provider.Provider, error) {
 	if b.models == nil {
 		b.models = map[string]provider.Provider{}
 	}
-	b.models[model] = provider.WithRetry(p, b.retry)
+	ml := b.labels
+	ml.Model = model
+	b.models[model] = instrumented(p, cfg, ml, b.retry)
 	return b.models[model], nil
+}
+
+// instrumented is every provider a bot calls (the cartridge's, and the
+// model a sub-agent is given): counted in nb's metrics, traced, retried.
+func instrumented(p provider.Provider, cfg provider.Config, ml metric.ProviderLabels, policy provider.RetryPolicy) provider.Provider {
+	return provider.WithRetry(provider.Traced(metric.WrapProvider(p, ml), cfg), policy)
 }
 
 // StateStore keeps the bot's conversations.

@@ -34,6 +34,7 @@ import (
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
+	"github.com/nbots/nb/tracing"
 )
 
 // Sources of token use, for the ledger and the budgets.
@@ -538,6 +539,8 @@ var thinkBlock = regexp.MustCompile(`(?s)<think>.*?</think>`)
 func (g *Gateway) turn(ctx context.Context, d Direct) (_ string, err error) {
 	end := metric.Turn(d.Channel, d.Source)
 	defer func() { end(err) }()
+	ctx, span := tracing.StartTurn(ctx, d.Channel)
+	defer func() { tracing.End(span, err) }()
 	sess, err := g.Sessions.Get(ctx, d.SessionKey)
 	if err != nil {
 		g.log().Error("session", "key", d.SessionKey, "error", err)

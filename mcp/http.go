@@ -8,27 +8,30 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/tracing"
 )
 
 // httpTransport returns the transport for a remote server: kind "sse"
 // is the legacy HTTP+SSE transport, anything else streamable HTTP. The
 // cartridge's headers go on every request to the server's own scheme and
-// host, and on no other: a redirect elsewhere does not carry them.
+// host, and on no other: a redirect elsewhere does not carry them. Each
+// request carries the W3C traceparent of its call when tracing is on.
 func (c *Clients) httpTransport(cfg cartridge.MCPServer, kind string) sdk.Transport {
 	base := c.cfg.HTTPClient
 	if base == nil {
 		base = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
-	client := base
-	if len(cfg.Headers) > 0 {
-		rt := base.Transport
-		if rt == nil {
-			rt = http.DefaultTransport
-		}
-		copied := *base
-		copied.Transport = &headerTransport{base: rt, headers: cfg.Headers, origin: origin(cfg.URL)}
-		client = &copied
+	rt := base.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
 	}
+	if len(cfg.Headers) > 0 {
+		rt = &headerTransport{base: rt, headers: cfg.Headers, origin: origin(cfg.URL)}
+	}
+	// Requests carry the trace context of the call that sent them.
+	copied := *base
+	copied.Transport = tracing.Transport(rt)
+	client := &copied
 	if kind == "sse" {
 		return &sdk.SSEClientTransport{Endpoint: cfg.URL, HTTPClient: client}
 	}

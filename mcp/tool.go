@@ -15,6 +15,7 @@ import (
 
 	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/tool"
+	"github.com/nbots/nb/tracing"
 )
 
 // Tool is one tool of an MCP server, offered to the model as
@@ -42,8 +43,10 @@ var errTimeout = errors.New("timeout")
 // call could not be made or answered (timeout, a server that exited).
 // The call may take the server's timeout, counted again from each
 // progress notification the server sends.
-func (t *Tool) Run(ctx context.Context, call tool.Call) (any, error) {
+func (t *Tool) Run(ctx context.Context, call tool.Call) (_ any, err error) {
 	s := t.server
+	ctx, span := tracing.StartMCP(ctx, "tools/call", t.remote, s.cfg.Name)
+	defer func() { tracing.End(span, err) }()
 	sess, err := s.session(ctx)
 	if err != nil {
 		return nil, err
@@ -67,6 +70,10 @@ func (t *Tool) Run(ctx context.Context, call tool.Call) (any, error) {
 	}
 	params := &mcpsdk.CallToolParams{Name: t.remote, Arguments: args}
 	params.SetProgressToken(token)
+	if tp := tracing.TraceParent(ctx); tp != "" {
+		// MCP's convention for trace context, whatever the transport.
+		params.Meta["traceparent"] = tp
+	}
 	res, err := sess.CallTool(ctx, params)
 	if err != nil {
 		switch {

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/net/http/httpproxy"
 
 	"github.com/nbots/nb/netguard"
+	"github.com/nbots/nb/tracing"
 )
 
 // clientKey is the proxy configuration a shared client was built for.
@@ -141,6 +142,7 @@ func Send(ctx context.Context, r HTTPRequest) (io.ReadCloser, *http.Response, er
 	for k, v := range r.Headers {
 		req.Header.Set(k, v)
 	}
+	tracing.Inject(ctx, req.Header)
 	// The connection must be up within Connect.
 	w.start(limits.Connect, expired(LimitConnect, limits.Connect, false))
 	resp, err := client.Do(req)

@@ -262,6 +262,9 @@ type Response struct {
 	// Extra is provider-specific data to keep with the assistant message
 	// (see Message.Extra).
 	Extra map[string]any
+	// Model is the model that answered, as the API names it; "" when the
+	// API does not say.
+	Model string
 }
 
 // SetFinishReason stores the provider's finish reason and its common

@@ -16,15 +16,15 @@ import (
 	"github.com/nbots/nb/catalog"
 	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/internal/metric"
+	"github.com/nbots/nb/tracing"
 )
 
 // reqInfo is what the middleware and the handlers share about one request.
 type reqInfo struct {
-	id    string
-	token *Token
-
+	id        string
+	token     *Token
 	mu        sync.Mutex
-	route     string // the pattern the mux matched, for metrics
+	route     string // the pattern the mux matched, for metrics and traces
 	cartridge string
 	quiet     bool
 	err       *Error
@@ -167,6 +167,17 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	info := &reqInfo{id: newRequestID()}
 	w := &statusWriter{ResponseWriter: rw, unread: r.Body != nil && r.Body != http.NoBody}
 	defer w.dropBody()
+	if tracing.Enabled() && r.URL.Path != "/healthz" && r.URL.Path != "/ready" {
+		// Health probes come every few seconds: they are not traced.
+		ctx, span := tracing.StartServer(r)
+		r = r.WithContext(ctx)
+		defer func() {
+			info.mu.Lock()
+			route := info.route
+			info.mu.Unlock()
+			tracing.EndServer(span, r.Method, route, w.status)
+		}()
+	}
 	h := w.Header()
 	h.Set("X-Request-Id", info.id)
 	if s.opts.Control != nil && (r.URL.Path == "/control" || strings.HasPrefix(r.URL.Path, "/control/")) {
@@ -245,13 +256,13 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		r.URL.Path, r.URL.RawPath = p, ""
 	}
 	handler, pattern := s.mux.Handler(r)
+	info.mu.Lock()
+	info.route = pattern
+	info.mu.Unlock()
 	if pattern == "" {
 		s.noRoute(w, r, handler)
 		return
 	}
-	info.mu.Lock()
-	info.route = pattern
-	info.mu.Unlock()
 	s.mux.ServeHTTP(w, r) // sets the path's values, which Handler does not
 }
 
@@ -354,7 +365,8 @@ func (s *Server) logRequest(r *http.Request, info *reqInfo, w *statusWriter, d t
 	if e != nil && e.Status == 499 {
 		level = slog.LevelInfo
 	}
-	ctx := context.Background()
+	// The request's context carries its span: the log line names it.
+	ctx := r.Context()
 	if !s.log.Enabled(ctx, level) {
 		return
 	}

@@ -68,6 +68,25 @@ type App struct {
 	// signals is the handler of SIGINT and SIGTERM Main installed (nil
 	// in tests: nothing is cancelled).
 	signals *signals
+	// logOut, when set, takes what would go to Stderr as lines of text
+	// (a server's --log-format json: see cliflag.JSONLines).
+	logOut *cliflag.JSONLines
+}
+
+// stderr is where messages go: Stderr, or the JSON lines of a server
+// logging in JSON.
+func (a *App) stderr() io.Writer {
+	if a.logOut != nil {
+		return a.logOut
+	}
+	return a.Stderr
+}
+
+// jsonStderr turns standard error into JSON lines for the rest of the
+// command (--log-format json); flush writes a last unfinished line.
+func (a *App) jsonStderr() (flush func()) {
+	a.logOut = cliflag.NewJSONLines(a.Stderr)
+	return a.logOut.Flush
 }
 
 // Getenv returns a variable of the environment, "" when unset.
@@ -177,7 +196,7 @@ func (a *App) report(err error) int {
 	if errors.Is(err, cliflag.ErrHelp) {
 		return exitOK
 	}
-	fmt.Fprintln(a.Stderr, "nb: "+err.Error())
+	fmt.Fprintln(a.stderr(), "nb: "+err.Error())
 	var ue *usageError
 	var fe *cliflag.UsageError
 	if errors.As(err, &ue) || errors.As(err, &fe) {
@@ -462,7 +481,7 @@ func (a *App) host() bot.Host {
 		AllowMCP:             true,
 		FennelCacheDir:       a.fennelCacheDir(),
 		Robopages:            a.robopageExecutor(),
-		Warn:                 func(msg string) { fmt.Fprintln(a.Stderr, "nb: warning: "+msg) },
+		Warn:                 func(msg string) { fmt.Fprintln(a.stderr(), "nb: warning: "+msg) },
 		Store:                a.sharedStore(),
 		Builtins:             builtin.Options{RequireSandbox: a.requireSandbox, RequireAdvice: unsandboxedAdvice},
 	}

@@ -42,6 +42,8 @@ var environment = []envVar{
 	{"CLICOLOR_FORCE", "", "colours even when output is not a terminal"},
 	{"TERM", "repl", "dumb, or unset, makes the REPL read plain lines"},
 	{"HTTPS_PROXY, HTTP_PROXY, NO_PROXY", "", "the proxy of providers' requests"},
+	{"OTEL_*", "serve, gateway, mcp serve", "OpenTelemetry tracing over OTLP/HTTP: OTEL_EXPORTER_OTLP_ENDPOINT (off when unset), OTEL_EXPORTER_OTLP_HEADERS, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER and _ARG (docs/observability.md)"},
+	{"NB_TRACE_CONTENT", "serve, gateway, mcp serve", "1 records messages' contents in the traces' spans (off by default)"},
 }
 
 // commandEnvironment narrows the variables of the commands that read

@@ -33,7 +33,7 @@ func (a *App) gatewayCommand(args []string) int {
 // options of the environment, and what --yes and --allow-tool approved.
 func (a *App) gatewayProcess() gatewaycmd.Process {
 	p := gatewaycmd.Process{
-		Environ: a.Environ, Stdout: a.Stdout, Stderr: a.Stderr, Flags: a.flags, Approval: a.approve.Clone(), Restart: a.reexec,
+		Environ: a.Environ, Stdout: a.Stdout, Stderr: a.Stderr, Flags: a.flags, Approval: a.approve.Clone(), Restart: a.reexec, Version: Version,
 		Host: func(st state.Store, requireSandbox bool) bot.Host {
 			a.requireSandbox = requireSandbox
 			h := a.host()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/cartridge"
+	"github.com/nbots/nb/cmd/nb/cliflag"
 	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/mcp"
@@ -128,10 +129,23 @@ See docs/mcp.md.`)
 	allowTools := fs.StringSlice("allow-tool", nil, "the same for the tool `name` only (repeatable, or comma-separated)")
 	storeURL := fs.String("store", "", "the `URL` of the store of the conversations continued by a state key: "+storeFlagDoc)
 	metricsAddr := fs.String("metrics-listen", "", "with --listen, serve GET /metrics on its own `host:port` instead of beside /mcp (beyond loopback it needs a token too)")
+	logFormat := fs.String("log-format", "text", "text or json (every line on standard error one JSON object)")
 	fs.Old("allow-tools", "yes")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	if err := cliflag.CheckLogFormat(*logFormat); err != nil {
+		return &usageError{err.Error()}
+	}
+	if *logFormat == "json" {
+		defer a.jsonStderr()()
+	}
+	log, _ := cliflag.Logger(a.stderr(), "info", *logFormat)
+	stopTracing, err := cliflag.StartTracing(a.Getenv, Version, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	token := *tokenFlag
 	if token == "" {
@@ -151,7 +165,7 @@ See docs/mcp.md.`)
 	}
 	defer a.closeStore()
 	host := a.host()
-	srv, err := mcpserver.New(ctx, mcpserver.Config{Host: host, Paths: fs.Args(), AllowTools: *yes, AllowTool: *allowTools, Output: a.Stderr, Version: Version, AllowOrigins: splitList(*origins),
+	srv, err := mcpserver.New(ctx, mcpserver.Config{Host: host, Paths: fs.Args(), AllowTools: *yes, AllowTool: *allowTools, Output: a.stderr(), Version: Version, AllowOrigins: splitList(*origins),
 		OriginAdvice: "start nb mcp serve with --cors-origins %s to allow it"})
 	if err != nil {
 		return err
@@ -159,7 +173,7 @@ See docs/mcp.md.`)
 	defer srv.Close()
 
 	if addr == "" {
-		fmt.Fprintf(a.Stderr, "nb: serving MCP on standard input and output: %s\n", strings.Join(srv.Tools(), ", "))
+		fmt.Fprintf(a.stderr(), "nb: serving MCP on standard input and output: %s\n", strings.Join(srv.Tools(), ", "))
 		return srv.ServeStdio(ctx, a.Stdin, a.Stdout)
 	}
 	l, err := net.Listen("tcp", addr)
@@ -171,12 +185,12 @@ See docs/mcp.md.`)
 	metric.Up(metric.MCP)
 	if *metricsAddr == "" {
 		mux.Handle("GET /metrics", metric.Guard(metric.Secret(token), metric.Handler()))
-	} else if _, err := metric.Listen(ctx, *metricsAddr, metric.Secret(token), func(err error) { fmt.Fprintf(a.Stderr, "nb: metrics listener: %v\n", err) }); err != nil {
+	} else if _, err := metric.Listen(ctx, *metricsAddr, metric.Secret(token), func(err error) { fmt.Fprintf(a.stderr(), "nb: metrics listener: %v\n", err) }); err != nil {
 		l.Close()
 		return err
 	}
 	hs := &http.Server{Handler: metric.Middleware(metric.MCP, mux), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(a.Stderr, "nb: serving MCP on http://%s/mcp: %s\n", l.Addr(), strings.Join(srv.Tools(), ", "))
+	fmt.Fprintf(a.stderr(), "nb: serving MCP on http://%s/mcp: %s\n", l.Addr(), strings.Join(srv.Tools(), ", "))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()
 	select {

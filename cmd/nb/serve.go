@@ -123,10 +123,19 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	if err != nil {
 		return &usageError{"--rate: " + err.Error()}
 	}
-	log, err := cliflag.Logger(a.Stderr, *logLevel, *logFormat)
+	if *logFormat == "json" {
+		// Every line on standard error is then one JSON object.
+		defer a.jsonStderr()()
+	}
+	log, err := cliflag.Logger(a.stderr(), *logLevel, *logFormat)
 	if err != nil {
 		return &usageError{err.Error()}
 	}
+	stopTracing, err := cliflag.StartTracing(a.Getenv, Version, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	var tokens []*server.Token
 	if *tokensFile != "" {
@@ -248,7 +257,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	}
 	log.Info("serving", "cartridges", len(models), "failed", broken, "folders", strings.Join(dirs, ":"),
 		"listen", strings.Join(addrs, " "), "tokens", len(tokens), "store", a.storeName())
-	fmt.Fprintf(a.Stderr, "nb: serving %s on %s (Ctrl-C stops)\n", served(models, dirs), strings.Join(addrs, " and "))
+	fmt.Fprintf(a.stderr(), "nb: serving %s on %s (Ctrl-C stops)\n", served(models, dirs), strings.Join(addrs, " and "))
 	// The server runs in the group of the shared store's heartbeat: a
 	// failure of either stops the other, and serve returns once both
 	// have (the server's own errors as they are: it names its parts).

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nbots/nb/pipeline"
 	"github.com/nbots/nb/pipeline/runstore"
+	"github.com/nbots/nb/tracing"
 )
 
 // DefaultMaxNodeVisits is the per-node visit cap when neither the node
@@ -776,6 +777,14 @@ func (r *run) backoff(ctx context.Context, s *Stage, p RetryPolicy, attempt, ind
 
 // execute runs one attempt; a panic fails it (§4.12).
 func (r *run) execute(ctx context.Context, h Handler, s *Stage) (o Outcome, err error) {
+	ctx, span := tracing.StartNode(ctx, s.Graph.Name, s.Node.ID, s.Type)
+	defer func() {
+		failed := err
+		if failed == nil && o.Status == Fail {
+			failed = errors.New(o.FailureReason)
+		}
+		tracing.End(span, failed)
+	}()
 	defer func() {
 		if p := recover(); p != nil {
 			o, err = Outcome{Status: Fail, FailureReason: fmt.Sprintf("handler of node %s panicked (an nb bug, please report it): %v", s.Node.ID, p)}, nil

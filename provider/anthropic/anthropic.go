@@ -407,7 +407,8 @@ type event struct {
 	Type    string `json:"type"`
 	Index   int    `json:"index"`
 	Message *struct {
-		Usage usage `json:"usage"`
+		Model string `json:"model"`
+		Usage usage  `json:"usage"`
 	} `json:"message"`
 	ContentBlock *block `json:"content_block"`
 	Delta        struct {
@@ -466,6 +467,7 @@ func decodeStream(ctx context.Context, body io.Reader, onEvent func(provider.Eve
 		case "message_start":
 			if e.Message != nil {
 				resp.Usage = e.Message.Usage.common()
+				resp.Model = e.Message.Model
 			}
 		case "content_block_start":
 			if e.ContentBlock == nil {
@@ -626,6 +628,7 @@ func finish(resp *provider.Response, content []block) {
 
 type whole struct {
 	Type       string  `json:"type"`
+	Model      string  `json:"model"`
 	Content    []block `json:"content"`
 	StopReason string  `json:"stop_reason"`
 	Usage      usage   `json:"usage"`
@@ -644,7 +647,7 @@ func decodeWhole(ctx context.Context, body io.Reader) (*provider.Response, error
 		msg, code := provider.ParseErrorBody(data)
 		return nil, &provider.Error{Provider: ID, Message: msg, Code: code}
 	}
-	resp := &provider.Response{Usage: w.Usage.common()}
+	resp := &provider.Response{Usage: w.Usage.common(), Model: w.Model}
 	var text, reasoning strings.Builder
 	for _, b := range w.Content {
 		switch b.Type {

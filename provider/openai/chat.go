@@ -506,6 +506,7 @@ func (u *usage) common() provider.Usage {
 }
 
 type chunk struct {
+	Model   string `json:"model"`
 	Choices []struct {
 		Delta        message `json:"delta"`
 		FinishReason *string `json:"finish_reason"`
@@ -557,6 +558,9 @@ func (d Dialect) DecodeStream(ctx context.Context, body io.Reader, onEvent func(
 		}
 		if ch.Usage != nil {
 			resp.Usage = ch.Usage.common()
+		}
+		if ch.Model != "" {
+			resp.Model = ch.Model
 		}
 		for i := range ch.Choices {
 			choice := &ch.Choices[i]
@@ -655,6 +659,7 @@ func (d Dialect) finish(calls []indexedCall) []provider.ToolCall {
 }
 
 type whole struct {
+	Model   string `json:"model"`
 	Choices []struct {
 		Message      message `json:"message"`
 		FinishReason string  `json:"finish_reason"`
@@ -679,7 +684,7 @@ func (d Dialect) DecodeWhole(ctx context.Context, body io.Reader) (*provider.Res
 		}
 		return nil, &provider.Error{Provider: d.ID, Message: msg}
 	}
-	resp := &provider.Response{}
+	resp := &provider.Response{Model: w.Model}
 	m := &w.Choices[0].Message
 	visible, thought := provider.SplitThink(m.Content.text)
 	resp.Text = visible

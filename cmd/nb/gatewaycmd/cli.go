@@ -51,6 +51,8 @@ type Process struct {
 	// Restart, when set, starts nb gateway again after the owner's
 	// /restart stopped it (cmd/nb replaces the process); nil ends it.
 	Restart func() error
+	// Version is nb's version (the spans' service.version).
+	Version string
 }
 
 // Exit statuses of Main besides 0: a failure, a mistake on the command
@@ -66,7 +68,7 @@ const (
 // Main runs `nb gateway` with args (what follows "gateway") until ctx
 // ends, and returns the exit status.
 func Main(ctx context.Context, args []string, p Process) int {
-	cl := &cli{environ: p.Environ, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, newFlags: p.Flags, newHost: p.Host, dialStore: p.OpenStore, approval: p.Approval, restart: p.Restart}
+	cl := &cli{environ: p.Environ, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, newFlags: p.Flags, newHost: p.Host, dialStore: p.OpenStore, approval: p.Approval, restart: p.Restart, version: p.Version}
 	return cl.report(ctx, cl.run(ctx, args))
 }
 
@@ -75,6 +77,7 @@ type cli struct {
 	environ        []string
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	version        string
 	newFlags       func(name, usage, about string) *cliflag.Set
 	newHost        func(store state.Store, requireSandbox bool) bot.Host
 	dialStore      func(ctx context.Context, url string) (*storeurl.Store, error)
@@ -174,7 +177,11 @@ func (cl *cli) host() bot.Host {
 		st = cl.store.Store
 	}
 	if cl.newHost != nil {
-		return cl.newHost(st, cl.requireSandbox)
+		h := cl.newHost(st, cl.requireSandbox)
+		// Warnings go where this command's messages go (JSON lines
+		// under --log-format json).
+		h.Warn = func(msg string) { fmt.Fprintln(cl.stderr, "nb: warning: "+msg) }
+		return h
 	}
 	return bot.Host{Environ: cl.environ, AllowHostCredentials: true, AllowMCP: true, Store: st,
 		Warn:     func(msg string) { fmt.Fprintln(cl.stderr, "nb: warning: "+msg) },

@@ -133,6 +133,7 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 	listen := fs.String("listen", "", "`host:port` of the web chat and /health (default: gateway.host and gateway.port, 127.0.0.1:18790)")
 	portFlag := fs.IntP("port", "p", 0, "the `port` of the web chat and /health, on gateway.host (nanobot's flag; --listen wins)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text or json (every line on standard error one JSON object)")
 	verbose := fs.BoolP("verbose", "v", false, "log at debug level (nanobot's flag; --log-level=debug)")
 	busURL := fs.String("bus", "", "the `URL` of the bus replicas share, nats://… (default: NB_BUS, gateway.bus, else in-process; docs/scale-out.md)")
 	storeURL := fs.String("store", "", "the `URL` of the conversation store: "+cliflag.StoreDoc)
@@ -141,6 +142,15 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 	unsandboxed := fs.Bool("allow-unsandboxed-exec", false, "let exec with sandbox: auto run commands without a sandbox where bubblewrap cannot run (by default they are refused)")
 	if help, err := fs.ParseOnly(args); help || err != nil {
 		return err
+	}
+	if err := cliflag.CheckLogFormat(*logFormat); err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	if *logFormat == "json" {
+		// Every line on standard error is then one JSON object.
+		jl := cliflag.NewJSONLines(cl.stderr)
+		cl.stderr = jl
+		defer jl.Flush()
 	}
 	cl.requireSandbox = !*unsandboxed
 	if err := cl.openStore(ctx, *storeURL); err != nil {
@@ -153,10 +163,15 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 	if *portFlag < 0 || *portFlag > 65535 {
 		return &usageError{msg: fmt.Sprintf("nb gateway: --port %d: not a port (1-65535)", *portFlag)}
 	}
-	log, err := cliflag.Logger(cl.stderr, *logLevel, "text")
+	log, err := cliflag.Logger(cl.stderr, *logLevel, *logFormat)
 	if err != nil {
-		return &usageError{err.Error()}
+		return &usageError{msg: err.Error()}
 	}
+	stopTracing, err := cliflag.StartTracing(cl.getenv, cl.version, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	if cl.getenv("GOGC") == "" && cl.getenv("GOMEMLIMIT") == "" {
 		// The collector runs when the heap has grown by half of what was
 		// live after the last collection (Go's default: all of it). A

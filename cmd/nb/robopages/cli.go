@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -130,11 +129,11 @@ func Main(ctx context.Context, args []string, p Process) int {
 		}
 		var u usageError
 		if errors.As(err, &u) {
-			fmt.Fprintf(p.Stderr, "nb robopages %s: %v\n", args[0], err)
+			fmt.Fprintf(c.stderr, "nb robopages %s: %v\n", args[0], err)
 			return ExitUsage
 		}
 		if !errors.Is(err, errReported) {
-			fmt.Fprintf(p.Stderr, "nb robopages %s: %v\n", args[0], err)
+			fmt.Fprintf(c.stderr, "nb robopages %s: %v\n", args[0], err)
 		}
 		return ExitFailure
 	}
@@ -306,10 +305,22 @@ func (c *command) serve(args []string) error {
 	var metricsAddr string
 	fs.stringVar(&metricsAddr, "", "metrics-listen", "", "HOST:PORT", "serve GET /metrics on its own address instead of the API's (beyond loopback it needs --token)")
 	fs.intVar(&maxClient, "max-client-conns", pageserver.DefaultMaxClientConns, "N", "open connections one client address may hold; more are refused with 429")
+	var logFormat string
+	fs.stringVar(&logFormat, "", "log-format", "text", "FORMAT", "text or json (every line on standard error one JSON object)")
 	lim := limitFlags(fs, 0)
 	ssh := sshFlags(fs)
 	if err := fs.parse(args, c.stdout); err != nil {
 		return err
+	}
+	if err := cliflag.CheckLogFormat(logFormat); err != nil {
+		return usageError{err}
+	}
+	if logFormat == "json" {
+		// Every line on standard error is then one JSON object (the
+		// error that ends the command too: c.stderr stays so).
+		jl := cliflag.NewJSONLines(c.stderr)
+		c.stderr = jl
+		defer jl.Flush()
 	}
 	if *ssh != "" {
 		return errSSH
@@ -334,7 +345,7 @@ func (c *command) serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w; choose another --listen", addr, err)
 	}
-	log := slog.New(slog.NewTextHandler(c.stderr, nil))
+	log, _ := cliflag.Logger(c.stderr, "info", logFormat)
 	metric.Up(metric.Robopages)
 	if metricsAddr != "" {
 		if _, err := metric.Listen(c.ctx, metricsAddr, metric.Secret(token), func(err error) { log.Error("metrics listener", "error", err) }); err != nil {

@@ -1,0 +1,38 @@
+package cliflag
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel"
+
+	"github.com/nbots/nb/tracing"
+)
+
+// StartTracing turns OpenTelemetry tracing on when the OTEL_* variables
+// getenv gives ask for it (see tracing.FromEnv), reporting export
+// failures to log. stop flushes the spans not yet sent (for 5 s at most)
+// and is never nil.
+func StartTracing(getenv func(string) string, version string, log *slog.Logger) (stop func(), err error) {
+	shutdown, err := tracing.Setup(getenv, version)
+	if err != nil {
+		return func() {}, err
+	}
+	if !tracing.Enabled() {
+		return func() {}, nil
+	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("tracing: " + err.Error())
+	}))
+	c, _ := tracing.FromEnv(getenv)
+	log.Info("tracing", "endpoint", tracing.Redact(c.Endpoint), "service", c.ServiceName)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(ctx); err != nil {
+			log.Warn(fmt.Sprintf("tracing: spans not sent: %v", err))
+		}
+	}, nil
+}

@@ -1,0 +1,341 @@
+// Package tracing is nb's OpenTelemetry tracing: configured only by the
+// standard OTEL_* variables, exported over OTLP/HTTP as JSON (see
+// otlpjson), and off — a few atomic loads per span — when
+// OTEL_EXPORTER_OTLP_ENDPOINT is unset. Spans follow the OpenTelemetry
+// GenAI semantic conventions; W3C trace context comes in on nb's HTTP
+// servers and goes out on its provider and MCP requests.
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/nbots/nb/tracing/otlpjson"
+)
+
+// ScopeName is the instrumentation scope of nb's spans.
+const ScopeName = "github.com/nbots/nb"
+
+// state is what Setup configured; nil while tracing is off.
+type state struct {
+	tracer  trace.Tracer
+	content bool
+}
+
+var current atomic.Pointer[state]
+
+var (
+	noopTracer = noop.NewTracerProvider().Tracer(ScopeName)
+	// noSpan is what the Start functions return while tracing is off:
+	// it records nothing and ending it does nothing.
+	noSpan = trace.SpanFromContext(context.Background())
+	// propagator reads and writes the W3C traceparent and tracestate headers.
+	propagator = propagation.TraceContext{}
+)
+
+// Span is an OpenTelemetry span, so that the packages nb instruments
+// need not import otel's.
+type Span = trace.Span
+
+// NoSpan returns the span that records nothing.
+func NoSpan() Span { return noSpan }
+
+// Enabled reports whether spans are recorded and exported.
+func Enabled() bool { return current.Load() != nil }
+
+// Content reports whether message contents go into spans
+// (NB_TRACE_CONTENT=1).
+func Content() bool {
+	s := current.Load()
+	return s != nil && s.content
+}
+
+func tracer() trace.Tracer {
+	if s := current.Load(); s != nil {
+		return s.tracer
+	}
+	return noopTracer
+}
+
+// Config is tracing's configuration, as the environment gives it.
+type Config struct {
+	// Endpoint is the OTLP/HTTP base address; spans go to
+	// Endpoint + "/v1/traces". Empty means tracing is off.
+	Endpoint string
+	Headers  map[string]string
+	// ServiceName is the service.name resource attribute ("nb").
+	ServiceName string
+	Sampler     sdktrace.Sampler
+	// Content records message contents (NB_TRACE_CONTENT=1).
+	Content bool
+}
+
+// FromEnv reads the configuration: OTEL_EXPORTER_OTLP_ENDPOINT,
+// OTEL_EXPORTER_OTLP_HEADERS, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER
+// and OTEL_TRACES_SAMPLER_ARG, and NB_TRACE_CONTENT. A value it cannot
+// read is an error naming the variable.
+func FromEnv(getenv func(string) string) (Config, error) {
+	c := Config{Endpoint: strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")), ServiceName: getenv("OTEL_SERVICE_NAME")}
+	if c.ServiceName == "" {
+		c.ServiceName = "nb"
+	}
+	c.Content = getenv("NB_TRACE_CONTENT") == "1"
+	if c.Endpoint == "" {
+		return c, nil
+	}
+	u, err := url.Parse(c.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return c, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT %q: want an http:// or https:// address such as http://localhost:4318", redact(c.Endpoint))
+	}
+	if c.Headers, err = parseHeaders(getenv("OTEL_EXPORTER_OTLP_HEADERS")); err != nil {
+		return c, err
+	}
+	if c.Sampler, err = parseSampler(getenv("OTEL_TRACES_SAMPLER"), getenv("OTEL_TRACES_SAMPLER_ARG")); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// Redact drops a password from an address, for messages.
+func Redact(s string) string { return redact(s) }
+
+func redact(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		u.User = url.User(u.User.Username())
+		return u.String()
+	}
+	return s
+}
+
+// parseHeaders reads the W3C-baggage-like list key=value,key2=value2
+// whose values are percent-encoded.
+func parseHeaders(s string) (map[string]string, error) {
+	h := map[string]string{}
+	for _, part := range strings.Split(s, ",") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			// The value may be a secret: only the key is named.
+			return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_HEADERS: %q is not key=value", k)
+		}
+		dv, err := url.PathUnescape(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_HEADERS: the value of %s is not percent-encoded", k)
+		}
+		h[http.CanonicalHeaderKey(k)] = dv
+	}
+	return h, nil
+}
+
+// parseSampler reads OTEL_TRACES_SAMPLER (default parentbased_always_on).
+func parseSampler(name, arg string) (sdktrace.Sampler, error) {
+	ratio := func() (float64, error) {
+		if arg == "" {
+			return 1, nil
+		}
+		f, err := strconv.ParseFloat(arg, 64)
+		if err != nil || f < 0 || f > 1 {
+			return 0, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG %q: want a ratio from 0 to 1", arg)
+		}
+		return f, nil
+	}
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "", "parentbased_always_on":
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+	case "always_on":
+		return sdktrace.AlwaysSample(), nil
+	case "always_off":
+		return sdktrace.NeverSample(), nil
+	case "parentbased_always_off":
+		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
+	case "traceidratio":
+		f, err := ratio()
+		return sdktrace.TraceIDRatioBased(f), err
+	case "parentbased_traceidratio":
+		f, err := ratio()
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(f)), err
+	}
+	return nil, fmt.Errorf("OTEL_TRACES_SAMPLER %q: use always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio", name)
+}
+
+// Setup starts tracing as the environment says, for a command whose
+// version is version. When OTEL_EXPORTER_OTLP_ENDPOINT is unset it does
+// nothing. stop flushes the spans not yet sent (within ctx) and turns
+// tracing off again; it is never nil.
+func Setup(getenv func(string) string, version string) (stop func(context.Context) error, err error) {
+	c, err := FromEnv(getenv)
+	if err != nil || c.Endpoint == "" {
+		return func(context.Context) error { return nil }, err
+	}
+	return Enable(c, version), nil
+}
+
+// Enable turns tracing on with c (whose Endpoint must be set) and returns
+// the function that flushes and turns it off.
+func Enable(c Config, version string) func(context.Context) error {
+	exp := otlpjson.New(strings.TrimRight(c.Endpoint, "/")+"/v1/traces", c.Headers, nil)
+	res := resource.NewSchemaless(
+		attribute.String("service.name", c.ServiceName),
+		attribute.String("service.version", version),
+		attribute.String("telemetry.sdk.name", "opentelemetry"),
+		attribute.String("telemetry.sdk.language", "go"),
+	)
+	sampler := c.Sampler
+	if sampler == nil {
+		sampler = sdktrace.ParentBased(sdktrace.AlwaysSample())
+	}
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(2*time.Second)),
+		sdktrace.WithResource(res),
+		sdktrace.WithSampler(sampler),
+	)
+	st := &state{tracer: tp.Tracer(ScopeName, trace.WithInstrumentationVersion(version)), content: c.Content}
+	current.Store(st)
+	return func(ctx context.Context) error {
+		current.CompareAndSwap(st, nil)
+		return tp.Shutdown(ctx)
+	}
+}
+
+// Inject writes the trace context of ctx into h (traceparent, and
+// tracestate when there is one) so that the server h is sent to can
+// continue the trace. Without a span in ctx it writes nothing.
+func Inject(ctx context.Context, h http.Header) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	propagator.Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+// StartServer starts the span of one HTTP request a server received,
+// continuing the trace of its traceparent header. The span is named by
+// the method until EndServer names its route.
+func StartServer(r *http.Request) (context.Context, trace.Span) {
+	ctx := r.Context()
+	if !Enabled() {
+		return ctx, noSpan
+	}
+	ctx = propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	return tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(
+			attribute.String("http.request.method", r.Method),
+			attribute.String("url.path", r.URL.Path),
+		))
+}
+
+// EndServer ends a StartServer span with the answer's status (0: none
+// was sent) and the route that served it (a net/http pattern such as
+// "POST /v1/chat/completions" or "/healthz", "" when none did).
+func EndServer(span trace.Span, method, route string, status int) {
+	if !span.IsRecording() {
+		return
+	}
+	if route != "" {
+		if m, path, ok := strings.Cut(route, " "); ok {
+			method, route = m, path
+		}
+		span.SetName(method + " " + route)
+		span.SetAttributes(attribute.String("http.route", route))
+	}
+	if status > 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+	}
+	if status >= 500 {
+		span.SetStatus(codes.Error, "")
+		span.SetAttributes(attribute.String("error.type", strconv.Itoa(status)))
+	}
+	span.End()
+}
+
+// Start starts an internal span named name with attrs, a child of the
+// span of ctx.
+func Start(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if !Enabled() {
+		return ctx, noSpan
+	}
+	return tracer().Start(ctx, name, trace.WithAttributes(attrs...))
+}
+
+// End ends span, marking it failed when err is not nil.
+func End(span trace.Span, err error) {
+	if !span.IsRecording() {
+		return
+	}
+	if err != nil {
+		Fail(span, err)
+	}
+	span.End()
+}
+
+// Fail marks span failed with err: its status, error.type and an
+// exception event.
+func Fail(span trace.Span, err error) {
+	span.SetStatus(codes.Error, err.Error())
+	span.SetAttributes(attribute.String("error.type", errorType(err)))
+	span.RecordError(err)
+}
+
+// errorType is a low-cardinality name for err: context ends by name,
+// others by their Go type.
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	t := fmt.Sprintf("%T", err)
+	if t == "*errors.errorString" || t == "*fmt.wrapError" || t == "*fmt.wrapErrors" {
+		return "_OTHER"
+	}
+	return strings.TrimPrefix(t, "*")
+}
+
+// Transport wraps base (nil: http.DefaultTransport) so that each request
+// carries the trace context of its own context (see Inject).
+func Transport(base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &transport{base: base}
+}
+
+type transport struct{ base http.RoundTripper }
+
+func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !Enabled() || !trace.SpanContextFromContext(r.Context()).IsValid() || r.Header.Get("Traceparent") != "" {
+		return t.base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context()) // a RoundTripper must not change its request
+	Inject(r.Context(), r.Header)
+	return t.base.RoundTrip(r)
+}
+
+// TraceParent returns the traceparent of ctx's span, "" without one: for
+// protocols that carry it in their messages (MCP's _meta).
+func TraceParent(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ""
+	}
+	c := propagation.MapCarrier{}
+	propagator.Inject(ctx, c)
+	return c["traceparent"]
+}
