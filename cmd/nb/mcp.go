@@ -187,7 +187,7 @@ See docs/mcp.md.`)
 		mux.Handle("GET /metrics", metric.Guard(metric.Secret(token), metric.Handler()))
 	} else if _, err := metric.Listen(ctx, *metricsAddr, metric.Secret(token), func(err error) { fmt.Fprintf(a.stderr(), "nb: metrics listener: %v\n", err) }); err != nil {
 		l.Close()
-		return err
+		return fmt.Errorf("--metrics-listen: %w", err)
 	}
 	hs := &http.Server{Handler: metric.Middleware(metric.MCP, mux), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(a.stderr(), "nb: serving MCP on http://%s/mcp: %s\n", l.Addr(), strings.Join(srv.Tools(), ", "))

@@ -241,7 +241,7 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 	if *metricsAddr != "" {
 		if _, err := metric.Listen(ctx, *metricsAddr, metric.Tokens(tokens), func(err error) { log.Error("metrics listener", "error", err) }); err != nil {
 			srv.Close()
-			return err
+			return fmt.Errorf("--metrics-listen: %w", err)
 		}
 	}
 	models := srv.Models(ctx)

@@ -46,24 +46,31 @@ func TestGatewayMetricsCountTraffic(t *testing.T) {
 			}
 		}
 	}
-	// The turn is counted once its reply is published: wait for it.
-	var after metrictest.Scrape
-	for range 100 {
-		after = metrictest.Get(t, srv.URL+"/metrics")
-		if metrictest.Delta(before, after, `nb_gateway_turns_total{channel="web",source="chat",outcome="ok"}`) >= 2 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for series, want := range map[string]float64{
+	want := map[string]float64{
 		`nb_gateway_messages_received_total{channel="web"}`:                                      2,
 		`nb_gateway_turns_total{channel="web",source="chat",outcome="ok"}`:                       2,
 		`nb_gateway_turn_duration_seconds_count{channel="web",source="chat"}`:                    2,
 		`nb_gateway_messages_delivered_total{channel="web"}`:                                     2,
 		`nb_http_requests_total{server="gateway",route="GET /health",method="GET",status="2xx"}`: 3,
-	} {
-		if got := metrictest.Delta(before, after, series); got != want {
-			t.Errorf("%s moved by %v, want %v", series, got, want)
+	}
+	// A turn is counted once its reply is published, a delivery once the
+	// socket has been written (the client may read it first): wait for
+	// every series, then check none moved by more.
+	var after metrictest.Scrape
+	for range 250 {
+		after = metrictest.Get(t, srv.URL+"/metrics")
+		reached := true
+		for series, n := range want {
+			reached = reached && metrictest.Delta(before, after, series) >= n
+		}
+		if reached {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for series, n := range want {
+		if got := metrictest.Delta(before, after, series); got != n {
+			t.Errorf("%s moved by %v, want %v", series, got, n)
 		}
 	}
 }

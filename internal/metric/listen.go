@@ -78,11 +78,11 @@ func Listen(ctx context.Context, addr string, auth Auth, failed func(error)) (ne
 		n = 1
 	}
 	if err := httpguard.CheckListen(addr, n); err != nil {
-		return nil, fmt.Errorf("--metrics-listen %s: %w", addr, err)
+		return nil, fmt.Errorf("metrics listener %s: %w", addr, err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-listen %s: %w", addr, err)
+		return nil, fmt.Errorf("metrics listener %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", Handler())

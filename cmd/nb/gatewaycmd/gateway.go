@@ -264,7 +264,7 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 			for _, ln := range lns {
 				ln.Close()
 			}
-			return err
+			return fmt.Errorf("--metrics-listen: %w", err)
 		}
 	}
 	gw, err := gatewayrun.Open(ctx, c, o)

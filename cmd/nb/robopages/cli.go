@@ -350,7 +350,7 @@ func (c *command) serve(args []string) error {
 	if metricsAddr != "" {
 		if _, err := metric.Listen(c.ctx, metricsAddr, metric.Secret(token), func(err error) { log.Error("metrics listener", "error", err) }); err != nil {
 			ln.Close()
-			return err
+			return fmt.Errorf("--metrics-listen: %w", err)
 		}
 	}
 	fmt.Fprintf(c.stderr, "serving %d functions of %d pages on http://%s\n", len(lib.Functions()), len(lib.Pages), ln.Addr())
