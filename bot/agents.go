@@ -72,6 +72,9 @@ func (m *agentManager) Start(_ context.Context, req builtin.AgentRequest) (strin
 		return "", fmt.Errorf("sub-agents may nest %d deep (builtins.spawn.max-depth): this one would be at depth %d", max, req.Depth)
 	}
 	dir, rel := m.parent.workspace, ""
+	if req.WorkingDir != "" && m.b.builtins.Remote {
+		return "", errors.New("working_dir is for a local workspace: with builtins.environment on another machine a sub-agent works in the parent's folder (leave working_dir out)")
+	}
 	if req.WorkingDir != "" {
 		var err error
 		if dir, rel, err = subWorkspace(m.b.workspaceOf(m.parent), req.WorkingDir); err != nil {

@@ -301,3 +301,37 @@ func TestManagedSubAgentWorkspace(t *testing.T) {
 		t.Errorf("a refused sub-agent ran: %v", r.turns)
 	}
 }
+
+// With the tools on another machine (builtins.environment: ssh://…) a
+// working_dir cannot be resolved here: it is refused by name, and a
+// sub-agent without one works in the parent's remote folder.
+func TestManagedSubAgentWorkingDirRemote(t *testing.T) {
+	ws := t.TempDir()
+	os.Mkdir(filepath.Join(ws, "sub"), 0o755)
+	r := &router{scripts: map[string]func(int, providertest.Turn) providertest.Reply{
+		"go": func(n int, _ providertest.Turn) providertest.Reply {
+			if n == 0 {
+				return call("spawn_agent", map[string]any{"task": "x", "working_dir": "sub"})
+			}
+			return text("done")
+		},
+	}}
+	url := fakeOpenAI(t, r.brain)
+	c := spawnCartridge(t, url, "  files: {workspace: "+ws+"}\n  spawn: {managed: true}\n")
+	b, err := New(context.Background(), c, Host{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.builtins.Remote = true // as builtins.environment sets it; sshd-backed runs are builtin's tests
+	if _, err := b.Ask(context.Background(), Exchange{Mode: cartridge.Eval, Confirmer: &recorder{}}, "go"); err != nil {
+		t.Fatal(err)
+	}
+	got := toolResults(r.of("go")[1])
+	if len(got) == 0 || !strings.Contains(got[len(got)-1], "working_dir is for a local workspace") {
+		t.Errorf("spawn_agent with working_dir answered %q", got)
+	}
+	if len(r.turns) != 1 {
+		t.Errorf("a refused sub-agent ran: %v", r.turns)
+	}
+}

@@ -85,6 +85,9 @@ type Status struct {
 	Exec *shell.Status
 	// ExecWorkspace is the folder commands run in.
 	ExecWorkspace string
+	// Remote is set when the tools run on another machine
+	// (builtins.environment): Workspace and ExecWorkspace are its URL.
+	Remote bool
 	// Notes are other facts worth showing (a missing search key, the
 	// spawn depth).
 	Notes []string
@@ -161,6 +164,7 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 		if env, err = openRemote(c, cfg, resolve, o.Environ); err != nil {
 			return nil, st, err
 		}
+		st.Remote = true
 	}
 	if cfg.Files != nil && env != nil {
 		ws := files.OpenOn(env, env.Dir())
