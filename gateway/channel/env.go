@@ -109,7 +109,28 @@ func (e Env) Cursor(ctx context.Context, channel string) (Cursor, error) {
 	if err != nil || e.OpenPosition == nil {
 		return file, err
 	}
-	return e.OpenPosition(ctx, channel, file)
+	c, err := e.OpenPosition(ctx, channel, file)
+	if err != nil {
+		return nil, err
+	}
+	return settled{c}, nil
+}
+
+// settled saves a position even when its receive loop is stopping: the
+// message it moves past is already durable, and a save cut short by the
+// shutdown (the loop's context cancelled) would have the replica elected
+// next read that message again and answer it twice. A save that outlives
+// its loop is bounded by positionSaveTime.
+type settled struct{ Cursor }
+
+// positionSaveTime bounds a position's save once its loop has stopped.
+const positionSaveTime = 5 * time.Second
+
+// Save implements Cursor.
+func (c settled) Save(ctx context.Context, pos string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), positionSaveTime)
+	defer cancel()
+	return c.Cursor.Save(ctx, pos)
 }
 
 // FileCursor is the named channel's position file under StateDir.
