@@ -105,11 +105,11 @@ type Channel struct {
 	pacer channel.Pacer
 	turns channel.Turns
 
-	mu  sync.Mutex
-	cur *conn
-	// up is closed, and replaced, each time cur changes.
-	up   chan struct{}
-	lids *LIDs
+	live Live[*conn]
+	// notConnected is a send's error when no connection came within
+	// ConnectWait.
+	notConnected error
+	lids         *LIDs
 
 	// inflight holds the one command awaiting the bridge's answer.
 	inflight chan struct{}
@@ -169,11 +169,11 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 	return &Channel{
 		cfg: cfg, env: env, log: env.Log().With("channel", Name),
 		token: token, url: cfg.BridgeURL, media: media, lids: NewLIDs(cfg.LidMappings),
-		pacer:      channel.Pacer{Interval: func(string) time.Duration { return 300 * time.Millisecond }},
-		inflight:   make(chan struct{}, 1),
-		up:         make(chan struct{}),
-		retryBase:  time.Second,
-		ackTimeout: 30 * time.Second,
+		notConnected: fmt.Errorf("whatsapp: not connected to the bridge at %s (is it running and logged in?)", cfg.BridgeURL),
+		pacer:        channel.Pacer{Interval: func(string) time.Duration { return 300 * time.Millisecond }},
+		inflight:     make(chan struct{}, 1),
+		retryBase:    time.Second,
+		ackTimeout:   30 * time.Second,
 	}, nil
 }
 
@@ -264,9 +264,9 @@ func (c *Channel) session(ctx context.Context, in channel.Inbox, ready func()) (
 		return false, fmt.Errorf("authenticate to the bridge: %w", err)
 	}
 	cn := &conn{ws: ws, acks: make(chan ack, 4), done: make(chan struct{})}
-	c.setConn(nil, cn)
+	c.live.Swap(nil, cn)
 	defer func() {
-		c.setConn(cn, nil)
+		c.live.Swap(cn, nil)
 		close(cn.done)
 	}()
 	c.log.Info("whatsapp: connected to the bridge", "url", c.url)
@@ -283,40 +283,6 @@ func (c *Channel) session(ctx context.Context, in channel.Inbox, ready func()) (
 		}
 		if err := c.frame(ctx, in, cn, data); err != nil {
 			return true, err
-		}
-	}
-}
-
-// setConn replaces the current connection old by cn.
-func (c *Channel) setConn(old, cn *conn) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cur != old {
-		return
-	}
-	c.cur = cn
-	close(c.up)
-	c.up = make(chan struct{})
-}
-
-// connection is the current connection, waiting up to ConnectWait for
-// one while the channel reconnects.
-func (c *Channel) connection(ctx context.Context) (*conn, error) {
-	t := time.NewTimer(ConnectWait)
-	defer t.Stop()
-	for {
-		c.mu.Lock()
-		cn, up := c.cur, c.up
-		c.mu.Unlock()
-		if cn != nil {
-			return cn, nil
-		}
-		select {
-		case <-up:
-		case <-t.C:
-			return nil, fmt.Errorf("whatsapp: not connected to the bridge at %s (is it running and logged in?)", c.url)
-		case <-ctx.Done():
-			return nil, ctx.Err()
 		}
 	}
 }
@@ -584,7 +550,7 @@ func (c *Channel) command(ctx context.Context, cmd map[string]string) (string, e
 		return "", ctx.Err()
 	}
 	defer func() { <-c.inflight }()
-	cn, err := c.connection(ctx)
+	cn, err := c.live.Wait(ctx, ConnectWait, c.notConnected)
 	if err != nil {
 		return "", err
 	}

@@ -328,10 +328,7 @@ func waitConnected(t *testing.T, c *Channel) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		c.mu.Lock()
-		ok := c.cur != nil
-		c.mu.Unlock()
-		if ok {
+		if c.live.Current() != nil {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -58,9 +58,7 @@ type Channel struct {
 	turns channel.Turns
 	open  func(ctx context.Context) (*session, error)
 
-	mu   sync.Mutex
-	cur  client
-	up   chan struct{} // closed, and replaced, when cur changes
+	live whatsapp.Live[client]
 	lids *whatsapp.LIDs
 
 	retryBase time.Duration
@@ -100,7 +98,6 @@ func newChannel(cfg whatsapp.Config, env channel.Env) (*Channel, error) {
 	return &Channel{
 		cfg: cfg, env: env, log: env.Log().With("channel", whatsapp.Name), lids: whatsapp.NewLIDs(cfg.LidMappings),
 		pacer:     channel.Pacer{Interval: func(string) time.Duration { return 300 * time.Millisecond }},
-		up:        make(chan struct{}),
 		retryBase: time.Second,
 	}, nil
 }
@@ -179,9 +176,9 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			return nil
 		}
 	}
-	c.setClient(s.client)
+	c.live.Swap(nil, s.client)
 	defer func() {
-		c.setClient(nil)
+		c.live.Swap(s.client, nil)
 		s.client.Disconnect()
 		hcancel()
 	}()
@@ -276,14 +273,9 @@ func (c *Channel) download(ctx context.Context, cl client, f attachment, dir str
 	return channel.StoreMedia(bytes.NewReader(data), dir, f.name, whatsapp.MaxFileBytes)
 }
 
-// setClient makes cl the client sends go through (nil while away).
-func (c *Channel) setClient(cl client) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cur = cl
-	close(c.up)
-	c.up = make(chan struct{})
-}
+// errNotConnected is a send's error when no client connected within
+// ConnectWait.
+var errNotConnected = errors.New("whatsapp: not connected (the receive loop connects, or this replica does not receive)")
 
 // ConnectWait is how long a send waits for the connection while the
 // channel connects.
@@ -292,27 +284,6 @@ var ConnectWait = 5 * time.Second
 // RateLimitWait is how long a chat waits after WhatsApp's
 // rate-overlimit (its 429), which names no wait.
 var RateLimitWait = 5 * time.Second
-
-// client is the connected client, waiting up to ConnectWait for one.
-func (c *Channel) client(ctx context.Context) (client, error) {
-	t := time.NewTimer(ConnectWait)
-	defer t.Stop()
-	for {
-		c.mu.Lock()
-		cl, up := c.cur, c.up
-		c.mu.Unlock()
-		if cl != nil {
-			return cl, nil
-		}
-		select {
-		case <-up:
-		case <-t.C:
-			return nil, errors.New("whatsapp: not connected (the receive loop connects, or this replica does not receive)")
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
 
 // piece is one message of an answer: a text or a file.
 type piece struct {
@@ -362,7 +333,7 @@ func (c *Channel) deliver(ctx context.Context, to types.JID, p piece) (string, e
 	if err := c.pacer.Wait(ctx, chat); err != nil {
 		return "", err
 	}
-	cl, err := c.client(ctx)
+	cl, err := c.live.Wait(ctx, ConnectWait, errNotConnected)
 	if err != nil {
 		return "", err
 	}
