@@ -77,6 +77,19 @@ func (e *Env) realPath(sc *sftp.Client, p string) (string, error) {
 	}
 }
 
+// locate is the SFTP client and name's resolved remote path (see resolve).
+func (e *Env) locate(name string, followLast bool) (*sftp.Client, string, error) {
+	sc, err := e.files()
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := e.resolve(sc, name, followLast)
+	if err != nil {
+		return nil, "", err
+	}
+	return sc, p, nil
+}
+
 // inside reports whether p is the workspace or below it.
 func (e *Env) inside(p string) bool {
 	return p == e.dir || strings.HasPrefix(p, strings.TrimSuffix(e.dir, "/")+"/")
@@ -116,11 +129,7 @@ func pathErr(op, name string, err error) error {
 // at (Stat), never opened: opening a FIFO would hang the server's SFTP
 // process, as O_NONBLOCK keeps it from doing locally.
 func (e *Env) OpenFile(name string, flag int, perm fs.FileMode) (environment.File, error) {
-	sc, err := e.files()
-	if err != nil {
-		return nil, err
-	}
-	p, err := e.resolve(sc, name, true)
+	sc, p, err := e.locate(name, true)
 	if err != nil {
 		return nil, err
 	}
@@ -146,11 +155,7 @@ func (e *Env) Open(name string) (environment.File, error) { return e.OpenFile(na
 
 // Stat describes name, its links followed.
 func (e *Env) Stat(name string) (fs.FileInfo, error) {
-	sc, err := e.files()
-	if err != nil {
-		return nil, err
-	}
-	p, err := e.resolve(sc, name, true)
+	sc, p, err := e.locate(name, true)
 	if err != nil {
 		return nil, err
 	}
@@ -160,11 +165,7 @@ func (e *Env) Stat(name string) (fs.FileInfo, error) {
 
 // Lstat describes name itself.
 func (e *Env) Lstat(name string) (fs.FileInfo, error) {
-	sc, err := e.files()
-	if err != nil {
-		return nil, err
-	}
-	p, err := e.resolve(sc, name, false)
+	sc, p, err := e.locate(name, false)
 	if err != nil {
 		return nil, err
 	}
@@ -174,11 +175,7 @@ func (e *Env) Lstat(name string) (fs.FileInfo, error) {
 
 // Readlink is the target of the link name.
 func (e *Env) Readlink(name string) (string, error) {
-	sc, err := e.files()
-	if err != nil {
-		return "", err
-	}
-	p, err := e.resolve(sc, name, false)
+	sc, p, err := e.locate(name, false)
 	if err != nil {
 		return "", err
 	}
@@ -188,11 +185,7 @@ func (e *Env) Readlink(name string) (string, error) {
 
 // MkdirAll makes the folder name and its parents.
 func (e *Env) MkdirAll(name string, perm fs.FileMode) error {
-	sc, err := e.files()
-	if err != nil {
-		return err
-	}
-	p, err := e.resolve(sc, name, true)
+	sc, p, err := e.locate(name, true)
 	if err != nil {
 		return err
 	}
@@ -201,11 +194,7 @@ func (e *Env) MkdirAll(name string, perm fs.FileMode) error {
 
 // Remove removes the file (or empty folder) name.
 func (e *Env) Remove(name string) error {
-	sc, err := e.files()
-	if err != nil {
-		return err
-	}
-	p, err := e.resolve(sc, name, false)
+	sc, p, err := e.locate(name, false)
 	if err != nil {
 		return err
 	}
@@ -215,11 +204,7 @@ func (e *Env) Remove(name string) error {
 // Rename renames oldname to newname, replacing it (POSIX rename, an
 // OpenSSH extension, so the replacement is atomic).
 func (e *Env) Rename(oldname, newname string) error {
-	sc, err := e.files()
-	if err != nil {
-		return err
-	}
-	from, err := e.resolve(sc, oldname, false)
+	sc, from, err := e.locate(oldname, false)
 	if err != nil {
 		return err
 	}
@@ -259,11 +244,7 @@ func (r remoteFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
 	}
-	sc, err := r.e.files()
-	if err != nil {
-		return nil, err
-	}
-	p, err := r.e.resolve(sc, name, true)
+	sc, p, err := r.e.locate(name, true)
 	if err != nil {
 		return nil, err
 	}
