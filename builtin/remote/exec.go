@@ -106,7 +106,7 @@ func (e *Env) Run(ctx context.Context, c environment.Command) (environment.Exit,
 	defer stderr.shut()
 	pgid := &groupLine{next: stdout, got: make(chan struct{})}
 	sess.Stdout, sess.Stderr = pgid, stderr
-	if err := sess.Start("cd -- " + quote(e.dir) + " && exec sh -c " + quote(wrapper)); err != nil {
+	if err := sess.Start(e.start); err != nil {
 		return environment.Exit{Code: -1}, fmt.Errorf("cannot run a command on %s: %v", e.addr, err)
 	}
 	done := make(chan error, 1)

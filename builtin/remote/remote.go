@@ -65,6 +65,8 @@ type Env struct {
 	addr  string // host:port
 	where string
 	dir   string // the workspace's real path there
+	// start is the command line exec's sessions run: the wrapper in dir.
+	start string
 
 	mu     sync.Mutex
 	client *ssh.Client
@@ -112,6 +114,7 @@ func Dial(ctx context.Context, cfg Config) (*Env, error) {
 		return nil, fmt.Errorf("the remote workspace %s on %s cannot be used: %v", cfg.Dir, cfg.Host, sftpText(err))
 	}
 	e.dir = real
+	e.start = "cd -- " + quote(real) + " && exec sh -c " + quote(wrapper)
 	return e, nil
 }
 
