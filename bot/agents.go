@@ -48,6 +48,7 @@ type agentManager struct {
 type child struct {
 	id, model, dir string // dir: relative to the parent's workspace
 	spec           subSpec
+	tools          *tool.Set // its tools (before its own sub-agent tools are bound)
 	conv           *agent.Memory
 	ctx            context.Context
 	cancel         context.CancelFunc
@@ -90,9 +91,10 @@ func (m *agentManager) Start(_ context.Context, req builtin.AgentRequest) (strin
 	if spec.model == "" {
 		spec.model = m.parent.model
 	}
-	// The tool set is checked now, so that a wrong tool name is the
-	// call's error rather than the child's failure.
-	if _, err := m.b.subTools(m.parent, spec); err != nil {
+	// The tool set is made now, so that a wrong tool name is the call's
+	// error rather than the child's failure; every turn uses it.
+	tools, err := m.b.subTools(m.parent, spec)
+	if err != nil {
 		return "", err
 	}
 	m.mu.Lock()
@@ -104,7 +106,7 @@ func (m *agentManager) Start(_ context.Context, req builtin.AgentRequest) (strin
 		return "", fmt.Errorf("this exchange has started %d sub-agents, the most it may: wait for or close the ones you have and use them again with send_input", maxChildren)
 	}
 	m.seq++
-	c := &child{id: fmt.Sprintf("agent-%d", m.seq), model: spec.model, dir: rel, spec: spec, conv: agent.NewMemory()}
+	c := &child{id: fmt.Sprintf("agent-%d", m.seq), model: spec.model, dir: rel, spec: spec, tools: tools, conv: agent.NewMemory()}
 	if c.model == "" {
 		c.model = agent.Model(m.b.Cartridge)
 	}

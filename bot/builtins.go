@@ -243,17 +243,12 @@ func (b *Bot) spawnFor(x Exchange) builtin.SpawnFunc {
 // (send_input) are its steering, and its own sub-agents, when its depth
 // allows them, live as long as this turn.
 func (b *Bot) runChild(ctx context.Context, m *agentManager, c *child, input string) (*agent.Result, error) {
-	x := m.parent
-	set, err := b.subTools(x, c.spec)
-	if err != nil {
-		return nil, err
-	}
-	sub := b.subExchange(x, c.spec)
+	sub := b.subExchange(m.parent, c.spec)
 	kids := newAgentManager(ctx, b, sub, c.spec.depth)
 	defer kids.close()
 	sub.agents = kids
 	sub.Steering, sub.SteerFirst = m.steering(c), true
-	a := b.agent(sub, c.conv, b.bindSpawn(set, sub, c.spec.depth))
+	a := b.agent(sub, c.conv, b.bindSpawn(c.tools, sub, c.spec.depth))
 	if c.spec.model != "" {
 		p, err := b.providerFor(c.spec.model)
 		if err != nil {
