@@ -134,8 +134,11 @@ type Exec struct {
 	cfg     Options
 	shell   string
 	sandbox *sandbox // nil: unwrapped
-	status  Status
-	noticed sync.Once
+	// remoteEnv is what Options.Env names of Options.Environ, NAME=value,
+	// sent with every remote command (Options.Remote).
+	remoteEnv []string
+	status    Status
+	noticed   sync.Once
 }
 
 // New returns the exec tool and how it will run commands. With
@@ -157,6 +160,11 @@ func New(cfg Options) (*Exec, Status, error) {
 		}
 		cfg.Workspace = cfg.Remote.Dir()
 		t := &Exec{cfg: cfg, status: Status{Mode: cfg.Sandbox, Remote: cfg.Remote.Where()}}
+		for _, name := range cfg.Env {
+			if v, ok := proc.Lookup(cfg.Environ, name); ok {
+				t.remoteEnv = append(t.remoteEnv, name+"="+v)
+			}
+		}
 		return t, t.status, nil
 	}
 	if !filepath.IsAbs(cfg.Workspace) {
@@ -321,15 +329,9 @@ func (t *Exec) runRemote(ctx context.Context, command string, timeout time.Durat
 	live := tool.LiveOutputFrom(ctx)
 	stdout, stderr := newCapture(t.cfg.MaxOutput), newCapture(t.cfg.MaxOutput)
 	outLive, errLive := tool.NewLiveWriter(live, "stdout"), tool.NewLiveWriter(live, "stderr")
-	var env []string
-	for _, name := range t.cfg.Env {
-		if v, ok := proc.Lookup(t.cfg.Environ, name); ok {
-			env = append(env, name+"="+v)
-		}
-	}
 	start := time.Now()
 	exit, err := t.cfg.Remote.Run(ctx, environment.Command{
-		Line: command, Timeout: timeout, Grace: proc.Grace, Env: env, PathAppend: t.cfg.PathAppend,
+		Line: command, Timeout: timeout, Grace: proc.Grace, Env: t.remoteEnv, PathAppend: t.cfg.PathAppend,
 		Stdout: tee(stdout, outLive), Stderr: tee(stderr, errLive),
 	})
 	if outLive != nil {
