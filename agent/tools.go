@@ -109,35 +109,7 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response) ([]tool.C
 	}
 
 	var live sync.Mutex // the round's calls show their output one piece at a time
-	run := func(j *job) {
-		defer metric.ToolDone(j.call.Name, time.Now(), &j.isError)
-		toolCtx, done := a.liveContext(ctx, j.call, &live)
-		defer done()
-		toolCtx, span := tracing.StartTool(toolCtx, j.call.Name, j.call.ID)
-		var runErr error
-		defer func() { tracing.EndTool(span, j.isError, runErr) }()
-		defer func() {
-			// A broken tool must not take the conversation down: its
-			// panic is its result, as an error would be.
-			if p := recover(); p != nil {
-				j.result, j.isError, j.done = fmt.Sprintf("the tool %s failed: %v", j.call.Name, p), true, true
-			}
-		}()
-		out, err := j.tool.Run(toolCtx, j.call)
-		runErr = err
-		switch r := out.(type) {
-		case *tool.Result:
-			if r != nil {
-				out, j.images, j.isError = r.Text, r.Images, r.IsError
-			}
-		case tool.Result:
-			out, j.images, j.isError = r.Text, r.Images, r.IsError
-		}
-		if err != nil {
-			out, j.isError = toolErrorText(err), true
-		}
-		j.result, j.done = jsonSafe(out), true
-	}
+	run := func(j *job) { a.execute(ctx, &live, j) }
 	var runnable []*job
 	for _, j := range jobs {
 		if j.done && !j.external && !j.denied {
@@ -495,4 +467,37 @@ func formatFloat(f float64) string {
 		return strconv.FormatFloat(f, 'f', 1, 64) // Lua 5.4 prints 5.0
 	}
 	return strconv.FormatFloat(f, 'g', 14, 64)
+}
+
+// execute runs j's tool, its output shown live under live (the round's
+// calls take turns), and sets j's result, images and error flag: a
+// returned error or a panic is the call's failed result, as a broken
+// tool must not take the conversation down. The call is measured and
+// traced.
+func (a *Agent) execute(ctx context.Context, live *sync.Mutex, j *job) {
+	defer metric.ToolDone(j.call.Name, time.Now(), &j.isError)
+	toolCtx, done := a.liveContext(ctx, j.call, live)
+	defer done()
+	toolCtx, span := tracing.StartTool(toolCtx, j.call.Name, j.call.ID)
+	var runErr error
+	defer func() { tracing.EndTool(span, j.isError, runErr) }()
+	defer func() {
+		if p := recover(); p != nil {
+			j.result, j.isError, j.done = fmt.Sprintf("the tool %s failed: %v", j.call.Name, p), true, true
+		}
+	}()
+	out, err := j.tool.Run(toolCtx, j.call)
+	runErr = err
+	switch r := out.(type) {
+	case *tool.Result:
+		if r != nil {
+			out, j.images, j.isError = r.Text, r.Images, r.IsError
+		}
+	case tool.Result:
+		out, j.images, j.isError = r.Text, r.Images, r.IsError
+	}
+	if err != nil {
+		out, j.isError = toolErrorText(err), true
+	}
+	j.result, j.done = jsonSafe(out), true
 }
