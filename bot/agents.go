@@ -68,7 +68,7 @@ func newAgentManager(ctx context.Context, b *Bot, parent Exchange, depth int) *a
 
 // Start implements builtin.Agents.
 func (m *agentManager) Start(_ context.Context, req builtin.AgentRequest) (string, error) {
-	max := m.b.maxDepth()
+	max := m.b.spawnDepth
 	if req.Depth > max {
 		return "", fmt.Errorf("sub-agents may nest %d deep (builtins.spawn.max-depth): this one would be at depth %d", max, req.Depth)
 	}

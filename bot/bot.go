@@ -71,8 +71,13 @@ type Bot struct {
 	// context is the cartridge's context key (see projectContext).
 	context cartridge.ContextSettings
 	spawns  bool
-	mu      sync.Mutex
-	depths  map[int]*tool.Set // sub-agents' tool sets
+	// spawnDepth is builtins.spawn.max-depth (0 without sub-agents);
+	// agentModels are the models a managed sub-agent may be given
+	// (builtins.spawn.models and the cartridge's own; nil: any).
+	spawnDepth  int
+	agentModels []string
+	mu          sync.Mutex
+	depths      map[int]*tool.Set // sub-agents' tool sets
 }
 
 // New builds the bot of c: its provider (with retries), scripts and

@@ -62,6 +62,15 @@ func (b *Bot) addBuiltins() error {
 		}
 	}
 	b.builtins = st
+	if cfg, err := b.Cartridge.Builtins(); err == nil && cfg != nil && cfg.Spawn != nil {
+		b.spawnDepth = cfg.Spawn.MaxDepth
+		if len(cfg.Spawn.Models) > 0 {
+			b.agentModels = slices.Clone(cfg.Spawn.Models)
+			if own := agent.Model(b.Cartridge); own != "" && !slices.Contains(b.agentModels, own) {
+				b.agentModels = append(b.agentModels, own)
+			}
+		}
+	}
 	return nil
 }
 
@@ -143,14 +152,7 @@ func (b *Bot) bindSpawn(set *tool.Set, x Exchange, depth int) *tool.Set {
 		if x.agents != nil {
 			agents = x.agents
 		}
-		var models []string
-		if cfg, err := b.Cartridge.Builtins(); err == nil && cfg != nil && cfg.Spawn != nil && len(cfg.Spawn.Models) > 0 {
-			models = slices.Clone(cfg.Spawn.Models)
-			if own := agent.Model(b.Cartridge); own != "" && !slices.Contains(models, own) {
-				models = append(models, own)
-			}
-		}
-		for _, t := range builtin.AgentTools(agents, depth, models) {
+		for _, t := range builtin.AgentTools(agents, depth, b.agentModels) {
 			if _, ok := set.Lookup(t.Spec().Name); ok {
 				out.Add(t)
 			}
@@ -257,15 +259,6 @@ func (b *Bot) runChild(ctx context.Context, m *agentManager, c *child, input str
 		a.Provider, a.Model = p, c.spec.model
 	}
 	return a.Ask(ctx, input)
-}
-
-// maxDepth is builtins.spawn.max-depth (0 when the cartridge has no
-// sub-agents).
-func (b *Bot) maxDepth() int {
-	if cfg, err := b.Cartridge.Builtins(); err == nil && cfg != nil && cfg.Spawn != nil {
-		return cfg.Spawn.MaxDepth
-	}
-	return 0
 }
 
 // workspaceOf is the folder exchange x's tools work in: its own (a
