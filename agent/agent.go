@@ -660,8 +660,8 @@ func (a *Agent) converse(ctx context.Context, b cartridge.Behavior) (*Result, er
 	model := a.model()
 	var pressure contextPressure
 	for round := 1; ; round++ {
-		if why, notice := g.stop(round); why != "" {
-			return g.result(stream, min(round-1, g.rounds), why, notice, pressure), nil
+		if res := g.halt(round, stream, pressure); res != nil {
+			return res, nil
 		}
 		req := a.request(b, stream)
 		pressure.check(a, req)

@@ -65,6 +65,16 @@ func (g *guard) stop(round int) (why, notice string) {
 	return "", ""
 }
 
+// halt is the Result a loop ends with when round may not be made (see
+// stop), nil when it may: the rounds before it were made.
+func (g *guard) halt(round int, stream bool, pressure contextPressure) *Result {
+	why, notice := g.stop(round)
+	if why == "" {
+		return nil
+	}
+	return g.result(stream, round-1, why, notice, pressure)
+}
+
 // loop records a round's calls. When the last calls repeat a pattern it
 // returns, the first time, the warning to send the model (a
 // LoopDetection event says it); when the pattern goes on after it, the

@@ -70,8 +70,8 @@ func (a *Agent) askReAct(ctx context.Context, input string) (*Result, error) {
 			User: a.User, Override: a.Override, Stop: []string{ReActStop}}
 	}
 	for step := 1; ; step++ {
-		if why, notice := g.stop(step); why != "" {
-			return g.result(stream, min(step-1, g.rounds), why, notice, pressure), nil
+		if res := g.halt(step, stream, pressure); res != nil {
+			return res, nil
 		}
 		req := build()
 		pressure.check(a, req)
