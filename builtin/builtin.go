@@ -166,39 +166,29 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 		}
 		st.Remote = true
 	}
-	if cfg.Files != nil && env != nil {
-		ws := files.OpenOn(env, env.Dir())
-		ws.AllowHardLinks(cfg.Files.HardLinks)
-		if cfg.Files.Images != nil {
-			ws.AllowImages(*cfg.Files.Images)
+	if cfg.Files != nil {
+		var ws *files.Workspace
+		if env != nil {
+			ws = files.OpenOn(env, env.Dir())
+			st.Workspace = env.URL()
 		} else {
-			ws.AllowImages(TakesToolImages(c.Provider().ID))
-		}
-		st.Workspace = env.URL()
-		profile = files.Profile(cfg.Files.Profile)
-		if profile == files.ProfileAuto {
-			prov := c.Provider()
-			profile = files.ProfileFor(prov.ID, prov.Model())
-		}
-		st.Profile = profile
-		tools = append(tools, files.Tools(ws, cfg.Files.Write, profile)...)
-	} else if cfg.Files != nil {
-		dir, err := resolve("builtins.files.workspace", cfg.Files.Workspace)
-		if err != nil {
-			return nil, st, err
-		}
-		if o.Workspace != "" {
-			dir = o.Workspace
-		}
-		open := files.Open
-		if cfg.Files.Anywhere {
-			home, _ := proc.Lookup(o.Environ, "HOME")
-			open = func(dir string) (*files.Workspace, error) { return files.OpenAnywhere(dir, home) }
-			st.Notes = append(st.Notes, "files: the tools reach every path this user can, not only the workspace (builtins.files.anywhere)")
-		}
-		ws, err := open(dir)
-		if err != nil {
-			return nil, st, fail("builtins.files.workspace", "%v", err)
+			dir, err := resolve("builtins.files.workspace", cfg.Files.Workspace)
+			if err != nil {
+				return nil, st, err
+			}
+			if o.Workspace != "" {
+				dir = o.Workspace
+			}
+			open := files.Open
+			if cfg.Files.Anywhere {
+				home, _ := proc.Lookup(o.Environ, "HOME")
+				open = func(dir string) (*files.Workspace, error) { return files.OpenAnywhere(dir, home) }
+				st.Notes = append(st.Notes, "files: the tools reach every path this user can, not only the workspace (builtins.files.anywhere)")
+			}
+			if ws, err = open(dir); err != nil {
+				return nil, st, fail("builtins.files.workspace", "%v", err)
+			}
+			filesDir, st.Workspace = ws.Dir(), ws.Dir()
 		}
 		ws.AllowHardLinks(cfg.Files.HardLinks)
 		if cfg.Files.Images != nil {
@@ -206,7 +196,6 @@ func FromCartridge(c *cartridge.Cartridge, o Options) ([]tool.Tool, Status, erro
 		} else {
 			ws.AllowImages(TakesToolImages(c.Provider().ID))
 		}
-		filesDir, st.Workspace = ws.Dir(), ws.Dir()
 		profile = files.Profile(cfg.Files.Profile)
 		if profile == files.ProfileAuto {
 			prov := c.Provider()
