@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -254,6 +253,3 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client may have gone
 }
-
-// IsPath reports whether p is the control page's.
-func IsPath(p string) bool { return p == "/control" || strings.HasPrefix(p, "/control/") }
