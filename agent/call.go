@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/nbots/nb/cartridge"
-	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/tool"
-	"github.com/nbots/nb/tracing"
 )
 
 // callTool runs one call outside a provider's tool round (a ReAct
@@ -54,34 +51,8 @@ func (a *Agent) callTool(ctx context.Context, call tool.Call) (string, bool, err
 	a.feedback(ctx, cartridge.Executing, j, nil)
 	c := j.call
 	a.emit(Event{Kind: ToolStart, Call: &c})
-	func() {
-		defer metric.ToolDone(call.Name, time.Now(), &j.isError)
-		defer func() {
-			if p := recover(); p != nil {
-				j.result, j.isError = fmt.Sprintf("the tool %s failed: %v", call.Name, p), true
-			}
-		}()
-		var live sync.Mutex
-		toolCtx, done := a.liveContext(ctx, call, &live)
-		defer done()
-		toolCtx, span := tracing.StartTool(toolCtx, call.Name, call.ID)
-		var runErr error
-		defer func() { tracing.EndTool(span, j.isError, runErr) }()
-		out, err := t.Run(toolCtx, call)
-		runErr = err
-		switch r := out.(type) {
-		case *tool.Result:
-			if r != nil {
-				out, j.isError = r.Text, r.IsError
-			}
-		case tool.Result:
-			out, j.isError = r.Text, r.IsError
-		}
-		if err != nil {
-			out, j.isError = toolErrorText(err), true
-		}
-		j.result = jsonSafe(out)
-	}()
+	var live sync.Mutex
+	a.execute(ctx, j, &live)
 	if err := ctx.Err(); err != nil {
 		return "", false, err
 	}

@@ -109,35 +109,7 @@ func (a *Agent) runTools(ctx context.Context, resp *provider.Response) ([]tool.C
 	}
 
 	var live sync.Mutex // the round's calls show their output one piece at a time
-	run := func(j *job) {
-		defer metric.ToolDone(j.call.Name, time.Now(), &j.isError)
-		toolCtx, done := a.liveContext(ctx, j.call, &live)
-		defer done()
-		toolCtx, span := tracing.StartTool(toolCtx, j.call.Name, j.call.ID)
-		var runErr error
-		defer func() { tracing.EndTool(span, j.isError, runErr) }()
-		defer func() {
-			// A broken tool must not take the conversation down: its
-			// panic is its result, as an error would be.
-			if p := recover(); p != nil {
-				j.result, j.isError, j.done = fmt.Sprintf("the tool %s failed: %v", j.call.Name, p), true, true
-			}
-		}()
-		out, err := j.tool.Run(toolCtx, j.call)
-		runErr = err
-		switch r := out.(type) {
-		case *tool.Result:
-			if r != nil {
-				out, j.images, j.isError = r.Text, r.Images, r.IsError
-			}
-		case tool.Result:
-			out, j.images, j.isError = r.Text, r.Images, r.IsError
-		}
-		if err != nil {
-			out, j.isError = toolErrorText(err), true
-		}
-		j.result, j.done = jsonSafe(out), true
-	}
+	run := func(j *job) { a.execute(ctx, j, &live) }
 	var runnable []*job
 	for _, j := range jobs {
 		if j.done && !j.external && !j.denied {
@@ -495,4 +467,38 @@ func formatFloat(f float64) string {
 		return strconv.FormatFloat(f, 'f', 1, 64) // Lua 5.4 prints 5.0
 	}
 	return strconv.FormatFloat(f, 'g', 14, 64)
+}
+
+// execute runs the call of j as every call runs, in a round or alone
+// (callTool): its output shown live (under live), counted in nb's
+// metrics and traced as one span, a panic made its failed result. It
+// sets j's result, images, isError and done.
+func (a *Agent) execute(ctx context.Context, j *job, live *sync.Mutex) {
+	defer metric.ToolDone(j.call.Name, time.Now(), &j.isError)
+	toolCtx, done := a.liveContext(ctx, j.call, live)
+	defer done()
+	toolCtx, span := tracing.StartTool(toolCtx, j.call.Name, j.call.ID)
+	var runErr error
+	defer func() { tracing.EndTool(span, j.isError, runErr) }()
+	defer func() {
+		// A broken tool must not take the conversation down: its
+		// panic is its result, as an error would be.
+		if p := recover(); p != nil {
+			j.result, j.isError, j.done = fmt.Sprintf("the tool %s failed: %v", j.call.Name, p), true, true
+		}
+	}()
+	out, err := j.tool.Run(toolCtx, j.call)
+	runErr = err
+	switch r := out.(type) {
+	case *tool.Result:
+		if r != nil {
+			out, j.images, j.isError = r.Text, r.Images, r.IsError
+		}
+	case tool.Result:
+		out, j.images, j.isError = r.Text, r.Images, r.IsError
+	}
+	if err != nil {
+		out, j.isError = toolErrorText(err), true
+	}
+	j.result, j.done = jsonSafe(out), true
 }
