@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -279,19 +280,16 @@ var DefaultOrigins = []string{"app://obsidian.md"}
 // is same-origin. So requests from browsers (an Origin header) must come
 // from an allowed origin, and requests that reach a loopback listener
 // must be addressed to a loopback name.
-func (s *Server) browserRefused(r *http.Request) string {
-	allowed := s.opts.AllowOrigins
-	if allowed == nil {
-		allowed = DefaultOrigins
+func (s *Server) browserRefused(r *http.Request) string { return s.browser.Refused(r) }
+
+// browserGuard is the guard of browserRefused, made once from opts.
+func browserGuard(opts Options) httpguard.BrowserGuard {
+	g := httpguard.BrowserGuard{Origins: opts.AllowOrigins, Why: "this server has no token, so it answers",
+		Fix: cmp.Or(opts.OriginAdvice, "its operator may allow %s, or give it a token"), HostFix: cmp.Or(opts.HostAdvice, "give it a token to serve other names")}
+	if g.Origins == nil {
+		g.Origins = DefaultOrigins
 	}
-	g := httpguard.BrowserGuard{Origins: allowed, Why: "this server has no token, so it answers", Fix: s.opts.OriginAdvice, HostFix: s.opts.HostAdvice}
-	if g.Fix == "" {
-		g.Fix = "its operator may allow %s, or give it a token"
-	}
-	if g.HostFix == "" {
-		g.HostFix = "give it a token to serve other names"
-	}
-	return g.Refused(r)
+	return g
 }
 
 // noRoute answers a path or method no route has, in the family's shape.

@@ -44,6 +44,7 @@ import (
 	"github.com/nbots/nb/catalog"
 	"github.com/nbots/nb/connlimit"
 	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/internal/rungroup"
 	"github.com/nbots/nb/proc"
@@ -225,6 +226,10 @@ type Server struct {
 	cat        *catalog.Catalog
 	adm        *admission.Controller
 
+	// browser is the browser guard of a server without tokens (see
+	// browserRefused), made once.
+	browser httpguard.BrowserGuard
+
 	base       context.Context // parent of every request and run
 	cancelBase context.CancelCauseFunc
 	// clientHTTP is the providers' client of client cartridges (see
@@ -249,6 +254,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		mux:    http.NewServeMux(),
 		anon:   &Token{Rate: opts.AnonymousRate},
 	}
+	s.browser = browserGuard(opts)
 	s.runTimeout = ErrRunTimeout
 	if n := s.limits.Names.RunTimeout; n != "" {
 		s.runTimeout = fmt.Errorf("%w (%s)", ErrRunTimeout, n)

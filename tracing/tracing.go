@@ -265,15 +265,6 @@ func EndServer(span trace.Span, method, route string, status int) {
 	span.End()
 }
 
-// Start starts an internal span named name with attrs, a child of the
-// span of ctx.
-func Start(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	if !Enabled() {
-		return ctx, noSpan
-	}
-	return tracer().Start(ctx, name, trace.WithAttributes(attrs...))
-}
-
 // End ends span, marking it failed when err is not nil.
 func End(span trace.Span, err error) {
 	if !span.IsRecording() {

@@ -20,15 +20,14 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/nbots/nb/internal/httpguard"
+	"github.com/nbots/nb/internal/httpjson"
 	"github.com/nbots/nb/internal/metric"
 )
 
@@ -103,7 +102,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("X-Frame-Options", "DENY")
 	if msg := h.refused(r); msg != "" {
-		writeJSON(w, http.StatusForbidden, map[string]any{"error": msg})
+		httpjson.Write(w, http.StatusForbidden, map[string]any{"error": msg})
 		return
 	}
 	switch {
@@ -127,15 +126,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/control/api/session" && r.Method == http.MethodGet:
 		// Whether the page must ask for the token (200 either way: the
 		// page asks before it polls, and logs no failed request).
-		writeJSON(w, http.StatusOK, map[string]any{"authorized": h.authorized(r), "server": h.opts.Server})
+		httpjson.Write(w, http.StatusOK, map[string]any{"authorized": h.authorized(r), "server": h.opts.Server})
 	case r.URL.Path == "/control/api/state" && r.Method == http.MethodGet:
 		if !h.authorized(r) {
-			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "log in with the server's token", "login": true})
+			httpjson.Write(w, http.StatusUnauthorized, map[string]any{"error": "log in with the server's token", "login": true})
 			return
 		}
-		writeJSON(w, http.StatusOK, h.State(r.Context()))
+		httpjson.Write(w, http.StatusOK, h.State(r.Context()))
 	default:
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": fmt.Sprintf("there is no route %s %s on the control page", r.Method, r.URL.Path)})
+		httpjson.Write(w, http.StatusNotFound, map[string]any{"error": fmt.Sprintf("there is no route %s %s on the control page", r.Method, r.URL.Path)})
 	}
 }
 
@@ -188,12 +187,12 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
 	if err := r.ParseForm(); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "send the token as the form field token"})
+		httpjson.Write(w, http.StatusBadRequest, map[string]any{"error": "send the token as the form field token"})
 		return
 	}
 	probe := &http.Request{Header: http.Header{"Authorization": {"Bearer " + r.PostForm.Get("token")}}}
 	if _, err := httpguard.Authenticate(h.opts.Tokens, probe); err != nil {
-		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "the token is not valid for this server"})
+		httpjson.Write(w, http.StatusUnauthorized, map[string]any{"error": "the token is not valid for this server"})
 		return
 	}
 	var b [32]byte
@@ -248,12 +247,3 @@ func (h *Handler) State(ctx context.Context) State {
 	}
 	return st
 }
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client may have gone
-}
-
-// IsPath reports whether p is the control page's.
-func IsPath(p string) bool { return p == "/control" || strings.HasPrefix(p, "/control/") }

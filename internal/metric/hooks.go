@@ -43,20 +43,7 @@ func routeLabel(pattern string) string {
 	if len(pattern) > 100 || strings.ContainsAny(pattern, "\"\\\n") {
 		return Other
 	}
-	labelsMu.Lock()
-	defer labelsMu.Unlock()
-	seen := labels["route"]
-	if seen == nil {
-		seen = map[string]bool{}
-		labels["route"] = seen
-	}
-	if !seen[pattern] {
-		if len(seen) >= MaxValues {
-			return Other
-		}
-		seen[pattern] = true
-	}
-	return pattern
+	return keep("route", pattern)
 }
 
 // StatusClass is "2xx", "4xx" ...; 0 (the client left before an answer)

@@ -3,6 +3,7 @@ package metric
 import (
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,7 +160,7 @@ func TokensPerDay(by string) []DayTokens {
 	defer days.mu.Unlock()
 	var out []DayTokens
 	for k, v := range days.used {
-		if key, ok := cutPrefix(k.key, by+":"); ok {
+		if key, ok := strings.CutPrefix(k.key, by+":"); ok {
 			out = append(out, DayTokens{Day: k.day, Key: key, Input: v[0], Output: v[1]})
 		}
 	}
@@ -170,13 +171,6 @@ func TokensPerDay(by string) []DayTokens {
 		return out[i].Key < out[j].Key
 	})
 	return out
-}
-
-func cutPrefix(s, p string) (string, bool) {
-	if len(s) >= len(p) && s[:len(p)] == p {
-		return s[len(p):], true
-	}
-	return "", false
 }
 
 // Run is a run or turn in flight.

@@ -69,6 +69,12 @@ func Label(kind, v string) string {
 			return Other
 		}
 	}
+	return keep(kind, v)
+}
+
+// keep is v while kind has seen fewer than MaxValues distinct values (or
+// v among them), Other after: the bound Label and the route label share.
+func keep(kind, v string) string {
 	labelsMu.Lock()
 	defer labelsMu.Unlock()
 	seen := labels[kind]

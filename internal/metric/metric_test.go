@@ -132,3 +132,26 @@ func TestGaugeFuncIsReplaced(t *testing.T) {
 		t.Errorf("the second function is not read:\n%s", b.String())
 	}
 }
+
+// Route patterns keep their spaces and braces, but are bounded as other
+// labels: none is "unmatched", past MaxValues a new one is Other.
+func TestRouteLabelIsBounded(t *testing.T) {
+	if got := routeLabel(""); got != "unmatched" {
+		t.Errorf(`routeLabel("") = %q`, got)
+	}
+	if got := routeLabel("GET /a/{id}"); got != "GET /a/{id}" {
+		t.Errorf("a pattern: %q", got)
+	}
+	if got := routeLabel(`GET /"`); got != Other {
+		t.Errorf("a quote: %q", got)
+	}
+	for i := range MaxValues + 10 {
+		routeLabel(fmt.Sprint("GET /r", i))
+	}
+	if got := routeLabel("GET /a/{id}"); got != "GET /a/{id}" {
+		t.Errorf("a pattern kept early: %q", got)
+	}
+	if got := routeLabel("POST /new"); got != Other {
+		t.Errorf("past MaxValues: %q", got)
+	}
+}

@@ -29,7 +29,7 @@ func Logger(w io.Writer, level, format string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, opts))), nil
 	}
-	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+	return nil, CheckLogFormat(format)
 }
 
 // CheckLogFormat fails on a --log-format other than text or json.

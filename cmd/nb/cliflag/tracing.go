@@ -16,17 +16,14 @@ import (
 // failures to log. stop flushes the spans not yet sent (for 5 s at most)
 // and is never nil.
 func StartTracing(getenv func(string) string, version string, log *slog.Logger) (stop func(), err error) {
-	shutdown, err := tracing.Setup(getenv, version)
-	if err != nil {
+	c, err := tracing.FromEnv(getenv)
+	if err != nil || c.Endpoint == "" {
 		return func() {}, err
 	}
-	if !tracing.Enabled() {
-		return func() {}, nil
-	}
+	shutdown := tracing.Enable(c, version)
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		log.Warn("tracing: " + err.Error())
 	}))
-	c, _ := tracing.FromEnv(getenv)
 	log.Info("tracing", "endpoint", tracing.Redact(c.Endpoint), "service", c.ServiceName)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
