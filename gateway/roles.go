@@ -162,18 +162,19 @@ const GuestHistory = 40
 // last GuestHistory messages, at a user's message, so that the context
 // never starts with a tool result whose call was cut off.
 func (g *Gateway) forgetOld(ctx context.Context, sess *session.Session) {
-	events := sess.Events()
 	from := sess.Meta().LastConsolidated
-	if len(events)-from <= GuestHistory {
+	events := sess.EventsFrom(from) // those not consolidated
+	if len(events) <= GuestHistory {
 		return
 	}
-	cut := len(events) - GuestHistory
-	for cut < len(events) && events[cut].Who != state.RoleUser {
-		cut++
+	i := len(events) - GuestHistory
+	for i < len(events) && events[i].Who != state.RoleUser {
+		i++
 	}
-	if cut >= len(events) || cut <= from {
+	if i >= len(events) {
 		return
 	}
+	cut := from + i
 	if err := sess.SetConsolidated(ctx, cut); err != nil {
 		g.log().Warn("a guest's session keeps its old messages in the context", "session", sess.Key, "error", err)
 	}

@@ -31,7 +31,7 @@ type Local struct {
 	outs sync.Map // channel name -> *lanes[Outbound]
 
 	mu     sync.Mutex
-	seen   Window
+	seen   Window // guarded by mu
 	closed bool
 }
 
@@ -64,7 +64,7 @@ func (b *Local) PublishInbound(ctx context.Context, m Inbound) (bool, error) {
 		return false, ErrClosed
 	}
 	key := "in\x00" + m.Channel + "\x00" + m.ID
-	if m.ID != "" && !b.firstLocked(key) {
+	if m.ID != "" && !b.seen.First(key) {
 		b.mu.Unlock()
 		return true, nil
 	}
@@ -80,9 +80,6 @@ func (b *Local) PublishInbound(ctx context.Context, m Inbound) (bool, error) {
 	}
 	return false, nil
 }
-
-// firstLocked records k and reports whether it was new.
-func (b *Local) firstLocked(k string) bool { return b.seen.First(k) }
 
 // Inbound implements Bus.
 func (b *Local) Inbound(ctx context.Context, fn func(context.Context, Inbound) error) error {
@@ -109,7 +106,7 @@ func (b *Local) PublishOutbound(ctx context.Context, m Outbound) error {
 	}
 	first := true
 	if k, ok := FinalKey(m); ok {
-		first = b.firstLocked("out\x00" + k)
+		first = b.seen.First("out\x00" + k)
 	}
 	b.mu.Unlock()
 	if !first {

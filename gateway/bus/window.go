@@ -19,20 +19,19 @@ type Window struct {
 	next int
 }
 
-func (w *Window) hash(k string) uint64 {
-	if w.set == nil {
-		w.seed = maphash.MakeSeed()
-		w.set = map[uint64]struct{}{}
-		// Whole at once: a ring that doubled as it filled would hold
-		// the old halves until the next collection. Its pages are
-		// touched only as it fills.
-		w.ring = make([]uint64, 0, max(w.Size, 1))
-	}
-	return maphash.String(w.seed, k)
-}
+func (w *Window) hash(k string) uint64 { return maphash.String(w.seed, k) }
 
 // First records k and reports whether it was not in the window.
 func (w *Window) First(k string) bool {
+	if w.set == nil {
+		w.seed = maphash.MakeSeed()
+		w.set = map[uint64]struct{}{}
+		// Whole at once, at the first key (Seen or Forget before it
+		// allocate nothing, so Size may be set as late as here): a ring
+		// that doubled as it filled would hold the old halves until the
+		// next collection. Its pages are touched only as it fills.
+		w.ring = make([]uint64, 0, max(w.Size, 1))
+	}
 	h := w.hash(k)
 	if _, dup := w.set[h]; dup {
 		return false
@@ -50,9 +49,16 @@ func (w *Window) First(k string) bool {
 
 // Seen reports whether k is in the window.
 func (w *Window) Seen(k string) bool {
+	if w.set == nil {
+		return false
+	}
 	_, ok := w.set[w.hash(k)]
 	return ok
 }
 
 // Forget takes k out of the window: given again, it is new.
-func (w *Window) Forget(k string) { delete(w.set, w.hash(k)) }
+func (w *Window) Forget(k string) {
+	if w.set != nil {
+		delete(w.set, w.hash(k))
+	}
+}

@@ -36,3 +36,18 @@ func TestWindow(t *testing.T) {
 		t.Fatalf("the window holds %d hashes in its set and %d in its ring, want 3 at most", len(w.set), len(w.ring))
 	}
 }
+
+// TestWindowRingWhole: a Window asked (Seen) before its first key, as the
+// dispatcher asks before it sets Size, still takes its ring whole, of
+// Size, at its first key.
+func TestWindowRingWhole(t *testing.T) {
+	var w Window
+	if w.Seen("a") {
+		t.Fatal("an empty window has seen a")
+	}
+	w.Size = 64
+	w.First("a")
+	if cap(w.ring) != 64 {
+		t.Fatalf("ring of %d, want 64 at once", cap(w.ring))
+	}
+}

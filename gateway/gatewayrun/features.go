@@ -236,8 +236,7 @@ func (c consolidatedSession) SetCursor(ctx context.Context, n int) error {
 
 // messages are the session's messages from the index from on.
 func (c consolidatedSession) messages(from int) []memory.Message {
-	events := c.s.Events()
-	events = events[min(max(from, 0), len(events)):]
+	events := c.s.EventsFrom(from)
 	out := make([]memory.Message, len(events))
 	for i, ev := range events {
 		m := memory.Message{Role: string(ev.Who), Timestamp: ev.At}

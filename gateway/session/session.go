@@ -749,11 +749,25 @@ func (s *Session) decodeLine(line []byte) error {
 func (s *Session) History() []state.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.eventsFromLocked(s.meta.LastConsolidated)
+}
+
+// EventsFrom returns the messages from the index i on (consolidated ones
+// included in the count): from memory when they are there, so that what
+// runs after each turn (memory consolidation's estimate, a guest's
+// window) does not read the whole file back.
+func (s *Session) EventsFrom(i int) []state.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eventsFromLocked(i)
+}
+
+func (s *Session) eventsFromLocked(i int) []state.Event {
 	ev, skip := s.events, s.skip
-	if !s.loaded || s.meta.LastConsolidated < skip {
+	if !s.loaded || i < skip {
 		ev, skip = s.allEventsLocked(), 0
 	}
-	ev = ev[min(s.meta.LastConsolidated-skip, len(ev)):]
+	ev = ev[min(max(i-skip, 0), len(ev)):]
 	return ev[:len(ev):len(ev)]
 }
 

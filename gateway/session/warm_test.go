@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/nbots/nb/agent"
@@ -98,5 +99,39 @@ func TestIdleSessionsLeaveMemory(t *testing.T) {
 	}
 	if h := s.History(); len(h) != 44 {
 		t.Fatalf("history read back: %d messages, want 44", len(h))
+	}
+}
+
+// TestEventsFromMemory: in a turn that read back only the messages not
+// consolidated, EventsFrom answers from memory for an index among them
+// (what runs after each turn asks for those), without reading the file
+// back: here the file is gone, and nothing is warned.
+func TestEventsFromMemory(t *testing.T) {
+	m := newManager(t)
+	m.KeepBytes = -1 // a released session keeps nothing
+	for i := range 3 {
+		turn(t, m, "web:c", fmt.Sprint("message ", i))
+	}
+	s, err := m.Get(t.Context(), "web:c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetConsolidated(t.Context(), 4); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := s.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	m.Warn = func(msg string) { t.Errorf("warned %q: the file was read", msg) }
+	if err := os.Remove(s.Path); err != nil {
+		t.Fatal(err)
+	}
+	if ev := s.EventsFrom(4); len(ev) != 2 || agent.Text(ev[0].Message) != "message 2" {
+		t.Fatalf("EventsFrom(4) = %d messages, want the 2 not consolidated", len(ev))
+	}
+	if ev := s.EventsFrom(5); len(ev) != 1 || agent.Text(ev[0].Message) != "echo: message 2" {
+		t.Fatalf("EventsFrom(5) = %d messages, want the last one", len(ev))
 	}
 }

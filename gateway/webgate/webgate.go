@@ -37,6 +37,7 @@ import (
 
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/internal/atomicfile"
 )
 
 // Name is the channel name of the web chat in human.channel ("web:<chat>").
@@ -70,7 +71,9 @@ func gone(pid int) bool {
 
 func askName(chat string) string { return "ask-" + hex.EncodeToString([]byte(chat)) + ".json" }
 
-// write writes v as dir/name through a temporary file and a rename.
+// write writes v as dir/name through a temporary file of its own and a
+// rename (atomicfile: two runs asking in one chat at once never share
+// a temporary file).
 func write(dir, name string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -79,11 +82,7 @@ func write(dir, name string, v any) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, ".tmp-"+name)
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, name))
+	return atomicfile.WriteFile(filepath.Join(dir, name), data, 0o600)
 }
 
 var seq struct {
