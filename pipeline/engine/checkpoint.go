@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/nbots/nb/internal/atomicfile"
 )
 
 // CheckpointFile is the checkpoint's name in the run folder.
@@ -86,17 +84,6 @@ const checkpointVersion = 1
 func HashGraph(src []byte) string {
 	sum := sha256.Sum256(src)
 	return hex.EncodeToString(sum[:])
-}
-
-// Save writes cp as dir/checkpoint.json atomically: a temporary file,
-// fsync, rename, fsync of the folder; a crash leaves the old checkpoint
-// or the new one.
-func (cp *Checkpoint) Save(dir string) error {
-	data, err := cp.Marshal()
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(filepath.Join(dir, CheckpointFile), data, 0o644)
 }
 
 // Marshal encodes cp as checkpoint.json holds it.

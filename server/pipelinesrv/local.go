@@ -550,10 +550,36 @@ func (r *localRun) Checkpoint() ([]byte, error) {
 type gate struct {
 	p handler.Pending
 	n atomic.Int64
+	// changed, when not nil (newRelayedGate), is told each time the
+	// questions waiting change: a question is asked, or answered or
+	// given up.
+	changed chan struct{}
+}
+
+// newRelayedGate is a gate whose changes are told on changed (Stored's
+// relay publishes its questions then, instead of looking at them on
+// every tick).
+func newRelayedGate() *gate {
+	g := &gate{changed: make(chan struct{}, 1)}
+	g.p.OnAsk = func(handler.Question) { g.change() }
+	return g
+}
+
+// change tells changed, without waiting (changes while one is pending
+// are merged).
+func (g *gate) change() {
+	if g.changed == nil {
+		return
+	}
+	select {
+	case g.changed <- struct{}{}:
+	default:
+	}
 }
 
 // Ask waits for the answer.
 func (g *gate) Ask(ctx context.Context, q handler.Question) (handler.Answer, error) {
+	defer g.change() // after Pending.Ask removed the question
 	q.ID = q.Stage + "-" + strconv.FormatInt(g.n.Add(1), 10)
 	resume := admission.Waiting(ctx)
 	defer resume()

@@ -98,7 +98,7 @@ func (s *Stored) Start(spec Spec) (Run, error) {
 func (s *Stored) launch(sr runstore.Run, spec Spec) error {
 	id := sr.Info().ID
 	ctx, cancel := context.WithCancelCause(spec.Context)
-	h := &heldRun{cancel: cancel, done: make(chan struct{}), gate: &gate{}}
+	h := &heldRun{cancel: cancel, done: make(chan struct{}), gate: newRelayedGate()}
 	opts := spec.Handlers
 	opts.Interviewer = h.gate
 	p := spec.Params
@@ -164,9 +164,8 @@ func (s *Stored) launch(sr runstore.Run, spec Spec) error {
 	return nil
 }
 
-// RelayInterval is how often the replica that runs a run publishes its
-// waiting questions in the store and, while some wait, takes the answers
-// other replicas left there.
+// RelayInterval is how often the replica that runs a run takes, while
+// questions wait, the answers other replicas left in the store.
 var RelayInterval = 200 * time.Millisecond
 
 // relayAnswer is an answer given on another replica, as the store keeps
@@ -177,8 +176,9 @@ type relayAnswer struct {
 }
 
 // relay publishes the questions of g waiting in the held run sr (so that
-// every replica lists them) and answers them with what other replicas
-// left in the store, until ctx ends; then it withdraws them.
+// every replica lists them) when they change, and while some wait
+// answers them with what other replicas left in the store, until ctx
+// ends; then it withdraws them.
 func (s *Stored) relay(ctx context.Context, sr runstore.Run, g *gate) {
 	id := sr.Info().ID
 	var last []byte // nothing published yet: a run taken over replaces its last holder's
@@ -193,6 +193,12 @@ func (s *Stored) relay(ctx context.Context, sr runstore.Run, g *gate) {
 			} else {
 				last = data
 			}
+		}
+		// No tick while no question waits and the store has them: the
+		// next change wakes the relay.
+		var tick <-chan time.Time
+		if len(qs) > 0 || !bytes.Equal(data, last) {
+			tick = t.C
 		}
 		if len(qs) > 0 {
 			answers, err := sr.Answers(ctx)
@@ -216,7 +222,8 @@ func (s *Stored) relay(ctx context.Context, sr runstore.Run, g *gate) {
 				sr.SetQuestions([]byte("[]")) //nolint:errcheck // a lost lease: the next holder replaces them
 			}
 			return
-		case <-t.C:
+		case <-g.changed:
+		case <-tick:
 		}
 	}
 }

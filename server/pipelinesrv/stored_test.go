@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nbots/nb/pipeline/handler"
 	"github.com/nbots/nb/pipeline/runstore"
 	"github.com/nbots/nb/pipeline/runstore/fileruns"
 )
@@ -129,4 +130,63 @@ func TestStoredAnswerElsewhere(t *testing.T) {
 	if qs := b.info(id); qs.Questions != 0 {
 		t.Fatalf("questions left listed: %+v", qs)
 	}
+}
+
+// The relay publishes the questions when they change, not on a tick: with
+// a RelayInterval that never comes, a question asked while the relay
+// idles is listed in the store, and its end withdraws it.
+func TestRelayPublishesChanges(t *testing.T) {
+	old := RelayInterval
+	RelayInterval = time.Hour
+	defer func() { RelayInterval = old }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := fileruns.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := st.Create(ctx, runstore.Info{ID: "0123456789abcdef01234567", Name: "Review", Source: []byte(review)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sr.Release()
+	g := newRelayedGate()
+	rctx, stop := context.WithCancel(ctx)
+	relayed := make(chan struct{})
+	go func() {
+		defer close(relayed)
+		(&Stored{Store: st}).relay(rctx, sr, g)
+	}()
+	defer func() { stop(); <-relayed }()
+	published := func(want string) {
+		t.Helper()
+		for {
+			data, err := st.Questions(ctx, "0123456789abcdef01234567")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(data) == want || (want != "[]" && strings.Contains(string(data), want)) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("questions published %s, want %s", data, want)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	published("[]")
+	asked := make(chan error, 1)
+	go func() {
+		_, err := g.Ask(ctx, handler.Question{Stage: "review_gate", Text: "Review Changes"})
+		asked <- err
+	}()
+	published(`"review_gate-1"`)
+	if err := g.answer("review_gate-1", handler.Answer{Value: "A"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-asked; err != nil {
+		t.Fatal(err)
+	}
+	published("[]")
 }

@@ -11,7 +11,6 @@
 package pgruns
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -19,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -685,30 +683,14 @@ func (r *run) SetQuestions(data []byte) error {
 
 // Answers implements runstore.Run.
 func (r *run) Answers(ctx context.Context) ([][]byte, error) {
-	rows, err := r.s.pool.Query(ctx, `DELETE FROM nb_pipeline_answers WHERE run = $1 RETURNING seq, data`, r.info.ID)
+	rows, err := r.s.pool.Query(ctx, `WITH taken AS (DELETE FROM nb_pipeline_answers WHERE run = $1 RETURNING seq, data)
+		SELECT data FROM taken ORDER BY seq`, r.info.ID)
 	if err != nil {
 		return nil, r.s.fail("read the answers of run "+r.info.ID, err)
 	}
-	type answer struct {
-		seq  int64
-		data []byte
-	}
-	var got []answer
-	for rows.Next() {
-		var a answer
-		if err := rows.Scan(&a.seq, &a.data); err != nil {
-			rows.Close()
-			return nil, r.s.fail("read the answers of run "+r.info.ID, err)
-		}
-		got = append(got, a)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
 		return nil, r.s.fail("read the answers of run "+r.info.ID, err)
-	}
-	slices.SortFunc(got, func(a, b answer) int { return cmp.Compare(a.seq, b.seq) })
-	out := make([][]byte, len(got))
-	for i, a := range got {
-		out[i] = a.data
 	}
 	return out, nil
 }
