@@ -1,7 +1,7 @@
 // Command barepost is the floor for a cold `nb CART - eval hi`: a Go
 // program that makes the same streamed chat completion request to the
 // provider at $OPENAI_API_ADDRESS and prints the answer's text, with
-// nothing else (no cartridge, no configuration, no state). bench/run.sh
+// nothing else (no cartridge, no configuration, no state). bench/coldstart.sh
 // times nb against it.
 package main
 

@@ -69,6 +69,17 @@ func post(ctx context.Context, c *http.Client, url, token string, body []byte) (
 
 // postHeaders is post with more headers.
 func postHeaders(ctx context.Context, c *http.Client, url, token string, h http.Header, body []byte) ([]byte, error) {
+	resp, err := open(ctx, c, url, token, h, body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+// open posts body as JSON to url, with token as a bearer and the headers
+// h, and returns the response if its status is 200 OK.
+func open(ctx context.Context, c *http.Client, url, token string, h http.Header, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -84,15 +95,12 @@ func postHeaders(ctx context.Context, c *http.Client, url, token string, h http.
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
 	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
 		return nil, fmt.Errorf("status %d: %.200s", resp.StatusCode, b)
 	}
-	return b, nil
+	return resp, nil
 }
 
 func chatBody(model, text string, stream bool) []byte {
@@ -199,26 +207,11 @@ func (h *headerFlags) Set(v string) error {
 // firstToken posts a streamed request and returns the time from t0 to the
 // first event with text, then reads the stream to its end.
 func firstToken(ctx context.Context, c *http.Client, url, token string, h http.Header, body []byte, t0 time.Time) (time.Duration, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range h {
-		req.Header[k] = v
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := c.Do(req)
+	resp, err := open(ctx, c, url, token, h, body)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return 0, fmt.Errorf("status %d: %.200s", resp.StatusCode, b)
-	}
 	var first time.Duration
 	br := bufio.NewReader(resp.Body)
 	for {
@@ -335,25 +328,12 @@ func streams(args []string) error {
 // oneStream reads one streamed answer whole; opened is called at its
 // first chunk.
 func oneStream(ctx context.Context, c *http.Client, url, token string, body []byte, want string, opened func()) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	resp, err := open(ctx, c, url, token, nil, body)
+	opened()
 	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		opened()
 		return err
 	}
 	defer resp.Body.Close()
-	opened()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("status %d: %.200s", resp.StatusCode, b)
-	}
 	sc := bufio.NewScanner(resp.Body)
 	var text strings.Builder
 	finished := false

@@ -1,28 +1,15 @@
 package main
 
 import (
-	"bytes"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nbots/nb/internal/metric/metrictest"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 func getStatus(t *testing.T, url string) int {
 	t.Helper()
@@ -59,33 +46,11 @@ func TestMCPServeMetrics(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "m.yml"), []byte(cart), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "nb")
-	if err := os.Symlink(self, bin); err != nil {
-		t.Fatal(err)
-	}
 	addr := freeAddr(t)
-	cmd := exec.Command(bin, "mcp", "serve", "--listen", addr, filepath.Join(dir, "m.yml"))
+	cmd := exec.Command(nbBinary(t), "mcp", "serve", "--listen", addr, filepath.Join(dir, "m.yml"))
 	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "OPENAI_API_ADDRESS=http://127.0.0.1:1", "OPENAI_API_KEY=sk-x"}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) //nolint:errcheck // may have exited
 	url := "http://" + addr
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get(url + "/metrics"); err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nb mcp serve did not start:\n%s", stderr.String())
-		}
-	}
+	startServer(t, cmd, url+"/metrics")
 	before := metrictest.Get(t, url+"/metrics")
 	for range 2 {
 		resp, err := http.Post(url+"/mcp", "application/json", strings.NewReader(`not json`))

@@ -32,6 +32,19 @@ func nbServe(t *testing.T, dir string, env []string, args ...string) (*exec.Cmd,
 // the test's).
 func nbServeIn(t *testing.T, cwd string, env []string, args ...string) (*exec.Cmd, string, *bytes.Buffer) {
 	t.Helper()
+	addr := freeAddr(t)
+	cmd := exec.Command(nbBinary(t), append([]string{"serve", "--listen", addr}, args...)...)
+	cmd.Dir = cwd
+	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, env...)
+	url := "http://" + addr
+	stderr := startServer(t, cmd, url+"/healthz")
+	return cmd, url, stderr
+}
+
+// nbBinary links this test binary as nb in a temporary folder:
+// testscript.Main runs it as nb when it is called nb.
+func nbBinary(t *testing.T) string {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -40,32 +53,41 @@ func nbServeIn(t *testing.T, cwd string, env []string, args ...string) (*exec.Cm
 	if err := os.Symlink(self, bin); err != nil {
 		t.Fatal(err)
 	}
+	return bin
+}
+
+// freeAddr is a loopback address no one listens on, for a server's
+// --listen.
+func freeAddr(t *testing.T) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr}, args...)...)
-	cmd.Dir = cwd
-	cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, env...)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startServer starts cmd (an nb server) with its standard error in the
+// returned buffer, kills it when the test ends, and waits until a GET of
+// probe answers.
+func startServer(t *testing.T, cmd *exec.Cmd, probe string) *bytes.Buffer {
+	t.Helper()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) //nolint:errcheck // may have exited
-	url := "http://" + addr
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get(url + "/healthz"); err == nil {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get(probe); err == nil {
 			resp.Body.Close()
-			break
+			return &stderr
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nb serve did not start:\n%s", stderr.String())
+			t.Fatalf("nb %s did not start:\n%s", cmd.Args[1], stderr.String())
 		}
 	}
-	return cmd, url, &stderr
 }
 
 func post(url, body string) (int, string, error) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -256,15 +255,8 @@ func TestServersLogJSON(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts servers")
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := nbBinary(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "nb")
-	if err := os.Symlink(self, bin); err != nil {
-		t.Fatal(err)
-	}
 	model := httptest.NewServer(openaitest.New(openaiBrain))
 	defer model.Close()
 	cfg := filepath.Join(dir, "gateway.json")
@@ -287,35 +279,14 @@ func TestServersLogJSON(t *testing.T) {
 		{"mcp", []string{"mcp", "serve", "--listen", "ADDR", "--log-format", "json", cart}, "/mcp", "nb: serving MCP on http://"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			addr := ln.Addr().String()
-			ln.Close()
+			addr := freeAddr(t)
 			args := slices.Clone(c.args)
 			args[slices.Index(args, "ADDR")] = addr
 			cmd := exec.Command(bin, args...)
 			home := filepath.Join(dir, c.name)
 			cmd.Env = []string{"HOME=" + home, "XDG_STATE_HOME=" + filepath.Join(home, "state"), "PATH=" + os.Getenv("PATH"), "NB_DOTENV=0",
 				"OPENAI_API_ADDRESS=" + model.URL, "OPENAI_API_KEY=k"}
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { cmd.Process.Kill(); cmd.Wait() }() //nolint:errcheck // may have exited
-			up := false
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-				if resp, err := http.Get("http://" + addr + c.probe); err == nil {
-					resp.Body.Close()
-					up = true
-					break
-				}
-			}
-			if !up {
-				t.Fatalf("%s did not start:\n%s", c.name, stderr.String())
-			}
+			stderr := startServer(t, cmd, "http://"+addr+c.probe)
 			cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // checked by the wait
 			if err := waitExit(cmd, 20*time.Second); err != nil {
 				t.Fatalf("%v\n%s", err, stderr.String())

@@ -5,7 +5,11 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/extension"
+	extast "github.com/yuin/goldmark/extension/ast"
+	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
 )
 
@@ -41,8 +45,11 @@ type Rich struct {
 	Spans []Span
 }
 
-// markdown is built on first use: most nb commands never parse a reply.
-var markdown = sync.OnceValue(newMarkdownParser)
+// markdown is CommonMark's parser with GitHub's strikethrough, built on
+// first use: most nb commands never parse a reply.
+var markdown = sync.OnceValue(func() parser.Parser {
+	return goldmark.New(goldmark.WithExtensions(extension.Strikethrough)).Parser()
+})
 
 // ParseMarkdown turns the model's Markdown (CommonMark with GitHub's
 // ~~strikethrough~~) into plain text and spans: emphasis, code, links
@@ -183,7 +190,7 @@ func (r *richWriter) inline(n ast.Node) {
 		i := r.open(kind)
 		r.inlines(n)
 		r.close(i)
-	case *strikeNode:
+	case *extast.Strikethrough:
 		i := r.open(Strike)
 		r.inlines(n)
 		r.close(i)

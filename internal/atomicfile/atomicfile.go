@@ -127,12 +127,17 @@ func MoveNoReplace(from, to string) error {
 	} else if errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	data, err := os.ReadFile(from)
+	src, err := os.Open(from)
 	if err != nil {
 		return err
 	}
 	tmp := to + ".moving"
-	if err := WriteFile(tmp, data, 0o600); err != nil {
+	err = WriteFunc(tmp, 0o600, func(w io.Writer) error {
+		_, err := io.Copy(w, src)
+		return err
+	})
+	src.Close()
+	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp)

@@ -22,14 +22,15 @@ func Logger(w io.Writer, level, format string) (*slog.Logger, error) {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: l}
-	switch format {
-	case "text":
-		return slog.New(tracing.LogHandler(slog.NewTextHandler(w, opts))), nil
-	case "json":
-		return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, opts))), nil
+	if err := CheckLogFormat(format); err != nil {
+		return nil, err
 	}
-	return nil, CheckLogFormat(format)
+	opts := &slog.HandlerOptions{Level: l}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if format == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	return slog.New(tracing.LogHandler(h)), nil
 }
 
 // CheckLogFormat fails on a --log-format other than text or json.

@@ -477,55 +477,62 @@ func (c *Channel) copyMedia(p, dir string) (string, error) {
 	return channel.StoreMedia(f, dir, filepath.Base(real), MaxFileBytes)
 }
 
-// piece is one command of an answer: a text or a file.
-type piece struct {
-	text string
-	file string
+// Piece is one message of an answer: a text or a file.
+type Piece struct {
+	Text string
+	File string
 }
 
-// Send delivers m: its text in pieces of at most MaxMessageLength, then
-// each file of its Media (within the workspace) by the bridge's
-// send_media. It returns the channel's own id of the last command the
-// bridge confirmed (the bridge reports no WhatsApp message id).
-func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
+// Pieces is an answer as both modes send it: its text in pieces of at
+// most MaxMessageLength, then each file of its Media (a message's, not a
+// progress's) that OutgoingFile lets out of workspace; a file refused is
+// named at the end of the text instead.
+func Pieces(workspace string, m bus.Outbound) []Piece {
 	content := m.Content
-	var ps []piece
+	var files []Piece
 	if m.Kind == bus.Message {
 		for _, p := range m.Media {
-			real, err := OutgoingFile(c.env.Workspace, p)
+			real, err := OutgoingFile(workspace, p)
 			if err != nil {
 				content += fmt.Sprintf("\n\n(%s not attached: %v)", filepath.Base(p), err)
 				continue
 			}
-			ps = append(ps, piece{file: real})
+			files = append(files, Piece{File: real})
 		}
 	}
-	var texts []piece
+	var ps []Piece
 	for _, t := range channel.SplitFenced(content, MaxMessageLength) {
 		if strings.TrimSpace(t) != "" {
-			texts = append(texts, piece{text: t})
+			ps = append(ps, Piece{Text: t})
 		}
 	}
-	ps = append(texts, ps...)
-	post := func(_ int, p piece) (string, error) { return c.deliver(ctx, m.ChatID, p) }
+	return append(ps, files...)
+}
+
+// Send delivers m (see Pieces) by the bridge's send and send_media. It
+// returns the channel's own id of the last command the bridge confirmed
+// (the bridge reports no WhatsApp message id).
+func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
+	ps := Pieces(c.env.Workspace, m)
+	post := func(_ int, p Piece) (string, error) { return c.deliver(ctx, m.ChatID, p) }
 	// No edits on WhatsApp: a turn's later progress, and the final answer
 	// that would replace it, are new messages.
-	edit := func(_ string, p piece) error { _, err := c.deliver(ctx, m.ChatID, p); return err }
+	edit := func(_ string, p Piece) error { _, err := c.deliver(ctx, m.ChatID, p); return err }
 	return channel.Deliver(&c.turns, m, ps, post, edit)
 }
 
 // deliver sends one piece to chat, paced per chat.
-func (c *Channel) deliver(ctx context.Context, chat string, p piece) (string, error) {
+func (c *Channel) deliver(ctx context.Context, chat string, p Piece) (string, error) {
 	if err := c.pacer.Wait(ctx, chat); err != nil {
 		return "", err
 	}
-	cmd := map[string]string{"type": "send", "to": chat, "text": p.text}
-	if p.file != "" {
-		typ := mime.TypeByExtension(filepath.Ext(p.file))
+	cmd := map[string]string{"type": "send", "to": chat, "text": p.Text}
+	if p.File != "" {
+		typ := mime.TypeByExtension(filepath.Ext(p.File))
 		if typ == "" {
 			typ = "application/octet-stream"
 		}
-		cmd = map[string]string{"type": "send_media", "to": chat, "filePath": p.file, "mimetype": typ, "fileName": filepath.Base(p.file)}
+		cmd = map[string]string{"type": "send_media", "to": chat, "filePath": p.File, "mimetype": typ, "fileName": filepath.Base(p.File)}
 	}
 	id, err := c.command(ctx, cmd)
 	var ra *channel.RetryAfter

@@ -285,16 +285,9 @@ var ConnectWait = 5 * time.Second
 // rate-overlimit (its 429), which names no wait.
 var RateLimitWait = 5 * time.Second
 
-// piece is one message of an answer: a text or a file.
-type piece struct {
-	text string
-	file string
-}
-
-// Send delivers m: its text in pieces of at most 65,536 characters, then
-// each file of its Media (inside the workspace), uploaded and sent as an
-// image, video, audio or document. It returns WhatsApp's id of the last
-// message.
+// Send delivers m (see whatsapp.Pieces): its texts, then its files,
+// uploaded and sent as an image, video, audio or document. It returns
+// WhatsApp's id of the last message.
 func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -303,32 +296,14 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	content := m.Content
-	var ps []piece
-	if m.Kind == bus.Message {
-		for _, p := range m.Media {
-			real, err := whatsapp.OutgoingFile(c.env.Workspace, p)
-			if err != nil {
-				content += fmt.Sprintf("\n\n(%s not attached: %v)", filepath.Base(p), err)
-				continue
-			}
-			ps = append(ps, piece{file: real})
-		}
-	}
-	var texts []piece
-	for _, t := range channel.SplitFenced(content, whatsapp.MaxMessageLength) {
-		if strings.TrimSpace(t) != "" {
-			texts = append(texts, piece{text: t})
-		}
-	}
-	ps = append(texts, ps...)
-	post := func(_ int, p piece) (string, error) { return c.deliver(ctx, to, p) }
-	edit := func(_ string, p piece) error { _, err := c.deliver(ctx, to, p); return err }
+	ps := whatsapp.Pieces(c.env.Workspace, m)
+	post := func(_ int, p whatsapp.Piece) (string, error) { return c.deliver(ctx, to, p) }
+	edit := func(_ string, p whatsapp.Piece) error { _, err := c.deliver(ctx, to, p); return err }
 	return channel.Deliver(&c.turns, m, ps, post, edit)
 }
 
 // deliver sends one piece, paced per chat.
-func (c *Channel) deliver(ctx context.Context, to types.JID, p piece) (string, error) {
+func (c *Channel) deliver(ctx context.Context, to types.JID, p whatsapp.Piece) (string, error) {
 	chat := to.String()
 	if err := c.pacer.Wait(ctx, chat); err != nil {
 		return "", err
@@ -337,9 +312,9 @@ func (c *Channel) deliver(ctx context.Context, to types.JID, p piece) (string, e
 	if err != nil {
 		return "", err
 	}
-	msg := textMessage(p.text)
-	if p.file != "" {
-		if msg, err = c.upload(ctx, cl, p.file); err != nil {
+	msg := textMessage(p.Text)
+	if p.File != "" {
+		if msg, err = c.upload(ctx, cl, p.File); err != nil {
 			return "", err
 		}
 	}
