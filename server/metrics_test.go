@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nbots/nb/admission"
 	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/internal/metric/metrictest"
 	_ "github.com/nbots/nb/provider/openai"
@@ -177,4 +178,27 @@ func TestServeMetricsNeedTheToken(t *testing.T) {
 		t.Errorf("without the token: %d", resp.StatusCode)
 	}
 	metrictest.Get(t, url+"/metrics", "Authorization", "Bearer 0123456789abcdef0123")
+}
+
+// nb_runs_in_flight counts a run once: waiting while it waits on its
+// client, running otherwise (admission's Active includes the waiting).
+func TestRunsInFlightCountEachRunOnce(t *testing.T) {
+	srv, url, _ := metricsServer(t, nil)
+	run, err := srv.Admission().Admit(&admission.Tenant{}, admission.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Done()
+	check := func(running, waiting float64) {
+		t.Helper()
+		s := metrictest.Get(t, url+"/metrics")
+		if r, w := s.Values[`nb_runs_in_flight{state="running"}`], s.Values[`nb_runs_in_flight{state="waiting"}`]; r != running || w != waiting {
+			t.Errorf("running %v and waiting %v, want %v and %v", r, w, running, waiting)
+		}
+	}
+	check(1, 0)
+	resume := run.Wait(context.Background())
+	check(0, 1)
+	resume()
+	check(1, 0)
 }

@@ -284,7 +284,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Metrics {
 		s.mux.Handle("GET /metrics", metric.Handler())
 	}
-	metric.RunsFunc(s.adm.Active, s.adm.Waiting)
+	// Active counts the runs waiting on their client too.
+	metric.RunsFunc(func() int { return s.adm.Active() - s.adm.Waiting() }, s.adm.Waiting)
 	if opts.Shared != nil {
 		s.opts.Checks = append(slices.Clip(opts.Checks), sharedCheck(opts.Shared))
 	}
