@@ -82,10 +82,8 @@ func (m *agentManager) Start(_ context.Context, req builtin.AgentRequest) (strin
 			return "", err
 		}
 	}
-	if req.Model != "" && req.Model != m.parent.model && req.Model != agent.Model(m.b.Cartridge) {
-		if _, err := m.b.providerFor(req.Model); err != nil {
-			return "", err
-		}
+	if _, err := m.b.providerFor(req.Model); err != nil {
+		return "", err
 	}
 	spec := subSpec{names: req.Tools, depth: req.Depth, workspace: dir, model: req.Model, rounds: req.MaxTurns}
 	if spec.model == "" {

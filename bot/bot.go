@@ -513,7 +513,11 @@ func (b *Bot) toolsFor(x Exchange) *tool.Set {
 
 // agent is the agent of exchange x on conv with tools: the bot's shared
 // parts and the exchange's own.
-func (b *Bot) agent(x Exchange, conv agent.Conversation, tools *tool.Set) *agent.Agent {
+func (b *Bot) agent(x Exchange, conv agent.Conversation, tools *tool.Set) (*agent.Agent, error) {
+	prov, err := b.providerFor(x.model)
+	if err != nil {
+		return nil, err
+	}
 	onEvent := x.OnEvent
 	if b.host.EventLog != nil {
 		onEvent = func(ev agent.Event) {
@@ -524,7 +528,7 @@ func (b *Bot) agent(x Exchange, conv agent.Conversation, tools *tool.Set) *agent
 		}
 	}
 	a := &agent.Agent{
-		Cartridge: b.Cartridge, Mode: x.Mode, Provider: b.provider, Tools: tools, External: x.External, System: x.System, Override: x.Override, Stop: x.Stop, Whole: x.Whole,
+		Cartridge: b.Cartridge, Mode: x.Mode, Provider: prov, Tools: tools, External: x.External, System: x.System, Override: x.Override, Stop: x.Stop, Whole: x.Whole,
 		Scripts: b.scripts, Confirmer: warned(x.Confirmer, tools), Conversation: conv, OnEvent: onEvent, Output: x.Output,
 		Steering: x.Steering, SteerFirst: x.SteerFirst, MaxRounds: b.limits.rounds, MaxTokens: b.limits.tokens, LoopWindow: b.limits.loops, Budget: b.budget, Limits: agent.DefaultTruncation(), ToolLimits: b.limits.tools,
 		Structured: x.Structured, Check: x.Check, Loop: x.Loop, MaxTasks: x.MaxTasks, OnPlan: x.OnPlan,
@@ -540,7 +544,10 @@ func (b *Bot) agent(x Exchange, conv agent.Conversation, tools *tool.Set) *agent
 		// OpenAI's user field carries an opaque identifier, never the name.
 		a.User = state.NewCipher(b.host.Password()).Soft(b.host.EndUser(b.Cartridge, x.EndUser))
 	}
-	return a
+	if prov != b.provider {
+		a.Model = x.model
+	}
+	return a, nil
 }
 
 // run prepares the conversation of x, runs fn on the exchange's agent,
@@ -590,7 +597,10 @@ func (b *Bot) run(ctx context.Context, x Exchange, fn func(*agent.Agent) (*agent
 		x.agents = newAgentManager(ctx, b, x, 0)
 		defer x.agents.close()
 	}
-	a := b.agent(x, conv, b.toolsFor(x))
+	a, err := b.agent(x, conv, b.toolsFor(x))
+	if err != nil {
+		return nil, err
+	}
 	if x.Start != nil {
 		if err := x.Start(a.Tools); err != nil {
 			return nil, err
@@ -599,10 +609,14 @@ func (b *Bot) run(ctx context.Context, x Exchange, fn func(*agent.Agent) (*agent
 	return fn(a)
 }
 
-// providerFor is the provider of the cartridge for another model (a
-// managed sub-agent's): the same provider, configuration and retries,
+// providerFor is the provider of the cartridge for model: its own for
+// "" or the cartridge's model, else (a managed sub-agent's model, and
+// its own sub-agents') the same provider, configuration and retries,
 // built once per model.
 func (b *Bot) providerFor(model string) (provider.Provider, error) {
+	if model == "" || model == agent.Model(b.Cartridge) {
+		return b.provider, nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if p, ok := b.models[model]; ok {

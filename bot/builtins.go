@@ -231,7 +231,10 @@ func (b *Bot) spawnFor(x Exchange) builtin.SpawnFunc {
 			return "", err
 		}
 		sub := b.subExchange(x, sp)
-		a := b.agent(sub, agent.NewMemory(), b.bindSpawn(set, sub, depth))
+		a, err := b.agent(sub, agent.NewMemory(), b.bindSpawn(set, sub, depth))
+		if err != nil {
+			return "", err
+		}
 		res, err := a.Ask(ctx, task)
 		if err != nil {
 			return "", err
@@ -250,13 +253,9 @@ func (b *Bot) runChild(ctx context.Context, m *agentManager, c *child, input str
 	defer kids.close()
 	sub.agents = kids
 	sub.Steering, sub.SteerFirst = m.steering(c), true
-	a := b.agent(sub, c.conv, b.bindSpawn(c.tools, sub, c.spec.depth))
-	if c.spec.model != "" {
-		p, err := b.providerFor(c.spec.model)
-		if err != nil {
-			return nil, err
-		}
-		a.Provider, a.Model = p, c.spec.model
+	a, err := b.agent(sub, c.conv, b.bindSpawn(c.tools, sub, c.spec.depth))
+	if err != nil {
+		return nil, err
 	}
 	return a.Ask(ctx, input)
 }
