@@ -132,6 +132,7 @@ type Server struct {
 	seq       int
 	pending   []pendingEvent // sent, not acknowledged, in order
 	conns     map[*websocket.Conn]bool
+	closed    bool // Close was called: a socket accepted since is closed at once
 	connected int
 	pings     int
 	acks      int
@@ -171,8 +172,13 @@ func New(appID, appSecret string) *Server {
 	return s
 }
 
-// Close stops the server.
+// Close stops the server. A long connection whose handshake ended
+// before Close but which was not registered yet (the client may count
+// itself connected from the handshake) is closed as it registers.
 func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	s.Drop()
 	s.hs.CloseClientConnections()
 	s.hs.Close()
@@ -304,6 +310,11 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := context.Background()
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.CloseNow() //nolint:errcheck // the server is stopped
+		return
+	}
 	s.conns[c] = true
 	s.connected++
 	pending := append([]pendingEvent(nil), s.pending...)
