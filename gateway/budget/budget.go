@@ -78,6 +78,8 @@ type Ledger struct {
 
 	sh      sharedState
 	res     reservations
+	cnt     counts // alone or shared: chosen once (countsOf)
+	cntOnce sync.Once
 	gateMu  sync.Mutex // orders this replica's changes of the gates
 	mu      sync.Mutex
 	loaded  bool
@@ -328,12 +330,18 @@ func (l *Ledger) todayBySource() map[Source]Usage { return l.counts().today() }
 // sum of every replica's.
 func (l *Ledger) sessionUsed(session string) Usage { return l.counts().session(session) }
 
-// counts is how the ledger counts: alone, or shared through Shared.
+// counts is how the ledger counts, chosen on its first use: alone, or
+// shared through Shared.
 func (l *Ledger) counts() counts {
-	if l.Shared == nil {
-		return alone{l}
-	}
-	return shared{l}
+	l.cntOnce.Do(func() {
+		switch c := l.Shared.(type) {
+		case nil:
+			l.cnt = alone{l}
+		default:
+			l.cnt = shared{l, c}
+		}
+	})
+	return l.cnt
 }
 
 func total(by map[Source]Usage) int {
