@@ -334,11 +334,11 @@ func (l *Ledger) sessionUsed(session string) Usage { return l.counts().session(s
 // shared through Shared.
 func (l *Ledger) counts() counts {
 	l.cntOnce.Do(func() {
-		switch c := l.Shared.(type) {
+		switch l.Shared.(type) {
 		case nil:
 			l.cnt = alone{l}
 		default:
-			l.cnt = shared{l, c}
+			l.cnt = shared{l}
 		}
 	})
 	return l.cnt

@@ -53,10 +53,7 @@ func (alone) reserve(context.Context, *Reservation, int) (bool, error) { return 
 
 // shared is the counts of replicas sharing the gateway's work, through
 // counters every replica adds to (see shared.go).
-type shared struct {
-	l *Ledger
-	c replica.Counters
-}
+type shared struct{ l *Ledger }
 
 func (s shared) record(day string, src Source, session string, u Usage) {
 	sh := &s.l.sh
