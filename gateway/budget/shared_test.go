@@ -48,7 +48,7 @@ func replicas(t *testing.T, n int, limits budget.Limits) []*budget.Ledger {
 	return out
 }
 
-// eventually waits up to 3 s for cond.
+// eventually waits up to 10 s for cond.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !cond(); {
