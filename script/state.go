@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/arnodel/golua/lib"
 	"github.com/arnodel/golua/lib/base"
 	"github.com/arnodel/golua/lib/coroutine"
 	"github.com/arnodel/golua/lib/debuglib"
@@ -21,6 +20,7 @@ import (
 	"github.com/arnodel/golua/lib/tablelib"
 	"github.com/arnodel/golua/lib/utf8lib"
 	rt "github.com/arnodel/golua/runtime"
+	"github.com/nbots/nb/script/internal/lualib"
 
 	"github.com/nbots/nb/script/internal/guard"
 )
@@ -61,7 +61,7 @@ var (
 func loadBase(r *rt.Runtime) {
 	baseOnce.Do(func() {
 		tmpl := rt.New(io.Discard)
-		lib.LoadLibs(tmpl, base.LibLoader)
+		lualib.Load(tmpl, base.LibLoader)
 		g := tmpl.GlobalEnv()
 		// collectgarbage declares no compliance, so a quota would refuse
 		// it; the sandbox leaves it out, unsandboxed calls may use it.
@@ -138,7 +138,7 @@ func newState(sandboxed bool, environ []string) *state {
 	if sandboxed {
 		st.rt = rt.New(io.Discard)
 		loadBase(st.rt)
-		lib.LoadLibs(st.rt, packagelib.LibLoader, stringlib.LibLoader,
+		lualib.Load(st.rt, packagelib.LibLoader, stringlib.LibLoader,
 			tablelib.LibLoader, mathlib.LibLoader, utf8lib.LibLoader)
 	} else {
 		// print writes to Stdout, which each call points at its output.
@@ -146,7 +146,7 @@ func newState(sandboxed bool, environ []string) *state {
 		// The Lua standard library; not golua's golib (reflection into Go)
 		// nor its runtime library.
 		loadBase(st.rt)
-		lib.LoadLibs(st.rt, packagelib.LibLoader, coroutine.LibLoader,
+		lualib.Load(st.rt, packagelib.LibLoader, coroutine.LibLoader,
 			stringlib.LibLoader, tablelib.LibLoader, mathlib.LibLoader, iolib.LibLoader,
 			utf8lib.LibLoader, oslib.LibLoader, debuglib.LibLoader)
 	}

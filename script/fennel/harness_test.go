@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/arnodel/golua/lib"
 	"github.com/arnodel/golua/lib/base"
 	"github.com/arnodel/golua/lib/coroutine"
 	"github.com/arnodel/golua/lib/mathlib"
@@ -21,6 +20,7 @@ import (
 	"github.com/arnodel/golua/lib/tablelib"
 	"github.com/arnodel/golua/lib/utf8lib"
 	rt "github.com/arnodel/golua/runtime"
+	"github.com/nbots/nb/script/internal/lualib"
 )
 
 // program is one differential test program read from testdata/programs.
@@ -113,7 +113,7 @@ end`
 func newLuaState(t testing.TB, stdout *bytes.Buffer) *rt.Runtime {
 	t.Helper()
 	r := rt.New(stdout)
-	lib.LoadLibs(r, packagelib.LibLoader, base.LibLoader, stringlib.LibLoader, tablelib.LibLoader, mathlib.LibLoader,
+	lualib.Load(r, packagelib.LibLoader, base.LibLoader, stringlib.LibLoader, tablelib.LibLoader, mathlib.LibLoader,
 		utf8lib.LibLoader, coroutine.LibLoader, oslib.LibLoader)
 	fnl, err := r.CompileAndLoadLuaChunk("fennel-runtime", []byte(RuntimeLua()), rt.TableValue(r.GlobalEnv()))
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/arnodel/golua/lib"
 	"github.com/arnodel/golua/lib/base"
 	"github.com/arnodel/golua/lib/mathlib"
 	"github.com/arnodel/golua/lib/packagelib"
@@ -17,6 +16,7 @@ import (
 	"github.com/arnodel/golua/lib/tablelib"
 	"github.com/arnodel/golua/lib/utf8lib"
 	rt "github.com/arnodel/golua/runtime"
+	"github.com/nbots/nb/script/internal/lualib"
 
 	"github.com/nbots/nb/script/internal/guard"
 )
@@ -52,7 +52,7 @@ var (
 func baseFunctions() map[string]rt.Value {
 	macroBaseOnce.Do(func() {
 		tmpl := rt.New(io.Discard)
-		lib.LoadLibs(tmpl, base.LibLoader)
+		lualib.Load(tmpl, base.LibLoader)
 		g := tmpl.GlobalEnv()
 		macroBase = map[string]rt.Value{}
 		for _, name := range macroSafeBase {
@@ -244,7 +244,7 @@ func (c *compiler) macroRuntime(at *node) *macroRuntime {
 	// stack: the hook bounds them.
 	guard.Install(r.MainThread(), nil)
 	guard.InstallFinalizers(r, nil)
-	lib.LoadLibs(r, packagelib.LibLoader, stringlib.LibLoader, tablelib.LibLoader, mathlib.LibLoader, utf8lib.LibLoader)
+	lualib.Load(r, packagelib.LibLoader, stringlib.LibLoader, tablelib.LibLoader, mathlib.LibLoader, utf8lib.LibLoader)
 	guard.ReplaceFormat(r)
 	g := r.GlobalEnv()
 	env := rt.NewTable()
