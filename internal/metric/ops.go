@@ -16,7 +16,7 @@ var (
 	queueDepth   = NewGauge("nb_gateway_queue_depth", "Outbound messages waiting for delivery or being delivered, by channel (summed over its destinations).")
 	queueDeepest = NewGauge("nb_gateway_queue_depth_max", "The outbound messages of the channel's deepest destination, by channel.")
 
-	cronMisses   = NewCounter("nb_gateway_cron_misses_total", "Cron runs that were due and did not run at their time, by reason (stopped, expired, coalesced, claim_error).")
+	cronMisses   = NewCounter("nb_gateway_cron_misses_total", "Cron runs that were due and did not run at their time, by reason (skipped, expired, coalesced, claim_error).")
 	sourceTokens = NewCounter("nb_gateway_tokens_total", "Tokens of the gateway's model calls as its budget ledger counts them, by source (chat, cron, heartbeat, consolidation, subagent) and kind (input, output).")
 
 	mcpCalls    = NewCounter("nb_mcp_calls_total", "Calls to the tools of MCP servers, by server (as configured), tool and outcome (ok, tool_error, timeout, refused, lost, canceled, error).")
@@ -56,9 +56,9 @@ func QueueFunc(channel string, depth func() (total, deepest int)) {
 }
 
 // CronMissed counts n cron runs that did not run at their time, for
-// reason: stopped (skipped, no gateway ran then), expired (a one-time
-// job disabled unrun), coalesced (run once for several slots),
-// claim_error (its slot could not be claimed).
+// reason: skipped (their slots passed while no gateway ran, nanobot's
+// rule), expired (a one-time job disabled unrun), coalesced (slots
+// folded into one run), claim_error (a slot that could not be claimed).
 func CronMissed(reason string, n int) {
 	if n > 0 {
 		cronMisses.Add(n, "reason", Label("reason", reason))
