@@ -13,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/tool"
 	"github.com/nbots/nb/tracing"
@@ -47,6 +48,8 @@ func (t *Tool) Run(ctx context.Context, call tool.Call) (_ any, err error) {
 	s := t.server
 	ctx, span := tracing.StartMCP(ctx, "tools/call", t.remote, s.cfg.Name)
 	defer func() { tracing.End(span, err) }()
+	start, outcome := time.Now(), "error"
+	defer func() { metric.MCPCall(s.cfg.Name, t.remote, outcome, start) }()
 	sess, err := s.session(ctx)
 	if err != nil {
 		return nil, err
@@ -78,12 +81,15 @@ func (t *Tool) Run(ctx context.Context, call tool.Call) (_ any, err error) {
 	if err != nil {
 		switch {
 		case errors.Is(context.Cause(ctx), errTimeout):
+			outcome = "timeout"
 			return nil, fmt.Errorf("MCP server %q: %s did not answer within %s (the server's timeout key sets this limit)", s.cfg.Name, t.remote, timeout)
 		case ctx.Err() != nil:
+			outcome = "canceled"
 			return nil, ctx.Err()
 		}
 		var rpc *sdk.Error
 		if errors.As(err, &rpc) {
+			outcome = "refused"
 			return nil, fmt.Errorf("MCP server %q refused the call to %s: %s", s.cfg.Name, t.remote, rpc.Message)
 		}
 		lost := errors.Is(err, mcpsdk.ErrConnectionClosed) || errors.Is(err, io.EOF)
@@ -91,6 +97,7 @@ func (t *Tool) Run(ctx context.Context, call tool.Call) (_ any, err error) {
 			lost = p.exitStatus(100*time.Millisecond) != ""
 		}
 		if lost {
+			outcome = "lost"
 			why := s.ended(p)
 			if s.detach(sess) {
 				go s.recover(p)
@@ -98,6 +105,10 @@ func (t *Tool) Run(ctx context.Context, call tool.Call) (_ any, err error) {
 			return nil, fmt.Errorf("MCP server %q failed during the call to %s: %s", s.cfg.Name, t.remote, why)
 		}
 		return nil, fmt.Errorf("MCP server %q: calling %s: %v", s.cfg.Name, t.remote, err)
+	}
+	outcome = "ok"
+	if res.IsError {
+		outcome = "tool_error"
 	}
 	return Result(res), nil
 }

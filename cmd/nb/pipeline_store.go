@@ -11,7 +11,6 @@ import (
 
 	"github.com/nbots/nb/pipeline/engine"
 	"github.com/nbots/nb/pipeline/runstore"
-	"github.com/nbots/nb/pipeline/runstore/fileruns"
 	"github.com/nbots/nb/pipeline/runstore/runsurl"
 )
 
@@ -42,8 +41,8 @@ func (a *App) createStoredRun(raw string, cfg *engine.Config) (release func(), e
 		return nil, fmt.Errorf("%s: %w", st.Name, err)
 	}
 	cfg.Stored = r
-	if fr, ok := st.Store.(*fileruns.Store); ok {
-		cfg.LogsRoot = fr.Dir(id) // the stage folders beside the checkpoint
+	if dir := st.Dir(id); dir != "" {
+		cfg.LogsRoot = dir // the stage folders beside the checkpoint
 	}
 	fmt.Fprintf(a.Stdout, "run %s in %s\n", id, st.Name)
 	return func() { a.releaseRun(r); st.Close() }, nil
@@ -87,8 +86,8 @@ func (a *App) takeStoredRun(raw, id, logs, flow string) (engine.Config, func(), 
 		release()
 		return engine.Config{}, nil, err
 	}
-	if fr, ok := st.Store.(*fileruns.Store); ok && logs == "" {
-		logs = fr.Dir(id)
+	if logs == "" {
+		logs = st.Dir(id)
 	}
 	if logs == "" {
 		logs = filepath.Join("pipeline-runs", id)

@@ -22,6 +22,7 @@ import (
 	"github.com/nbots/nb/gateway/modelcall"
 	"github.com/nbots/nb/gateway/replica"
 	"github.com/nbots/nb/internal/atomicfile"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/provider"
 )
 
@@ -145,8 +146,9 @@ func (l *Ledger) Check(session string) error {
 	return nil
 }
 
-// Record counts a call's tokens.
+// Record counts a call's tokens (and nb_gateway_tokens_total by source).
 func (l *Ledger) Record(session string, src Source, u Usage) {
+	metric.SourceTokens(string(src), u.Input, u.Output)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()

@@ -107,6 +107,15 @@ type Bus interface {
 	Close() error
 }
 
+// Depther is a bus that knows the depth of its outbound queues, one per
+// destination (Local; JetStream's are the stream's, which the NATS
+// server's own metrics show).
+type Depther interface {
+	// OutboundDepth is how many messages of channel wait for delivery or
+	// are being delivered: over all its destinations, and at the deepest.
+	OutboundDepth(channel string) (total, deepest int)
+}
+
 // FinalKey is the key that makes a final reply idempotent, "" and false
 // for a message that is not one (progress, tool hints, no turn).
 func FinalKey(m Outbound) (string, bool) {

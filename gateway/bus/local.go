@@ -121,6 +121,17 @@ func (b *Local) Outbound(ctx context.Context, channel string, fn func(context.Co
 	return b.out(channel).consume(ctx, fn)
 }
 
+// OutboundDepth implements Depther: the messages of channel waiting for
+// delivery or being delivered, over all its destinations and at its
+// deepest.
+func (b *Local) OutboundDepth(channel string) (total, deepest int) {
+	l, ok := b.outs.Load(channel)
+	if !ok {
+		return 0, 0
+	}
+	return l.(*lanes[Outbound]).depth()
+}
+
 // Close implements Bus: consumers return, publishing fails, and Close
 // waits for the handlers still running (their contexts should be
 // cancelled first), so that what they use can be closed after it.
@@ -250,6 +261,17 @@ func (l *lanes[T]) drain(c *consumer[T], key string, q *lane[T]) {
 		q.items = q.items[1:]
 		l.mu.Unlock()
 	}
+}
+
+// depth is the messages queued in all lanes, and in the longest.
+func (l *lanes[T]) depth() (total, deepest int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, q := range l.queues {
+		total += len(q.items)
+		deepest = max(deepest, len(q.items))
+	}
+	return total, deepest
 }
 
 func (l *lanes[T]) close() {

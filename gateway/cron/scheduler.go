@@ -11,6 +11,7 @@ import (
 
 	"github.com/nbots/nb/gateway/replica"
 	"github.com/nbots/nb/internal/atomicfile"
+	"github.com/nbots/nb/internal/metric"
 )
 
 // RunFunc runs one job (the gateway runs its message as an agent turn in
@@ -114,14 +115,16 @@ func (s *Scheduler) Tick(ctx context.Context) (time.Time, error) {
 	var due []Job
 	var slots []int64
 	var next time.Time
+	var coalesced int
 	err := s.Store.Edit(ctx, func(f *File) error {
 		s.reportBroken(f)
-		due, slots, next = s.claim(f, now)
+		due, slots, next, coalesced = s.claim(f, now)
 		return nil
 	})
 	if err != nil {
 		return time.Time{}, err
 	}
+	metric.CronMissed("coalesced", coalesced)
 	s.seen = stampOf(s.Store.Path)
 	s.seen.nextDue = next
 	for i, j := range due {
@@ -133,6 +136,7 @@ func (s *Scheduler) Tick(ctx context.Context) (time.Time, error) {
 			if err != nil {
 				// Better a slot missed than run twice: say so.
 				s.logger().Warn(fmt.Sprintf("cron: job %q (%s) not run: its slot could not be claimed: %v", j.Name, j.ID, err))
+				metric.CronMissed("claim_error", 1)
 				continue
 			}
 			if !ok {
@@ -156,11 +160,17 @@ const StartGrace = time.Minute
 // before its first Tick.
 func (s *Scheduler) Start(ctx context.Context) error {
 	now := time.Now()
-	return s.Store.Edit(ctx, func(f *File) error {
-		s.skipMissed(f, now)
+	var skipped, expired int
+	err := s.Store.Edit(ctx, func(f *File) error {
+		skipped, expired = s.skipMissed(f, now)
 		s.reportBroken(f)
 		return nil
 	})
+	if err == nil {
+		metric.CronMissed("skipped", skipped)
+		metric.CronMissed("expired", expired)
+	}
+	return err
 }
 
 // skipMissed is what the scheduler does at its start with the runs it
@@ -170,8 +180,9 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // passed is disabled without running; a job with catchUp runs once now
 // instead. A slot still to come is kept as it is, and so is one due in
 // the StartGrace before the start (a restart, a replica taking over):
-// it runs now.
-func (s *Scheduler) skipMissed(f *File, now time.Time) {
+// it runs now. It returns the slots skipped and the one-time jobs
+// disabled (the misses nb_gateway_cron_misses_total counts).
+func (s *Scheduler) skipMissed(f *File, now time.Time) (skipped, expired int) {
 	nowMs := now.UnixMilli()
 	for i := range f.Jobs {
 		j := &f.Jobs[i]
@@ -180,6 +191,7 @@ func (s *Scheduler) skipMissed(f *File, now time.Time) {
 		}
 		missed := time.UnixMilli(*j.State.NextRunAtMs)
 		if t, ok := j.Schedule.Next(now, s.Zone); ok && j.Schedule.Kind != KindAt {
+			skipped += 1 + s.missed(*j, missed, now)
 			j.State.NextRunAtMs = ptr(t.UnixMilli())
 			s.logger().Info(fmt.Sprintf("cron: job %q (%s) missed its run of %s while the gateway was stopped: skipped, as nanobot skips it (\"catchUp\": true runs it once at start); next run %s",
 				j.Name, j.ID, missed.Format(time.RFC3339), t.Format(time.RFC3339)))
@@ -189,10 +201,12 @@ func (s *Scheduler) skipMissed(f *File, now time.Time) {
 		if j.Schedule.Kind == KindAt {
 			j.Enabled = false
 			j.UpdatedAtMs = nowMs
+			expired++
 			s.logger().Warn(fmt.Sprintf("cron: one-time job %q (%s) was due at %s while the gateway was stopped: not run, and disabled, as nanobot leaves it (\"catchUp\": true runs it once at start)",
 				j.Name, j.ID, missed.Format(time.RFC3339)))
 		}
 	}
+	return skipped, expired
 }
 
 // reportBroken says, once each, which enabled jobs can never run: an
@@ -216,12 +230,14 @@ func (s *Scheduler) reportBroken(f *File) {
 }
 
 // claim takes the jobs of f due at now, advancing their schedules, and
-// returns them with their slots (0: run by hand) and the earliest next
-// run of all jobs.
-func (s *Scheduler) claim(f *File, now time.Time) ([]Job, []int64, time.Time) {
+// returns them with their slots (0: run by hand), the earliest next run
+// of all jobs, and the slots that passed unrun (a job due more than once
+// since its last run runs once).
+func (s *Scheduler) claim(f *File, now time.Time) ([]Job, []int64, time.Time, int) {
 	var due []Job
 	var slots []int64
 	var next time.Time
+	coalesced := 0
 	nowMs := now.UnixMilli()
 	kept := f.Jobs[:0]
 	for _, j := range f.Jobs {
@@ -240,6 +256,7 @@ func (s *Scheduler) claim(f *File, now time.Time) ([]Job, []int64, time.Time) {
 			slotMs = *j.State.NextRunAtMs
 			slot := time.UnixMilli(slotMs)
 			if missed := s.missed(j, slot, now); missed > 0 {
+				coalesced += missed
 				s.logger().Warn(fmt.Sprintf("cron: job %q (%s) missed %d run(s) while the gateway was stopped; running it once now", j.Name, j.ID, missed))
 			}
 			run = true
@@ -269,7 +286,7 @@ func (s *Scheduler) claim(f *File, now time.Time) ([]Job, []int64, time.Time) {
 		kept = append(kept, j)
 	}
 	f.Jobs = kept
-	return due, slots, next
+	return due, slots, next, coalesced
 }
 
 // missed counts the slots after slot that passed before now.

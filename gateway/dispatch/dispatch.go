@@ -66,11 +66,18 @@ type Record interface {
 // sentWindow is how many delivered (turn, destination) pairs are kept.
 const sentWindow = 1 << 14
 
-// Run delivers until ctx ends.
+// Run delivers until ctx ends. When the bus knows its queues' depth
+// (bus.Depther), nb_gateway_queue_depth and nb_gateway_queue_depth_max
+// read it by channel.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(d.Channels))
+	dp, depths := d.Bus.(bus.Depther)
 	for i, ch := range d.Channels {
+		if depths {
+			name := ch.Name()
+			metric.QueueFunc(name, func() (int, int) { return dp.OutboundDepth(name) })
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

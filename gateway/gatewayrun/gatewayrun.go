@@ -228,7 +228,7 @@ func Open(ctx context.Context, c *config.Config, o Options) (_ *Gateway, err err
 	f := features{gw: gw, zone: zone, lookupEnv: host.LookupEnv, claims: &replica.Local{}}
 	delivered := dispatch.Record(&replica.Local{})
 	if r := o.Replicas; r != nil {
-		g.Bus, g.Elector, g.Steer = r.bus, r.elector, r.steering
+		g.Bus, g.Elector, g.Steer = bus.Metered(r.bus, "jetstream"), r.elector, r.steering
 		if g.Others, err = r.bus.Stopper(r.id, g.StopHere); err != nil {
 			return nil, err
 		}

@@ -1,7 +1,9 @@
 // Package storeurl opens the conversation store a URL names (nb's
 // --store and NB_STORE): PostgreSQL for postgres:// and postgresql://,
 // the files under a folder for file:///folder, the default files for
-// none. Its messages show a URL without its password.
+// none. Its messages show a URL without its password. A store a URL
+// names counts its operations (nb_store_op_duration_seconds,
+// nb_store_op_errors_total).
 package storeurl
 
 import (
@@ -84,13 +86,13 @@ func Open(ctx context.Context, raw string, o Options) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("conversation store: %w", err)
 		}
-		return &Store{Store: pg, Name: pgurl.Redact(raw), Shared: true, pg: pg, pgURL: raw}, nil
+		return &Store{Store: metered{pg, "postgres"}, Name: pgurl.Redact(raw), Shared: true, pg: pg, pgURL: raw}, nil
 	case strings.HasPrefix(strings.ToLower(raw), "file:"):
 		u, err := url.Parse(raw)
 		if err != nil || u.Path == "" || !filepath.IsAbs(u.Path) || (u.Host != "" && u.Host != "localhost") {
 			return nil, fmt.Errorf("conversation store %s: a file URL names an absolute folder: file:///var/lib/nb/state", pgurl.Redact(raw))
 		}
-		return &Store{Store: state.Files{Root: filepath.Clean(u.Path), Cipher: cipher}, Name: filepath.Clean(u.Path)}, nil
+		return &Store{Store: metered{state.Files{Root: filepath.Clean(u.Path), Cipher: cipher}, "files"}, Name: filepath.Clean(u.Path)}, nil
 	default:
 		return nil, fmt.Errorf("conversation store %s: unknown kind of store: use postgres://user:password@host:port/database, file:///folder, or nothing for the files", pgurl.Redact(raw))
 	}

@@ -26,7 +26,7 @@ func TestOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f, ok := s.Store.(state.Files); !ok || f.Root != dir+"/y" || f.Cipher != nil {
+	if f, ok := s.Store.(metered).s.(state.Files); !ok || f.Root != dir+"/y" || f.Cipher != nil {
 		t.Errorf("file URL: %#v", s.Store)
 	}
 

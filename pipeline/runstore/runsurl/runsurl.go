@@ -1,7 +1,9 @@
 // Package runsurl opens the pipeline run store a URL names, as nb's
 // --store names stores: postgres:// (or postgresql://) a database
 // (package pgruns), file:///folder the runs under a folder (package
-// fileruns). Its messages show a URL without its password.
+// fileruns). Its messages show a URL without its password. The store
+// counts its operations (nb_store_op_duration_seconds,
+// nb_store_op_errors_total, store "runs").
 package runsurl
 
 import (
@@ -24,6 +26,16 @@ type Store struct {
 	// Name is the URL without its credentials, for people.
 	Name  string
 	close func()
+	files *fileruns.Store
+}
+
+// Dir is the folder of run id when the runs are kept in folders
+// (file:///…), "" in a database.
+func (s *Store) Dir(id string) string {
+	if s.files == nil {
+		return ""
+	}
+	return s.files.Dir(id)
 }
 
 // Close releases the store's connections.
@@ -43,7 +55,7 @@ func Open(ctx context.Context, raw string, ttl time.Duration) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pipeline run store: %w", err)
 		}
-		return &Store{Store: s, Name: pgurl.Redact(raw), close: s.Close}, nil
+		return &Store{Store: metered{s, "postgres"}, Name: pgurl.Redact(raw), close: s.Close}, nil
 	case strings.HasPrefix(strings.ToLower(raw), "file:"):
 		u, err := url.Parse(raw)
 		if err != nil || u.Path == "" || !filepath.IsAbs(u.Path) || (u.Host != "" && u.Host != "localhost") {
@@ -53,7 +65,7 @@ func Open(ctx context.Context, raw string, ttl time.Duration) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Store{Store: s, Name: u.Path}, nil
+		return &Store{Store: metered{s, "files"}, Name: u.Path, files: s}, nil
 	}
 	return nil, fmt.Errorf("pipeline run store %s: want postgres://user:password@host:port/database or file:///folder", pgurl.Redact(raw))
 }
