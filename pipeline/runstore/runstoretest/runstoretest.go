@@ -81,6 +81,7 @@ func answered(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer ra.Release() //nolint:errcheck // released below, unless the test failed first
 	woken := ra.Answered()
 	// wake answers through s and checks that w is woken at once and
 	// that Answers of r has the answer.
