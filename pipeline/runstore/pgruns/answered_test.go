@@ -56,3 +56,46 @@ func TestAnswerPoll(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswerWhileNotListening: an answer left while the holder's
+// listening connection was down (killed here) has no notification that
+// reaches it; the holder's Answered is woken once the connection listens
+// again, not at the next poll (an hour away).
+func TestAnswerWhileNotListening(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	url := pgtest.New(t)
+	s, err := pgruns.Open(ctx, url, pgruns.Options{LeaseTTL: testTTL, AnswerPoll: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, err := s.Create(ctx, runstore.Info{ID: "unheard", Name: "F", Source: []byte("digraph F {}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var killed int
+	if err := conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND query LIKE 'LISTEN %' AND pid <> pg_backend_pid()`).Scan(&killed); err != nil || killed != 1 {
+		t.Fatalf("killed %d listening connections, %v; want 1", killed, err)
+	}
+	// The store listens again after a second: this answer's notification,
+	// had it one, would reach nobody.
+	if _, err := conn.Exec(ctx, `INSERT INTO nb_pipeline_answers (run, data) VALUES ('unheard', '{"unheard":true}')`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.Answered():
+	case <-time.After(20 * time.Second):
+		t.Fatal("an answer left while the store did not listen never woke Answered")
+	}
+	if got, err := r.Answers(ctx); err != nil || len(got) != 1 || string(got[0]) != `{"unheard":true}` {
+		t.Fatalf("Answers = %q, %v", got, err)
+	}
+}
