@@ -79,7 +79,10 @@ type Store struct {
 var _ runstore.Store = (*Store)(nil)
 
 // Open opens the runs of the database at url (postgres://…), creating
-// the tables when missing. Errors never carry the URL's credentials.
+// the tables when missing. It returns once the store listens for the
+// notifications of other replicas (or failed to connect for it, or ctx
+// ended: it then listens as soon as it can). Errors never carry the
+// URL's credentials.
 func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	pool, err := pgurl.Open(ctx, url, "nb pipelines")
 	if err != nil {
@@ -93,7 +96,8 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	return s, nil
 }
 
-// New returns the runs of pool's database; Close leaves pool open.
+// New returns the runs of pool's database, as Open does; Close leaves
+// pool open.
 func New(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 	cc := pool.Config().ConnConfig
 	return start(ctx, pool, o, "", fmt.Sprintf("postgres://%s:%d/%s", cc.Host, cc.Port, cc.Database), false)
