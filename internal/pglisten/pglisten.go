@@ -18,13 +18,35 @@ import (
 // waits pause and connects again: a notification sent in between is
 // missed, so lost should wake whoever may have missed one.
 func Listen(ctx context.Context, cfg *pgx.ConnConfig, channel string, pause time.Duration, notify func(payload string), lost func(error)) {
+	Watch(ctx, cfg, channel, pause, Callbacks{Notify: notify, Lost: lost})
+}
+
+// Callbacks are what Watch calls; nil ones are not called.
+type Callbacks struct {
+	// Listening is called each time the connection LISTENs, the first
+	// time and after each reconnection: from then on no notification is
+	// missed, but those sent before (while it was connecting) were, so
+	// Listening should look for what they would have told.
+	Listening func()
+	// Notify is given each notification's payload, in the order they
+	// come.
+	Notify func(payload string)
+	// Lost is told why the connection could not be made or was lost.
+	Lost func(error)
+}
+
+// Watch is Listen with a Listening callback: it holds a connection of
+// its own, made with cfg (a copy of it), that LISTENs on channel, until
+// ctx ends, and reconnects after pause when it cannot connect or the
+// connection is lost.
+func Watch(ctx context.Context, cfg *pgx.ConnConfig, channel string, pause time.Duration, cb Callbacks) {
 	for {
-		err := listenOnce(ctx, cfg, channel, notify)
+		err := listenOnce(ctx, cfg, channel, cb)
 		if ctx.Err() != nil {
 			return
 		}
-		if lost != nil {
-			lost(err)
+		if cb.Lost != nil {
+			cb.Lost(err)
 		}
 		select {
 		case <-ctx.Done():
@@ -34,7 +56,7 @@ func Listen(ctx context.Context, cfg *pgx.ConnConfig, channel string, pause time
 	}
 }
 
-func listenOnce(ctx context.Context, cfg *pgx.ConnConfig, channel string, notify func(string)) error {
+func listenOnce(ctx context.Context, cfg *pgx.ConnConfig, channel string, cb Callbacks) error {
 	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
 	if err != nil {
 		return err
@@ -43,11 +65,16 @@ func listenOnce(ctx context.Context, cfg *pgx.ConnConfig, channel string, notify
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return err
 	}
+	if cb.Listening != nil {
+		cb.Listening()
+	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		notify(n.Payload)
+		if cb.Notify != nil {
+			cb.Notify(n.Payload)
+		}
 	}
 }

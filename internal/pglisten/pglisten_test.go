@@ -97,3 +97,55 @@ func TestListen(t *testing.T) {
 	stop()
 	<-done
 }
+
+// TestWatchListening: Listening is called once the LISTEN is in place,
+// so that a notification sent after it is never missed, and again once
+// a new connection listens after the first was killed.
+func TestWatchListening(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := pgtest.New(t)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["application_name"] = "pglisten watch test"
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	got := make(chan string, 16)
+	listening := make(chan struct{}, 16)
+	lctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Watch(lctx, cfg, "chan_w", 10*time.Millisecond, Callbacks{
+			Listening: func() { listening <- struct{}{} },
+			Notify:    func(p string) { got <- p },
+		})
+	}()
+	defer func() { stop(); <-done }()
+	for _, round := range []string{"first", "after a reconnection"} {
+		select {
+		case <-listening:
+		case <-ctx.Done():
+			t.Fatalf("%s: Listening not called", round)
+		}
+		if _, err := conn.Exec(ctx, "SELECT pg_notify('chan_w', $1)", round); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case p := <-got:
+			if p != round {
+				t.Fatalf("payload %q, want %q", p, round)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: a notification sent after Listening was missed", round)
+		}
+		if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pglisten watch test'"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

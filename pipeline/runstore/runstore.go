@@ -146,6 +146,16 @@ type Run interface {
 	// Answers returns the answers left for the run (Store.Answer) since
 	// the last call, oldest first, and forgets them.
 	Answers(ctx context.Context) ([][]byte, error)
+	// Answered receives when answers may have been left for the run
+	// since it last received (Store.Answer, through any handle of the
+	// store, in this process or another): the holder then calls Answers,
+	// rather than calling it on a timer. A store tells it at once where
+	// it can be told (a PostgreSQL notification, an answer given in this
+	// process) and looks now and then for answers it cannot be told of;
+	// so it may also receive when there is nothing to take. It never
+	// blocks the one who answers: wakes while one is pending are merged.
+	// It is meant for one receiver at a time.
+	Answered() <-chan struct{}
 	// Lost is closed when the lease is lost; Err then says why.
 	Lost() <-chan struct{}
 	Err() error

@@ -164,9 +164,9 @@ func (s *Stored) launch(sr runstore.Run, spec Spec) error {
 	return nil
 }
 
-// RelayInterval is how often the replica that runs a run takes, while
-// questions wait, the answers other replicas left in the store.
-var RelayInterval = 200 * time.Millisecond
+// publishRetry is how long the relay waits before it publishes again
+// questions the store refused (out of reach, say).
+const publishRetry = time.Second
 
 // relayAnswer is an answer given on another replica, as the store keeps
 // it.
@@ -177,28 +177,25 @@ type relayAnswer struct {
 
 // relay publishes the questions of g waiting in the held run sr (so that
 // every replica lists them) when they change, and while some wait
-// answers them with what other replicas left in the store, until ctx
-// ends; then it withdraws them.
+// answers them with what other replicas left in the store, when the
+// store tells it some were left (sr.Answered), until ctx ends; then it
+// withdraws them. It wakes for nothing else: a question asked, answered
+// here or given up (its timeout, the run's end) is a change of g.
 func (s *Stored) relay(ctx context.Context, sr runstore.Run, g *gate) {
 	id := sr.Info().ID
 	var last []byte // nothing published yet: a run taken over replaces its last holder's
-	t := time.NewTicker(RelayInterval)
-	defer t.Stop()
+	answered := sr.Answered()
 	for {
 		qs := g.questions()
 		data, _ := json.Marshal(qs)
+		var retry <-chan time.Time
 		if last == nil || !bytes.Equal(data, last) {
 			if err := sr.SetQuestions(data); err != nil {
 				s.logger().Warn("pipeline run: publish its questions", "run", id, "error", err)
+				retry = time.After(publishRetry)
 			} else {
 				last = data
 			}
-		}
-		// No tick while no question waits and the store has them: the
-		// next change wakes the relay.
-		var tick <-chan time.Time
-		if len(qs) > 0 || !bytes.Equal(data, last) {
-			tick = t.C
 		}
 		if len(qs) > 0 {
 			answers, err := sr.Answers(ctx)
@@ -223,7 +220,8 @@ func (s *Stored) relay(ctx context.Context, sr runstore.Run, g *gate) {
 			}
 			return
 		case <-g.changed:
-		case <-tick:
+		case <-answered:
+		case <-retry:
 		}
 	}
 }
@@ -499,8 +497,8 @@ func (r *storedRun) questions(ctx context.Context) []handler.Question {
 }
 
 // Answer answers a question waiting on this replica, or leaves the
-// answer in the store for the replica that runs the run, which takes it
-// within RelayInterval.
+// answer in the store for the replica that runs the run, which the store
+// wakes to take it (runstore.Run.Answered).
 func (r *storedRun) Answer(ctx context.Context, qid string, a handler.Answer) error {
 	if h := r.s.local(r.info.ID); h != nil {
 		return h.gate.answer(qid, a)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nbots/nb/pipeline/handler"
@@ -132,13 +133,10 @@ func TestStoredAnswerElsewhere(t *testing.T) {
 	}
 }
 
-// The relay publishes the questions when they change, not on a tick: with
-// a RelayInterval that never comes, a question asked while the relay
-// idles is listed in the store, and its end withdraws it.
+// The relay publishes the questions when they change (it has no tick):
+// a question asked while the relay idles is listed in the store, and its
+// end withdraws it.
 func TestRelayPublishesChanges(t *testing.T) {
-	old := RelayInterval
-	RelayInterval = time.Hour
-	defer func() { RelayInterval = old }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := fileruns.Open(t.TempDir())
@@ -189,4 +187,112 @@ func TestRelayPublishesChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	published("[]")
+}
+
+// The relay takes an answer another replica left in the store as soon
+// as the store tells it (runstore.Run.Answered), with no time passing
+// (it used to look every 200 ms); a gate's timeout still ends its
+// question, which is withdrawn from the store; an answer that comes after
+// it is dropped, and the run's end (the relay's ctx) withdraws the
+// questions still waiting.
+func TestRelayWokenByAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		root := t.TempDir()
+		st, err := fileruns.Open(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := fileruns.Open(root) // another replica's handle
+		if err != nil {
+			t.Fatal(err)
+		}
+		const id = "0123456789abcdef01234567"
+		sr, err := st.Create(ctx, runstore.Info{ID: id, Name: "Review", Source: []byte(review)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sr.Release()
+		g := newRelayedGate()
+		rctx, stop := context.WithCancel(ctx)
+		relayed := make(chan struct{})
+		go func() {
+			defer close(relayed)
+			(&Stored{Store: st}).relay(rctx, sr, g)
+		}()
+		defer func() { stop(); <-relayed }()
+		type result struct {
+			a   handler.Answer
+			err error
+		}
+		ask := func(q handler.Question) chan result {
+			ch := make(chan result, 1)
+			go func() {
+				a, err := g.Ask(ctx, q)
+				ch <- result{a, err}
+			}()
+			synctest.Wait()
+			return ch
+		}
+		published := func() string {
+			t.Helper()
+			synctest.Wait()
+			data, err := other.Questions(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(data)
+		}
+		answer := func(qid, value string) {
+			t.Helper()
+			data, _ := json.Marshal(relayAnswer{QID: qid, Answer: handler.Answer{Value: value}})
+			if err := other.Answer(ctx, id, data); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+
+		asked := ask(handler.Question{Stage: "gate", Text: "Ship it?"})
+		if q := published(); !strings.Contains(q, `"gate-1"`) {
+			t.Fatalf("questions published %s", q)
+		}
+		began := time.Now()
+		answer("gate-1", "yes")
+		select {
+		case r := <-asked:
+			if r.err != nil || r.a.Value != "yes" || time.Since(began) != 0 {
+				t.Fatalf("Ask = %+v after %v; want yes at once", r, time.Since(began))
+			}
+		default:
+			t.Fatal("the answer left in the store did not reach the gate at once")
+		}
+		if q := published(); q != "[]" {
+			t.Fatalf("an answered question still published: %s", q)
+		}
+
+		asked = ask(handler.Question{Stage: "gate", Text: "Ship it?", Timeout: time.Hour})
+		time.Sleep(time.Hour)
+		if r := <-asked; r.err != nil || r.a.Value != handler.TimedOut {
+			t.Fatalf("Ask = %+v, want its timeout", r)
+		}
+		if q := published(); q != "[]" {
+			t.Fatalf("a question given up still published: %s", q)
+		}
+		answer("gate-2", "late") // dropped: nobody asks it
+
+		asked = ask(handler.Question{Stage: "gate", Text: "Ship it?"})
+		if q := published(); !strings.Contains(q, `"gate-3"`) || strings.Contains(q, "gate-2") {
+			t.Fatalf("questions published %s", q)
+		}
+		stop()
+		<-relayed
+		if q := published(); q != "[]" {
+			t.Fatalf("the relay ended with questions published: %s", q)
+		}
+		cancel()
+		if r := <-asked; !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("Ask after its run ended = %+v", r)
+		}
+	})
 }

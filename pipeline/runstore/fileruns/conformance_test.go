@@ -21,6 +21,7 @@ func TestConformance(t *testing.T) {
 				return s
 			}
 		},
-		Crash: fileruns.Crash,
+		Crash:    fileruns.Crash,
+		Synctest: true,
 	})
 }

@@ -6,6 +6,12 @@
 // it when the process holding it dies, so another process may take the
 // run over at once. The folder is also the engine's run folder: its stage
 // folders and manifest go beside, and nb pipeline resume reads it.
+//
+// Answers left for a run (Store.Answer) are files of its answers folder.
+// The holder's Run.Answered is told of those given in its own process at
+// once, through any Store of that process on the same folder; of those
+// another process wrote, it learns by looking in the folder every
+// AnswerPoll.
 package fileruns
 
 import (
@@ -20,12 +26,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nbots/nb/internal/atomicfile"
+	"github.com/nbots/nb/internal/wakeup"
 	"github.com/nbots/nb/pipeline/runstore"
 )
 
@@ -42,6 +50,16 @@ const (
 	AnswersDir    = "answers"
 )
 
+// AnswerPoll is how often a held run whose Answered is received looks in
+// its answers folder for answers another process left: those given in
+// this process wake it at once.
+const AnswerPoll = 2 * time.Second
+
+// answered are the runs this process holds, by the absolute path of
+// their folder: an answer given through any Store of the process wakes
+// the run's Answered.
+var answered wakeup.Set
+
 // Store is the runs under one folder.
 type Store struct {
 	root   string
@@ -53,6 +71,10 @@ var _ runstore.Store = (*Store)(nil)
 // Open returns the store of the runs under root, creating it.
 func Open(root string) (*Store, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("pipeline runs folder: %w", err)
+	}
+	root, err := filepath.Abs(root) // the runs' key in answered
+	if err != nil {
 		return nil, fmt.Errorf("pipeline runs folder: %w", err)
 	}
 	host, _ := os.Hostname()
@@ -136,7 +158,9 @@ func (s *Store) held(dir string, info runstore.Info, cp []byte, events int64, un
 	}
 	_ = os.WriteFile(filepath.Join(dir, holderFile), []byte(s.holder), 0o644) // for people; the lock decides
 	info.Holder, info.Events = s.holder, events
-	return &run{dir: dir, info: info, cp: cp, events: f, unlock: unlock, lost: make(chan struct{})}, nil
+	r := &run{dir: dir, info: info, cp: cp, events: f, unlock: unlock, lost: make(chan struct{}), stopPoll: make(chan struct{})}
+	r.answered, r.unregister = answered.Register(dir)
+	return r, nil
 }
 
 // Get implements runstore.Store.
@@ -341,6 +365,11 @@ type run struct {
 	lost     chan struct{}
 	err      error
 	released bool
+
+	answered   chan struct{} // registered in answered
+	unregister func()
+	pollOnce   sync.Once
+	stopPoll   chan struct{}
 }
 
 func (r *run) Info() runstore.Info   { return r.info }
@@ -404,6 +433,7 @@ func (r *run) Release() error {
 		return nil
 	}
 	r.released = true
+	r.stopAnswered()
 	err := r.events.Close()
 	r.unlock()
 	return err
@@ -420,6 +450,7 @@ func (r *run) crash() {
 	}
 	if !r.released {
 		r.released = true
+		r.stopAnswered()
 		r.events.Close()
 		r.unlock()
 	}
@@ -465,7 +496,11 @@ func (s *Store) Answer(ctx context.Context, id string, data []byte) error {
 	}
 	var r [4]byte
 	rand.Read(r[:]) //nolint:errcheck // never fails
-	return atomicfile.WriteFile(filepath.Join(answers, fmt.Sprintf("%020d-%s.json", time.Now().UnixNano(), hex.EncodeToString(r[:]))), data, 0o644)
+	if err := atomicfile.WriteFile(filepath.Join(answers, fmt.Sprintf("%020d-%s.json", time.Now().UnixNano(), hex.EncodeToString(r[:]))), data, 0o644); err != nil {
+		return err
+	}
+	answered.Wake(dir)
+	return nil
 }
 
 // SetQuestions implements runstore.Run.
@@ -504,4 +539,46 @@ func (r *run) Answers(ctx context.Context) ([][]byte, error) {
 		out = append(out, data)
 	}
 	return out, nil
+}
+
+// Answered implements runstore.Run: an answer given in this process
+// wakes it at once; from the first call on, the answers folder is also
+// looked at every AnswerPoll, for those another process wrote.
+func (r *run) Answered() <-chan struct{} {
+	r.pollOnce.Do(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if !r.released {
+			go r.pollAnswers()
+		}
+	})
+	return r.answered
+}
+
+// pollAnswers wakes Answered while answers wait in the folder, every
+// AnswerPoll, until the run is released.
+func (r *run) pollAnswers() {
+	t := time.NewTicker(AnswerPoll)
+	defer t.Stop()
+	dir := filepath.Join(r.dir, AnswersDir)
+	for {
+		select {
+		case <-r.stopPoll:
+			return
+		case <-t.C:
+		}
+		entries, _ := os.ReadDir(dir)
+		if slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return strings.HasSuffix(e.Name(), ".json") }) {
+			select {
+			case r.answered <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// stopAnswered stops telling Answered (r.mu held).
+func (r *run) stopAnswered() {
+	r.unregister()
+	close(r.stopPoll)
 }

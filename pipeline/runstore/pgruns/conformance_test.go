@@ -17,7 +17,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 const testTTL = 2 * time.Second
 
 // TestConformance runs the run store suite on PostgreSQL, each view of
-// the database with its own pool and holder, as replicas have.
+// the database with its own pool and holder, as replicas have; answers
+// are never polled for (TestAnswerPoll checks the poll), so they must
+// be notified.
 func TestConformance(t *testing.T) {
 	runstoretest.Run(t, runstoretest.Harness{
 		New: func(t *testing.T) func() runstore.Store {
@@ -25,7 +27,7 @@ func TestConformance(t *testing.T) {
 			return func() runstore.Store {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
-				s, err := pgruns.Open(ctx, url, pgruns.Options{LeaseTTL: testTTL})
+				s, err := pgruns.Open(ctx, url, pgruns.Options{LeaseTTL: testTTL, AnswerPoll: time.Hour})
 				if err != nil {
 					t.Fatal(err)
 				}

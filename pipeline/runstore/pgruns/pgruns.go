@@ -7,7 +7,11 @@
 // writes nothing more; when a replica dies its lease expires and another
 // replica takes the run over (runstore.Adopt) and resumes it from the
 // last checkpoint. Followers anywhere are woken by LISTEN/NOTIFY, and
-// poll once a second when a notification is missed.
+// poll once a second when a notification is missed. So is the holder of
+// a run when another replica leaves it an answer (Run.Answered); it also
+// looks every Options.AnswerPoll, for an answer whose notification it
+// missed (its listening connection was down, or the replica that
+// answered predates the notification).
 package pgruns
 
 import (
@@ -18,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,7 +48,15 @@ type Options struct {
 	// Holder names this process in the leases (default: host, pid and a
 	// random part).
 	Holder string
+	// AnswerPoll is how often the runs this process holds look for
+	// answers anyway, in case a notification was missed (default
+	// DefaultAnswerPoll).
+	AnswerPoll time.Duration
 }
+
+// DefaultAnswerPoll is how often a held run looks for answers whose
+// notification it may have missed.
+const DefaultAnswerPoll = 5 * time.Second
 
 // Store is the pipeline runs of a PostgreSQL database.
 type Store struct {
@@ -56,15 +69,20 @@ type Store struct {
 	own    bool // Close closes the pool
 
 	waiters wakeup.Set // the Waits, by run
+	answers wakeup.Set // the held runs' Answered, by run
+	poll    time.Duration
 	ctx     context.Context
 	stop    context.CancelFunc
-	done    chan struct{}
+	done    sync.WaitGroup
 }
 
 var _ runstore.Store = (*Store)(nil)
 
 // Open opens the runs of the database at url (postgres://…), creating
-// the tables when missing. Errors never carry the URL's credentials.
+// the tables when missing. It returns once the store listens for the
+// notifications of other replicas (or failed to connect for it, or ctx
+// ended: it then listens as soon as it can). Errors never carry the
+// URL's credentials.
 func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	pool, err := pgurl.Open(ctx, url, "nb pipelines")
 	if err != nil {
@@ -78,17 +96,20 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	return s, nil
 }
 
-// New returns the runs of pool's database; Close leaves pool open.
+// New returns the runs of pool's database, as Open does; Close leaves
+// pool open.
 func New(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 	cc := pool.Config().ConnConfig
 	return start(ctx, pool, o, "", fmt.Sprintf("postgres://%s:%d/%s", cc.Host, cc.Port, cc.Database), false)
 }
 
 func start(ctx context.Context, pool *pgxpool.Pool, o Options, url, place string, own bool) (*Store, error) {
-	s := &Store{pool: pool, url: url, place: place, ttl: o.LeaseTTL, holder: o.Holder, own: own,
-		done: make(chan struct{})}
+	s := &Store{pool: pool, url: url, place: place, ttl: o.LeaseTTL, holder: o.Holder, own: own, poll: o.AnswerPoll}
 	if s.ttl <= 0 {
 		s.ttl = DefaultLeaseTTL
+	}
+	if s.poll <= 0 {
+		s.poll = DefaultAnswerPoll
 	}
 	if s.holder == "" {
 		host, _ := os.Hostname()
@@ -98,7 +119,14 @@ func start(ctx context.Context, pool *pgxpool.Pool, o Options, url, place string
 		return nil, err
 	}
 	s.ctx, s.stop = context.WithCancel(context.Background())
-	go s.listen()
+	s.done.Add(2)
+	ready := make(chan struct{})
+	go s.listen(ready)
+	go s.pollAnswers()
+	select { // notifications are not missed from here on, unless the database is out of reach
+	case <-ready:
+	case <-ctx.Done():
+	}
 	return s, nil
 }
 
@@ -106,7 +134,7 @@ func start(ctx context.Context, pool *pgxpool.Pool, o Options, url, place string
 // made). Runs still held lose their leases when these expire.
 func (s *Store) Close() {
 	s.stop()
-	<-s.done
+	s.done.Wait()
 	if s.own {
 		s.pool.Close()
 	}
@@ -180,8 +208,13 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
-// channel is where new events are announced (payload: the run's id).
-const channel = "nb_pipeline_events"
+// channel is where new events are announced (payload: the run's id),
+// and new answers (payload: answerPrefix and the run's id; a run's id
+// has no ':').
+const (
+	channel      = "nb_pipeline_events"
+	answerPrefix = "answer:"
+)
 
 const (
 	createSQL = `INSERT INTO nb_pipeline_runs (id, info, created, holder, expires_at, updated_at)
@@ -388,16 +421,50 @@ func (s *Store) Orphans(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// listen keeps a connection listening for new events until Close.
-func (s *Store) listen() {
-	defer close(s.done)
-	pglisten.Listen(s.ctx, s.pool.Config().ConnConfig, channel, time.Second, s.waiters.Wake, nil)
+// listen keeps a connection listening for new events and answers until
+// Close; ready is closed when it first listens, or first fails to. Each
+// time it listens (again), every waiter is woken: what was notified while
+// it was connecting was missed.
+func (s *Store) listen(ready chan struct{}) {
+	defer s.done.Done()
+	var once sync.Once
+	pglisten.Watch(s.ctx, s.pool.Config().ConnConfig, channel, time.Second, pglisten.Callbacks{
+		Listening: func() {
+			s.answers.WakeAll()
+			s.waiters.WakeAll()
+			once.Do(func() { close(ready) })
+		},
+		Notify: func(payload string) {
+			if id, ok := strings.CutPrefix(payload, answerPrefix); ok {
+				s.answers.Wake(id)
+				return
+			}
+			s.waiters.Wake(payload)
+		},
+		Lost: func(error) { once.Do(func() { close(ready) }) },
+	})
+}
+
+// pollAnswers wakes every held run's Answered every s.poll, until Close.
+func (s *Store) pollAnswers() {
+	defer s.done.Done()
+	t := time.NewTicker(s.poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			s.answers.WakeAll()
+		}
+	}
 }
 
 // held starts the renewals of a lease taken at sent.
 func (s *Store) held(info runstore.Info, holder string, cp []byte, sent time.Time) *run {
 	r := &run{s: s, holder: holder, info: info, cp: cp, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 		kick: make(chan struct{}, 1), renewed: sent}
+	r.answered, r.unregister = s.answers.Register(info.ID)
 	go r.loop()
 	return r
 }
@@ -421,6 +488,9 @@ type run struct {
 	stop    chan struct{}
 	done    chan struct{}
 	endOnce sync.Once
+
+	answered   chan struct{} // registered in s.answers
+	unregister func()
 }
 
 func (r *run) Info() runstore.Info   { return r.info }
@@ -597,6 +667,7 @@ func (r *run) loop() {
 func (r *run) Release() error {
 	var err error
 	r.endOnce.Do(func() {
+		r.unregister()
 		close(r.stop)
 		<-r.done
 		if r.Err() == nil {
@@ -620,6 +691,7 @@ func (r *run) Release() error {
 // as a process that dies does.
 func (r *run) stopRenewing() {
 	r.endOnce.Do(func() {
+		r.unregister()
 		close(r.stop)
 		<-r.done
 	})
@@ -646,11 +718,21 @@ func (s *Store) Questions(ctx context.Context, id string) ([]byte, error) {
 	return q, nil
 }
 
-// Answer implements runstore.Store: a row of nb_pipeline_answers.
+// answerSQL leaves an answer for a run not ended and notifies its
+// holder, in one statement; it returns how many it left (0 or 1).
+const answerSQL = `WITH a AS (INSERT INTO nb_pipeline_answers (run, data)
+		SELECT id, $2 FROM nb_pipeline_runs WHERE id = $1 AND NOT done RETURNING run)
+	SELECT count(*) FROM (SELECT pg_notify('` + channel + `', '` + answerPrefix + `' || run) FROM a) n`
+
+// Answer implements runstore.Store: a row of nb_pipeline_answers, and a
+// notification that wakes the holder's Answered on whichever replica it
+// is.
 func (s *Store) Answer(ctx context.Context, id string, data []byte) error {
-	var one int
-	err := s.pool.QueryRow(ctx, `INSERT INTO nb_pipeline_answers (run, data)
-		SELECT id, $2 FROM nb_pipeline_runs WHERE id = $1 AND NOT done RETURNING 1`, id, data).Scan(&one)
+	var n int64
+	err := s.pool.QueryRow(ctx, answerSQL, id, data).Scan(&n)
+	if err == nil && n == 0 {
+		err = pgx.ErrNoRows
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, gerr := s.Get(ctx, id); gerr != nil {
 			return gerr
@@ -694,3 +776,7 @@ func (r *run) Answers(ctx context.Context) ([][]byte, error) {
 	}
 	return out, nil
 }
+
+// Answered implements runstore.Run: woken by the notification of an
+// answer left through any replica's Store, and every Options.AnswerPoll.
+func (r *run) Answered() <-chan struct{} { return r.answered }

@@ -3,7 +3,9 @@
 // after their holder dies, released, ended), the fencing of a holder that
 // lost its lease, the event log followed from another process, and a
 // pipeline whose process dies in the middle of a node, resumed by
-// another with no finished node run twice and no context update lost.
+// another with no finished node run twice and no context update lost;
+// the questions a holder publishes and the answers other processes
+// leave it, which wake its Run.Answered at once.
 package runstoretest
 
 import (
@@ -14,6 +16,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nbots/nb/pipeline"
@@ -31,7 +34,17 @@ type Harness struct {
 	// no longer renewed nor released, and expires now (not after the
 	// TTL, to keep the tests short).
 	Crash func(t *testing.T, r runstore.Run)
+	// Synctest says the store works inside a testing/synctest bubble (it
+	// needs no network): the tests of Answered then run in one, where
+	// "at once" means with no time passing; otherwise it means within
+	// AnsweredWithin.
+	Synctest bool
 }
+
+// AnsweredWithin is how soon, outside a synctest bubble, an answer must
+// wake the holder's Answered. A harness sets its store's fallback poll
+// well beyond it (pgruns: an hour), so that only a notification passes.
+const AnsweredWithin = 5 * time.Second
 
 // Run runs the suite.
 func Run(t *testing.T, h Harness) {
@@ -44,6 +57,74 @@ func Run(t *testing.T, h Harness) {
 	t.Run("RetakeInSameProcess", func(t *testing.T) { testRetake(t, h) })
 	t.Run("PipelineTakeover", func(t *testing.T) { testPipelineTakeover(t, h) })
 	t.Run("QuestionsAndAnswers", func(t *testing.T) { testAnswers(t, h) })
+	t.Run("AnsweredWakes", func(t *testing.T) { testAnswered(t, h) })
+}
+
+// testAnswered: an answer left through another handle of the store (as
+// another process, or replica, would) wakes the holder's Answered at
+// once, and Answers then has it; so does one left through the holder's
+// own handle; a run another handle took over is woken there; a released
+// run is no longer woken.
+func testAnswered(t *testing.T, h Harness) {
+	if h.Synctest {
+		synctest.Test(t, func(t *testing.T) { answered(t, h) })
+		return
+	}
+	answered(t, h)
+}
+
+func answered(t *testing.T, h Harness) {
+	ctx := ctxOf(t)
+	open := h.New(t)
+	a, b := open(), open()
+	ra, err := a.Create(ctx, runstore.Info{ID: "aw", Name: "F", Source: []byte("digraph F {}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Release() //nolint:errcheck // released below, unless the test failed first
+	woken := ra.Answered()
+	// wake answers through s and checks that w is woken at once and
+	// that Answers of r has the answer.
+	wake := func(s runstore.Store, r runstore.Run, w <-chan struct{}, answer string) {
+		t.Helper()
+		began := time.Now()
+		if err := s.Answer(ctx, "aw", []byte(answer)); err != nil {
+			t.Fatal(err)
+		}
+		if h.Synctest {
+			synctest.Wait()
+			select {
+			case <-w:
+			default:
+				t.Fatalf("answer %s: Answered not woken at once", answer)
+			}
+		} else {
+			select {
+			case <-w:
+				t.Logf("answer %s: Answered woken after %v", answer, time.Since(began))
+			case <-time.After(AnsweredWithin):
+				t.Fatalf("answer %s: Answered not woken within %v", answer, AnsweredWithin)
+			}
+		}
+		if got, err := r.Answers(ctx); err != nil || len(got) != 1 || string(got[0]) != answer {
+			t.Fatalf("answer %s: Answers = %q, %v", answer, got, err)
+		}
+	}
+	wake(b, ra, woken, `{"n":1}`)
+	wake(b, ra, woken, `{"n":2}`) // woken again
+	wake(a, ra, woken, `{"n":3}`) // through the holder's own handle
+	release(t, ra)
+	rb, err := b.Take(ctx, "aw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release(t, rb)
+	wake(a, rb, rb.Answered(), `{"n":4}`) // taken over: woken on the other handle
+	select {
+	case <-woken:
+		t.Error("a released run's Answered was woken")
+	default:
+	}
 }
 
 // testAnswers: the holder's questions are read from another process,
