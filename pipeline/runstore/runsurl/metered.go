@@ -110,7 +110,10 @@ type meteredRun struct {
 func (r *meteredRun) Info() runstore.Info   { return r.r.Info() }
 func (r *meteredRun) Checkpoint() []byte    { return r.r.Checkpoint() }
 func (r *meteredRun) Lost() <-chan struct{} { return r.r.Lost() }
-func (r *meteredRun) Err() error            { return r.r.Err() }
+
+// Answered is a wake-up, not an operation: it is not timed.
+func (r *meteredRun) Answered() <-chan struct{} { return r.r.Answered() }
+func (r *meteredRun) Err() error                { return r.r.Err() }
 
 func (r *meteredRun) Save(cp runstore.Checkpoint) error {
 	start := time.Now()
