@@ -192,6 +192,9 @@ func TestTokens(t *testing.T) {
 		if w.Code != tc.want {
 			t.Errorf("%s %q: %d, want %d: %s", tc.path, tc.auth, w.Code, tc.want, w.Body)
 		}
+		if got := w.Header().Get("WWW-Authenticate"); (w.Code == 401) != (got == `Bearer realm="nb gateway"`) {
+			t.Errorf("%s %q: %d with WWW-Authenticate %q", tc.path, tc.auth, w.Code, got)
+		}
 	}
 	_ = srv
 }
