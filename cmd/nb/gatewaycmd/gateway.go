@@ -281,13 +281,12 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 // gatewayInit writes the starting configuration and the workspace
 // templates, never overwriting a file.
 func (cl *cli) gatewayInit(args []string) error {
-	fs, f := cl.gatewayFlagSet("nb gateway init", "nb gateway init [--config FILE] [--workspace DIR]", "Writes a commented starting configuration (default $XDG_CONFIG_HOME/nb/gateway.json)\nand the workspace's templates; an existing file is never overwritten.")
+	fs, f := cl.gatewayFlagSet("nb gateway init", "nb gateway init [--config FILE] [--workspace DIR]", "Writes a commented starting configuration (default NB_GATEWAY_CONFIG, else\n$XDG_CONFIG_HOME/nb/gateway.json: the file nb gateway then reads) and the\nworkspace's templates; an existing file is never overwritten.")
 	if help, err := fs.ParseOnly(args); help || err != nil {
 		return err
 	}
-	path := *f.config
-	if path == "" {
-		path = config.NBPath(config.Env(cl.environ))
+	path, from := config.Target(*f.config, config.Env(cl.environ))
+	if from == "" {
 		if path == "" {
 			return errors.New("nb gateway init: neither XDG_CONFIG_HOME nor HOME is set: pass --config FILE")
 		}
