@@ -364,7 +364,8 @@ func (cl *cli) gatewayPair(ctx context.Context, args []string) error {
 // bus when the gateway runs on one (--bus, NB_BUS, gateway.bus), else
 // the state folder's file. done closes the bus.
 func (cl *cli) pairingChecker(ctx context.Context, busFlag string, c *config.Config) (checker *access.Checker, done func(), err error) {
-	checker = &access.Checker{Store: cl.pairingStore(c.Workspace)}
+	file := cl.pairingStore(c.Workspace)
+	checker = &access.Checker{Pairings: &access.FilePairings{Path: file}}
 	raw := cl.gatewayBusURL(busFlag, c)
 	if raw == "" {
 		return checker, func() {}, nil
@@ -376,7 +377,7 @@ func (cl *cli) pairingChecker(ctx context.Context, busFlag string, c *config.Con
 		return nil, nil, err
 	}
 	var info []string
-	if checker.Shared, err = gatewayrun.SharedPairings(ctx, b, checker.Store, func(msg string, _ ...any) { info = append(info, msg) }); err != nil {
+	if checker.Pairings, err = gatewayrun.SharedPairings(ctx, b, file, func(msg string, _ ...any) { info = append(info, msg) }); err != nil {
 		b.Close()
 		return nil, nil, err
 	}
