@@ -31,6 +31,7 @@ import (
 	"github.com/nbots/nb/mcp"
 	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/provider/instrument"
 	"github.com/nbots/nb/robopage"
 	"github.com/nbots/nb/script"
 	"github.com/nbots/nb/state"
@@ -648,7 +649,7 @@ func (b *Bot) providerFor(model string) (provider.Provider, error) {
 // instrumented is every provider a bot calls (the cartridge's, and the
 // model a sub-agent is given): counted in nb's metrics, traced, retried.
 func instrumented(p provider.Provider, cfg provider.Config, ml metric.ProviderLabels, policy provider.RetryPolicy) provider.Provider {
-	return provider.WithRetry(provider.Traced(metric.WrapProvider(p, ml), cfg), policy)
+	return provider.WithRetry(instrument.Provider(p, cfg, ml), policy)
 }
 
 // StateStore keeps the bot's conversations.

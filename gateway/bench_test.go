@@ -45,7 +45,7 @@ func BenchmarkTurn(b *testing.B) {
 	bs := bus.NewLocal()
 	defer bs.Close()
 	g := &Gateway{Bus: bs, Sessions: sm, Runner: BotRunner{Bot: bt}, Prompt: &Prompt{Workspace: dir},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Access: &access.Checker{}}
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Access: &access.Checker{Pairings: &access.FilePairings{}}}
 	g.Alone()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

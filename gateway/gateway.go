@@ -923,6 +923,12 @@ func (g *Gateway) Connected(name string, err error) {
 	}
 }
 
+// ReadyGrace is how long a channel that was connected may try to connect
+// again and still count as ready: one failed poll, a dropped websocket
+// that the next try restores, does not take the gateway out of its load
+// balancer; a channel failing for longer does.
+const ReadyGrace = 30 * time.Second
+
 // ChannelState is one channel's line in /ready and nb gateway channels
 // status.
 type ChannelState struct {
@@ -933,12 +939,16 @@ type ChannelState struct {
 	// Reason says why it is not connected.
 	Reason string    `json:"reason,omitempty"`
 	Since  time.Time `json:"since,omitzero"`
+	// Reconnecting is true for a channel connecting again after it lost
+	// its connection less than ReadyGrace ago: still ready.
+	Reconnecting bool `json:"reconnecting,omitempty"`
 }
 
 // Ready is true for a channel that receives, here or on another replica,
-// or that is switched off.
+// that lost its connection less than ReadyGrace ago, or that is switched
+// off.
 func (s ChannelState) Ready() bool {
-	return s.State == "connected" || s.State == "standby" || s.State == "disabled"
+	return s.State == "connected" || s.State == "standby" || s.State == "disabled" || s.Reconnecting
 }
 
 // String is the state with its reason ("connecting: 401 Unauthorized").
@@ -982,6 +992,7 @@ func (g *Gateway) Channels() []ChannelState {
 			} else if r.connected {
 				st.State = "connected" // it said ready before reporting
 			}
+			st.Reconnecting = ls.State == channel.Connecting && ls.Lost && time.Since(ls.Since) < ReadyGrace
 		case r.connected:
 			st.State = "connected"
 		case r.disabled:
@@ -995,8 +1006,8 @@ func (g *Gateway) Channels() []ChannelState {
 
 // Ready reports whether every expected channel receives (connected, or
 // standing by for another replica), and each channel's state with its
-// reason: a channel that is still connecting, lost its connection or
-// cannot run keeps the gateway unready.
+// reason: a channel that is still connecting, lost its connection more
+// than ReadyGrace ago or cannot run keeps the gateway unready.
 func (g *Gateway) Ready() (bool, map[string]string) {
 	out := map[string]string{}
 	ready := true

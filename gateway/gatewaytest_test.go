@@ -79,7 +79,7 @@ func newHarnessWith(t *testing.T, r Runner, opts ...func(*Gateway)) (*harness, s
 	t.Cleanup(func() { b.Close() })
 	g := &Gateway{Bus: b, Sessions: sm, Runner: r, Prompt: &Prompt{Workspace: dir},
 		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Access: &access.Checker{Store: dir + "/pairing.json", Channels: map[string]access.ChannelRules{"telegram": {AllowFrom: []string{"1"}}}}}
+		Access: &access.Checker{Pairings: &access.FilePairings{Path: dir + "/pairing.json"}, Channels: map[string]access.ChannelRules{"telegram": {AllowFrom: []string{"1"}}}}}
 	g.Alone()
 	for _, o := range opts {
 		o(g)

@@ -59,7 +59,7 @@ func runGroup(t *testing.T, b bus.Bus, chs ...channel.Channel) error {
 	}
 	defer sm.Close()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := &Gateway{Bus: b, Sessions: sm, Runner: &echoRunner{}, Log: log, Access: &access.Checker{Store: dir + "/pairing.json"}}
+	g := &Gateway{Bus: b, Sessions: sm, Runner: &echoRunner{}, Log: log, Access: &access.Checker{Pairings: &access.FilePairings{Path: dir + "/pairing.json"}}}
 	g.Alone()
 	d := &dispatch.Dispatcher{Bus: b, Channels: chs, Log: log, Delivered: &replica.Local{}}
 	group := rungroup.New(context.Background())

@@ -73,6 +73,51 @@ func TestChannelStates(t *testing.T) {
 	})
 }
 
+// TestReadyGrace: one failed poll of a connected channel leaves the
+// gateway ready; failing for ReadyGrace makes it unready, connecting
+// again ready. A channel that never connected is unready at once.
+func TestReadyGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		g := &Gateway{}
+		tg, dc := &linkChannel{name: "telegram"}, &linkChannel{name: "discord"}
+		g.Expect("telegram")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go g.RunChannel(ctx, tg)
+		synctest.Wait()
+		ready := func(want bool, state string) {
+			t.Helper()
+			ok, got := g.Ready()
+			if ok != want || got["telegram"] != state {
+				t.Fatalf("at %v: Ready = %v %v, want %v with telegram %q", time.Since(start), ok, got, want, state)
+			}
+		}
+		tg.conn.Up()
+		ready(true, "connected")
+		tg.conn.Down(errors.New("getUpdates: 502 Bad Gateway"))
+		ready(true, "connecting: getUpdates: 502 Bad Gateway")
+		time.Sleep(ReadyGrace - time.Second)
+		tg.conn.Down(errors.New("getUpdates: 503 Service Unavailable")) // a second failure: the grace runs from the first
+		ready(true, "connecting: getUpdates: 503 Service Unavailable")
+		time.Sleep(time.Second)
+		ready(false, "connecting: getUpdates: 503 Service Unavailable")
+		tg.conn.Up()
+		ready(true, "connected")
+		tg.conn.Down(errors.New("getUpdates: 502 Bad Gateway")) // a new loss: a new grace
+		ready(true, "connecting: getUpdates: 502 Bad Gateway")
+
+		// A channel that never connected is not ready, failing or not.
+		g.Expect("discord")
+		go g.RunChannel(ctx, dc)
+		synctest.Wait()
+		dc.conn.Down(errors.New("gateway: 401 Unauthorized"))
+		if ok, got := g.Ready(); ok || got["discord"] != "connecting: gateway: 401 Unauthorized" {
+			t.Errorf("a channel that never connected: Ready = %v %v", ok, got)
+		}
+	})
+}
+
 // TestStatusFile: a running gateway keeps its channels' states in the
 // status file, rewritten when they change; stopped, it leaves none, and
 // a file left by a crash is told apart by its lock.

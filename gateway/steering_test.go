@@ -290,7 +290,7 @@ func TestRunJoinsTheSteeringOffers(t *testing.T) {
 	defer b.Close()
 	st := &endedSteering{ended: make(chan struct{})}
 	g := &Gateway{Bus: b, Sessions: sm, Runner: &echoRunner{}, Steer: st, Others: stopNone{},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Access: &access.Checker{Store: dir + "/pairing.json"}}
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Access: &access.Checker{Pairings: &access.FilePairings{Path: dir + "/pairing.json"}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()

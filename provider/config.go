@@ -156,3 +156,13 @@ func (c Config) Endpoint(id, official string, keys ...string) (address, credenti
 	}
 	return address, credential, nil
 }
+
+// Model is the model c names: settings.model, else options.model
+// (Google's); "" when it names none.
+func (c Config) Model() string {
+	if m, _ := c.Settings["model"].(string); m != "" {
+		return m
+	}
+	m, _ := c.Options["model"].(string)
+	return m
+}

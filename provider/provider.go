@@ -153,6 +153,19 @@ func (r Request) UserOr(fallback string) string {
 	return fallback
 }
 
+// Model is the model the request asks for, and whether it is its
+// Override's: a client's "model" (a non-empty string) replaces
+// configured, the model of the provider's configuration (Config.Model).
+// The observers of a call (metrics, traces) take it from here, once.
+func (r Request) Model(configured string) (model string, overridden bool) {
+	if r.Override != nil {
+		if m, ok := r.Override.Settings["model"].(string); ok && m != "" {
+			return m, true
+		}
+	}
+	return configured, false
+}
+
 // EventKind tells what an Event carries.
 type EventKind int
 

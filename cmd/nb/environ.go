@@ -59,7 +59,7 @@ var commandEnvironment = map[string][]string{
 	// NANOBOT_* overrides) and the workspace's files. nb gateway, chat
 	// (agent) and channels (whose login opens the store and the network)
 	// run the assistant's bot host and keep the whole list.
-	"gateway init":            gatewayInitEnvironment,
+	"gateway init":            gatewayConfigEnvironment, // it writes where the others read
 	"gateway onboard":         gatewayConfigEnvironment,
 	"gateway status":          gatewayConfigEnvironment,
 	"gateway cron --help":     gatewayConfigEnvironment, // nb gateway cron's own help
@@ -78,10 +78,6 @@ var (
 	// gatewayConfigEnvironment is what reading the gateway's
 	// configuration takes from the environment, with .env.
 	gatewayConfigEnvironment = []string{"NB_GATEWAY_CONFIG", "NANOBOT_*", "NB_DOTENV"}
-	// gatewayInitEnvironment: nb gateway init writes to --config or
-	// $XDG_CONFIG_HOME/nb/gateway.json (not NB_GATEWAY_CONFIG), then
-	// reads it with the overrides.
-	gatewayInitEnvironment = []string{"NANOBOT_*", "NB_DOTENV"}
 	// gatewaySessionsEnvironment adds the store (opened as nb's other
 	// commands open it) and the bus, whose name is the sessions'
 	// namespace.

@@ -130,18 +130,15 @@ const MaxPending = 1000
 type Checker struct {
 	// Channels are the rules of each channel by name.
 	Channels map[string]ChannelRules
-	// Store is the pairing store's file ("": kept in memory).
-	Store string
-	// Shared, when set, keeps the pairing codes and approvals instead of
-	// Store's file: a store the replicas of a gateway share.
-	Shared Pairings
+	// Pairings keeps the pairing codes and approvals: a gateway alone
+	// keeps them in its file (*FilePairings, which without a Path keeps
+	// them in memory), replicas in a store they share (package
+	// gateway/bus/jetstream). It must be set.
+	Pairings Pairings
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
-	// Warn receives a repaired store's warning.
-	Warn func(string)
 
 	mu       sync.Mutex
-	file     *FilePairings
 	state    Book
 	recorded map[string]Role // destinations allowed senders wrote from, and whose
 }
@@ -493,22 +490,10 @@ func (c *Checker) Approved() []Approval {
 	return slices.Clone(c.state.Approved)
 }
 
-// pairingsLocked is the store of codes and approvals: Shared, else the
-// file.
-func (c *Checker) pairingsLocked() Pairings {
-	if c.Shared != nil {
-		return c.Shared
-	}
-	if c.file == nil {
-		c.file = &FilePairings{Path: c.Store, Warn: c.Warn}
-	}
-	return c.file
-}
-
 // reloadLocked takes the store's current book (the file is reread when
 // another process changed it).
 func (c *Checker) reloadLocked() {
-	c.state = c.pairingsLocked().Read()
+	c.state = c.Pairings.Read()
 }
 
 // updateLocked changes the book atomically, pending codes expired for
@@ -516,7 +501,7 @@ func (c *Checker) reloadLocked() {
 // expired is removed).
 func (c *Checker) updateLocked(ctx context.Context, change func(*Book) error) error {
 	now := c.now()
-	store := c.pairingsLocked()
+	store := c.Pairings
 	var cerr error
 	b, err := store.Update(ctx, func(b *Book) {
 		b.Pending = slices.DeleteFunc(b.Pending, func(p Pending) bool { return now.Sub(p.Expires) > time.Hour })

@@ -14,8 +14,8 @@ func newChecker(t *testing.T) (*Checker, *time.Time) {
 	t.Helper()
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	c := &Checker{
-		Store: filepath.Join(t.TempDir(), "pairing.json"),
-		Now:   func() time.Time { return now },
+		Pairings: &FilePairings{Path: filepath.Join(t.TempDir(), "pairing.json")},
+		Now:      func() time.Time { return now },
 		Channels: map[string]ChannelRules{
 			"telegram": {AllowFrom: []string{"111", "bob", "444|carol"}},
 			"discord":  {AllowFrom: []string{"discord:900"}, GroupPolicy: "open"},
@@ -27,6 +27,9 @@ func newChecker(t *testing.T) (*Checker, *time.Time) {
 	return c, &now
 }
 
+// file is the path of c's pairing file.
+func file(c *Checker) string { return c.Pairings.(*FilePairings).Path }
+
 // TestAuthorize is the table of every entry point.
 func TestAuthorize(t *testing.T) {
 	c, _ := newChecker(t)
@@ -35,7 +38,7 @@ func TestAuthorize(t *testing.T) {
 		t.Fatal(d)
 	}
 	// A guest (paired) writes from their chat.
-	if _, err := c.pairingsLocked().Update(t.Context(), func(b *Book) {
+	if _, err := c.Pairings.Update(t.Context(), func(b *Book) {
 		b.Approved = append(b.Approved, Approval{Channel: "telegram", SenderID: "888|gus", ChatID: "888"})
 	}); err != nil {
 		t.Fatal(err)
@@ -119,7 +122,7 @@ func TestPairing(t *testing.T) {
 		t.Fatal("codes are not unique")
 	}
 	// Another process (nb gateway pair) approves through the store.
-	cli := &Checker{Store: c.Store, Now: c.Now}
+	cli := &Checker{Pairings: &FilePairings{Path: file(c)}, Now: c.Now}
 	if _, err := cli.Approve(t.Context(), "nope-nope"); err == nil || !strings.Contains(err.Error(), "no pairing code NOPE-NOPE") {
 		t.Fatal(err)
 	}
@@ -154,8 +157,8 @@ func TestPairing(t *testing.T) {
 func TestCorruptedStoreResets(t *testing.T) {
 	c, _ := newChecker(t)
 	var warned string
-	c.Warn = func(s string) { warned = s }
-	os.WriteFile(c.Store, []byte("{not json"), 0o600)
+	c.Pairings.(*FilePairings).Warn = func(s string) { warned = s }
+	os.WriteFile(file(c), []byte("{not json"), 0o600)
 	if d := c.Authorize(t.Context(), Request{Entry: Channel, Channel: "telegram", SenderID: "4|z", ChatID: "4"}); d.Verdict != Pair {
 		t.Fatal(d)
 	}
@@ -177,8 +180,8 @@ func (s *stalePairings) Read() Book { return s.copy }
 // copy was read is not given a new code.
 func TestChangedMeanwhile(t *testing.T) {
 	c, now := newChecker(t)
-	store := &stalePairings{FilePairings: &FilePairings{Path: c.Store}}
-	c.Shared = store
+	store := &stalePairings{FilePairings: &FilePairings{Path: file(c)}}
+	c.Pairings = store
 	if _, err := store.Update(t.Context(), func(b *Book) {
 		b.Approved = append(b.Approved, Approval{Channel: "telegram", SenderID: "333|eve", ChatID: "333"})
 		b.Pending = append(b.Pending, Pending{Code: "ABCD-EFGH", Channel: "slack", SenderID: "U9", Expires: now.Add(time.Minute)})
@@ -216,7 +219,7 @@ func TestMerge(t *testing.T) {
 // the oldest go, and the newest can still be approved.
 func TestPendingBounded(t *testing.T) {
 	c, now := newChecker(t)
-	c.Store = "" // in memory: a thousand file writes are slow under -race
+	c.Pairings = &FilePairings{} // in memory: a thousand file writes are slow under -race
 	var last Decision
 	for i := range MaxPending + 50 {
 		*now = now.Add(time.Millisecond)
@@ -225,7 +228,7 @@ func TestPendingBounded(t *testing.T) {
 			t.Fatalf("stranger %d: %+v", i, last)
 		}
 	}
-	if n := len(c.pairingsLocked().Read().Pending); n != MaxPending {
+	if n := len(c.Pairings.Read().Pending); n != MaxPending {
 		t.Fatalf("%d codes waiting", n)
 	}
 	if _, err := c.Approve(t.Context(), last.Code); err != nil {

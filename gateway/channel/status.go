@@ -26,6 +26,10 @@ type Status struct {
 	Reason string `json:"reason,omitempty"`
 	// Since is when the state began (zero before Run).
 	Since time.Time `json:"since,omitzero"`
+	// Lost is true while a channel that was connected tries to connect
+	// again (Since is when it lost the connection); false while it
+	// first connects.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // Reporter is implemented by channels that say where their connection is
@@ -69,6 +73,9 @@ func (l *Conn) Down(err error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.st.State == Connected {
+		l.st.Lost = true
+	}
 	if l.st.State == Connected || l.st.Since.IsZero() {
 		l.st.Since = time.Now()
 	}

@@ -318,6 +318,20 @@ func Find(flag string, env Env) (string, error) {
 	return "", nil
 }
 
+// Target says which file nb gateway init writes: flag, else
+// NB_GATEWAY_CONFIG (the file the other commands will read, as Find
+// does), else NBPath ("" when neither XDG_CONFIG_HOME nor HOME is set).
+// from names where it came from: "--config", "NB_GATEWAY_CONFIG", or ""
+// for the default.
+func Target(flag string, env Env) (path, from string) {
+	for _, p := range []struct{ path, from string }{{flag, "--config"}, {env.get("NB_GATEWAY_CONFIG"), "NB_GATEWAY_CONFIG"}} {
+		if p.path != "" {
+			return expandHome(p.path, env), p.from
+		}
+	}
+	return NBPath(env), ""
+}
+
 // NBPath is nb's own configuration file: $XDG_CONFIG_HOME/nb/gateway.json.
 func NBPath(env Env) string {
 	base := env.get("XDG_CONFIG_HOME")

@@ -197,3 +197,24 @@ func TestLimitsKeys(t *testing.T) {
 		t.Fatalf("%+v %q", l, c.Warnings)
 	}
 }
+
+// Target is where nb gateway init writes: --config, NB_GATEWAY_CONFIG
+// (where Find looks next, ~ expanded), then nb's own path.
+func TestTarget(t *testing.T) {
+	home := t.TempDir()
+	env := Env{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, "cfg")}
+	for _, tc := range []struct {
+		flag     string
+		env      Env
+		path, by string
+	}{
+		{"", env, filepath.Join(home, "cfg", "nb", "gateway.json"), ""},
+		{"", append(env, "NB_GATEWAY_CONFIG=~/x/gw.json"), filepath.Join(home, "x", "gw.json"), "NB_GATEWAY_CONFIG"},
+		{"/etc/gw.json", append(env, "NB_GATEWAY_CONFIG=/other.json"), "/etc/gw.json", "--config"},
+		{"", Env{}, "", ""},
+	} {
+		if p, by := Target(tc.flag, tc.env); p != tc.path || by != tc.by {
+			t.Errorf("Target(%q, %v) = %q, %q; want %q, %q", tc.flag, tc.env, p, by, tc.path, tc.by)
+		}
+	}
+}

@@ -213,7 +213,7 @@ func Open(ctx context.Context, c *config.Config, o Options) (_ *Gateway, err err
 		return nil, err
 	}
 	gw.State = StateFiles(o.StateDir, c.Workspace)
-	gw.Access = &access.Checker{Channels: rules, Store: gw.State.Pairing, Warn: func(msg string) { log.Warn(msg) }}
+	gw.Access = &access.Checker{Channels: rules, Pairings: &access.FilePairings{Path: gw.State.Pairing, Warn: func(msg string) { log.Warn(msg) }}}
 	g := &gateway.Gateway{
 		Sessions: gw.Sessions, Access: gw.Access, Runner: gateway.BotRunner{Bot: b, Confirmer: o.Confirmer, Words: c.Words(), PromptTokens: c.PromptTokens()}, Words: c.Words(),
 		Prompt: &gateway.Prompt{Workspace: c.Workspace, Location: zone, Log: log,

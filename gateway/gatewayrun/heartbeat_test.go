@@ -19,8 +19,9 @@ func TestHeartbeatTargetIsTheOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sm.Close() })
-	checker := &access.Checker{Store: filepath.Join(dir, "pairing.json"), Channels: map[string]access.ChannelRules{"telegram": {AllowFrom: []string{"1"}}}}
-	(&access.FilePairings{Path: checker.Store}).Update(t.Context(), func(b *access.Book) {
+	pairings := &access.FilePairings{Path: filepath.Join(dir, "pairing.json")}
+	checker := &access.Checker{Pairings: pairings, Channels: map[string]access.ChannelRules{"telegram": {AllowFrom: []string{"1"}}}}
+	pairings.Update(t.Context(), func(b *access.Book) {
 		b.Approved = append(b.Approved, access.Approval{Channel: "telegram", SenderID: "2", ChatID: "2"})
 	})
 	for _, key := range []string{"telegram:1", "telegram:2"} {

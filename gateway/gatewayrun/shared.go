@@ -32,11 +32,11 @@ func (gw *Gateway) share(ctx context.Context) error {
 	if sc.positions, err = sc.bus.Positions(ctx, sc.id); err != nil {
 		return fmt.Errorf("bus %s: receive positions: %w", sc.bus, err)
 	}
-	pairings, err := SharedPairings(ctx, sc.bus, gw.Access.Store, gw.log.Info)
+	pairings, err := SharedPairings(ctx, sc.bus, gw.State.Pairing, gw.log.Info)
 	if err != nil {
 		return err
 	}
-	gw.Access.Shared = pairings
+	gw.Access.Pairings = pairings
 	return nil
 }
 

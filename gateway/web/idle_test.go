@@ -34,7 +34,7 @@ func listener(t testing.TB, dir string) (string, func()) {
 	b := bus.NewLocal()
 	log := slog.New(slog.DiscardHandler)
 	g := &gateway.Gateway{Bus: b, Sessions: sm, Runner: fakeRunner{}, Prompt: &gateway.Prompt{Workspace: dir}, Log: log,
-		Access: &access.Checker{Store: dir + "/pairing.json"}}
+		Access: &access.Checker{Pairings: &access.FilePairings{Path: dir + "/pairing.json"}}}
 	g.Alone()
 	tok, err := httpguard.NewToken("owner", holderToken)
 	if err != nil {

@@ -35,7 +35,7 @@ func serveTestServer(t *testing.T) *Server {
 	t.Cleanup(func() { b.Close() })
 	log := slog.New(slog.DiscardHandler)
 	g := &gateway.Gateway{Bus: b, Sessions: sm, Runner: fakeRunner{}, Prompt: &gateway.Prompt{Workspace: dir}, Log: log,
-		Access: &access.Checker{Store: dir + "/pairing.json"}}
+		Access: &access.Checker{Pairings: &access.FilePairings{Path: dir + "/pairing.json"}}}
 	g.Alone()
 	return &Server{Gateway: g, Sessions: sm, Log: log}
 }

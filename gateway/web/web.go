@@ -234,6 +234,9 @@ func (s *Server) guard(next http.Handler) http.Handler {
 					r.Header.Set("Authorization", "Bearer "+tok)
 				}
 				if _, err := httpguard.Authenticate(s.Tokens, r); err != nil {
+					// A 401 names the scheme it wants (RFC 9110, 15.5.2),
+					// as nb serve's, nb mcp serve's and the robopages API's.
+					w.Header().Set("WWW-Authenticate", `Bearer realm="nb gateway"`)
 					writeJSON(w, http.StatusUnauthorized, map[string]any{"error": err.Error()})
 					return
 				}

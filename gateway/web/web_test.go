@@ -61,7 +61,7 @@ func startWith(t *testing.T, configure func(*Server)) (*httptest.Server, *gatewa
 	t.Cleanup(func() { b.Close() })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := &gateway.Gateway{Bus: b, Sessions: sm, Runner: fakeRunner{}, Prompt: &gateway.Prompt{Workspace: dir}, Log: log,
-		Access: &access.Checker{Store: dir + "/pairing.json"}}
+		Access: &access.Checker{Pairings: &access.FilePairings{Path: dir + "/pairing.json"}}}
 	g.Alone()
 	s := &Server{Gateway: g, Sessions: sm, Log: log}
 	if configure != nil {
@@ -191,6 +191,9 @@ func TestTokens(t *testing.T) {
 		h.ServeHTTP(w, req)
 		if w.Code != tc.want {
 			t.Errorf("%s %q: %d, want %d: %s", tc.path, tc.auth, w.Code, tc.want, w.Body)
+		}
+		if got := w.Header().Get("WWW-Authenticate"); (w.Code == 401) != (got == `Bearer realm="nb gateway"`) {
+			t.Errorf("%s %q: %d with WWW-Authenticate %q", tc.path, tc.auth, w.Code, got)
 		}
 	}
 	_ = srv

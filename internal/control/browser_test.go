@@ -15,6 +15,7 @@ import (
 	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/internal/npmtest"
 	"github.com/nbots/nb/provider"
+	"github.com/nbots/nb/provider/instrument"
 )
 
 // usageProvider answers every call with the same usage.
@@ -41,7 +42,7 @@ func TestControlPageInChromium(t *testing.T) {
 		metric.HTTP(metric.Serve, "POST /v1/chat/completions", "POST", 200, 40*time.Millisecond)
 	}
 	metric.SetSource("serve")
-	p := metric.WrapProvider(usageProvider{100, 23}, metric.ProviderLabels{Cartridge: "browser", Model: "browser-model"})
+	p := instrument.Provider(usageProvider{100, 23}, provider.Config{}, metric.ProviderLabels{Cartridge: "browser", Model: "browser-model"})
 	for range 2 {
 		if _, err := p.Complete(context.Background(), provider.Request{}, nil); err != nil {
 			t.Fatal(err)

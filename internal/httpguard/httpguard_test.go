@@ -64,6 +64,37 @@ func TestAuthenticate(t *testing.T) {
 	}
 }
 
+// Bearer reads the header as Authenticate does (the scheme in any case,
+// the spaces around the secret left out) for a secret of any length;
+// an empty secret allows nothing.
+func TestBearer(t *testing.T) {
+	check, none := Bearer("abc"), Bearer("")
+	for header, want := range map[string]bool{
+		"Bearer abc":    true,
+		"bearer abc":    true,
+		"BEARER   abc ": true,
+		"Bearer abd":    false,
+		"Bearer ab":     false,
+		"Bearer abcd":   false,
+		"Basic abc":     false,
+		"abc":           false,
+		"Bearer":        false,
+		"Bearer ":       false,
+		"":              false,
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		if header != "" {
+			r.Header.Set("Authorization", header)
+		}
+		if got := check(r); got != want {
+			t.Errorf("%q: %v, want %v", header, got, want)
+		}
+		if none(r) {
+			t.Errorf("%q passed the check of no secret", header)
+		}
+	}
+}
+
 func TestBrowserGuard(t *testing.T) {
 	g := BrowserGuard{Origins: []string{"https://ok.example"}, Why: "this server answers", Fix: "allow %s", HostFix: "use a token"}
 	loopback := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80}

@@ -85,12 +85,10 @@ func (e *AuthError) Error() string { return e.Message }
 // token, or an *AuthError. Every token is compared, in constant time, so
 // the time taken says nothing about which one came close.
 func Authenticate(tokens []*Token, r *http.Request) (*Token, error) {
-	auth := r.Header.Get("Authorization")
-	scheme, secret, _ := strings.Cut(auth, " ")
-	if auth == "" || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
+	sum, ok := bearerSum(r)
+	if !ok {
 		return nil, &AuthError{Message: "this server needs a token: send it as \"Authorization: Bearer <token>\" (an OpenAI client's API key)"}
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(secret)))
 	var found *Token
 	for _, t := range tokens {
 		if subtle.ConstantTimeCompare(sum[:], t.hash[:]) == 1 {
@@ -101,6 +99,34 @@ func Authenticate(tokens []*Token, r *http.Request) (*Token, error) {
 		return nil, &AuthError{Message: "the token is not valid for this server"}
 	}
 	return found, nil
+}
+
+// bearerSum is the SHA-256 of the request's bearer token: the secret of
+// "Authorization: Bearer <secret>", the scheme in any case (RFC 9110
+// section 11.1), the spaces around the secret left out. ok is false
+// without one. Digests of equal length make the comparisons that follow
+// take the same time whatever the secret sent, its length included.
+func bearerSum(r *http.Request) (sum [sha256.Size]byte, ok bool) {
+	auth := r.Header.Get("Authorization")
+	scheme, secret, _ := strings.Cut(auth, " ")
+	secret = strings.TrimSpace(secret)
+	if !strings.EqualFold(scheme, "Bearer") || secret == "" {
+		return sum, false
+	}
+	return sha256.Sum256([]byte(secret)), true
+}
+
+// Bearer is the check of a server with one secret of any length (nb mcp
+// serve's token, the robopages API's, a metrics listener's): it reports
+// whether a request carries "Authorization: Bearer <secret>", read as
+// Authenticate reads it and compared in constant time. Only the secret's
+// SHA-256 is kept. An empty secret allows no request.
+func Bearer(secret string) func(*http.Request) bool {
+	want := sha256.Sum256([]byte(secret))
+	return func(r *http.Request) bool {
+		sum, ok := bearerSum(r)
+		return subtle.ConstantTimeCompare(sum[:], want[:]) == 1 && ok && secret != ""
+	}
 }
 
 // LoadTokens reads a tokens file:

@@ -168,39 +168,54 @@ type ProviderLabels struct {
 	Model string
 }
 
-// WrapProvider counts the calls of p (each attempt, when it is wrapped
-// by provider.WithRetry afterwards): their outcome, duration, time to
-// first token and tokens.
-func WrapProvider(p provider.Provider, l ProviderLabels) provider.Provider {
-	return &counted{Provider: p, prov: Label("provider", p.ID()), cart: Label("cartridge", l.Cartridge), model: Label("model", l.Model)}
-}
-
-type counted struct {
-	provider.Provider
+// ProviderCounter counts the calls of one provider for a cartridge
+// (package provider/instrument wraps every provider a bot calls in one):
+// their outcome, duration, time to first token and tokens.
+type ProviderCounter struct {
 	prov, cart, model string
 }
 
-func (c *counted) Complete(ctx context.Context, req provider.Request, onEvent func(provider.Event)) (*provider.Response, error) {
+// NewProviderCounter counts the calls of the provider providerID with
+// the labels l.
+func NewProviderCounter(providerID string, l ProviderLabels) *ProviderCounter {
+	return &ProviderCounter{prov: Label("provider", providerID), cart: Label("cartridge", l.Cartridge), model: Label("model", l.Model)}
+}
+
+// ProviderCall is one call being counted (each attempt, when retries
+// wrap the provider): Event at each event it streams, Done at its end.
+// It is not safe for concurrent use, as a call's events are not.
+type ProviderCall struct {
+	c     *ProviderCounter
+	model string
+	start time.Time
+	first bool
+}
+
+// Start starts counting a call; overridden says that the request asked
+// for a model of its own (provider.Request.Model), counted as "override"
+// (a client's names are not bounded).
+func (c *ProviderCounter) Start(overridden bool) *ProviderCall {
 	model := c.model
-	if req.Override != nil {
-		if _, ok := req.Override.Settings["model"]; ok {
-			model = "override"
-		}
+	if overridden {
+		model = "override"
 	}
-	start := time.Now()
-	first := false
-	wrapped := onEvent
-	if onEvent != nil {
-		wrapped = func(ev provider.Event) {
-			if !first {
-				first = true
-				providerFirst.Observe(time.Since(start).Seconds(), "provider", c.prov, "model", model)
-			}
-			onEvent(ev)
-		}
+	return &ProviderCall{c: c, model: model, start: time.Now()}
+}
+
+// Event records an event of the call: the first one is its time to
+// first token.
+func (pc *ProviderCall) Event() {
+	if !pc.first {
+		pc.first = true
+		providerFirst.Observe(time.Since(pc.start).Seconds(), "provider", pc.c.prov, "model", pc.model)
 	}
-	resp, err := c.Provider.Complete(ctx, req, wrapped)
-	d := time.Since(start)
+}
+
+// Done counts the call's end: its outcome, duration and the response's
+// tokens.
+func (pc *ProviderCall) Done(resp *provider.Response, err error) {
+	c, model := pc.c, pc.model
+	d := time.Since(pc.start)
 	kind := ErrorKind(err)
 	providerCalls.Inc("provider", c.prov, "model", model, "cartridge", c.cart, "outcome", kind)
 	providerDuration.Observe(d.Seconds(), "provider", c.prov, "model", model)
@@ -219,7 +234,6 @@ func (c *counted) Complete(ctx context.Context, req provider.Request, onEvent fu
 		}
 		days.add(time.Now(), model, u.InputTokens, u.OutputTokens)
 	}
-	return resp, err
 }
 
 // OnRetry is a provider.RetryPolicy's OnRetry that counts each retry

@@ -2,13 +2,10 @@ package metric
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/nbots/nb/internal/httpguard"
@@ -30,17 +27,12 @@ func Tokens(tokens []*httpguard.Token) Auth {
 }
 
 // Secret is the Auth of a server with one secret of any length (nb mcp
-// serve's, the robopages API's), compared in constant time; nil for "".
+// serve's, the robopages API's): httpguard.Bearer; nil for "".
 func Secret(secret string) Auth {
 	if secret == "" {
 		return nil
 	}
-	want := sha256.Sum256([]byte(secret))
-	return func(r *http.Request) bool {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
-		return subtle.ConstantTimeCompare(sum[:], want[:]) == 1 && ok
-	}
+	return httpguard.Bearer(secret)
 }
 
 // Guard is the token rule of GET /metrics where the server's own checks

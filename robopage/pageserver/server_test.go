@@ -321,8 +321,10 @@ func TestToken(t *testing.T) {
 	if code, _ := do(t, "GET", srv.URL+"/", "", "", "Authorization", "Bearer wrong"); code != 401 {
 		t.Errorf("wrong token: %d", code)
 	}
-	if code, _ := do(t, "GET", srv.URL+"/", "", "", "Authorization", "Bearer s3cret"); code != 200 {
-		t.Errorf("token: %d", code)
+	for _, auth := range []string{"Bearer s3cret", "bearer s3cret", "Bearer  s3cret"} {
+		if code, _ := do(t, "GET", srv.URL+"/", "", "", "Authorization", auth); code != 200 {
+			t.Errorf("%q: %d", auth, code)
+		}
 	}
 }
 

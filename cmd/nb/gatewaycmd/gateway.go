@@ -281,13 +281,12 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 // gatewayInit writes the starting configuration and the workspace
 // templates, never overwriting a file.
 func (cl *cli) gatewayInit(args []string) error {
-	fs, f := cl.gatewayFlagSet("nb gateway init", "nb gateway init [--config FILE] [--workspace DIR]", "Writes a commented starting configuration (default $XDG_CONFIG_HOME/nb/gateway.json)\nand the workspace's templates; an existing file is never overwritten.")
+	fs, f := cl.gatewayFlagSet("nb gateway init", "nb gateway init [--config FILE] [--workspace DIR]", "Writes a commented starting configuration (default NB_GATEWAY_CONFIG, else\n$XDG_CONFIG_HOME/nb/gateway.json: the file nb gateway then reads) and the\nworkspace's templates; an existing file is never overwritten.")
 	if help, err := fs.ParseOnly(args); help || err != nil {
 		return err
 	}
-	path := *f.config
-	if path == "" {
-		path = config.NBPath(config.Env(cl.environ))
+	path, from := config.Target(*f.config, config.Env(cl.environ))
+	if from == "" {
 		if path == "" {
 			return errors.New("nb gateway init: neither XDG_CONFIG_HOME nor HOME is set: pass --config FILE")
 		}
@@ -365,7 +364,8 @@ func (cl *cli) gatewayPair(ctx context.Context, args []string) error {
 // bus when the gateway runs on one (--bus, NB_BUS, gateway.bus), else
 // the state folder's file. done closes the bus.
 func (cl *cli) pairingChecker(ctx context.Context, busFlag string, c *config.Config) (checker *access.Checker, done func(), err error) {
-	checker = &access.Checker{Store: cl.pairingStore(c.Workspace)}
+	file := cl.pairingStore(c.Workspace)
+	checker = &access.Checker{Pairings: &access.FilePairings{Path: file}}
 	raw := cl.gatewayBusURL(busFlag, c)
 	if raw == "" {
 		return checker, func() {}, nil
@@ -377,7 +377,7 @@ func (cl *cli) pairingChecker(ctx context.Context, busFlag string, c *config.Con
 		return nil, nil, err
 	}
 	var info []string
-	if checker.Shared, err = gatewayrun.SharedPairings(ctx, b, checker.Store, func(msg string, _ ...any) { info = append(info, msg) }); err != nil {
+	if checker.Pairings, err = gatewayrun.SharedPairings(ctx, b, file, func(msg string, _ ...any) { info = append(info, msg) }); err != nil {
 		b.Close()
 		return nil, nil, err
 	}

@@ -92,3 +92,35 @@ func TestGatewayInitRefusesToShadowNanobot(t *testing.T) {
 		t.Errorf("nb gateway init --config: %d\n%s%s", code, out, errs)
 	}
 }
+
+// TestGatewayInitWritesNBGatewayConfig: without --config, nb gateway init
+// writes the file NB_GATEWAY_CONFIG names (~ expanded), where nb gateway
+// and its other commands read it; nanobot's file beside it is no reason
+// to refuse (the variable says which file is meant), and the default
+// path stays untouched.
+func TestGatewayInitWritesNBGatewayConfig(t *testing.T) {
+	home := t.TempDir()
+	nanobot := filepath.Join(home, ".nanobot", "config.json")
+	if err := os.MkdirAll(filepath.Dir(nanobot), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(nanobot, []byte(`{}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(home, "conf", "gw.json")
+	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_DATA_HOME=" + filepath.Join(home, "data"),
+		"NB_GATEWAY_CONFIG=~/conf/gw.json"}
+	if code, out, errs := runNB(t, env, "gateway", "init"); code != 0 || !strings.Contains(out, "wrote     "+want) {
+		t.Fatalf("nb gateway init with NB_GATEWAY_CONFIG: %d\n%s%s", code, out, errs)
+	}
+	if b, err := os.ReadFile(want); err != nil || !strings.Contains(string(b), "agents") {
+		t.Errorf("%s: %v\n%s", want, err, b)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".config", "nb", "gateway.json")); err == nil {
+		t.Error("nb gateway init wrote the default path too")
+	}
+	// nb gateway status reads the same file.
+	if code, out, errs := runNB(t, append(env, "ANTHROPIC_API_KEY=k", "BRAVE_API_KEY=k"), "gateway", "status"); code != 0 || !strings.Contains(out, "Config: "+want) {
+		t.Errorf("nb gateway status after init: %d\n%s%s", code, out, errs)
+	}
+}

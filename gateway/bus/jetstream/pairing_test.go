@@ -23,8 +23,7 @@ func replicaChecker(t *testing.T, url string) (*access.Checker, *jetstream.Pairi
 		t.Fatal(err)
 	}
 	return &access.Checker{
-		Store:    filepath.Join(t.TempDir(), "pairing.json"),
-		Shared:   p,
+		Pairings: p,
 		Channels: map[string]access.ChannelRules{"telegram": {AllowFrom: []string{"111"}}},
 	}, p
 }
