@@ -500,10 +500,7 @@ func (b *Bot) toolsFor(x Exchange) *tool.Set {
 		tools = b.bindSpawn(tools, x, 0)
 	}
 	if len(x.Tools) > 0 {
-		set := &tool.Set{}
-		for _, t := range tools.Tools() {
-			set.Add(t)
-		}
+		set := tools.Clone()
 		for _, t := range x.Tools {
 			set.Add(t)
 		}

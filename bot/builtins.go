@@ -140,10 +140,7 @@ func (b *Bot) bindSpawn(set *tool.Set, x Exchange, depth int) *tool.Set {
 	if !blocking && !managed {
 		return set
 	}
-	out := &tool.Set{}
-	for _, t := range set.Tools() {
-		out.Add(t)
-	}
+	out := set.Clone()
 	if blocking {
 		out.Add(builtin.SpawnTool(b.spawnFor(x), depth))
 	}

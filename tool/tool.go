@@ -193,6 +193,28 @@ func (s *Set) Add(t Tool) {
 	s.wire = append(s.wire, wire)
 }
 
+// Clone is a copy of s to add to without changing s: the same tools
+// under the same names as adding them again in order would give, without
+// asking each tool for its Spec again (a turn's set is the bot's set and
+// a few tools of the turn's).
+func (s *Set) Clone() *Set {
+	out := &Set{}
+	if s == nil || len(s.tools) == 0 {
+		return out
+	}
+	out.tools = append(make([]Tool, 0, len(s.tools)+4), s.tools...)
+	out.wire = append(make([]string, 0, len(s.wire)+4), s.wire...)
+	out.index = make(map[string]int, len(s.index)+4)
+	for k, v := range s.index {
+		out.index[k] = v
+	}
+	out.names = make(map[string]int, len(s.names)+4)
+	for k, v := range s.names {
+		out.names[k] = v
+	}
+	return out
+}
+
 // Lookup finds the tool a provider's call names: by the name it was
 // offered under, else by MatchName.
 func (s *Set) Lookup(name string) (Tool, bool) {

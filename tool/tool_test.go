@@ -100,3 +100,52 @@ func TestSetWireNames(t *testing.T) {
 		t.Errorf("Tools() = %d", len(s.Tools()))
 	}
 }
+
+// TestSetClone: a clone holds the same tools under the same names as a
+// set built again by adding them in order, and adding to it (a clash of
+// wire names, a replacement, a new tool) leaves the original as it was.
+func TestSetClone(t *testing.T) {
+	var s Set
+	for _, n := range []string{"a b", "a_b", "clock", "a-b!"} {
+		s.Add(named(n))
+	}
+	c := s.Clone()
+	var again Set
+	for _, tl := range s.Tools() {
+		again.Add(tl)
+	}
+	if got, want := specNames(c.Specs()), specNames(again.Specs()); got != want {
+		t.Fatalf("clone offers %s, a set built again %s", got, want)
+	}
+	before := specNames(s.Specs())
+	c.Add(named("a.b"))   // a wire name taken: a suffix
+	c.Add(named("CLOCK")) // replaces clock in the clone only
+	c.Add(named("new"))
+	if got := specNames(s.Specs()); got != before {
+		t.Fatalf("adding to the clone changed the original: %s, was %s", got, before)
+	}
+	if _, ok := s.Lookup("new"); ok {
+		t.Fatal("the original finds a tool added to its clone")
+	}
+	if got := specNames(c.Specs()); got != "a_b clock a-b_ a_b_2 new" {
+		t.Fatalf("the clone after adding offers %s", got)
+	}
+	if tl, _ := c.Lookup("clock"); tl.Spec().Name != "CLOCK" {
+		t.Fatalf("clock in the clone is %q", tl.Spec().Name)
+	}
+	if tl, _ := s.Lookup("clock"); tl.Spec().Name != "clock" {
+		t.Fatalf("clock in the original is %q", tl.Spec().Name)
+	}
+	var nilSet *Set
+	if nilSet.Clone().Len() != 0 {
+		t.Fatal("a nil set's clone is not empty")
+	}
+}
+
+func specNames(specs []Spec) string {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	return strings.Join(names, " ")
+}

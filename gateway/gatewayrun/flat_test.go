@@ -33,10 +33,13 @@ const flatChildEnv = "NB_TEST_MEMORY_FLAT_CHILD"
 // TestMemoryFlat holds the gateway's memory flat (issue 36): a child
 // process opens a whole gateway (the web chat, the bus, the turn loop,
 // sessions in files) against an instant fake model and runs turns
-// through /ws over many chats, then more turns over as many chats again,
-// each touched once (sessions that go idle). The heap after a collection
-// must not grow past a bound between the end of the first half and the
-// end of the second: what a turn leaves behind must not be kept.
+// through /ws over many chats, twice, then as many chats again as a
+// half has turns, each touched once with a 4 KiB message (sessions that
+// go idle). The heap after a collection must not grow past a bound
+// between the end of the first half and the end of the second: what a
+// turn leaves behind must not be kept; nor, from a reading just before
+// the chats touched once to one after, by more than a bound per chat
+// well below their messages: idle sessions' messages leave memory.
 //
 // Under -race every turn costs several times more: the run is shorter,
 // the bound the same (the old code kept about 1 KB a turn).
@@ -74,12 +77,12 @@ func TestMemoryFlat(t *testing.T) {
 			}
 		}
 	}
-	first, second, idle := figures["heap1"], figures["heap2"], figures["heap3"]
-	if first == 0 || second == 0 || idle == 0 {
+	first, second, warmed, idle := figures["heap1"], figures["heap2"], figures["heap2b"], figures["heap3"]
+	if first == 0 || second == 0 || warmed == 0 || idle == 0 {
 		t.Fatalf("no figures in the child's output:\n%s", out)
 	}
-	t.Logf("%d chats, %d turns a half: live heap %d KB after the first half, %d KB after the second, %d KB after %d chats more, touched once each (%s)",
-		chats, turns, first>>10, second>>10, idle>>10, turns, tookText)
+	t.Logf("%d chats, %d turns a half: live heap %d KB after the first half, %d KB after the second, %d KB before and %d KB after %d chats more, touched once each with %d-byte messages (%s)",
+		chats, turns, first>>10, second>>10, warmed>>10, idle>>10, turns, idleMessage, tookText)
 	// What a turn leaves behind for good: a few dozen bytes (the
 	// duplicate windows filling, up to their size); the sessions'
 	// messages were about 700 bytes a turn, kept for as long as the
@@ -90,16 +93,27 @@ func TestMemoryFlat(t *testing.T) {
 	}
 	// What a chat leaves behind: its place in the web chat's list and
 	// the budgets' counts, the open sessions (up to session.DefaultMaxOpen,
-	// without their messages) and the warm ones' messages (up to
-	// KeepBytes).
-	if bound := 1<<20 + 1024*int64(turns); idle-second > bound {
-		t.Errorf("the live heap grew by %d KB after %d more chats touched once each (bound %d KB): idle sessions stay in memory",
-			(idle-second)>>10, turns, bound>>10)
+	// without their messages: about 500 bytes each) and the warm ones'
+	// messages (up to KeepBytes in all). Each of those chats' two
+	// messages is idleMessage bytes long, so a chat whose messages stayed
+	// in memory would cost more than twice that: the bound per chat is
+	// less than one message.
+	if bound := flatKeepBytes + 256<<10 + 1536*int64(turns); idle-warmed > bound {
+		t.Errorf("the live heap grew by %d KB after %d more chats touched once each with two %d-byte messages (bound %d KB): idle sessions' messages stay in memory",
+			(idle-warmed)>>10, turns, idleMessage, bound>>10)
 	}
 }
 
+// flatKeepBytes is the child's session.Manager.KeepBytes, and
+// idleMessage how long the messages of the chats touched once are.
+const (
+	flatKeepBytes = 64 << 10
+	idleMessage   = 4 << 10
+)
+
 // TestMemoryFlatChild is TestMemoryFlat's child: it prints the live
-// heap after each half as "flat: heap1=… heap2=… heap3=…". Set
+// heap after each half, and before and after the chats touched once,
+// as "flat: heap1=… heap2=… heap2b=… heap3=…". Set
 // NB_TEST_MEMORY_FLAT_PROFILE to a path to write the heap profiles of
 // those three moments to path.1, path.2 and path.3 (then compare them
 // with go tool pprof -base).
@@ -136,7 +150,7 @@ func TestMemoryFlatChild(t *testing.T) {
 	defer gw.Close()
 	// The warm sessions' messages fill their 64 KiB in the first half
 	// (1 MiB by default would take more turns than a test can run).
-	gw.Sessions.KeepBytes = 64 << 10
+	gw.Sessions.KeepBytes = flatKeepBytes
 	done := make(chan error, 1)
 	go func() { done <- gw.Run(ctx) }()
 	url := "http://" + ln.Addr().String()
@@ -181,22 +195,27 @@ func TestMemoryFlatChild(t *testing.T) {
 	start := time.Now()
 	// Half 1: turns over chats (turns/chats each); half 2 the same
 	// again on the same chats; then turns chats more, one turn each.
-	flatTurns(t, ctx, url, "a", chats, turns)
+	flatTurns(t, ctx, url, "a", chats, turns, 0)
 	h1 := heap()
-	flatTurns(t, ctx, url, "a", chats, turns)
+	flatTurns(t, ctx, url, "a", chats, turns, 0)
 	h2 := heap()
-	flatTurns(t, ctx, url, "b", turns/10, turns/10) // warm the idle sessions' paths
-	flatTurns(t, ctx, url, "c", turns, turns)
+	// The chats touched once: their paths warmed first (the heap read
+	// after, as the baseline), then as many as the turns of a half, each
+	// with a long message.
+	flatTurns(t, ctx, url, "b", turns/10, turns/10, idleMessage)
+	h2b := heap()
+	flatTurns(t, ctx, url, "c", turns, turns, idleMessage)
 	h3 := heap()
-	fmt.Printf("flat: heap1=%d heap2=%d heap3=%d\nflat-took: %v\n", h1, h2, h3, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("flat: heap1=%d heap2=%d heap2b=%d heap3=%d\nflat-took: %v\n", h1, h2, h2b, h3, time.Since(start).Round(time.Millisecond))
 	cancel()
 	<-done
 }
 
 // flatTurns runs turns through the web chat at url over chats chats
 // (named prefix0…), each on its own socket, each sending its next
-// message when the previous one is answered.
-func flatTurns(t *testing.T, ctx context.Context, url, prefix string, chats, turns int) {
+// message when the previous one is answered; each message is padded to
+// size bytes at least.
+func flatTurns(t *testing.T, ctx context.Context, url, prefix string, chats, turns, size int) {
 	t.Helper()
 	const sockets = 20 // at most, each running its share of the chats in turn
 	var wg sync.WaitGroup
@@ -215,6 +234,9 @@ func flatTurns(t *testing.T, ctx context.Context, url, prefix string, chats, tur
 			for i := s; i < turns; i += min(sockets, chats) {
 				chat := fmt.Sprintf("%s%d", prefix, i%chats)
 				msg := fmt.Sprintf("%s turn %d", chat, i)
+				if len(msg) < size {
+					msg += " " + strings.Repeat("x", size-len(msg)-1)
+				}
 				if err := wsjson.Write(ctx, ws, web.Frame{Type: "message", ChatID: chat, Content: msg}); err != nil {
 					errs <- err
 					return

@@ -386,6 +386,13 @@ type Session struct {
 	// session no turn holds may leave them to its file: see warm.go).
 	events []state.Event
 	loaded bool
+	// evBytes is what events take in memory, about (eventBytes summed),
+	// and count the number of messages while they are not loaded
+	// (consolidated ones included): both kept up to date by every
+	// change, so that releasing a session or counting its messages
+	// costs neither a pass over its messages nor a read of its file.
+	evBytes int64
+	count   int
 	// offs are the file offsets of the events' lines; skip is how many
 	// messages before events[0] are not read (consolidated ones: a
 	// session read back for a turn starts at resumeOff, the line of
@@ -708,7 +715,7 @@ func (s *Session) decodeLine(line []byte) error {
 	if r.Type == newMarker {
 		// /new in a store: the session starts afresh (the file is
 		// replaced instead).
-		s.events, s.meta, s.size = nil, Meta{}, 0
+		s.events, s.evBytes, s.meta, s.size = nil, 0, Meta{}, 0
 		return nil
 	}
 	if r.Type == "metadata" {
@@ -740,7 +747,9 @@ func (s *Session) decodeLine(line []byte) error {
 		}
 		msg.Content = v
 	}
-	s.events = append(s.events, toEvent(msg))
+	ev := toEvent(msg)
+	s.events = append(s.events, ev)
+	s.evBytes += eventBytes(ev)
 	return nil
 }
 
@@ -765,7 +774,7 @@ func (s *Session) EventsFrom(i int) []state.Event {
 func (s *Session) eventsFromLocked(i int) []state.Event {
 	ev, skip := s.events, s.skip
 	if !s.loaded || i < skip {
-		ev, skip = s.allEventsLocked(), 0
+		ev, skip = s.readBackLocked(i)
 	}
 	ev = ev[min(max(i-skip, 0), len(ev)):]
 	return ev[:len(ev):len(ev)]
@@ -805,10 +814,13 @@ func (s *Session) Append(ctx context.Context, events ...state.Event) error {
 		}
 		if s.loaded {
 			s.events = append(s.events, kept...)
-			for _, l := range lines {
+			for i, l := range lines {
 				s.offs = append(s.offs, off)
 				off += int64(len(l))
+				s.evBytes += eventBytes(kept[i])
 			}
+		} else {
+			s.count += len(kept)
 		}
 		s.meta.UpdatedAt = now
 		return nil
@@ -1029,7 +1041,7 @@ func (s *Session) clearLocked() error {
 	}
 	s.closeFileLocked() //nolint:errcheck // the old file, synced above
 	s.fi, s.meta, s.events, s.loaded, s.size, s.dirty = fi, meta, nil, true, int64(len(b)+1), false
-	s.offs, s.skip, s.resumeIdx, s.resumeOff = nil, 0, 0, 0
+	s.offs, s.skip, s.resumeIdx, s.resumeOff, s.evBytes, s.count = nil, 0, 0, 0, 0, 0
 	s.head = meta.UpdatedAt
 	return nil
 }
@@ -1120,7 +1132,7 @@ func (s *Session) refresh(load bool) error {
 	}
 	s.closeFileLocked() //nolint:errcheck // synced above
 	s.fi, s.meta, s.events, s.loaded, s.size, s.dirty = fresh.fi, fresh.meta, fresh.events, true, fresh.size, false
-	s.offs, s.skip, s.resumeIdx, s.resumeOff = fresh.offs, 0, 0, 0
+	s.offs, s.skip, s.resumeIdx, s.resumeOff, s.evBytes, s.count = fresh.offs, 0, 0, 0, fresh.evBytes, 0
 	s.head = fresh.head
 	return nil
 }
@@ -1177,9 +1189,12 @@ func (s *Session) Rollback(m Mark) error {
 	}
 	s.size, s.meta = m.size, m.meta
 	if keep := m.events - s.skip; s.loaded && keep >= 0 {
+		for _, ev := range s.events[min(keep, len(s.events)):] {
+			s.evBytes -= eventBytes(ev)
+		}
 		s.events, s.offs = s.events[:min(keep, len(s.events))], s.offs[:min(keep, len(s.offs))]
 	} else {
-		s.events, s.offs, s.loaded = nil, nil, false
+		s.events, s.offs, s.loaded, s.evBytes, s.count = nil, nil, false, 0, m.events
 	}
 	if s.resumeOff > m.size {
 		s.resumeIdx, s.resumeOff = 0, 0

@@ -127,7 +127,7 @@ func (s *Session) absorbLocked(h []state.Event) error {
 
 // resetLocked forgets what was read of the conversation.
 func (s *Session) resetLocked() {
-	s.meta, s.events, s.size, s.seen, s.first, s.pending = Meta{}, nil, 0, 0, "", nil
+	s.meta, s.events, s.evBytes, s.size, s.seen, s.first, s.pending = Meta{}, nil, 0, 0, 0, "", nil
 }
 
 // absorbTailLocked decodes the records after those read (tail), the
@@ -329,7 +329,7 @@ func (s *Session) clearStoredLocked() error {
 	if err := s.writeLocked(mk, b); err != nil {
 		return err
 	}
-	s.meta, s.events, s.size = meta, nil, int64(len(b))
+	s.meta, s.events, s.evBytes, s.size = meta, nil, 0, int64(len(b))
 	return nil
 }
 

@@ -84,17 +84,16 @@ func (s *Session) dropLocked() {
 	if i := s.meta.LastConsolidated - s.skip; i >= 0 && i < len(s.offs) && len(s.offs) == len(s.events) {
 		s.resumeIdx, s.resumeOff = s.meta.LastConsolidated, s.offs[i]
 	}
-	s.events, s.offs, s.skip, s.loaded = nil, nil, 0, false
+	s.count = s.skip + len(s.events)
+	s.events, s.offs, s.skip, s.loaded, s.evBytes = nil, nil, 0, false, 0
 }
 
 // release marks the session released by a turn (or a write outside
-// one): still warm, its messages counted.
+// one): still warm, its messages counted (kept up to date by every
+// change: releasing costs nothing per message).
 func (s *Session) release() {
 	s.mu.Lock()
-	var n int64
-	for _, ev := range s.events {
-		n += eventBytes(ev)
-	}
+	n := s.evBytes
 	keep := s.loaded && s.conv == nil
 	s.mu.Unlock()
 	if keep {
@@ -120,12 +119,13 @@ func eventBytes(ev state.Event) int64 {
 	return int64(n)
 }
 
-// countLocked is the number of messages, consolidated ones included.
+// countLocked is the number of messages, consolidated ones included:
+// counted when the messages left memory, never read back for it.
 func (s *Session) countLocked() int {
 	if s.loaded {
 		return s.skip + len(s.events)
 	}
-	return len(s.allEventsLocked())
+	return s.count
 }
 
 // allEventsLocked are every message of the session: those in memory
@@ -144,6 +144,19 @@ func (s *Session) allEventsLocked() []state.Event {
 	return fresh.events
 }
 
+// readBackLocked reads the messages from index i on back from the file
+// for a session whose messages left memory: from the line of its first
+// message not consolidated when i is not before it, else all. The
+// events returned start at message skip; they are left to the caller.
+func (s *Session) readBackLocked(i int) (events []state.Event, skip int) {
+	if from, idx := s.resumeOff, s.resumeIdx; !s.loaded && from > 0 && i >= idx && idx <= s.meta.LastConsolidated && from <= s.size {
+		if fresh, err := s.rereadLocked(from); err == nil {
+			return fresh.events, idx
+		}
+	}
+	return s.allEventsLocked(), 0
+}
+
 // loadForTurnLocked reads the messages a turn needs back from the file,
 // which this process last wrote (refresh rereads what others changed):
 // from the first one not consolidated when known, else all.
@@ -156,7 +169,7 @@ func (s *Session) loadForTurnLocked() error {
 	if err != nil {
 		return err
 	}
-	s.events, s.offs, s.skip, s.loaded = fresh.events, fresh.offs, idx, true
+	s.events, s.offs, s.skip, s.loaded, s.evBytes = fresh.events, fresh.offs, idx, true, fresh.evBytes
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"testing"
@@ -133,5 +134,115 @@ func TestEventsFromMemory(t *testing.T) {
 	}
 	if ev := s.EventsFrom(5); len(ev) != 1 || agent.Text(ev[0].Message) != "echo: message 2" {
 		t.Fatalf("EventsFrom(5) = %d messages, want the last one", len(ev))
+	}
+}
+
+// checkBytes fails when what s counts its messages as taking in memory
+// is not the sum over its messages in memory.
+func checkBytes(t *testing.T, s *Session, when string) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, ev := range s.events {
+		n += eventBytes(ev)
+	}
+	if s.evBytes != n {
+		t.Fatalf("%s: the session counts %d bytes of messages, its %d messages take %d", when, s.evBytes, len(s.events), n)
+	}
+}
+
+// TestCountsKeptUpToDate: the size of the messages in memory and the
+// number of messages are kept up to date by every change (load, append,
+// stop, /new, leaving memory, read back), so that releasing a session
+// sums nothing and counting the messages of a session that left memory
+// reads nothing: here its file is gone, and Len still answers, with no
+// warning (issue 36). EventsFrom of a session out of memory reads its
+// file from the first message not consolidated: the consolidated lines,
+// blanked here, are not read.
+func TestCountsKeptUpToDate(t *testing.T) {
+	m := newManager(t)
+	for i := range 3 {
+		s := turn(t, m, "web:c", fmt.Sprint("message ", i))
+		checkBytes(t, s, "after a turn")
+	}
+	// Forgotten and read again from its file.
+	m.mu.Lock()
+	m.sweepLocked(m.now().Add(DefaultIdleAfter * 2))
+	m.mu.Unlock()
+	s := turn(t, m, "web:c", "message 3")
+	checkBytes(t, s, "read from its file, then a turn")
+	// A stopped turn's messages are forgotten.
+	unlock, err := s.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := s.Mark()
+	text := "stopped"
+	if err := s.Append(t.Context(), state.Event{Who: state.RoleUser, Message: text, Input: &text}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Rollback(mark); err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	checkBytes(t, s, "after a stopped turn")
+	m.warmMu.Lock()
+	warm := s.warmBytes
+	m.warmMu.Unlock()
+	if s.evBytes == 0 || warm != s.evBytes {
+		t.Fatalf("the warm session counts %d bytes, its messages %d", warm, s.evBytes)
+	}
+	if err := s.Clear(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	checkBytes(t, s, "after /new")
+	for i := range 5 {
+		s = turn(t, m, "web:c", fmt.Sprint("message ", i))
+	}
+	checkBytes(t, s, "after /new and turns")
+	if err := s.SetConsolidated(t.Context(), 6); err != nil {
+		t.Fatal(err)
+	}
+	// Out of memory: counted, not read.
+	m.KeepBytes = -1
+	s = turn(t, m, "web:c", "message 4")
+	s.mu.Lock()
+	loaded := s.loaded
+	s.mu.Unlock()
+	if loaded || s.Len() != 12 {
+		t.Fatalf("a session out of memory (loaded %v) counts %d messages, want 12", loaded, s.Len())
+	}
+	// The consolidated lines blanked in place (the file's size the
+	// same): a reading from the start would see 6 messages, not 12.
+	data, err := os.ReadFile(s.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	cut := s.resumeOff
+	s.mu.Unlock()
+	for i := 1 + bytes.IndexByte(data, '\n'); i < int(cut); i++ { // the metadata record stays
+		if data[i] != '\n' {
+			data[i] = ' '
+		}
+	}
+	f, err := os.OpenFile(s.Path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	m.Warn = func(msg string) { t.Errorf("warned %q", msg) }
+	if ev := s.EventsFrom(6); len(ev) != 6 || agent.Text(ev[0].Message) != "message 3" {
+		t.Fatalf("EventsFrom(6) of a session out of memory = %d messages, want the 6 not consolidated", len(ev))
+	}
+	if err := os.Remove(s.Path); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Len(); n != 12 {
+		t.Fatalf("Len of a session out of memory, its file gone = %d, want 12", n)
 	}
 }
