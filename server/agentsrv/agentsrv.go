@@ -225,6 +225,8 @@ type conn struct {
 	agent   string // the agent's name in the request
 	// recorded: the run's end is kept for a reconnection (record).
 	recorded bool
+	// started is when the run started (its run_started frame).
+	started time.Time
 
 	mu     sync.Mutex
 	seq    int64
