@@ -227,6 +227,8 @@ type conn struct {
 	recorded bool
 	// started is when the run started (its run_started frame).
 	started time.Time
+	// runCtx is the run's context (Admit's), told of its failure.
+	runCtx context.Context
 
 	mu     sync.Mutex
 	seq    int64
@@ -424,6 +426,9 @@ func (c *conn) serve(ctx context.Context, name string) {
 		return
 	}
 	start := time.Now()
+	c.mu.Lock()
+	c.runCtx = ctx
+	c.mu.Unlock()
 	req := agents.RequestFrom(f)
 	req.EndUser = c.endUser
 	c.mu.Lock()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nbots/nb/agentproto"
 	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/server"
 )
 
 // Reconnection. A run belongs to its connection: when the connection
@@ -108,6 +109,11 @@ func (c *conn) record(f *agentproto.Frame) {
 	var terminal *agentproto.Frame
 	if f.Terminal() {
 		terminal = f
+		if f.Type == agentproto.TypeError && f.Code != agentproto.CodeCancelled && c.runCtx != nil {
+			// The server's control page lists the failure: its code, not
+			// its message.
+			server.RunFailed(c.runCtx, &server.Error{Code: f.Code, Message: f.Message})
+		}
 	}
 	rec := &runRecord{Replica: c.h.replica(), Agent: c.agent, summary: summarize(c.agent, c.started, terminal)}
 	var data []byte
