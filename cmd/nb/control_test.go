@@ -117,7 +117,7 @@ func TestServeControlPanels(t *testing.T) {
 	}
 
 	// A /v1 run in flight too: it is named after its cartridge once its
-	// body is read (an agent run's cartridge is not named yet: "none").
+	// body is read (the running agent run after its agent's cartridge).
 	go func() {
 		req, _ := http.NewRequest("POST", url+"/v1/chat/completions", strings.NewReader(`{"model":"writer","messages":[{"role":"user","content":"slow"}]}`))
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -127,11 +127,11 @@ func TestServeControlPanels(t *testing.T) {
 	}()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		_, body := do("GET", "/control/api/state", "")
-		if strings.Contains(string(body), `"what":"writer"`) {
+		if strings.Count(string(body), `"what":"writer"`) == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the /v1 run is not in flight under its cartridge's name: %s", body)
+			t.Fatalf("the /v1 run and the agent run are not in flight under their cartridge's name: %s", body)
 		}
 	}
 

@@ -57,9 +57,9 @@ try {
   if (tok.length !== 30 || tokPoints !== 30) throw new Error(`tokens plot has ${tok.length} values, ${tokPoints} points`);
   if (tok[29] !== Number(want("NB_TOKENS"))) throw new Error(`tokens today: ${tok[29]}`);
   await page.locator('[data-plot="latency"] polyline[data-series="p95"]').waitFor();
-  if (process.env.NB_RUN) await page.locator('[data-panel="inflight"] td', { hasText: process.env.NB_RUN }).waitFor({ timeout: 10000 });
-  await page.locator('[data-panel="errors"] td', { hasText: want("NB_ERROR") }).waitFor({ timeout: 10000 });
-  if (process.env.NB_TABLE) await page.locator(`[data-panel="${process.env.NB_TABLE}"] td`, { hasText: want("NB_CELL") }).waitFor({ timeout: 10000 });
+  if (process.env.NB_RUN) await page.locator('[data-panel="inflight"] td', { hasText: process.env.NB_RUN }).first().waitFor({ timeout: 10000 });
+  await page.locator('[data-panel="errors"] td', { hasText: want("NB_ERROR") }).first().waitFor({ timeout: 10000 });
+  if (process.env.NB_TABLE) await page.locator(`[data-panel="${process.env.NB_TABLE}"] td`, { hasText: want("NB_CELL") }).first().waitFor({ timeout: 10000 });
   for (const [panel, text] of JSON.parse(process.env.NB_CELLS || "[]")) {
     await page.locator(`[data-panel="${panel}"] td`, { hasText: text }).first().waitFor({ timeout: 10000 })
       .catch(() => { throw new Error(`panel ${panel} does not show ${JSON.stringify(text)}`); });
