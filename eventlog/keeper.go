@@ -17,6 +17,8 @@ type Keeper[V any] struct {
 	shared Shared
 	encode func(V) ([]byte, error)
 	decode func([]byte) (V, error)
+	// summarize, when set, is what List shows of a value.
+	summarize func(V) Summary
 }
 
 // NewKeeper returns a keeper of values of kind within lim: in shared
@@ -28,6 +30,31 @@ func NewKeeper[V any](kind string, lim Limits, now func() time.Time, shared Shar
 		k.mem = NewStore[V](lim, now, nil)
 	}
 	return k
+}
+
+// Summarized makes f what List shows of each value (f must not read
+// more than the value: it runs at each Put with a shared store, at each
+// List in memory), and returns k. Call it before the keeper is used.
+func (k *Keeper[V]) Summarized(f func(V) Summary) *Keeper[V] {
+	k.summarize = f
+	return k
+}
+
+func (k *Keeper[V]) summary(v V) Summary {
+	if k.summarize == nil {
+		return Summary{}
+	}
+	return k.summarize(v)
+}
+
+// List returns the values of every owner, the most recently put first,
+// at most limit of them (1 to MaxList), without their contents (see
+// Summarized). Its errors are the shared store's.
+func (k *Keeper[V]) List(ctx context.Context, limit int) ([]Entry, error) {
+	if k.mem != nil {
+		return k.mem.List(limit, k.summarize), nil
+	}
+	return k.shared.List(ctx, k.kind, listLimit(limit))
 }
 
 // Memory is the store in memory (nil with a shared store).
@@ -47,7 +74,7 @@ func (k *Keeper[V]) Put(ctx context.Context, id, owner string, v V, size int64) 
 	if err != nil {
 		return false, fmt.Errorf("encode a %s: %w", k.kind, err)
 	}
-	if err := k.shared.Put(ctx, k.kind, id, owner, b, k.lim); err != nil {
+	if err := k.shared.Put(ctx, k.kind, id, owner, b, k.summary(v), k.lim); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -38,11 +38,17 @@ type Shared interface {
 	// (zero when none did): a log read elsewhere is not abandoned.
 	LastRead(ctx context.Context, id string) (time.Time, error)
 	// Put keeps value under kind and id for owner, within lim (TTL after
-	// it was put; the oldest of the kind go first beyond Count or Bytes).
-	Put(ctx context.Context, kind, id, owner string, value []byte, lim Limits) error
+	// it was put; the oldest of the kind go first beyond Count or Bytes),
+	// with sum, what List shows of it.
+	Put(ctx context.Context, kind, id, owner string, value []byte, sum Summary, lim Limits) error
 	// Get returns the value under kind and id for owner; ErrUnknown when
 	// there is none, it expired, or it is another owner's.
 	Get(ctx context.Context, kind, id, owner string) ([]byte, error)
+	// List returns the values of kind of every owner, the most recently
+	// put first, at most limit of them (1 to MaxList), without their
+	// contents: their ids, owners, sizes and summaries. Expired values are
+	// left out.
+	List(ctx context.Context, kind string, limit int) ([]Entry, error)
 	// Delete forgets the value under kind and id, if owner put it, and
 	// reports whether it was there.
 	Delete(ctx context.Context, kind, id, owner string) (bool, error)

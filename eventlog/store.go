@@ -46,6 +46,7 @@ type item[V any] struct {
 	value     V
 	log       *Log // value, when it is a log
 	size      int64
+	put       time.Time
 	expires   time.Time // zero for a log: see expired
 }
 
@@ -74,7 +75,7 @@ func (s *Store[V]) Put(id, owner string, v V, size int64) bool {
 	if size > s.limits.Bytes {
 		return false
 	}
-	it := &item[V]{id: id, owner: owner, value: v, size: size}
+	it := &item[V]{id: id, owner: owner, value: v, size: size, put: s.now()}
 	if lv, ok := any(v).(interface{ EventLog() *Log }); ok && lv.EventLog() != nil {
 		l := lv.EventLog()
 		it.log = l
@@ -148,6 +149,36 @@ func (s *Store[V]) Delete(id, owner string) bool {
 	}
 	s.removeLocked(el)
 	return true
+}
+
+// List returns the entries of every owner, the most recently put first,
+// at most limit of them (1 to MaxList), with summarize's summary of each
+// (nil: none). Expired entries are left out.
+func (s *Store[V]) List(limit int, summarize func(V) Summary) []Entry {
+	limit = listLimit(limit)
+	now := s.now()
+	s.mu.Lock()
+	type found struct {
+		e Entry
+		v V
+	}
+	var out []found
+	for el := s.order.Front(); el != nil && len(out) < limit; el = el.Next() {
+		it := el.Value.(*item[V])
+		if s.expired(it, now) {
+			continue
+		}
+		out = append(out, found{Entry{ID: it.id, Owner: it.owner, Put: it.put, Size: it.size}, it.value})
+	}
+	s.mu.Unlock()
+	entries := make([]Entry, len(out))
+	for i, f := range out {
+		entries[i] = f.e
+		if summarize != nil {
+			entries[i].Summary = summarize(f.v)
+		}
+	}
+	return entries
 }
 
 // Stats returns the number of entries and their bytes.

@@ -85,6 +85,12 @@ func Quiet(ctx context.Context) {
 	}
 }
 
+// NameCartridge names id the cartridge the request of ctx runs, for its
+// log line and the control page's runs in flight and errors (Bot does it
+// for the bots it gives; a front-end that finds its cartridge otherwise,
+// as the agent protocol does, calls it).
+func NameCartridge(ctx context.Context, id string) { setCartridge(ctx, id) }
+
 func setCartridge(ctx context.Context, id string) {
 	if info := infoFrom(ctx); info != nil {
 		info.mu.Lock()

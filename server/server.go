@@ -391,7 +391,8 @@ func (s *Server) Admit(ctx context.Context, detached bool) (context.Context, fun
 	if err != nil {
 		return nil, nil, s.admitError(err)
 	}
-	parent := admission.NewContext(ctx, run)
+	outcome := &runOutcome{}
+	parent := context.WithValue(admission.NewContext(ctx, run), runOutcomeKey{}, outcome)
 	var l *catalog.Leases
 	var stop func() bool
 	if detached {
@@ -405,10 +406,12 @@ func (s *Server) Admit(ctx context.Context, detached bool) (context.Context, fun
 	}
 	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, s.limits.RunTimeout, s.runTimeout)
 	var once sync.Once
-	endRun := metric.StartRun("run", runLabel(ctx))
+	// The label is read at each look: a front-end may name the run's
+	// cartridge after its admission (the OpenAI routes read the body then).
+	endRun := metric.StartRunFunc("run", func() string { return runLabel(ctx) })
 	done := func() {
 		once.Do(func() {
-			endRun(nil)
+			endRun(outcome.failure())
 			cancelTimeout()
 			cancel(context.Canceled)
 			if stop != nil {

@@ -472,6 +472,8 @@ func (r *agentRun) confirm(ctx context.Context, f *agentproto.Frame) bool {
 type agentOptions struct {
 	minions, tokens, id, maxFrame string
 	hosts                         []string
+	// mounted, when set, is given the handler once it serves.
+	mounted func(*agentsrv.Handler)
 }
 
 // mountAgents serves the agent protocol on nb serve's server: the
@@ -509,6 +511,9 @@ func (a *App) mountAgents(ctx context.Context, srv *server.Server, host bot.Host
 	}
 	h.Runtime = rt
 	agentsrv.Mount(srv, h, minions)
+	if o.mounted != nil {
+		o.mounted(h)
+	}
 	return closeAll, nil
 }
 

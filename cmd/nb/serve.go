@@ -192,22 +192,24 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 		defer shared.Close()
 	}
 	var srv *server.Server
+	page := &servePage{}
 	srv, err = server.New(ctx, server.Options{
 		Dirs: dirs, Host: host, Tokens: tokens, AnonymousRate: anonRate, Limits: limits,
 		AllowUnconfirmed: *yes, AllowTools: *allowTools, ClientCartridges: *clientCarts, WatchInterval: watchInterval(*watch),
 		AllowOrigins: splitList(*origins), OriginAdvice: "start nb serve with --cors-origins %s to allow it, or set NB_SERVE_TOKEN", HostAdvice: "set NB_SERVE_TOKEN to serve other names",
 		ClientHosts: *clientHosts, TrustedProxies: trusted,
 		Log: log, LogMessages: *logMessages, Checks: a.storeChecks(), Shared: sharedOrNil(shared),
-		Metrics: *metricsAddr == "", Control: serveControl(&srv, tokens),
+		Metrics: *metricsAddr == "", Control: serveControl(page, tokens),
 	})
 	if err != nil {
 		return err
 	}
+	page.setServer(srv)
 	api := nanobots.New(srv, nanobots.Options{Version: Version, Specification: Specification,
 		PollHold: holdOrNone(*pollHold), StreamTTL: *streamTTL, AbandonAfter: holdOrNone(*abandon),
 		MaxOutput: answerLimit, StreamBytes: streamLimit})
 	defer api.Close()
-	openaiapi.New(srv, openaiapi.Options{
+	responses := openaiapi.New(srv, openaiapi.Options{
 		Logger: log, RequestLogger: srv.Logger, Confirmer: srv.Confirmer(), MaxBody: limits.MaxBody,
 		Admit: func(ctx context.Context, detached bool) (context.Context, func(), error) {
 			run, done, err := srv.Admit(ctx, detached)
@@ -217,8 +219,10 @@ OpenAI-compatible API (/v1: see docs/openai.md) and the agent protocol
 			return provider.WithAnswerLimit(run, answerLimit), done, nil
 		},
 		EndUser: srv.EndUser, Owner: tokenOwner, Shared: srv.Shared(),
-	}).Register(srv)
-	closeAgents, err := a.mountAgents(ctx, srv, host, agentOptions{minions: *minionFile, hosts: *agentHosts, tokens: *agentTokens, id: *agentID, maxFrame: *agentFrame})
+	})
+	responses.Register(srv)
+	page.setResponses(responses)
+	closeAgents, err := a.mountAgents(ctx, srv, host, agentOptions{minions: *minionFile, hosts: *agentHosts, tokens: *agentTokens, id: *agentID, maxFrame: *agentFrame, mounted: page.setAgents})
 	if err != nil {
 		srv.Close()
 		return err

@@ -92,7 +92,7 @@ func BenchmarkValue(b *testing.B) {
 		for b.Loop() {
 			i++
 			id := "resp_" + string(rune('a'+i%26)) + time.Now().Format("150405.000000000")
-			if err := a.Put(ctx, "response", id, "", value, lim); err != nil {
+			if err := a.Put(ctx, "response", id, "", value, eventlog.Summary{}, lim); err != nil {
 				b.Fatal(err)
 			}
 			if _, err := r.Get(ctx, "response", id, ""); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/eventlog/keepertest"
 	"github.com/nbots/nb/eventlog/pglog"
 	"github.com/nbots/nb/internal/pgtest"
 )
@@ -143,7 +144,7 @@ func TestValues(t *testing.T) {
 	a := replica(t, url, "a", pglog.Options{})
 	b := replica(t, url, "b", pglog.Options{})
 	ctx := context.Background()
-	if err := a.Put(ctx, "response", "r1", "tok", []byte(`{"x":1}`), limits); err != nil {
+	if err := a.Put(ctx, "response", "r1", "tok", []byte(`{"x":1}`), eventlog.Summary{}, limits); err != nil {
 		t.Fatal(err)
 	}
 	if v, err := b.Get(ctx, "response", "r1", "tok"); err != nil || string(v) != `{"x":1}` {
@@ -168,7 +169,7 @@ func TestValues(t *testing.T) {
 		t.Fatalf("deleted value: %v", err)
 	}
 	short := eventlog.Limits{Count: 10, Bytes: 1 << 20, TTL: 200 * time.Millisecond}
-	if err := a.Put(ctx, "response", "r2", "tok", []byte(`2`), short); err != nil {
+	if err := a.Put(ctx, "response", "r2", "tok", []byte(`2`), eventlog.Summary{}, short); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -265,7 +266,7 @@ func TestLimits(t *testing.T) {
 	ctx := context.Background()
 	two := eventlog.Limits{Count: 2, Bytes: 1 << 20, TTL: time.Minute}
 	for _, id := range []string{"v1", "v2", "v3"} {
-		if err := a.Put(ctx, "response", id, "", []byte(id), two); err != nil {
+		if err := a.Put(ctx, "response", id, "", []byte(id), eventlog.Summary{}, two); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -353,4 +354,10 @@ func TestRunHeartbeat(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// The keeper on PostgreSQL passes the backends' conformance suite (as
+// the keeper in memory does).
+func TestKeeperConformance(t *testing.T) {
+	keepertest.Run(t, func(t *testing.T) eventlog.Shared { return replica(t, pgtest.New(t), "a", pglog.Options{}) })
 }

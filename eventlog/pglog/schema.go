@@ -45,6 +45,8 @@ CREATE TABLE IF NOT EXISTS nb_serve_values (
 	PRIMARY KEY (kind, id)
 );
 CREATE INDEX IF NOT EXISTS nb_serve_values_expires ON nb_serve_values (expires);
+ALTER TABLE nb_serve_values ADD COLUMN IF NOT EXISTS summary bytea NOT NULL DEFAULT '';
+CREATE INDEX IF NOT EXISTS nb_serve_values_put ON nb_serve_values (kind, put DESC);
 `
 
 // schemaLock serialises the creation of the tables by replicas that

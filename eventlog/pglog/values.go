@@ -2,7 +2,9 @@ package pglog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,15 +13,52 @@ import (
 )
 
 // Put implements eventlog.Shared.
-func (s *Store) Put(ctx context.Context, kind, id, owner string, value []byte, lim eventlog.Limits) error {
+func (s *Store) Put(ctx context.Context, kind, id, owner string, value []byte, sum eventlog.Summary, lim eventlog.Limits) error {
 	if err := s.Err(); err != nil {
 		return err
 	}
+	summary, err := json.Marshal(sum)
+	if err != nil {
+		return fmt.Errorf("encode the summary of a %s: %w", kind, err)
+	}
 	s.setLimits(kind, lim)
-	_, err := s.pool.Exec(ctx, `INSERT INTO nb_serve_values (kind, id, owner, value, put, expires) VALUES ($1, $2, $3, $4, now(), now() + $5::interval)
-		ON CONFLICT (kind, id) DO UPDATE SET owner = $3, value = $4, put = now(), expires = now() + $5::interval`,
-		kind, id, owner, value, lim.TTL)
+	_, err = s.pool.Exec(ctx, `INSERT INTO nb_serve_values (kind, id, owner, value, summary, put, expires) VALUES ($1, $2, $3, $4, $6, now(), now() + $5::interval)
+		ON CONFLICT (kind, id) DO UPDATE SET owner = $3, value = $4, summary = $6, put = now(), expires = now() + $5::interval`,
+		kind, id, owner, value, lim.TTL, summary)
 	return s.failed(err)
+}
+
+// List implements eventlog.Shared: one query on the index of kind and
+// put, which reads no value.
+func (s *Store) List(ctx context.Context, kind string, limit int) ([]eventlog.Entry, error) {
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	limit = min(max(limit, 1), eventlog.MaxList)
+	rows, err := s.pool.Query(ctx, `SELECT id, owner, put, octet_length(value), summary FROM nb_serve_values
+		WHERE kind = $1 AND expires > now() ORDER BY put DESC, id LIMIT $2`, kind, limit)
+	if err != nil {
+		return nil, s.failed(err)
+	}
+	defer rows.Close()
+	var out []eventlog.Entry
+	for rows.Next() {
+		var e eventlog.Entry
+		var summary []byte
+		if err := rows.Scan(&e.ID, &e.Owner, &e.Put, &e.Size, &summary); err != nil {
+			return nil, s.failed(err)
+		}
+		if len(summary) > 0 {
+			if err := json.Unmarshal(summary, &e.Summary); err != nil {
+				return nil, fmt.Errorf("the summary of %s %s in the shared store cannot be read: %w", kind, e.ID, err)
+			}
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.failed(err)
+	}
+	return out, nil
 }
 
 // Get implements eventlog.Shared.

@@ -182,6 +182,8 @@ type Run struct {
 	Started time.Time `json:"started"`
 	// Seconds is how long it has run.
 	Seconds float64 `json:"seconds"`
+
+	label func() string
 }
 
 var (
@@ -192,7 +194,14 @@ var (
 // StartRun records a run in flight until the function it returns is
 // called (with the run's error, recorded among the last errors).
 func StartRun(kind, what string) func(err error) {
-	r := &Run{Kind: kind, What: what, Started: time.Now()}
+	return StartRunFunc(kind, func() string { return what })
+}
+
+// StartRunFunc is StartRun for a run whose label is known later than
+// its start (nb serve admits a run before it reads which cartridge it
+// is for): what is read at each InFlight and at the end.
+func StartRunFunc(kind string, what func() string) func(err error) {
+	r := &Run{Kind: kind, Started: time.Now(), label: what}
 	runsMu.Lock()
 	runs[r] = true
 	runsMu.Unlock()
@@ -203,7 +212,7 @@ func StartRun(kind, what string) func(err error) {
 			delete(runs, r)
 			runsMu.Unlock()
 			if err != nil {
-				RecordError(kind+" "+what, clip(err.Error()))
+				RecordError(kind+" "+what(), clip(err.Error()))
 			}
 		})
 	}
@@ -215,6 +224,7 @@ func InFlight(now time.Time) []Run {
 	out := make([]Run, 0, len(runs))
 	for r := range runs {
 		c := *r
+		c.What, c.label = r.label(), nil
 		c.Seconds = math.Round(now.Sub(c.Started).Seconds()*10) / 10
 		out = append(out, c)
 	}

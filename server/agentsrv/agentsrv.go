@@ -225,6 +225,10 @@ type conn struct {
 	agent   string // the agent's name in the request
 	// recorded: the run's end is kept for a reconnection (record).
 	recorded bool
+	// started is when the run started (its run_started frame).
+	started time.Time
+	// runCtx is the run's context (Admit's), told of its failure.
+	runCtx context.Context
 
 	mu     sync.Mutex
 	seq    int64
@@ -422,6 +426,9 @@ func (c *conn) serve(ctx context.Context, name string) {
 		return
 	}
 	start := time.Now()
+	c.mu.Lock()
+	c.runCtx = ctx
+	c.mu.Unlock()
 	req := agents.RequestFrom(f)
 	req.EndUser = c.endUser
 	c.mu.Lock()

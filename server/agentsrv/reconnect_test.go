@@ -2,6 +2,7 @@ package agentsrv
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -81,5 +82,57 @@ func TestReconnect(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a run whose connection went: %+v", f)
 		}
+	}
+}
+
+// The runs are listed for the server's operator, the newest first, with
+// their agent, start and state (running, then how they ended) and never
+// their input or result.
+func TestRunList(t *testing.T) {
+	url, _ := fakeOpenAI(t, func(turn providertest.Turn) providertest.Reply {
+		if turn.LastUser() == "slow" {
+			return providertest.Reply{Chunks: strings.Split(strings.Repeat("x", 30), ""), Delay: 100 * time.Millisecond}
+		}
+		return providertest.Echo(turn)
+	})
+	h := &Handler{Owner: func(r *http.Request) string { return r.Header.Get("Authorization") }}
+	srv, _ := serve(t, h, newAgent(t, t.TempDir(), url, "Echo", ""))
+	ann, _ := agentproto.NewClient(srv.URL, "ann")
+	done := startWith(t, ann, "Echo", &agentproto.Frame{Input: "hello secret"}).finish(nil)
+	c := startWith(t, ann, "Echo", &agentproto.Frame{Input: "slow"})
+	started := c.next()
+
+	l, err := h.RunList(t.Context(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l) != 2 || l[0].ID != started.RunID || l[1].ID != done.RunID {
+		t.Fatalf("listed %+v, want %s then %s", l, started.RunID, done.RunID)
+	}
+	if e := l[0]; e.Label != "Echo" || e.Status != "running" || e.Owner != "Bearer ann" || time.Since(e.Created) > time.Minute {
+		t.Errorf("the running run: %+v", e)
+	}
+	if e := l[1]; e.Label != "Echo" || e.Status != "finished" || e.Tokens <= 0 || time.Since(e.Created) > time.Minute {
+		t.Errorf("the finished run: %+v", e)
+	}
+	for _, e := range l {
+		if b, _ := json.Marshal(e); strings.Contains(string(b), "secret") {
+			t.Errorf("the listing shows a run's contents: %s", b)
+		}
+	}
+	c.conn.Abort() // the connection goes: the run is cancelled
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, err := h.RunList(t.Context(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l) == 1 && l[0].Status == "failed: cancelled" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cancelled run is listed as %+v", l)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

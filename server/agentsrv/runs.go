@@ -9,6 +9,7 @@ import (
 
 	"github.com/nbots/nb/agentproto"
 	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/server"
 )
 
 // Reconnection. A run belongs to its connection: when the connection
@@ -36,6 +37,38 @@ type runRecord struct {
 	Replica  string          `json:"replica"`
 	Agent    string          `json:"agent"`
 	Terminal json.RawMessage `json:"terminal,omitempty"`
+	// summary is what the server's control page lists of the run (kept
+	// beside the record in a shared store, so zero when read from there).
+	summary eventlog.Summary
+}
+
+// summarize is what the control page lists of a run: its agent, when it
+// started, its state (running, finished, stopped by a limit, or failed
+// with the protocol's error code) and, once finished, its tokens; never
+// its input, result or error message.
+func summarize(agent string, started time.Time, terminal *agentproto.Frame) eventlog.Summary {
+	s := eventlog.Summary{Label: agent, Status: "running", Created: started.UTC()}
+	switch {
+	case terminal == nil:
+	case terminal.Type == agentproto.TypeError:
+		s.Status = "failed: " + terminal.Code
+	case terminal.Stopped != "":
+		s.Status = "stopped: " + terminal.Stopped
+	default:
+		s.Status = "finished"
+	}
+	if terminal != nil && terminal.Usage != nil {
+		s.Tokens = terminal.Usage.InputTokens + terminal.Usage.OutputTokens
+	}
+	return s
+}
+
+// RunList lists the runs of every client whose end is kept for a
+// reconnection (RunTTL) or that still run, the most recent first, at
+// most limit of them, without their contents: for the server's operator
+// (nb serve's control page).
+func (h *Handler) RunList(ctx context.Context, limit int) ([]eventlog.Entry, error) {
+	return h.records().List(ctx, limit)
 }
 
 func (h *Handler) records() *eventlog.Keeper[*runRecord] {
@@ -51,7 +84,7 @@ func (h *Handler) records() *eventlog.Keeper[*runRecord] {
 				var r runRecord
 				err := json.Unmarshal(b, &r)
 				return &r, err
-			})
+			}).Summarized(func(r *runRecord) eventlog.Summary { return r.summary })
 	})
 	return h.runRecords
 }
@@ -70,7 +103,19 @@ func (c *conn) record(f *agentproto.Frame) {
 	if c.recorded || f.MinionID != "" || f.RunID == "" || (f.Type != agentproto.TypeRunStarted && !f.Terminal()) {
 		return
 	}
-	rec := &runRecord{Replica: c.h.replica(), Agent: c.agent}
+	if f.Type == agentproto.TypeRunStarted || c.started.IsZero() {
+		c.started = time.Now()
+	}
+	var terminal *agentproto.Frame
+	if f.Terminal() {
+		terminal = f
+		if f.Type == agentproto.TypeError && f.Code != agentproto.CodeCancelled && c.runCtx != nil {
+			// The server's control page lists the failure: its code, not
+			// its message.
+			server.RunFailed(c.runCtx, &server.Error{Code: f.Code, Message: f.Message})
+		}
+	}
+	rec := &runRecord{Replica: c.h.replica(), Agent: c.agent, summary: summarize(c.agent, c.started, terminal)}
 	var data []byte
 	if f.Terminal() {
 		c.recorded = true

@@ -73,11 +73,12 @@ type view struct {
 	list   []*agents.Agent
 	byName map[string]*agents.Agent
 	failed map[string]error // by cartridge id
+	idOf   map[*agents.Agent]string
 }
 
 func (c *ServerCatalog) view(ctx context.Context) view {
 	models := c.Server.Models(ctx)
-	v := view{byName: map[string]*agents.Agent{}, failed: map[string]error{}}
+	v := view{byName: map[string]*agents.Agent{}, failed: map[string]error{}, idOf: map[*agents.Agent]string{}}
 	c.mu.Lock()
 	next := map[*bot.Bot]builtAgent{}
 	type found struct {
@@ -123,6 +124,7 @@ func (c *ServerCatalog) view(ctx context.Context) view {
 			a = a.Renamed(f.id)
 		}
 		v.byName[f.id] = a
+		v.idOf[a] = f.id
 		if _, taken := v.byName[a.Name()]; !taken || a.Name() == f.id {
 			v.byName[a.Name()] = a
 		}
@@ -148,6 +150,9 @@ func (c *ServerCatalog) Agents(ctx context.Context) []*agents.Agent { return c.v
 func (c *ServerCatalog) Agent(ctx context.Context, name string) (*agents.Agent, error) {
 	v := c.view(ctx)
 	if a, ok := v.byName[name]; ok {
+		if id, ok := v.idOf[a]; ok {
+			server.NameCartridge(ctx, id)
+		}
 		return a, nil
 	}
 	if err, ok := v.failed[name]; ok {

@@ -503,6 +503,7 @@ func (a *API) run(w http.ResponseWriter, r *http.Request) {
 	defer done()
 	var out strings.Builder
 	if err := a.execute(ctx, j, &out); err != nil {
+		server.RunFailed(ctx, err)
 		a.srv.WriteError(w, r.WithContext(ctx), a.failure(ctx, err))
 		return
 	}
@@ -553,6 +554,7 @@ func (a *API) createStream(w http.ResponseWriter, r *http.Request) {
 		log := a.srv.Logger(ctx).With("stream", s.ID(), "cartridge", j.id)
 		err := a.execute(ctx, j, s)
 		if err != nil {
+			server.RunFailed(ctx, err)
 			e := server.AsError(ctx, a.failure(ctx, err))
 			log.Warn("stream failed", "status", e.Status, "error", e.Message, "duration", time.Since(now).String())
 			s.Finish(err, e.Message)

@@ -109,6 +109,7 @@ func (h *Handler) run(ctx context.Context, t *turn, s sink) (out *outcome, err e
 		res, err = t.bot.Continue(ctx, x)
 	}
 	if err != nil {
+		server.RunFailed(ctx, err)
 		return nil, err
 	}
 	if res.Notice != "" {

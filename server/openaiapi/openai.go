@@ -143,7 +143,8 @@ func New(c Catalog, o Options) *Handler {
 	if h.now == nil {
 		h.now = time.Now
 	}
-	h.responses = eventlog.NewKeeper("response", eventlog.Limits(o.Responses.or(DefaultResponses)), h.now, o.Shared, encodeResponse, decodeResponse)
+	h.responses = eventlog.NewKeeper("response", eventlog.Limits(o.Responses.or(DefaultResponses)), h.now, o.Shared, encodeResponse, decodeResponse).
+		Summarized(func(r *storedResponse) eventlog.Summary { return r.summary })
 	h.rounds = eventlog.NewKeeper("tool_round", eventlog.Limits(o.Rounds.or(DefaultRounds)), h.now, o.Shared, encodeRound, decodeRound)
 	h.mux = http.NewServeMux()
 	h.Register(h.mux)

@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nbots/nb/bot"
+	"github.com/nbots/nb/eventlog"
 	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/server"
 	"github.com/nbots/nb/state"
@@ -62,6 +64,26 @@ type inputItem struct {
 type storedResponse struct {
 	conversation []state.Event
 	object       []byte
+	// summary is what the server's control page lists of it (kept
+	// beside it in a shared store, so zero when read back from there).
+	summary eventlog.Summary
+}
+
+// summarize is what the control page lists of a response: its model,
+// status, creation time and tokens, never its contents.
+func (resp *responseObject) summarize() eventlog.Summary {
+	s := eventlog.Summary{Label: resp.Model, Status: resp.Status, Created: time.Unix(resp.CreatedAt, 0).UTC()}
+	if resp.Usage != nil {
+		s.Tokens = resp.Usage.InputTokens + resp.Usage.OutputTokens
+	}
+	return s
+}
+
+// StoredResponses lists the stored responses of every client, the most
+// recent first, at most limit of them, without their contents: for the
+// server's operator (nb serve's control page).
+func (h *Handler) StoredResponses(ctx context.Context, limit int) ([]eventlog.Entry, error) {
+	return h.responses.List(ctx, limit)
 }
 
 // createResponse answers POST /v1/responses.
@@ -123,7 +145,7 @@ func (h *Handler) keepResponse(r *http.Request, resp *responseObject, out *outco
 	}
 	if resp.Store {
 		size := eventsSize(out.conversation) + int64(len(body))
-		ok, err := h.responses.Put(r.Context(), resp.ID, h.ownerOf(r), &storedResponse{conversation: out.conversation, object: body}, size)
+		ok, err := h.responses.Put(r.Context(), resp.ID, h.ownerOf(r), &storedResponse{conversation: out.conversation, object: body, summary: resp.summarize()}, size)
 		switch {
 		case err != nil:
 			h.logger(r.Context()).Warn("a response could not be kept for previous_response_id", "id", resp.ID, "error", err.Error())

@@ -1,6 +1,7 @@
 package openaiapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nbots/nb/provider/providertest"
 )
@@ -298,5 +300,44 @@ func TestStoredForTheirOwner(t *testing.T) {
 	}
 	if resp, _ := post("alice", "/v1/chat/completions", again); resp.Header.Get(lostHeader) != "" {
 		t.Errorf("alice lost her round")
+	}
+}
+
+// The stored responses are listed for the server's operator, the newest
+// first, with their model, status, creation time and tokens, never their
+// text; a response the client asked not to store, or deleted, is not.
+func TestStoredResponsesListed(t *testing.T) {
+	s := newTestServer(t, providertest.Echo, map[string]string{"echo": cartridgeOn("openai", "")}, Options{})
+	var ids []string
+	for _, body := range []string{`{"model":"echo","input":"first secret words"}`, `{"model":"echo","input":"not kept","store":false}`, `{"model":"echo","input":"second secret words","stream":true}`} {
+		resp, b := s.post(t, "/v1/responses", body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, b)
+		}
+		ids = append(ids, regexp.MustCompile(`resp_[a-z2-7]{24}`).FindString(b))
+	}
+	l, err := s.h.StoredResponses(t.Context(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l) != 2 || l[0].ID != ids[2] || l[1].ID != ids[0] {
+		t.Fatalf("listed %+v, want %s then %s", l, ids[2], ids[0])
+	}
+	for _, e := range l {
+		if e.Label != "echo" || e.Status != "completed" || e.Tokens <= 0 || e.Size <= 0 || time.Since(e.Created) > time.Minute {
+			t.Errorf("listed %+v", e)
+		}
+		if b, _ := json.Marshal(e); strings.Contains(string(b), "secret") {
+			t.Errorf("the listing shows a response's text: %s", b)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodDelete, s.URL+"/v1/responses/"+ids[0], nil)
+	del, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del.Body.Close()
+	if l, err := s.h.StoredResponses(t.Context(), 10); err != nil || len(l) != 1 || l[0].ID != ids[2] {
+		t.Fatalf("after the delete: %+v %v", l, err)
 	}
 }
