@@ -66,7 +66,12 @@ func HTTP(server, pattern, method string, status int, d time.Duration) {
 	httpDuration.Observe(d.Seconds(), "server", s, "route", route, "method", m)
 	minutes.add(time.Now(), d, status >= 500)
 	if status >= 500 {
-		RecordError(server, method+" "+route+": HTTP "+strconv.Itoa(status))
+		// A pattern may name its method already ("POST /v1/…").
+		what := route
+		if !strings.HasPrefix(route, method+" ") {
+			what = method + " " + route
+		}
+		RecordError(server, what+": HTTP "+strconv.Itoa(status))
 	}
 }
 

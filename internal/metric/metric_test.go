@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nbots/nb/internal/httpguard"
 )
@@ -153,5 +154,32 @@ func TestRouteLabelIsBounded(t *testing.T) {
 	}
 	if got := routeLabel("POST /new"); got != Other {
 		t.Errorf("past MaxValues: %q", got)
+	}
+}
+
+// A server error is listed once by its method and route, whether the
+// route's pattern names the method or not.
+func TestHTTPErrorNamesMethodOnce(t *testing.T) {
+	// Other tests fill the routes' budget of values: start it afresh.
+	labelsMu.Lock()
+	saved := labels["route"]
+	delete(labels, "route")
+	labelsMu.Unlock()
+	defer func() {
+		labelsMu.Lock()
+		labels["route"] = saved
+		labelsMu.Unlock()
+	}()
+	HTTP("test", "POST /v1/chat/completions", "POST", 502, time.Millisecond)
+	HTTP("test", "/ready", "GET", 503, time.Millisecond)
+	errs := LastErrors()
+	if len(errs) < 2 {
+		t.Fatalf("errors: %+v", errs)
+	}
+	if got, want := errs[1].Message, "POST /v1/chat/completions: HTTP 502"; got != want {
+		t.Errorf("a pattern with its method: %q, want %q", got, want)
+	}
+	if got, want := errs[0].Message, "GET /ready: HTTP 503"; got != want {
+		t.Errorf("a pattern without: %q, want %q", got, want)
 	}
 }
