@@ -951,6 +951,11 @@ func (s ChannelState) Ready() bool {
 	return s.State == "connected" || s.State == "standby" || s.State == "disabled" || s.Reconnecting
 }
 
+// Receiving is Ready without ReadyGrace: false from the moment a channel
+// lost its connection (nb_gateway_channel_connected reads it, so a
+// dashboard sees the loss that readiness forgives for a while).
+func (s ChannelState) Receiving() bool { return s.Ready() && !s.Reconnecting }
+
 // String is the state with its reason ("connecting: 401 Unauthorized").
 func (s ChannelState) String() string {
 	if s.Reason == "" {

@@ -92,6 +92,12 @@ func TestReadyGrace(t *testing.T) {
 			if ok != want || got["telegram"] != state {
 				t.Fatalf("at %v: Ready = %v %v, want %v with telegram %q", time.Since(start), ok, got, want, state)
 			}
+			// What the connected gauge reads: no grace.
+			for _, st := range g.Channels() {
+				if st.Name == "telegram" && st.Receiving() != (state == "connected") {
+					t.Fatalf("at %v: Receiving = %v in state %q", time.Since(start), st.Receiving(), state)
+				}
+			}
 		}
 		tg.conn.Up()
 		ready(true, "connected")

@@ -305,7 +305,7 @@ func Open(ctx context.Context, c *config.Config, o Options) (_ *Gateway, err err
 		metric.ChannelFunc(name, func() bool {
 			for _, st := range g.Channels() {
 				if st.Name == name {
-					return st.Ready()
+					return st.Receiving()
 				}
 			}
 			return false
