@@ -105,7 +105,7 @@ func BenchmarkHandlerOnly(b *testing.B) {
 // cartridge whose provider answers at once (instant). Its log is nb
 // serve's default (text at info, through the tracing handler) to
 // io.Discard.
-func benchServer(b *testing.B) http.Handler {
+func benchServer(b testing.TB) http.Handler {
 	b.Helper()
 	dir := b.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "bench.yml"), []byte(cartridgeOn("openai", "")), 0o644); err != nil {
@@ -199,4 +199,48 @@ func BenchmarkServeWhole(b *testing.B) {
 // completion (stream: true, with the usage chunk).
 func BenchmarkServeStream(b *testing.B) {
 	benchServe(b, benchServer(b), `{"model":"bench","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, "data: [DONE]")
+}
+
+// flushWriter records what each flush sends.
+type flushWriter struct {
+	benchWriter
+	pending []byte
+	flushes []string
+}
+
+func (w *flushWriter) Write(b []byte) (int, error) {
+	w.pending = append(w.pending, b...)
+	return w.benchWriter.Write(b)
+}
+
+func (w *flushWriter) Flush() {
+	w.flushes = append(w.flushes, string(w.pending))
+	w.pending = w.pending[:0]
+}
+
+// The events that open a streamed answer (the role chunk; Responses'
+// created, in_progress, output item and content part) are not sent
+// alone: the first token goes out in the same write, so a client waits
+// for one write, not five.
+func TestFirstTokenInFirstWrite(t *testing.T) {
+	h := benchServer(t)
+	for _, c := range []struct{ path, body, first string }{
+		{"/v1/chat/completions", `{"model":"bench","stream":true,"messages":[{"role":"user","content":"hi"}]}`, `"role":"assistant"`},
+		{"/v1/responses", `{"model":"bench","stream":true,"input":"hi"}`, "event: response.created"},
+	} {
+		w := &flushWriter{}
+		w.reset()
+		req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:3048"+c.path, strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.RemoteAddr = "127.0.0.1:40000"
+		h.ServeHTTP(w, req)
+		if w.status != 200 || len(w.flushes) == 0 {
+			t.Fatalf("%s: status %d, %d flushes: %s", c.path, w.status, len(w.flushes), w.body)
+		}
+		if first := w.flushes[0]; !strings.Contains(first, c.first) || !strings.Contains(first, "xxxxxx") {
+			t.Errorf("%s: the first write does not hold both the opening and the first token:\n%s", c.path, first)
+		}
+	}
 }
