@@ -244,3 +244,18 @@ func TestFirstTokenInFirstWrite(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkServeWholeTraced is BenchmarkServeWhole with tracing on at
+// every request (the spans of the request, the exchange and the provider
+// call, exported in batches to a collector on loopback that discards
+// them): what tracing costs a request.
+func BenchmarkServeWholeTraced(b *testing.B) {
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) //nolint:errcheck // discarded
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer sink.Close()
+	stop := tracing.Enable(tracing.Config{Endpoint: sink.URL, ServiceName: "nb"}, "bench")
+	defer stop(context.Background()) //nolint:errcheck // discarded
+	benchServe(b, benchServer(b), `{"model":"bench","messages":[{"role":"user","content":"hi"}]}`, `"content":"xxxxxx"`)
+}
