@@ -218,14 +218,30 @@ type Source struct {
 // interfaces.<mode>.<direction>.adapter.<lang>; more than one language left
 // is the reference's "conflicting adapters" error.
 func (c *Cartridge) Adapter(mode Mode, direction string) (*Source, error) {
+	// Looked up key by key, not by dotted paths: every exchange asks, and
+	// most cartridges have no adapter.
+	interfaces, _ := c.Data["interfaces"].(map[string]any)
+	if interfaces == nil {
+		return nil, nil
+	}
+	general, _ := lookup(interfaces, []string{direction, "adapter"})
+	byMode, _ := lookup(interfaces, []string{string(mode), direction, "adapter"})
+	generalMap, _ := general.(map[string]any)
+	modeMap, _ := byMode.(map[string]any)
+	if generalMap == nil && modeMap == nil {
+		return nil, nil
+	}
 	var found []*Source
 	for _, lang := range Languages {
 		var src *Source
-		for _, p := range []string{"interfaces." + direction + ".adapter." + lang, "interfaces." + string(mode) + "." + direction + ".adapter." + lang} {
-			if v, ok := c.Get(split(p)...); ok {
+		for _, at := range []struct {
+			m    map[string]any
+			path string
+		}{{generalMap, "interfaces." + direction + ".adapter." + lang}, {modeMap, "interfaces." + string(mode) + "." + direction + ".adapter." + lang}} {
+			if v, ok := at.m[lang]; ok {
 				src = nil
 				if s := text(v); s != "" {
-					src = &Source{Lang: lang, Code: s, Path: p, File: c.Path, Line: c.SourceLine(p)}
+					src = &Source{Lang: lang, Code: s, Path: at.path, File: c.Path, Line: c.SourceLine(at.path)}
 				}
 			}
 		}

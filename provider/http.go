@@ -129,17 +129,21 @@ func Send(ctx context.Context, r HTTPRequest) (io.ReadCloser, *http.Response, er
 		client = DefaultHTTPClient()
 	}
 	limits := r.Timeouts.Or(DefaultTimeouts(r.Stream))
-	address := safeURL(r.URL)
-	expired := func(limit string, d time.Duration, sending bool) *TimeoutError {
-		return &TimeoutError{Provider: r.Provider, Limit: limit, After: d, Address: address, Sending: sending}
+	// The errors of the four limits, made together; the address is
+	// written into the one that expires (see expiries).
+	x := &expiries{url: r.URL,
+		connect:   TimeoutError{Provider: r.Provider, Limit: LimitConnect, After: limits.Connect},
+		sendIdle:  TimeoutError{Provider: r.Provider, Limit: LimitIdle, After: limits.Idle, Sending: true},
+		firstByte: TimeoutError{Provider: r.Provider, Limit: LimitFirstByte, After: limits.FirstByte},
+		readIdle:  TimeoutError{Provider: r.Provider, Limit: LimitIdle, After: limits.Idle},
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	w := &watch{cancel: cancel}
+	w := &watch{cancel: cancel, x: x}
 	// While the body is sent, each piece must follow the last within Idle.
 	newBody := func() *sendBody {
-		return &sendBody{r: bytes.NewReader(data), w: w, idle: limits.Idle, expired: expired(LimitIdle, limits.Idle, true)}
+		return &sendBody{r: bytes.NewReader(data), w: w, idle: limits.Idle, expired: &x.sendIdle}
 	}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, w.trace(limits, expired)), http.MethodPost, r.URL, newBody())
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, w.trace(limits)), http.MethodPost, r.URL, newBody())
 	if err != nil {
 		cancel(nil)
 		var ue *neturl.Error
@@ -157,7 +161,7 @@ func Send(ctx context.Context, r HTTPRequest) (io.ReadCloser, *http.Response, er
 	}
 	tracing.Inject(ctx, req.Header)
 	// The connection must be up within Connect.
-	w.start(limits.Connect, expired(LimitConnect, limits.Connect, false))
+	w.start(limits.Connect, &x.connect)
 	resp, err := client.Do(req)
 	if w.stop() && err == nil {
 		// A limit expired as the headers arrived: the request is cancelled.
@@ -170,26 +174,45 @@ func Send(ctx context.Context, r HTTPRequest) (io.ReadCloser, *http.Response, er
 	}
 	if resp.StatusCode >= 400 {
 		// The error body is read under the idle limit too.
-		resp.Body = newIdleReader(resp.Body, cancel, limits.Idle, expired(LimitIdle, limits.Idle, false))
+		resp.Body = newIdleReader(resp.Body, cancel, limits.Idle, x, &x.readIdle)
 		return nil, resp, ErrorFromResponse(r.Provider, resp)
 	}
-	body := newIdleReader(resp.Body, cancel, limits.Idle, expired(LimitIdle, limits.Idle, false))
+	body := newIdleReader(resp.Body, cancel, limits.Idle, x, &x.readIdle)
 	// The answer is read up to its limit, streamed or not: a provider may
 	// send without end, and nb keeps what it reads.
 	limit := AnswerLimit(ctx)
 	return &cappedBody{ReadCloser: body, left: limit, err: &AnswerCutError{Provider: r.Provider, Limit: limit}}, resp, nil
 }
 
+// expiries are the errors of one request's time limits. They are made
+// with the request, in one piece, and the address (the URL without its
+// secrets, which takes parsing) is written only into the one that
+// expires: most requests meet no limit.
+type expiries struct {
+	url                                    string
+	connect, sendIdle, firstByte, readIdle TimeoutError
+}
+
+// expired is e, the error of a limit that just expired, with its address.
+// Each limit expires at most once.
+func (x *expiries) expired(e *TimeoutError) *TimeoutError {
+	e.Address = safeURL(x.url)
+	return e
+}
+
 // watch runs the one time limit that applies before the response: first
 // the connect limit, then the silence while the body is sent, then the
 // first-byte limit. When it expires it cancels the request with a
-// *TimeoutError as the cause.
+// *TimeoutError as the cause. One timer serves them all, re-armed.
 type watch struct {
-	cancel context.CancelCauseFunc
-	mu     sync.Mutex
-	timer  *time.Timer
-	done   bool // the first byte arrived, or the request returned
-	fired  bool
+	cancel   context.CancelCauseFunc
+	x        *expiries
+	mu       sync.Mutex
+	timer    *time.Timer
+	err      *TimeoutError // the error of the limit armed
+	deadline time.Time     // when it expires
+	done     bool          // the first byte arrived, or the request returned
+	fired    bool
 }
 
 // start (re)arms the watch for d, reporting e when it expires.
@@ -199,19 +222,26 @@ func (w *watch) start(d time.Duration, e *TimeoutError) {
 	if w.done || w.fired {
 		return
 	}
-	if w.timer != nil {
-		w.timer.Stop()
+	w.err, w.deadline = e, time.Now().Add(d)
+	if w.timer == nil {
+		w.timer = time.AfterFunc(d, w.expire)
+		return
 	}
-	w.timer = time.AfterFunc(d, func() {
-		w.mu.Lock()
-		if w.done {
-			w.mu.Unlock()
-			return
-		}
-		w.fired = true
+	w.timer.Reset(d)
+}
+
+// expire is the timer's function: the armed limit has expired, unless it
+// was re-armed since (then the timer runs it again at the new deadline).
+func (w *watch) expire() {
+	w.mu.Lock()
+	if w.done || w.fired || time.Now().Before(w.deadline) {
 		w.mu.Unlock()
-		w.cancel(e)
-	})
+		return
+	}
+	w.fired = true
+	e := w.x.expired(w.err)
+	w.mu.Unlock()
+	w.cancel(e)
 }
 
 // stop ends the watch and reports whether a limit had expired.
@@ -225,13 +255,13 @@ func (w *watch) stop() bool {
 	return w.fired
 }
 
-func (w *watch) trace(limits Timeouts, expired func(string, time.Duration, bool) *TimeoutError) *httptrace.ClientTrace {
+func (w *watch) trace(limits Timeouts) *httptrace.ClientTrace {
 	return &httptrace.ClientTrace{
 		GotConn: func(httptrace.GotConnInfo) {
-			w.start(limits.Idle, expired(LimitIdle, limits.Idle, true))
+			w.start(limits.Idle, &w.x.sendIdle)
 		},
 		WroteRequest: func(httptrace.WroteRequestInfo) {
-			w.start(limits.FirstByte, expired(LimitFirstByte, limits.FirstByte, false))
+			w.start(limits.FirstByte, &w.x.firstByte)
 		},
 		GotFirstResponseByte: func() {
 			w.stop()
@@ -343,14 +373,20 @@ type idleReader struct {
 	cancel  context.CancelCauseFunc
 	idle    time.Duration
 	timer   *time.Timer
+	once    sync.Once
 	stalled atomic.Bool
 	err     *TimeoutError
 }
 
-func newIdleReader(rc io.ReadCloser, cancel context.CancelCauseFunc, idle time.Duration, e *TimeoutError) *idleReader {
+func newIdleReader(rc io.ReadCloser, cancel context.CancelCauseFunc, idle time.Duration, x *expiries, e *TimeoutError) *idleReader {
 	r := &idleReader{rc: rc, cancel: cancel, idle: idle, err: e}
 	r.timer = time.AfterFunc(idle, func() {
-		r.stalled.Store(true)
+		// The address is written before stalled is set: Read returns e
+		// once stalled is.
+		r.once.Do(func() {
+			x.expired(e)
+			r.stalled.Store(true)
+		})
 		cancel(e)
 	})
 	return r

@@ -32,7 +32,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
 	rc := http.NewResponseController(w)
 	now := time.Now()
 	br := &connlimit.Paced{R: http.MaxBytesReader(w, r.Body, s.limits.MaxBody), RC: rc, Start: now, End: now.Add(s.limits.BodyTimeout), Rate: s.limits.BodyMinRate}
-	body, err := io.ReadAll(br)
+	body, err := readAll(br, r.ContentLength)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -50,10 +50,50 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
 	// would take a timeout for the client going away and cancel the run.
 	rc.SetReadDeadline(time.Time{}) //nolint:errcheck // not every connection has deadlines
 	r.Body.Close()                  //nolint:errcheck // read whole
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Body = &readBody{Reader: bytes.NewReader(body), b: body}
 	r.ContentLength = int64(len(body))
 	return nil
 }
+
+// readAll reads r to its end: into a buffer of the announced size n at
+// once when it is known (most bodies), growing as io.ReadAll does
+// otherwise.
+func readAll(r io.Reader, n int64) ([]byte, error) {
+	if n <= 0 {
+		return io.ReadAll(r)
+	}
+	// One byte more than announced, so that the end is read in the same
+	// call when the body keeps its word; at most 64 KiB before the bytes
+	// come (a client announcing the largest body does not get it
+	// allocated for nothing).
+	b := make([]byte, 0, min(n+1, 64<<10))
+	for {
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // more than announced: grow
+		}
+	}
+}
+
+// readBody is a request body the server has read whole. Its Bytes let a
+// front-end decode it without copying it again.
+type readBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+func (*readBody) Close() error { return nil }
+
+// Bytes is the whole body, whatever was read of it already; the front-end
+// must not change it.
+func (b *readBody) Bytes() []byte { return b.b }
 
 // closeIfUnread marks an answer given before the request's body was read
 // whole as the connection's last.

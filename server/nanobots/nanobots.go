@@ -289,14 +289,20 @@ func (a *API) source(w http.ResponseWriter, r *http.Request) {
 // decode reads a JSON request body into v; unknown fields (the plugins'
 // mode and prefix) are ignored.
 func decode(r *http.Request, v any) error {
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(r.Body); err != nil {
-		return err
+	var body []byte
+	if whole, ok := r.Body.(interface{ Bytes() []byte }); ok {
+		body = whole.Bytes() // read whole by the server: no second copy
+	} else {
+		var buf bytes.Buffer
+		if _, err := buf.ReadFrom(r.Body); err != nil {
+			return err
+		}
+		body = buf.Bytes()
 	}
-	if len(bytes.TrimSpace(buf.Bytes())) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		return server.Errorf(http.StatusBadRequest, "the request body is empty: send a JSON object")
 	}
-	if err := json.Unmarshal(buf.Bytes(), v); err != nil {
+	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
 			return server.Errorf(http.StatusBadRequest, "the request body's %s must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)

@@ -137,9 +137,15 @@ func (s *sampling) settings() (*provider.Override, []string, error) {
 // decode reads a JSON request body into v: a body that is too large, not
 // JSON, or of the wrong shape is the client's error.
 func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
-	if err != nil {
-		return err
+	var body []byte
+	if whole, ok := r.Body.(interface{ Bytes() []byte }); ok && int64(len(whole.Bytes())) <= h.maxBody {
+		// The server read it already (nb serve): no second copy.
+		body = whole.Bytes()
+	} else {
+		var err error
+		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody)); err != nil {
+			return err
+		}
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("", "the request has no body: send a JSON object")

@@ -163,7 +163,10 @@ func (cs *chatStream) role() {
 		return
 	}
 	cs.roleSent = true
+	// Sent with what follows it (a delta, the finish chunk), not alone.
+	cs.hold = true
 	cs.delta(func(b []byte) []byte { return append(b, `"role":"assistant","content":"","refusal":null`...) })
+	cs.hold = false
 }
 
 func (cs *chatStream) text(s string) {
@@ -226,8 +229,12 @@ type sse struct {
 	rc      *http.ResponseController
 	started bool
 	failed  bool
-	buf     []byte
-	out     []byte
+	// hold keeps the events written from being flushed: the next event
+	// flushed carries them in the same write. The events that open an
+	// answer (the role, a message item) are held for its first delta.
+	hold bool
+	buf  []byte
+	out  []byte
 }
 
 func (s *sse) start() {
@@ -264,6 +271,9 @@ func (s *sse) event(name string, b []byte) {
 	s.out = out
 	if _, err := s.w.Write(out); err != nil {
 		s.failed = true // the client has gone; the request's context ends the exchange
+		return
+	}
+	if s.hold {
 		return
 	}
 	if err := s.rc.Flush(); err != nil {

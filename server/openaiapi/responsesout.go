@@ -214,6 +214,9 @@ func (rs *responseStream) begin() {
 		return
 	}
 	rs.begun = true
+	// Sent with what follows them, not alone.
+	rs.hold = true
+	defer func() { rs.hold = false }()
 	rs.send("response.created", map[string]any{"response": rs.resp})
 	rs.send("response.in_progress", map[string]any{"response": rs.resp})
 }
@@ -223,6 +226,9 @@ func (rs *responseStream) openMessage() {
 	rs.begin()
 	rs.msgID = "msg_" + newID()
 	rs.index = len(rs.resp.Output)
+	// Sent with the first delta (or the item's end), not alone.
+	rs.hold = true
+	defer func() { rs.hold = false }()
 	rs.send("response.output_item.added", map[string]any{"output_index": rs.index, "item": messageItem(rs.msgID, "in_progress", "", false)})
 	rs.send("response.content_part.added", map[string]any{"item_id": rs.msgID, "output_index": rs.index, "content_index": 0, "part": newOutputText("")})
 }
