@@ -129,41 +129,10 @@ func TestMemoryFlatChild(t *testing.T) {
 	a, b, _ := strings.Cut(spec, ",")
 	chats, _ := strconv.Atoi(a)
 	turns, _ := strconv.Atoi(b)
-	model := openaitest.New(echo)
-	model.SplitBytes = 1 << 20
-	model.Recorder = nil
-	srv := httptest.NewServer(model)
-	defer srv.Close()
-	c := testConfig(t, srv.URL, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := testOptions(t)
-	o.Listeners = []net.Listener{ln}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	gw, err := Open(ctx, c, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
+	ctx := t.Context()
 	// The warm sessions' messages fill their 64 KiB in the first half
 	// (1 MiB by default would take more turns than a test can run).
-	gw.Sessions.KeepBytes = flatKeepBytes
-	done := make(chan error, 1)
-	go func() { done <- gw.Run(ctx) }()
-	url := "http://" + ln.Addr().String()
-	for {
-		resp, err := http.Get(url + "/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	_, url := startEchoGateway(t, func(gw *Gateway) { gw.Sessions.KeepBytes = 64 << 10 })
 	profiles := 0
 	heap := func() uint64 {
 		// The least of three readings a little apart: a buffer a
@@ -207,8 +176,6 @@ func TestMemoryFlatChild(t *testing.T) {
 	flatTurns(t, ctx, url, "c", turns, turns, idleMessage)
 	h3 := heap()
 	fmt.Printf("flat: heap1=%d heap2=%d heap2b=%d heap3=%d\nflat-took: %v\n", h1, h2, h2b, h3, time.Since(start).Round(time.Millisecond))
-	cancel()
-	<-done
 }
 
 // flatTurns runs turns through the web chat at url over chats chats
@@ -267,4 +234,53 @@ func flatTurns(t *testing.T, ctx context.Context, url, prefix string, chats, tur
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// startEchoGateway opens and runs a whole gateway (the web chat on a
+// loopback listener, the bus, the turn loop, sessions in files) against
+// an instant fake model that echoes, tune (if not nil) changing it
+// before it runs, and returns it with its URL once /ready says so. It
+// stops at the end of the test.
+func startEchoGateway(tb testing.TB, tune func(*Gateway)) (*Gateway, string) {
+	tb.Helper()
+	model := openaitest.New(echo)
+	model.SplitBytes = 1 << 20
+	model.Recorder = nil
+	srv := httptest.NewServer(model)
+	tb.Cleanup(srv.Close)
+	c := testConfig(tb, srv.URL, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o := testOptions(tb)
+	o.Listeners = []net.Listener{ln}
+	ctx, cancel := context.WithCancel(context.Background())
+	gw, err := Open(ctx, c, o)
+	if err != nil {
+		cancel()
+		tb.Fatal(err)
+	}
+	if tune != nil {
+		tune(gw)
+	}
+	done := make(chan error, 1)
+	go func() { done <- gw.Run(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		<-done
+		gw.Close()
+	})
+	url := "http://" + ln.Addr().String()
+	for {
+		resp, err := http.Get(url + "/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return gw, url
 }

@@ -1,11 +1,9 @@
 package gatewayrun
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +15,6 @@ import (
 	"github.com/coder/websocket/wsjson"
 
 	"github.com/nbots/nb/gateway/web"
-	"github.com/nbots/nb/provider/openai/openaitest"
 )
 
 // BenchmarkGatewayTurn drives turns through a whole gateway in this
@@ -36,39 +33,8 @@ import (
 // process: the CPU profile tells nb's share (gateway/…, agent, provider,
 // bot) from theirs (openaitest, the client's goroutines).
 func BenchmarkGatewayTurn(b *testing.B) {
-	model := openaitest.New(echo)
-	model.SplitBytes = 1 << 20
-	model.Recorder = nil
-	srv := httptest.NewServer(model)
-	defer srv.Close()
-	c := testConfig(b, srv.URL, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	o := testOptions(b)
-	o.Listeners = []net.Listener{ln}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	gw, err := Open(ctx, c, o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer gw.Close()
-	done := make(chan error, 1)
-	go func() { done <- gw.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	url := "http://" + ln.Addr().String()
-	for {
-		resp, err := http.Get(url + "/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	ctx := b.Context()
+	_, url := startEchoGateway(b, nil)
 	const chats = 100
 	socks := make([]*websocket.Conn, chats)
 	for i := range socks {
