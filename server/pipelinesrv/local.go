@@ -186,6 +186,7 @@ func (l *Local) launch(r *localRun, spec Spec, resume bool) (Run, error) {
 		}
 		cause := context.Cause(ctx)
 		cancel(nil)
+		reportFailure(spec.Context, res, err)
 		// The run's admission is given back before its end is told: a
 		// client that sees it ended may start the next one at once.
 		if spec.Done != nil {

@@ -314,6 +314,24 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 	h.start(w, r, Spec{Graph: g, Source: src, Path: path, Params: p}, run.ID())
 }
 
+// reportFailure tells the server that a run failed, for the control
+// page's last errors (server.RunFailed, called before the run's
+// admission ends): the engine refused it, or it ended in fail. Only the
+// kind is told ("error pipeline_refused", "error pipeline_failed"): the
+// reasons are free text (a node's output, a provider's message), which
+// the log and the run's events have. A run interrupted or lost to
+// another replica did not fail.
+func reportFailure(ctx context.Context, res *engine.Result, err error) {
+	switch {
+	case ctx == nil:
+	case err != nil:
+		server.RunFailed(ctx, &server.Error{Code: "pipeline_refused", Message: err.Error(), Err: err})
+	case res == nil || res.Interrupted || res.Lost || res.Status == engine.Success:
+	default:
+		server.RunFailed(ctx, &server.Error{Code: "pipeline_failed", Message: res.FailureReason})
+	}
+}
+
 // runContext is a pipeline run's context: the admitted run's values
 // (its token, its admission, its cartridges held) without its deadline
 // (--run-timeout bounds one exchange; a pipeline is many, and a human

@@ -153,6 +153,7 @@ func (s *Stored) launch(sr runstore.Run, spec Spec) error {
 			s.logger().Warn("pipeline run: release its lease", "run", id, "error", err)
 		}
 		cancel(nil)
+		reportFailure(spec.Context, res, err)
 		if spec.Done != nil {
 			spec.Done()
 		}
