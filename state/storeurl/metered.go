@@ -12,6 +12,12 @@ import (
 // metered counts the operations of a store set by URL
 // (nb_store_op_duration_seconds and nb_store_op_errors_total, store
 // "conversations"): the one seam every backend goes through.
+//
+// metered answers every optional capability (state.Enumerator,
+// OutputLister, Backdater, TailBeginner's own wrapper aside) because every
+// backend a URL opens has them, as the assertions beside each backend
+// hold at build time (state/enumerate.go, state/pgstore): a backend without one must gain a wrapper per capability, as
+// TailBeginner has, or callers would take ErrUnsupported for an answer.
 type metered struct {
 	s       state.Store
 	backend string
