@@ -14,9 +14,10 @@ import (
 // "conversations"): the one seam every backend goes through.
 //
 // metered answers every optional capability (state.Enumerator,
-// OutputLister, Backdater, TailBeginner's own wrapper aside) because every
-// backend a URL opens has them, as the assertions beside each backend
-// hold at build time (state/enumerate.go, state/pgstore): a backend without one must gain a wrapper per capability, as
+// OutputLister, Backdater; TailBeginner has its own wrapper) because
+// every backend a URL opens has them, as the assertions beside each
+// backend hold at build time (state/enumerate.go, state/pgstore): a
+// backend without one must gain a wrapper per capability, as
 // TailBeginner has, or callers would take ErrUnsupported for an answer.
 type metered struct {
 	s       state.Store
