@@ -131,7 +131,6 @@ func (f *features) heartbeat() {
 					return err
 				}
 			}
-			metric.Beat(true)
 			channel, chat := heartbeatTarget(ctx, gw.Sessions, gw.Access)
 			_, err := g.RunDirect(ctx, gateway.Direct{
 				Entry: access.Heartbeat, SessionKey: heartbeat.Session,

@@ -24,6 +24,7 @@ import (
 
 	"github.com/nbots/nb/gateway/modelcall"
 	"github.com/nbots/nb/gateway/replica"
+	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/tool"
 )
 
@@ -155,8 +156,17 @@ func (s *Service) Run(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		if _, err := s.Beat(ctx); err != nil && ctx.Err() == nil {
+		ran, err := s.Beat(ctx)
+		if err != nil && ctx.Err() == nil {
 			s.logger().Warn("heartbeat: " + err.Error())
+		}
+		switch {
+		case ran:
+			metric.Beat("called")
+		case err != nil:
+			metric.Beat("failed")
+		default:
+			metric.Beat("skipped")
 		}
 	}
 }

@@ -30,7 +30,7 @@ var (
 	undeliverable = NewCounter("nb_gateway_undeliverable_total", "Replies given up on, by channel.")
 	channelUp     = NewGauge("nb_gateway_channel_connected", "1 when a channel is connected, 0 when not, by channel.")
 	cronRuns      = NewCounter("nb_gateway_cron_runs_total", "Cron jobs run, by outcome (ok, error).")
-	heartbeats    = NewCounter("nb_gateway_heartbeat_beats_total", "Heartbeat beats that ran the workspace's tasks (outcome called: the model was called).")
+	heartbeats    = NewCounter("nb_gateway_heartbeat_beats_total", "Heartbeat beats, by outcome: called (the model ran the tasks), skipped (nothing to do), failed.")
 	budgetSpent   = NewGauge("nb_gateway_budget_used_tokens", "Tokens used against each budget (daily), as the budget ledger counts them.")
 	budgetLimit   = NewGauge("nb_gateway_budget_limit_tokens", "Each budget's limit in tokens (0: none).")
 	buildInfo     = NewGauge("nb_build_info", "Always 1: the server that answers (serve, gateway, robopages, mcp).")

@@ -339,12 +339,10 @@ func clip(s string) string {
 	return s
 }
 
-// Beat counts a heartbeat beat that had work to do (the model was called
-// to run its tasks).
-func Beat(called bool) {
-	if called {
-		heartbeats.Inc("outcome", "called")
-		return
-	}
-	heartbeats.Inc("outcome", "skipped")
+// Beat counts a heartbeat beat by its outcome: called (the model was
+// called to run the tasks), skipped (nothing to do: no HEARTBEAT.md, no
+// unchecked task, or the model's decision was skip), failed (the file or
+// the decision could not be read, so the tasks did not run).
+func Beat(outcome string) {
+	heartbeats.Inc("outcome", Label("outcome", outcome))
 }
