@@ -21,6 +21,7 @@ STREAMS=${STREAMS:-10000}
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/nb" ./cmd/nb
 go build -o "$out/fakeprovider" ./bench/fakeprovider
 go build -o "$out/openaiload" ./bench/openaiload
+go build -o "$out/bareproxy" ./bench/bareproxy
 
 carts=$out/openai/cartridges
 mkdir -p "$carts"
@@ -56,7 +57,14 @@ if [ "$what" = all ] || [ "$what" = latency ]; then
 	echo "== added latency, sequential, nb serve vs the fake directly (goal: median <= 0.3 ms)"
 	start_fake -chunks 1 -size 6
 	start_nb
-	"$out/openaiload" latency -url http://127.0.0.1:3048/v1 -direct "$FAKE/v1" -model bench -n 5000 -warmup 500
+	# the floor: bench/bareproxy relays the same requests, parsing nothing
+	"$out/bareproxy" -listen 127.0.0.1:3050 -upstream "$FAKE" >"$out/openai/bareproxy.addr" 2>"$out/openai/bareproxy.log" &
+	pids+=($!)
+	for _ in $(seq 50); do [ -s "$out/openai/bareproxy.addr" ] && break; sleep 0.1; done
+	echo "-- through the bare relay (first) and nb serve (second)"
+	"$out/openaiload" latency -url http://127.0.0.1:3050/v1,http://127.0.0.1:3048/v1 -direct "$FAKE/v1" -model bench -n 5000 -warmup 500
+	echo "-- streamed: the first token, the same way"
+	"$out/openaiload" latency -stream -url http://127.0.0.1:3050/v1,http://127.0.0.1:3048/v1 -direct "$FAKE/v1" -model bench -n 5000 -warmup 500
 	stop_all
 fi
 
