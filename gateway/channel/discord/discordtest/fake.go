@@ -4,7 +4,8 @@
 // session id, Heartbeats with Heartbeat ACKs, numbering dispatches with
 // a sequence, replaying after a Resume the dispatches the client missed
 // and then RESUMED, or answering Invalid Session; closing with 4004 on a
-// bad token) and the REST API the channel calls (GET gateway, users/@me,
+// bad token) and the REST API the channel calls (GET gateway and
+// gateway/bot, users/@me,
 // channel messages: create, as JSON or as multipart/form-data with
 // payload_json and files[n], with a nonce that enforce_nonce makes
 // unique per author for a few minutes; edit, list after an id; typing; attachments
@@ -118,6 +119,11 @@ type Server struct {
 	files    map[string][]byte // CDN path -> content
 	// nonceHits counts creates answered with an earlier message.
 	nonceHits int
+	// interval is Hello's heartbeat_interval in milliseconds; mute
+	// leaves heartbeats unacknowledged (a connection gone zombie).
+	interval int
+	mute     bool
+	beats    int
 }
 
 // NonceWindow is how long an enforced nonce stays unique ("the past few
@@ -137,6 +143,7 @@ func New(token string) (*Server, error) {
 		changed: make(chan struct{}), snow: 1_100_000_000_000_000_000,
 		messages: map[string][]*Message{}, channels: map[string]string{}, denied: map[string]bool{},
 		limit: 5, window: time.Second, buckets: map[string]*bucket{}, files: map[string][]byte{},
+		interval: 41250,
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /gateway", s.gateway)
@@ -268,6 +275,39 @@ func (s *Server) Reconnect() {
 	}
 }
 
+// SetHeartbeatInterval sets the heartbeat_interval the next connections'
+// Hello gives (41250 ms unless set).
+func (s *Server) SetHeartbeatInterval(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.interval = int(d.Milliseconds())
+}
+
+// MuteAcks stops (true) or restarts acknowledging heartbeats: the
+// connection looks alive to the server and dead to the client, which
+// must notice a heartbeat without its ACK and reconnect.
+func (s *Server) MuteAcks(mute bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mute = mute
+}
+
+// Heartbeats is how many heartbeats the clients sent.
+func (s *Server) Heartbeats() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.beats
+}
+
+// RequestHeartbeat sends opcode 1: the client must heartbeat at once.
+func (s *Server) RequestHeartbeat() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil {
+		s.write(s.conn, map[string]any{"op": 1, "d": nil})
+	}
+}
+
 // InvalidateSession makes the next resume fail with opcode 9.
 func (s *Server) InvalidateSession() {
 	s.mu.Lock()
@@ -341,7 +381,10 @@ func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
 	}
 	c.SetReadLimit(1 << 20)
 	ctx := r.Context()
-	s.write(c, map[string]any{"op": 10, "d": map[string]any{"heartbeat_interval": 41250}, "s": nil, "t": nil})
+	s.mu.Lock()
+	interval := s.interval
+	s.mu.Unlock()
+	s.write(c, map[string]any{"op": 10, "d": map[string]any{"heartbeat_interval": interval}, "s": nil, "t": nil})
 	for {
 		_, data, err := c.Read(ctx)
 		if err != nil {
@@ -359,7 +402,13 @@ func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
 		}
 		switch p.Op {
 		case 1:
-			s.write(c, map[string]any{"op": 11})
+			s.mu.Lock()
+			s.beats++
+			mute := s.mute
+			s.mu.Unlock()
+			if !mute {
+				s.write(c, map[string]any{"op": 11})
+			}
 		case 2:
 			var id struct {
 				Token   string `json:"token"`
@@ -442,6 +491,11 @@ func (s *Server) rest(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
+	case len(parts) == 2 && parts[0] == "gateway" && parts[1] == "bot":
+		// Get Gateway Bot: the address, the recommended shards and the
+		// session start limit.
+		reply(w, 200, map[string]any{"url": "ws" + strings.TrimPrefix(s.URL, "http") + "/gateway", "shards": 1,
+			"session_start_limit": map[string]int{"total": 1000, "remaining": 1000 - s.conns, "reset_after": 86_400_000, "max_concurrency": 1}})
 	case len(parts) == 2 && parts[0] == "users" && parts[1] == "@me":
 		reply(w, 200, s.Bot)
 	case len(parts) >= 3 && parts[0] == "channels" && parts[2] == "typing":
