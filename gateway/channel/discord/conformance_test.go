@@ -32,6 +32,9 @@ func (p platform) Sent(t *testing.T, chatID string) []string {
 	return out
 }
 
+// Cut stops the gateway: the channel must report it is connecting again.
+func (p platform) Cut(t *testing.T) { p.fake.Refuse(true) }
+
 func TestConformance(t *testing.T) {
 	channeltest.Conformance(t, func(t *testing.T) channeltest.Platform { return platform{newFake(t)} })
 }

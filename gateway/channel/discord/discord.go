@@ -365,8 +365,11 @@ func deliveryError(err error) error {
 	return fmt.Errorf("discord: %w", err)
 }
 
-// allowedMentions is an allowed_mentions that pings nobody.
-var allowedMentions = map[string][]string{"parse": {}}
+// noMentions is an allowed_mentions that pings nobody.
+type noMentions struct{}
+
+// MarshalJSON is {"parse":[]}: no kind of mention is parsed.
+func (noMentions) MarshalJSON() ([]byte, error) { return []byte(`{"parse":[]}`), nil }
 
 // reference is a message_reference: the message a reply answers.
 type reference struct {
@@ -388,7 +391,7 @@ type partialAttachment struct {
 // whose replica died right after sending it) is posted once.
 type messageCreate struct {
 	Content         string              `json:"content"`
-	AllowedMentions any                 `json:"allowed_mentions"`
+	AllowedMentions noMentions          `json:"allowed_mentions"`
 	Reference       *reference          `json:"message_reference,omitempty"`
 	Attachments     []partialAttachment `json:"attachments,omitempty"`
 	Nonce           string              `json:"nonce,omitempty"`
@@ -411,7 +414,7 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 		pieces = []string{""} // the files alone
 	}
 	post := func(i int, text string) (string, error) {
-		body := messageCreate{Content: text, AllowedMentions: allowedMentions}
+		body := messageCreate{Content: text}
 		var up []file
 		described := text // what the piece's nonce is made of
 		if i == len(pieces)-1 {
@@ -472,7 +475,7 @@ func (c *Channel) Edit(ctx context.Context, chatID, id, content string) error {
 	defer cancel()
 	q, err := jsonRequest(request{method: http.MethodPatch, path: "/channels/" + url.PathEscape(chatID) + "/messages/" + url.PathEscape(id),
 		route: "PATCH /channels/{id}/messages/{id}", major: chatID},
-		map[string]any{"content": ps[0], "allowed_mentions": allowedMentions})
+		map[string]any{"content": ps[0], "allowed_mentions": noMentions{}})
 	if err != nil {
 		return err
 	}

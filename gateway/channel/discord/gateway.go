@@ -36,16 +36,25 @@ const (
 	intentMessageContent = 1 << 15
 )
 
-// fatalClose are the close codes after which reconnecting cannot help
+// fatalClose tells the close codes after which reconnecting cannot help
 // (Discord's "Gateway Close Event Codes" that say not to reconnect),
 // with what the operator must fix.
-var fatalClose = map[websocket.StatusCode]string{
-	4004: "authentication failed (4004): check channels.discord.token",
-	4010: "invalid shard (4010)",
-	4011: "sharding required (4011): the bot is in too many servers for one connection",
-	4012: "invalid API version (4012)",
-	4013: "invalid intents (4013): check channels.discord.intents",
-	4014: "disallowed intents (4014): turn on the Message Content Intent (Developer Portal → Bot), or remove it from channels.discord.intents",
+func fatalClose(code websocket.StatusCode) (string, bool) {
+	switch code {
+	case 4004:
+		return "authentication failed (4004): check channels.discord.token", true
+	case 4010:
+		return "invalid shard (4010)", true
+	case 4011:
+		return "sharding required (4011): the bot is in too many servers for one connection", true
+	case 4012:
+		return "invalid API version (4012)", true
+	case 4013:
+		return "invalid intents (4013): check channels.discord.intents", true
+	case 4014:
+		return "disallowed intents (4014): turn on the Message Content Intent (Developer Portal → Bot), or remove it from channels.discord.intents", true
+	}
+	return "", false
 }
 
 // frame is a Gateway payload.
@@ -102,7 +111,7 @@ func (g *gateway) run(ctx context.Context, events chan<- event) error {
 			return nil
 		}
 		code := websocket.CloseStatus(err)
-		if why, ok := fatalClose[code]; ok {
+		if why, ok := fatalClose(code); ok {
 			return fmt.Errorf("discord closed the gateway: %s", why)
 		}
 		if code == 4007 || code == 4009 {

@@ -124,6 +124,11 @@ type Server struct {
 	interval int
 	mute     bool
 	beats    int
+	firsts   []time.Duration // per connection, from Hello to its first heartbeat
+	// disallowed are intents Identify may not ask for (closed with
+	// 4014); refuse makes the gateway answer 503 before upgrading.
+	disallowed int
+	refuse     bool
 }
 
 // NonceWindow is how long an enforced nonce stays unique ("the past few
@@ -299,12 +304,40 @@ func (s *Server) Heartbeats() int {
 	return s.beats
 }
 
+// FirstBeats are, per connection that beat, the time from its Hello to
+// its first heartbeat.
+func (s *Server) FirstBeats() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.firsts...)
+}
+
 // RequestHeartbeat sends opcode 1: the client must heartbeat at once.
 func (s *Server) RequestHeartbeat() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.conn != nil {
 		s.write(s.conn, map[string]any{"op": 1, "d": nil})
+	}
+}
+
+// DisallowIntents makes an Identify asking for any of bits fail with
+// close code 4014 (a privileged intent not turned on for the bot).
+func (s *Server) DisallowIntents(bits int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.disallowed = bits
+}
+
+// Refuse stops the gateway (true): the current connection is dropped
+// and new ones are answered 503 until Refuse(false).
+func (s *Server) Refuse(refuse bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refuse = refuse
+	if refuse && s.conn != nil {
+		s.conn.CloseNow() //nolint:errcheck // the point
+		s.conn = nil
 	}
 }
 
@@ -375,6 +408,13 @@ func (s *Server) Sent(channel string) []Message {
 }
 
 func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	refuse := s.refuse
+	s.mu.Unlock()
+	if refuse {
+		http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
+		return
+	}
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return
@@ -385,6 +425,7 @@ func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
 	interval := s.interval
 	s.mu.Unlock()
 	s.write(c, map[string]any{"op": 10, "d": map[string]any{"heartbeat_interval": interval}, "s": nil, "t": nil})
+	hello, beaten := time.Now(), false
 	for {
 		_, data, err := c.Read(ctx)
 		if err != nil {
@@ -404,6 +445,10 @@ func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
 		case 1:
 			s.mu.Lock()
 			s.beats++
+			if !beaten {
+				beaten = true
+				s.firsts = append(s.firsts, time.Since(hello))
+			}
 			mute := s.mute
 			s.mu.Unlock()
 			if !mute {
@@ -417,6 +462,13 @@ func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
 			json.Unmarshal(p.D, &id) //nolint:errcheck // checked below
 			if strings.TrimPrefix(id.Token, "Bot ") != s.Token {
 				c.Close(4004, "Authentication failed.") //nolint:errcheck // closing
+				return
+			}
+			s.mu.Lock()
+			disallowed := s.disallowed
+			s.mu.Unlock()
+			if id.Intents&disallowed != 0 {
+				c.Close(4014, "Disallowed intent(s).") //nolint:errcheck // closing
 				return
 			}
 			s.mu.Lock()
