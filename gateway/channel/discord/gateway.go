@@ -93,6 +93,14 @@ type gateway struct {
 	pending   []event
 }
 
+// sessionLimit is Discord's session start limit reached: no Identify
+// before after.
+type sessionLimit struct{ after time.Duration }
+
+func (e *sessionLimit) Error() string {
+	return fmt.Sprintf("Discord allows the bot no new session for %s (session_start_limit)", e.after.Round(time.Second))
+}
+
 // Errors that end one connection.
 var (
 	errReconnect = errors.New("the gateway asked to reconnect")
@@ -120,10 +128,15 @@ func (g *gateway) run(ctx context.Context, events chan<- event) error {
 		var d time.Duration
 		if up {
 			// A connection that worked and broke: resume right away.
-			b.Connected()
+			b.Reset()
 			g.link.Down(fmt.Errorf("the gateway's connection closed: %v", err))
 		} else {
-			d = b.Failed(err, 0)
+			var sl *sessionLimit
+			if errors.As(err, &sl) {
+				d = b.Failed(err, sl.after)
+			} else {
+				d = b.Failed(err, 0)
+			}
 		}
 		g.log.Warn("discord: gateway connection ended; reconnecting", "err", err, "retry_in", d, "resume", g.session != "")
 		if !g.sleep(ctx, events, d) {
@@ -173,10 +186,18 @@ func (g *gateway) connect(ctx context.Context, events chan<- event) (up bool, er
 	addr := g.resumeURL
 	if g.session == "" || addr == "" {
 		var gw struct {
-			URL string `json:"url"`
+			URL   string `json:"url"`
+			Limit *struct {
+				Remaining  int   `json:"remaining"`
+				ResetAfter int64 `json:"reset_after"`
+			} `json:"session_start_limit"`
 		}
 		if err := g.rest.do(ctx, request{method: "GET", path: "/gateway/bot", route: "GET /gateway/bot"}, &gw); err != nil {
 			return false, fmt.Errorf("the gateway's address: %w", err)
+		}
+		if g.session == "" && gw.Limit != nil && gw.Limit.Remaining <= 0 {
+			// No new session may start before the limit resets.
+			return false, &sessionLimit{after: max(time.Duration(gw.Limit.ResetAfter)*time.Millisecond, time.Second)}
 		}
 		addr = gw.URL
 	}

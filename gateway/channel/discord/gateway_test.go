@@ -158,6 +158,39 @@ func TestDisallowedIntentsFatal(t *testing.T) {
 	}
 }
 
+// TestSessionStartLimit: with no session left to start, the channel
+// waits for the limit's reset (reporting why) instead of identifying.
+func TestSessionStartLimit(t *testing.T) {
+	fake := newFake(t)
+	const reset = 700 * time.Millisecond
+	fake.SetSessionStartLimit(0, reset)
+	c, err := New(Config{Token: token, APIBase: fake.URL}, channel.Env{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, &channeltest.Inbox{}, func() {}) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the reason", func() bool { return strings.Contains(c.Status().Reason, "session_start_limit") })
+	if err := fake.WaitConnected(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(t0); d < reset-100*time.Millisecond {
+		t.Errorf("identified after %s, before the limit's reset", d)
+	}
+	opened := 0
+	for _, r := range fake.Requests() {
+		if r == "GET /gateway" {
+			opened++
+		}
+	}
+	if opened != 1 {
+		t.Errorf("%d gateway connections opened, want 1 (after the reset): %q", opened, fake.Requests())
+	}
+}
+
 // TestGatewayURL: the address Discord gives gets the version and the
 // encoding; anything but a WebSocket URL is refused.
 func TestGatewayURL(t *testing.T) {

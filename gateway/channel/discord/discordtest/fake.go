@@ -129,6 +129,10 @@ type Server struct {
 	// 4014); refuse makes the gateway answer 503 before upgrading.
 	disallowed int
 	refuse     bool
+	// starts are the sessions the bot may still start (Identify) before
+	// startsReset, when they are 1000 again.
+	starts      int
+	startsReset time.Time
 }
 
 // NonceWindow is how long an enforced nonce stays unique ("the past few
@@ -148,7 +152,7 @@ func New(token string) (*Server, error) {
 		changed: make(chan struct{}), snow: 1_100_000_000_000_000_000,
 		messages: map[string][]*Message{}, channels: map[string]string{}, denied: map[string]bool{},
 		limit: 5, window: time.Second, buckets: map[string]*bucket{}, files: map[string][]byte{},
-		interval: 41250,
+		interval: 41250, starts: 1000, startsReset: time.Now().Add(24 * time.Hour),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /gateway", s.gateway)
@@ -321,6 +325,22 @@ func (s *Server) RequestHeartbeat() {
 	}
 }
 
+// SetSessionStartLimit leaves the bot n new sessions until reset from
+// now, when it has 1000 again (Get Gateway Bot's session_start_limit).
+func (s *Server) SetSessionStartLimit(n int, reset time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.starts, s.startsReset = n, time.Now().Add(reset)
+}
+
+// startsLocked renews the session start limit once its reset has
+// passed; called with s.mu held.
+func (s *Server) startsLocked() {
+	if time.Now().After(s.startsReset) {
+		s.starts, s.startsReset = 1000, time.Now().Add(24*time.Hour)
+	}
+}
+
 // DisallowIntents makes an Identify asking for any of bits fail with
 // close code 4014 (a privileged intent not turned on for the bot).
 func (s *Server) DisallowIntents(bits int) {
@@ -472,6 +492,13 @@ func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			s.mu.Lock()
+			s.startsLocked()
+			if s.starts <= 0 {
+				s.mu.Unlock()
+				c.Close(4008, "Rate limited.") //nolint:errcheck // closing
+				return
+			}
+			s.starts--
 			s.session, s.seq, s.events, s.invalid = s.id(), 0, nil, false
 			s.attach(c)
 			s.dispatch("READY", map[string]any{"v": 10, "user": s.Bot, "session_id": s.session,
@@ -546,8 +573,10 @@ func (s *Server) rest(w http.ResponseWriter, r *http.Request) {
 	case len(parts) == 2 && parts[0] == "gateway" && parts[1] == "bot":
 		// Get Gateway Bot: the address, the recommended shards and the
 		// session start limit.
+		s.startsLocked()
 		reply(w, 200, map[string]any{"url": "ws" + strings.TrimPrefix(s.URL, "http") + "/gateway", "shards": 1,
-			"session_start_limit": map[string]int{"total": 1000, "remaining": 1000 - s.conns, "reset_after": 86_400_000, "max_concurrency": 1}})
+			"session_start_limit": map[string]any{"total": 1000, "remaining": s.starts,
+				"reset_after": time.Until(s.startsReset).Milliseconds(), "max_concurrency": 1}})
 	case len(parts) == 2 && parts[0] == "users" && parts[1] == "@me":
 		reply(w, 200, s.Bot)
 	case len(parts) >= 3 && parts[0] == "channels" && parts[2] == "typing":
