@@ -113,6 +113,7 @@ var (
 // to events in order.
 func (g *gateway) run(ctx context.Context, events chan<- event) error {
 	b := channel.Backoff{Base: g.retry, Max: time.Minute, Conn: g.link}
+	failed := 0 // connections in a row that did not get as far as ready
 	for {
 		up, err := g.connect(ctx, events)
 		if ctx.Err() != nil {
@@ -124,6 +125,13 @@ func (g *gateway) run(ctx context.Context, events chan<- event) error {
 		}
 		if code == 4007 || code == 4009 {
 			g.session = "" // the session cannot be resumed: a new one
+		}
+		if failed++; up {
+			failed = 0
+		} else if failed >= 3 && g.session != "" {
+			// The resume address keeps failing: a new session, from the
+			// address Get Gateway Bot gives.
+			g.session, g.resumeURL, g.seq = "", "", 0
 		}
 		var d time.Duration
 		if up {

@@ -191,6 +191,35 @@ func TestSessionStartLimit(t *testing.T) {
 	}
 }
 
+// TestResumeAddressGone: when the resume address keeps failing, the
+// client starts a new session from Get Gateway Bot's address, and
+// fetches what was written meanwhile.
+func TestResumeAddressGone(t *testing.T) {
+	fake := newFake(t)
+	fake.BreakResumeURL()
+	c, err := New(Config{Token: token, APIBase: fake.URL}, channel.Env{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.retry = 10 * time.Millisecond
+	in := &channeltest.Inbox{}
+	channeltest.Start(t, c, in)
+	const ch = "200000000000000001"
+	fake.Post("", ch, alice, "before")
+	in.Wait(t, 1)
+	fake.Drop()
+	fake.Post("", ch, alice, "during")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fake.WaitConnected(ctx, 2); err != nil {
+		t.Fatalf("no new session: %v", fake)
+	}
+	checkOnce(t, in, 2)
+	if _, resumes := fake.Stats(); resumes != 0 {
+		t.Errorf("%d resumes through an address that answers 404", resumes)
+	}
+}
+
 // TestGatewayURL: the address Discord gives gets the version and the
 // encoding; anything but a WebSocket URL is refused.
 func TestGatewayURL(t *testing.T) {

@@ -133,6 +133,9 @@ type Server struct {
 	// startsReset, when they are 1000 again.
 	starts      int
 	startsReset time.Time
+	// resumeGone makes READY's resume_gateway_url an address that
+	// answers 404.
+	resumeGone bool
 }
 
 // NonceWindow is how long an enforced nonce stays unique ("the past few
@@ -341,6 +344,14 @@ func (s *Server) startsLocked() {
 	}
 }
 
+// BreakResumeURL makes the next READYs name a resume_gateway_url that
+// answers 404: a client must fall back to a new session.
+func (s *Server) BreakResumeURL() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resumeGone = true
+}
+
 // DisallowIntents makes an Identify asking for any of bits fail with
 // close code 4014 (a privileged intent not turned on for the bot).
 func (s *Server) DisallowIntents(bits int) {
@@ -501,8 +512,12 @@ func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
 			s.starts--
 			s.session, s.seq, s.events, s.invalid = s.id(), 0, nil, false
 			s.attach(c)
+			resume := "ws" + strings.TrimPrefix(s.URL, "http") + "/gateway"
+			if s.resumeGone {
+				resume = "ws" + strings.TrimPrefix(s.URL, "http") + "/resume-gone"
+			}
 			s.dispatch("READY", map[string]any{"v": 10, "user": s.Bot, "session_id": s.session,
-				"resume_gateway_url": "ws" + strings.TrimPrefix(s.URL, "http") + "/gateway", "guilds": []any{}, "private_channels": []any{}})
+				"resume_gateway_url": resume, "guilds": []any{}, "private_channels": []any{}})
 			s.mu.Unlock()
 		case 6:
 			var rs struct {
