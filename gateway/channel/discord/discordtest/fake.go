@@ -5,12 +5,18 @@
 // a sequence, replaying after a Resume the dispatches the client missed
 // and then RESUMED, or answering Invalid Session; closing with 4004 on a
 // bad token) and the REST API the channel calls (GET gateway and
-// gateway/bot, users/@me,
-// channel messages: create, as JSON or as multipart/form-data with
-// payload_json and files[n], with a nonce that enforce_nonce makes
-// unique per author for a few minutes; edit, list after an id; typing; attachments
-// served from a CDN path), with the rate-limit headers on every answer and
-// 429 with retry_after when a channel's bucket is empty.
+// gateway/bot with its session start limit, users/@me, channel messages:
+// create, as JSON or as multipart/form-data with payload_json and
+// files[n], with a nonce that enforce_nonce makes unique per author for a
+// few minutes; edit, list after an id; typing; attachments served from a
+// CDN path), with the rate-limit headers on every answer and 429 with
+// retry_after when a channel's bucket is empty.
+//
+// Faults a test can inject: a dropped connection, opcode 7 (reconnect),
+// opcode 1 (heartbeat now), an invalidated session, heartbeats left
+// unacknowledged, a short heartbeat interval, intents closed with 4014,
+// the session start limit spent (Identify closed with 4008), a resume
+// address that answers 404, a gateway that answers 503.
 package discordtest
 
 import (
