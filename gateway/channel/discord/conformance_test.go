@@ -32,10 +32,9 @@ func (p platform) Sent(t *testing.T, chatID string) []string {
 	return out
 }
 
+// Cut stops the gateway: the channel must report it is connecting again.
+func (p platform) Cut(t *testing.T) { p.fake.Refuse(true) }
+
 func TestConformance(t *testing.T) {
 	channeltest.Conformance(t, func(t *testing.T) channeltest.Platform { return platform{newFake(t)} })
 }
-
-// No Cut: discordgo v0.29.0 races with itself (reconnect against
-// heartbeat, wsapi.go:83 and :302) when its server goes away, and -race
-// would report the library.

@@ -1,17 +1,17 @@
 // Package discord is the gateway's Discord channel: a bot connected to
-// Discord's Gateway (with discordgo, which heartbeats and resumes a
-// dropped connection with its session id and sequence) that answers
-// through the REST API, honouring the rate-limit headers of each
-// channel's bucket. It remembers the last message it handed over in each
-// channel, so that after a restart (a new session, which Discord does
-// not replay) it fetches what was written meanwhile: no replay, no gap.
+// Discord's Gateway (its own client, gateway.go: heartbeats, and a
+// dropped connection resumed with its session id and sequence) that
+// answers through the REST API (rest.go), honouring the rate-limit
+// headers of each channel's bucket. It remembers the last message it
+// handed over in each channel, so that after a restart (a new session,
+// which Discord does not replay) it fetches what was written meanwhile:
+// no replay, no gap.
 //
 // Identity: Inbound.SenderID is the author's user id (a snowflake,
 // "123456789012345678"); ChatID is the channel id.
 package discord
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,9 +25,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bwmarrin/discordgo"
-	"github.com/gorilla/websocket"
-
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 )
@@ -40,7 +37,7 @@ const MaxMessageLength = 2000
 
 // DefaultIntents are nanobot's: guilds, guild messages, direct messages
 // and message content (37377).
-const DefaultIntents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages | discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
+const DefaultIntents = intentGuilds | intentGuildMessages | intentDirectMessages | intentMessageContent
 
 // Config is channels.discord (nanobot's keys, plus apiBase).
 type Config struct {
@@ -72,12 +69,16 @@ type Channel struct {
 	// link is the receive loop's connection, for Status.
 	link    channel.Conn
 	cfg     Config
+	token   string // without "Bot "
+	intents int
 	env     channel.Env
 	log     *slog.Logger
-	s       *discordgo.Session
+	api     *rest
 	media   *http.Client
 	turns   channel.Turns
 	timeout time.Duration
+	// retry is the gateway's first wait after a failed connection.
+	retry time.Duration
 
 	mu     sync.Mutex
 	me     string
@@ -88,21 +89,6 @@ type Channel struct {
 // Status implements channel.Reporter: where the receive loop's
 // connection is.
 func (c *Channel) Status() channel.Status { return c.link.Status() }
-
-// rewrite sends discord.com's requests to another server.
-type rewrite struct {
-	base *url.URL
-	next http.RoundTripper
-}
-
-func (r rewrite) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Host == "discord.com" {
-		req = req.Clone(req.Context())
-		req.URL.Scheme, req.URL.Host = r.base.Scheme, r.base.Host
-		req.Host = r.base.Host
-	}
-	return r.next.RoundTrip(req)
-}
 
 // New checks cfg and builds the channel; nothing connects before Run.
 func New(cfg Config, env channel.Env) (*Channel, error) {
@@ -115,32 +101,31 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 	default:
 		return nil, fmt.Errorf("channels.discord.groupPolicy is %q: use \"mention\" or \"open\"", cfg.GroupPolicy)
 	}
-	s, err := discordgo.New("Bot " + tok)
-	if err != nil {
-		return nil, fmt.Errorf("discord: %w", err)
+	if cfg.Intents < 0 {
+		return nil, fmt.Errorf("channels.discord.intents is %d: use a sum of Discord's intent bits (37377 by default)", cfg.Intents)
 	}
 	if cfg.MaxMediaBytes <= 0 {
 		cfg.MaxMediaBytes = 20 << 20
 	}
-	var transport http.RoundTripper = http.DefaultTransport
+	base := "https://discord.com"
 	var mediaHosts []string
 	if cfg.APIBase != "" {
 		u, err := url.Parse(cfg.APIBase)
 		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 			return nil, fmt.Errorf("channels.discord.apiBase %q is not an http or https URL", cfg.APIBase)
 		}
-		transport = rewrite{base: u, next: http.DefaultTransport}
+		base = strings.TrimSuffix(cfg.APIBase, "/")
 		mediaHosts = append(mediaHosts, u.Hostname()) // the operator's server: its files may be fetched
 	}
-	s.Client = &http.Client{Transport: transport, Timeout: 30 * time.Second}
-	s.ShouldRetryOnRateLimit = false // the gateway waits, per destination
-	s.SyncEvents = true              // in order, one at a time
-	s.LogLevel = -1                  // its messages go through our logger
-	s.Identify.Intents = DefaultIntents
+	intents := DefaultIntents
 	if cfg.Intents != 0 {
-		s.Identify.Intents = discordgo.Intent(cfg.Intents)
+		intents = cfg.Intents
 	}
-	return &Channel{cfg: cfg, env: env, log: env.Log().With("channel", Name), s: s, media: env.MediaClient(mediaHosts...), timeout: 30 * time.Second, last: map[string]uint64{}}, nil
+	return &Channel{
+		cfg: cfg, token: tok, intents: intents, env: env, log: env.Log().With("channel", Name),
+		api:   &rest{base: base + "/api/v" + apiVersion, auth: "Bot " + tok, hc: &http.Client{Timeout: 30 * time.Second}},
+		media: env.MediaClient(mediaHosts...), timeout: 30 * time.Second, retry: time.Second, last: map[string]uint64{},
+	}, nil
 }
 
 // Name is "discord".
@@ -152,12 +137,32 @@ func (c *Channel) Capabilities() channel.Capabilities {
 	return channel.Capabilities{MaxMessageLength: MaxMessageLength, Markdown: channel.CommonMark, Edits: true, Typing: true, Media: true}
 }
 
-func status(err error) int {
-	var re *discordgo.RESTError
-	if errors.As(err, &re) && re.Response != nil {
-		return re.Response.StatusCode
-	}
-	return 0
+// user is a Discord user object (the fields the channel reads).
+type user struct {
+	ID       string `json:"id"`
+	Username string `json:"username"`
+	Bot      bool   `json:"bot"`
+}
+
+// message is a Discord message object (the fields the channel reads).
+type message struct {
+	ID                string       `json:"id"`
+	ChannelID         string       `json:"channel_id"`
+	GuildID           string       `json:"guild_id"`
+	Author            *user        `json:"author"`
+	Content           string       `json:"content"`
+	Timestamp         string       `json:"timestamp"`
+	Mentions          []user       `json:"mentions"`
+	ReferencedMessage *message     `json:"referenced_message"`
+	Attachments       []attachment `json:"attachments"`
+}
+
+// attachment is a file of a message.
+type attachment struct {
+	ID       string `json:"id"`
+	Filename string `json:"filename"`
+	Size     int64  `json:"size"`
+	URL      string `json:"url"`
 }
 
 // Run connects to the Gateway and receives until ctx ends.
@@ -179,12 +184,12 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		c.last[ch] = n
 	}
 	c.mu.Unlock()
-	me, err := c.s.User("@me", discordgo.WithContext(ctx))
-	if err != nil {
+	var me user
+	if err := c.api.do(ctx, request{method: http.MethodGet, path: "/users/@me", route: "GET /users/@me"}, &me); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if status(err) == http.StatusUnauthorized {
+		if errStatus(err) == http.StatusUnauthorized {
 			return errors.New("discord refused the bot token (401 Unauthorized): check channels.discord.token")
 		}
 		return fmt.Errorf("discord: %w", err)
@@ -192,49 +197,40 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 	c.mu.Lock()
 	c.me = me.ID
 	c.mu.Unlock()
+
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g := &gateway{token: c.token, intents: c.intents, rest: c.api, log: c.log, link: &c.link, retry: c.retry, invalidWait: invalidWait}
+	events := make(chan event)
+	done := make(chan error, 1)
+	go func() { done <- g.run(gctx, events) }()
 	var once sync.Once
-	c.s.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) {
-		// A new session (the first, or after an invalid one): Discord does
-		// not replay what was written without us; fetch it.
-		c.catchUp(ctx, in)
-		c.link.Up()
-		once.Do(ready)
-	})
-	c.s.AddHandler(func(_ *discordgo.Session, r *discordgo.Resumed) {
-		c.log.Info("discord: session resumed")
-		c.link.Up()
-	})
-	c.s.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) {
-		c.handle(ctx, in, m.Message)
-	})
-	c.s.AddHandler(func(_ *discordgo.Session, d *discordgo.Disconnect) {
-		c.log.Warn("discord: gateway disconnected; reconnecting")
-		c.link.Down(errors.New("the gateway's connection closed: reconnecting"))
-	})
-	wait := time.Second
 	for {
-		err := c.s.Open()
-		if err == nil {
-			break
+		select {
+		case err := <-done:
+			return err
+		case e := <-events:
+			switch e.T {
+			case "READY":
+				// A new session (the first, or after an invalid one):
+				// Discord does not replay what was written without us;
+				// fetch it.
+				c.catchUp(gctx, in)
+				once.Do(ready)
+			case "MESSAGE_CREATE":
+				var m message
+				if err := json.Unmarshal(e.D, &m); err != nil {
+					c.log.Warn("discord: a MESSAGE_CREATE that is not a message ignored", "err", err)
+					continue
+				}
+				c.handle(gctx, in, &m)
+			}
 		}
-		var ce *websocket.CloseError
-		if errors.As(err, &ce) && ce.Code == 4004 {
-			return errors.New("discord closed the gateway: authentication failed (4004): check channels.discord.token")
-		}
-		c.log.Warn("discord: connecting to the gateway", "err", err)
-		c.link.Down(err)
-		if !channel.Sleep(ctx, wait) {
-			return nil
-		}
-		wait = min(wait*2, time.Minute)
 	}
-	<-ctx.Done()
-	c.s.Close() //nolint:errcheck // shutting down
-	return nil
 }
 
 // handle publishes a message once, in order, and records its id.
-func (c *Channel) handle(ctx context.Context, in channel.Inbox, m *discordgo.Message) {
+func (c *Channel) handle(ctx context.Context, in channel.Inbox, m *message) {
 	id, _ := strconv.ParseUint(m.ID, 10, 64)
 	c.mu.Lock()
 	last, known := c.last[m.ChannelID]
@@ -262,9 +258,10 @@ func (c *Channel) handle(ctx context.Context, in channel.Inbox, m *discordgo.Mes
 		mentioned = true
 	}
 	content := strings.TrimSpace(strings.NewReplacer("<@"+me+">", "", "<@!"+me+">", "").Replace(m.Content))
+	at, _ := time.Parse(time.RFC3339Nano, m.Timestamp)
 	in2 := bus.Inbound{
 		Channel: Name, ID: m.ID, SenderID: m.Author.ID, ChatID: m.ChannelID, Content: content,
-		Timestamp: m.Timestamp.UTC(),
+		Timestamp: at.UTC(),
 		Metadata: map[string]any{
 			"group": group, "mentioned": mentioned, "guild_id": m.GuildID,
 			"username": m.Author.Username, "message_id": m.ID,
@@ -319,7 +316,17 @@ func (c *Channel) catchUp(ctx context.Context, in channel.Inbox) {
 	c.mu.Unlock()
 	for ch, after := range chans {
 		for {
-			ms, err := c.s.ChannelMessages(ch, 100, "", strconv.FormatUint(after, 10), "", discordgo.WithContext(ctx))
+			var ms []*message
+			q := request{method: http.MethodGet, path: "/channels/" + url.PathEscape(ch) + "/messages", route: "GET /channels/{id}/messages", major: ch,
+				query: url.Values{"after": {strconv.FormatUint(after, 10)}, "limit": {"100"}}.Encode()}
+			err := c.api.do(ctx, q, &ms)
+			var rl *rateLimited
+			if errors.As(err, &rl) {
+				if !channel.Sleep(ctx, max(rl.After, 10*time.Millisecond)) {
+					return
+				}
+				continue
+			}
 			if err != nil {
 				c.log.Warn("discord: fetching missed messages", "channel", ch, "err", err)
 				break
@@ -343,23 +350,52 @@ func snowflake(id string) uint64 {
 
 // deliveryError sorts REST failures.
 func deliveryError(err error) error {
-	var rl *discordgo.RateLimitError
-	if errors.As(err, &rl) && rl.RateLimit != nil && rl.TooManyRequests != nil {
-		return &channel.RetryAfter{After: max(rl.RetryAfter, 10*time.Millisecond), Err: errors.New("discord: 429 too many requests")}
+	var rl *rateLimited
+	if errors.As(err, &rl) {
+		return &channel.RetryAfter{After: max(rl.After, 10*time.Millisecond), Err: errors.New("discord: 429 too many requests")}
 	}
-	var re *discordgo.RESTError
-	if errors.As(err, &re) && re.Response != nil {
-		reason := re.Response.Status
-		if re.Message != nil && re.Message.Message != "" {
-			reason = fmt.Sprintf("%d %s (code %d)", re.Response.StatusCode, re.Message.Message, re.Message.Code)
-		}
-		switch re.Response.StatusCode {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		switch ae.Status {
 		case http.StatusForbidden, http.StatusNotFound, http.StatusBadRequest:
-			return &channel.Undeliverable{Reason: reason}
+			return &channel.Undeliverable{Reason: ae.Error()}
 		}
-		return fmt.Errorf("discord: %s", reason)
+		return fmt.Errorf("discord: %w", ae)
 	}
 	return fmt.Errorf("discord: %w", err)
+}
+
+// noMentions is an allowed_mentions that pings nobody.
+type noMentions struct{}
+
+// MarshalJSON is {"parse":[]}: no kind of mention is parsed.
+func (noMentions) MarshalJSON() ([]byte, error) { return []byte(`{"parse":[]}`), nil }
+
+// reference is a message_reference: the message a reply answers.
+type reference struct {
+	MessageID       string `json:"message_id"`
+	ChannelID       string `json:"channel_id,omitempty"`
+	FailIfNotExists bool   `json:"fail_if_not_exists"`
+}
+
+// partialAttachment names an uploaded file (files[ID]) in payload_json.
+type partialAttachment struct {
+	ID       int    `json:"id"`
+	Filename string `json:"filename"`
+}
+
+// messageCreate is Create Message's body. With enforce_nonce Discord
+// checks the nonce against the bot's messages of the past few minutes
+// and answers a repeated one with the message it created the first
+// time, so a reply sent again (by the replica that took over a turn
+// whose replica died right after sending it) is posted once.
+type messageCreate struct {
+	Content         string              `json:"content"`
+	AllowedMentions noMentions          `json:"allowed_mentions"`
+	Reference       *reference          `json:"message_reference,omitempty"`
+	Attachments     []partialAttachment `json:"attachments,omitempty"`
+	Nonce           string              `json:"nonce,omitempty"`
+	EnforceNonce    bool                `json:"enforce_nonce,omitempty"`
 }
 
 // Send posts m's text, split at 2,000 characters on line boundaries with
@@ -378,22 +414,25 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 		pieces = []string{""} // the files alone
 	}
 	post := func(i int, text string) (string, error) {
-		send := &discordgo.MessageSend{Content: text, AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}}
+		body := messageCreate{Content: text}
+		var up []file
 		described := text // what the piece's nonce is made of
 		if i == len(pieces)-1 {
 			// The files go with the last piece of the text.
-			for _, f := range files {
-				send.Files = append(send.Files, &discordgo.File{Name: f.Name, ContentType: f.Type, Reader: bytes.NewReader(f.Data)})
+			for n, f := range files {
+				up = append(up, file{Name: f.Name, Type: f.Type, Data: f.Data})
+				body.Attachments = append(body.Attachments, partialAttachment{ID: n, Filename: f.Name})
 				described += fmt.Sprintf("\x00file\x00%s\x00%d", f.Name, len(f.Data))
 			}
 		}
 		if i == 0 && m.ReplyTo != "" && m.Kind != bus.Progress {
-			send.Reference = &discordgo.MessageReference{MessageID: m.ReplyTo, ChannelID: m.ChatID, FailIfNotExists: new(bool)}
+			body.Reference = &reference{MessageID: m.ReplyTo, ChannelID: m.ChatID}
 		}
 		nonce, _ := channel.PieceKey(m, i, described)
+		body.Nonce, body.EnforceNonce = nonce, nonce != ""
 		rctx, cancel := context.WithTimeout(ctx, c.timeout)
 		defer cancel()
-		id, err := c.create(rctx, m.ChatID, send, nonce)
+		id, err := c.create(rctx, m.ChatID, body, up)
 		if err != nil {
 			return "", deliveryError(err)
 		}
@@ -403,42 +442,25 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 	return channel.Deliver(&c.turns, m, pieces, post, edit)
 }
 
-// messageCreate is Create Message's body: discordgo's MessageSend and
-// the nonce it has no field for. With enforce_nonce Discord checks the
-// nonce against the bot's messages of the past few minutes and answers a
-// repeated one with the message it created the first time, so a reply
-// sent again (by the replica that took over a turn whose replica died
-// right after sending it) is posted once.
-type messageCreate struct {
-	*discordgo.MessageSend
-	Nonce        string `json:"nonce,omitempty"`
-	EnforceNonce bool   `json:"enforce_nonce,omitempty"`
-}
-
-// create posts a message (as discordgo's ChannelMessageSendComplex does,
-// with the nonce) and returns its id.
-func (c *Channel) create(ctx context.Context, chatID string, send *discordgo.MessageSend, nonce string) (string, error) {
-	body := messageCreate{MessageSend: send, Nonce: nonce, EnforceNonce: nonce != ""}
-	endpoint := discordgo.EndpointChannelMessages(chatID)
-	var (
-		resp []byte
-		err  error
-	)
-	if len(send.Files) > 0 {
-		ct, b, merr := discordgo.MultipartBodyWithJSON(body, send.Files)
-		if merr != nil {
-			return "", merr
-		}
-		resp, err = c.s.RequestRaw(http.MethodPost, endpoint, ct, b, endpoint, 0, discordgo.WithContext(ctx))
+// create posts a message, as JSON or, with files, as multipart/form-data,
+// and returns its id.
+func (c *Channel) create(ctx context.Context, chatID string, body messageCreate, files []file) (string, error) {
+	q := request{method: http.MethodPost, path: "/channels/" + url.PathEscape(chatID) + "/messages", route: "POST /channels/{id}/messages", major: chatID}
+	var err error
+	if len(files) > 0 {
+		q, err = multipartRequest(q, body, files)
 	} else {
-		resp, err = c.s.RequestWithBucketID(http.MethodPost, endpoint, body, endpoint, discordgo.WithContext(ctx))
+		q, err = jsonRequest(q, body)
 	}
 	if err != nil {
 		return "", err
 	}
-	var msg discordgo.Message
-	if err := json.Unmarshal(resp, &msg); err != nil {
-		return "", fmt.Errorf("discord: the created message: %w", err)
+	var msg message
+	if err := c.api.do(ctx, q, &msg); err != nil {
+		return "", err
+	}
+	if msg.ID == "" {
+		return "", errors.New("discord: the created message has no id")
 	}
 	return msg.ID, nil
 }
@@ -451,9 +473,13 @@ func (c *Channel) Edit(ctx context.Context, chatID, id, content string) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	_, err := c.s.ChannelMessageEditComplex(&discordgo.MessageEdit{ID: id, Channel: chatID, Content: &ps[0],
-		AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}}, discordgo.WithContext(rctx))
+	q, err := jsonRequest(request{method: http.MethodPatch, path: "/channels/" + url.PathEscape(chatID) + "/messages/" + url.PathEscape(id),
+		route: "PATCH /channels/{id}/messages/{id}", major: chatID},
+		map[string]any{"content": ps[0], "allowed_mentions": noMentions{}})
 	if err != nil {
+		return err
+	}
+	if err := c.api.do(rctx, q, nil); err != nil {
 		return deliveryError(err)
 	}
 	return nil
@@ -463,7 +489,8 @@ func (c *Channel) Edit(ctx context.Context, chatID, id, content string) error {
 func (c *Channel) Typing(ctx context.Context, chatID string) error {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	if err := c.s.ChannelTyping(chatID, discordgo.WithContext(rctx)); err != nil {
+	q := request{method: http.MethodPost, path: "/channels/" + url.PathEscape(chatID) + "/typing", route: "POST /channels/{id}/typing", major: chatID}
+	if err := c.api.do(rctx, q, nil); err != nil {
 		return deliveryError(err)
 	}
 	return nil
@@ -471,7 +498,7 @@ func (c *Channel) Typing(ctx context.Context, chatID string) error {
 
 // fetchAll downloads a message's attachments through the egress guard
 // into the workspace and returns their paths and a note for each.
-func (c *Channel) fetchAll(ctx context.Context, m *discordgo.Message) (paths, notes []string) {
+func (c *Channel) fetchAll(ctx context.Context, m *message) (paths, notes []string) {
 	for _, a := range m.Attachments {
 		path, err := c.fetch(ctx, m, a)
 		if err != nil {
@@ -485,10 +512,10 @@ func (c *Channel) fetchAll(ctx context.Context, m *discordgo.Message) (paths, no
 	return paths, notes
 }
 
-func (c *Channel) fetch(ctx context.Context, m *discordgo.Message, a *discordgo.MessageAttachment) (string, error) {
+func (c *Channel) fetch(ctx context.Context, m *message, a attachment) (string, error) {
 	limit := c.cfg.MaxMediaBytes
-	if int64(a.Size) > limit {
-		return "", fmt.Errorf("%w (channels.discord.maxMediaBytes)", &channel.TooLarge{Size: int64(a.Size), Limit: limit})
+	if a.Size > limit {
+		return "", fmt.Errorf("%w (channels.discord.maxMediaBytes)", &channel.TooLarge{Size: a.Size, Limit: limit})
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -508,7 +535,8 @@ func (c *Channel) fetch(ctx context.Context, m *discordgo.Message, a *discordgo.
 }
 
 var (
-	_ channel.Channel = (*Channel)(nil)
-	_ channel.Editor  = (*Channel)(nil)
-	_ channel.Typer   = (*Channel)(nil)
+	_ channel.Channel  = (*Channel)(nil)
+	_ channel.Editor   = (*Channel)(nil)
+	_ channel.Typer    = (*Channel)(nil)
+	_ channel.Reporter = (*Channel)(nil)
 )

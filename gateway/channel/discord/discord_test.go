@@ -194,9 +194,10 @@ func TestUndeliverable(t *testing.T) {
 }
 
 // faults is how many disconnections TestDisconnectsLoseNothing injects:
-// discordgo sleeps one second in every Close, so each reconnection costs
-// a second and the default keeps the suite short; -discord.faults=100 is
-// the figure (about 105 s).
+// one in ten is an invalid session, after which the client waits 1 to 5
+// seconds before identifying again (as Discord asks), so the default
+// keeps the suite short; -discord.faults=100 is the figure
+// (about 30 s under -race).
 var faults = flag.Int("discord.faults", 25, "disconnections injected by TestDisconnectsLoseNothing")
 
 func TestDisconnectsLoseNothing(t *testing.T) {

@@ -4,12 +4,19 @@
 // session id, Heartbeats with Heartbeat ACKs, numbering dispatches with
 // a sequence, replaying after a Resume the dispatches the client missed
 // and then RESUMED, or answering Invalid Session; closing with 4004 on a
-// bad token) and the REST API the channel calls (GET gateway, users/@me,
-// channel messages: create, as JSON or as multipart/form-data with
-// payload_json and files[n], with a nonce that enforce_nonce makes
-// unique per author for a few minutes; edit, list after an id; typing; attachments
-// served from a CDN path), with the rate-limit headers on every answer and
-// 429 with retry_after when a channel's bucket is empty.
+// bad token) and the REST API the channel calls (GET gateway and
+// gateway/bot with its session start limit, users/@me, channel messages:
+// create, as JSON or as multipart/form-data with payload_json and
+// files[n], with a nonce that enforce_nonce makes unique per author for a
+// few minutes; edit, list after an id; typing; attachments served from a
+// CDN path), with the rate-limit headers on every answer and 429 with
+// retry_after when a channel's bucket is empty.
+//
+// Faults a test can inject: a dropped connection, opcode 7 (reconnect),
+// opcode 1 (heartbeat now), an invalidated session, heartbeats left
+// unacknowledged, a short heartbeat interval, intents closed with 4014,
+// the session start limit spent (Identify closed with 4008), a resume
+// address that answers 404, a gateway that answers 503.
 package discordtest
 
 import (
@@ -118,6 +125,23 @@ type Server struct {
 	files    map[string][]byte // CDN path -> content
 	// nonceHits counts creates answered with an earlier message.
 	nonceHits int
+	// interval is Hello's heartbeat_interval in milliseconds; mute
+	// leaves heartbeats unacknowledged (a connection gone zombie).
+	interval int
+	mute     bool
+	beats    int
+	firsts   []time.Duration // per connection, from Hello to its first heartbeat
+	// disallowed are intents Identify may not ask for (closed with
+	// 4014); refuse makes the gateway answer 503 before upgrading.
+	disallowed int
+	refuse     bool
+	// starts are the sessions the bot may still start (Identify) before
+	// startsReset, when they are 1000 again.
+	starts      int
+	startsReset time.Time
+	// resumeGone makes READY's resume_gateway_url an address that
+	// answers 404.
+	resumeGone bool
 }
 
 // NonceWindow is how long an enforced nonce stays unique ("the past few
@@ -137,6 +161,7 @@ func New(token string) (*Server, error) {
 		changed: make(chan struct{}), snow: 1_100_000_000_000_000_000,
 		messages: map[string][]*Message{}, channels: map[string]string{}, denied: map[string]bool{},
 		limit: 5, window: time.Second, buckets: map[string]*bucket{}, files: map[string][]byte{},
+		interval: 41250, starts: 1000, startsReset: time.Now().Add(24 * time.Hour),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /gateway", s.gateway)
@@ -268,6 +293,91 @@ func (s *Server) Reconnect() {
 	}
 }
 
+// SetHeartbeatInterval sets the heartbeat_interval the next connections'
+// Hello gives (41250 ms unless set).
+func (s *Server) SetHeartbeatInterval(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.interval = int(d.Milliseconds())
+}
+
+// MuteAcks stops (true) or restarts acknowledging heartbeats: the
+// connection looks alive to the server and dead to the client, which
+// must notice a heartbeat without its ACK and reconnect.
+func (s *Server) MuteAcks(mute bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mute = mute
+}
+
+// Heartbeats is how many heartbeats the clients sent.
+func (s *Server) Heartbeats() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.beats
+}
+
+// FirstBeats are, per connection that beat, the time from its Hello to
+// its first heartbeat.
+func (s *Server) FirstBeats() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.firsts...)
+}
+
+// RequestHeartbeat sends opcode 1: the client must heartbeat at once.
+func (s *Server) RequestHeartbeat() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil {
+		s.write(s.conn, map[string]any{"op": 1, "d": nil})
+	}
+}
+
+// SetSessionStartLimit leaves the bot n new sessions until reset from
+// now, when it has 1000 again (Get Gateway Bot's session_start_limit).
+func (s *Server) SetSessionStartLimit(n int, reset time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.starts, s.startsReset = n, time.Now().Add(reset)
+}
+
+// startsLocked renews the session start limit once its reset has
+// passed; called with s.mu held.
+func (s *Server) startsLocked() {
+	if time.Now().After(s.startsReset) {
+		s.starts, s.startsReset = 1000, time.Now().Add(24*time.Hour)
+	}
+}
+
+// BreakResumeURL makes the next READYs name a resume_gateway_url that
+// answers 404: a client must fall back to a new session.
+func (s *Server) BreakResumeURL() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resumeGone = true
+}
+
+// DisallowIntents makes an Identify asking for any of bits fail with
+// close code 4014 (a privileged intent not turned on for the bot).
+func (s *Server) DisallowIntents(bits int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.disallowed = bits
+}
+
+// Refuse stops the gateway (true): the current connection is dropped
+// and new ones are answered 503 until Refuse(false).
+func (s *Server) Refuse(refuse bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refuse = refuse
+	if refuse && s.conn != nil {
+		s.conn.CloseNow() //nolint:errcheck // the point
+		s.conn = nil
+	}
+}
+
 // InvalidateSession makes the next resume fail with opcode 9.
 func (s *Server) InvalidateSession() {
 	s.mu.Lock()
@@ -335,13 +445,24 @@ func (s *Server) Sent(channel string) []Message {
 }
 
 func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	refuse := s.refuse
+	s.mu.Unlock()
+	if refuse {
+		http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
+		return
+	}
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return
 	}
 	c.SetReadLimit(1 << 20)
 	ctx := r.Context()
-	s.write(c, map[string]any{"op": 10, "d": map[string]any{"heartbeat_interval": 41250}, "s": nil, "t": nil})
+	s.mu.Lock()
+	interval := s.interval
+	s.mu.Unlock()
+	s.write(c, map[string]any{"op": 10, "d": map[string]any{"heartbeat_interval": interval}, "s": nil, "t": nil})
+	hello, beaten := time.Now(), false
 	for {
 		_, data, err := c.Read(ctx)
 		if err != nil {
@@ -359,7 +480,17 @@ func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
 		}
 		switch p.Op {
 		case 1:
-			s.write(c, map[string]any{"op": 11})
+			s.mu.Lock()
+			s.beats++
+			if !beaten {
+				beaten = true
+				s.firsts = append(s.firsts, time.Since(hello))
+			}
+			mute := s.mute
+			s.mu.Unlock()
+			if !mute {
+				s.write(c, map[string]any{"op": 11})
+			}
 		case 2:
 			var id struct {
 				Token   string `json:"token"`
@@ -371,10 +502,28 @@ func (s *Server) gateway(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			s.mu.Lock()
+			disallowed := s.disallowed
+			s.mu.Unlock()
+			if id.Intents&disallowed != 0 {
+				c.Close(4014, "Disallowed intent(s).") //nolint:errcheck // closing
+				return
+			}
+			s.mu.Lock()
+			s.startsLocked()
+			if s.starts <= 0 {
+				s.mu.Unlock()
+				c.Close(4008, "Rate limited.") //nolint:errcheck // closing
+				return
+			}
+			s.starts--
 			s.session, s.seq, s.events, s.invalid = s.id(), 0, nil, false
 			s.attach(c)
+			resume := "ws" + strings.TrimPrefix(s.URL, "http") + "/gateway"
+			if s.resumeGone {
+				resume = "ws" + strings.TrimPrefix(s.URL, "http") + "/resume-gone"
+			}
 			s.dispatch("READY", map[string]any{"v": 10, "user": s.Bot, "session_id": s.session,
-				"resume_gateway_url": "ws" + strings.TrimPrefix(s.URL, "http") + "/gateway", "guilds": []any{}, "private_channels": []any{}})
+				"resume_gateway_url": resume, "guilds": []any{}, "private_channels": []any{}})
 			s.mu.Unlock()
 		case 6:
 			var rs struct {
@@ -442,6 +591,13 @@ func (s *Server) rest(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
+	case len(parts) == 2 && parts[0] == "gateway" && parts[1] == "bot":
+		// Get Gateway Bot: the address, the recommended shards and the
+		// session start limit.
+		s.startsLocked()
+		reply(w, 200, map[string]any{"url": "ws" + strings.TrimPrefix(s.URL, "http") + "/gateway", "shards": 1,
+			"session_start_limit": map[string]any{"total": 1000, "remaining": s.starts,
+				"reset_after": time.Until(s.startsReset).Milliseconds(), "max_concurrency": 1}})
 	case len(parts) == 2 && parts[0] == "users" && parts[1] == "@me":
 		reply(w, 200, s.Bot)
 	case len(parts) >= 3 && parts[0] == "channels" && parts[2] == "typing":

@@ -1,0 +1,60 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nbots/nb/gateway/channel"
+)
+
+// TestGlobalRateLimit: a global 429 holds every route, not only its own.
+func TestGlobalRateLimit(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set("X-RateLimit-Global", "true")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			w.Write([]byte(`{"message":"You are being rate limited.","retry_after":0.4,"global":true}`)) //nolint:errcheck // test
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	r := &rest{base: srv.URL, auth: "Bot x", hc: srv.Client()}
+	ctx := context.Background()
+	err := r.do(ctx, request{method: "POST", path: "/channels/1/typing", route: "POST /channels/{id}/typing", major: "1"}, nil)
+	var rl *rateLimited
+	if !errors.As(err, &rl) || !rl.Global || rl.After != 400*time.Millisecond {
+		t.Fatalf("the 429: %v", err)
+	}
+	t0 := time.Now()
+	if err := r.do(ctx, request{method: "POST", path: "/channels/2/typing", route: "POST /channels/{id}/typing", major: "2"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(t0); d < 300*time.Millisecond {
+		t.Errorf("another channel's request went after %s, during a global limit", d)
+	}
+}
+
+// TestServerErrorNotUndeliverable: a 5xx may pass; it is not reported as
+// undeliverable, and Discord's message is kept.
+func TestServerErrorNotUndeliverable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadGateway)
+		w.Write([]byte(`{"message":"upstream","code":0}`)) //nolint:errcheck // test
+	}))
+	defer srv.Close()
+	r := &rest{base: srv.URL, auth: "Bot x", hc: srv.Client()}
+	err := deliveryError(r.do(context.Background(), request{method: "GET", path: "/users/@me", route: "GET /users/@me"}, nil))
+	var ae *apiError
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadGateway || err.Error() != "discord: 502 upstream (code 0)" || channel.IsUndeliverable(err) {
+		t.Errorf("%v", err)
+	}
+}
