@@ -9,12 +9,15 @@ import (
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/renderer"
 	"github.com/yuin/goldmark/renderer/html"
 	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
+
+	extast "github.com/yuin/goldmark/extension/ast"
+
+	"github.com/nbots/nb/gateway/channel"
 )
 
 // The Markdown the bot sends is rendered to the HTML of formatted_body
@@ -31,8 +34,14 @@ import (
 // render a Matrix message.
 var markdown = sync.OnceValue(func() goldmark.Markdown {
 	return goldmark.New(
-		goldmark.WithExtensions(extension.Strikethrough, extension.Table),
-		goldmark.WithParserOptions(parser.WithInlineParsers(util.Prioritized(spoilerParser{}, 500))),
+		goldmark.WithParserOptions(
+			parser.WithInlineParsers(
+				util.Prioritized(channel.StrikethroughParser(), 500),
+				util.Prioritized(spoilerParser{}, 500),
+			),
+			parser.WithParagraphTransformers(util.Prioritized(tableRows{}, 200)),
+			parser.WithASTTransformers(util.Prioritized(unescapePipes{}, 0)),
+		),
 		goldmark.WithRendererOptions(
 			html.WithHardWraps(),
 			// Links keep any scheme (clients sanitise formatted_body);
@@ -139,13 +148,29 @@ func linkedUser(href string) (string, bool) {
 }
 
 // matrixHTML renders what goldmark's HTML renderer does not as Matrix
-// wants it: the model's raw HTML as text, spoilers as data-mx-spoiler.
+// wants it: the model's raw HTML as text, spoilers as data-mx-spoiler;
+// and strikethrough (the channels' parser) and tables (table.go) as
+// goldmark's extension does.
 type matrixHTML struct{}
 
 func (matrixHTML) RegisterFuncs(r renderer.NodeRendererFuncRegisterer) {
 	r.Register(ast.KindRawHTML, renderRawHTML)
 	r.Register(ast.KindHTMLBlock, renderHTMLBlock)
 	r.Register(kindSpoiler, renderSpoiler)
+	r.Register(channel.KindStrikethrough, renderStrike)
+	r.Register(extast.KindTable, renderTable)
+	r.Register(extast.KindTableHeader, renderTableHeader)
+	r.Register(extast.KindTableRow, renderTableRow)
+	r.Register(extast.KindTableCell, renderTableCell)
+}
+
+func renderStrike(w util.BufWriter, _ []byte, _ ast.Node, entering bool) (ast.WalkStatus, error) {
+	if entering {
+		_, _ = w.WriteString("<del>")
+	} else {
+		_, _ = w.WriteString("</del>")
+	}
+	return ast.WalkContinue, nil
 }
 
 // renderRawHTML writes inline HTML escaped.
