@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"mime"
 	"net/http"
@@ -11,9 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"maunium.net/go/mautrix/event"
-	"maunium.net/go/mautrix/id"
-
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 )
@@ -22,54 +20,54 @@ import (
 // inbox admits the sender. ok is false for what the channel does not
 // carry: its own events, state, notices (other bots), edits, and
 // encrypted messages it cannot read.
-func (c *Channel) inbound(ctx context.Context, inbox channel.Inbox, e *event.Event) (bus.Inbound, bool) {
+func (c *Channel) inbound(ctx context.Context, inbox channel.Inbox, e *clientEvent) (bus.Inbound, bool) {
 	c.mu.Lock()
 	me := c.me
 	c.mu.Unlock()
 	if e.Sender == me || e.StateKey != nil {
 		return bus.Inbound{}, false
 	}
-	if e.Type == event.EventEncrypted {
+	if e.Type == typeEncrypted {
 		c.warnEncrypted(e.RoomID)
 		return bus.Inbound{}, false
 	}
-	if e.Type != event.EventMessage {
+	if e.Type != typeMessage {
 		return bus.Inbound{}, false
 	}
-	if err := e.Content.ParseRaw(e.Type); err != nil && e.Content.Parsed == nil {
+	msg := &messageContent{}
+	if err := json.Unmarshal(e.Content, msg); err != nil {
 		c.log.Warn("matrix: unreadable message", "room", e.RoomID, "event", e.ID, "err", err)
 		return bus.Inbound{}, false
 	}
-	msg := e.Content.AsMessage()
-	if msg.MsgType == event.MsgNotice || msg.NewContent != nil || (msg.RelatesTo != nil && msg.RelatesTo.Type == event.RelReplace) {
+	if msg.MsgType == msgNotice || msg.NewContent != nil || (msg.RelatesTo != nil && msg.RelatesTo.Type == relReplace) {
 		return bus.Inbound{}, false
 	}
 	group := c.isGroup(ctx, e.RoomID)
 	mentioned := !group || c.mentions(msg, me)
 	if group && c.cfg.GroupPolicy == "allowlist" {
-		mentioned = slices.Contains(c.cfg.GroupAllowFrom, string(e.RoomID))
+		mentioned = slices.Contains(c.cfg.GroupAllowFrom, e.RoomID)
 	}
 	text := msg.Body
 	if msg.RelatesTo != nil && msg.RelatesTo.InReplyTo != nil {
 		text = stripReplyFallback(text)
 	}
 	meta := map[string]any{
-		"event_id":            string(e.ID),
-		"msgtype":             string(msg.MsgType),
+		"event_id":            e.ID,
+		"msgtype":             msg.MsgType,
 		channel.MetaGroup:     group,
 		channel.MetaMentioned: mentioned,
 	}
 	in := bus.Inbound{
 		Channel:   Name,
-		ID:        string(e.ID),
-		SenderID:  string(e.Sender),
-		ChatID:    string(e.RoomID),
+		ID:        e.ID,
+		SenderID:  e.Sender,
+		ChatID:    e.RoomID,
 		Content:   text,
 		Timestamp: time.UnixMilli(e.Timestamp).UTC(),
 		Metadata:  meta,
 	}
 	switch msg.MsgType {
-	case event.MsgImage, event.MsgFile, event.MsgAudio, event.MsgVideo:
+	case msgImage, msgFile, msgAudio, msgVideo:
 		// The body is the file's name, or a caption when a filename is
 		// given beside it.
 		in.Content = ""
@@ -82,7 +80,7 @@ func (c *Channel) inbound(ctx context.Context, inbox channel.Inbox, e *event.Eve
 		if mentioned && !channel.Admits(inbox, in) {
 			c.log.Info("matrix: media of a sender not allowed not downloaded", "event", e.ID)
 		} else if mentioned {
-			kind := strings.TrimPrefix(string(msg.MsgType), "m.")
+			kind := strings.TrimPrefix(msg.MsgType, "m.")
 			path, err := c.fetch(ctx, e, msg)
 			note := fmt.Sprintf("[%s: %s]", kind, path)
 			if err != nil {
@@ -115,21 +113,21 @@ func stripReplyFallback(body string) string {
 // m.mentions (intentional mentions), an @room mention when allowed, or,
 // from clients that send no m.mentions, the MXID or a matrix.to link to
 // it in the text.
-func (c *Channel) mentions(msg *event.MessageEventContent, me id.UserID) bool {
+func (c *Channel) mentions(msg *messageContent, me string) bool {
 	if m := msg.Mentions; m != nil {
 		return slices.Contains(m.UserIDs, me) || (c.cfg.AllowRoomMentions && m.Room)
 	}
-	if strings.Contains(msg.Body, string(me)) {
+	if strings.Contains(msg.Body, me) {
 		return true
 	}
-	return msg.FormattedBody != "" && (strings.Contains(msg.FormattedBody, "matrix.to/#/"+string(me)) ||
-		strings.Contains(msg.FormattedBody, "matrix.to/#/"+url.PathEscape(string(me))))
+	return msg.FormattedBody != "" && (strings.Contains(msg.FormattedBody, "matrix.to/#/"+me) ||
+		strings.Contains(msg.FormattedBody, "matrix.to/#/"+url.PathEscape(me)))
 }
 
 // isGroup tells whether the room has more than two joined members (a
 // direct chat has the person and the bot). The count comes from the
 // sync's room summaries, else from /joined_members once.
-func (c *Channel) isGroup(ctx context.Context, room id.RoomID) bool {
+func (c *Channel) isGroup(ctx context.Context, room string) bool {
 	c.mu.Lock()
 	n, ok := c.members[room]
 	c.mu.Unlock()
@@ -138,19 +136,19 @@ func (c *Channel) isGroup(ctx context.Context, room id.RoomID) bool {
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
 	defer cancel()
-	resp, err := c.cli.JoinedMembers(rctx, room)
+	n, err := c.cli.joinedMembers(rctx, room)
 	if err != nil {
 		c.log.Warn("matrix: counting a room's members (taken as a group)", "room", room, "err", err)
 		return true
 	}
 	c.mu.Lock()
-	c.members[room] = len(resp.Joined)
+	c.members[room] = n
 	c.mu.Unlock()
-	return len(resp.Joined) > 2
+	return n > 2
 }
 
 // warnEncrypted says, once per room, that its messages cannot be read.
-func (c *Channel) warnEncrypted(room id.RoomID) {
+func (c *Channel) warnEncrypted(room string) {
 	c.mu.Lock()
 	seen := c.encrypted[room]
 	c.encrypted[room] = true
@@ -162,21 +160,21 @@ func (c *Channel) warnEncrypted(room id.RoomID) {
 
 // fetch downloads an attachment from the homeserver's authenticated media
 // API, through the egress guard, into the workspace.
-func (c *Channel) fetch(ctx context.Context, e *event.Event, msg *event.MessageEventContent) (string, error) {
+func (c *Channel) fetch(ctx context.Context, e *clientEvent, msg *messageContent) (string, error) {
 	limit := c.cfg.MaxMediaBytes
-	if msg.File != nil {
+	if len(msg.File) != 0 && string(msg.File) != "null" {
 		return "", fmt.Errorf("an encrypted attachment (encryption is not supported)")
 	}
-	if msg.Info != nil && int64(msg.Info.Size) > limit {
-		return "", fmt.Errorf("%w (channels.matrix.maxMediaBytes)", &channel.TooLarge{Size: int64(msg.Info.Size), Limit: limit})
+	if msg.Info != nil && msg.Info.Size > limit {
+		return "", fmt.Errorf("%w (channels.matrix.maxMediaBytes)", &channel.TooLarge{Size: msg.Info.Size, Limit: limit})
 	}
-	uri, err := msg.URL.Parse()
-	if err != nil || uri.IsEmpty() {
+	server, mediaID, ok := parseMXC(msg.URL)
+	if !ok {
 		return "", fmt.Errorf("the message has no mxc:// URL")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	u := c.base.JoinPath("_matrix", "client", "v1", "media", "download", uri.Homeserver, uri.FileID)
+	u := c.base.JoinPath("_matrix", "client", "v1", "media", "download", server, mediaID)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return "", err
@@ -198,7 +196,7 @@ func (c *Channel) fetch(ctx context.Context, e *event.Event, msg *event.MessageE
 	if len(ext) > 10 {
 		ext = ""
 	}
-	name := strings.TrimPrefix(string(e.ID), "$") + "_" + uri.FileID + ext
+	name := strings.TrimPrefix(e.ID, "$") + "_" + mediaID + ext
 	path, err := channel.SaveMedia(c.media, req, dir, name, limit)
 	if channel.IsTooLarge(err) {
 		return "", fmt.Errorf("%w (channels.matrix.maxMediaBytes)", err)

@@ -23,13 +23,10 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"maunium.net/go/mautrix"
-	"maunium.net/go/mautrix/event"
-	"maunium.net/go/mautrix/id"
 
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/channel"
@@ -87,7 +84,7 @@ type Channel struct {
 	cfg   Config
 	env   channel.Env
 	log   *slog.Logger
-	cli   *mautrix.Client
+	cli   *client
 	base  *url.URL
 	media *http.Client
 	pacer channel.Pacer
@@ -101,9 +98,9 @@ type Channel struct {
 	pollDeadline time.Duration
 
 	mu        sync.Mutex
-	me        id.UserID
-	members   map[id.RoomID]int // joined members per room
-	encrypted map[id.RoomID]bool
+	me        string
+	members   map[string]int // joined members per room
+	encrypted map[string]bool
 }
 
 // Status implements channel.Reporter: where the receive loop's
@@ -119,7 +116,7 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		return nil, errors.New("channels.matrix.accessToken is not an access token (it holds white space)")
 	}
 	if cfg.UserID != "" {
-		if _, _, err := id.UserID(cfg.UserID).ParseAndValidateRelaxed(); err != nil || !strings.HasPrefix(cfg.UserID, "@") {
+		if !validUserID(cfg.UserID) {
 			return nil, fmt.Errorf("channels.matrix.userId %q is not a Matrix user id (@name:server)", cfg.UserID)
 		}
 	}
@@ -141,23 +138,14 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 	if cfg.PollTimeout <= 0 {
 		cfg.PollTimeout = 30
 	}
-	cli, err := mautrix.NewClient(base.String(), id.UserID(cfg.UserID), cfg.AccessToken)
-	if err != nil {
-		return nil, fmt.Errorf("channels.matrix.homeserver: %v", err)
-	}
-	cli.Client = &http.Client{Transport: &http.Transport{
+	cli := newClient(base, cfg.AccessToken, &http.Client{Transport: &http.Transport{
 		Proxy:                 nil,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConnsPerHost:   64,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: time.Duration(cfg.PollTimeout+15) * time.Second,
-	}}
-	// The channel retries and honours 429s itself, per room.
-	cli.DefaultHTTPRetries = 0
-	cli.IgnoreRateLimit = true
-	cli.UserAgent = "nb-gateway"
-	cli.DeviceID = id.DeviceID(cfg.DeviceID)
+	}})
 
 	c := &Channel{
 		cfg:  cfg,
@@ -172,10 +160,48 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		retryMax:       30 * time.Second,
 		requestTimeout: 30 * time.Second,
 		pollDeadline:   time.Duration(cfg.PollTimeout+15) * time.Second,
-		members:        map[id.RoomID]int{},
-		encrypted:      map[id.RoomID]bool{},
+		me:             cfg.UserID,
+		members:        map[string]int{},
+		encrypted:      map[string]bool{},
 	}
 	return c, nil
+}
+
+// validUserID tells whether s is a user id, @localpart:server: a
+// localpart of printable ASCII but ':' (the spec's historical grammar), a
+// server name of a host name, IPv4 or [IPv6] literal and an optional
+// port, 255 bytes at most.
+func validUserID(s string) bool {
+	local, server, ok := strings.Cut(strings.TrimPrefix(s, "@"), ":")
+	if !ok || !strings.HasPrefix(s, "@") || len(s) > 255 || local == "" {
+		return false
+	}
+	for i := 0; i < len(local); i++ {
+		if local[i] < 0x21 || local[i] > 0x7e {
+			return false
+		}
+	}
+	host := server
+	if i := strings.LastIndexByte(server, ':'); i >= 0 && !strings.HasSuffix(server, "]") {
+		port := server[i+1:]
+		if port == "" || len(port) > 5 || strings.Trim(port, "0123456789") != "" {
+			return false
+		}
+		host = server[:i]
+	}
+	if v6, ok := strings.CutPrefix(host, "["); ok {
+		v6, ok = strings.CutSuffix(v6, "]")
+		return ok && v6 != "" && strings.Trim(v6, "0123456789abcdefABCDEF:.") == ""
+	}
+	if host == "" {
+		return false
+	}
+	for _, r := range host {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // Name is "matrix".
@@ -186,20 +212,11 @@ func (c *Channel) Capabilities() channel.Capabilities {
 	return channel.Capabilities{MaxMessageLength: MaxMessageLength, Markdown: channel.CommonMark, Edits: true, Typing: true, Media: true}
 }
 
-// respError is the homeserver's standard error body, if err carries one.
-func respError(err error) (*mautrix.RespError, int) {
-	var h mautrix.HTTPError
-	if errors.As(err, &h) && h.Response != nil {
-		return h.RespError, h.Response.StatusCode
-	}
-	return nil, 0
-}
-
 // final tells the errors retrying cannot cure: the token was refused.
 func final(err error) error {
-	re, status := respError(err)
-	if re != nil && (re.ErrCode == "M_UNKNOWN_TOKEN" || re.ErrCode == "M_MISSING_TOKEN" || re.ErrCode == "M_USER_DEACTIVATED") {
-		return fmt.Errorf("matrix refused the access token (%d %s: %s): check channels.matrix.accessToken", status, re.ErrCode, re.Err)
+	re := asAPIError(err)
+	if re != nil && (re.Code == "M_UNKNOWN_TOKEN" || re.Code == "M_MISSING_TOKEN" || re.Code == "M_USER_DEACTIVATED") {
+		return fmt.Errorf("matrix refused the access token (%d %s: %s): check channels.matrix.accessToken", re.Status, re.Code, re.Message)
 	}
 	return nil
 }
@@ -207,20 +224,15 @@ func final(err error) error {
 // retryAfter is the wait a 429 M_LIMIT_EXCEEDED asks for: retry_after_ms,
 // else the Retry-After header, else fallback.
 func retryAfter(err error, fallback time.Duration) (time.Duration, bool) {
-	var h mautrix.HTTPError
-	if !errors.As(err, &h) || h.Response == nil || h.Response.StatusCode != http.StatusTooManyRequests {
+	re := asAPIError(err)
+	if re == nil || re.Status != http.StatusTooManyRequests {
 		return 0, false
 	}
-	if h.RespError != nil {
-		if ms, ok := h.RespError.ExtraData["retry_after_ms"].(float64); ok && ms > 0 {
-			return time.Duration(ms) * time.Millisecond, true
-		}
+	if re.RetryAfterMS > 0 {
+		return time.Duration(re.RetryAfterMS) * time.Millisecond, true
 	}
-	if s := h.Response.Header.Get("Retry-After"); s != "" {
-		var n int
-		if _, err := fmt.Sscanf(s, "%d", &n); err == nil && n > 0 {
-			return time.Duration(n) * time.Second, true
-		}
+	if n, err := strconv.Atoi(strings.TrimSpace(re.RetryAfter)); err == nil && n > 0 {
+		return time.Duration(n) * time.Second, true
 	}
 	return fallback, true
 }
@@ -232,24 +244,23 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		return fmt.Errorf("matrix: %w", err)
 	}
 	b := &channel.Backoff{Base: c.retryBase, Max: c.retryMax, Conn: &c.link}
-	var who *mautrix.RespWhoami
+	var who string
 	ok, err := channel.Retry(ctx, c.log, "matrix: connecting", b, func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
 		defer cancel()
 		var err error
-		who, err = c.cli.Whoami(rctx)
+		who, err = c.cli.whoami(rctx)
 		return err
 	}, classify)
 	if !ok {
 		return err
 	}
-	if c.cfg.UserID != "" && who.UserID != id.UserID(c.cfg.UserID) {
-		return fmt.Errorf("matrix: the access token is %s's, not channels.matrix.userId %s", who.UserID, c.cfg.UserID)
+	if c.cfg.UserID != "" && who != c.cfg.UserID {
+		return fmt.Errorf("matrix: the access token is %s's, not channels.matrix.userId %s", who, c.cfg.UserID)
 	}
 	c.mu.Lock()
-	c.me = who.UserID
+	c.me = who
 	c.mu.Unlock()
-	c.cli.UserID = who.UserID
 	c.log.Info("matrix: connected", "user", c.me, "homeserver", c.base.Host, "resumed", since != "")
 	c.log.Warn("matrix: end-to-end encryption is not supported: messages in encrypted rooms are not read or answered; talk to the bot in unencrypted rooms (channels.matrix.e2eeEnabled has no effect)")
 	first := since == ""
@@ -261,12 +272,12 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 		if first {
 			timeout = 0
 		}
-		var resp *mautrix.RespSync
+		var resp *syncResponse
 		ok, err := channel.Retry(ctx, c.log, "matrix: sync failed", b, func(ctx context.Context) error {
 			pctx, cancel := context.WithTimeout(ctx, c.pollDeadline)
 			defer cancel()
 			var err error
-			resp, err = c.cli.FullSyncRequest(pctx, mautrix.ReqSync{Timeout: timeout, Since: since, FilterID: syncFilter})
+			resp, err = c.cli.sync(pctx, since, timeout, syncFilter)
 			return err
 		}, classify)
 		if !ok {
@@ -308,26 +319,26 @@ func classify(err error) (error, time.Duration) {
 
 // allowed tells whether the MXID is in allowFrom (the gateway's own
 // matching), so that its invitations are accepted.
-func (c *Channel) allowed(user id.UserID) bool {
-	return access.Matches(Name, c.cfg.AllowFrom, string(user))
+func (c *Channel) allowed(user string) bool {
+	return access.Matches(Name, c.cfg.AllowFrom, user)
 }
 
 // handleInvites joins the rooms allowed people invited the bot to.
-func (c *Channel) handleInvites(ctx context.Context, resp *mautrix.RespSync) {
-	rooms := make([]id.RoomID, 0, len(resp.Rooms.Invite))
+func (c *Channel) handleInvites(ctx context.Context, resp *syncResponse) {
+	rooms := make([]string, 0, len(resp.Rooms.Invite))
 	for r := range resp.Rooms.Invite {
 		rooms = append(rooms, r)
 	}
 	slices.Sort(rooms)
 	for _, room := range rooms {
 		inv := resp.Rooms.Invite[room]
-		var inviter id.UserID
+		var inviter string
 		encrypted := false
 		for _, e := range inv.State.Events {
 			switch {
-			case e.Type == event.StateMember && e.StateKey != nil && id.UserID(*e.StateKey) == c.me:
+			case e.Type == typeMember && e.StateKey != nil && *e.StateKey == c.me:
 				inviter = e.Sender
-			case e.Type == event.StateEncryption:
+			case e.Type == typeEncryption:
 				encrypted = true
 			}
 		}
@@ -343,16 +354,15 @@ func (c *Channel) handleInvites(ctx context.Context, resp *mautrix.RespSync) {
 }
 
 // join joins the room, retrying transient failures a few times.
-func (c *Channel) join(ctx context.Context, room id.RoomID) {
+func (c *Channel) join(ctx context.Context, room string) {
 	tries := 0
 	ok, err := channel.Retry(ctx, c.log, "matrix: joining a room", &channel.Backoff{Base: c.retryBase, Max: c.retryMax}, func(ctx context.Context) error {
 		tries++
 		rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
 		defer cancel()
-		_, err := c.cli.JoinRoomByID(rctx, room)
-		return err
+		return c.cli.join(rctx, room)
 	}, func(err error) (error, time.Duration) {
-		if re, _ := respError(err); tries >= 5 || (re != nil && re.ErrCode == "M_FORBIDDEN") {
+		if re := asAPIError(err); tries >= 5 || (re != nil && re.Code == "M_FORBIDDEN") {
 			return err, 0
 		}
 		return classify(err)
@@ -367,16 +377,16 @@ func (c *Channel) join(ctx context.Context, room id.RoomID) {
 
 // noteRooms records each joined room's member count and encryption from
 // the sync's summaries and timelines.
-func (c *Channel) noteRooms(resp *mautrix.RespSync, warn bool) {
+func (c *Channel) noteRooms(resp *syncResponse, warn bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for room, jr := range resp.Rooms.Join {
 		if n := jr.Summary.JoinedMemberCount; n != nil {
 			c.members[room] = *n
 		}
-		for _, list := range [][]*event.Event{jr.State.Events, jr.Timeline.Events} {
+		for _, list := range [][]*clientEvent{jr.State.Events, jr.Timeline.Events} {
 			for _, e := range list {
-				if e.Type == event.StateEncryption && !c.encrypted[room] {
+				if e.Type == typeEncryption && e.StateKey != nil && !c.encrypted[room] {
 					c.encrypted[room] = true
 					if warn {
 						c.log.Warn("matrix: a room turned on end-to-end encryption: its messages can no longer be read", "room", room)
@@ -393,10 +403,10 @@ func (c *Channel) noteRooms(resp *mautrix.RespSync, warn bool) {
 // handle publishes a sync's messages, room by room in timeline order,
 // first filling any gap the server left out of a limited timeline. It
 // reports false only when ctx ended.
-func (c *Channel) handle(ctx context.Context, in channel.Inbox, resp *mautrix.RespSync, since string) bool {
+func (c *Channel) handle(ctx context.Context, in channel.Inbox, resp *syncResponse, since string) bool {
 	c.handleInvites(ctx, resp)
 	c.noteRooms(resp, true)
-	rooms := make([]id.RoomID, 0, len(resp.Rooms.Join))
+	rooms := make([]string, 0, len(resp.Rooms.Join))
 	for r := range resp.Rooms.Join {
 		rooms = append(rooms, r)
 	}
@@ -426,19 +436,19 @@ func (c *Channel) handle(ctx context.Context, in channel.Inbox, resp *mautrix.Re
 // sync's token and returns the missed events oldest first. It retries
 // until it has them (or ctx ends): the sync token must not move past
 // messages the gateway never saw.
-func (c *Channel) backfill(ctx context.Context, room id.RoomID, from, to string) ([]*event.Event, bool) {
-	var back []*event.Event
+func (c *Channel) backfill(ctx context.Context, room string, from, to string) ([]*clientEvent, bool) {
+	var back []*clientEvent
 	b := &channel.Backoff{Base: c.retryBase, Max: c.retryMax}
 	for from != "" {
-		var page *mautrix.RespMessages
+		var page *messagesResponse
 		ok, err := channel.Retry(ctx, c.log, "matrix: filling a gap in a room's timeline", b, func(ctx context.Context) error {
 			rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
 			defer cancel()
 			var err error
-			page, err = c.cli.Messages(rctx, room, from, to, mautrix.DirectionBackward, nil, 100)
+			page, err = c.cli.messages(rctx, room, from, to, 100)
 			return err
 		}, func(err error) (error, time.Duration) {
-			if re, _ := respError(err); re != nil && re.ErrCode == "M_FORBIDDEN" {
+			if re := asAPIError(err); re != nil && re.Code == "M_FORBIDDEN" {
 				return err, 0
 			}
 			return classify(err)

@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"maunium.net/go/mautrix/event"
-	"maunium.net/go/mautrix/id"
-
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/channeltest"
@@ -459,8 +456,8 @@ func TestMediaThroughGuard(t *testing.T) {
 	// same loopback server under another name is refused.
 	c.base.Host = strings.Replace(c.base.Host, "127.0.0.1", "localhost", 1)
 	mxc := fake.AddMedia([]byte("x"))
-	msg := &event.MessageEventContent{MsgType: event.MsgImage, Body: "x.png", URL: id.ContentURIString(mxc)}
-	_, err := c.fetch(context.Background(), &event.Event{ID: "$x"}, msg)
+	msg := &messageContent{MsgType: msgImage, Body: "x.png", URL: mxc}
+	_, err := c.fetch(context.Background(), &clientEvent{ID: "$x"}, msg)
 	if err == nil || !strings.Contains(err.Error(), "only public addresses") {
 		t.Fatalf("media from a loopback host not named as the homeserver: %v", err)
 	}

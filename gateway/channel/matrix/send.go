@@ -7,32 +7,15 @@ import (
 	"strings"
 	"time"
 
-	"maunium.net/go/mautrix"
-	"maunium.net/go/mautrix/event"
-	"maunium.net/go/mautrix/format"
-	"maunium.net/go/mautrix/id"
-
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 )
 
-// render is one message's content: the Markdown as body, its HTML as
-// formatted_body. Mentions are only what the text links to, never @room.
-func render(md string) *event.MessageEventContent {
-	c := format.RenderMarkdown(md, true, false)
-	c.Body = md
-	if c.Mentions == nil {
-		c.Mentions = &event.Mentions{}
-	}
-	c.Mentions.Room = false
-	return &c
-}
-
-func roomID(s string) (id.RoomID, error) {
+func roomID(s string) (string, error) {
 	if !strings.HasPrefix(s, "!") || !strings.Contains(s, ":") {
 		return "", &channel.Undeliverable{Reason: fmt.Sprintf("%q is not a Matrix room id (!id:server)", s)}
 	}
-	return id.RoomID(s), nil
+	return s, nil
 }
 
 // txnID names a piece of a turn's message the same way on every try, so
@@ -43,7 +26,7 @@ func (c *Channel) txnID(m bus.Outbound, i int, piece string) string {
 	if key, ok := channel.PieceKey(m, i, piece); ok {
 		return key
 	}
-	return c.cli.TxnID()
+	return c.cli.txnID()
 }
 
 // deliveryError sorts the homeserver's answer: 429 M_LIMIT_EXCEEDED
@@ -55,12 +38,11 @@ func (c *Channel) deliveryError(room string, err error) error {
 		c.pacer.Defer(room, d)
 		return &channel.RetryAfter{After: d, Err: fmt.Errorf("matrix: %w", err)}
 	}
-	re, status := respError(err)
-	if re != nil {
+	if re := asAPIError(err); re != nil {
 		switch {
-		case status == http.StatusForbidden, re.ErrCode == "M_FORBIDDEN", re.ErrCode == "M_NOT_FOUND",
-			re.ErrCode == "M_TOO_LARGE", re.ErrCode == "M_BAD_JSON", re.ErrCode == "M_NOT_JSON":
-			return &channel.Undeliverable{Reason: fmt.Sprintf("%s: %s", re.ErrCode, re.Err)}
+		case re.Status == http.StatusForbidden, re.Code == "M_FORBIDDEN", re.Code == "M_NOT_FOUND",
+			re.Code == "M_TOO_LARGE", re.Code == "M_BAD_JSON", re.Code == "M_NOT_JSON":
+			return &channel.Undeliverable{Reason: fmt.Sprintf("%s: %s", re.Code, re.Message)}
 		}
 	}
 	return fmt.Errorf("matrix: %w", err)
@@ -92,65 +74,65 @@ func (c *Channel) Send(ctx context.Context, m bus.Outbound) (string, error) {
 
 // sendFile uploads a file to the homeserver's media repository and posts
 // it in the room.
-func (c *Channel) sendFile(ctx context.Context, room id.RoomID, f *channel.Attachment, txn string) (string, error) {
-	if err := c.pacer.Wait(ctx, string(room)); err != nil {
+func (c *Channel) sendFile(ctx context.Context, room string, f *channel.Attachment, txn string) (string, error) {
+	if err := c.pacer.Wait(ctx, room); err != nil {
 		return "", err
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	up, err := c.cli.UploadBytesWithName(rctx, f.Data, f.Type, f.Name)
+	uri, err := c.cli.upload(rctx, f.Data, f.Type, f.Name)
 	if err != nil {
-		return "", c.deliveryError(string(room), err)
+		return "", c.deliveryError(room, err)
 	}
-	msgtype := event.MsgFile
+	msgtype := msgFile
 	switch {
 	case strings.HasPrefix(f.Type, "image/"):
-		msgtype = event.MsgImage
+		msgtype = msgImage
 	case strings.HasPrefix(f.Type, "audio/"):
-		msgtype = event.MsgAudio
+		msgtype = msgAudio
 	case strings.HasPrefix(f.Type, "video/"):
-		msgtype = event.MsgVideo
+		msgtype = msgVideo
 	}
-	content := &event.MessageEventContent{
+	content := &messageContent{
 		MsgType:  msgtype,
 		Body:     f.Name,
 		FileName: f.Name,
-		URL:      up.ContentURI.CUString(),
-		Info:     &event.FileInfo{MimeType: f.Type, Size: len(f.Data)},
-		Mentions: &event.Mentions{},
+		URL:      uri,
+		Info:     &fileInfo{MimeType: f.Type, Size: int64(len(f.Data))},
+		Mentions: &mentions{},
 	}
 	return c.post(ctx, room, content, txn)
 }
 
-func (c *Channel) post(ctx context.Context, room id.RoomID, content *event.MessageEventContent, txn string) (string, error) {
-	if err := c.pacer.Wait(ctx, string(room)); err != nil {
+func (c *Channel) post(ctx context.Context, room string, content *messageContent, txn string) (string, error) {
+	if err := c.pacer.Wait(ctx, room); err != nil {
 		return "", err
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
 	defer cancel()
-	resp, err := c.cli.SendMessageEvent(rctx, room, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: txn})
+	id, err := c.cli.send(rctx, room, typeMessage, txn, content)
 	if err != nil {
-		return "", c.deliveryError(string(room), err)
+		return "", c.deliveryError(room, err)
 	}
-	return string(resp.EventID), nil
+	return id, nil
 }
 
-func (c *Channel) edit(ctx context.Context, room id.RoomID, original, piece string) error {
+func (c *Channel) edit(ctx context.Context, room string, original, piece string) error {
 	if !strings.HasPrefix(original, "$") {
 		return &channel.Undeliverable{Reason: fmt.Sprintf("%q is not a Matrix event id", original)}
 	}
 	nc := render(piece)
-	content := &event.MessageEventContent{
-		MsgType:    event.MsgText,
+	content := &messageContent{
+		MsgType:    msgText,
 		Body:       "* " + piece,
 		NewContent: nc,
-		RelatesTo:  (&event.RelatesTo{}).SetReplace(id.EventID(original)),
-		Mentions:   &event.Mentions{},
+		RelatesTo:  &relatesTo{Type: relReplace, EventID: original},
+		Mentions:   &mentions{},
 	}
 	if nc.FormattedBody != "" {
-		content.Format, content.FormattedBody = event.FormatHTML, "* "+nc.FormattedBody
+		content.Format, content.FormattedBody = formatHTML, "* "+nc.FormattedBody
 	}
-	_, err := c.post(ctx, room, content, c.cli.TxnID())
+	_, err := c.post(ctx, room, content, c.cli.txnID())
 	return err
 }
 
@@ -176,7 +158,13 @@ func (c *Channel) Typing(ctx context.Context, chat string) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
 	defer cancel()
-	if _, err := c.cli.UserTyping(rctx, room, true, 30*time.Second); err != nil {
+	c.mu.Lock()
+	me := c.me
+	c.mu.Unlock()
+	if me == "" {
+		return nil // not connected yet: whoami names the bot
+	}
+	if err := c.cli.typing(rctx, room, me, 30*time.Second); err != nil {
 		return c.deliveryError(chat, err)
 	}
 	return nil
