@@ -1,0 +1,41 @@
+package layout
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// replaced are the packages nb stopped linking because they cost much and
+// gave little (bench/README.md, "Binary size"): each took hundreds of KB
+// of binary and work at every command's start. A new import that brings
+// one back fails here, so it is a choice made again, not an accident. A
+// path ending in "/..." is a module with every package under it; others
+// are one package (goldmark's extension/ast, golua's lib/base stay).
+var replaced = []struct{ pkg, why string }{
+	{"maunium.net/go/mautrix/...", "the Matrix channel speaks the client-server API itself (gateway/channel/matrix)"},
+	{"github.com/bwmarrin/discordgo/...", "the Discord channel has its own Gateway client (gateway/channel/discord)"},
+	{"github.com/yuin/goldmark/extension", "the channels parse ~~strikethrough~~ and tables themselves (gateway/channel)"},
+	{"github.com/arnodel/golua/lib", "script/internal/lualib loads the Lua libraries nb offers"},
+	{"github.com/arnodel/golua/lib/golib", "nb never offers Lua access to Go values by reflection"},
+}
+
+// TestReplacedStayOut: nb's binary links none of the packages it replaced.
+func TestReplacedStayOut(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", module+"/cmd/nb").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := string(out)
+	if !strings.Contains(deps, "\ngithub.com/yuin/goldmark\n") {
+		t.Fatal("nb does not link goldmark: is go list's output read right?")
+	}
+	for _, line := range strings.Split(deps, "\n") {
+		for _, r := range replaced {
+			mod, whole := strings.CutSuffix(r.pkg, "/...")
+			if line == r.pkg || whole && (line == mod || strings.HasPrefix(line, mod+"/")) {
+				t.Errorf("nb links %s again: %s", line, r.why)
+			}
+		}
+	}
+}
