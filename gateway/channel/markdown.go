@@ -7,10 +7,9 @@ import (
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/extension"
-	extast "github.com/yuin/goldmark/extension/ast"
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
+	"github.com/yuin/goldmark/util"
 )
 
 // SpanKind is a formatting that platforms without Markdown take as ranges
@@ -45,10 +44,12 @@ type Rich struct {
 	Spans []Span
 }
 
-// markdown is CommonMark's parser with GitHub's strikethrough, built on
-// first use: most nb commands never parse a reply.
+// markdown is CommonMark's parser with GitHub's strikethrough (strike.go),
+// built on first use: most nb commands never parse a reply.
 var markdown = sync.OnceValue(func() parser.Parser {
-	return goldmark.New(goldmark.WithExtensions(extension.Strikethrough)).Parser()
+	return goldmark.New(goldmark.WithParserOptions(
+		parser.WithInlineParsers(util.Prioritized(strikeParser{}, 500)),
+	)).Parser()
 })
 
 // ParseMarkdown turns the model's Markdown (CommonMark with GitHub's
@@ -190,7 +191,7 @@ func (r *richWriter) inline(n ast.Node) {
 		i := r.open(kind)
 		r.inlines(n)
 		r.close(i)
-	case *extast.Strikethrough:
+	case *strikeNode:
 		i := r.open(Strike)
 		r.inlines(n)
 		r.close(i)
