@@ -2,6 +2,9 @@ package channel
 
 import (
 	"fmt"
+	"go/parser"
+	"go/token"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -46,6 +49,32 @@ func TestStrikeMatchesGFMExtension(t *testing.T) {
 		got := shape(markdown().Parse(text.NewReader(src)), src)
 		if got != want {
 			t.Errorf("%q:\n got %s\nwant %s", md, got, want)
+		}
+	}
+}
+
+// TestNoGoldmarkExtensionImport keeps goldmark's extension package out of
+// the channel package's own files: every nb command initialises every
+// linked package, and that one compiles Linkify's {1,256} expressions at
+// start (264 KB, 2,049 allocations, about 230 page faults of an eval).
+func TestNoGoldmarkExtensionImport(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			if imp.Path.Value == `"github.com/yuin/goldmark/extension"` {
+				t.Errorf("%s imports goldmark/extension; the channels parse ~~strikethrough~~ with strike.go", fset.Position(imp.Pos()))
+			}
 		}
 	}
 }
