@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -53,25 +54,28 @@ type Plan struct {
 // DefaultMaxTasks is a planner's budget when none is set.
 const DefaultMaxTasks = 10
 
-// planSchema is the structured output of a planning step.
-var planSchema = map[string]any{
-	"type": "object",
-	"properties": map[string]any{
-		"tasks": map[string]any{
-			"type": "array",
-			"items": map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"task":  map[string]any{"type": "string"},
-					"tool":  map[string]any{"type": "string"},
-					"input": map[string]any{"type": "object"},
+// planSchema is the structured output of a planning step, built on the
+// first plan rather than at every nb start.
+var planSchema = sync.OnceValue(func() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"tasks": map[string]any{
+				"type": "array",
+				"items": map[string]any{
+					"type": "object",
+					"properties": map[string]any{
+						"task":  map[string]any{"type": "string"},
+						"tool":  map[string]any{"type": "string"},
+						"input": map[string]any{"type": "object"},
+					},
+					"required": []any{"task", "tool", "input"},
 				},
-				"required": []any{"task", "tool", "input"},
 			},
 		},
-	},
-	"required": []any{"tasks"},
-}
+		"required": []any{"tasks"},
+	}
+})
 
 // askPlan runs the planner on an objective.
 func (a *Agent) askPlan(ctx context.Context, objective string) (*Result, error) {
@@ -279,7 +283,7 @@ func (r *planRun) planStep(ctx context.Context, task string) ([]Task, error) {
 		var problem string
 		build := func() provider.Request {
 			m := append([]provider.Message{{Role: provider.RoleUser, Content: r.state()}}, msgs[1:]...)
-			return provider.Request{System: r.system(task), Messages: m, Output: &provider.OutputSchema{Name: "plan", Schema: planSchema}}
+			return provider.Request{System: r.system(task), Messages: m, Output: &provider.OutputSchema{Name: "plan", Schema: planSchema()}}
 		}
 		resp, err := r.call(ctx, build, func(resp *provider.Response) []tool.Call {
 			tasks, problem = r.parsePlan(resp.Text)

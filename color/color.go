@@ -7,6 +7,7 @@ package color
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
 
 var ansi = map[string]int{"black": 0, "red": 1, "green": 2, "yellow": 3, "blue": 4, "magenta": 5, "cyan": 6, "white": 7}
@@ -16,13 +17,15 @@ var effects = map[string]int{
 	"blink": 5, "inverse": 7, "hide": 8, "cross_out": 9,
 }
 
-var x11Index = func() map[string]int {
+// x11Index is the X11 names' positions in x11, built on first use: every
+// nb command links this package, few name a colour.
+var x11Index = sync.OnceValue(func() map[string]int {
 	m := make(map[string]int, len(x11))
 	for i, c := range x11 {
 		m[c.name] = i
 	}
 	return m
-}()
+})
 
 // Code256 is the reference's 256-colour code for an RGB colour:
 // 16 + 36·q(r) + 6·q(g) + q(b) with q(v) = floor(6·v/256).
@@ -38,7 +41,7 @@ func SGR(name string) (string, error) {
 	if c, ok := ansi[n]; ok {
 		return fmt.Sprintf("\x1b[%dm", 30+c), nil
 	}
-	if i, ok := x11Index[n]; ok {
+	if i, ok := x11Index()[n]; ok {
 		c := x11[i]
 		return fmt.Sprintf("\x1b[38;5;%dm", Code256(c.r, c.g, c.b)), nil
 	}

@@ -532,7 +532,7 @@ func (g *Gateway) failure(d Direct, err error) string {
 	return errorReply
 }
 
-var thinkBlock = regexp.MustCompile(`(?s)<think>.*?</think>`)
+var thinkBlock = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?s)<think>.*?</think>`) })
 
 // turn runs the agent on d's session, one turn at a time per session
 // (across processes too), and publishes the answer.
@@ -672,7 +672,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (_ string, err error) {
 			streamed.Reset()
 			mu.Unlock()
 			if len(ev.Calls) > 0 && d.Deliver {
-				if t := strings.TrimSpace(thinkBlock.ReplaceAllString(ev.Text, "")); t != "" {
+				if t := strings.TrimSpace(thinkBlock().ReplaceAllString(ev.Text, "")); t != "" {
 					g.publish(ctx, d, bus.Progress, turnID, t)
 				}
 				g.publish(ctx, d, bus.ToolHint, turnID, toolHint(ev.Calls))
@@ -714,7 +714,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (_ string, err error) {
 		g.publish(ctx, d, bus.Error, turnID, g.failure(d, err))
 		return "", err
 	}
-	text := strings.TrimSpace(thinkBlock.ReplaceAllString(ans.Text, ""))
+	text := strings.TrimSpace(thinkBlock().ReplaceAllString(ans.Text, ""))
 	if text == "" {
 		text = emptyReply
 	}

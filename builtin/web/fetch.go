@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
@@ -246,14 +247,15 @@ func toText(body []byte, ctype string, base *url.URL) (text, title string, err e
 }
 
 // markdown turns HTML into CommonMark with tables, without what is not
-// the page's text (scripts, styles, navigation, forms).
-var markdown = func() *converter.Converter {
+// the page's text (scripts, styles, navigation, forms); built on the
+// first fetch of an HTML page, not at every nb start.
+var markdown = sync.OnceValue(func() *converter.Converter {
 	conv := converter.NewConverter(converter.WithPlugins(base.NewBasePlugin(), commonmark.NewCommonmarkPlugin(), table.NewTablePlugin()))
 	for _, tag := range []string{"nav", "footer", "aside", "form", "noscript", "iframe", "svg", "canvas", "template", "button", "select", "dialog"} {
 		conv.Register.TagType(tag, converter.TagTypeRemove, converter.PriorityEarly)
 	}
 	return conv
-}()
+})
 
 func htmlToMarkdown(src []byte, base *url.URL) (text, title string, err error) {
 	doc, err := html.Parse(bytes.NewReader(src))
@@ -261,7 +263,7 @@ func htmlToMarkdown(src []byte, base *url.URL) (text, title string, err error) {
 		return "", "", fmt.Errorf("cannot read the HTML: %v", err)
 	}
 	title = strings.Join(strings.Fields(findTitle(doc)), " ")
-	md, err := markdown.ConvertNode(doc, converter.WithDomain(base.String()))
+	md, err := markdown().ConvertNode(doc, converter.WithDomain(base.String()))
 	if err != nil {
 		return "", "", fmt.Errorf("cannot convert the HTML: %v", err)
 	}

@@ -527,7 +527,7 @@ func (c *compiler) checkBindable(sym *node) {
 	c.assert(sym.kind == kSym, sym, "unable to bind %s", describe(sym))
 	c.assert(!sym.quoted, sym, "macro tried to bind %s without gensym", name)
 	c.assert(!strings.ContainsAny(name, ".:") || name == "...", sym, "unexpected multi symbol %s", name)
-	_, special := specials[name]
+	_, special := specialForms()[name]
 	c.assert(!special, sym, "local %s was overshadowed by a special form or macro", name)
 	c.assert(name != "nil" && name != "&" && name != "&as" && name != "&until" && name != "&into", sym, "unable to bind %s", name)
 }
@@ -720,7 +720,7 @@ func (c *compiler) resolve(n *node, name string, sc *scope) expr {
 	if strings.HasPrefix(name, "$") && sc.inHashfn() {
 		c.fail(n, "unknown identifier: %s", name)
 	}
-	if _, ok := specials[name]; ok && !n.gensym {
+	if _, ok := specialForms()[name]; ok && !n.gensym {
 		c.fail(n, "tried to reference a special form without calling it")
 	}
 	c.assert(!n.gensym, n, "internal error: unbound generated symbol")
@@ -745,7 +745,7 @@ func (c *compiler) compileList(n *node, sc *scope, b *block, o copts) []expr {
 				return c.compileMacroCall(n, m, sc, b, o)
 			}
 		}
-		if sp, ok := specials[head.s]; ok {
+		if sp, ok := specialForms()[head.s]; ok {
 			es, done := sp(c, n, sc, b, o)
 			if done {
 				return es

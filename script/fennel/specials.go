@@ -3,6 +3,7 @@ package fennel
 import (
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // specialFn compiles one special form. It returns the form's values; done
@@ -10,9 +11,22 @@ import (
 // back as they are).
 type specialFn func(c *compiler, n *node, sc *scope, b *block, o copts) (es []expr, done bool)
 
-var specials map[string]specialFn
+// specials are the special forms by name; specialForms builds them on
+// the first compilation, not at every nb start (the table refers to the
+// compiler's functions, which refer back to it, so it is filled in a
+// function rather than by a variable's initialiser).
+var (
+	specialsOnce sync.Once
+	specials     map[string]specialFn
+)
 
-func init() {
+// specialForms is the table of special forms.
+func specialForms() map[string]specialFn {
+	specialsOnce.Do(buildSpecials)
+	return specials
+}
+
+func buildSpecials() {
 	specials = map[string]specialFn{
 		"do":          spDo,
 		"let":         spLet,

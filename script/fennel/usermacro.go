@@ -37,7 +37,7 @@ func (s *scope) macro(name string) (rt.Value, bool) {
 
 // defineMacro makes f the macro name in sc.
 func (c *compiler) defineMacro(name string, f rt.Value, sc *scope, at *node) {
-	_, special := specials[name]
+	_, special := specialForms()[name]
 	c.assert(!special || macroNames[name], at, "local %s was overshadowed by a special form or macro", name)
 	c.assert(name != "" && !strings.HasPrefix(name, ".") && !strings.ContainsAny(name, "&"), at, "invalid macro name %s", name)
 	_, ok := f.TryCallable()
@@ -56,7 +56,7 @@ func spMacro(c *compiler, n *node, sc *scope, b *block, o copts) ([]expr, bool) 
 	name := n.items[1]
 	c.assert(!strings.ContainsAny(name.s, ".:"), name, "macro names cannot be multi-symbols: %s", name.s)
 	head := []*node{sym(n, "fn"), name}
-	if _, special := specials[name.s]; special {
+	if _, special := specialForms()[name.s]; special {
 		// A built-in macro's name cannot be a local of the macro body.
 		head = head[:1]
 	}
