@@ -264,7 +264,8 @@ func (d Dialect) Messages(req provider.Request) ([]any, error) {
 	if callID == nil {
 		callID = func(id string) string { return id }
 	}
-	var out []any
+	// A message each, the system text and the backdrop: sized once.
+	out := make([]any, 0, len(req.Messages)+2)
 	// pending holds the images of the tool messages of the current run,
 	// sent in a user message once the run ends.
 	var pending []any
