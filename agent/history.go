@@ -97,7 +97,9 @@ func joinNonEmpty(sep string, parts ...string) string {
 // call gets a result (InterruptedText when none was stored); results
 // without a call just before them are left out.
 func Messages(history []state.Event, limits func(tool string) Truncation) []provider.Message {
-	var out []provider.Message
+	// At most one message an event, and a result for each call left
+	// without one: sized once, not grown at every turn's length.
+	out := make([]provider.Message, 0, len(history)+1)
 	// pending are the calls of the last assistant message still without a
 	// result.
 	var pending []provider.ToolCall

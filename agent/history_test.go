@@ -423,3 +423,17 @@ type ownLimits struct {
 }
 
 func (t *ownLimits) OutputLimits() tool.Limits { return t.lim }
+
+// TestMessagesSizedOnce: converting a history costs one allocation, not
+// one per doubling of its length (each turn converts the whole
+// unconsolidated tail).
+func TestMessagesSizedOnce(t *testing.T) {
+	var h []state.Event
+	for i := range 50 {
+		q := fmt.Sprintf("question %d", i)
+		h = append(h, state.Event{Who: state.RoleUser, Message: q, Input: &q}, state.Event{Who: state.RoleAI, Message: "answer"})
+	}
+	if n := testing.AllocsPerRun(20, func() { Messages(h, nil) }); n > 1 {
+		t.Errorf("Messages of %d events: %.0f allocations, want 1", len(h), n)
+	}
+}

@@ -21,15 +21,19 @@ func (t *spawnTool) Spec() tool.Spec {
 		Name: "spawn",
 		Description: "Hand a self-contained task to a sub-agent, which works on it alone with the tools you list (all of yours when you list none) " +
 			"and returns its final answer. Give it everything it needs in the task: it does not see this conversation.",
-		Parameters: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"task":  map[string]any{"type": "string", "description": "The task, complete: what to do, where, and what to answer."},
-				"tools": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "The names of the tools the sub-agent may use (default: all of yours)."},
-			},
-			"required": []any{"task"},
-		},
+		Parameters: spawnParams,
 	}
+}
+
+// spawnParams is spawn's schema, built once: a spec's Parameters are read-only
+// (tool.Spec), and a turn asks every tool for its spec.
+var spawnParams = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"task":  map[string]any{"type": "string", "description": "The task, complete: what to do, where, and what to answer."},
+		"tools": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "The names of the tools the sub-agent may use (default: all of yours)."},
+	},
+	"required": []any{"task"},
 }
 
 // OutputLimits: the attractor's spawn_agent limit.

@@ -130,6 +130,8 @@ type Gateway struct {
 	// flooding are the sessions told that their messages are dropped,
 	// until one is queued again (see flooded).
 	flooding map[string]bool
+	// paths are the files.Policy's paths of every turn (policyPaths).
+	paths policyPaths
 }
 
 type runningTurn struct {

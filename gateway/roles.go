@@ -78,7 +78,7 @@ func ControlFiles() []string {
 // policy is the files.Policy of turn d: what its tools may reach, and
 // the announcement of its writes to the prompt's files (owner's turns).
 func (g *Gateway) policy(ctx context.Context, d Direct, turnID string) *files.Policy {
-	ws := g.workspace()
+	ws, hidden, watched := g.policyPaths()
 	abs := func(names []string) []string {
 		var out []string
 		for _, n := range names {
@@ -90,7 +90,7 @@ func (g *Gateway) policy(ctx context.Context, d Direct, turnID string) *files.Po
 		}
 		return out
 	}
-	p := &files.Policy{Hidden: abs(append(ControlFiles(), g.ProtectedPaths...))}
+	p := &files.Policy{Hidden: hidden}
 	if d.Role != access.Owner {
 		// The owner's memory and tasks, and what other chats sent.
 		p.Hidden = append(p.Hidden, abs([]string{"memory", "HEARTBEAT.md", "media"})...)
@@ -99,7 +99,7 @@ func (g *Gateway) policy(ctx context.Context, d Direct, turnID string) *files.Po
 		p.RequireSandbox = true
 		return p
 	}
-	p.Watched = abs(PromptFiles())
+	p.Watched = watched
 	var mu sync.Mutex
 	told := map[string]bool{}
 	p.OnWrite = func(path string) {
@@ -124,6 +124,50 @@ func (g *Gateway) policy(ctx context.Context, d Direct, turnID string) *files.Po
 }
 
 // workspace is the gateway's workspace folder, absolute ("" when unknown).
+// policyPaths are the workspace, its control files and the protected
+// paths (every turn's Hidden), and its prompt's files (an owner's turn's
+// Watched), as absolute paths: made once per workspace and protected
+// paths, not at every turn. The lists are clipped: an append copies.
+func (g *Gateway) policyPaths() (ws string, hidden, watched []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := &g.paths
+	if !c.made || c.from != g.workspaceSetting() || !slices.Equal(c.protected, g.ProtectedPaths) {
+		ws := g.workspace()
+		abs := func(names []string) []string {
+			var out []string
+			for _, n := range names {
+				if filepath.IsAbs(n) {
+					out = append(out, filepath.Clean(n))
+				} else if ws != "" {
+					out = append(out, filepath.Join(ws, n))
+				}
+			}
+			return slices.Clip(out)
+		}
+		*c = policyPaths{made: true, from: g.workspaceSetting(), protected: slices.Clone(g.ProtectedPaths), ws: ws,
+			hidden: abs(append(ControlFiles(), g.ProtectedPaths...)), watched: abs(PromptFiles())}
+	}
+	return c.ws, c.hidden, c.watched
+}
+
+// policyPaths is what Gateway.policyPaths made, and from what.
+type policyPaths struct {
+	made            bool
+	from            string
+	protected       []string
+	ws              string
+	hidden, watched []string
+}
+
+// workspaceSetting is the workspace as configured ("" for none).
+func (g *Gateway) workspaceSetting() string {
+	if g.Prompt == nil {
+		return ""
+	}
+	return g.Prompt.Workspace
+}
+
 func (g *Gateway) workspace() string {
 	if g.Prompt == nil || g.Prompt.Workspace == "" {
 		return ""

@@ -22,6 +22,10 @@ type Spec struct {
 	Description string `json:"description,omitempty"`
 	// Parameters is a JSON Schema with an object root. Never nil once a
 	// tool is registered: an absent schema becomes {type: object, properties: {}}.
+	// It is read-only once Spec returns it: a tool may return the same
+	// map at every call (built once: a turn asks every tool for its spec),
+	// and providers may keep its encoding for as long as the same map
+	// comes back; a tool whose schema changes returns a new map.
 	Parameters map[string]any `json:"parameters"`
 }
 

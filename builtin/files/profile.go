@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/nbots/nb/builtin/internal/arg"
 	"github.com/nbots/nb/tool"
@@ -101,8 +102,21 @@ type editTool struct {
 	shape editShape
 }
 
+// editSpecs are the edit tools' specs, one per shape, each built once:
+// a spec's Parameters are read-only (tool.Spec), and a turn asks every
+// tool for its spec.
+var editSpecs sync.Map // editShape -> tool.Spec
+
 func (t *editTool) Spec() tool.Spec {
-	s := t.shape
+	if sp, ok := editSpecs.Load(t.shape); ok {
+		return sp.(tool.Spec)
+	}
+	sp, _ := editSpecs.LoadOrStore(t.shape, editSpec(t.shape))
+	return sp.(tool.Spec)
+}
+
+// editSpec is the spec of the edit tool of shape s.
+func editSpec(s editShape) tool.Spec {
 	props := map[string]any{
 		"path": map[string]any{"type": "string", "description": "The file's path, relative to the workspace."},
 		s.old:  map[string]any{"type": "string", "description": "The exact text to replace."},

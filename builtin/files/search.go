@@ -99,13 +99,17 @@ func (t *listDir) Spec() tool.Spec {
 	return tool.Spec{
 		Name:        "list_dir",
 		Description: "List a folder of the workspace: folders end with \"/\", files show their size, links their target.",
-		Parameters: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"path": map[string]any{"type": "string", "description": "The folder, relative to the workspace (default: the workspace itself)."},
-			},
-		},
+		Parameters:  listDirParams,
 	}
+}
+
+// listDirParams is list_dir's schema, built once: a spec's Parameters are read-only
+// (tool.Spec), and a turn asks every tool for its spec.
+var listDirParams = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"path": map[string]any{"type": "string", "description": "The folder, relative to the workspace (default: the workspace itself)."},
+	},
 }
 
 func (t *listDir) ReadOnly() bool { return true }
@@ -168,15 +172,19 @@ func (t *globTool) Spec() tool.Spec {
 		Description: "Find files of the workspace whose path matches a glob pattern: \"*\" matches within one folder name, \"**\" any number of folders, " +
 			"\"?\" one character, \"[abc]\" and \"{a,b}\" alternatives. \"*.go\" matches in the folder itself only; \"**/*.go\" in every folder. " +
 			"Files that .gitignore ignores are left out. Newest first.",
-		Parameters: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"pattern": map[string]any{"type": "string", "description": "The pattern, relative to path: e.g. **/*_test.go"},
-				"path":    map[string]any{"type": "string", "description": "The folder to search, relative to the workspace (default: the workspace itself)."},
-			},
-			"required": []any{"pattern"},
-		},
+		Parameters: globParams,
 	}
+}
+
+// globParams is glob's schema, built once: a spec's Parameters are read-only
+// (tool.Spec), and a turn asks every tool for its spec.
+var globParams = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"pattern": map[string]any{"type": "string", "description": "The pattern, relative to path: e.g. **/*_test.go"},
+		"path":    map[string]any{"type": "string", "description": "The folder to search, relative to the workspace (default: the workspace itself)."},
+	},
+	"required": []any{"pattern"},
 }
 
 func (t *globTool) ReadOnly() bool { return true }
@@ -262,18 +270,22 @@ func (t *grepTool) Spec() tool.Spec {
 		Name: "grep",
 		Description: "Search the text files of the workspace for a regular expression (Go RE2 syntax). Answers \"path:line: text\" for each matching line. " +
 			"Files that .gitignore ignores, binary files and .git are skipped.",
-		Parameters: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"pattern":          map[string]any{"type": "string", "description": "The regular expression, e.g. func \\w+Handler"},
-				"path":             map[string]any{"type": "string", "description": "The file or folder to search, relative to the workspace (default: the whole workspace)."},
-				"glob":             map[string]any{"type": "string", "description": "Only search files matching this glob: *.go matches by file name, a pattern with / by path (e.g. cmd/**/*.go)."},
-				"case_insensitive": map[string]any{"type": "boolean", "description": "Ignore case (default false)."},
-				"max_results":      map[string]any{"type": "integer", "minimum": 1, "maximum": grepMax, "description": fmt.Sprintf("The most matching lines to return (default %d).", grepDefault)},
-			},
-			"required": []any{"pattern"},
-		},
+		Parameters: grepParams,
 	}
+}
+
+// grepParams is grep's schema, built once: a spec's Parameters are read-only
+// (tool.Spec), and a turn asks every tool for its spec.
+var grepParams = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"pattern":          map[string]any{"type": "string", "description": "The regular expression, e.g. func \\w+Handler"},
+		"path":             map[string]any{"type": "string", "description": "The file or folder to search, relative to the workspace (default: the whole workspace)."},
+		"glob":             map[string]any{"type": "string", "description": "Only search files matching this glob: *.go matches by file name, a pattern with / by path (e.g. cmd/**/*.go)."},
+		"case_insensitive": map[string]any{"type": "boolean", "description": "Ignore case (default false)."},
+		"max_results":      map[string]any{"type": "integer", "minimum": 1, "maximum": grepMax, "description": fmt.Sprintf("The most matching lines to return (default %d).", grepDefault)},
+	},
+	"required": []any{"pattern"},
 }
 
 func (t *grepTool) ReadOnly() bool { return true }

@@ -28,15 +28,19 @@ func (t *writeFile) Spec() tool.Spec {
 	return tool.Spec{
 		Name:        "write_file",
 		Description: "Write a file of the workspace: create it (with its folders) or replace its whole content. The write is atomic: the file is never left half written. To change part of a file, use edit_file.",
-		Parameters: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"path":    map[string]any{"type": "string", "description": "The file's path, relative to the workspace."},
-				"content": map[string]any{"type": "string", "description": "The file's whole new content."},
-			},
-			"required": []any{"path", "content"},
-		},
+		Parameters:  writeFileParams,
 	}
+}
+
+// writeFileParams is write_file's schema, built once: a spec's Parameters are read-only
+// (tool.Spec), and a turn asks every tool for its spec.
+var writeFileParams = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"path":    map[string]any{"type": "string", "description": "The file's path, relative to the workspace."},
+		"content": map[string]any{"type": "string", "description": "The file's whole new content."},
+	},
+	"required": []any{"path", "content"},
 }
 
 // OutputLimits: the attractor's 1,000 characters (the answer is one line).

@@ -139,6 +139,10 @@ type Exec struct {
 	remoteEnv []string
 	status    Status
 	noticed   sync.Once
+	// schema is the tool's Parameters, built at the first Spec (they
+	// depend on cfg alone; a spec's Parameters are read-only).
+	schemaOnce sync.Once
+	schema     map[string]any
 }
 
 // New returns the exec tool and how it will run commands. With
@@ -254,15 +258,23 @@ func (t *Exec) Spec() tool.Spec {
 		Description: "Run a shell command with bash -c in the workspace (" + t.cfg.Workspace + ") and return its output, its errors and its exit code. " +
 			where + fmt.Sprintf(" A command is stopped after its timeout (%d s unless set); programs it starts in the background are stopped when it ends. ", int(t.cfg.Timeout/time.Second)) +
 			"Standard input is empty: use non-interactive flags.",
-		Parameters: map[string]any{
+		Parameters: t.parameters(),
+	}
+}
+
+// parameters is the schema, built once.
+func (t *Exec) parameters() map[string]any {
+	t.schemaOnce.Do(func() {
+		t.schema = map[string]any{
 			"type": "object",
 			"properties": map[string]any{
 				"command": map[string]any{"type": "string", "description": "The command, run by bash -c."},
 				"timeout": map[string]any{"type": "integer", "minimum": 1, "maximum": int(MaxTimeout / time.Second), "description": fmt.Sprintf("The time limit in seconds (default %d).", int(t.cfg.Timeout/time.Second))},
 			},
 			"required": []any{"command"},
-		},
-	}
+		}
+	})
+	return t.schema
 }
 
 // OutputLimits: the attractor's shell limits, 30,000 characters and 256 lines.

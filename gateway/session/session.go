@@ -375,9 +375,13 @@ type Session struct {
 
 	m  *Manager
 	mu sync.Mutex
-	// f is the file opened to append, only while the session is held
-	// (or written outside a turn): an idle session keeps no descriptor.
-	f *os.File
+	// fd is the file opened to append (when open), only while the
+	// session is held (or written outside a turn): an idle session keeps
+	// no descriptor. A bare descriptor, not an *os.File: an os.File of a
+	// regular file costs four fcntl and an epoll_ctl more at each open,
+	// at each turn.
+	fd   int
+	open bool
 	// fi identifies the file as last read (another process's /new
 	// replaces it).
 	fi   os.FileInfo
@@ -860,32 +864,79 @@ func (s *Session) syncLocked() error {
 	if !s.dirty || s.conv != nil {
 		return nil
 	}
-	f := s.f
-	if f == nil {
+	fd := s.fd
+	if !s.open {
 		// Written, then closed before this Sync: the file's data is
 		// flushed through any descriptor of it.
 		var err error
-		if f, err = os.OpenFile(s.Path, os.O_WRONLY|os.O_APPEND, 0); err != nil {
+		if fd, err = openFD(s.Path, syscall.O_WRONLY|syscall.O_APPEND, 0); err != nil {
 			return fmt.Errorf("session %s: sync: %w", s.Path, err)
 		}
-		defer f.Close()
+		defer syscall.Close(fd)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("session %s: sync: %w", s.Path, err)
+	if err := ignoringEINTR(func() error { return syscall.Fsync(fd) }); err != nil {
+		return fmt.Errorf("session %s: sync: %w", s.Path, &os.PathError{Op: "sync", Path: s.Path, Err: err})
 	}
 	s.dirty = false
 	return nil
 }
 
+// openFD opens path with flags (and O_CLOEXEC) as a bare descriptor,
+// its errors those of os.OpenFile.
+func openFD(path string, flags int, perm uint32) (int, error) {
+	var fd int
+	err := ignoringEINTR(func() error {
+		var err error
+		fd, err = syscall.Open(path, flags|syscall.O_CLOEXEC, perm)
+		return err
+	})
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return fd, nil
+}
+
+// ignoringEINTR runs fn again while it is interrupted by a signal.
+func ignoringEINTR(fn func() error) error {
+	for {
+		if err := fn(); !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+// writeFD writes b whole to fd (as os.File.Write does): the bytes
+// written and the error that stopped it.
+func writeFD(fd int, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := syscall.Write(fd, b[n:])
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if m > 0 {
+			n += m
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			return n, io.ErrUnexpectedEOF
+		}
+	}
+	return n, nil
+}
+
 // closeFileLocked closes the descriptor that appends, if open: done when
 // the session is released, so that idle sessions hold none.
 func (s *Session) closeFileLocked() error {
-	if s.f == nil {
+	if !s.open {
 		return nil
 	}
-	err := s.f.Close()
-	s.f = nil
+	err := syscall.Close(s.fd)
+	s.fd, s.open = -1, false
 	if err != nil {
+		err = &os.PathError{Op: "close", Path: s.Path, Err: err}
 		return fmt.Errorf("session %s: close: %w", s.Path, err)
 	}
 	return nil
@@ -909,22 +960,22 @@ func (s *Session) writeLocked(lines ...[]byte) error {
 	if s.conv != nil {
 		return s.storeLocked(lines)
 	}
-	if s.f == nil {
-		f, err := os.OpenFile(s.Path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if !s.open {
+		fd, err := openFD(s.Path, syscall.O_CREAT|syscall.O_WRONLY|syscall.O_APPEND, 0o600)
 		if err != nil {
 			return fmt.Errorf("session %s: %w", s.Path, err)
 		}
-		s.f = f
+		s.fd, s.open = fd, true
 	}
 	for _, b := range lines {
 		// One write call per line: O_APPEND puts it whole at the end; a
 		// crash in the middle leaves a torn last line that the next load
 		// repairs.
-		n, err := s.f.Write(b)
+		n, err := writeFD(s.fd, b)
 		s.size += int64(n)
 		s.dirty = true
 		if err != nil {
-			return fmt.Errorf("session %s: write: %w", s.Path, err)
+			return fmt.Errorf("session %s: write: %w", s.Path, &os.PathError{Op: "write", Path: s.Path, Err: err})
 		}
 	}
 	return nil
@@ -1061,28 +1112,29 @@ func (s *Session) Lock(ctx context.Context) (func(), error) {
 // they left memory (a turn needs them; rewriting the first line does
 // not).
 func (s *Session) lockFile(ctx context.Context, load bool) (func(), error) {
-	lf, err := os.OpenFile(s.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	// A bare descriptor: see Session.fd.
+	lf, err := openFD(s.Path+".lock", syscall.O_CREAT|syscall.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: lock: %w", s.Path, err)
 	}
 	for wait := time.Millisecond; ; wait = min(wait*2, 50*time.Millisecond) {
-		err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		err := ignoringEINTR(func() error { return syscall.Flock(lf, syscall.LOCK_EX|syscall.LOCK_NB) })
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			lf.Close()
+			syscall.Close(lf)
 			return nil, fmt.Errorf("session %s: lock: %w", s.Path, err)
 		}
 		select {
 		case <-ctx.Done():
-			lf.Close()
+			syscall.Close(lf)
 			return nil, ctx.Err()
 		case <-time.After(wait):
 		}
 	}
 	if err := s.refresh(load); err != nil {
-		lf.Close()
+		syscall.Close(lf)
 		return nil, err
 	}
 	s.mu.Lock()
@@ -1098,7 +1150,7 @@ func (s *Session) lockFile(ctx context.Context, load bool) (func(), error) {
 			s.m.warn(err.Error())
 		}
 		s.mu.Unlock()
-		lf.Close() // closing releases the lock
+		syscall.Close(lf) // closing releases the lock
 		s.release()
 	}, nil
 }

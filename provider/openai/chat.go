@@ -177,15 +177,17 @@ const (
 	ContentOmitted
 )
 
-// Tools maps tool specs to Chat Completions function tools.
+// Tools maps tool specs to Chat Completions function tools: each one
+// encoded already (a json.RawMessage, kept by its schema map: see
+// toolCache), or a map when it cannot be.
 func Tools(specs []tool.Spec) []any {
 	tools := make([]any, len(specs))
 	for i, t := range specs {
-		fn := map[string]any{"name": t.Name, "parameters": t.Parameters}
-		if t.Description != "" {
-			fn["description"] = t.Description
+		if fn := encodedTool(t); fn != nil {
+			tools[i] = fn
+			continue
 		}
-		tools[i] = map[string]any{"type": "function", "function": fn}
+		tools[i] = toolMap(t)
 	}
 	return tools
 }
@@ -262,7 +264,8 @@ func (d Dialect) Messages(req provider.Request) ([]any, error) {
 	if callID == nil {
 		callID = func(id string) string { return id }
 	}
-	var out []any
+	// A message each, the system text and the backdrop: sized once.
+	out := make([]any, 0, len(req.Messages)+2)
 	// pending holds the images of the tool messages of the current run,
 	// sent in a user message once the run ends.
 	var pending []any
