@@ -91,8 +91,13 @@ type Gateway struct {
 	// AnswerTokens is the cap of the model's answer (maxTokens), which a
 	// Reserver budget holds for each call besides its prompt.
 	AnswerTokens int
-	Consolidator Consolidator
-	AfterTurn    AfterTurn
+	// HistoryMessages, when above 0, bounds the history a turn's prompt
+	// holds to the last HistoryMessages messages not consolidated, from a
+	// user's message (nanobot's memoryWindow up to v0.1.4.post4; see
+	// session.Session.Conversation). 0 sends them all.
+	HistoryMessages int
+	Consolidator    Consolidator
+	AfterTurn       AfterTurn
 	// ExtraTools are offered in every turn (the cron tool).
 	ExtraTools func(d Direct) []tool.Tool
 	// Elector decides which replica runs a channel account's receive
@@ -682,7 +687,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (_ string, err error) {
 		}
 	}
 	input, images := g.turnMedia(d.Content, d.Media)
-	ans, err := g.Runner.Run(turnCtx, Turn{Conversation: sess.Conversation(turnCtx), Input: input, Images: images, System: g.Prompt.build(d.Channel, d.ChatID, d.Role == access.Owner), Tools: tools, OnEvent: onEvent,
+	ans, err := g.Runner.Run(turnCtx, Turn{Conversation: sess.Conversation(turnCtx, g.HistoryMessages), Input: input, Images: images, System: g.Prompt.build(d.Channel, d.ChatID, d.Role == access.Owner), Tools: tools, OnEvent: onEvent,
 		Steering: g.steering(rt), ToolFilter: filter})
 	// The turn's messages are durable before anyone hears of them.
 	if serr := sess.Sync(); serr != nil {

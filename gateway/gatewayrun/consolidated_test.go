@@ -1,11 +1,13 @@
 package gatewayrun
 
 import (
+	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	gwsession "github.com/nbots/nb/gateway/session"
+	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/state"
 )
 
@@ -43,5 +45,28 @@ func TestConsolidatedSessionMessages(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("messages(%d) = %q, want %q", from, got, want)
 		}
+	}
+}
+
+// The history a turn sends is bounded by the message window the
+// consolidation counts by (agents.defaults.memoryWindow, default 100), and
+// by nothing when memoryWindow is ignored beside contextWindowTokens in a
+// nanobot configuration (see config.Config's memoryWindow).
+func TestHistoryBoundedByTheMessageWindow(t *testing.T) {
+	model := httptest.NewServer(openaitest.New(echo))
+	defer model.Close()
+	for _, c := range []struct {
+		window, want int
+	}{{0, 100}, {40, 40}, {-1, 0}} {
+		cfg := testConfig(t, model.URL, nil)
+		cfg.Agents.Defaults.MemoryWindow = c.window
+		gw, err := Open(t.Context(), cfg, testOptions(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := gw.Core.HistoryMessages; got != c.want {
+			t.Errorf("memoryWindow %d: a turn's history holds at most %d messages, want %d", c.window, got, c.want)
+		}
+		gw.Close()
 	}
 }

@@ -96,6 +96,7 @@ func (f *features) memory() {
 	}
 	g.Prompt.Skills = set
 	g.Prompt.Memory = cons
+	g.HistoryMessages = cons.MessageWindow()
 	g.Consolidator = archiver{cons, f.ledger}
 	g.AfterTurn = func(s *gwsession.Session) {
 		n, from := s.Len(), s.Meta().LastConsolidated

@@ -731,6 +731,16 @@ func (c *Consolidator) failed(key string) int {
 
 func (c *Consolidator) resetFailures(key string) { delete(c.failures, key) }
 
+// MessageWindow is the count of messages not consolidated at which a
+// session is due (Window, default 100), 0 when messages are not counted
+// (Window below 0): the most a prompt's history holds.
+func (c *Consolidator) MessageWindow() int {
+	if c.Window < 0 {
+		return 0
+	}
+	return c.window()
+}
+
 func (c *Consolidator) window() int {
 	if c.Window <= 0 {
 		return 100

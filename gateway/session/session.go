@@ -833,21 +833,53 @@ func (s *Session) Append(ctx context.Context, events ...state.Event) error {
 
 // Conversation is the session as the agent's conversation
 // (agent.Conversation) for the turn that runs with ctx: it reads the
-// session's history and appends with ctx.
-func (s *Session) Conversation(ctx context.Context) *Conversation {
-	return &Conversation{s: s, ctx: ctx}
+// session's history and appends with ctx. With window > 0, the history
+// it reads starts no earlier than the last window messages not
+// consolidated when it is made, at the first user's message among them
+// (all of them when there is none), as nanobot up to v0.1.4.post4 sends
+// get_history(max_messages=memoryWindow): when consolidation falls
+// behind, a turn still sends and reads back a bounded window, not the
+// whole tail. What the turn appends is always read.
+func (s *Session) Conversation(ctx context.Context, window int) *Conversation {
+	c := &Conversation{s: s, ctx: ctx}
+	if window <= 0 {
+		return c
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, from := s.countLocked(), s.meta.LastConsolidated
+	if n-from <= window {
+		return c
+	}
+	start := n - window
+	for i, ev := range s.eventsFromLocked(start) {
+		if ev.Who == state.RoleUser {
+			start += i
+			break
+		}
+	}
+	c.from = start
+	return c
 }
 
 // Conversation is a session seen by one turn's agent (see
 // Session.Conversation). A turn holds its session (Lock), so its appends
 // do not wait: the context matters only to an append made outside one.
 type Conversation struct {
-	s   *Session
-	ctx context.Context //nolint:containedctx // the agent's Conversation takes none: the turn's, for its appends
+	s    *Session
+	ctx  context.Context //nolint:containedctx // the agent's Conversation takes none: the turn's, for its appends
+	from int             // the first message read (see Session.Conversation); 0: from the consolidated ones
 }
 
 // History implements agent.Conversation.
-func (c *Conversation) History() []state.Event { return c.s.History() }
+func (c *Conversation) History() []state.Event {
+	if c.from == 0 {
+		return c.s.History()
+	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return c.s.eventsFromLocked(max(c.from, c.s.meta.LastConsolidated))
+}
 
 // Append implements agent.Conversation.
 func (c *Conversation) Append(events ...state.Event) error { return c.s.Append(c.ctx, events...) }

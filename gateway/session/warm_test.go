@@ -23,7 +23,7 @@ func turn(t *testing.T, m *Manager, key, text string) *Session {
 		t.Fatal(err)
 	}
 	defer unlock()
-	if err := s.Conversation(t.Context()).Append(state.Event{Who: state.RoleUser, Message: text, Input: &text},
+	if err := s.Conversation(t.Context(), 0).Append(state.Event{Who: state.RoleUser, Message: text, Input: &text},
 		state.Event{Who: state.RoleAI, Message: "echo: " + text}); err != nil {
 		t.Fatal(err)
 	}
