@@ -5,12 +5,13 @@
 # local OTLP/HTTP sink (bench/otlpsink). Prints the figures that go in
 # bench/README.md.
 #
-#   bench/tracing.sh            # N=5000 requests each (N can be set)
+#   bench/tracing.sh            # N=5000 requests each (N and PORT can be set)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bench/out
 mkdir -p "$out/tracing"
 N=${N:-5000}
+PORT=${PORT:-3049}
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/nb" ./cmd/nb
 go build -o "$out/fakeprovider" ./bench/fakeprovider
 go build -o "$out/openaiload" ./bench/openaiload
@@ -35,11 +36,11 @@ SINK=$(head -1 "$out/tracing/sink.addr")
 run() { # NAME ENV...
 	local name=$1
 	shift
-	env "$@" OPENAI_API_ADDRESS="$FAKE" "$out/nb" serve --listen 127.0.0.1:3049 --log-level warn --watch 0 "$carts" >"$out/tracing/nb-$name.log" 2>&1 &
+	env "$@" OPENAI_API_ADDRESS="$FAKE" "$out/nb" serve --listen 127.0.0.1:$PORT --log-level warn --watch 0 "$carts" >"$out/tracing/nb-$name.log" 2>&1 &
 	local pid=$!
-	for _ in $(seq 100); do curl -sf http://127.0.0.1:3049/v1/models >/dev/null 2>&1 && break; sleep 0.1; done
+	for _ in $(seq 100); do curl -sf http://127.0.0.1:$PORT/v1/models >/dev/null 2>&1 && break; sleep 0.1; done
 	echo "== tracing $name"
-	"$out/openaiload" latency -url http://127.0.0.1:3049/v1 -direct "$FAKE/v1" -model bench -n "$N" -warmup 500
+	"$out/openaiload" latency -url http://127.0.0.1:$PORT/v1 -direct "$FAKE/v1" -model bench -n "$N" -warmup 500
 	kill -TERM "$pid"
 	wait "$pid" 2>/dev/null || true
 }

@@ -29,16 +29,15 @@ func StartChat(ctx context.Context, providerID, model string) (context.Context, 
 	if n, ok := providerNames[providerID]; ok {
 		name = n
 	}
-	attrs := []attribute.KeyValue{
+	attrs := [3]attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "chat"),
 		attribute.String("gen_ai.provider.name", name),
 	}
-	spanName := "chat"
-	if model != "" {
-		attrs = append(attrs, attribute.String("gen_ai.request.model", model))
-		spanName += " " + model
+	if model == "" {
+		return start(ctx, "chat", trace.SpanKindClient, attrs[:2]...)
 	}
-	return tracer().Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	attrs[2] = attribute.String("gen_ai.request.model", model)
+	return start(ctx, "chat "+model, trace.SpanKindClient, attrs[:]...)
 }
 
 // ChatResult is what a model call's span records of the answer.
@@ -96,9 +95,9 @@ func StartAgent(ctx context.Context, agent string) (context.Context, trace.Span)
 	if !Enabled() {
 		return ctx, noSpan
 	}
-	return tracer().Start(ctx, "invoke_agent "+agent, trace.WithAttributes(
+	return start(ctx, "invoke_agent "+agent, trace.SpanKindInternal,
 		attribute.String("gen_ai.operation.name", "invoke_agent"),
-		attribute.String("gen_ai.agent.name", agent)))
+		attribute.String("gen_ai.agent.name", agent))
 }
 
 // StartTool starts the span of one tool call: "execute_tool NAME", with
@@ -108,15 +107,17 @@ func StartTool(ctx context.Context, name, callID string) (context.Context, trace
 	if !Enabled() {
 		return ctx, noSpan
 	}
-	attrs := []attribute.KeyValue{
+	attrs := [4]attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "execute_tool"),
 		attribute.String("gen_ai.tool.name", name),
 		attribute.String("gen_ai.tool.type", "function"),
 	}
+	n := 3
 	if callID != "" {
-		attrs = append(attrs, attribute.String("gen_ai.tool.call.id", callID))
+		attrs[3] = attribute.String("gen_ai.tool.call.id", callID)
+		n = 4
 	}
-	return tracer().Start(ctx, "execute_tool "+name, trace.WithAttributes(attrs...))
+	return start(ctx, "execute_tool "+name, trace.SpanKindInternal, attrs[:n]...)
 }
 
 // EndTool ends a StartTool span: failed with error.type tool_error when
@@ -143,7 +144,8 @@ func StartMCP(ctx context.Context, method, target, server string) (context.Conte
 	if !Enabled() {
 		return ctx, noSpan
 	}
-	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", method)}
+	attrs := make([]attribute.KeyValue, 1, 4)
+	attrs[0] = attribute.String("mcp.method.name", method)
 	if server != "" {
 		attrs = append(attrs, attribute.String("nb.mcp.server", server))
 	}
@@ -154,7 +156,7 @@ func StartMCP(ctx context.Context, method, target, server string) (context.Conte
 			attrs = append(attrs, attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", target))
 		}
 	}
-	return tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return start(ctx, name, trace.SpanKindClient, attrs...)
 }
 
 // StartTurn starts the root span of one gateway turn: "gateway.turn
@@ -163,8 +165,7 @@ func StartTurn(ctx context.Context, channel string) (context.Context, trace.Span
 	if !Enabled() {
 		return ctx, noSpan
 	}
-	return tracer().Start(ctx, "gateway.turn "+channel, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("nb.gateway.channel", channel)))
+	return start(ctx, "gateway.turn "+channel, trace.SpanKindServer, attribute.String("nb.gateway.channel", channel))
 }
 
 // StartNode starts the span of one pipeline node's run: "pipeline.node
@@ -173,10 +174,10 @@ func StartNode(ctx context.Context, pipeline, node, handler string) (context.Con
 	if !Enabled() {
 		return ctx, noSpan
 	}
-	return tracer().Start(ctx, "pipeline.node "+node, trace.WithAttributes(
+	return start(ctx, "pipeline.node "+node, trace.SpanKindInternal,
 		attribute.String("nb.pipeline.name", pipeline),
 		attribute.String("nb.pipeline.node", node),
-		attribute.String("nb.pipeline.handler", handler)))
+		attribute.String("nb.pipeline.handler", handler))
 }
 
 // SetContent records a message content attribute (gen_ai.input.messages,
