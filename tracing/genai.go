@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -34,10 +35,10 @@ func StartChat(ctx context.Context, providerID, model string) (context.Context, 
 		attribute.String("gen_ai.provider.name", name),
 	}
 	if model == "" {
-		return start(ctx, "chat", trace.SpanKindClient, attrs[:2]...)
+		return start(ctx, "chat", "", trace.SpanKindClient, attrs[:2]...)
 	}
 	attrs[2] = attribute.String("gen_ai.request.model", model)
-	return start(ctx, "chat "+model, trace.SpanKindClient, attrs[:]...)
+	return start(ctx, "chat ", model, trace.SpanKindClient, attrs[:]...)
 }
 
 // ChatResult is what a model call's span records of the answer.
@@ -66,7 +67,8 @@ func EndChat(span trace.Span, r ChatResult, err error) {
 		span.End()
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 6)
+	var buf [7]attribute.KeyValue
+	attrs := buf[:0]
 	if r.ResponseModel != "" {
 		attrs = append(attrs, attribute.String("gen_ai.response.model", r.ResponseModel))
 	}
@@ -83,10 +85,30 @@ func EndChat(span trace.Span, r ChatResult, err error) {
 		attrs = append(attrs, attribute.Int("gen_ai.usage.reasoning.output_tokens", r.ReasoningTokens))
 	}
 	if len(r.FinishReasons) > 0 {
-		attrs = append(attrs, attribute.StringSlice("gen_ai.response.finish_reasons", r.FinishReasons))
+		attrs = append(attrs, attribute.KeyValue{Key: "gen_ai.response.finish_reasons", Value: finishReasons(r.FinishReasons)})
 	}
-	span.SetAttributes(attrs...)
+	set(span, attrs...)
 	span.End()
+}
+
+// finishValues are the finish reasons nb's providers give (see
+// provider.NormalizeFinishReason), made once: a string slice attribute
+// costs a reflected copy.
+var finishValues = func() map[string]attribute.Value {
+	m := map[string]attribute.Value{}
+	for _, r := range []string{"stop", "length", "tool_calls", "content_filter", "other"} {
+		m[r] = attribute.StringSliceValue([]string{r})
+	}
+	return m
+}()
+
+func finishReasons(rs []string) attribute.Value {
+	if len(rs) == 1 {
+		if v, ok := finishValues[rs[0]]; ok {
+			return v
+		}
+	}
+	return attribute.StringSliceValue(slices.Clone(rs))
 }
 
 // StartAgent starts the span of one agent exchange: "invoke_agent NAME",
@@ -95,7 +117,7 @@ func StartAgent(ctx context.Context, agent string) (context.Context, trace.Span)
 	if !Enabled() {
 		return ctx, noSpan
 	}
-	return start(ctx, "invoke_agent "+agent, trace.SpanKindInternal,
+	return start(ctx, "invoke_agent ", agent, trace.SpanKindInternal,
 		attribute.String("gen_ai.operation.name", "invoke_agent"),
 		attribute.String("gen_ai.agent.name", agent))
 }
@@ -117,7 +139,7 @@ func StartTool(ctx context.Context, name, callID string) (context.Context, trace
 		attrs[3] = attribute.String("gen_ai.tool.call.id", callID)
 		n = 4
 	}
-	return start(ctx, "execute_tool "+name, trace.SpanKindInternal, attrs[:n]...)
+	return start(ctx, "execute_tool ", name, trace.SpanKindInternal, attrs[:n]...)
 }
 
 // EndTool ends a StartTool span: failed with error.type tool_error when
@@ -131,7 +153,7 @@ func EndTool(span trace.Span, isError bool, err error) {
 		Fail(span, err)
 	case isError:
 		span.SetStatus(codes.Error, "the tool reported a failure")
-		span.SetAttributes(attribute.String("error.type", "tool_error"))
+		set(span, attribute.String("error.type", "tool_error"))
 	}
 	span.End()
 }
@@ -156,7 +178,7 @@ func StartMCP(ctx context.Context, method, target, server string) (context.Conte
 			attrs = append(attrs, attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", target))
 		}
 	}
-	return start(ctx, name, trace.SpanKindClient, attrs...)
+	return start(ctx, name, "", trace.SpanKindClient, attrs...)
 }
 
 // StartTurn starts the root span of one gateway turn: "gateway.turn
@@ -165,7 +187,7 @@ func StartTurn(ctx context.Context, channel string) (context.Context, trace.Span
 	if !Enabled() {
 		return ctx, noSpan
 	}
-	return start(ctx, "gateway.turn "+channel, trace.SpanKindServer, attribute.String("nb.gateway.channel", channel))
+	return start(ctx, "gateway.turn ", channel, trace.SpanKindServer, attribute.String("nb.gateway.channel", channel))
 }
 
 // StartNode starts the span of one pipeline node's run: "pipeline.node
@@ -174,7 +196,7 @@ func StartNode(ctx context.Context, pipeline, node, handler string) (context.Con
 	if !Enabled() {
 		return ctx, noSpan
 	}
-	return start(ctx, "pipeline.node "+node, trace.SpanKindInternal,
+	return start(ctx, "pipeline.node ", node, trace.SpanKindInternal,
 		attribute.String("nb.pipeline.name", pipeline),
 		attribute.String("nb.pipeline.node", node),
 		attribute.String("nb.pipeline.handler", handler))
@@ -187,5 +209,5 @@ func SetContent(span trace.Span, key string, value func() string) {
 	if !span.IsRecording() || !Content() {
 		return
 	}
-	span.SetAttributes(attribute.String(key, value()))
+	set(span, attribute.String(key, value()))
 }

@@ -22,10 +22,11 @@ import (
 // (trace.TracerProvider, Tracer and Span): what it needs of an SDK is
 // ids, sampling, a span's fields, a queue and batches, and the general
 // SDK's options, processors and per-span allocations cost several times
-// more per request. A span's record comes from a pool with room for its
-// attributes inline; an ended span goes into a bounded queue (dropped and
-// counted when it is full, never waiting); one goroutine takes the queue
-// in batches and encodes them to OTLP/JSON (otlpjson).
+// more per request. A span's record has room for its attributes inline
+// and is reused once exported; an ended span goes into a bounded queue
+// (dropped and counted when it is full, never waiting); one goroutine
+// takes the queue in batches and encodes them to OTLP/JSON (otlpjson)
+// into one reused buffer.
 
 // The limits of a span and of the queue, the SDK's defaults.
 const (
@@ -49,19 +50,10 @@ type record struct {
 	attrs [inlineAttributes]attribute.KeyValue
 }
 
-var records = sync.Pool{New: func() any { return new(record) }}
-
-func newRecord() *record {
-	d := records.Get().(*record)
-	d.Attributes = d.attrs[:0]
-	return d
-}
-
-// free returns d to the pool, its strings let go.
-func (d *record) free() {
-	clear(d.attrs[:])
+// reset empties d for another span, letting go of its strings.
+func (d *record) reset() {
+	clear(d.attrs[:min(len(d.Attributes), inlineAttributes)])
 	d.SpanData = otlpjson.SpanData{}
-	records.Put(d)
 }
 
 // setAttributes sets kvs on d: a key it already has takes the new value;
@@ -97,6 +89,9 @@ func limited(kvs []attribute.KeyValue) ([]attribute.KeyValue, int) {
 	return append([]attribute.KeyValue(nil), kvs...), dropped
 }
 
+// maxFree is how many ended records the recorder keeps for new spans.
+const maxFree = 1024
+
 // recorder records, samples, queues and exports spans.
 type recorder struct {
 	sampler  Sampler
@@ -110,15 +105,23 @@ type recorder struct {
 	queue   []*record
 	dropped int
 	closed  bool
+	// free are exported records, for new spans: a list of the
+	// recorder's own rather than a sync.Pool, which the garbage
+	// collector empties and which a record, taken by a request and
+	// given back by the exporting goroutine, crosses from P to P.
+	free []*record
 
 	wake chan struct{}
-	stop chan shutdownRequest
+	flushes chan flushRequest
 	done chan struct{}
 }
 
-type shutdownRequest struct {
-	ctx context.Context
-	err chan error
+// flushRequest asks the exporting goroutine to export the queue now,
+// within ctx, and to stop after when stop is set.
+type flushRequest struct {
+	ctx  context.Context
+	stop bool
+	err  chan error
 }
 
 func newRecorder(exp *otlpjson.Exporter, sampler Sampler, scope *otlpjson.Scope, onError func(error)) *recorder {
@@ -127,16 +130,16 @@ func newRecorder(exp *otlpjson.Exporter, sampler Sampler, scope *otlpjson.Scope,
 	}
 	r := &recorder{sampler: sampler, scope: scope, exp: exp, onError: onError,
 		queue: make([]*record, 0, maxQueue),
-		wake:  make(chan struct{}, 1), stop: make(chan shutdownRequest), done: make(chan struct{})}
+		wake:  make(chan struct{}, 1), flushes: make(chan flushRequest), done: make(chan struct{})}
 	r.provider = &tracerProvider{r: r}
 	r.tracer = &tracer{r: r, scope: scope}
 	go r.run()
 	return r
 }
 
-// start starts a span named name of kind as a child of parent (none when
-// not valid), with attrs (copied), in ctx.
-func (r *recorder) start(ctx context.Context, parent trace.SpanContext, scope *otlpjson.Scope, name string, kind trace.SpanKind, attrs []attribute.KeyValue) (context.Context, *span) {
+// start starts a span named name+suffix of kind as a child of parent
+// (none when not valid), with attrs (copied), in ctx.
+func (r *recorder) start(ctx context.Context, parent trace.SpanContext, scope *otlpjson.Scope, name, suffix string, kind trace.SpanKind, attrs []attribute.KeyValue) (context.Context, *span) {
 	tid := parent.TraceID()
 	if !tid.IsValid() {
 		tid = newTraceID()
@@ -149,16 +152,44 @@ func (r *recorder) start(ctx context.Context, parent trace.SpanContext, scope *o
 	}
 	s := &span{r: r, sc: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: flags, TraceState: parent.TraceState()})}
 	if sampled {
-		d := newRecord()
+		d := r.newRecord()
 		d.Scope, d.TraceID, d.SpanID, d.TraceState, d.Flags = scope, tid, sid, parent.TraceState(), flags
 		if parent.IsValid() {
 			d.Parent, d.ParentRemote = parent.SpanID(), parent.IsRemote()
 		}
-		d.Name, d.Kind, d.Start = name, trace.ValidateSpanKind(kind), time.Now()
+		d.Name, d.NameSuffix, d.Kind, d.Start = name, suffix, trace.ValidateSpanKind(kind), time.Now()
 		d.setAttributes(attrs)
 		s.d = d
 	}
 	return trace.ContextWithSpan(ctx, s), s
+}
+
+// newRecord returns an empty record, an exported one when there is one.
+func (r *recorder) newRecord() *record {
+	var d *record
+	r.mu.Lock()
+	if n := len(r.free); n > 0 {
+		d = r.free[n-1]
+		r.free[n-1] = nil
+		r.free = r.free[:n-1]
+	}
+	r.mu.Unlock()
+	if d == nil {
+		d = new(record)
+	}
+	d.Attributes = d.attrs[:0]
+	return d
+}
+
+// recycle keeps ds (reset) for new spans, as many as maxFree.
+func (r *recorder) recycle(ds []*record) {
+	for _, d := range ds {
+		d.reset()
+	}
+	r.mu.Lock()
+	n := min(len(ds), maxFree-len(r.free))
+	r.free = append(r.free, ds[:n]...)
+	r.mu.Unlock()
 }
 
 // enqueue queues an ended span for export, or drops it when the queue is
@@ -170,7 +201,6 @@ func (r *recorder) enqueue(d *record) {
 			r.dropped++
 		}
 		r.mu.Unlock()
-		d.free()
 		return
 	}
 	r.queue = append(r.queue, d)
@@ -184,27 +214,28 @@ func (r *recorder) enqueue(d *record) {
 	}
 }
 
-// run exports the queue every batchDelay, or as soon as it holds a
-// batch, until shutdown asks for the last export.
+// run exports the queue every batchDelay, as soon as it holds a batch,
+// or when asked to, until shutdown asks for the last export.
 func (r *recorder) run() {
 	defer close(r.done)
 	timer := time.NewTimer(batchDelay)
 	spare := make([]*record, 0, maxQueue)
 	batch := make([]*otlpjson.SpanData, 0, maxBatch)
 	for {
-		var stop *shutdownRequest
+		var req *flushRequest
 		select {
 		case <-timer.C:
 		case <-r.wake:
-		case req := <-r.stop:
-			stop = &req
+		case f := <-r.flushes:
+			req = &f
 		}
+		stop := req != nil && req.stop
 		r.mu.Lock()
 		queue, all := r.queue, r.queue
 		r.queue = spare
 		dropped := r.dropped
 		r.dropped = 0
-		if stop != nil {
+		if stop {
 			r.closed = true
 		}
 		r.mu.Unlock()
@@ -212,8 +243,8 @@ func (r *recorder) run() {
 			r.onError(fmt.Errorf("%d spans dropped: the export queue was full", dropped))
 		}
 		ctx := context.Background()
-		if stop != nil {
-			ctx = stop.ctx
+		if req != nil {
+			ctx = req.ctx
 		}
 		var firstErr error
 		for len(queue) > 0 {
@@ -223,30 +254,24 @@ func (r *recorder) run() {
 				batch = append(batch, &d.SpanData)
 			}
 			if err := r.exp.Export(ctx, batch); err != nil {
-				if stop == nil {
+				if req == nil {
 					r.onError(err)
 				} else if firstErr == nil {
 					firstErr = err
 				}
 			}
-			for i, d := range queue[:n] {
-				d.free()
-				queue[i] = nil
-			}
+			r.recycle(queue[:n])
+			clear(queue[:n])
 			queue = queue[n:]
 		}
 		clear(batch[:cap(batch)])
 		spare = all[:0]
-		if stop != nil {
-			timer.Stop()
-			stop.err <- firstErr
-			return
+		if req != nil {
+			req.err <- firstErr
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
+		if stop {
+			timer.Stop()
+			return
 		}
 		timer.Reset(batchDelay)
 	}
@@ -254,10 +279,14 @@ func (r *recorder) run() {
 
 // shutdown exports the spans ended so far (within ctx) and stops the
 // recorder: spans that end later are dropped.
-func (r *recorder) shutdown(ctx context.Context) error {
-	req := shutdownRequest{ctx: ctx, err: make(chan error, 1)}
+func (r *recorder) shutdown(ctx context.Context) error { return r.flush(ctx, true) }
+
+// flush exports the spans ended so far, within ctx, and stops the
+// recorder when stop is set.
+func (r *recorder) flush(ctx context.Context, stop bool) error {
+	req := flushRequest{ctx: ctx, stop: stop, err: make(chan error, 1)}
 	select {
-	case r.stop <- req:
+	case r.flushes <- req:
 	case <-r.done:
 		return nil
 	case <-ctx.Done():
@@ -334,10 +363,13 @@ func (s *span) SetAttributes(kv ...attribute.KeyValue) {
 	s.mu.Unlock()
 }
 
-func (s *span) SetName(name string) {
+func (s *span) SetName(name string) { s.setName(name, "") }
+
+// setName names the span name+suffix.
+func (s *span) setName(name, suffix string) {
 	s.mu.Lock()
 	if s.d != nil {
-		s.d.Name = name
+		s.d.Name, s.d.NameSuffix = name, suffix
 	}
 	s.mu.Unlock()
 }
@@ -462,7 +494,7 @@ func (t *tracer) Start(ctx context.Context, name string, options ...trace.SpanSt
 	if !c.NewRoot() {
 		parent = trace.SpanContextFromContext(ctx)
 	}
-	ctx, s := t.r.start(ctx, parent, t.scope, name, c.SpanKind(), c.Attributes())
+	ctx, s := t.r.start(ctx, parent, t.scope, name, "", c.SpanKind(), c.Attributes())
 	if s.d != nil {
 		if ts := c.Timestamp(); !ts.IsZero() {
 			s.d.Start = ts

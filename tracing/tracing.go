@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -61,14 +62,33 @@ func Content() bool {
 	return s != nil && s.content
 }
 
-// start starts a span of nb's scope as a child of ctx's span, or
-// returns noSpan while tracing is off.
-func start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+// start starts a span of nb's scope named name+suffix as a child of
+// ctx's span, or returns noSpan while tracing is off.
+func start(ctx context.Context, name, suffix string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	s := current.Load()
 	if s == nil {
 		return ctx, noSpan
 	}
-	return s.rec.start(ctx, trace.SpanContextFromContext(ctx), s.rec.scope, name, kind, attrs)
+	return s.rec.start(ctx, trace.SpanContextFromContext(ctx), s.rec.scope, name, suffix, kind, attrs)
+}
+
+// set sets attrs on sp; nb's own spans copy them, so that attrs need
+// not go to the heap.
+func set(sp trace.Span, attrs ...attribute.KeyValue) {
+	if s, ok := sp.(*span); ok {
+		s.SetAttributes(attrs...)
+		return
+	}
+	sp.SetAttributes(slices.Clone(attrs)...)
+}
+
+// setName names sp name+suffix.
+func setName(sp trace.Span, name, suffix string) {
+	if s, ok := sp.(*span); ok {
+		s.setName(name, suffix)
+		return
+	}
+	sp.SetName(name + suffix)
 }
 
 // Config is tracing's configuration, as the environment gives it.
@@ -313,7 +333,7 @@ func StartServer(r *http.Request) (context.Context, trace.Span) {
 		return ctx, noSpan
 	}
 	ctx = propagator.Extract(ctx, header(r.Header))
-	return start(ctx, r.Method, trace.SpanKindServer,
+	return start(ctx, r.Method, "", trace.SpanKindServer,
 		attribute.String("http.request.method", r.Method),
 		attribute.String("url.path", r.URL.Path))
 }
@@ -325,21 +345,41 @@ func EndServer(span trace.Span, method, route string, status int) {
 	if !span.IsRecording() {
 		return
 	}
+	var buf [3]attribute.KeyValue
+	attrs := buf[:0]
 	if route != "" {
-		if m, path, ok := strings.Cut(route, " "); ok {
-			method, route = m, path
+		if _, path, ok := strings.Cut(route, " "); ok {
+			setName(span, route, "")
+			route = path
+		} else {
+			setName(span, methodPrefix(method), route)
 		}
-		span.SetName(method + " " + route)
-		span.SetAttributes(attribute.String("http.route", route))
+		attrs = append(attrs, attribute.String("http.route", route))
 	}
 	if status > 0 {
-		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		attrs = append(attrs, attribute.Int("http.response.status_code", status))
 	}
 	if status >= 500 {
 		span.SetStatus(codes.Error, "")
-		span.SetAttributes(attribute.String("error.type", strconv.Itoa(status)))
+		attrs = append(attrs, attribute.String("error.type", strconv.Itoa(status)))
 	}
+	set(span, attrs...)
 	span.End()
+}
+
+// methodPrefix is method and a space.
+func methodPrefix(method string) string {
+	switch method {
+	case http.MethodGet:
+		return "GET "
+	case http.MethodPost:
+		return "POST "
+	case http.MethodPut:
+		return "PUT "
+	case http.MethodDelete:
+		return "DELETE "
+	}
+	return method + " "
 }
 
 // End ends span, marking it failed when err is not nil.
@@ -357,7 +397,7 @@ func End(span trace.Span, err error) {
 // exception event.
 func Fail(span trace.Span, err error) {
 	span.SetStatus(codes.Error, err.Error())
-	span.SetAttributes(attribute.String("error.type", errorType(err)))
+	set(span, attribute.String("error.type", errorType(err)))
 	span.RecordError(err)
 }
 

@@ -83,7 +83,8 @@ func appendSpan(dst []byte, s *SpanData) []byte {
 		}
 	}
 	dst = strconv.AppendUint(append(dst, `,"flags":`...), uint64(flags), 10)
-	dst = appendString(append(dst, `,"name":`...), s.Name)
+	dst = append(dst, `,"name":"`...)
+	dst = append(appendEscaped(appendEscaped(dst, s.Name), s.NameSuffix), '"')
 	dst = strconv.AppendInt(append(dst, `,"kind":`...), int64(kind(s.Kind)), 10)
 	dst = appendNanos(append(dst, `,"startTimeUnixNano":`...), s.Start)
 	dst = appendNanos(append(dst, `,"endTimeUnixNano":`...), s.End)
@@ -291,11 +292,15 @@ func appendDouble(dst []byte, f float64) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s as a JSON string: quotes, backslashes and
-// control characters escaped, invalid UTF-8 as U+FFFD, and U+2028 and
-// U+2029 escaped for JavaScript readers.
+// appendString appends s as a JSON string.
 func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
+	return append(appendEscaped(append(dst, '"'), s), '"')
+}
+
+// appendEscaped appends s escaped for a JSON string: quotes, backslashes
+// and control characters escaped, invalid UTF-8 as U+FFFD, and U+2028
+// and U+2029 escaped for JavaScript readers.
+func appendEscaped(dst []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -336,5 +341,5 @@ func appendString(dst []byte, s string) []byte {
 		}
 		i += size
 	}
-	return append(append(dst, s[start:]...), '"')
+	return append(dst, s[start:]...)
 }

@@ -37,12 +37,14 @@ type SpanData struct {
 	// ParentRemote says it came from another process (a traceparent).
 	Parent       trace.SpanID
 	ParentRemote bool
-	Name         string
-	Kind         trace.SpanKind
-	Start, End   time.Time
-	Attributes   []attribute.KeyValue
-	Events       []EventData
-	Links        []LinkData
+	// The span's name is Name followed by NameSuffix (kept apart so
+	// that recording a span need not join them: "chat " and the model).
+	Name, NameSuffix string
+	Kind             trace.SpanKind
+	Start, End       time.Time
+	Attributes       []attribute.KeyValue
+	Events           []EventData
+	Links            []LinkData
 	// The Dropped counts are what the span's limits turned away.
 	DroppedAttributes, DroppedEvents, DroppedLinks int
 	Status                                         codes.Code
