@@ -111,9 +111,9 @@ type recorder struct {
 	// given back by the exporting goroutine, crosses from P to P.
 	free []*record
 
-	wake chan struct{}
+	wake    chan struct{}
 	flushes chan flushRequest
-	done chan struct{}
+	done    chan struct{}
 }
 
 // flushRequest asks the exporting goroutine to export the queue now,
