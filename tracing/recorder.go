@@ -89,8 +89,10 @@ func limited(kvs []attribute.KeyValue) ([]attribute.KeyValue, int) {
 	return append([]attribute.KeyValue(nil), kvs...), dropped
 }
 
-// maxFree is how many ended records the recorder keeps for new spans.
-const maxFree = 1024
+// maxFree is how many exported records the recorder keeps for new
+// spans: a batch's, what the spans of the next batch need. More would
+// only give the garbage collector more to scan.
+const maxFree = maxBatch
 
 // recorder records, samples, queues and exports spans.
 type recorder struct {
