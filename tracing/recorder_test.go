@@ -100,7 +100,7 @@ func TestSamplers(t *testing.T) {
 		}
 		return trace.NewSpanContext(c)
 	}
-	// Trace ids whose low 63 bits are a quarter and three quarters of
+	// Trace ids whose last 8 bytes are a quarter and three quarters of
 	// the way: a ratio of 0.5 samples the first only.
 	low, high := trace.TraceID{}, trace.TraceID{}
 	binary.BigEndian.PutUint64(low[8:], 1<<62)

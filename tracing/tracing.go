@@ -178,8 +178,9 @@ type Sampler struct {
 	// is set, for all).
 	root         sampleMode
 	ignoreParent bool
-	// bound: a traceidratio samples a trace when the low 63 bits of its
-	// id are below it (as the OpenTelemetry SDK does).
+	// bound: a traceidratio samples a trace when the last 8 bytes of
+	// its id, shifted right one bit, are below it (as the OpenTelemetry
+	// SDK does).
 	bound uint64
 }
 
