@@ -399,7 +399,7 @@ func (a *Agent) startSpan(ctx context.Context) (context.Context, tracing.Span) {
 	if !tracing.Enabled() {
 		return ctx, tracing.NoSpan()
 	}
-	name := a.Cartridge.Meta().Name
+	name := a.Cartridge.String("meta", "name") // Meta().Name, without the rest of Meta
 	if name == "" {
 		name = "nb"
 	}

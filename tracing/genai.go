@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -29,16 +30,15 @@ func StartChat(ctx context.Context, providerID, model string) (context.Context, 
 	if n, ok := providerNames[providerID]; ok {
 		name = n
 	}
-	attrs := []attribute.KeyValue{
+	attrs := [3]attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "chat"),
 		attribute.String("gen_ai.provider.name", name),
 	}
-	spanName := "chat"
-	if model != "" {
-		attrs = append(attrs, attribute.String("gen_ai.request.model", model))
-		spanName += " " + model
+	if model == "" {
+		return start(ctx, "chat", "", trace.SpanKindClient, attrs[:2]...)
 	}
-	return tracer().Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	attrs[2] = attribute.String("gen_ai.request.model", model)
+	return start(ctx, "chat ", model, trace.SpanKindClient, attrs[:]...)
 }
 
 // ChatResult is what a model call's span records of the answer.
@@ -67,7 +67,8 @@ func EndChat(span trace.Span, r ChatResult, err error) {
 		span.End()
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 6)
+	var buf [7]attribute.KeyValue
+	attrs := buf[:0]
 	if r.ResponseModel != "" {
 		attrs = append(attrs, attribute.String("gen_ai.response.model", r.ResponseModel))
 	}
@@ -84,10 +85,30 @@ func EndChat(span trace.Span, r ChatResult, err error) {
 		attrs = append(attrs, attribute.Int("gen_ai.usage.reasoning.output_tokens", r.ReasoningTokens))
 	}
 	if len(r.FinishReasons) > 0 {
-		attrs = append(attrs, attribute.StringSlice("gen_ai.response.finish_reasons", r.FinishReasons))
+		attrs = append(attrs, attribute.KeyValue{Key: "gen_ai.response.finish_reasons", Value: finishReasons(r.FinishReasons)})
 	}
-	span.SetAttributes(attrs...)
+	set(span, attrs...)
 	span.End()
+}
+
+// finishValues are the finish reasons nb's providers give (see
+// provider.NormalizeFinishReason), made once: a string slice attribute
+// costs a reflected copy.
+var finishValues = func() map[string]attribute.Value {
+	m := map[string]attribute.Value{}
+	for _, r := range []string{"stop", "length", "tool_calls", "content_filter", "other"} {
+		m[r] = attribute.StringSliceValue([]string{r})
+	}
+	return m
+}()
+
+func finishReasons(rs []string) attribute.Value {
+	if len(rs) == 1 {
+		if v, ok := finishValues[rs[0]]; ok {
+			return v
+		}
+	}
+	return attribute.StringSliceValue(slices.Clone(rs))
 }
 
 // StartAgent starts the span of one agent exchange: "invoke_agent NAME",
@@ -96,9 +117,9 @@ func StartAgent(ctx context.Context, agent string) (context.Context, trace.Span)
 	if !Enabled() {
 		return ctx, noSpan
 	}
-	return tracer().Start(ctx, "invoke_agent "+agent, trace.WithAttributes(
+	return start(ctx, "invoke_agent ", agent, trace.SpanKindInternal,
 		attribute.String("gen_ai.operation.name", "invoke_agent"),
-		attribute.String("gen_ai.agent.name", agent)))
+		attribute.String("gen_ai.agent.name", agent))
 }
 
 // StartTool starts the span of one tool call: "execute_tool NAME", with
@@ -108,15 +129,17 @@ func StartTool(ctx context.Context, name, callID string) (context.Context, trace
 	if !Enabled() {
 		return ctx, noSpan
 	}
-	attrs := []attribute.KeyValue{
+	attrs := [4]attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "execute_tool"),
 		attribute.String("gen_ai.tool.name", name),
 		attribute.String("gen_ai.tool.type", "function"),
 	}
+	n := 3
 	if callID != "" {
-		attrs = append(attrs, attribute.String("gen_ai.tool.call.id", callID))
+		attrs[3] = attribute.String("gen_ai.tool.call.id", callID)
+		n = 4
 	}
-	return tracer().Start(ctx, "execute_tool "+name, trace.WithAttributes(attrs...))
+	return start(ctx, "execute_tool ", name, trace.SpanKindInternal, attrs[:n]...)
 }
 
 // EndTool ends a StartTool span: failed with error.type tool_error when
@@ -130,7 +153,7 @@ func EndTool(span trace.Span, isError bool, err error) {
 		Fail(span, err)
 	case isError:
 		span.SetStatus(codes.Error, "the tool reported a failure")
-		span.SetAttributes(attribute.String("error.type", "tool_error"))
+		set(span, attribute.String("error.type", "tool_error"))
 	}
 	span.End()
 }
@@ -143,7 +166,8 @@ func StartMCP(ctx context.Context, method, target, server string) (context.Conte
 	if !Enabled() {
 		return ctx, noSpan
 	}
-	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", method)}
+	attrs := make([]attribute.KeyValue, 1, 4)
+	attrs[0] = attribute.String("mcp.method.name", method)
 	if server != "" {
 		attrs = append(attrs, attribute.String("nb.mcp.server", server))
 	}
@@ -154,7 +178,7 @@ func StartMCP(ctx context.Context, method, target, server string) (context.Conte
 			attrs = append(attrs, attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", target))
 		}
 	}
-	return tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return start(ctx, name, "", trace.SpanKindClient, attrs...)
 }
 
 // StartTurn starts the root span of one gateway turn: "gateway.turn
@@ -163,8 +187,7 @@ func StartTurn(ctx context.Context, channel string) (context.Context, trace.Span
 	if !Enabled() {
 		return ctx, noSpan
 	}
-	return tracer().Start(ctx, "gateway.turn "+channel, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("nb.gateway.channel", channel)))
+	return start(ctx, "gateway.turn ", channel, trace.SpanKindServer, attribute.String("nb.gateway.channel", channel))
 }
 
 // StartNode starts the span of one pipeline node's run: "pipeline.node
@@ -173,10 +196,10 @@ func StartNode(ctx context.Context, pipeline, node, handler string) (context.Con
 	if !Enabled() {
 		return ctx, noSpan
 	}
-	return tracer().Start(ctx, "pipeline.node "+node, trace.WithAttributes(
+	return start(ctx, "pipeline.node ", node, trace.SpanKindInternal,
 		attribute.String("nb.pipeline.name", pipeline),
 		attribute.String("nb.pipeline.node", node),
-		attribute.String("nb.pipeline.handler", handler)))
+		attribute.String("nb.pipeline.handler", handler))
 }
 
 // SetContent records a message content attribute (gen_ai.input.messages,
@@ -186,5 +209,5 @@ func SetContent(span trace.Span, key string, value func() string) {
 	if !span.IsRecording() || !Content() {
 		return
 	}
-	span.SetAttributes(attribute.String(key, value()))
+	set(span, attribute.String(key, value()))
 }

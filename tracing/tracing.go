@@ -8,22 +8,20 @@ package tracing
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/nbots/nb/tracing/otlpjson"
 )
@@ -33,14 +31,13 @@ const ScopeName = "github.com/nbots/nb"
 
 // state is what Setup configured; nil while tracing is off.
 type state struct {
-	tracer  trace.Tracer
+	rec     *recorder
 	content bool
 }
 
 var current atomic.Pointer[state]
 
 var (
-	noopTracer = noop.NewTracerProvider().Tracer(ScopeName)
 	// noSpan is what the Start functions return while tracing is off:
 	// it records nothing and ending it does nothing.
 	noSpan = trace.SpanFromContext(context.Background())
@@ -65,11 +62,33 @@ func Content() bool {
 	return s != nil && s.content
 }
 
-func tracer() trace.Tracer {
-	if s := current.Load(); s != nil {
-		return s.tracer
+// start starts a span of nb's scope named name+suffix as a child of
+// ctx's span, or returns noSpan while tracing is off.
+func start(ctx context.Context, name, suffix string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	s := current.Load()
+	if s == nil {
+		return ctx, noSpan
 	}
-	return noopTracer
+	return s.rec.start(ctx, trace.SpanContextFromContext(ctx), s.rec.scope, name, suffix, kind, attrs)
+}
+
+// set sets attrs on sp; nb's own spans copy them, so that attrs need
+// not go to the heap.
+func set(sp trace.Span, attrs ...attribute.KeyValue) {
+	if s, ok := sp.(*span); ok {
+		s.SetAttributes(attrs...)
+		return
+	}
+	sp.SetAttributes(slices.Clone(attrs)...)
+}
+
+// setName names sp name+suffix.
+func setName(sp trace.Span, name, suffix string) {
+	if s, ok := sp.(*span); ok {
+		s.setName(name, suffix)
+		return
+	}
+	sp.SetName(name + suffix)
 }
 
 // Config is tracing's configuration, as the environment gives it.
@@ -80,9 +99,15 @@ type Config struct {
 	Headers  map[string]string
 	// ServiceName is the service.name resource attribute ("nb").
 	ServiceName string
-	Sampler     sdktrace.Sampler
+	// Sampler decides which traces are recorded; the zero Sampler is
+	// parentbased_always_on.
+	Sampler Sampler
 	// Content records message contents (NB_TRACE_CONTENT=1).
 	Content bool
+	// OnError, when not nil, is told of each failed export and of the
+	// spans dropped because the export queue was full (from the
+	// exporting goroutine, at most once per batch).
+	OnError func(error)
 }
 
 // FromEnv reads the configuration: OTEL_EXPORTER_OTLP_ENDPOINT,
@@ -145,8 +170,55 @@ func parseHeaders(s string) (map[string]string, error) {
 	return h, nil
 }
 
+// Sampler decides whether a new span is recorded and exported, as
+// OTEL_TRACES_SAMPLER names the standard samplers. The zero Sampler is
+// the default, parentbased_always_on.
+type Sampler struct {
+	// root decides for a span without a parent (and, when ignoreParent
+	// is set, for all).
+	root         sampleMode
+	ignoreParent bool
+	// bound: a traceidratio samples a trace when the last 8 bytes of
+	// its id, shifted right one bit, are below it (as the OpenTelemetry
+	// SDK does).
+	bound uint64
+}
+
+type sampleMode uint8
+
+const (
+	sampleAlways sampleMode = iota
+	sampleNever
+	sampleRatio
+)
+
+// sample decides for a span of trace tid whose parent is parent.
+func (s Sampler) sample(parent trace.SpanContext, tid trace.TraceID) bool {
+	if !s.ignoreParent && parent.IsValid() {
+		return parent.IsSampled()
+	}
+	switch s.root {
+	case sampleNever:
+		return false
+	case sampleRatio:
+		return binary.BigEndian.Uint64(tid[8:16])>>1 < s.bound
+	}
+	return true
+}
+
+// ratioSampler samples the fraction f of new traces.
+func ratioSampler(f float64, ignoreParent bool) Sampler {
+	switch {
+	case f >= 1:
+		return Sampler{root: sampleAlways, ignoreParent: ignoreParent}
+	case f <= 0:
+		return Sampler{root: sampleNever, ignoreParent: ignoreParent}
+	}
+	return Sampler{root: sampleRatio, ignoreParent: ignoreParent, bound: uint64(f * (1 << 63))}
+}
+
 // parseSampler reads OTEL_TRACES_SAMPLER (default parentbased_always_on).
-func parseSampler(name, arg string) (sdktrace.Sampler, error) {
+func parseSampler(name, arg string) (Sampler, error) {
 	ratio := func() (float64, error) {
 		if arg == "" {
 			return 1, nil
@@ -159,21 +231,21 @@ func parseSampler(name, arg string) (sdktrace.Sampler, error) {
 	}
 	switch strings.ToLower(strings.TrimSpace(name)) {
 	case "", "parentbased_always_on":
-		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+		return Sampler{}, nil
 	case "always_on":
-		return sdktrace.AlwaysSample(), nil
+		return Sampler{ignoreParent: true}, nil
 	case "always_off":
-		return sdktrace.NeverSample(), nil
+		return Sampler{root: sampleNever, ignoreParent: true}, nil
 	case "parentbased_always_off":
-		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
+		return Sampler{root: sampleNever}, nil
 	case "traceidratio":
 		f, err := ratio()
-		return sdktrace.TraceIDRatioBased(f), err
+		return ratioSampler(f, true), err
 	case "parentbased_traceidratio":
 		f, err := ratio()
-		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(f)), err
+		return ratioSampler(f, false), err
 	}
-	return nil, fmt.Errorf("OTEL_TRACES_SAMPLER %q: use always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio", name)
+	return Sampler{}, fmt.Errorf("OTEL_TRACES_SAMPLER %q: use always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio", name)
 }
 
 // Setup starts tracing as the environment says, for a command whose
@@ -191,27 +263,24 @@ func Setup(getenv func(string) string, version string) (stop func(context.Contex
 // Enable turns tracing on with c (whose Endpoint must be set) and returns
 // the function that flushes and turns it off.
 func Enable(c Config, version string) func(context.Context) error {
-	exp := otlpjson.New(strings.TrimRight(c.Endpoint, "/")+"/v1/traces", c.Headers, nil)
-	res := resource.NewSchemaless(
+	// The resource's attributes, sorted by key as OpenTelemetry's
+	// resources are. The SDK is nb's own recorder: telemetry.sdk.name
+	// names its package, as the semantic conventions ask of SDKs other
+	// than OpenTelemetry's.
+	res := []attribute.KeyValue{
 		attribute.String("service.name", c.ServiceName),
 		attribute.String("service.version", version),
-		attribute.String("telemetry.sdk.name", "opentelemetry"),
 		attribute.String("telemetry.sdk.language", "go"),
-	)
-	sampler := c.Sampler
-	if sampler == nil {
-		sampler = sdktrace.ParentBased(sdktrace.AlwaysSample())
+		attribute.String("telemetry.sdk.name", "github.com/nbots/nb/tracing"),
+		attribute.String("telemetry.sdk.version", version),
 	}
-	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(2*time.Second)),
-		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sampler),
-	)
-	st := &state{tracer: tp.Tracer(ScopeName, trace.WithInstrumentationVersion(version)), content: c.Content}
+	exp := otlpjson.New(strings.TrimRight(c.Endpoint, "/")+"/v1/traces", c.Headers, res, nil)
+	rec := newRecorder(exp, c.Sampler, &otlpjson.Scope{Name: ScopeName, Version: version}, c.OnError)
+	st := &state{rec: rec, content: c.Content}
 	current.Store(st)
 	return func(ctx context.Context) error {
 		current.CompareAndSwap(st, nil)
-		return tp.Shutdown(ctx)
+		return rec.shutdown(ctx)
 	}
 }
 
@@ -222,7 +291,38 @@ func Inject(ctx context.Context, h http.Header) {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return
 	}
-	propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	propagator.Inject(ctx, header(h))
+}
+
+// header is an http.Header as the propagator's carrier, without
+// canonicalising the two keys it asks for at each request.
+type header http.Header
+
+func canonical(key string) string {
+	switch key {
+	case "traceparent":
+		return "Traceparent"
+	case "tracestate":
+		return "Tracestate"
+	}
+	return http.CanonicalHeaderKey(key)
+}
+
+func (h header) Get(key string) string {
+	if v := h[canonical(key)]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (h header) Set(key, value string) { h[canonical(key)] = []string{value} }
+
+func (h header) Keys() []string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // StartServer starts the span of one HTTP request a server received,
@@ -233,12 +333,10 @@ func StartServer(r *http.Request) (context.Context, trace.Span) {
 	if !Enabled() {
 		return ctx, noSpan
 	}
-	ctx = propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
-	return tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(
-			attribute.String("http.request.method", r.Method),
-			attribute.String("url.path", r.URL.Path),
-		))
+	ctx = propagator.Extract(ctx, header(r.Header))
+	return start(ctx, r.Method, "", trace.SpanKindServer,
+		attribute.String("http.request.method", r.Method),
+		attribute.String("url.path", r.URL.Path))
 }
 
 // EndServer ends a StartServer span with the answer's status (0: none
@@ -248,21 +346,41 @@ func EndServer(span trace.Span, method, route string, status int) {
 	if !span.IsRecording() {
 		return
 	}
+	var buf [3]attribute.KeyValue
+	attrs := buf[:0]
 	if route != "" {
-		if m, path, ok := strings.Cut(route, " "); ok {
-			method, route = m, path
+		if _, path, ok := strings.Cut(route, " "); ok {
+			setName(span, route, "")
+			route = path
+		} else {
+			setName(span, methodPrefix(method), route)
 		}
-		span.SetName(method + " " + route)
-		span.SetAttributes(attribute.String("http.route", route))
+		attrs = append(attrs, attribute.String("http.route", route))
 	}
 	if status > 0 {
-		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		attrs = append(attrs, attribute.Int("http.response.status_code", status))
 	}
 	if status >= 500 {
 		span.SetStatus(codes.Error, "")
-		span.SetAttributes(attribute.String("error.type", strconv.Itoa(status)))
+		attrs = append(attrs, attribute.String("error.type", strconv.Itoa(status)))
 	}
+	set(span, attrs...)
 	span.End()
+}
+
+// methodPrefix is method and a space.
+func methodPrefix(method string) string {
+	switch method {
+	case http.MethodGet:
+		return "GET "
+	case http.MethodPost:
+		return "POST "
+	case http.MethodPut:
+		return "PUT "
+	case http.MethodDelete:
+		return "DELETE "
+	}
+	return method + " "
 }
 
 // End ends span, marking it failed when err is not nil.
@@ -280,7 +398,7 @@ func End(span trace.Span, err error) {
 // exception event.
 func Fail(span trace.Span, err error) {
 	span.SetStatus(codes.Error, err.Error())
-	span.SetAttributes(attribute.String("error.type", errorType(err)))
+	set(span, attribute.String("error.type", errorType(err)))
 	span.RecordError(err)
 }
 

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -138,27 +140,74 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// spans runs b's loop over the spans of a provider call with a tool
-// call, reporting the CPU time per op (all goroutines: export included),
-// which a busy machine does not inflate as it does the wall time.
-func spans(b *testing.B) {
-	ctx := context.Background()
-	cpu := cpuTime()
-	for b.Loop() {
-		c, s := StartChat(ctx, "openai", "m")
-		EndChat(s, ChatResult{InputTokens: 1}, nil)
-		_, s2 := StartTool(c, "t", "id")
-		EndTool(s2, false, nil)
+// loop runs b's loop over op, reporting the CPU time per op of the whole
+// process (all goroutines: export and the test's receiver included),
+// which a busy machine does not inflate as it does the wall time. With
+// tracing on, the spans are exported every batch (every ops), so that
+// none is dropped and their export is counted; dropped/op says so.
+func loop(b *testing.B, every int, op func()) {
+	var dropped atomic.Int64
+	if every > 0 {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+		defer srv.Close()
+		stop := Enable(Config{Endpoint: srv.URL, ServiceName: "nb", OnError: func(err error) {
+			var n int64
+			if _, e := fmt.Sscanf(err.Error(), "%d spans dropped", &n); e == nil {
+				dropped.Add(n)
+			}
+		}}, "b")
+		defer stop(context.Background()) //nolint:errcheck // benchmark
 	}
+	flush := func() {
+		if s := current.Load(); s != nil {
+			s.rec.flush(context.Background(), false) //nolint:errcheck // benchmark
+		}
+	}
+	cpu := cpuTime()
+	i := 0
+	for b.Loop() {
+		op()
+		if i++; every > 0 && i%every == 0 {
+			flush()
+		}
+	}
+	flush()
 	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(dropped.Load())/float64(b.N), "dropped/op")
 }
 
-func BenchmarkSpanOff(b *testing.B) { spans(b) }
+// twoSpans are the spans of a provider call with a tool call.
+func twoSpans() {
+	ctx := context.Background()
+	c, s := StartChat(ctx, "openai", "m")
+	EndChat(s, ChatResult{InputTokens: 1}, nil)
+	_, s2 := StartTool(c, "t", "id")
+	EndTool(s2, false, nil)
+}
 
-func BenchmarkSpanOn(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
-	defer srv.Close()
-	stop, _ := Setup(env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL}), "b")
-	spans(b)
-	stop(context.Background()) //nolint:errcheck // benchmark
+func BenchmarkSpanOff(b *testing.B) { loop(b, 0, twoSpans) }
+
+func BenchmarkSpanOn(b *testing.B) { loop(b, maxBatch/2, twoSpans) }
+
+// request is what a request of nb serve to /v1/chat/completions does
+// with tracing: its span, the agent exchange's, the provider call's with
+// its traceparent and its answer's attributes.
+func request(r *http.Request, h http.Header) func() {
+	return func() {
+		ctx, srv := StartServer(r)
+		ctx, agent := StartAgent(ctx, "bench")
+		cctx, chat := StartChat(ctx, "openai", "gpt-4o-mini")
+		Inject(cctx, h)
+		EndChat(chat, ChatResult{ResponseModel: "gpt-4o-mini-2024-07-18", InputTokens: 12, OutputTokens: 6, FinishReasons: []string{"stop"}}, nil)
+		End(agent, nil)
+		EndServer(srv, http.MethodPost, "POST /v1/chat/completions", 200)
+	}
+}
+
+func BenchmarkSpanRequestOff(b *testing.B) {
+	loop(b, 0, request(httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), http.Header{}))
+}
+
+func BenchmarkSpanRequestOn(b *testing.B) {
+	loop(b, maxBatch/3, request(httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), http.Header{}))
 }

@@ -6,62 +6,110 @@
 //
 // The JSON follows the OTLP rules: lowerCamelCase field names, trace and
 // span ids as lower-case hex (not base64), 64-bit integers and nanosecond
-// times as decimal strings, enums as their integer values.
+// times as decimal strings, enums as their integer values. It is written
+// straight from the recorded spans (SpanData) into one reused buffer;
+// the Request types describe the same JSON for those who read it.
 package otlpjson
 
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
-	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Exporter sends spans to one OTLP/HTTP traces endpoint.
+// SpanData is one ended span, as the exporter encodes it.
+type SpanData struct {
+	// Scope is the instrumentation scope that recorded the span.
+	Scope      *Scope
+	TraceID    trace.TraceID
+	SpanID     trace.SpanID
+	TraceState trace.TraceState
+	Flags      trace.TraceFlags
+	// Parent is the parent span's id (invalid for a root span);
+	// ParentRemote says it came from another process (a traceparent).
+	Parent       trace.SpanID
+	ParentRemote bool
+	// The span's name is Name followed by NameSuffix (kept apart so
+	// that recording a span need not join them: "chat " and the model).
+	Name, NameSuffix string
+	Kind             trace.SpanKind
+	Start, End       time.Time
+	Attributes       []attribute.KeyValue
+	Events           []EventData
+	Links            []LinkData
+	// The Dropped counts are what the span's limits turned away.
+	DroppedAttributes, DroppedEvents, DroppedLinks int
+	Status                                         codes.Code
+	StatusMessage                                  string
+}
+
+// EventData is a timed event of a span (an exception, say).
+type EventData struct {
+	Time              time.Time
+	Name              string
+	Attributes        []attribute.KeyValue
+	DroppedAttributes int
+}
+
+// LinkData points at another span.
+type LinkData struct {
+	SpanContext       trace.SpanContext
+	Attributes        []attribute.KeyValue
+	DroppedAttributes int
+}
+
+// Exporter sends spans to one OTLP/HTTP traces endpoint. It is used by
+// one goroutine at a time.
 type Exporter struct {
-	url     string
-	headers map[string]string
-	client  *http.Client
+	url      string
+	headers  map[string]string
+	client   *http.Client
+	resource []attribute.KeyValue
+	buf      []byte
 }
 
 // New returns an exporter posting to url (the whole address, ending in
-// /v1/traces) with headers on every request; nil client means one with a
-// 10 s timeout, as the OTLP exporter's default.
-func New(url string, headers map[string]string, client *http.Client) *Exporter {
+// /v1/traces) with headers on every request, for spans of the resource
+// whose attributes are resource; nil client means one with a 10 s
+// timeout, as the OTLP exporter's default.
+func New(url string, headers map[string]string, resource []attribute.KeyValue, client *http.Client) *Exporter {
 	if client == nil {
 		client = &http.Client{Timeout: 10 * time.Second}
 	}
-	return &Exporter{url: url, headers: headers, client: client}
+	return &Exporter{url: url, headers: headers, client: client, resource: resource}
 }
 
-// ExportSpans posts spans as one ExportTraceServiceRequest.
-func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+// Export posts spans as one ExportTraceServiceRequest.
+func (e *Exporter) Export(ctx context.Context, spans []*SpanData) error {
 	if len(spans) == 0 {
 		return nil
 	}
-	body, err := json.Marshal(Encode(spans))
-	if err != nil {
-		return fmt.Errorf("otlp: encode spans: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
+	e.buf = AppendRequest(e.buf[:0], e.resource, spans)
+	body := &body{Reader: bytes.NewReader(e.buf)}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, nil)
 	if err != nil {
 		return fmt.Errorf("otlp: %w", err)
 	}
+	req.Body, req.ContentLength = body, int64(len(e.buf))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "nb (Nano Bots)")
 	for k, v := range e.headers {
 		req.Header.Set(k, v)
 	}
 	resp, err := e.client.Do(req)
+	if !body.closed.Load() {
+		// The transport may still read the body: the next request
+		// gets a buffer of its own.
+		e.buf = nil
+	}
 	if err != nil {
 		return fmt.Errorf("otlp: %w", err)
 	}
@@ -73,8 +121,16 @@ func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 	return nil
 }
 
-// Shutdown does nothing: the exporter holds no resources.
-func (e *Exporter) Shutdown(context.Context) error { return nil }
+// body is a request body that tells when the transport is done with it.
+type body struct {
+	*bytes.Reader
+	closed atomic.Bool
+}
+
+func (b *body) Close() error {
+	b.closed.Store(true)
+	return nil
+}
 
 // Request is ExportTraceServiceRequest.
 type Request struct {
@@ -126,17 +182,20 @@ type Span struct {
 
 // Event is a timed event of a span (an exception, say).
 type Event struct {
-	TimeUnixNano string     `json:"timeUnixNano"`
-	Name         string     `json:"name"`
-	Attributes   []KeyValue `json:"attributes,omitempty"`
+	TimeUnixNano      string     `json:"timeUnixNano"`
+	Name              string     `json:"name"`
+	Attributes        []KeyValue `json:"attributes,omitempty"`
+	DroppedAttributes int        `json:"droppedAttributesCount,omitempty"`
 }
 
 // Link points at another span.
 type Link struct {
-	TraceID    string     `json:"traceId"`
-	SpanID     string     `json:"spanId"`
-	TraceState string     `json:"traceState,omitempty"`
-	Attributes []KeyValue `json:"attributes,omitempty"`
+	TraceID           string     `json:"traceId"`
+	SpanID            string     `json:"spanId"`
+	TraceState        string     `json:"traceState,omitempty"`
+	Attributes        []KeyValue `json:"attributes,omitempty"`
+	DroppedAttributes int        `json:"droppedAttributesCount,omitempty"`
+	Flags             uint32     `json:"flags,omitempty"`
 }
 
 // Status is a span's outcome: code 0 unset, 1 ok, 2 error.
@@ -151,13 +210,15 @@ type KeyValue struct {
 	Value AnyValue `json:"value"`
 }
 
-// AnyValue holds one of its fields.
+// AnyValue holds one of its fields (none: an empty value).
 type AnyValue struct {
 	StringValue *string     `json:"stringValue,omitempty"`
 	BoolValue   *bool       `json:"boolValue,omitempty"`
 	IntValue    *string     `json:"intValue,omitempty"`
 	DoubleValue any         `json:"doubleValue,omitempty"` // a float64, or "NaN", "Infinity", "-Infinity"
 	ArrayValue  *ArrayValue `json:"arrayValue,omitempty"`
+	KvlistValue *KvList     `json:"kvlistValue,omitempty"`
+	BytesValue  *string     `json:"bytesValue,omitempty"` // base64
 }
 
 // ArrayValue is a list of values.
@@ -165,190 +226,7 @@ type ArrayValue struct {
 	Values []AnyValue `json:"values"`
 }
 
-// Encode maps spans to the request that carries them, grouped by
-// resource and scope in the order they come.
-func Encode(spans []sdktrace.ReadOnlySpan) Request {
-	var req Request
-	type scopeKey struct {
-		res   int
-		scope string
-	}
-	resIdx := map[string]int{}
-	scopeIdx := map[scopeKey]int{}
-	for _, s := range spans {
-		rk := ""
-		var rattrs []attribute.KeyValue
-		if r := s.Resource(); r != nil {
-			rk = r.Encoded(attribute.DefaultEncoder())
-			rattrs = r.Attributes()
-		}
-		ri, ok := resIdx[rk]
-		if !ok {
-			ri = len(req.ResourceSpans)
-			resIdx[rk] = ri
-			req.ResourceSpans = append(req.ResourceSpans, ResourceSpans{Resource: Resource{Attributes: keyValues(rattrs)}})
-		}
-		sc := s.InstrumentationScope()
-		sk := scopeKey{ri, sc.Name + "\x00" + sc.Version}
-		si, ok := scopeIdx[sk]
-		if !ok {
-			si = len(req.ResourceSpans[ri].ScopeSpans)
-			scopeIdx[sk] = si
-			req.ResourceSpans[ri].ScopeSpans = append(req.ResourceSpans[ri].ScopeSpans, ScopeSpans{Scope: Scope{Name: sc.Name, Version: sc.Version}})
-		}
-		ss := &req.ResourceSpans[ri].ScopeSpans[si]
-		ss.Spans = append(ss.Spans, span(s))
-	}
-	return req
-}
-
-func span(s sdktrace.ReadOnlySpan) Span {
-	sc := s.SpanContext()
-	out := Span{
-		TraceID:           traceID(sc.TraceID()),
-		SpanID:            spanID(sc.SpanID()),
-		TraceState:        sc.TraceState().String(),
-		Flags:             uint32(sc.TraceFlags()),
-		Name:              s.Name(),
-		Kind:              kind(s.SpanKind()),
-		StartTimeUnixNano: nanos(s.StartTime()),
-		EndTimeUnixNano:   nanos(s.EndTime()),
-		Attributes:        keyValues(s.Attributes()),
-		DroppedAttributes: s.DroppedAttributes(),
-		DroppedEvents:     s.DroppedEvents(),
-		DroppedLinks:      s.DroppedLinks(),
-	}
-	// Bit 8 (0x100) says whether the parent is known to be remote, bit 9
-	// whether it is; the low 8 bits are the W3C trace flags.
-	out.Flags |= 0x100
-	if p := s.Parent(); p.IsValid() {
-		out.ParentSpanID = spanID(p.SpanID())
-		if p.IsRemote() {
-			out.Flags |= 0x200
-		}
-	}
-	for _, e := range s.Events() {
-		out.Events = append(out.Events, Event{TimeUnixNano: nanos(e.Time), Name: e.Name, Attributes: keyValues(e.Attributes)})
-	}
-	for _, l := range s.Links() {
-		out.Links = append(out.Links, Link{TraceID: traceID(l.SpanContext.TraceID()), SpanID: spanID(l.SpanContext.SpanID()),
-			TraceState: l.SpanContext.TraceState().String(), Attributes: keyValues(l.Attributes)})
-	}
-	if st := s.Status(); st.Code != 0 || st.Description != "" {
-		// otel's codes: Unset 0, Error 1, Ok 2; OTLP's: Unset 0, Ok 1, Error 2.
-		code := 0
-		switch st.Code.String() {
-		case "Ok":
-			code = 1
-		case "Error":
-			code = 2
-		}
-		out.Status = &Status{Code: code, Message: st.Description}
-	}
-	return out
-}
-
-func traceID(id trace.TraceID) string {
-	if !id.IsValid() {
-		return ""
-	}
-	return hex.EncodeToString(id[:])
-}
-
-func spanID(id trace.SpanID) string {
-	if !id.IsValid() {
-		return ""
-	}
-	return hex.EncodeToString(id[:])
-}
-
-// kind maps otel's span kinds to OTLP's, which have the same numbers
-// (internal 1, server 2, client 3, producer 4, consumer 5); unspecified
-// becomes internal, as the SDK's exporters do.
-func kind(k trace.SpanKind) int {
-	if k < trace.SpanKindInternal || k > trace.SpanKindConsumer {
-		return int(trace.SpanKindInternal)
-	}
-	return int(k)
-}
-
-func nanos(t time.Time) string {
-	if t.IsZero() {
-		return "0"
-	}
-	return strconv.FormatInt(t.UnixNano(), 10)
-}
-
-func keyValues(attrs []attribute.KeyValue) []KeyValue {
-	if len(attrs) == 0 {
-		return nil
-	}
-	out := make([]KeyValue, 0, len(attrs))
-	for _, a := range attrs {
-		out = append(out, KeyValue{Key: string(a.Key), Value: value(a.Value)})
-	}
-	return out
-}
-
-func value(v attribute.Value) AnyValue {
-	switch v.Type() {
-	case attribute.BOOL:
-		b := v.AsBool()
-		return AnyValue{BoolValue: &b}
-	case attribute.INT64:
-		s := strconv.FormatInt(v.AsInt64(), 10)
-		return AnyValue{IntValue: &s}
-	case attribute.FLOAT64:
-		return double(v.AsFloat64())
-	case attribute.STRING:
-		s := v.AsString()
-		return AnyValue{StringValue: &s}
-	case attribute.BOOLSLICE:
-		var vs []AnyValue
-		for _, b := range v.AsBoolSlice() {
-			vs = append(vs, value(attribute.BoolValue(b)))
-		}
-		return AnyValue{ArrayValue: &ArrayValue{Values: nonNil(vs)}}
-	case attribute.INT64SLICE:
-		var vs []AnyValue
-		for _, n := range v.AsInt64Slice() {
-			vs = append(vs, value(attribute.Int64Value(n)))
-		}
-		return AnyValue{ArrayValue: &ArrayValue{Values: nonNil(vs)}}
-	case attribute.FLOAT64SLICE:
-		var vs []AnyValue
-		for _, f := range v.AsFloat64Slice() {
-			vs = append(vs, double(f))
-		}
-		return AnyValue{ArrayValue: &ArrayValue{Values: nonNil(vs)}}
-	case attribute.STRINGSLICE:
-		var vs []AnyValue
-		for _, s := range v.AsStringSlice() {
-			vs = append(vs, value(attribute.StringValue(s)))
-		}
-		return AnyValue{ArrayValue: &ArrayValue{Values: nonNil(vs)}}
-	}
-	s := v.Emit()
-	return AnyValue{StringValue: &s}
-}
-
-// double is a float value; JSON has no NaN or infinities, so those are
-// the strings protobuf's JSON mapping uses.
-func double(f float64) AnyValue {
-	switch {
-	case math.IsNaN(f):
-		return AnyValue{DoubleValue: "NaN"}
-	case math.IsInf(f, 1):
-		return AnyValue{DoubleValue: "Infinity"}
-	case math.IsInf(f, -1):
-		return AnyValue{DoubleValue: "-Infinity"}
-	}
-	return AnyValue{DoubleValue: f}
-}
-
-func nonNil(vs []AnyValue) []AnyValue {
-	if vs == nil {
-		return []AnyValue{}
-	}
-	return vs
+// KvList is a map value.
+type KvList struct {
+	Values []KeyValue `json:"values"`
 }

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"go.opentelemetry.io/otel"
-
 	"github.com/nbots/nb/tracing"
 )
 
@@ -20,10 +18,8 @@ func StartTracing(getenv func(string) string, version string, log *slog.Logger) 
 	if err != nil || c.Endpoint == "" {
 		return func() {}, err
 	}
+	c.OnError = func(err error) { log.Warn("tracing: " + err.Error()) }
 	shutdown := tracing.Enable(c, version)
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		log.Warn("tracing: " + err.Error())
-	}))
 	log.Info("tracing", "endpoint", tracing.Redact(c.Endpoint), "service", c.ServiceName)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
