@@ -61,8 +61,15 @@ func ClientFor(getenv func(string) string) *http.Client {
 	}
 	t.DialContext = (&net.Dialer{Timeout: 2 * time.Minute, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = 2 * time.Minute
-	// Streams arrive in many small frames: read them in large gulps.
-	t.ReadBufferSize = 64 << 10
+	// The connection's read buffer stays at the transport's 4 KiB: a
+	// pooled connection holds it for as long as it lives, and a server
+	// keeps one connection per request in flight (a gateway with 100
+	// turns at once held 100 buffers of 64 KiB, a third of its live heap).
+	// Larger buffers save nothing here: a TLS connection returns at most
+	// one record (16 KiB) a read whatever the buffer; a stream's reader
+	// (NewSSEReader) and io.ReadAll ask for 4 KiB or more at a time,
+	// which bufio reads straight from the socket into the caller's
+	// buffer when its own is empty.
 	// A server sends many requests at once to one provider: keep their
 	// connections for the next ones (the default keeps 2 per host, and
 	// every other request would pay a new connection and TLS handshake).
@@ -73,7 +80,8 @@ func ClientFor(getenv func(string) string) *http.Client {
 }
 
 // CloseIdleConnections closes the idle connections every shared client
-// keeps (each holds a 64 KiB read buffer until its idle timeout of 90 s):
+// keeps (each holds its buffers and two goroutines until its idle
+// timeout of 90 s):
 // for a process about to idle for long, or a test reading its heap.
 func CloseIdleConnections() {
 	clients.Range(func(_, c any) bool {

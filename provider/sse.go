@@ -44,9 +44,8 @@ func NewSSEReader(r io.Reader) *SSEReader {
 }
 
 // readerSize is the buffer of a stream's reader. It holds lines, not
-// the socket's reads (the transport reads those in 64 KiB gulps), so it
-// is small: a server holds thousands of streams at once. A longer line
-// is gathered piece by piece.
+// whole answers, so it is small: a server holds thousands of streams at
+// once. A longer line is gathered piece by piece.
 const readerSize = 4 << 10
 
 // newReader is a buffered reader of r, reused when one is free.

@@ -318,3 +318,30 @@ func TestClientForProxy(t *testing.T) {
 		t.Error("no environment, yet a proxy")
 	}
 }
+
+// A pooled connection keeps its buffers for as long as it lives, and a
+// server keeps one connection per request in flight: the shared
+// transport's stay at 4 KiB (a gateway with 100 turns at once held 100
+// read buffers of 64 KiB, a third of its live heap), and an answer far
+// larger than them still arrives whole.
+func TestClientForSmallBuffers(t *testing.T) {
+	tr := ClientFor(nil).Transport.(*http.Transport)
+	if tr.ReadBufferSize > 4<<10 || tr.WriteBufferSize > 4<<10 {
+		t.Errorf("connection buffers: read %d, write %d bytes (at most 4 KiB each)", tr.ReadBufferSize, tr.WriteBufferSize)
+	}
+	answer := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, answer)
+	}))
+	defer srv.Close()
+	body, _, err := Send(context.Background(), HTTPRequest{Provider: "x", URL: srv.URL, Body: map[string]any{"big": answer[:100<<10]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer body.Close()
+	got, err := io.ReadAll(body)
+	if err != nil || string(got) != answer {
+		t.Fatalf("read %d bytes of %d: %v", len(got), len(answer), err)
+	}
+}

@@ -100,10 +100,12 @@ func BenchmarkGatewayTurn(b *testing.B) {
 	before := cpuTime()
 	b.ReportAllocs()
 	b.ResetTimer()
+	wait := burstProfile(b)
 	if err := run(int64(b.N)); err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()
+	wait()
 	b.ReportMetric(float64((cpuTime()-before).Microseconds())/float64(b.N), "cpu-us/turn")
 }
 

@@ -1338,7 +1338,12 @@ func (s *Session) rewriteHeadLocked() error {
 		return fmt.Errorf("session %s: %w", s.Path, err)
 	}
 	defer in.Close()
-	r := bufio.NewReaderSize(in, 256<<10)
+	// Through a pooled buffer: the open sessions' heads are rewritten
+	// one after another, and a buffer each (it was 256 KiB) was most of
+	// the garbage of a busy gateway's minute.
+	r := readers.Get().(*bufio.Reader)
+	r.Reset(in)
+	defer func() { r.Reset(nil); readers.Put(r) }()
 	if _, err := r.ReadBytes('\n'); err != nil {
 		return fmt.Errorf("session %s: its first line: %w", s.Path, err)
 	}
