@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nbots/nb/builtin/internal/arg"
@@ -157,20 +158,22 @@ func (t *sendInputTool) Spec() tool.Spec {
 	return tool.Spec{
 		Name:        "send_input",
 		Description: "Send a message to a sub-agent you started: while it works, it reads the message after its current step; once it has answered, the message starts its next turn.",
-		Parameters:  sendInputParams,
+		Parameters:  sendInputParams(),
 	}
 }
 
-// sendInputParams is send_input's schema, built once: a spec's Parameters are read-only
+// sendInputParams is send_input's schema, built once on first use: a spec's Parameters are read-only
 // (tool.Spec), and a turn asks every tool for its spec.
-var sendInputParams = map[string]any{
-	"type": "object",
-	"properties": map[string]any{
-		"agent_id": map[string]any{"type": "string", "description": "The id spawn_agent gave."},
-		"message":  map[string]any{"type": "string", "description": "What to tell it."},
-	},
-	"required": []any{"agent_id", "message"},
-}
+var sendInputParams = sync.OnceValue(func() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"agent_id": map[string]any{"type": "string", "description": "The id spawn_agent gave."},
+			"message":  map[string]any{"type": "string", "description": "What to tell it."},
+		},
+		"required": []any{"agent_id", "message"},
+	}
+})
 
 func (t *sendInputTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	id, err := arg.String(call.Arguments, "agent_id", true)
@@ -193,20 +196,22 @@ func (t *waitTool) Spec() tool.Spec {
 	return tool.Spec{
 		Name:        "wait",
 		Description: "Wait for sub-agents you started to answer, and get their answers: {agent_id, status, output, success, turns_used} each. With a timeout, the ones still running say so.",
-		Parameters:  waitParams,
+		Parameters:  waitParams(),
 	}
 }
 
-// waitParams is wait's schema, built once: a spec's Parameters are read-only
+// waitParams is wait's schema, built once on first use: a spec's Parameters are read-only
 // (tool.Spec), and a turn asks every tool for its spec.
-var waitParams = map[string]any{
-	"type": "object",
-	"properties": map[string]any{
-		"agent_id":  map[string]any{"type": "string", "description": "The id of one sub-agent."},
-		"agent_ids": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "The ids of several sub-agents: wait for all of them."},
-		"timeout":   map[string]any{"type": "integer", "minimum": 0, "maximum": 3600, "description": "The most seconds to wait (default: until they answer; at most an hour)."},
-	},
-}
+var waitParams = sync.OnceValue(func() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"agent_id":  map[string]any{"type": "string", "description": "The id of one sub-agent."},
+			"agent_ids": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "The ids of several sub-agents: wait for all of them."},
+			"timeout":   map[string]any{"type": "integer", "minimum": 0, "maximum": 3600, "description": "The most seconds to wait (default: until they answer; at most an hour)."},
+		},
+	}
+})
 
 // ReadOnly: waiting changes nothing, so it needs no confirmation.
 func (t *waitTool) ReadOnly() bool { return true }
@@ -257,17 +262,19 @@ func (t *closeAgentTool) Spec() tool.Spec {
 	return tool.Spec{
 		Name:        "close_agent",
 		Description: "Stop a sub-agent you started (and the commands it runs) and get where it ended.",
-		Parameters:  closeAgentParams,
+		Parameters:  closeAgentParams(),
 	}
 }
 
-// closeAgentParams is close_agent's schema, built once: a spec's Parameters are read-only
+// closeAgentParams is close_agent's schema, built once on first use: a spec's Parameters are read-only
 // (tool.Spec), and a turn asks every tool for its spec.
-var closeAgentParams = map[string]any{
-	"type":       "object",
-	"properties": map[string]any{"agent_id": map[string]any{"type": "string", "description": "The id spawn_agent gave."}},
-	"required":   []any{"agent_id"},
-}
+var closeAgentParams = sync.OnceValue(func() map[string]any {
+	return map[string]any{
+		"type":       "object",
+		"properties": map[string]any{"agent_id": map[string]any{"type": "string", "description": "The id spawn_agent gave."}},
+		"required":   []any{"agent_id"},
+	}
+})
 
 func (t *closeAgentTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	id, err := arg.String(call.Arguments, "agent_id", true)

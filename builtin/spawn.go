@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/nbots/nb/builtin/internal/arg"
 	"github.com/nbots/nb/tool"
@@ -21,20 +22,22 @@ func (t *spawnTool) Spec() tool.Spec {
 		Name: "spawn",
 		Description: "Hand a self-contained task to a sub-agent, which works on it alone with the tools you list (all of yours when you list none) " +
 			"and returns its final answer. Give it everything it needs in the task: it does not see this conversation.",
-		Parameters: spawnParams,
+		Parameters: spawnParams(),
 	}
 }
 
-// spawnParams is spawn's schema, built once: a spec's Parameters are read-only
+// spawnParams is spawn's schema, built once on first use: a spec's Parameters are read-only
 // (tool.Spec), and a turn asks every tool for its spec.
-var spawnParams = map[string]any{
-	"type": "object",
-	"properties": map[string]any{
-		"task":  map[string]any{"type": "string", "description": "The task, complete: what to do, where, and what to answer."},
-		"tools": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "The names of the tools the sub-agent may use (default: all of yours)."},
-	},
-	"required": []any{"task"},
-}
+var spawnParams = sync.OnceValue(func() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"task":  map[string]any{"type": "string", "description": "The task, complete: what to do, where, and what to answer."},
+			"tools": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "The names of the tools the sub-agent may use (default: all of yours)."},
+		},
+		"required": []any{"task"},
+	}
+})
 
 // OutputLimits: the attractor's spawn_agent limit.
 func (t *spawnTool) OutputLimits() tool.Limits { return tool.Limits{Chars: 20_000} }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 
 	"github.com/nbots/nb/builtin/files"
 	"github.com/nbots/nb/gateway/access"
@@ -23,22 +24,24 @@ func (t *messageTool) Spec() tool.Spec {
 	return tool.Spec{
 		Name:        "message",
 		Description: "Send a message to the user, or to another chat, now. Use it only to reach a specific chat channel; reply to the conversation with plain text.",
-		Parameters:  messageParams,
+		Parameters:  messageParams(),
 	}
 }
 
-// messageParams is message's schema, built once: a spec's Parameters are read-only
+// messageParams is message's schema, built once on first use: a spec's Parameters are read-only
 // (tool.Spec), and a turn asks every tool for its spec.
-var messageParams = map[string]any{
-	"type": "object",
-	"properties": map[string]any{
-		"content": map[string]any{"type": "string", "description": "The message content to send"},
-		"channel": map[string]any{"type": "string", "description": "Optional: target channel (telegram, discord, etc.)"},
-		"chat_id": map[string]any{"type": "string", "description": "Optional: target chat/user ID"},
-		"media":   map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Optional: list of file paths to attach (images, audio, documents)"},
-	},
-	"required": []any{"content"},
-}
+var messageParams = sync.OnceValue(func() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"content": map[string]any{"type": "string", "description": "The message content to send"},
+			"channel": map[string]any{"type": "string", "description": "Optional: target channel (telegram, discord, etc.)"},
+			"chat_id": map[string]any{"type": "string", "description": "Optional: target chat/user ID"},
+			"media":   map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Optional: list of file paths to attach (images, audio, documents)"},
+		},
+		"required": []any{"content"},
+	}
+})
 
 func (t *messageTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	content, _ := call.Arguments["content"].(string)

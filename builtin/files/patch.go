@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/nbots/nb/builtin/internal/arg"
@@ -28,17 +29,19 @@ func (t *applyPatch) Spec() tool.Spec {
 			"(optionally followed by *** Move to: NEW_PATH) followed by hunks. A hunk starts with @@ (optionally followed by a line of the file " +
 			"that comes before the change, such as a function's signature) and has lines starting with a space (context, unchanged), " +
 			"- (removed) or + (added); give 3 lines of context before and after each change. Paths are relative to the workspace.",
-		Parameters: applyPatchParams,
+		Parameters: applyPatchParams(),
 	}
 }
 
-// applyPatchParams is apply_patch's schema, built once: a spec's Parameters are read-only
+// applyPatchParams is apply_patch's schema, built once on first use: a spec's Parameters are read-only
 // (tool.Spec), and a turn asks every tool for its spec.
-var applyPatchParams = map[string]any{
-	"type":       "object",
-	"properties": map[string]any{"input": map[string]any{"type": "string", "description": "The whole patch, from *** Begin Patch to *** End Patch."}},
-	"required":   []any{"input"},
-}
+var applyPatchParams = sync.OnceValue(func() map[string]any {
+	return map[string]any{
+		"type":       "object",
+		"properties": map[string]any{"input": map[string]any{"type": "string", "description": "The whole patch, from *** Begin Patch to *** End Patch."}},
+		"required":   []any{"input"},
+	}
+})
 
 // OutputLimits: the attractor's 10,000 characters, tail kept.
 func (t *applyPatch) OutputLimits() tool.Limits { return tool.Limits{Chars: 10_000, Tail: true} }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"unicode/utf8"
 
@@ -50,21 +51,23 @@ func (t *readFile) Spec() tool.Spec {
 		Name: "read_file",
 		Description: "Read a text file of the workspace. Lines come numbered as \"N| text\" (the number and \"| \" are not part of the file). " +
 			fmt.Sprintf("At most %d lines per call: use offset and limit to read a long file in parts. ", ReadLines) + binary,
-		Parameters: readFileParams,
+		Parameters: readFileParams(),
 	}
 }
 
-// readFileParams is read_file's schema, built once: a spec's Parameters are read-only
+// readFileParams is read_file's schema, built once on first use: a spec's Parameters are read-only
 // (tool.Spec), and a turn asks every tool for its spec.
-var readFileParams = map[string]any{
-	"type": "object",
-	"properties": map[string]any{
-		"path":   map[string]any{"type": "string", "description": "The file's path, relative to the workspace."},
-		"offset": map[string]any{"type": "integer", "minimum": 1, "description": "The first line to read (1-based; default 1)."},
-		"limit":  map[string]any{"type": "integer", "minimum": 1, "maximum": ReadLines, "description": fmt.Sprintf("How many lines to read (default and most %d).", ReadLines)},
-	},
-	"required": []any{"path"},
-}
+var readFileParams = sync.OnceValue(func() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"path":   map[string]any{"type": "string", "description": "The file's path, relative to the workspace."},
+			"offset": map[string]any{"type": "integer", "minimum": 1, "description": "The first line to read (1-based; default 1)."},
+			"limit":  map[string]any{"type": "integer", "minimum": 1, "maximum": ReadLines, "description": fmt.Sprintf("How many lines to read (default and most %d).", ReadLines)},
+		},
+		"required": []any{"path"},
+	}
+})
 
 func (t *readFile) ReadOnly() bool { return true }
 

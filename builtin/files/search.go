@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -99,18 +100,20 @@ func (t *listDir) Spec() tool.Spec {
 	return tool.Spec{
 		Name:        "list_dir",
 		Description: "List a folder of the workspace: folders end with \"/\", files show their size, links their target.",
-		Parameters:  listDirParams,
+		Parameters:  listDirParams(),
 	}
 }
 
-// listDirParams is list_dir's schema, built once: a spec's Parameters are read-only
+// listDirParams is list_dir's schema, built once on first use: a spec's Parameters are read-only
 // (tool.Spec), and a turn asks every tool for its spec.
-var listDirParams = map[string]any{
-	"type": "object",
-	"properties": map[string]any{
-		"path": map[string]any{"type": "string", "description": "The folder, relative to the workspace (default: the workspace itself)."},
-	},
-}
+var listDirParams = sync.OnceValue(func() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"path": map[string]any{"type": "string", "description": "The folder, relative to the workspace (default: the workspace itself)."},
+		},
+	}
+})
 
 func (t *listDir) ReadOnly() bool { return true }
 
@@ -172,20 +175,22 @@ func (t *globTool) Spec() tool.Spec {
 		Description: "Find files of the workspace whose path matches a glob pattern: \"*\" matches within one folder name, \"**\" any number of folders, " +
 			"\"?\" one character, \"[abc]\" and \"{a,b}\" alternatives. \"*.go\" matches in the folder itself only; \"**/*.go\" in every folder. " +
 			"Files that .gitignore ignores are left out. Newest first.",
-		Parameters: globParams,
+		Parameters: globParams(),
 	}
 }
 
-// globParams is glob's schema, built once: a spec's Parameters are read-only
+// globParams is glob's schema, built once on first use: a spec's Parameters are read-only
 // (tool.Spec), and a turn asks every tool for its spec.
-var globParams = map[string]any{
-	"type": "object",
-	"properties": map[string]any{
-		"pattern": map[string]any{"type": "string", "description": "The pattern, relative to path: e.g. **/*_test.go"},
-		"path":    map[string]any{"type": "string", "description": "The folder to search, relative to the workspace (default: the workspace itself)."},
-	},
-	"required": []any{"pattern"},
-}
+var globParams = sync.OnceValue(func() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"pattern": map[string]any{"type": "string", "description": "The pattern, relative to path: e.g. **/*_test.go"},
+			"path":    map[string]any{"type": "string", "description": "The folder to search, relative to the workspace (default: the workspace itself)."},
+		},
+		"required": []any{"pattern"},
+	}
+})
 
 func (t *globTool) ReadOnly() bool { return true }
 
@@ -270,23 +275,25 @@ func (t *grepTool) Spec() tool.Spec {
 		Name: "grep",
 		Description: "Search the text files of the workspace for a regular expression (Go RE2 syntax). Answers \"path:line: text\" for each matching line. " +
 			"Files that .gitignore ignores, binary files and .git are skipped.",
-		Parameters: grepParams,
+		Parameters: grepParams(),
 	}
 }
 
-// grepParams is grep's schema, built once: a spec's Parameters are read-only
+// grepParams is grep's schema, built once on first use: a spec's Parameters are read-only
 // (tool.Spec), and a turn asks every tool for its spec.
-var grepParams = map[string]any{
-	"type": "object",
-	"properties": map[string]any{
-		"pattern":          map[string]any{"type": "string", "description": "The regular expression, e.g. func \\w+Handler"},
-		"path":             map[string]any{"type": "string", "description": "The file or folder to search, relative to the workspace (default: the whole workspace)."},
-		"glob":             map[string]any{"type": "string", "description": "Only search files matching this glob: *.go matches by file name, a pattern with / by path (e.g. cmd/**/*.go)."},
-		"case_insensitive": map[string]any{"type": "boolean", "description": "Ignore case (default false)."},
-		"max_results":      map[string]any{"type": "integer", "minimum": 1, "maximum": grepMax, "description": fmt.Sprintf("The most matching lines to return (default %d).", grepDefault)},
-	},
-	"required": []any{"pattern"},
-}
+var grepParams = sync.OnceValue(func() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"pattern":          map[string]any{"type": "string", "description": "The regular expression, e.g. func \\w+Handler"},
+			"path":             map[string]any{"type": "string", "description": "The file or folder to search, relative to the workspace (default: the whole workspace)."},
+			"glob":             map[string]any{"type": "string", "description": "Only search files matching this glob: *.go matches by file name, a pattern with / by path (e.g. cmd/**/*.go)."},
+			"case_insensitive": map[string]any{"type": "boolean", "description": "Ignore case (default false)."},
+			"max_results":      map[string]any{"type": "integer", "minimum": 1, "maximum": grepMax, "description": fmt.Sprintf("The most matching lines to return (default %d).", grepDefault)},
+		},
+		"required": []any{"pattern"},
+	}
+})
 
 func (t *grepTool) ReadOnly() bool { return true }
 

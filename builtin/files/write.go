@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/nbots/nb/builtin/internal/arg"
 	"github.com/nbots/nb/tool"
@@ -28,20 +29,22 @@ func (t *writeFile) Spec() tool.Spec {
 	return tool.Spec{
 		Name:        "write_file",
 		Description: "Write a file of the workspace: create it (with its folders) or replace its whole content. The write is atomic: the file is never left half written. To change part of a file, use edit_file.",
-		Parameters:  writeFileParams,
+		Parameters:  writeFileParams(),
 	}
 }
 
-// writeFileParams is write_file's schema, built once: a spec's Parameters are read-only
+// writeFileParams is write_file's schema, built once on first use: a spec's Parameters are read-only
 // (tool.Spec), and a turn asks every tool for its spec.
-var writeFileParams = map[string]any{
-	"type": "object",
-	"properties": map[string]any{
-		"path":    map[string]any{"type": "string", "description": "The file's path, relative to the workspace."},
-		"content": map[string]any{"type": "string", "description": "The file's whole new content."},
-	},
-	"required": []any{"path", "content"},
-}
+var writeFileParams = sync.OnceValue(func() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"path":    map[string]any{"type": "string", "description": "The file's path, relative to the workspace."},
+			"content": map[string]any{"type": "string", "description": "The file's whole new content."},
+		},
+		"required": []any{"path", "content"},
+	}
+})
 
 // OutputLimits: the attractor's 1,000 characters (the answer is one line).
 func (t *writeFile) OutputLimits() tool.Limits { return tool.Limits{Chars: 1000, Tail: true} }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nbots/nb/tool"
@@ -29,25 +30,27 @@ func (t *Tool) Spec() tool.Spec {
 	return tool.Spec{
 		Name:        "cron",
 		Description: "Schedule reminders and recurring tasks. Actions: add, list, remove.",
-		Parameters:  cronParams,
+		Parameters:  cronParams(),
 	}
 }
 
-// cronParams is cron's schema, built once: a spec's Parameters are read-only
+// cronParams is cron's schema, built once on first use: a spec's Parameters are read-only
 // (tool.Spec), and a turn asks every tool for its spec.
-var cronParams = map[string]any{
-	"type": "object",
-	"properties": map[string]any{
-		"action":        map[string]any{"type": "string", "enum": []any{"add", "list", "remove"}, "description": "Action to perform"},
-		"message":       map[string]any{"type": "string", "description": "Reminder message (for add)"},
-		"every_seconds": map[string]any{"type": "integer", "description": "Interval in seconds (for recurring tasks)"},
-		"cron_expr":     map[string]any{"type": "string", "description": "Cron expression like '0 9 * * *' (for scheduled tasks)"},
-		"tz":            map[string]any{"type": "string", "description": "IANA timezone for cron expressions (e.g. 'America/Vancouver')"},
-		"at":            map[string]any{"type": "string", "description": "ISO datetime for one-time execution (e.g. '2026-02-12T10:30:00')"},
-		"job_id":        map[string]any{"type": "string", "description": "Job ID (for remove)"},
-	},
-	"required": []any{"action"},
-}
+var cronParams = sync.OnceValue(func() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"action":        map[string]any{"type": "string", "enum": []any{"add", "list", "remove"}, "description": "Action to perform"},
+			"message":       map[string]any{"type": "string", "description": "Reminder message (for add)"},
+			"every_seconds": map[string]any{"type": "integer", "description": "Interval in seconds (for recurring tasks)"},
+			"cron_expr":     map[string]any{"type": "string", "description": "Cron expression like '0 9 * * *' (for scheduled tasks)"},
+			"tz":            map[string]any{"type": "string", "description": "IANA timezone for cron expressions (e.g. 'America/Vancouver')"},
+			"at":            map[string]any{"type": "string", "description": "ISO datetime for one-time execution (e.g. '2026-02-12T10:30:00')"},
+			"job_id":        map[string]any{"type": "string", "description": "Job ID (for remove)"},
+		},
+		"required": []any{"action"},
+	}
+})
 
 // Run runs one action; mistakes are answered as nanobot answers them
 // ("Error: …"), for the model to correct.

@@ -42,7 +42,7 @@ func TestConversationWindow(t *testing.T) {
 	}{
 		{0, []string{"u0", "a0", "u1", "a1", "a1b", "a1c", "u2", "a2"}}, // no window
 		{8, []string{"u0", "a0", "u1", "a1", "a1b", "a1c", "u2", "a2"}}, // the tail fits
-		{5, []string{"u2", "a2"}},                                       // a1 a1b a1c u2 a2, from the user's message
+		{5, []string{"u2", "a2"}}, // a1 a1b a1c u2 a2, from the user's message
 		{6, []string{"u1", "a1", "a1b", "a1c", "u2", "a2"}},
 		{1, []string{"a2"}}, // no user's message among them: all of them
 	} {
