@@ -12,7 +12,12 @@ const hexDigits = "0123456789abcdef"
 // without HTML escaping: invalid UTF-8 becomes U+FFFD, and U+2028 and
 // U+2029 are escaped (JavaScript reads them as line ends).
 func Append(dst []byte, s string) []byte {
-	dst = append(dst, '"')
+	return append(AppendEscaped(append(dst, '"'), s), '"')
+}
+
+// AppendEscaped appends what Append writes between the quotes, for a
+// string written in parts.
+func AppendEscaped(dst []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -59,6 +64,5 @@ func Append(dst []byte, s string) []byte {
 		}
 		i += size
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return append(dst, s[start:]...)
 }

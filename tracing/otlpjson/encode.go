@@ -6,11 +6,12 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/nbots/nb/internal/jsonstr"
 )
 
 // AppendRequest appends to dst the ExportTraceServiceRequest carrying
@@ -37,9 +38,9 @@ func AppendRequest(dst []byte, resource []attribute.KeyValue, spans []*SpanData)
 		if s.Scope != nil {
 			name, version = s.Scope.Name, s.Scope.Version
 		}
-		dst = appendString(dst, name)
+		dst = jsonstr.Append(dst, name)
 		if version != "" {
-			dst = appendString(append(dst, `,"version":`...), version)
+			dst = jsonstr.Append(append(dst, `,"version":`...), version)
 		}
 		dst = append(dst, `},"spans":[`...)
 		first := true
@@ -71,7 +72,7 @@ func appendSpan(dst []byte, s *SpanData) []byte {
 	dst = appendID(append(dst, `{"traceId":`...), s.TraceID[:])
 	dst = appendID(append(dst, `,"spanId":`...), s.SpanID[:])
 	if ts := s.TraceState.String(); ts != "" {
-		dst = appendString(append(dst, `,"traceState":`...), ts)
+		dst = jsonstr.Append(append(dst, `,"traceState":`...), ts)
 	}
 	// Bit 8 (0x100) says whether the parent is known to be remote, bit 9
 	// whether it is; the low 8 bits are the W3C trace flags.
@@ -84,7 +85,7 @@ func appendSpan(dst []byte, s *SpanData) []byte {
 	}
 	dst = strconv.AppendUint(append(dst, `,"flags":`...), uint64(flags), 10)
 	dst = append(dst, `,"name":"`...)
-	dst = append(appendEscaped(appendEscaped(dst, s.Name), s.NameSuffix), '"')
+	dst = append(jsonstr.AppendEscaped(jsonstr.AppendEscaped(dst, s.Name), s.NameSuffix), '"')
 	dst = strconv.AppendInt(append(dst, `,"kind":`...), int64(kind(s.Kind)), 10)
 	dst = appendNanos(append(dst, `,"startTimeUnixNano":`...), s.Start)
 	dst = appendNanos(append(dst, `,"endTimeUnixNano":`...), s.End)
@@ -99,7 +100,7 @@ func appendSpan(dst []byte, s *SpanData) []byte {
 				dst = append(dst, ',')
 			}
 			dst = appendNanos(append(dst, `{"timeUnixNano":`...), e.Time)
-			dst = appendString(append(dst, `,"name":`...), e.Name)
+			dst = jsonstr.Append(append(dst, `,"name":`...), e.Name)
 			if len(e.Attributes) > 0 {
 				dst = appendKeyValues(append(dst, `,"attributes":`...), e.Attributes)
 			}
@@ -119,7 +120,7 @@ func appendSpan(dst []byte, s *SpanData) []byte {
 			dst = appendID(append(dst, `{"traceId":`...), tid[:])
 			dst = appendID(append(dst, `,"spanId":`...), sid[:])
 			if ts := sc.TraceState().String(); ts != "" {
-				dst = appendString(append(dst, `,"traceState":`...), ts)
+				dst = jsonstr.Append(append(dst, `,"traceState":`...), ts)
 			}
 			if len(l.Attributes) > 0 {
 				dst = appendKeyValues(append(dst, `,"attributes":`...), l.Attributes)
@@ -151,7 +152,7 @@ func appendSpan(dst []byte, s *SpanData) []byte {
 			if code != 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendString(append(dst, `"message":`...), s.StatusMessage)
+			dst = jsonstr.Append(append(dst, `"message":`...), s.StatusMessage)
 		}
 		dst = append(dst, '}')
 	}
@@ -203,7 +204,7 @@ func appendKeyValues(dst []byte, kvs []attribute.KeyValue) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(append(dst, `{"key":`...), string(kv.Key))
+		dst = jsonstr.Append(append(dst, `{"key":`...), string(kv.Key))
 		dst = append(appendValue(append(dst, `,"value":`...), kv.Value), '}')
 	}
 	return append(dst, ']')
@@ -218,7 +219,7 @@ func appendValue(dst []byte, v attribute.Value) []byte {
 	case attribute.FLOAT64:
 		return append(appendDouble(append(dst, `{"doubleValue":`...), v.AsFloat64()), '}')
 	case attribute.STRING:
-		return append(appendString(append(dst, `{"stringValue":`...), v.AsString()), '}')
+		return append(jsonstr.Append(append(dst, `{"stringValue":`...), v.AsString()), '}')
 	case attribute.BYTESLICE:
 		dst = append(dst, `{"bytesValue":"`...)
 		return append(base64.StdEncoding.AppendEncode(dst, v.AsByteSlice()), `"}`...)
@@ -255,7 +256,7 @@ func appendValue(dst []byte, v attribute.Value) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = append(appendString(append(dst, `{"stringValue":`...), s), '}')
+			dst = append(jsonstr.Append(append(dst, `{"stringValue":`...), s), '}')
 		}
 		return append(dst, "]}}"...)
 	case attribute.SLICE:
@@ -273,7 +274,7 @@ func appendValue(dst []byte, v attribute.Value) []byte {
 	case attribute.EMPTY:
 		return append(dst, "{}"...)
 	}
-	return append(appendString(append(dst, `{"stringValue":`...), v.Emit()), '}')
+	return append(jsonstr.Append(append(dst, `{"stringValue":`...), v.Emit()), '}')
 }
 
 // appendDouble appends a float; JSON has no NaN or infinities, so those
@@ -288,58 +289,4 @@ func appendDouble(dst []byte, f float64) []byte {
 		return append(dst, `"-Infinity"`...)
 	}
 	return strconv.AppendFloat(dst, f, 'g', -1, 64)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string.
-func appendString(dst []byte, s string) []byte {
-	return append(appendEscaped(append(dst, '"'), s), '"')
-}
-
-// appendEscaped appends s escaped for a JSON string: quotes, backslashes
-// and control characters escaped, invalid UTF-8 as U+FFFD, and U+2028
-// and U+2029 escaped for JavaScript readers.
-func appendEscaped(dst []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(append(dst, s[start:i]...), `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(append(dst, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(dst, s[start:]...)
 }
