@@ -79,17 +79,7 @@ func ControlFiles() []string {
 // the announcement of its writes to the prompt's files (owner's turns).
 func (g *Gateway) policy(ctx context.Context, d Direct, turnID string) *files.Policy {
 	ws, hidden, watched := g.policyPaths()
-	abs := func(names []string) []string {
-		var out []string
-		for _, n := range names {
-			if filepath.IsAbs(n) {
-				out = append(out, filepath.Clean(n))
-			} else if ws != "" {
-				out = append(out, filepath.Join(ws, n))
-			}
-		}
-		return out
-	}
+	abs := func(names []string) []string { return absIn(ws, names) }
 	p := &files.Policy{Hidden: hidden}
 	if d.Role != access.Owner {
 		// The owner's memory and tasks, and what other chats sent.
@@ -123,7 +113,21 @@ func (g *Gateway) policy(ctx context.Context, d Direct, turnID string) *files.Po
 	return p
 }
 
-// workspace is the gateway's workspace folder, absolute ("" when unknown).
+// absIn makes names absolute in the workspace ws: absolute ones
+// cleaned, relative ones joined to ws (left out when ws is ""). The list
+// is clipped: an append copies.
+func absIn(ws string, names []string) []string {
+	var out []string
+	for _, n := range names {
+		if filepath.IsAbs(n) {
+			out = append(out, filepath.Clean(n))
+		} else if ws != "" {
+			out = append(out, filepath.Join(ws, n))
+		}
+	}
+	return slices.Clip(out)
+}
+
 // policyPaths are the workspace, its control files and the protected
 // paths (every turn's Hidden), and its prompt's files (an owner's turn's
 // Watched), as absolute paths: made once per workspace and protected
@@ -134,19 +138,8 @@ func (g *Gateway) policyPaths() (ws string, hidden, watched []string) {
 	c := &g.paths
 	if !c.made || c.from != g.workspaceSetting() || !slices.Equal(c.protected, g.ProtectedPaths) {
 		ws := g.workspace()
-		abs := func(names []string) []string {
-			var out []string
-			for _, n := range names {
-				if filepath.IsAbs(n) {
-					out = append(out, filepath.Clean(n))
-				} else if ws != "" {
-					out = append(out, filepath.Join(ws, n))
-				}
-			}
-			return slices.Clip(out)
-		}
 		*c = policyPaths{made: true, from: g.workspaceSetting(), protected: slices.Clone(g.ProtectedPaths), ws: ws,
-			hidden: abs(append(ControlFiles(), g.ProtectedPaths...)), watched: abs(PromptFiles())}
+			hidden: absIn(ws, append(ControlFiles(), g.ProtectedPaths...)), watched: absIn(ws, PromptFiles())}
 	}
 	return c.ws, c.hidden, c.watched
 }
@@ -168,6 +161,7 @@ func (g *Gateway) workspaceSetting() string {
 	return g.Prompt.Workspace
 }
 
+// workspace is the gateway's workspace folder, absolute ("" when unknown).
 func (g *Gateway) workspace() string {
 	if g.Prompt == nil || g.Prompt.Workspace == "" {
 		return ""
