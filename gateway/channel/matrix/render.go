@@ -157,20 +157,23 @@ func (matrixHTML) RegisterFuncs(r renderer.NodeRendererFuncRegisterer) {
 	r.Register(ast.KindRawHTML, renderRawHTML)
 	r.Register(ast.KindHTMLBlock, renderHTMLBlock)
 	r.Register(kindSpoiler, renderSpoiler)
-	r.Register(channel.KindStrikethrough, renderStrike)
-	r.Register(extast.KindTable, renderTable)
+	r.Register(channel.KindStrikethrough, enclose("<del>", "</del>"))
+	r.Register(extast.KindTable, enclose("<table>\n", "</table>\n"))
 	r.Register(extast.KindTableHeader, renderTableHeader)
 	r.Register(extast.KindTableRow, renderTableRow)
 	r.Register(extast.KindTableCell, renderTableCell)
 }
 
-func renderStrike(w util.BufWriter, _ []byte, _ ast.Node, entering bool) (ast.WalkStatus, error) {
-	if entering {
-		_, _ = w.WriteString("<del>")
-	} else {
-		_, _ = w.WriteString("</del>")
+// enclose renders a node's children between open and end.
+func enclose(open, end string) renderer.NodeRendererFunc {
+	return func(w util.BufWriter, _ []byte, _ ast.Node, entering bool) (ast.WalkStatus, error) {
+		if entering {
+			_, _ = w.WriteString(open)
+		} else {
+			_, _ = w.WriteString(end)
+		}
+		return ast.WalkContinue, nil
 	}
-	return ast.WalkContinue, nil
 }
 
 // renderRawHTML writes inline HTML escaped.

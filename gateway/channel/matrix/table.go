@@ -225,17 +225,9 @@ func unescapeIn(escaped map[int]bool) ast.Walker {
 	}
 }
 
-// renderTable and the functions below write goldmark's table HTML: one
-// tag a line, alignment as style="text-align:…".
-func renderTable(w util.BufWriter, _ []byte, _ ast.Node, entering bool) (ast.WalkStatus, error) {
-	if entering {
-		_, _ = w.WriteString("<table>\n")
-	} else {
-		_, _ = w.WriteString("</table>\n")
-	}
-	return ast.WalkContinue, nil
-}
-
+// renderTableHeader and the functions below write goldmark's table
+// HTML (the table itself is enclosed by <table> and </table>): one tag a
+// line, alignment as style="text-align:…".
 func renderTableHeader(w util.BufWriter, _ []byte, n ast.Node, entering bool) (ast.WalkStatus, error) {
 	switch {
 	case entering:
