@@ -2,12 +2,10 @@ package mcp
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nbots/nb/cartridge"
-	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/internal/metric/metrictest"
 	"github.com/nbots/nb/tool"
 )
@@ -15,16 +13,11 @@ import (
 // nb_mcp_calls_total counts each call by the server's configured name,
 // the tool and how it ended; nb_mcp_call_duration_seconds times each.
 func TestMCPCallsCounted(t *testing.T) {
-	scrape := func() metrictest.Scrape {
-		var b strings.Builder
-		metric.Write(&b)
-		return metrictest.Parse(t, b.String())
-	}
 	mark := uniqueMark(t)
 	cfg := fakeConfig(t, "metered", "ok", mark)
 	cfg.Timeout = 300 * time.Millisecond
 	c := start(t, Options{Servers: []cartridge.MCPServer{cfg}})
-	before := scrape()
+	before := metrictest.Read(t)
 	for range 2 {
 		if _, err := run(t, findTool(t, c, "metered__echo"), map[string]any{"text": "hi"}); err != nil {
 			t.Fatal(err)
@@ -40,7 +33,7 @@ func TestMCPCallsCounted(t *testing.T) {
 	if _, err := ghost.Run(context.Background(), tool.Call{}); err == nil {
 		t.Fatal("an unknown tool answered")
 	}
-	after := scrape()
+	after := metrictest.Read(t)
 	for series, want := range map[string]float64{
 		`nb_mcp_calls_total{server="metered",tool="echo",outcome="ok"}`:         2,
 		`nb_mcp_calls_total{server="metered",tool="fail",outcome="tool_error"}`: 1,

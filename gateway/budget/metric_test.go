@@ -2,11 +2,9 @@ package budget
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/nbots/nb/gateway/modelcall"
-	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/internal/metric/metrictest"
 	"github.com/nbots/nb/provider"
 )
@@ -14,12 +12,7 @@ import (
 // nb_gateway_tokens_total counts what the ledger counts, by source: the
 // calls Guard settles and those the gateway reports with Spent.
 func TestTokensBySourceCounted(t *testing.T) {
-	scrape := func() metrictest.Scrape {
-		var b strings.Builder
-		metric.Write(&b)
-		return metrictest.Parse(t, b.String())
-	}
-	before := scrape()
+	before := metrictest.Read(t)
 	l := &Ledger{}
 	model := Guard(modelcall.Func(func(context.Context, modelcall.Request) (modelcall.Reply, error) {
 		return modelcall.Reply{Usage: provider.Usage{InputTokens: 300, OutputTokens: 20}}, nil
@@ -31,7 +24,7 @@ func TestTokensBySourceCounted(t *testing.T) {
 	}
 	l.Spent("telegram:1", "chat", provider.Usage{InputTokens: 1000, OutputTokens: 70})
 	l.Spent("cron:ab12", "cron", provider.Usage{InputTokens: 5})
-	after := scrape()
+	after := metrictest.Read(t)
 	for series, want := range map[string]float64{
 		`nb_gateway_tokens_total{source="consolidation",kind="input"}`:  600,
 		`nb_gateway_tokens_total{source="consolidation",kind="output"}`: 40,

@@ -3,21 +3,13 @@ package cron
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/nbots/nb/gateway/replica"
-	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/internal/metric/metrictest"
 )
-
-func scrapeMisses(t *testing.T) metrictest.Scrape {
-	var b strings.Builder
-	metric.Write(&b)
-	return metrictest.Parse(t, b.String())
-}
 
 // failingClaims cannot claim any slot.
 type failingClaims struct{}
@@ -32,7 +24,7 @@ func (failingClaims) Claim(context.Context, string) (bool, error) {
 // claimed.
 func TestCronMissesCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		before := scrapeMisses(t)
+		before := metrictest.Read(t)
 		start := time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC)
 		sleepUntil(start)
 		st := NewStore(t.TempDir())
@@ -61,7 +53,7 @@ func TestCronMissesCounted(t *testing.T) {
 		if _, err := s.Tick(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		after := scrapeMisses(t)
+		after := metrictest.Read(t)
 		for reason, want := range map[string]float64{"skipped": 4, "expired": 1, "coalesced": 4, "claim_error": 1} {
 			series := `nb_gateway_cron_misses_total{reason="` + reason + `"}`
 			if got := metrictest.Delta(before, after, series); got != want {

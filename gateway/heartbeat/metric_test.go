@@ -4,29 +4,21 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/nbots/nb/gateway/replica"
-	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/internal/metric/metrictest"
 )
-
-func scrapeBeats(t *testing.T) metrictest.Scrape {
-	var b strings.Builder
-	metric.Write(&b)
-	return metrictest.Parse(t, b.String())
-}
 
 // nb_gateway_heartbeat_beats_total counts every beat the service takes,
 // by outcome: skipped when there is nothing to do, called when the tasks
 // ran, failed when HEARTBEAT.md could not be read.
 func TestBeatsCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		before := scrapeBeats(t)
+		before := metrictest.Read(t)
 		dir := t.TempDir()
 		path := filepath.Join(dir, "HEARTBEAT.md")
 		time.Sleep(time.Until(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)))
@@ -54,7 +46,7 @@ func TestBeatsCounted(t *testing.T) {
 		if n := calls.Load(); n != 2 {
 			t.Fatalf("the tasks ran %d times, want 2", n)
 		}
-		after := scrapeBeats(t)
+		after := metrictest.Read(t)
 		for outcome, want := range map[string]float64{"skipped": 3, "called": 2, "failed": 1} {
 			series := `nb_gateway_heartbeat_beats_total{outcome="` + outcome + `"}`
 			if got := metrictest.Delta(before, after, series); got != want {

@@ -29,12 +29,6 @@ func (fake) Complete(_ context.Context, _ provider.Request, onEvent func(provide
 	return &provider.Response{Text: "hi", Model: "served", Usage: provider.Usage{InputTokens: 5, OutputTokens: 2}}, nil
 }
 
-func scrape(t *testing.T) metrictest.Scrape {
-	var b strings.Builder
-	metric.Write(&b)
-	return metrictest.Parse(t, b.String())
-}
-
 // One wrapper counts and traces each call with the model worked out
 // once: the configuration's, or a client's override (counted as
 // "override", traced by its name); an override's "" or a value that is
@@ -71,7 +65,7 @@ func TestMetricsAndSpanAgreeOnTheModel(t *testing.T) {
 		{map[string]any{"model": 7}, "conf-model", "conf-model"},
 		{map[string]any{"temperature": 0.2}, "conf-model", "conf-model"},
 	} {
-		before := scrape(t)
+		before := metrictest.Read(t)
 		req := provider.Request{Messages: []provider.Message{{Role: "user", Content: "hello"}}}
 		if tc.override != nil {
 			req.Override = &provider.Override{Settings: tc.override}
@@ -80,7 +74,7 @@ func TestMetricsAndSpanAgreeOnTheModel(t *testing.T) {
 		if _, err := p.Complete(context.Background(), req, func(provider.Event) { events++ }); err != nil || events != 1 {
 			t.Fatalf("%v: %v, %d events", tc.override, err, events)
 		}
-		after := scrape(t)
+		after := metrictest.Read(t)
 		calls := `nb_provider_calls_total{provider="openai",model="` + tc.label + `",cartridge="instrument-test",outcome="ok"}`
 		if d := metrictest.Delta(before, after, calls); d != 1 {
 			t.Errorf("%v: %s grew by %v\n%s", tc.override, calls, d, after.Text)

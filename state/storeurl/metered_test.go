@@ -3,20 +3,12 @@ package storeurl
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
-	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/internal/metric/metrictest"
 	"github.com/nbots/nb/internal/pgtest"
 	"github.com/nbots/nb/state"
 )
-
-func scrape(t *testing.T) metrictest.Scrape {
-	var b strings.Builder
-	metric.Write(&b)
-	return metrictest.Parse(t, b.String())
-}
 
 // A store set by URL counts each of its operations, by backend and op,
 // exactly once, and its failures; a conversation of a store that begins
@@ -33,7 +25,7 @@ func TestStoreOpsCounted(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			before := scrape(t)
+			before := metrictest.Read(t)
 			conv, err := s.Open(state.Bot{Author: "a", Name: "b"}, "u", "k")
 			if err != nil {
 				t.Fatal(err)
@@ -69,7 +61,7 @@ func TestStoreOpsCounted(t *testing.T) {
 			if _, err := conv.Delete(ctx); err != nil {
 				t.Fatal(err)
 			}
-			after := scrape(t)
+			after := metrictest.Read(t)
 			for op, want := range map[string]float64{"begin": 1, "append": 3, "keep_output": 1, "history": 2, "output": 1, "list": 1, "delete": 1} {
 				series := `nb_store_op_duration_seconds_count{store="conversations",backend="` + c.backend + `",op="` + op + `"}`
 				if got := metrictest.Delta(before, after, series); got != want {

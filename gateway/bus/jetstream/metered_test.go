@@ -2,23 +2,15 @@ package jetstream_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/bus/bustest"
 	"github.com/nbots/nb/gateway/bus/jetstream"
-	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/internal/metric/metrictest"
 	"github.com/nbots/nb/internal/natstest"
 )
-
-func scrape(t *testing.T) metrictest.Scrape {
-	var b strings.Builder
-	metric.Write(&b)
-	return metrictest.Parse(t, b.String())
-}
 
 // The bus as nb gateway --bus uses it (bus.Metered around JetStream)
 // counts each publish once, with its time to be durable, and a publish
@@ -34,7 +26,7 @@ func TestMeteredBusCounts(t *testing.T) {
 	})
 	b := bus.Metered(dial(t, s.URL(), jetstream.Options{Namespace: "metered"}), "jetstream")
 	ctx := context.Background()
-	before := scrape(t)
+	before := metrictest.Read(t)
 	for _, id := range []string{"1", "2", "1"} { // the third is a duplicate: published, not queued
 		if _, err := b.PublishInbound(ctx, bus.Inbound{Channel: "telegram", ID: id, ChatID: "c", Content: "hi"}); err != nil {
 			t.Fatal(err)
@@ -52,7 +44,7 @@ func TestMeteredBusCounts(t *testing.T) {
 	if err := b.PublishOutbound(tctx, bus.Outbound{Kind: bus.Message, Channel: "telegram", ChatID: "c", Content: "lost"}); err == nil {
 		t.Fatal("published with the server down")
 	}
-	after := scrape(t)
+	after := metrictest.Read(t)
 	for series, want := range map[string]float64{
 		`nb_bus_op_duration_seconds_count{backend="jetstream",op="publish_inbound"}`:  3,
 		`nb_bus_op_duration_seconds_count{backend="jetstream",op="publish_outbound"}`: 3,

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/nbots/nb/internal/metric"
 )
 
 // Scrape is one reading of /metrics: series (name{labels} as written)
@@ -18,6 +20,14 @@ type Scrape struct {
 	Types  map[string]string
 	Help   map[string]string
 	Text   string
+}
+
+// Read is a reading of this process's metrics (metric.Write), as GET
+// /metrics answers them.
+func Read(t testing.TB) Scrape {
+	var b strings.Builder
+	metric.Write(&b)
+	return Parse(t, b.String())
 }
 
 // Parse reads the Prometheus text format.

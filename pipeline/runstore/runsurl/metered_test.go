@@ -3,22 +3,14 @@ package runsurl
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 
-	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/internal/metric/metrictest"
 	"github.com/nbots/nb/internal/pgtest"
 	"github.com/nbots/nb/pipeline/runstore"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-func scrape(t *testing.T) metrictest.Scrape {
-	var b strings.Builder
-	metric.Write(&b)
-	return metrictest.Parse(t, b.String())
-}
 
 // A run store set by URL counts each of its operations, by backend and
 // op, exactly once; an answer (no such run) is not a failure, a refused
@@ -39,7 +31,7 @@ func TestRunStoreOpsCounted(t *testing.T) {
 			if got, want := s.Dir("r1"), map[string]string{"files": dir + "/r1", "postgres": ""}[c.backend]; got != want {
 				t.Errorf("Dir: %q, want %q", got, want)
 			}
-			before := scrape(t)
+			before := metrictest.Read(t)
 			r, err := s.Create(ctx, runstore.Info{ID: "r1", Name: "g", File: "g.dot", Source: []byte("digraph g {}")})
 			if err != nil {
 				t.Fatal(err)
@@ -73,7 +65,7 @@ func TestRunStoreOpsCounted(t *testing.T) {
 			if _, err := s.Create(ctx, runstore.Info{ID: "../bad"}); err == nil {
 				t.Fatal("a bad id was created")
 			}
-			after := scrape(t)
+			after := metrictest.Read(t)
 			for op, want := range map[string]float64{"create": 2, "append": 2, "save": 1, "answer": 1, "answers": 1, "release": 1, "events": 1, "get": 1, "take": 1} {
 				series := `nb_store_op_duration_seconds_count{store="runs",backend="` + c.backend + `",op="` + op + `"}`
 				if got := metrictest.Delta(before, after, series); got != want {
