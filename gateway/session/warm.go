@@ -35,11 +35,15 @@ func (m *Manager) keepBytes() int64 {
 // keepWarm records that s, whose messages take about n bytes, was
 // released (or read) now: the most recently used. Sessions released
 // before it lose their messages while the warm ones take more than
-// keepBytes. It takes m.warmMu, then each victim's s.mu: callers hold
-// neither s.mu nor m.warmMu (m.mu may be held).
+// keepBytes. It takes m.warmMu, and after it each victim's s.mu (so that
+// a victim busy reading its file holds up no other release): callers
+// hold neither s.mu nor m.warmMu (m.mu may be held). A victim released
+// again between the two keeps its place and loses its messages: it
+// reads them back at its next turn, and the count errs on the safe side
+// until it leaves the list.
 func (m *Manager) keepWarm(s *Session, n int64) {
+	var victims []*Session
 	m.warmMu.Lock()
-	defer m.warmMu.Unlock()
 	if m.warm == nil {
 		m.warm = list.New()
 	}
@@ -49,6 +53,10 @@ func (m *Manager) keepWarm(s *Session, n int64) {
 	for m.warmBytes > m.keepBytes() && m.warm.Len() > 0 {
 		v := m.warm.Back().Value.(*Session)
 		m.unwarmLocked(v)
+		victims = append(victims, v)
+	}
+	m.warmMu.Unlock()
+	for _, v := range victims {
 		v.mu.Lock()
 		v.dropLocked()
 		v.mu.Unlock()
