@@ -55,19 +55,8 @@ func benchmarkAnswer(b *testing.B, holder, other runstore.Store) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	const id = "0123456789abcdef01234567"
-	sr, err := holder.Create(ctx, runstore.Info{ID: id, Name: "Review", Source: []byte(review)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sr.Release()
-	g := newRelayedGate()
-	rctx, stop := context.WithCancel(ctx)
-	relayed := make(chan struct{})
-	go func() {
-		defer close(relayed)
-		(&Stored{Store: holder}).relay(rctx, sr, g)
-	}()
-	defer func() { stop(); <-relayed }()
+	g, end := relaying(b, ctx, holder, id)
+	defer end()
 	var total time.Duration
 	b.ResetTimer()
 	for i := range b.N {

@@ -143,19 +143,7 @@ func TestRelayPublishesChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sr, err := st.Create(ctx, runstore.Info{ID: "0123456789abcdef01234567", Name: "Review", Source: []byte(review)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sr.Release()
-	g := newRelayedGate()
-	rctx, stop := context.WithCancel(ctx)
-	relayed := make(chan struct{})
-	go func() {
-		defer close(relayed)
-		(&Stored{Store: st}).relay(rctx, sr, g)
-	}()
-	defer func() { stop(); <-relayed }()
+	g, _ := relaying(t, ctx, st, "0123456789abcdef01234567")
 	published := func(want string) {
 		t.Helper()
 		for {
@@ -209,19 +197,7 @@ func TestRelayWokenByAnswers(t *testing.T) {
 			t.Fatal(err)
 		}
 		const id = "0123456789abcdef01234567"
-		sr, err := st.Create(ctx, runstore.Info{ID: id, Name: "Review", Source: []byte(review)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sr.Release()
-		g := newRelayedGate()
-		rctx, stop := context.WithCancel(ctx)
-		relayed := make(chan struct{})
-		go func() {
-			defer close(relayed)
-			(&Stored{Store: st}).relay(rctx, sr, g)
-		}()
-		defer func() { stop(); <-relayed }()
+		g, end := relaying(t, ctx, st, id)
 		type result struct {
 			a   handler.Answer
 			err error
@@ -285,8 +261,7 @@ func TestRelayWokenByAnswers(t *testing.T) {
 		if q := published(); !strings.Contains(q, `"gate-3"`) || strings.Contains(q, "gate-2") {
 			t.Fatalf("questions published %s", q)
 		}
-		stop()
-		<-relayed
+		end()
 		if q := published(); q != "[]" {
 			t.Fatalf("the relay ended with questions published: %s", q)
 		}
@@ -295,4 +270,25 @@ func TestRelayWokenByAnswers(t *testing.T) {
 			t.Fatalf("Ask after its run ended = %+v", r)
 		}
 	})
+}
+
+// relaying creates run id in st and relays its questions through a new
+// gate (Stored.relay) until end, which may be called more than once; the
+// test's cleanup ends it and releases the run.
+func relaying(tb testing.TB, ctx context.Context, st runstore.Store, id string) (*gate, func()) {
+	tb.Helper()
+	sr, err := st.Create(ctx, runstore.Info{ID: id, Name: "Review", Source: []byte(review)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g := newRelayedGate()
+	rctx, stop := context.WithCancel(ctx)
+	relayed := make(chan struct{})
+	go func() {
+		defer close(relayed)
+		(&Stored{Store: st}).relay(rctx, sr, g)
+	}()
+	end := func() { stop(); <-relayed }
+	tb.Cleanup(func() { end(); sr.Release() })
+	return g, end
 }
