@@ -12,22 +12,31 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// TestListen: the payloads come in order; when the listening connection
-// is killed, lost is told and a new connection listens again.
-func TestListen(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// database is a new test database: the listener's configuration, named
+// app (so that a test can find its connection and kill it), and a
+// connection of the test's own to notify with and kill from.
+func database(t *testing.T, ctx context.Context, app string) (*pgx.ConnConfig, *pgx.Conn) {
+	t.Helper()
 	url := pgtest.New(t)
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.RuntimeParams["application_name"] = "pglisten test"
+	cfg.RuntimeParams["application_name"] = app
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return cfg, conn
+}
+
+// TestListen: the payloads come in order; when the listening connection
+// is killed, lost is told and a new connection listens again.
+func TestListen(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, conn := database(t, ctx, "pglisten test")
 
 	got := make(chan string, 16)
 	lost := make(chan error, 16)
@@ -104,17 +113,7 @@ func TestListen(t *testing.T) {
 func TestWatchListening(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	url := pgtest.New(t)
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.RuntimeParams["application_name"] = "pglisten watch test"
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	cfg, conn := database(t, ctx, "pglisten watch test")
 	got := make(chan string, 16)
 	listening := make(chan struct{}, 16)
 	lctx, stop := context.WithCancel(ctx)
