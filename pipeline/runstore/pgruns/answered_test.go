@@ -19,23 +19,8 @@ import (
 func TestAnswerPoll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	url := pgtest.New(t)
 	const poll = 1500 * time.Millisecond
-	s, err := pgruns.Open(ctx, url, pgruns.Options{LeaseTTL: testTTL, AnswerPoll: poll})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	r, err := s.Create(ctx, runstore.Info{ID: "polled", Name: "F", Source: []byte("digraph F {}")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Release()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	r, conn := heldRun(t, ctx, poll, "polled")
 	for range 2 {
 		// Just after a poll: the next is poll away.
 		<-r.Answered()
@@ -64,22 +49,7 @@ func TestAnswerPoll(t *testing.T) {
 func TestAnswerWhileNotListening(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	url := pgtest.New(t)
-	s, err := pgruns.Open(ctx, url, pgruns.Options{LeaseTTL: testTTL, AnswerPoll: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	r, err := s.Create(ctx, runstore.Info{ID: "unheard", Name: "F", Source: []byte("digraph F {}")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Release()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	r, conn := heldRun(t, ctx, time.Hour, "unheard")
 	var killed int
 	if err := conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE datname = current_database() AND query LIKE 'LISTEN %' AND pid <> pg_backend_pid()`).Scan(&killed); err != nil || killed != 1 {
@@ -98,4 +68,28 @@ func TestAnswerWhileNotListening(t *testing.T) {
 	if got, err := r.Answers(ctx); err != nil || len(got) != 1 || string(got[0]) != `{"unheard":true}` {
 		t.Fatalf("Answers = %q, %v", got, err)
 	}
+}
+
+// heldRun is run id created in a store of a new test database whose
+// holder looks for answers left without a notification every poll, and
+// a connection of the test's own to that database.
+func heldRun(t *testing.T, ctx context.Context, poll time.Duration, id string) (runstore.Run, *pgx.Conn) {
+	t.Helper()
+	url := pgtest.New(t)
+	s, err := pgruns.Open(ctx, url, pgruns.Options{LeaseTTL: testTTL, AnswerPoll: poll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	r, err := s.Create(ctx, runstore.Info{ID: id, Name: "F", Source: []byte("digraph F {}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Release() })
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return r, conn
 }
