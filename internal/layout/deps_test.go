@@ -18,6 +18,8 @@ var replaced = []struct{ pkg, why string }{
 	{"github.com/yuin/goldmark/extension", "the channels parse ~~strikethrough~~ and tables themselves (gateway/channel)"},
 	{"github.com/arnodel/golua/lib", "script/internal/lualib loads the Lua libraries nb offers"},
 	{"github.com/arnodel/golua/lib/golib", "nb never offers Lua access to Go values by reflection"},
+	{"text/template", "only golua's golib linked it"},
+	{"plugin", "only golua's golib linked it"},
 }
 
 // TestReplacedStayOut: nb's binary links none of the packages it replaced.
