@@ -11,8 +11,10 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"os"
@@ -30,12 +32,23 @@ func main() {
 	t.MaxIdleConnsPerHost = 64
 	client := &http.Client{Transport: t}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, err := http.NewRequestWithContext(r.Context(), r.Method, *upstream+r.URL.Path, r.Body)
+		// The body is read whole before it is sent on, as nb reads it: a
+		// body streamed from r.Body to the provider races the answer,
+		// since net/http's server closes r.Body once the handler writes
+		// its response, and the transport, still writing the request
+		// body when the provider's first bytes come back, then closes
+		// the provider's connection ("use of closed network connection"
+		// in the middle of the stream).
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, *upstream+r.URL.Path, bytes.NewReader(body))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		req.ContentLength = r.ContentLength
 		req.Header.Set("Content-Type", r.Header.Get("Content-Type"))
 		resp, err := client.Do(req)
 		if err != nil {
@@ -56,6 +69,9 @@ func main() {
 				}
 			}
 			if err != nil {
+				if err != io.EOF {
+					log.Printf("bareproxy: %s: %v", r.URL.Path, err)
+				}
 				return
 			}
 		}

@@ -216,7 +216,7 @@ func firstToken(ctx context.Context, c *http.Client, url, token string, h http.H
 	br := bufio.NewReader(resp.Body)
 	for {
 		line, err := br.ReadSlice('\n')
-		if first == 0 && bytes.HasPrefix(line, []byte("data: ")) && bytes.Contains(line, []byte(`"content":"`)) {
+		if first == 0 && bytes.HasPrefix(line, []byte("data: ")) && hasText(line) {
 			first = time.Since(t0)
 		}
 		if err == io.EOF {
@@ -230,6 +230,23 @@ func firstToken(ctx context.Context, c *http.Client, url, token string, h http.H
 		return 0, errors.New("no text in the stream")
 	}
 	return first, nil
+}
+
+// hasText reports whether an event's line carries text: a "content"
+// that is not empty (the role chunk that opens a stream has
+// "content":"", and is not the first token).
+func hasText(line []byte) bool {
+	key := []byte(`"content":"`)
+	for {
+		i := bytes.Index(line, key)
+		if i < 0 {
+			return false
+		}
+		line = line[i+len(key):]
+		if len(line) > 0 && line[0] != '"' {
+			return true
+		}
+	}
 }
 
 // streams holds n streamed requests open at once.
