@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/nbots/nb/internal/retryafter"
 )
 
 // apiVersion is the version of Discord's API (REST and Gateway) the
@@ -149,7 +151,7 @@ func (r *rest) learn(q *request, h http.Header) {
 	if err1 != nil || err2 != nil || remaining < 0 || after < 0 {
 		return
 	}
-	r.buckets[r.key(q.route, q.major)] = &bucket{remaining: remaining, reset: now.Add(seconds(after))}
+	r.buckets[r.key(q.route, q.major)] = &bucket{remaining: remaining, reset: now.Add(retryafter.Seconds(after, 0, maxRetryAfter))}
 }
 
 // limited records a 429: the bucket, or every request if it is global,
@@ -168,7 +170,9 @@ func (r *rest) limited(q *request, rl *rateLimited) {
 	r.buckets[r.key(q.route, q.major)] = &bucket{remaining: 0, reset: until}
 }
 
-func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+// maxRetryAfter caps a wait Discord asks for: a 429's retry_after (or
+// Retry-After), a bucket's X-RateLimit-Reset-After.
+const maxRetryAfter = time.Hour
 
 // turn takes the route's and channel's turn (one request at a time) and
 // returns its release.
@@ -237,9 +241,9 @@ func (r *rest) do(ctx context.Context, q request, out any) error {
 			Global     bool    `json:"global"`
 		}
 		if json.Unmarshal(b, &e) == nil && e.RetryAfter > 0 {
-			rl.After, rl.Global = seconds(e.RetryAfter), rl.Global || e.Global
-		} else if s, err := strconv.ParseFloat(resp.Header.Get("Retry-After"), 64); err == nil {
-			rl.After = seconds(s)
+			rl.After, rl.Global = retryafter.Seconds(e.RetryAfter, 0, maxRetryAfter), rl.Global || e.Global
+		} else {
+			rl.After = retryafter.Header(resp.Header.Get("Retry-After"), time.Now(), 0, maxRetryAfter)
 		}
 		r.limited(&q, rl)
 		return rl

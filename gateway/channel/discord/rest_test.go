@@ -58,3 +58,33 @@ func TestServerErrorNotUndeliverable(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// TestRateLimitWaitsRead: a 429's retry_after cannot ask for more than
+// maxRetryAfter (a huge count is not wrapped round to a negative wait),
+// and without a body its Retry-After is read in either of RFC 9110's
+// forms, an HTTP-date included.
+func TestRateLimitWaitsRead(t *testing.T) {
+	date := time.Now().Add(2 * time.Minute).UTC().Format(http.TimeFormat)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/channels/1/typing" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			w.Write([]byte(`{"message":"You are being rate limited.","retry_after":1e15,"global":false}`)) //nolint:errcheck // test
+			return
+		}
+		w.Header().Set("Retry-After", date)
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	r := &rest{base: srv.URL, auth: "Bot x", hc: srv.Client()}
+	ctx := context.Background()
+	var rl *rateLimited
+	err := r.do(ctx, request{method: "POST", path: "/channels/1/typing", route: "POST /channels/{id}/typing", major: "1"}, nil)
+	if !errors.As(err, &rl) || rl.After != maxRetryAfter {
+		t.Errorf("retry_after 1e15: %v, want a wait of %v", err, maxRetryAfter)
+	}
+	err = r.do(ctx, request{method: "POST", path: "/channels/2/typing", route: "POST /channels/{id}/typing", major: "2"}, nil)
+	if !errors.As(err, &rl) || rl.After < 110*time.Second || rl.After > 2*time.Minute {
+		t.Errorf("Retry-After %s: %v, want about two minutes", date, err)
+	}
+}
