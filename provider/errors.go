@@ -9,7 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nbots/nb/internal/retryafter"
 )
+
+// maxRetryAfter caps the wait a Retry-After header can ask for; a retry
+// policy whose Max is shorter gives up on such an answer instead.
+const maxRetryAfter = time.Hour
 
 // Error is a failure reported by a provider's API, or met while talking to it.
 type Error struct {
@@ -91,7 +97,7 @@ func ErrorFromResponse(providerID string, resp *http.Response) *Error {
 			e.Hint = "check " + key
 		}
 	}
-	e.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	e.RetryAfter = retryafter.Header(resp.Header.Get("Retry-After"), time.Now(), 0, maxRetryAfter)
 	return e
 }
 
@@ -142,22 +148,6 @@ func ParseErrorBody(body []byte) (message, code string) {
 		return str(d), ""
 	}
 	return "", ""
-}
-
-func parseRetryAfter(h string, now time.Time) time.Duration {
-	h = strings.TrimSpace(h)
-	if h == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(h, 64); err == nil && s >= 0 {
-		return time.Duration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
 }
 
 // Clip shortens s to its first 200 bytes, for quoting a response in an

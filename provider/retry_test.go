@@ -96,6 +96,12 @@ func TestErrorFromResponse(t *testing.T) {
 			w.Header().Set("Retry-After", "20")
 			w.WriteHeader(429)
 			w.Write([]byte(`{"error":"slow down"}`))
+		case "/429-huge":
+			// A count of seconds too large for a Duration: capped, not
+			// wrapped round to a negative wait.
+			w.Header().Set("Retry-After", "99999999999")
+			w.WriteHeader(429)
+			w.Write([]byte(`{"error":"slow down"}`))
 		case "/500":
 			w.WriteHeader(500)
 			w.Write([]byte(`upstream exploded`))
@@ -107,9 +113,10 @@ func TestErrorFromResponse(t *testing.T) {
 		retryable bool
 		after     time.Duration
 	}{
-		"/401": {"fake: HTTP 401 Unauthorized: Incorrect API key provided (check provider.credentials.api-key)", false, 0},
-		"/429": {"fake: HTTP 429 Too Many Requests: slow down", true, 20 * time.Second},
-		"/500": {"fake: HTTP 500 Internal Server Error: upstream exploded", true, 0},
+		"/401":      {"fake: HTTP 401 Unauthorized: Incorrect API key provided (check provider.credentials.api-key)", false, 0},
+		"/429":      {"fake: HTTP 429 Too Many Requests: slow down", true, 20 * time.Second},
+		"/429-huge": {"fake: HTTP 429 Too Many Requests: slow down", true, maxRetryAfter},
+		"/500":      {"fake: HTTP 500 Internal Server Error: upstream exploded", true, 0},
 	}
 	for path, tt := range tests {
 		_, _, err := Post(context.Background(), srv.Client(), "fake", srv.URL+path, nil, map[string]any{})

@@ -26,13 +26,24 @@ import (
 // cartridge, echo, whose provider is the OpenAI fake.
 func metricsServer(t *testing.T, configure func(*server.Options)) (*server.Server, string, string) {
 	t.Helper()
-	fake := httptest.NewServer(openaitest.New(providertest.Echo))
+	return fakeServer(t, providertest.Echo, []string{"echo"}, configure)
+}
+
+// fakeServer is nb serve's core, with /metrics and its OpenAI and Nano
+// Bots front-ends, on the cartridges named, whose provider is the
+// OpenAI fake answering reply. It returns the server and the addresses
+// of its HTTP front and of the fake.
+func fakeServer(t *testing.T, reply func(providertest.Turn) providertest.Reply, cartridges []string, configure func(*server.Options)) (*server.Server, string, string) {
+	t.Helper()
+	fake := httptest.NewServer(openaitest.New(reply))
 	t.Cleanup(fake.Close)
 	dir := t.TempDir()
-	src := "meta: {name: Echo, author: Tests, version: 1.0.0}\n" +
-		"provider: {id: openai, credentials: {address: ENV/OPENAI_API_ADDRESS, access-token: ENV/OPENAI_API_KEY}, settings: {model: metrics-model}}\n"
-	if err := os.WriteFile(filepath.Join(dir, "echo.yml"), []byte(src), 0o644); err != nil {
-		t.Fatal(err)
+	for _, name := range cartridges {
+		src := "meta: {name: " + name + ", author: Tests, version: 1.0.0}\n" +
+			"provider: {id: openai, credentials: {address: ENV/OPENAI_API_ADDRESS, access-token: ENV/OPENAI_API_KEY}, settings: {model: metrics-model}}\n"
+		if err := os.WriteFile(filepath.Join(dir, name+".yml"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	opts := server.Options{Dirs: []string{dir}, WatchInterval: -1, Metrics: true, ClientCartridges: true, ClientHosts: []string{"127.0.0.1"},
 		Host: bot.Host{Environ: []string{"OPENAI_API_ADDRESS=" + fake.URL, "OPENAI_API_KEY=sk-test", "HOME=" + t.TempDir()}}}

@@ -1,21 +1,13 @@
 package server_test
 
 import (
-	"context"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nbots/nb/bot"
 	"github.com/nbots/nb/internal/metric"
-	"github.com/nbots/nb/provider/openai/openaitest"
 	"github.com/nbots/nb/provider/providertest"
 	"github.com/nbots/nb/server"
-	"github.com/nbots/nb/server/nanobots"
-	"github.com/nbots/nb/server/openaiapi"
 )
 
 // runErrors are the control page's last errors about runs of cartridge.
@@ -35,7 +27,7 @@ func runErrors(cartridge string) []metric.Error {
 // provider's status and code, the run's deadline; never the provider's
 // message, which quotes the user's words. A run that succeeds does not.
 func TestRunErrorsReachControlPage(t *testing.T) {
-	fake := httptest.NewServer(openaitest.New(func(turn providertest.Turn) providertest.Reply {
+	_, url, _ := fakeServer(t, func(turn providertest.Turn) providertest.Reply {
 		switch turn.LastUser() {
 		case "fail":
 			return providertest.Reply{Status: 400, ErrorBody: `{"error":{"message":"your words 'fail' are secret-user-words","type":"invalid_request_error","code":"bad_words"}}`}
@@ -43,38 +35,18 @@ func TestRunErrorsReachControlPage(t *testing.T) {
 			return providertest.Reply{Chunks: []string{"a", "b", "c"}, Delay: time.Second}
 		}
 		return providertest.Echo(turn)
-	}))
-	t.Cleanup(fake.Close)
-	dir := t.TempDir()
-	for _, name := range []string{"failing", "slowpoke"} {
-		src := "meta: {name: " + name + ", author: Tests, version: 1.0.0}\n" +
-			"provider: {id: openai, credentials: {address: ENV/OPENAI_API_ADDRESS, access-token: ENV/OPENAI_API_KEY}, settings: {model: m}}\n"
-		if err := os.WriteFile(filepath.Join(dir, name+".yml"), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	srv, err := server.New(context.Background(), server.Options{Dirs: []string{dir}, WatchInterval: -1, Limits: server.Limits{RunTimeout: 500 * time.Millisecond},
-		Host: bot.Host{Environ: []string{"OPENAI_API_ADDRESS=" + fake.URL, "OPENAI_API_KEY=sk-test", "HOME=" + t.TempDir()}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	openaiapi.New(srv, openaiapi.Options{Admit: srv.Admit, EndUser: srv.EndUser, Confirmer: srv.Confirmer()}).Register(srv)
-	api := nanobots.New(srv, nanobots.Options{})
-	t.Cleanup(api.Close)
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
+	}, []string{"failing", "slowpoke"}, func(o *server.Options) { o.Limits.RunTimeout = 500 * time.Millisecond })
 
-	if code, body := post(t, hs.URL+"/v1/chat/completions", `{"model":"failing","messages":[{"role":"user","content":"hi"}]}`); code != 200 {
+	if code, body := post(t, url+"/v1/chat/completions", `{"model":"failing","messages":[{"role":"user","content":"hi"}]}`); code != 200 {
 		t.Fatalf("a run that succeeds: %d %s", code, body)
 	}
 	if got := runErrors("failing"); len(got) != 0 {
 		t.Fatalf("a run that succeeded is an error: %+v", got)
 	}
-	if code, body := post(t, hs.URL+"/v1/chat/completions", `{"model":"failing","messages":[{"role":"user","content":"fail"}]}`); code != 502 {
+	if code, body := post(t, url+"/v1/chat/completions", `{"model":"failing","messages":[{"role":"user","content":"fail"}]}`); code != 502 {
 		t.Fatalf("a run that fails: %d %s", code, body)
 	}
-	if code, body := post(t, hs.URL+"/cartridges", `{"cartridge":"failing","input":"fail"}`); code != 502 {
+	if code, body := post(t, url+"/cartridges", `{"cartridge":"failing","input":"fail"}`); code != 502 {
 		t.Fatalf("a Nano Bots run that fails: %d %s", code, body)
 	}
 	got := runErrors("failing")
@@ -90,7 +62,7 @@ func TestRunErrorsReachControlPage(t *testing.T) {
 		}
 	}
 
-	if code, body := post(t, hs.URL+"/v1/chat/completions", `{"model":"slowpoke","stream":true,"messages":[{"role":"user","content":"slow"}]}`); code != 504 {
+	if code, body := post(t, url+"/v1/chat/completions", `{"model":"slowpoke","stream":true,"messages":[{"role":"user","content":"slow"}]}`); code != 504 {
 		t.Fatalf("a run past its deadline: %d %s", code, body)
 	}
 	if got := runErrors("slowpoke"); len(got) != 1 || !strings.HasPrefix(got[0].Message, "HTTP 504: the run took longer than the server's limit per run") {

@@ -107,9 +107,9 @@ type Bus interface {
 	Close() error
 }
 
-// Depther is a bus that knows the depth of its outbound queues, one per
-// destination (Local; JetStream's are the stream's, which the NATS
-// server's own metrics show).
+// Depther is a bus that knows the depth of its outbound queues: Local,
+// one queue per destination; JetStream, one per destination partition
+// (the destinations whose chat hashes to it), read from its stream.
 type Depther interface {
 	// OutboundDepth is how many messages of channel wait for delivery or
 	// are being delivered: over all its destinations, and at the deepest.

@@ -12,12 +12,24 @@ import (
 // --bus: "jetstream"): the time each publish takes to be durable
 // (nb_bus_op_duration_seconds) and the publishes and consumers that fail
 // (nb_bus_op_errors_total). A duplicate, a full queue, a closed bus or a
-// caller that gave up is not a failure.
-func Metered(b Bus, backend string) Bus { return metered{b, backend} }
+// caller that gave up is not a failure. When b knows its queues' depth
+// (Depther), so does the bus Metered returns.
+func Metered(b Bus, backend string) Bus {
+	m := metered{b, backend}
+	if d, ok := b.(Depther); ok {
+		return meteredDepther{m, d}
+	}
+	return m
+}
 
 type metered struct {
 	Bus
 	backend string
+}
+
+type meteredDepther struct {
+	metered
+	Depther
 }
 
 func failed(err error) error {

@@ -177,6 +177,30 @@ func (g Gauge) Func(f func() float64, kv ...string) {
 // series.
 var gaugeFuncs sync.Map
 
+// scrapes counts the calls of Write: perScrape's cache is good for one.
+var scrapes atomic.Uint64
+
+// perScrape returns a reader of f that calls f once per scrape and
+// answers the gauges that scrape reads after with the same value: the
+// gauges of one reading (a queue's total and its deepest destination)
+// cost one call and agree with each other.
+func perScrape[T any](f func() T) func() T {
+	var (
+		mu   sync.Mutex
+		at   uint64
+		read bool
+		v    T
+	)
+	return func() T {
+		mu.Lock()
+		defer mu.Unlock()
+		if n := scrapes.Load(); !read || at != n {
+			v, at, read = f(), n, true
+		}
+		return v
+	}
+}
+
 // Histogram is a histogram family with fixed le buckets.
 type Histogram struct {
 	name    string
@@ -198,6 +222,7 @@ func (h Histogram) Observe(v float64, kv ...string) {
 // process's, in the Prometheus text exposition format (version 0.0.4).
 func Write(w io.Writer) {
 	var buf bytes.Buffer
+	scrapes.Add(1)
 	set.WritePrometheus(&buf)
 	vm.WriteProcessMetrics(&buf)
 	familiesMu.Lock()

@@ -183,3 +183,26 @@ func TestHTTPErrorNamesMethodOnce(t *testing.T) {
 		t.Errorf("a pattern without: %q, want %q", got, want)
 	}
 }
+
+// TestQueueFuncReadsOncePerScrape: the two queue gauges of a channel come
+// from one call of its depth function per scrape, so they agree and a
+// queue that takes a lock to count is counted once.
+func TestQueueFuncReadsOncePerScrape(t *testing.T) {
+	calls := 0
+	QueueFunc("once-per-scrape", func() (int, int) { calls++; return 5 * calls, calls })
+	for scrape := 1; scrape <= 3; scrape++ {
+		var b strings.Builder
+		Write(&b)
+		if calls != scrape {
+			t.Fatalf("after %d scrapes the depth was read %d times, want %d", scrape, calls, scrape)
+		}
+		for _, want := range []string{
+			fmt.Sprintf("nb_gateway_queue_depth{channel=\"once-per-scrape\"} %d\n", 5*scrape),
+			fmt.Sprintf("nb_gateway_queue_depth_max{channel=\"once-per-scrape\"} %d\n", scrape),
+		} {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("scrape %d lacks %q", scrape, want)
+			}
+		}
+	}
+}

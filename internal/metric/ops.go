@@ -47,12 +47,13 @@ func BusOp(backend, op string, start time.Time, err error) {
 	}
 }
 
-// QueueFunc makes the queue gauges of channel read depth at each scrape:
-// the messages of all its destinations and those of the deepest.
+// QueueFunc makes the queue gauges of channel read depth once at each
+// scrape: the messages of all its destinations and those of the deepest.
 func QueueFunc(channel string, depth func() (total, deepest int)) {
 	ch := Label("channel", channel)
-	queueDepth.Func(func() float64 { t, _ := depth(); return float64(t) }, "channel", ch)
-	queueDeepest.Func(func() float64 { _, d := depth(); return float64(d) }, "channel", ch)
+	read := perScrape(func() [2]int { t, d := depth(); return [2]int{t, d} })
+	queueDepth.Func(func() float64 { return float64(read()[0]) }, "channel", ch)
+	queueDeepest.Func(func() float64 { return float64(read()[1]) }, "channel", ch)
 }
 
 // CronMissed counts n cron runs that did not run at their time, for

@@ -129,6 +129,12 @@ type Bus struct {
 	reconnected chan struct{}
 	running     sync.WaitGroup
 	kv          map[string]jetstream.KeyValue
+	// outStream is the outbound stream, asked for its depth (depth.go);
+	// depths are the last readings by channel, depthFailing whether the
+	// last one failed.
+	outStream    jetstream.Stream
+	depths       map[string][2]int
+	depthFailing bool
 }
 
 var nameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`) })
@@ -263,7 +269,7 @@ func Open(ctx context.Context, nc *nats.Conn, opt Options) (*Bus, error) {
 		b.mu.Unlock()
 	})
 	for _, s := range []struct{ name, subj string }{{b.in, opt.Namespace + ".in.*"}, {b.out, opt.Namespace + ".out.*.*"}} {
-		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:        s.name,
 			Description: "nb gateway messages (" + opt.Namespace + ")",
 			Subjects:    []string{s.subj},
@@ -274,6 +280,9 @@ func Open(ctx context.Context, nc *nats.Conn, opt Options) (*Bus, error) {
 		})
 		if err != nil {
 			return nil, fmt.Errorf("stream %s: %w", s.name, cleanErr(err))
+		}
+		if s.name == b.out {
+			b.outStream = st
 		}
 	}
 	return b, nil

@@ -90,8 +90,18 @@ type gateway struct {
 	session   string // to resume; "" to identify
 	resumeURL string
 	seq       int64 // the last dispatch's sequence
-	pending   []event
+	// pending are the dispatches read and not yet taken by the channel,
+	// at most maxPending (defaultMaxPending if 0): with that many held,
+	// the connection is not read until the channel takes half. Discord
+	// keeps the rest, and what a slow channel costs the connection (an
+	// unread heartbeat ACK ends it) is resumed from seq, replayed.
+	pending    []event
+	maxPending int
 }
+
+// defaultMaxPending is how many dispatches the gateway holds for a
+// channel that has not taken them (the QQ channel's buffer is as long).
+const defaultMaxPending = 64
 
 // sessionLimit is Discord's session start limit reached: no Identify
 // before after.
@@ -284,11 +294,30 @@ func (g *gateway) connect(ctx context.Context, events chan<- event) (up bool, er
 	}
 	// reidentify is armed after an Invalid Session that cannot be resumed.
 	var reidentify <-chan time.Time
+	limit := g.maxPending
+	if limit <= 0 {
+		limit = defaultMaxPending
+	}
+	paused := false
 	for {
 		var out chan<- event
 		var next event
 		if len(g.pending) > 0 {
 			out, next = events, g.pending[0]
+		}
+		// Paused at the limit, read again at half of it: a channel that
+		// stays behind logs a pause per half a limit, not per dispatch.
+		switch {
+		case !paused && len(g.pending) >= limit:
+			paused = true
+			g.log.Warn("discord: the channel is behind; the gateway is not read until it takes half of the dispatches held (Discord keeps the rest; a resume replays them)", "held", len(g.pending))
+		case paused && len(g.pending) <= limit/2:
+			paused = false
+			g.log.Info("discord: the channel took the dispatches held; reading the gateway again", "held", len(g.pending))
+		}
+		in := frames
+		if paused {
+			in = nil
 		}
 		select {
 		case <-ctx.Done():
@@ -313,7 +342,7 @@ func (g *gateway) connect(ctx context.Context, events chan<- event) (up bool, er
 			if err := identify(); err != nil {
 				return up, fmt.Errorf("identifying: %w", err)
 			}
-		case f := <-frames:
+		case f := <-in:
 			if f.S > 0 {
 				g.seq = f.S
 			}

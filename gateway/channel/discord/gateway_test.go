@@ -2,13 +2,19 @@ package discord
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/channeltest"
+	"github.com/nbots/nb/gateway/channel/discord/discordtest"
+	"github.com/nbots/nb/internal/testbuf"
 )
 
 // waitFor polls cond for up to ten seconds.
@@ -229,5 +235,95 @@ func TestGatewayURL(t *testing.T) {
 	}
 	if _, err := gatewayURL("https://discord.com"); err == nil {
 		t.Error("an https URL was taken for the gateway")
+	}
+}
+
+// TestPendingCapped: a channel that takes no dispatch makes the gateway
+// hold at most maxPending of them and stop reading the connection, with
+// a warning; nothing read is lost (the rest stays with Discord, and the
+// sequence a resume starts from is the last dispatch held). Once the
+// channel takes them, reading goes on and every message arrives, in
+// order.
+func TestPendingCapped(t *testing.T) {
+	const limit, posts = 4, 20
+	const ch = "200000000000000001"
+	run := func(fake *discordtest.Server, events chan event) (g *gateway, logs *testbuf.Buffer, stop func()) {
+		logs = &testbuf.Buffer{}
+		g = &gateway{
+			token: token, intents: DefaultIntents, log: slog.New(slog.NewTextHandler(logs, nil)), link: &channel.Conn{},
+			rest:  &rest{base: fake.URL + "/api/v" + apiVersion, auth: "Bot " + token, hc: &http.Client{Timeout: 10 * time.Second}},
+			retry: 10 * time.Millisecond, invalidWait: func() time.Duration { return time.Millisecond }, maxPending: limit,
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- g.run(ctx, events) }()
+		wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer wcancel()
+		if err := fake.WaitConnected(wctx, 1); err != nil {
+			cancel()
+			t.Fatalf("the gateway did not connect: %v", err)
+		}
+		return g, logs, func() { cancel(); <-done }
+	}
+
+	// A channel that takes nothing.
+	fake := newFake(t)
+	fake.SetHeartbeatInterval(time.Hour)
+	g, logs, stop := run(fake, make(chan event))
+	for i := range posts {
+		fake.Post("", ch, alice, fmt.Sprint(i))
+	}
+	waitFor(t, "the pause logged", func() bool { return strings.Contains(logs.String(), "the gateway is not read") })
+	time.Sleep(200 * time.Millisecond) // were it reading on, it would have read the rest by now
+	stop()                             // run has returned: g is the test's to read
+	if len(g.pending) != limit {
+		t.Fatalf("%d dispatches held, want the cap of %d", len(g.pending), limit)
+	}
+	var held []string
+	for _, e := range g.pending {
+		var m struct{ Content string }
+		json.Unmarshal(e.D, &m) //nolint:errcheck // READY has none
+		held = append(held, e.T+" "+m.Content)
+	}
+	if want := []string{"READY ", "MESSAGE_CREATE 0", "MESSAGE_CREATE 1", "MESSAGE_CREATE 2"}; !slices.Equal(held, want) {
+		t.Errorf("held %q, want %q", held, want)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "held=4") {
+		t.Errorf("the pause is not a warning naming what is held:\n%s", logs)
+	}
+
+	// A channel that starts taking late.
+	fake = newFake(t)
+	fake.SetHeartbeatInterval(time.Hour)
+	events := make(chan event)
+	_, logs, stop = run(fake, events)
+	defer stop()
+	for i := range posts {
+		fake.Post("", ch, alice, fmt.Sprint(i))
+	}
+	waitFor(t, "the pause logged", func() bool { return strings.Contains(logs.String(), "the gateway is not read") })
+	var got []string
+	deadline := time.After(10 * time.Second)
+	for len(got) < posts {
+		select {
+		case e := <-events:
+			if e.T == "MESSAGE_CREATE" {
+				var m struct{ Content string }
+				if err := json.Unmarshal(e.D, &m); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, m.Content)
+			}
+		case <-deadline:
+			t.Fatalf("after the pause the channel got %q of %d messages", got, posts)
+		}
+	}
+	for i, c := range got {
+		if c != fmt.Sprint(i) {
+			t.Fatalf("after the pause the messages came as %q, want 0 to %d in order", got, posts-1)
+		}
+	}
+	if !strings.Contains(logs.String(), "reading the gateway again") {
+		t.Errorf("the end of the pause is not logged:\n%s", logs)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/nbots/nb/internal/retryafter"
 )
 
 // apiVersion is the version of Discord's API (REST and Gateway) the
@@ -42,7 +44,17 @@ type rest struct {
 	hashes  map[string]string  // route -> the bucket's hash Discord named
 	buckets map[string]*bucket // hash (or route) + major parameter -> state
 	global  time.Time          // no request before (a global 429)
-	turns   map[string]chan struct{}
+	turns   map[string]*turn   // route + major parameter -> its turn, while used
+	sweepAt int                // the number of buckets at which sweep runs
+}
+
+// turn is one route's and channel's lock: held by one request, waited
+// for by others. It leaves rest.turns when the last of them is done,
+// so a bot that has answered in many channels does not keep a lock for
+// each.
+type turn struct {
+	held  chan struct{} // a token while a request holds the turn
+	users int           // the requests holding or waiting; guarded by rest.mu
 }
 
 // bucket is what the headers said of one rate-limit bucket.
@@ -149,7 +161,25 @@ func (r *rest) learn(q *request, h http.Header) {
 	if err1 != nil || err2 != nil || remaining < 0 || after < 0 {
 		return
 	}
-	r.buckets[r.key(q.route, q.major)] = &bucket{remaining: remaining, reset: now.Add(seconds(after))}
+	r.buckets[r.key(q.route, q.major)] = &bucket{remaining: remaining, reset: now.Add(retryafter.Seconds(after, 0, maxRetryAfter))}
+	r.sweepLocked(now)
+}
+
+// sweepLocked forgets the buckets whose window has passed (what Discord
+// said of them no longer holds) once there are sweepAt of them, and sets
+// sweepAt to twice the buckets left (at least 256): a bot that has
+// answered in many channels keeps the state of the busy ones only, at a
+// cost spread over the answers.
+func (r *rest) sweepLocked(now time.Time) {
+	if len(r.buckets) < max(r.sweepAt, 256) {
+		return
+	}
+	for k, b := range r.buckets {
+		if !b.reset.After(now) {
+			delete(r.buckets, k)
+		}
+	}
+	r.sweepAt = 2 * len(r.buckets)
 }
 
 // limited records a 429: the bucket, or every request if it is global,
@@ -166,28 +196,40 @@ func (r *rest) limited(q *request, rl *rateLimited) {
 		r.hashes, r.buckets = map[string]string{}, map[string]*bucket{}
 	}
 	r.buckets[r.key(q.route, q.major)] = &bucket{remaining: 0, reset: until}
+	r.sweepLocked(time.Now())
 }
 
-func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+// maxRetryAfter caps a wait Discord asks for: a 429's retry_after (or
+// Retry-After), a bucket's X-RateLimit-Reset-After.
+const maxRetryAfter = time.Hour
 
-// turn takes the route's and channel's turn (one request at a time) and
+// take takes the route's and channel's turn (one request at a time) and
 // returns its release.
-func (r *rest) turn(ctx context.Context, q *request) (func(), error) {
+func (r *rest) take(ctx context.Context, q *request) (func(), error) {
+	k := q.route + ":" + q.major
 	r.mu.Lock()
 	if r.turns == nil {
-		r.turns = map[string]chan struct{}{}
+		r.turns = map[string]*turn{}
 	}
-	k := q.route + ":" + q.major
 	t := r.turns[k]
 	if t == nil {
-		t = make(chan struct{}, 1)
+		t = &turn{held: make(chan struct{}, 1)}
 		r.turns[k] = t
 	}
+	t.users++
 	r.mu.Unlock()
+	done := func() {
+		r.mu.Lock()
+		if t.users--; t.users == 0 {
+			delete(r.turns, k)
+		}
+		r.mu.Unlock()
+	}
 	select {
-	case t <- struct{}{}:
-		return func() { <-t }, nil
+	case t.held <- struct{}{}:
+		return func() { <-t.held; done() }, nil
 	case <-ctx.Done():
+		done()
 		return nil, ctx.Err()
 	}
 }
@@ -195,7 +237,7 @@ func (r *rest) turn(ctx context.Context, q *request) (func(), error) {
 // do sends q when its bucket allows and decodes a 2xx answer's JSON into
 // out (nil: the body is not read).
 func (r *rest) do(ctx context.Context, q request, out any) error {
-	release, err := r.turn(ctx, &q)
+	release, err := r.take(ctx, &q)
 	if err != nil {
 		return err
 	}
@@ -237,9 +279,9 @@ func (r *rest) do(ctx context.Context, q request, out any) error {
 			Global     bool    `json:"global"`
 		}
 		if json.Unmarshal(b, &e) == nil && e.RetryAfter > 0 {
-			rl.After, rl.Global = seconds(e.RetryAfter), rl.Global || e.Global
-		} else if s, err := strconv.ParseFloat(resp.Header.Get("Retry-After"), 64); err == nil {
-			rl.After = seconds(s)
+			rl.After, rl.Global = retryafter.Seconds(e.RetryAfter, 0, maxRetryAfter), rl.Global || e.Global
+		} else {
+			rl.After = retryafter.Header(resp.Header.Get("Retry-After"), time.Now(), 0, maxRetryAfter)
 		}
 		r.limited(&q, rl)
 		return rl

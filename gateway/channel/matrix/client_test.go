@@ -66,3 +66,23 @@ func TestClientRequests(t *testing.T) {
 		t.Errorf("sync: %v", err)
 	}
 }
+
+// TestRetryAfterForms: a 429's Retry-After may be an HTTP-date, and
+// neither it nor retry_after_ms can ask for more than maxRetryAfter.
+func TestRetryAfterForms(t *testing.T) {
+	limited := func(ms int64, header string) error {
+		return &apiError{Method: "PUT", Path: "/x", Status: http.StatusTooManyRequests, Code: "M_LIMIT_EXCEEDED", RetryAfterMS: ms, RetryAfter: header}
+	}
+	if d, _ := retryAfter(limited(0, time.Now().Add(time.Minute).UTC().Format(http.TimeFormat)), time.Second); d < 55*time.Second || d > time.Minute {
+		t.Errorf("Retry-After as an HTTP-date a minute on: %v", d)
+	}
+	if d, _ := retryAfter(limited(1<<62, ""), time.Second); d != maxRetryAfter {
+		t.Errorf("a huge retry_after_ms: %v, want %v", d, maxRetryAfter)
+	}
+	if d, _ := retryAfter(limited(0, "86400"), time.Second); d != maxRetryAfter {
+		t.Errorf("a day's Retry-After: %v, want %v", d, maxRetryAfter)
+	}
+	if d, _ := retryAfter(limited(0, "-3"), 5*time.Second); d != 5*time.Second {
+		t.Errorf("a negative Retry-After: %v, want the fallback", d)
+	}
+}

@@ -23,13 +23,13 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nbots/nb/gateway/access"
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/internal/retryafter"
 )
 
 // Name is the channel's configuration name, channels.matrix.
@@ -222,20 +222,21 @@ func final(err error) error {
 }
 
 // retryAfter is the wait a 429 M_LIMIT_EXCEEDED asks for: retry_after_ms,
-// else the Retry-After header, else fallback.
+// else the Retry-After header (seconds or an HTTP-date), else fallback;
+// at most maxRetryAfter.
 func retryAfter(err error, fallback time.Duration) (time.Duration, bool) {
 	re := asAPIError(err)
 	if re == nil || re.Status != http.StatusTooManyRequests {
 		return 0, false
 	}
 	if re.RetryAfterMS > 0 {
-		return time.Duration(re.RetryAfterMS) * time.Millisecond, true
+		return retryafter.Seconds(float64(re.RetryAfterMS)/1000, fallback, maxRetryAfter), true
 	}
-	if n, err := strconv.Atoi(strings.TrimSpace(re.RetryAfter)); err == nil && n > 0 {
-		return time.Duration(n) * time.Second, true
-	}
-	return fallback, true
+	return retryafter.Header(re.RetryAfter, time.Now(), fallback, maxRetryAfter), true
 }
+
+// maxRetryAfter caps the wait a homeserver can ask for.
+const maxRetryAfter = time.Hour
 
 // Run checks the token (whoami), then syncs until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/internal/retryafter"
 )
 
 func errorsAs[T error](err error, target *T) bool { return errors.As(err, target) }
@@ -103,9 +104,11 @@ func (c *client) post(ctx context.Context, path string, body, out any) error {
 	return nil
 }
 
+// retryAfter is the wait a 429's Retry-After header asks for (seconds or
+// an HTTP-date), a second when it names none, at most maxRetryAfter.
 func retryAfter(h string) time.Duration {
-	if s, err := strconv.Atoi(strings.TrimSpace(h)); err == nil && s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	return time.Second
+	return retryafter.Header(h, time.Now(), time.Second, maxRetryAfter)
 }
+
+// maxRetryAfter caps the wait the server can ask for.
+const maxRetryAfter = time.Hour

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -295,4 +296,20 @@ func TestStatus(t *testing.T) {
 	srv := newServer(t)
 	c, _, _ := run(t, srv, Config{Sessions: []string{"*"}}, channel.Env{})
 	channeltest.CheckStatus(t, c, srv.Close)
+}
+
+// TestRetryAfterHeader: a 429's Retry-After may be an HTTP-date, cannot
+// ask for more than maxRetryAfter, and is a second when unreadable.
+func TestRetryAfterHeader(t *testing.T) {
+	if d := retryAfter(time.Now().Add(time.Minute).UTC().Format(http.TimeFormat)); d < 55*time.Second || d > time.Minute {
+		t.Errorf("an HTTP-date a minute on: %v", d)
+	}
+	if d := retryAfter("99999999999"); d != maxRetryAfter {
+		t.Errorf("a huge count: %v, want %v", d, maxRetryAfter)
+	}
+	for _, h := range []string{"", "-2", "soon"} {
+		if d := retryAfter(h); d != time.Second {
+			t.Errorf("%q: %v, want a second", h, d)
+		}
+	}
 }
