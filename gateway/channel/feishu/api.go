@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nbots/nb/gateway/channel"
+	"github.com/nbots/nb/internal/retryafter"
 )
 
 // apiError is the open platform's answer to a request that failed: its
@@ -161,10 +162,7 @@ func (c *client) do(ctx context.Context, op, method, path, token, ctype string, 
 			e.Msg = "answer not JSON: " + http.StatusText(resp.StatusCode)
 		}
 		if e.rateLimited() {
-			e.RetryAfter = time.Second
-			if s, err := strconv.Atoi(resp.Header.Get("x-ogw-ratelimit-reset")); err == nil && s > 0 {
-				e.RetryAfter = time.Duration(s) * time.Second
-			}
+			e.RetryAfter = resetWait(resp.Header.Get("x-ogw-ratelimit-reset"))
 		}
 		return e
 	}
@@ -277,3 +275,18 @@ func (c *client) upload(ctx context.Context, kind, fileType, name string, data [
 	}
 	return out.Data.FileKey, nil
 }
+
+// resetWait is the wait a rate-limited answer's x-ogw-ratelimit-reset
+// (seconds until the limit resets) asks for: a second when it names
+// none, at most maxRetryAfter, so that an absurd value neither overflows
+// into a negative wait nor parks the chat for years.
+func resetWait(h string) time.Duration {
+	s, err := strconv.Atoi(h)
+	if err != nil {
+		return time.Second
+	}
+	return retryafter.Seconds(float64(s), time.Second, maxRetryAfter)
+}
+
+// maxRetryAfter caps the wait x-ogw-ratelimit-reset can ask for.
+const maxRetryAfter = time.Hour

@@ -535,3 +535,16 @@ func TestStatus(t *testing.T) {
 	h := start(t, fake, Config{})
 	channeltest.CheckStatus(t, h.ch, fake.Close)
 }
+
+// TestResetWait: x-ogw-ratelimit-reset is the wait, a second when it names
+// none, and at most maxRetryAfter (it overflowed into a negative wait).
+func TestResetWait(t *testing.T) {
+	for h, want := range map[string]time.Duration{
+		"3": 3 * time.Second, "": time.Second, "0": time.Second, "-2": time.Second, "soon": time.Second,
+		"99999999999": maxRetryAfter, "9223372036854775807": maxRetryAfter,
+	} {
+		if got := resetWait(h); got != want {
+			t.Errorf("x-ogw-ratelimit-reset %q: %v, want %v", h, got, want)
+		}
+	}
+}

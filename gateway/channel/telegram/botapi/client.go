@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nbots/nb/internal/retryafter"
 )
 
 // DefaultBase is Telegram's Bot API server.
@@ -38,7 +40,7 @@ type Error struct {
 	Method      string
 	Code        int
 	Description string
-	// RetryAfter is how long to wait after a 429.
+	// RetryAfter is how long to wait after a 429 (at most maxRetryAfter).
 	RetryAfter time.Duration
 	// MigrateTo is the supergroup a group became (400 with
 	// migrate_to_chat_id).
@@ -144,7 +146,9 @@ func (c *Client) do(ctx context.Context, method string, body io.Reader, contentT
 	if !r.OK {
 		e := &Error{Method: method, Code: r.ErrorCode, Description: r.Description}
 		if p := r.Parameters; p != nil {
-			e.RetryAfter = time.Duration(p.RetryAfter) * time.Second
+			// Capped: an absurd retry_after must not overflow into a
+			// negative wait or park the chat for years.
+			e.RetryAfter = retryafter.Seconds(float64(p.RetryAfter), 0, maxRetryAfter)
 			e.MigrateTo = p.MigrateToChatID
 		}
 		if e.Code == http.StatusTooManyRequests && e.RetryAfter <= 0 {
@@ -234,3 +238,6 @@ type BotCommand struct {
 func (c *Client) SetMyCommands(ctx context.Context, commands []BotCommand) error {
 	return c.Call(ctx, "setMyCommands", map[string]any{"commands": commands}, nil)
 }
+
+// maxRetryAfter caps the wait a 429's retry_after can ask for.
+const maxRetryAfter = time.Hour
