@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,21 +38,27 @@ func TestLabelIsBounded(t *testing.T) {
 	}
 }
 
+var expositionRuns atomic.Int32
+
 func TestExpositionHasHelpTypeAndBuckets(t *testing.T) {
+	// The families are the process's: each run (-count) observes under a
+	// label value of its own.
+	v := fmt.Sprint("v", expositionRuns.Add(1))
 	h := NewHistogram("nb_test_seconds", "A test histogram.", .1, 1)
-	h.Observe(.5, "k", "v")
+	h.Observe(.5, "k", v)
 	c := NewCounter("nb_test_total", "A test counter.")
-	c.Inc("k", "v")
+	c.Inc("k", v)
 	var b strings.Builder
 	Write(&b)
 	out := b.String()
 	for _, want := range []string{
 		"# HELP nb_test_seconds A test histogram.\n# TYPE nb_test_seconds histogram\n",
-		`nb_test_seconds_bucket{k="v",le="0.1"} 0` + "\n",
-		`nb_test_seconds_bucket{k="v",le="1"} 1` + "\n",
-		`nb_test_seconds_bucket{k="v",le="+Inf"} 1` + "\n",
-		`nb_test_seconds_count{k="v"} 1` + "\n",
-		"# HELP nb_test_total A test counter.\n# TYPE nb_test_total counter\n" + `nb_test_total{k="v"} 1` + "\n",
+		`nb_test_seconds_bucket{k="` + v + `",le="0.1"} 0` + "\n",
+		`nb_test_seconds_bucket{k="` + v + `",le="1"} 1` + "\n",
+		`nb_test_seconds_bucket{k="` + v + `",le="+Inf"} 1` + "\n",
+		`nb_test_seconds_count{k="` + v + `"} 1` + "\n",
+		"# HELP nb_test_total A test counter.\n# TYPE nb_test_total counter\n",
+		`nb_test_total{k="` + v + `"} 1` + "\n",
 		"# TYPE go_goroutines gauge\n",
 		"# TYPE process_cpu_seconds_total counter\n",
 	} {
