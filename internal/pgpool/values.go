@@ -11,17 +11,20 @@ import (
 
 // The type OIDs of PostgreSQL (pg_type.oid) that nb sends or reads.
 const (
-	oidBool        = 16
-	oidBytea       = 17
-	oidName        = 19
-	oidInt8        = 20
-	oidInt2        = 21
-	oidInt4        = 23
-	oidText        = 25
-	oidJSON        = 114
-	oidFloat4      = 700
-	oidFloat8      = 701
-	oidUnknown     = 705
+	oidBool    = 16
+	oidBytea   = 17
+	oidName    = 19
+	oidInt8    = 20
+	oidInt2    = 21
+	oidInt4    = 23
+	oidText    = 25
+	oidJSON    = 114
+	oidFloat4  = 700
+	oidFloat8  = 701
+	oidUnknown = 705
+	// unspecified lets PostgreSQL infer a parameter's type from its place
+	// in the statement, as it does a literal's.
+	unspecified    = 0
 	oidByteaArray  = 1001
 	oidTextArray   = 1009
 	oidBPChar      = 1042
@@ -76,9 +79,9 @@ func encode(args []any) (params, error) {
 func encodeOne(a any) (value []byte, oid uint32, format int16, err error) {
 	switch v := a.(type) {
 	case nil:
-		return nil, oidUnknown, textFormat, nil
+		return nil, unspecified, textFormat, nil
 	case string:
-		return []byte(v), oidUnknown, textFormat, nil
+		return []byte(v), unspecified, textFormat, nil
 	case []byte:
 		if v == nil {
 			return nil, oidBytea, binaryFormat, nil
@@ -109,9 +112,9 @@ func encodeOne(a any) (value []byte, oid uint32, format int16, err error) {
 		return int8Bytes(micros(*v)), oidTimestamptz, binaryFormat, nil
 	case *string:
 		if v == nil {
-			return nil, oidUnknown, textFormat, nil
+			return nil, unspecified, textFormat, nil
 		}
-		return []byte(*v), oidUnknown, textFormat, nil
+		return []byte(*v), unspecified, textFormat, nil
 	case *int64:
 		if v == nil {
 			return nil, oidInt8, binaryFormat, nil
