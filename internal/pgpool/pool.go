@@ -8,8 +8,10 @@
 // were a tenth of nb's binary.
 //
 // A connection whose statement failed for any reason but an error of
-// the server (a lost connection, a cancelled context), or that is left
-// inside a transaction, is closed instead of going back to the pool.
+// the server (a lost connection, a cancelled context), or with an error
+// that ends the session, or that is left inside a transaction, is closed
+// instead of going back to the pool; one idle for over a second is
+// checked with a round trip before it is used again.
 package pgpool
 
 import (
@@ -267,10 +269,14 @@ func (c *Conn) Release() {
 }
 
 // fail marks the connection broken when err is not an error the server
-// answered with (after which the connection is still in step).
+// answered with (after which the connection is still in step), or is one
+// that ends the session (FATAL, PANIC: the server closes it).
 func (c *Conn) fail(err error) {
+	if err == nil {
+		return
+	}
 	var pgErr *pgconn.PgError
-	if err != nil && !errors.As(err, &pgErr) {
+	if !errors.As(err, &pgErr) || pgErr.Severity == "FATAL" || pgErr.Severity == "PANIC" {
 		c.broken = true
 	}
 }
