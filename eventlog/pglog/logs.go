@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/nbots/nb/eventlog"
 	"github.com/nbots/nb/internal/pglisten"
+	"github.com/nbots/nb/internal/pgpool"
 )
 
 // maxChunk bounds the bytes of one row of output: a long burst is
@@ -99,7 +98,7 @@ func (e *LostError) Error() string {
 func (s *Store) write(id string, from int, text string, st eventlog.State) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b := &pgx.Batch{}
+	b := &pgpool.Batch{}
 	for start := from; text != ""; {
 		n := min(len(text), maxChunk)
 		b.Queue(`INSERT INTO nb_serve_log_chunks (id, start, text) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, id, int64(start), []byte(text[:n]))
@@ -145,7 +144,7 @@ func (s *Store) Follow(ctx context.Context, id, owner string, maxBytes int64) (*
 	}
 	var started time.Time
 	err := s.pool.QueryRow(ctx, `SELECT started FROM nb_serve_logs WHERE id = $1 AND owner = $2 AND (expires IS NULL OR expires > now())`, id, owner).Scan(&started)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, pgpool.ErrNoRows) {
 		return nil, nil, nil
 	}
 	if err != nil {
@@ -329,7 +328,7 @@ func pgFormat(goFormat string) string {
 func (s *Store) LastRead(ctx context.Context, id string) (time.Time, error) {
 	var ago *time.Duration
 	err := s.pool.QueryRow(ctx, `SELECT now() - read FROM nb_serve_logs WHERE id = $1`, id).Scan(&ago)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, pgpool.ErrNoRows) {
 		return time.Time{}, nil
 	}
 	if err != nil {
@@ -351,7 +350,7 @@ func (s *Store) listen() {
 		<-s.stop
 		cancel()
 	}()
-	pglisten.Listen(ctx, s.pool.Config().ConnConfig, notifyChannel, s.opts.Heartbeat, s.waiters.Wake, func(err error) {
+	pglisten.Listen(ctx, s.pool.Config().Conn, notifyChannel, s.opts.Heartbeat, s.waiters.Wake, func(err error) {
 		s.opts.Log.Debug("shared store notifications lost; reconnecting", "error", fmt.Sprint(err))
 		s.waiters.WakeAll() // a change may have been missed
 	})

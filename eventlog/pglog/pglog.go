@@ -18,10 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/internal/pgpool"
 	"github.com/nbots/nb/internal/pgurl"
 	"github.com/nbots/nb/internal/wakeup"
 )
@@ -81,7 +79,7 @@ func (o Options) withDefaults() Options {
 // Store is the shared state of nb serve's replicas in one PostgreSQL
 // database. It is safe for concurrent use.
 type Store struct {
-	pool      *pgxpool.Pool
+	pool      *pgpool.Pool
 	opts      Options
 	name      string // the database, without credentials, for messages
 	closePool bool
@@ -127,14 +125,14 @@ func Open(ctx context.Context, rawURL string, o Options) (*Store, error) {
 
 // New returns the store of this replica on pool, creating the tables it
 // needs if they are missing. Close does not close pool.
-func New(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
-	cc := pool.Config().ConnConfig
+func New(ctx context.Context, pool *pgpool.Pool, o Options) (*Store, error) {
+	cc := pool.Config().Conn
 	return start(ctx, pool, o, fmt.Sprintf("postgres://%s:%d/%s", cc.Host, cc.Port, cc.Database), false)
 }
 
 // start returns the store on pool, named name in messages; closePool:
 // Close closes pool.
-func start(ctx context.Context, pool *pgxpool.Pool, o Options, name string, closePool bool) (*Store, error) {
+func start(ctx context.Context, pool *pgpool.Pool, o Options, name string, closePool bool) (*Store, error) {
 	o = o.withDefaults()
 	s := &Store{pool: pool, opts: o, name: name, closePool: closePool,
 		limits: map[string]eventlog.Limits{}, stop: make(chan struct{})}
@@ -294,7 +292,7 @@ func (s *Store) Alive(ctx context.Context, replica string) (bool, error) {
 	}
 	var alive bool
 	err := s.pool.QueryRow(ctx, `SELECT seen > now() - $2::interval FROM nb_serve_replicas WHERE id = $1`, replica, s.opts.DeadAfter).Scan(&alive)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, pgpool.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {

@@ -3,6 +3,8 @@ package pglog
 import (
 	"context"
 	"fmt"
+
+	"github.com/nbots/nb/internal/pgpool"
 )
 
 // schema is the tables of the store. Times are the database's (now()),
@@ -54,16 +56,19 @@ CREATE INDEX IF NOT EXISTS nb_serve_values_put ON nb_serve_values (kind, put DES
 const schemaLock = 0x6e625f7365727665 // "nb_serve"
 
 func (s *Store) migrate(ctx context.Context) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return s.failed(err)
+	var schemaErr error
+	err := s.pool.BeginFunc(ctx, func(tx *pgpool.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(schemaLock)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, schema); err != nil {
+			schemaErr = fmt.Errorf("create the tables of nb serve's shared state: %w", err)
+			return schemaErr
+		}
+		return nil
+	})
+	if err != nil && err == schemaErr {
+		return err
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // committed below
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(schemaLock)); err != nil {
-		return s.failed(err)
-	}
-	if _, err := tx.Exec(ctx, schema); err != nil {
-		return fmt.Errorf("create the tables of nb serve's shared state: %w", err)
-	}
-	return s.failed(tx.Commit(ctx))
+	return s.failed(err)
 }

@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/nbots/nb/eventlog"
+	"github.com/nbots/nb/internal/pgpool"
 )
 
 // Put implements eventlog.Shared.
@@ -68,7 +67,7 @@ func (s *Store) Get(ctx context.Context, kind, id, owner string) ([]byte, error)
 	}
 	var v []byte
 	err := s.pool.QueryRow(ctx, `SELECT value FROM nb_serve_values WHERE kind = $1 AND id = $2 AND owner = $3 AND expires > now()`, kind, id, owner).Scan(&v)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, pgpool.ErrNoRows) {
 		return nil, eventlog.ErrUnknown
 	}
 	if err != nil {

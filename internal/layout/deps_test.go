@@ -20,6 +20,44 @@ var replaced = []struct{ pkg, why string }{
 	{"github.com/arnodel/golua/lib/golib", "nb never offers Lua access to Go values by reflection"},
 	{"text/template", "only golua's golib linked it"},
 	{"plugin", "only golua's golib linked it"},
+	{"github.com/jackc/pgx/v5", "the PostgreSQL stores use internal/pgpool on pgx's pgconn"},
+	{"github.com/jackc/pgx/v5/pgxpool", "internal/pgpool is the stores' pool"},
+	{"github.com/jackc/puddle/v2/...", "only pgxpool linked it"},
+}
+
+// onlyImportedBy are packages nb links only because another imports
+// them for little, the linker keeping almost nothing of them: pgx's
+// pgconn imports pgtype for one constant (pgtype.TextFormatCode), so
+// pgtype's initialisers stay (about 5 KB, and encoding/xml's, which
+// pgtype imports) but none of its codecs, which nothing calls. A new
+// importer would link them again.
+var onlyImportedBy = map[string]string{
+	"github.com/jackc/pgx/v5/pgtype": "github.com/jackc/pgx/v5/pgconn",
+	"encoding/xml":                   "github.com/jackc/pgx/v5/pgtype",
+}
+
+// TestLinkedOnlyThrough: each package of onlyImportedBy has no importer
+// in nb's binary but the one named.
+func TestLinkedOnlyThrough(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{range .Imports}} {{.}}{{end}}", module+"/cmd/nb").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		pkg, imports, _ := strings.Cut(line, ":")
+		for _, imp := range strings.Fields(imports) {
+			if by, ok := onlyImportedBy[imp]; ok {
+				seen[imp] = true
+				if pkg != by {
+					t.Errorf("%s imports %s, which only %s may (it would link its code again)", pkg, imp, by)
+				}
+			}
+		}
+	}
+	if !seen["github.com/jackc/pgx/v5/pgtype"] {
+		t.Log("pgtype is no longer linked at all: its entry in onlyImportedBy can become one of replaced")
+	}
 }
 
 // TestReplacedStayOut: nb's binary links none of the packages it replaced.

@@ -6,9 +6,10 @@ package pglisten
 
 import (
 	"context"
+	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Listen holds a connection of its own, made with cfg (a copy of it),
@@ -17,7 +18,7 @@ import (
 // be made or is lost, it calls lost with why (when lost is not nil),
 // waits pause and connects again: a notification sent in between is
 // missed, so lost should wake whoever may have missed one.
-func Listen(ctx context.Context, cfg *pgx.ConnConfig, channel string, pause time.Duration, notify func(payload string), lost func(error)) {
+func Listen(ctx context.Context, cfg *pgconn.Config, channel string, pause time.Duration, notify func(payload string), lost func(error)) {
 	Watch(ctx, cfg, channel, pause, Callbacks{Notify: notify, Lost: lost})
 }
 
@@ -39,7 +40,7 @@ type Callbacks struct {
 // its own, made with cfg (a copy of it), that LISTENs on channel, until
 // ctx ends, and reconnects after pause when it cannot connect or the
 // connection is lost.
-func Watch(ctx context.Context, cfg *pgx.ConnConfig, channel string, pause time.Duration, cb Callbacks) {
+func Watch(ctx context.Context, cfg *pgconn.Config, channel string, pause time.Duration, cb Callbacks) {
 	for {
 		err := listenOnce(ctx, cfg, channel, cb)
 		if ctx.Err() != nil {
@@ -56,25 +57,36 @@ func Watch(ctx context.Context, cfg *pgx.ConnConfig, channel string, pause time.
 	}
 }
 
-func listenOnce(ctx context.Context, cfg *pgx.ConnConfig, channel string, cb Callbacks) error {
-	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
+func listenOnce(ctx context.Context, cfg *pgconn.Config, channel string, cb Callbacks) error {
+	cfg = cfg.Copy()
+	// Notifications are handed over as the connection reads them: while
+	// it waits, or, for those that came with LISTEN's answer, during Exec.
+	cfg.OnNotification = func(_ *pgconn.PgConn, n *pgconn.Notification) {
+		if n.Channel == channel && cb.Notify != nil {
+			cb.Notify(n.Payload)
+		}
+	}
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background()) //nolint:errcheck // dropping it
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+Identifier(channel)).ReadAll(); err != nil {
 		return err
 	}
 	if cb.Listening != nil {
 		cb.Listening()
 	}
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		if err := conn.WaitForNotification(ctx); err != nil {
 			return err
 		}
-		if cb.Notify != nil {
-			cb.Notify(n.Payload)
-		}
 	}
+}
+
+// Identifier quotes name as an SQL identifier: in double quotes, those
+// inside doubled, a NUL (which no identifier may hold) dropped.
+func Identifier(name string) string {
+	name = strings.ReplaceAll(name, "\x00", "")
+	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/nbots/nb/internal/pgtest"
 )
@@ -15,10 +16,10 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // database is a new test database: the listener's configuration, named
 // app (so that a test can find its connection and kill it), and a
 // connection of the test's own to notify with and kill from.
-func database(t *testing.T, ctx context.Context, app string) (*pgx.ConnConfig, *pgx.Conn) {
+func database(t *testing.T, ctx context.Context, app string) (*pgconn.Config, *pgx.Conn) {
 	t.Helper()
 	url := pgtest.New(t)
-	cfg, err := pgx.ParseConfig(url)
+	cfg, err := pgconn.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +146,20 @@ func TestWatchListening(t *testing.T) {
 		}
 		if _, err := conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pglisten watch test'"); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+func TestIdentifier(t *testing.T) {
+	for in, want := range map[string]string{
+		"nb_state_free": `"nb_state_free"`,
+		"Chan_1":        `"Chan_1"`,
+		`a"b`:           `"a""b"`,
+		"a\x00b":        `"ab"`,
+		"":              `""`,
+	} {
+		if got := Identifier(in); got != want {
+			t.Errorf("Identifier(%q) = %s, want %s", in, got, want)
 		}
 	}
 }

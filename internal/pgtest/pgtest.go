@@ -32,7 +32,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/nbots/nb/internal/pgpool"
 )
 
 // Cluster is a running throw-away PostgreSQL server.
@@ -268,12 +268,13 @@ func (c *Cluster) NewDatabase(ctx context.Context) (string, error) {
 func (c *Cluster) Exec(ctx context.Context, sql string, args ...any) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	cfg, err := pgpool.ParseConfig(c.URL("postgres"))
 	if err != nil {
 		return fmt.Errorf("pgtest: connect: %w", err)
 	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+	pool := pgpool.New(cfg)
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, sql, args...); err != nil {
 		return fmt.Errorf("pgtest: %s: %w", sql, err)
 	}
 	return nil

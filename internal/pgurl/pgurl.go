@@ -1,6 +1,7 @@
 // Package pgurl reads the PostgreSQL URLs that nb's stores are given
 // (--store, NB_STORE): it tells them from other stores, says where they
-// point without their credentials, and opens a pgx pool on them whose
+// point without their credentials, and opens a pool on them (package
+// pgpool) whose
 // errors never carry the password. Every PostgreSQL user of nb (the
 // conversation store, nb serve's shared state) opens its pool here.
 package pgurl
@@ -12,7 +13,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nbots/nb/internal/pgpool"
 )
 
 // Is reports whether raw is a PostgreSQL URL (postgres:// or
@@ -116,28 +117,26 @@ func Scrub(err error, raw string) error {
 	return &Error{msg: msg, err: err}
 }
 
-// Open returns a pool on the database of raw (a PostgreSQL URL; pgx's
-// parameters, such as pool_max_conns, are read from it) after checking
+// Open returns a pool on the database of raw (a PostgreSQL URL; libpq's
+// parameters and the pool's, such as pool_max_conns, are read from it:
+// see pgpool.ParseConfig) after checking
 // that the database answers. app names the connections
 // (application_name) unless the URL does. Errors name the database by its
 // Place, never its credentials.
-func Open(ctx context.Context, raw, app string) (*pgxpool.Pool, error) {
+func Open(ctx context.Context, raw, app string) (*pgpool.Pool, error) {
 	if !Is(raw) {
 		return nil, fmt.Errorf("%s is not a PostgreSQL URL (postgres://user:password@host:port/database)", Redact(raw))
 	}
-	cfg, err := pgxpool.ParseConfig(strings.TrimSpace(raw))
+	cfg, err := pgpool.ParseConfig(strings.TrimSpace(raw))
 	if err != nil {
 		return nil, fmt.Errorf("PostgreSQL URL %s: %w", Redact(raw), Scrub(unwrapParse(err), raw))
 	}
 	if app != "" {
-		if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
-			cfg.ConnConfig.RuntimeParams["application_name"] = app
+		if _, ok := cfg.Conn.RuntimeParams["application_name"]; !ok {
+			cfg.Conn.RuntimeParams["application_name"] = app
 		}
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("PostgreSQL %s: %w", Place(raw), Scrub(err, raw))
-	}
+	pool := pgpool.New(cfg)
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("PostgreSQL %s does not answer: %w", Place(raw), Scrub(err, raw))
@@ -145,7 +144,7 @@ func Open(ctx context.Context, raw, app string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// unwrapParse drops pgx's echo of the connection string from a parse
+// unwrapParse drops pgconn's echo of the connection string from a parse
 // error (it redacts the password, but the message is long and the
 // caller names the URL already).
 func unwrapParse(err error) error {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nbots/nb/internal/pgtest"
 )
@@ -61,9 +62,12 @@ func TestScrub(t *testing.T) {
 func TestOpen(t *testing.T) {
 	ctx := context.Background()
 	good := pgtest.New(t)
-	pool, err := Open(ctx, good, "nb-test")
+	pool, err := Open(ctx, good+"&pool_max_conns=2&pool_max_conn_idle_time=5m", "nb-test")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg := pool.Config(); cfg.MaxConns != 2 || cfg.MaxConnIdleTime != 5*time.Minute {
+		t.Errorf("the URL's pool parameters were not read: %+v", cfg)
 	}
 	var app string
 	if err := pool.QueryRow(ctx, "SHOW application_name").Scan(&app); err != nil || app != "nb-test" {
@@ -82,7 +86,7 @@ func TestOpen(t *testing.T) {
 	closed := *u
 	closed.Host = l.Addr().String()
 	l.Close()
-	for _, raw := range []string{wrong.String(), closed.String(), good + "&connect_timeout=abc", strings.Replace(good, "postgres://", "nats://", 1)} {
+	for _, raw := range []string{wrong.String(), closed.String(), good + "&connect_timeout=abc", good + "&pool_min_conns=1", good + "&pool_max_conns=0", strings.Replace(good, "postgres://", "nats://", 1)} {
 		_, err := Open(ctx, raw, "nb-test")
 		if err == nil {
 			t.Errorf("Open(%s) succeeded", Redact(raw))

@@ -31,7 +31,8 @@ func Crash(t *testing.T, tu state.Turn, events []state.Event) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := conn.Hijack()
+	defer conn.Release() // closed below: the pool drops it
+	raw := conn
 	if _, err := raw.Exec(ctx, "BEGIN"); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func Crash(t *testing.T, tu state.Turn, events []state.Event) {
 	if err := raw.QueryRow(ctx, appendSQL, tr.c.args(tr.holder, 1, data)...).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("the crashing append: %d, %v", n, err)
 	}
-	raw.Close(ctx) // the server rolls the transaction back
+	raw.PgConn().Close(ctx) // the server rolls the transaction back
 }
 
 // stopRenewing stops the renewals without releasing the lease.

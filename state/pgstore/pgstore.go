@@ -19,11 +19,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/nbots/nb/internal/pglisten"
+	"github.com/nbots/nb/internal/pgpool"
 	"github.com/nbots/nb/internal/pgurl"
 	"github.com/nbots/nb/internal/wakeup"
 	"github.com/nbots/nb/state"
@@ -45,7 +44,7 @@ type Options struct {
 
 // Store is the conversations of a PostgreSQL database.
 type Store struct {
-	pool   *pgxpool.Pool
+	pool   *pgpool.Pool
 	url    string // with its credentials: only to scrub messages
 	place  string // without them
 	cipher *state.Cipher
@@ -279,7 +278,7 @@ func (c *conversation) hold(ctx context.Context, holder string, onBusy func(), a
 // claim tries once to take the lease, and reads the history after the
 // first after events when after ≥ 0.
 func (c *conversation) claim(ctx context.Context, holder string, after int) (data []string, total int, ok bool, err error) {
-	var b pgx.Batch
+	var b pgpool.Batch
 	b.Queue(asyncSQL)
 	b.Queue(claimSQL, c.args(holder, c.s.ttl.Seconds())...)
 	read := after >= 0
@@ -296,7 +295,7 @@ func (c *conversation) claim(ctx context.Context, holder string, after int) (dat
 	}
 	var one int
 	switch err := br.QueryRow().Scan(&one); {
-	case errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, pgpool.ErrNoRows):
 		return nil, 0, false, nil
 	case err != nil:
 		return nil, 0, false, c.s.fail("take the conversation "+c.n.display, ctxErr(ctx, err))
@@ -304,7 +303,7 @@ func (c *conversation) claim(ctx context.Context, holder string, after int) (dat
 	if read {
 		rows, err := br.Query()
 		if err == nil {
-			data, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			data, err = pgpool.Column[string](rows, nil)
 		}
 		if err == nil && after > 0 {
 			err = br.QueryRow().Scan(&total)
@@ -334,7 +333,7 @@ func ctxErr(ctx context.Context, err error) error {
 func (c *conversation) release(holder string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var b pgx.Batch
+	var b pgpool.Batch
 	b.Queue(asyncSQL)
 	b.Queue(releaseSQL, c.args(holder, c.n.wake)...)
 	c.s.pool.SendBatch(ctx, &b).Close() //nolint:errcheck // best effort: an unreleased lease expires
@@ -389,7 +388,7 @@ func (c *conversation) History(ctx context.Context) ([]state.Event, error) {
 	if err != nil {
 		return nil, c.s.fail("read "+c.n.display, ctxErr(ctx, err))
 	}
-	data, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	data, err := pgpool.Column[string](rows, nil)
 	if err != nil {
 		return nil, c.s.fail("read "+c.n.display, ctxErr(ctx, err))
 	}
@@ -410,7 +409,7 @@ func (c *conversation) Output(ctx context.Context, id string) (string, error) {
 	var data []byte
 	err := c.s.pool.QueryRow(ctx, `SELECT o.data FROM nb_outputs o JOIN nb_conversations c ON c.id = o.conversation
 		WHERE c.bot = $1 AND c.sealed = $2 AND c.end_user = $3 AND c.key = $4 AND o.name = $5`, c.args(c.outputName(id))...).Scan(&data)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, pgpool.ErrNoRows) {
 		return "", fmt.Errorf("read kept output: no output %q in %s", state.OutputName(id), c.Location())
 	}
 	if err != nil {
@@ -468,7 +467,7 @@ func (c *conversation) begin(ctx context.Context, onBusy func(), after int) (sta
 		after = 0
 		rows, err := c.s.pool.Query(ctx, heldHistorySQL, c.args(holder, 0)...)
 		if err == nil {
-			data, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			data, err = pgpool.Column[string](rows, nil)
 		}
 		if err != nil {
 			c.release(holder)
@@ -552,7 +551,7 @@ func (t *turn) renew() {
 		}
 		sent := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), every)
-		var b pgx.Batch
+		var b pgpool.Batch
 		b.Queue(asyncSQL)
 		b.Queue(renewSQL, t.c.args(t.holder, t.c.s.ttl.Seconds())...)
 		br := t.c.s.pool.SendBatch(ctx, &b)
@@ -659,7 +658,7 @@ func (s *Store) listen() {
 	s.listening.Do(func() {
 		go func() {
 			defer close(s.stopped)
-			pglisten.Listen(s.ctx, s.pool.Config().ConnConfig, channel, time.Second, s.wake.Wake, nil)
+			pglisten.Listen(s.ctx, s.pool.Config().Conn, channel, time.Second, s.wake.Wake, nil)
 		}()
 	})
 }
@@ -737,7 +736,7 @@ func (s *Store) Bots(ctx context.Context) ([]state.Bot, error) {
 	if err != nil {
 		return nil, s.fail("list the bots", ctxErr(ctx, err))
 	}
-	paths, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	paths, err := pgpool.Column[string](rows, nil)
 	if err != nil {
 		return nil, s.fail("list the bots", ctxErr(ctx, err))
 	}
@@ -759,7 +758,7 @@ func (c *conversation) Outputs(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, c.s.fail("list the outputs of "+c.n.display, ctxErr(ctx, err))
 	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	names, err := pgpool.Column[[]byte](rows, nil)
 	if err != nil {
 		return nil, c.s.fail("list the outputs of "+c.n.display, ctxErr(ctx, err))
 	}

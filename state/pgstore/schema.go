@@ -4,8 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nbots/nb/internal/pgpool"
 )
 
 // migrations are the schema's versions, applied in order once each and
@@ -58,7 +57,7 @@ const migrationLock = 0x6e627374617465
 // under an advisory lock, so replicas starting together apply each
 // version once. A schema already current is only read: a role without
 // the right to create tables can use it.
-func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+func migrate(ctx context.Context, pool *pgpool.Pool) error {
 	var exists bool
 	if err := pool.QueryRow(ctx, "SELECT to_regclass('nb_state_migrations') IS NOT NULL").Scan(&exists); err != nil {
 		return err
@@ -72,7 +71,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 			return nil
 		}
 	}
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	return pool.BeginFunc(ctx, func(tx *pgpool.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrationLock)); err != nil {
 			return err
 		}

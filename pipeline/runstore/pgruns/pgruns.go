@@ -27,10 +27,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/nbots/nb/internal/pglisten"
+	"github.com/nbots/nb/internal/pgpool"
 	"github.com/nbots/nb/internal/pgurl"
 	"github.com/nbots/nb/internal/wakeup"
 	"github.com/nbots/nb/pipeline/runstore"
@@ -60,7 +58,7 @@ const DefaultAnswerPoll = 5 * time.Second
 
 // Store is the pipeline runs of a PostgreSQL database.
 type Store struct {
-	pool   *pgxpool.Pool
+	pool   *pgpool.Pool
 	url    string // with its credentials: only to scrub messages
 	place  string
 	ttl    time.Duration
@@ -98,12 +96,12 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 
 // New returns the runs of pool's database, as Open does; Close leaves
 // pool open.
-func New(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
-	cc := pool.Config().ConnConfig
+func New(ctx context.Context, pool *pgpool.Pool, o Options) (*Store, error) {
+	cc := pool.Config().Conn
 	return start(ctx, pool, o, "", fmt.Sprintf("postgres://%s:%d/%s", cc.Host, cc.Port, cc.Database), false)
 }
 
-func start(ctx context.Context, pool *pgxpool.Pool, o Options, url, place string, own bool) (*Store, error) {
+func start(ctx context.Context, pool *pgpool.Pool, o Options, url, place string, own bool) (*Store, error) {
 	s := &Store{pool: pool, url: url, place: place, ttl: o.LeaseTTL, holder: o.Holder, own: own, poll: o.AnswerPoll}
 	if s.ttl <= 0 {
 		s.ttl = DefaultLeaseTTL
@@ -191,18 +189,14 @@ CREATE TABLE IF NOT EXISTS nb_pipeline_answers (
 const schemaLock = 0x6e625f7069706531 // "nb_pipe1"
 
 func (s *Store) migrate(ctx context.Context) error {
-	tx, err := s.pool.Begin(ctx)
+	err := s.pool.BeginFunc(ctx, func(tx *pgpool.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(schemaLock)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, schema)
+		return err
+	})
 	if err != nil {
-		return s.fail("create the pipeline tables", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // committed below
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(schemaLock)); err != nil {
-		return s.fail("create the pipeline tables", err)
-	}
-	if _, err := tx.Exec(ctx, schema); err != nil {
-		return s.fail("create the pipeline tables", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
 		return s.fail("create the pipeline tables", err)
 	}
 	return nil
@@ -265,7 +259,7 @@ func (s *Store) Create(ctx context.Context, info runstore.Info) (runstore.Run, e
 	holder := s.newHolder()
 	var one int
 	err = s.pool.QueryRow(ctx, createSQL, info.ID, data, info.Created, holder, s.ttl.Seconds()).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, pgpool.ErrNoRows) {
 		return nil, fmt.Errorf("run %s: %w", info.ID, runstore.ErrExists)
 	}
 	if err != nil {
@@ -291,7 +285,7 @@ func (s *Store) Take(ctx context.Context, id string) (runstore.Run, error) {
 		events  int64
 	)
 	err := s.pool.QueryRow(ctx, takeSQL, id, holder, s.ttl.Seconds()).Scan(&data, &created, &cp, &node, &events)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, pgpool.ErrNoRows) {
 		got, gerr := s.Get(ctx, id)
 		switch {
 		case gerr != nil:
@@ -327,7 +321,7 @@ func (s *Store) Get(ctx context.Context, id string) (runstore.Info, error) {
 	var expires time.Time
 	var events int64
 	err := s.pool.QueryRow(ctx, getSQL, id).Scan(&data, &created, &node, &done, &status, &holder, &expires, &events)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, pgpool.ErrNoRows) {
 		return info, fmt.Errorf("run %s: %w", id, runstore.ErrUnknown)
 	}
 	if err != nil {
@@ -347,7 +341,7 @@ func (s *Store) Get(ctx context.Context, id string) (runstore.Info, error) {
 func (s *Store) Checkpoint(ctx context.Context, id string) ([]byte, error) {
 	var cp []byte
 	err := s.pool.QueryRow(ctx, `SELECT checkpoint FROM nb_pipeline_runs WHERE id = $1`, id).Scan(&cp)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, pgpool.ErrNoRows) {
 		return nil, fmt.Errorf("run %s: %w", id, runstore.ErrUnknown)
 	}
 	if err != nil {
@@ -366,11 +360,14 @@ func (s *Store) Events(ctx context.Context, id string, after int64, limit int) (
 	if err != nil {
 		return nil, s.fail("read the events of run "+id, err)
 	}
-	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (runstore.Record, error) {
+	recs := make([]runstore.Record, 0, rows.Len())
+	for rows.Next() {
 		var r runstore.Record
-		err := row.Scan(&r.Seq, &r.Data)
-		return r, err
-	})
+		if err = rows.Scan(&r.Seq, &r.Data); err != nil {
+			break
+		}
+		recs = append(recs, r)
+	}
 	if err != nil {
 		return nil, s.fail("read the events of run "+id, err)
 	}
@@ -389,7 +386,7 @@ func (s *Store) Wait(ctx context.Context, id string, after int64) error {
 	defer unregister()
 	var n int64
 	if err := s.pool.QueryRow(ctx, countSQL, id).Scan(&n); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
+		if errors.Is(err, pgpool.ErrNoRows) {
 			return fmt.Errorf("run %s: %w", id, runstore.ErrUnknown)
 		}
 		return s.fail("read run "+id, err)
@@ -414,7 +411,7 @@ func (s *Store) Orphans(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, s.fail("list the runs to take over", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := pgpool.Column[string](rows, nil)
 	if err != nil {
 		return nil, s.fail("list the runs to take over", err)
 	}
@@ -428,7 +425,7 @@ func (s *Store) Orphans(ctx context.Context) ([]string, error) {
 func (s *Store) listen(ready chan struct{}) {
 	defer s.done.Done()
 	var once sync.Once
-	pglisten.Watch(s.ctx, s.pool.Config().ConnConfig, channel, time.Second, pglisten.Callbacks{
+	pglisten.Watch(s.ctx, s.pool.Config().Conn, channel, time.Second, pglisten.Callbacks{
 		Listening: func() {
 			s.answers.WakeAll()
 			s.waiters.WakeAll()
@@ -578,7 +575,7 @@ func (r *run) flush(cp *runstore.Checkpoint) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(r.s.ttl, time.Minute))
 	defer cancel()
-	var b pgx.Batch
+	var b pgpool.Batch
 	if cp == nil {
 		b.Queue(asyncSQL)
 		cp = &runstore.Checkpoint{}
@@ -631,7 +628,7 @@ func (r *run) loop() {
 		}
 		sent := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), r.s.ttl/3)
-		var b pgx.Batch
+		var b pgpool.Batch
 		b.Queue(asyncSQL)
 		b.Queue(renewSQL, r.info.ID, r.holder, r.s.ttl.Seconds())
 		br := r.s.pool.SendBatch(ctx, &b)
@@ -709,7 +706,7 @@ func randomHex(n int) string {
 func (s *Store) Questions(ctx context.Context, id string) ([]byte, error) {
 	var q []byte
 	err := s.pool.QueryRow(ctx, `SELECT questions FROM nb_pipeline_runs WHERE id = $1`, id).Scan(&q)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, pgpool.ErrNoRows) {
 		return nil, fmt.Errorf("run %s: %w", id, runstore.ErrUnknown)
 	}
 	if err != nil {
@@ -731,9 +728,9 @@ func (s *Store) Answer(ctx context.Context, id string, data []byte) error {
 	var n int64
 	err := s.pool.QueryRow(ctx, answerSQL, id, data).Scan(&n)
 	if err == nil && n == 0 {
-		err = pgx.ErrNoRows
+		err = pgpool.ErrNoRows
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, pgpool.ErrNoRows) {
 		if _, gerr := s.Get(ctx, id); gerr != nil {
 			return gerr
 		}
@@ -770,7 +767,7 @@ func (r *run) Answers(ctx context.Context) ([][]byte, error) {
 	if err != nil {
 		return nil, r.s.fail("read the answers of run "+r.info.ID, err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	out, err := pgpool.Column[[]byte](rows, nil)
 	if err != nil {
 		return nil, r.s.fail("read the answers of run "+r.info.ID, err)
 	}
