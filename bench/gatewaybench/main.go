@@ -144,12 +144,14 @@ func main() {
 	// processes: nb, the fake model and this program (the clients).
 	run := func(gw *gateway, total int, prefix string, rate, chats int) string {
 		nb0, fake0, self0 := cpuTime(gw.pid()), cpuTime(fk.pid()), cpuTime(os.Getpid())
+		cs0 := switches(gw.pid())
 		n, p50, p99, took, bad := turnsThroughWS(gw.base, *sessions, total, prefix, rate, chats)
 		nb, fake, self := cpuTime(gw.pid())-nb0, cpuTime(fk.pid())-fake0, cpuTime(os.Getpid())-self0
+		cs := switches(gw.pid()) - cs0
 		per := func(d time.Duration) time.Duration { return (d / time.Duration(n)).Round(time.Microsecond) }
-		return fmt.Sprintf("%d turns over %d sessions in %v: %.0f turns/s, p50 %v, p99 %v, %d out of order; CPU a turn: nb %v, fake model %v, clients %v (%.2f cores in all); %s",
+		return fmt.Sprintf("%d turns over %d sessions in %v: %.0f turns/s, p50 %v, p99 %v, %d out of order; CPU a turn: nb %v, fake model %v, clients %v (%.2f cores in all); nb's context switches a turn: %.1f; %s",
 			n, *sessions, took.Round(time.Millisecond), float64(n)/took.Seconds(), p50, p99, bad,
-			per(nb), per(fake), per(self), (nb+fake+self).Seconds()/took.Seconds(), after(gw))
+			per(nb), per(fake), per(self), (nb+fake+self).Seconds()/took.Seconds(), float64(cs)/float64(n), after(gw))
 	}
 	for phase := 1; phase <= 2; phase++ {
 		each(fmt.Sprintf("phase %d", phase), func(gw *gateway) string {
@@ -306,6 +308,24 @@ func cpuTime(pid int) time.Duration {
 	u, _ := strconv.Atoi(f[11])
 	k, _ := strconv.Atoi(f[12])
 	return time.Duration(u+k) * 10 * time.Millisecond
+}
+
+// switches is the number of context switches of pid's threads alive
+// now (voluntary and not; those of threads that ended are lost, and the
+// Go runtime keeps its threads).
+func switches(pid int) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var n int64
+	for _, t := range tasks {
+		data, _ := os.ReadFile(t)
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && strings.HasSuffix(f[0], "ctxt_switches:") {
+				v, _ := strconv.ParseInt(f[1], 10, 64)
+				n += v
+			}
+		}
+	}
+	return n
 }
 
 // memory reads VmRSS and RssAnon of pid, in MiB.
