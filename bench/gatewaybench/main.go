@@ -54,7 +54,7 @@ func main() {
 	rate := flag.Int("rate", 500, "turns a second of the paced phase (0: none)")
 	paced := flag.Duration("paced", 10*time.Second, "how long the paced phase lasts")
 	fresh := flag.Int("fresh", 10000, "sessions touched once each after the phases (0: none)")
-	settle := flag.Duration("settle", 5*time.Second, "after each phase, how long the gateway is left idle before its memory is read a second time (0: read once)")
+	settle := flag.Duration("settle", 10*time.Second, "after each phase, how long the gateway is left idle before its memory is read a second time (0: read once)")
 	serveFake := flag.Bool("serve-fake", false, "serve the fake model on a loopback port, print its address, and run until standard input closes (what gatewaybench starts itself as)")
 	flag.Parse()
 

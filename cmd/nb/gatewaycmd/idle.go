@@ -40,12 +40,12 @@ type idleRelease struct {
 }
 
 // newIdleRelease is the gateway's: activity read every second, released
-// after 5 s idle following at least 32 MiB allocated (about 130 turns).
+// after 3 s idle following at least 32 MiB allocated (about 130 turns).
 func newIdleRelease() *idleRelease {
 	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
 	return &idleRelease{
 		tick:      time.Second,
-		quiet:     5 * time.Second,
+		quiet:     3 * time.Second,
 		idleBytes: 1 << 20,
 		burst:     32 << 20,
 		activity: func() (int, uint64) {
