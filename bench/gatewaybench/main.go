@@ -9,13 +9,21 @@
 // (-nb old,new), it runs each phase on each in turn, so that both see the
 // same load.
 //
+// The fake model runs in a process of its own (this program, started
+// again with -serve-fake), so that the CPU time of each of the three
+// processes that share the machine is read apart: nb's, the fake's, and
+// this program's (the websocket clients). Memory is read right after each
+// phase and again after -settle of idleness.
+//
 //	go run ./bench/gatewaybench -nb bench/out/nb
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -46,17 +54,16 @@ func main() {
 	rate := flag.Int("rate", 500, "turns a second of the paced phase (0: none)")
 	paced := flag.Duration("paced", 10*time.Second, "how long the paced phase lasts")
 	fresh := flag.Int("fresh", 10000, "sessions touched once each after the phases (0: none)")
+	settle := flag.Duration("settle", 10*time.Second, "after each phase, how long the gateway is left idle before its memory is read a second time (0: read once)")
+	serveFake := flag.Bool("serve-fake", false, "serve the fake model on a loopback port, print its address, and run until standard input closes (what gatewaybench starts itself as)")
 	flag.Parse()
 
-	var calls atomic.Int64
-	fake := openaitest.New(func(t providertest.Turn) providertest.Reply {
-		calls.Add(1)
-		return providertest.Reply{Chunks: []string{"echo: ", t.LastUser()}}
-	})
-	fake.SplitBytes = 1 << 20 // one write per frame: an instant model
-	fake.Recorder = nil       // keeps no request bodies
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
+	if *serveFake {
+		runFake()
+		return
+	}
+	fk := startFake()
+	defer fk.stop()
 
 	var gws []*gateway
 	for _, nb := range strings.Split(*nbs, ",") {
@@ -64,7 +71,7 @@ func main() {
 		gw.home, _ = os.MkdirTemp("", "gatewaybench")
 		defer os.RemoveAll(gw.home)
 		gw.env = []string{"HOME=" + gw.home, "XDG_CONFIG_HOME=" + gw.home + "/config", "XDG_DATA_HOME=" + gw.home + "/data", "XDG_STATE_HOME=" + gw.home + "/state",
-			"PATH=" + os.Getenv("PATH"), "OPENAI_API_ADDRESS=" + srv.URL, "OPENAI_API_KEY=k", "NB_DOTENV=0"}
+			"PATH=" + os.Getenv("PATH"), "OPENAI_API_ADDRESS=" + fk.url, "OPENAI_API_KEY=k", "NB_DOTENV=0"}
 		if v := os.Getenv("GODEBUG"); v != "" {
 			gw.env = append(gw.env, "GODEBUG="+v)
 		}
@@ -117,43 +124,127 @@ func main() {
 	time.Sleep(*idle)
 	each("idle "+idle.String()+" after start, web chat on", func(gw *gateway) string {
 		rss, anon := memory(gw.pid())
-		return fmt.Sprintf("RSS %.1f MiB (anonymous %.1f MiB); model calls while idle: %d", rss, anon, calls.Load())
+		return fmt.Sprintf("RSS %.1f MiB (anonymous %.1f MiB); model calls while idle: %d", rss, anon, fk.calls())
 	})
 
 	chat := strconv.FormatInt(time.Now().UnixNano(), 36)
+	// after reads the gateway's memory right after a phase and, with
+	// -settle, again once it has been idle that long.
+	after := func(gw *gateway) string {
+		rss, anon := memory(gw.pid())
+		out := fmt.Sprintf("RSS after: %.1f MiB (anonymous %.1f MiB)", rss, anon)
+		if *settle > 0 {
+			time.Sleep(*settle)
+			rss, anon = memory(gw.pid())
+			out += fmt.Sprintf("; after %v idle: %.1f MiB (anonymous %.1f MiB)", *settle, rss, anon)
+		}
+		return out
+	}
+	// run runs one phase's turns and measures the CPU time of the three
+	// processes: nb, the fake model and this program (the clients).
+	run := func(gw *gateway, total int, prefix string, rate, chats int) string {
+		nb0, fake0, self0 := cpuTime(gw.pid()), cpuTime(fk.pid()), cpuTime(os.Getpid())
+		cs0 := switches(gw.pid())
+		n, p50, p99, took, bad := turnsThroughWS(gw.base, *sessions, total, prefix, rate, chats)
+		nb, fake, self := cpuTime(gw.pid())-nb0, cpuTime(fk.pid())-fake0, cpuTime(os.Getpid())-self0
+		cs := switches(gw.pid()) - cs0
+		per := func(d time.Duration) time.Duration { return (d / time.Duration(n)).Round(time.Microsecond) }
+		return fmt.Sprintf("%d turns over %d sessions in %v: %.0f turns/s, p50 %v, p99 %v, %d out of order; CPU a turn: nb %v, fake model %v, clients %v (%.2f cores in all); nb's context switches a turn: %.1f; %s",
+			n, *sessions, took.Round(time.Millisecond), float64(n)/took.Seconds(), p50, p99, bad,
+			per(nb), per(fake), per(self), (nb+fake+self).Seconds()/took.Seconds(), float64(cs)/float64(n), after(gw))
+	}
 	for phase := 1; phase <= 2; phase++ {
 		each(fmt.Sprintf("phase %d", phase), func(gw *gateway) string {
-			cpu0 := cpuTime(gw.pid())
-			n, p50, p99, took, bad := turnsThroughWS(gw.base, *sessions, *turns, "b"+chat, 0, 0)
-			cpu := cpuTime(gw.pid()) - cpu0
-			rss, anon := memory(gw.pid())
-			return fmt.Sprintf("%d turns through /ws over %d sessions in %v: %.0f turns/s, p50 %v, p99 %v, %d out of order; nb's CPU %v a turn; RSS after: %.1f MiB (anonymous %.1f MiB)",
-				n, *sessions, took.Round(time.Millisecond), float64(n)/took.Seconds(), p50, p99, bad, (cpu / time.Duration(n)).Round(time.Microsecond), rss, anon)
+			return run(gw, *turns, "b"+chat, 0, 0)
 		})
 	}
 	if *rate > 0 {
 		each(fmt.Sprintf("paced %d turns/s", *rate), func(gw *gateway) string {
-			total := int(float64(*rate) * paced.Seconds())
-			cpu0 := cpuTime(gw.pid())
-			n, p50, p99, took, bad := turnsThroughWS(gw.base, *sessions, total, "b"+chat, *rate, 0)
-			cpu := cpuTime(gw.pid()) - cpu0
-			rss, anon := memory(gw.pid())
-			return fmt.Sprintf("%d turns over %d sessions in %v (%.0f turns/s): p50 %v, p99 %v, %d out of order; nb's CPU %v a turn; RSS after: %.1f MiB (anonymous %.1f MiB)",
-				n, *sessions, took.Round(time.Millisecond), float64(n)/took.Seconds(), p50, p99, bad, (cpu / time.Duration(n)).Round(time.Microsecond), rss, anon)
+			return run(gw, int(float64(*rate)*paced.Seconds()), "b"+chat, *rate, 0)
 		})
 	}
 	if *fresh > 0 {
 		each(fmt.Sprintf("%d sessions touched once each", *fresh), func(gw *gateway) string {
-			n, p50, p99, took, bad := turnsThroughWS(gw.base, *sessions, *fresh, "f"+chat, 0, *fresh)
-			rss, anon := memory(gw.pid())
-			return fmt.Sprintf("%d turns in %v (%.0f turns/s), p50 %v, p99 %v, %d out of order; RSS after: %.1f MiB (anonymous %.1f MiB)",
-				n, took.Round(time.Millisecond), float64(n)/took.Seconds(), p50, p99, bad, rss, anon)
+			return run(gw, *fresh, "f"+chat, 0, *fresh)
 		})
 	}
 	each("in all", func(gw *gateway) string {
 		files, _ := filepath.Glob(filepath.Join(gw.home, "data", "nb", "gateway", "sessions", "web_*.jsonl"))
-		return fmt.Sprintf("session files: %d; model calls (all gateways): %d", len(files), calls.Load())
+		return fmt.Sprintf("session files: %d; model calls (all gateways): %d", len(files), fk.calls())
 	})
+}
+
+// fake is the fake model's process.
+type fake struct {
+	cmd *exec.Cmd
+	url string
+	in  io.Closer
+}
+
+// startFake starts this program again as the fake model.
+func startFake() *fake {
+	self, err := os.Executable()
+	if err != nil {
+		log.Fatal(err)
+	}
+	cmd := exec.Command(self, "-serve-fake")
+	cmd.Stderr = os.Stderr
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GODEBUG=") { // GODEBUG is for the gateways
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		log.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		log.Fatalf("the fake model did not start: %v", err)
+	}
+	return &fake{cmd: cmd, url: strings.TrimSpace(line), in: in}
+}
+
+func (f *fake) pid() int { return f.cmd.Process.Pid }
+
+func (f *fake) stop() { f.in.Close(); f.cmd.Wait() }
+
+// calls asks the fake how many requests it answered.
+func (f *fake) calls() int64 {
+	r, err := http.Get(f.url + "/calls")
+	if err != nil {
+		return -1
+	}
+	defer r.Body.Close()
+	data, _ := io.ReadAll(r.Body)
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	return n
+}
+
+// runFake serves the fake model (an instant echo, counting its requests;
+// GET /calls says how many) until standard input closes.
+func runFake() {
+	var calls atomic.Int64
+	model := openaitest.New(func(t providertest.Turn) providertest.Reply {
+		calls.Add(1)
+		return providertest.Reply{Chunks: []string{"echo: ", t.LastUser()}}
+	})
+	model.SplitBytes = 1 << 20 // one write per frame: an instant model
+	model.Recorder = nil       // keeps no request bodies
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /calls", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, calls.Load()) })
+	mux.Handle("/", model)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	fmt.Println(srv.URL)
+	io.Copy(io.Discard, os.Stdin)
 }
 
 // gateway is one nb gateway under measure, in a home of its own.
@@ -217,6 +308,24 @@ func cpuTime(pid int) time.Duration {
 	u, _ := strconv.Atoi(f[11])
 	k, _ := strconv.Atoi(f[12])
 	return time.Duration(u+k) * 10 * time.Millisecond
+}
+
+// switches is the number of context switches of pid's threads alive
+// now (voluntary and not; those of threads that ended are lost, and the
+// Go runtime keeps its threads).
+func switches(pid int) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var n int64
+	for _, t := range tasks {
+		data, _ := os.ReadFile(t)
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && strings.HasSuffix(f[0], "ctxt_switches:") {
+				v, _ := strconv.ParseInt(f[1], 10, 64)
+				n += v
+			}
+		}
+	}
+	return n
 }
 
 // memory reads VmRSS and RssAnon of pid, in MiB.

@@ -7,6 +7,7 @@
 package web
 
 import (
+	"container/heap"
 	"context"
 	"crypto/rand"
 	_ "embed"
@@ -46,7 +47,8 @@ type Frame struct {
 	Type    string `json:"type"`
 	ChatID  string `json:"chat_id,omitempty"`
 	Content string `json:"content,omitempty"`
-	// Sessions lists the web chat's sessions ("sessions" frames).
+	// Sessions lists the web chat's sessions ("sessions" frames): the
+	// 200 updated last, the newest first.
 	Sessions []SessionInfo `json:"sessions,omitempty"`
 }
 
@@ -395,16 +397,43 @@ func (s *Server) answered(ctx context.Context, chat string) bool {
 	return !known
 }
 
+// listedSessions is how many sessions a "sessions" frame lists at most:
+// the ones updated last. The list goes to a chat's sockets at each new
+// chat, so a gateway that had seen 10,000 chats sent the whole list
+// (about 800 KB of JSON, sorted and encoded) at every new one.
+const listedSessions = 200
+
 func (s *Server) sendSessions(ctx context.Context, c *conn) {
 	s.mu.Lock()
 	s.loadChatsLocked(ctx)
-	out := make([]SessionInfo, 0, len(s.chats))
+	out := make(sessionHeap, 0, min(len(s.chats), listedSessions))
 	for chat, at := range s.chats {
-		out = append(out, SessionInfo{ChatID: chat, UpdatedAt: at})
+		switch {
+		case len(out) < listedSessions:
+			heap.Push(&out, SessionInfo{ChatID: chat, UpdatedAt: at})
+		case at.After(out[0].UpdatedAt):
+			out[0] = SessionInfo{ChatID: chat, UpdatedAt: at}
+			heap.Fix(&out, 0)
+		}
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.After(out[j].UpdatedAt) })
 	c.write(ctx, Frame{Type: "sessions", Sessions: out}) //nolint:errcheck // the socket's reader ends it
+}
+
+// sessionHeap keeps the sessions updated last, the oldest of them first
+// (container/heap).
+type sessionHeap []SessionInfo
+
+func (h sessionHeap) Len() int           { return len(h) }
+func (h sessionHeap) Less(i, j int) bool { return h[i].UpdatedAt.Before(h[j].UpdatedAt) }
+func (h sessionHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *sessionHeap) Push(x any)        { *h = append(*h, x.(SessionInfo)) }
+func (h *sessionHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // Name implements channel.Channel.

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -197,4 +199,60 @@ func TestTokens(t *testing.T) {
 		}
 	}
 	_ = srv
+}
+
+// TestSessionsListBounded: a "sessions" frame lists the listedSessions
+// chats updated last, the newest first, however many chats the gateway
+// has seen (it goes to the chat's sockets at every new chat).
+func TestSessionsListBounded(t *testing.T) {
+	const chats = 3 * listedSessions
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	srv, _ := startWith(t, func(s *Server) {
+		s.chats = map[string]time.Time{}
+		for i := range chats {
+			s.chats["old-"+strconv.Itoa(i)] = base.Add(time.Duration(i) * time.Minute)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {srv.URL}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(1 << 20)
+	// check compares a frame with the sessions wanted: first (when not
+	// empty), then the old chats from the newest on.
+	check := func(when string, f Frame, first string) {
+		t.Helper()
+		var want []string
+		if first != "" {
+			want = append(want, first)
+		}
+		for i := chats - 1; len(want) < listedSessions; i-- {
+			want = append(want, "old-"+strconv.Itoa(i))
+		}
+		var got []string
+		for _, si := range f.Sessions {
+			got = append(got, si.ChatID)
+		}
+		if f.Type != "sessions" || !slices.Equal(got, want) {
+			t.Fatalf("%s: %s frame of %d sessions, want sessions of %d: got %.80v…, want %.80v…", when, f.Type, len(got), len(want), got, want)
+		}
+	}
+	var f Frame
+	if err := wsjson.Read(ctx, ws, &f); err != nil {
+		t.Fatal(err)
+	}
+	check("on connect", f, "")
+	wsjson.Write(ctx, ws, Frame{Type: "message", ChatID: "new", Content: "hi"})
+	for f.Type != "message" {
+		if err := wsjson.Read(ctx, ws, &f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wsjson.Read(ctx, ws, &f); err != nil {
+		t.Fatal(err)
+	}
+	check("after a new chat", f, "new")
 }

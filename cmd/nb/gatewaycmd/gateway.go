@@ -275,6 +275,9 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 		return err
 	}
 	defer gw.Close()
+	idleCtx, stopIdle := context.WithCancel(ctx)
+	defer stopIdle()
+	go newIdleRelease().run(idleCtx)
 	return gw.Run(ctx)
 }
 
