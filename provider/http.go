@@ -79,6 +79,17 @@ func ClientFor(getenv func(string) string) *http.Client {
 	return c.(*http.Client)
 }
 
+// CloseIdleConnections closes the idle connections every shared client
+// keeps (each holds its buffers and two goroutines until its idle
+// timeout of 90 s): for a process about to idle for long, as nb gateway
+// is after a burst (gatewaycmd's idle release).
+func CloseIdleConnections() {
+	clients.Range(func(_, c any) bool {
+		c.(*http.Client).CloseIdleConnections()
+		return true
+	})
+}
+
 // DefaultHTTPClient is the shared client without a proxy: ClientFor(nil).
 func DefaultHTTPClient() *http.Client { return ClientFor(nil) }
 
