@@ -178,6 +178,10 @@ type Conn struct {
 	created time.Time
 	used    time.Time // when it was last released
 	broken  bool      // a statement failed in a way that may leave it unusable
+	// stmts are the names of the statements prepared on the connection,
+	// by statementKey; prepares counts them, for new names.
+	stmts    map[string]string
+	prepares int
 }
 
 // PgConn is the connection itself.

@@ -382,3 +382,64 @@ func TestParseConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestStatementsPreparedOnce: a statement is prepared once a connection
+// (its name in pg_prepared_statements), then executed by name, alone or
+// in batches: the server does not parse and plan it at every execution.
+func TestStatementsPreparedOnce(t *testing.T) {
+	ctx := ctxOf(t)
+	p, _ := open(t, "&pool_max_conns=1")
+	for i := range 5 {
+		var n int64
+		if err := p.QueryRow(ctx, `SELECT $1::int8 + 1`, int64(i)).Scan(&n); err != nil || n != int64(i)+1 {
+			t.Fatalf("%d: %v", n, err)
+		}
+		var b pgpool.Batch
+		b.Queue(`SELECT $1::text`, "a")
+		b.Queue(`SELECT $1::int8 * 2`, int64(i))
+		if err := p.SendBatch(ctx, &b).Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var prepared int64
+	if err := p.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE NOT from_sql`).Scan(&prepared); err != nil {
+		t.Fatal(err)
+	}
+	if prepared != 4 { // the three above and this one
+		t.Errorf("%d statements prepared on the connection, want 4", prepared)
+	}
+}
+
+// TestStaleStatementPreparedAgain: a prepared statement whose table
+// changed shape ("cached plan must not change result type") is prepared
+// again, alone and in a batch, and the caller sees the new shape.
+func TestStaleStatementPreparedAgain(t *testing.T) {
+	ctx := ctxOf(t)
+	p, _ := open(t, "&pool_max_conns=1")
+	if _, err := p.Exec(ctx, `CREATE TABLE s (a int8); INSERT INTO s VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	columns := func() (alone, batched int) {
+		rows, err := p.Query(ctx, `SELECT * FROM s WHERE a = $1`, int64(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b pgpool.Batch
+		b.Queue(`SELECT * FROM s WHERE a > $1`, int64(0))
+		br := p.SendBatch(ctx, &b)
+		brows, err := br.Query()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows.Columns(), brows.Columns()
+	}
+	if a, b := columns(); a != 1 || b != 1 {
+		t.Fatalf("%d and %d columns before", a, b)
+	}
+	if _, err := p.Exec(ctx, `ALTER TABLE s ADD COLUMN b int8 DEFAULT 2`); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := columns(); a != 2 || b != 2 {
+		t.Errorf("%d and %d columns after the table changed, want 2", a, b)
+	}
+}

@@ -2,8 +2,10 @@ package pgpool
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -58,6 +60,9 @@ func (r *Rows) Close() {}
 // Len is the number of rows.
 func (r *Rows) Len() int { return len(r.rows) }
 
+// Columns is the number of columns.
+func (r *Rows) Columns() int { return len(r.fields) }
+
 // Column reads rows of one column into a slice of T (a type Rows.Scan
 // takes).
 func Column[T any](rows *Rows, err error) ([]T, error) {
@@ -100,13 +105,81 @@ func result(res *pgconn.Result) (*Rows, error) {
 	return &Rows{fields: res.FieldDescriptions, rows: res.Rows}, nil
 }
 
-// exec runs one statement on the connection.
+// maxStatements is how many statements a connection keeps prepared;
+// past it, statements are sent unprepared. nb's stores have a fixed set
+// of a few dozen.
+const maxStatements = 256
+
+// prepared returns the name of sql prepared on the connection for
+// parameters of the types oids, preparing it the first time (one round
+// trip): as pgx's default statement cache does, the server parses and
+// plans each statement once a connection rather than at every
+// execution, which made a store's operations half again as slow. ""
+// when the connection keeps as many statements as it may.
+func (c *Conn) prepared(ctx context.Context, sql string, oids []uint32) (key, name string, err error) {
+	key = statementKey(sql, oids)
+	if name, ok := c.stmts[key]; ok {
+		return key, name, nil
+	}
+	if len(c.stmts) >= maxStatements {
+		return key, "", nil
+	}
+	c.prepares++
+	name = "nb_" + strconv.Itoa(c.prepares)
+	if _, err := c.pg.Prepare(ctx, name, sql, oids); err != nil {
+		c.fail(err)
+		return key, "", err
+	}
+	if c.stmts == nil {
+		c.stmts = map[string]string{}
+	}
+	c.stmts[key] = name
+	return key, name, nil
+}
+
+// statementKey is sql and its parameters' types, which a prepared
+// statement is fixed to.
+func statementKey(sql string, oids []uint32) string {
+	b := make([]byte, 0, len(sql)+1+4*len(oids))
+	b = append(append(b, sql...), 0)
+	for _, o := range oids {
+		b = binary.BigEndian.AppendUint32(b, o)
+	}
+	return string(b)
+}
+
+// stale reports whether err says a prepared statement no longer fits
+// (the schema changed under it: "cached plan must not change result
+// type") or is gone from the server.
+func stale(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "0A000" || pgErr.Code == "26000")
+}
+
+// exec runs one statement on the connection, prepared.
 func (c *Conn) exec(ctx context.Context, sql string, args []any) *pgconn.Result {
 	p, err := encode(args)
 	if err != nil {
 		return &pgconn.Result{Err: err}
 	}
-	res := c.pg.ExecParams(ctx, sql, p.values, p.oids, p.formats, binaryResults).Read()
+	key, name, err := c.prepared(ctx, sql, p.oids)
+	if err != nil {
+		return &pgconn.Result{Err: err}
+	}
+	if name == "" {
+		res := c.pg.ExecParams(ctx, sql, p.values, p.oids, p.formats, binaryResults).Read()
+		c.fail(res.Err)
+		return res
+	}
+	res := c.pg.ExecPrepared(ctx, name, p.values, p.formats, binaryResults).Read()
+	if stale(res.Err) {
+		delete(c.stmts, key) // prepared again on the schema as it is, next time
+		if c.pg.TxStatus() == 'I' {
+			// Outside a transaction the statement did nothing: it is
+			// sent again, unprepared.
+			res = c.pg.ExecParams(ctx, sql, p.values, p.oids, p.formats, binaryResults).Read()
+		}
+	}
 	c.fail(res.Err)
 	return res
 }
@@ -222,15 +295,41 @@ func (p *Pool) SendBatch(ctx context.Context, b *Batch) *BatchResults {
 
 // SendBatch runs the batch on the connection and reads all its results.
 func (c *Conn) SendBatch(ctx context.Context, b *Batch) *BatchResults {
+	return c.sendBatch(ctx, b, false)
+}
+
+// sendBatch is SendBatch, sent once more after stale statements unless
+// retried.
+func (c *Conn) sendBatch(ctx context.Context, b *Batch, retried bool) *BatchResults {
 	var pb pgconn.Batch
+	keys := make([]string, 0, len(b.items))
 	for i, it := range b.items {
 		p, err := encode(it.args)
 		if err != nil {
 			return &BatchResults{err: fmt.Errorf("statement %d of the batch: %w", i+1, err)}
 		}
-		pb.ExecParams(it.sql, p.values, p.oids, p.formats, binaryResults)
+		key, name, err := c.prepared(ctx, it.sql, p.oids)
+		if err != nil {
+			return &BatchResults{err: err}
+		}
+		keys = append(keys, key)
+		if name == "" {
+			pb.ExecParams(it.sql, p.values, p.oids, p.formats, binaryResults)
+		} else {
+			pb.ExecPrepared(name, p.values, p.formats, binaryResults)
+		}
 	}
 	results, err := c.pg.ExecBatch(ctx, &pb).ReadAll()
+	if stale(err) {
+		// The batch ran as one transaction, undone: its statements are
+		// prepared again and it is sent once more.
+		for _, k := range keys {
+			delete(c.stmts, k)
+		}
+		if c.pg.TxStatus() == 'I' && !retried {
+			return c.sendBatch(ctx, b, true)
+		}
+	}
 	c.fail(err)
 	return &BatchResults{results: results, err: err}
 }
