@@ -27,6 +27,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -198,6 +199,8 @@ type Manager struct {
 	warmMu    sync.Mutex
 	warm      *list.List
 	warmBytes int64
+	// readBack counts the bytes of session files read back (tests).
+	readBack atomic.Int64
 }
 
 // NewManager returns the manager of the sessions under dir, creating it.
@@ -398,13 +401,19 @@ type Session struct {
 	evBytes int64
 	count   int
 	// offs are the file offsets of the events' lines; skip is how many
-	// messages before events[0] are not read (consolidated ones: a
-	// session read back for a turn starts at resumeOff, the line of
-	// message resumeIdx, its first message not consolidated).
+	// messages before events[0] are not read (a session read back for a
+	// turn starts at winOff, the line of message winIdx, the start of
+	// the last window a turn read; or at resumeOff, the line of message
+	// resumeIdx, its first message not consolidated, when a turn reads
+	// them all). window is the message window the session's last turn
+	// read (see Conversation), 0 for all of them.
 	offs      []int64
 	skip      int
 	resumeIdx int
 	resumeOff int64
+	winIdx    int
+	winOff    int64
+	window    int
 	dirty     bool // written since the last Sync
 	// quiet keeps a reread from warning again of the lines it skips.
 	quiet bool
@@ -842,11 +851,14 @@ func (s *Session) Append(ctx context.Context, events ...state.Event) error {
 // whole tail. What the turn appends is always read.
 func (s *Session) Conversation(ctx context.Context, window int) *Conversation {
 	c := &Conversation{s: s, ctx: ctx}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Remembered for the session's next read back: only the window's
+	// messages are read when it leaves memory and comes back (warm.go).
+	s.window = max(window, 0)
 	if window <= 0 {
 		return c
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	n, from := s.countLocked(), s.meta.LastConsolidated
 	if n-from <= window {
 		return c
@@ -1125,6 +1137,7 @@ func (s *Session) clearLocked() error {
 	s.closeFileLocked() //nolint:errcheck // the old file, synced above
 	s.fi, s.meta, s.events, s.loaded, s.size, s.dirty = fi, meta, nil, true, int64(len(b)+1), false
 	s.offs, s.skip, s.resumeIdx, s.resumeOff, s.evBytes, s.count = nil, 0, 0, 0, 0, 0
+	s.winIdx, s.winOff = 0, 0
 	s.head = meta.UpdatedAt
 	return nil
 }
@@ -1217,6 +1230,7 @@ func (s *Session) refresh(load bool) error {
 	s.closeFileLocked() //nolint:errcheck // synced above
 	s.fi, s.meta, s.events, s.loaded, s.size, s.dirty = fresh.fi, fresh.meta, fresh.events, true, fresh.size, false
 	s.offs, s.skip, s.resumeIdx, s.resumeOff, s.evBytes, s.count = fresh.offs, 0, 0, 0, fresh.evBytes, 0
+	s.winIdx, s.winOff = 0, 0
 	s.head = fresh.head
 	return nil
 }
@@ -1282,6 +1296,9 @@ func (s *Session) Rollback(m Mark) error {
 	}
 	if s.resumeOff > m.size {
 		s.resumeIdx, s.resumeOff = 0, 0
+	}
+	if s.winOff > m.size {
+		s.winIdx, s.winOff = 0, 0
 	}
 	return nil
 }
@@ -1371,6 +1388,9 @@ func (s *Session) rewriteHeadLocked() error {
 	}
 	if s.resumeOff > 0 {
 		s.resumeOff += shift
+	}
+	if s.winOff > 0 {
+		s.winOff += shift
 	}
 	s.fi, s.size, s.head, s.headAt = fi, int64(n1)+n2, s.meta.UpdatedAt, s.m.now()
 	return nil

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -62,5 +63,69 @@ func TestConversationWindow(t *testing.T) {
 	}
 	if got, want := texts(conv.History()), []string{"u3", "a3"}; !slices.Equal(got, want) {
 		t.Errorf("after a consolidation past the window's start: %q, want %q", got, want)
+	}
+}
+
+// TestReadBackBoundedByTheWindow: a session that leaves memory between
+// its turns (KeepBytes passed) is read back for its next turn from the
+// start of the last window of messages its turns read, not from its
+// first message not consolidated: when consolidation falls behind (a
+// model that never calls save_memory), what a turn reads back stays the
+// window's, whatever the lag (issue 36). The turn's history is the
+// same, and a read of the messages before the window (consolidation's)
+// still finds them.
+func TestReadBackBoundedByTheWindow(t *testing.T) {
+	m := newManager(t)
+	m.KeepBytes = -1 // every session leaves memory when released
+	const window = 20
+	conv := func(s *Session, text string) []state.Event {
+		unlock, err := s.Lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unlock()
+		c := s.Conversation(t.Context(), window)
+		h := c.History()
+		if err := c.Append(state.Event{Who: state.RoleUser, Message: text, Input: &text}, state.Event{Who: state.RoleAI, Message: "echo: " + text}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	s, err := m.Get(t.Context(), "web:lag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	perTurn := func(turns int) int64 {
+		before := m.readBack.Load()
+		for i := range turns {
+			conv(s, fmt.Sprintf("turn %04d", i))
+		}
+		return (m.readBack.Load() - before) / int64(turns)
+	}
+	perTurn(window) // the tail passes the window
+	short := perTurn(20)
+	perTurn(400) // the tail grows to 880 messages: nothing consolidated
+	long := perTurn(20)
+	if short == 0 || long > short+short/10 {
+		t.Errorf("bytes read back a turn: %d with a tail of 80 messages, %d with one of 880: want the same (the window's %d messages)", short, long, window)
+	}
+	// The history is the window's, from a user's message.
+	h := conv(s, "last")
+	if len(h) != window || h[0].Who != state.RoleUser || agent.Text(h[len(h)-2].Message) != "turn 0019" {
+		t.Errorf("the history of a turn read back: %d messages from %s ending with %q, want %d from the user's", len(h), h[0].Who, agent.Text(h[len(h)-2].Message), window)
+	}
+	// What consolidation reads (from its cursor) is read back whole.
+	all := s.EventsFrom(0)
+	if len(all) != 2*(window+20+400+20+1) || agent.Text(all[0].Message) != "turn 0000" {
+		t.Errorf("EventsFrom(0): %d messages, the first %q", len(all), agent.Text(all[0].Message))
+	}
+	if err := s.SetConsolidated(t.Context(), 100); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.EventsFrom(100); len(got) != len(all)-100 || agent.Text(got[0].Message) != agent.Text(all[100].Message) {
+		t.Errorf("EventsFrom(100) after the cursor moved: %d messages", len(got))
 	}
 }
