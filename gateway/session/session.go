@@ -414,7 +414,15 @@ type Session struct {
 	winIdx    int
 	winOff    int64
 	window    int
-	dirty     bool // written since the last Sync
+	// gen changes whenever messages are removed or replaced (/new, a
+	// stopped turn, a file another process replaced): a tally (see
+	// Tally) of an older gen is made again. tally is the sum of the
+	// tally's function over the messages from tallyFrom to tallyTo.
+	gen                          int
+	tallyGen, tallyFrom, tallyTo int
+	tally                        int
+	tallied                      bool
+	dirty                        bool // written since the last Sync
 	// quiet keeps a reread from warning again of the lines it skips.
 	quiet bool
 	// warm is the session's place among the Manager's warm sessions,
@@ -729,6 +737,7 @@ func (s *Session) decodeLine(line []byte) error {
 		// /new in a store: the session starts afresh (the file is
 		// replaced instead).
 		s.events, s.evBytes, s.meta, s.size = nil, 0, Meta{}, 0
+		s.gen++
 		return nil
 	}
 	if r.Type == "metadata" {
@@ -791,6 +800,28 @@ func (s *Session) eventsFromLocked(i int) []state.Event {
 	}
 	ev = ev[min(max(i-skip, 0), len(ev)):]
 	return ev[:len(ev):len(ev)]
+}
+
+// Tally is the sum of fn over the messages from the index from on,
+// kept up to date as messages are appended: fn is called only with the
+// messages appended since the last call (all of them again when from
+// changed or messages were removed), so that what runs after each turn
+// (memory consolidation's token estimate of the messages not
+// consolidated) does not read the whole tail, nor back from the file
+// (issue 36). fn must be the same function at every call, and additive
+// (fn(a+b) = fn(a)+fn(b)).
+func (s *Session) Tally(from int, fn func([]state.Event) int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.countLocked()
+	if !s.tallied || s.tallyGen != s.gen || s.tallyFrom != from || s.tallyTo > n || s.tallyTo < from {
+		s.tallied, s.tallyGen, s.tallyFrom, s.tallyTo, s.tally = true, s.gen, from, from, 0
+	}
+	if s.tallyTo < n {
+		s.tally += fn(s.eventsFromLocked(s.tallyTo))
+		s.tallyTo = n
+	}
+	return s.tally
 }
 
 // Append makes each event a message line, written (not yet synced: see
@@ -1138,6 +1169,7 @@ func (s *Session) clearLocked() error {
 	s.fi, s.meta, s.events, s.loaded, s.size, s.dirty = fi, meta, nil, true, int64(len(b)+1), false
 	s.offs, s.skip, s.resumeIdx, s.resumeOff, s.evBytes, s.count = nil, 0, 0, 0, 0, 0
 	s.winIdx, s.winOff = 0, 0
+	s.gen++
 	s.head = meta.UpdatedAt
 	return nil
 }
@@ -1231,6 +1263,7 @@ func (s *Session) refresh(load bool) error {
 	s.fi, s.meta, s.events, s.loaded, s.size, s.dirty = fresh.fi, fresh.meta, fresh.events, true, fresh.size, false
 	s.offs, s.skip, s.resumeIdx, s.resumeOff, s.evBytes, s.count = fresh.offs, 0, 0, 0, fresh.evBytes, 0
 	s.winIdx, s.winOff = 0, 0
+	s.gen++
 	s.head = fresh.head
 	return nil
 }
@@ -1286,6 +1319,7 @@ func (s *Session) Rollback(m Mark) error {
 		f.Close()
 	}
 	s.size, s.meta = m.size, m.meta
+	s.gen++
 	if keep := m.events - s.skip; s.loaded && keep >= 0 {
 		for _, ev := range s.events[min(keep, len(s.events)):] {
 			s.evBytes -= eventBytes(ev)

@@ -128,6 +128,7 @@ func (s *Session) absorbLocked(h []state.Event) error {
 // resetLocked forgets what was read of the conversation.
 func (s *Session) resetLocked() {
 	s.meta, s.events, s.evBytes, s.size, s.seen, s.first, s.pending = Meta{}, nil, 0, 0, 0, "", nil
+	s.gen++
 }
 
 // absorbTailLocked decodes the records after those read (tail), the

@@ -129,3 +129,68 @@ func TestReadBackBoundedByTheWindow(t *testing.T) {
 		t.Errorf("EventsFrom(100) after the cursor moved: %d messages", len(got))
 	}
 }
+
+// TestTallyKeptUpToDate: a tally of the messages not consolidated (what
+// memory consolidation estimates after each turn) passes each message
+// to its function once, not the whole tail at every turn, nor reads it
+// back from the file when the session left memory; it is made again
+// when its start moves (a consolidation) or messages go (/stop, /new).
+func TestTallyKeptUpToDate(t *testing.T) {
+	m := newManager(t)
+	m.KeepBytes = -1
+	var seen int
+	count := func(evs []state.Event) int { seen += len(evs); return len(evs) }
+	s := turn(t, m, "web:tally", "first")
+	for i := range 100 {
+		// As the gateway's AfterTurn: at the end of the turn, which
+		// holds the session; it leaves memory after each (KeepBytes).
+		unlock, err := s.Lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := fmt.Sprint("turn ", i)
+		if err := s.Conversation(t.Context(), 20).Append(state.Event{Who: state.RoleUser, Message: text, Input: &text}, state.Event{Who: state.RoleAI, Message: "echo"}); err != nil {
+			t.Fatal(err)
+		}
+		from := s.Meta().LastConsolidated
+		before := m.readBack.Load()
+		if got, want := s.Tally(from, count), s.Len()-from; got != want {
+			t.Fatalf("turn %d: tally %d, want %d", i, got, want)
+		}
+		if i > 0 && m.readBack.Load() != before {
+			t.Fatalf("turn %d: the tally read %d bytes back", i, m.readBack.Load()-before)
+		}
+		unlock()
+	}
+	if seen != s.Len() {
+		t.Errorf("the tally's function saw %d messages over 100 turns, want each of the %d once", seen, s.Len())
+	}
+	if err := s.SetConsolidated(t.Context(), 150); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Tally(150, count); got != s.Len()-150 {
+		t.Errorf("after a consolidation: %d, want %d", got, s.Len()-150)
+	}
+	unlock, err := s.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := s.Mark()
+	turnText := "stopped"
+	s.Append(t.Context(), state.Event{Who: state.RoleUser, Message: turnText, Input: &turnText})
+	if got := s.Tally(150, count); got != s.Len()-150 {
+		t.Errorf("during a turn: %d, want %d", got, s.Len()-150)
+	}
+	s.Rollback(mark)
+	s.Append(t.Context(), state.Event{Who: state.RoleAI, Message: "other"})
+	unlock()
+	if got := s.Tally(150, count); got != s.Len()-150 {
+		t.Errorf("after a rollback and another message: %d, want %d", got, s.Len()-150)
+	}
+	if err := s.Clear(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Tally(0, count); got != 0 {
+		t.Errorf("after /new: %d, want 0", got)
+	}
+}
