@@ -134,6 +134,7 @@ func (s *Session) resetLocked() {
 // absorbTailLocked decodes the records after those read (tail), the
 // conversation holding total records in all.
 func (s *Session) absorbTailLocked(tail []state.Event, total int) error {
+	defer func() { s.rec = nil }()
 	for i, ev := range tail {
 		l, ok := line(ev)
 		if !ok {

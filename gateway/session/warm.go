@@ -151,7 +151,7 @@ func (s *Session) allEventsLocked() []state.Event {
 	if s.loaded && s.skip == 0 {
 		return s.events
 	}
-	fresh, err := s.rereadLocked(0)
+	fresh, err := s.rereadLocked(0, s.countLocked())
 	if err != nil {
 		s.m.warn(err.Error())
 		return nil
@@ -166,7 +166,7 @@ func (s *Session) allEventsLocked() []state.Event {
 // start at message skip; they are left to the caller.
 func (s *Session) readBackLocked(i int) (events []state.Event, skip int) {
 	if from, idx, ok := s.resumeFrom(i); ok {
-		if fresh, err := s.rereadLocked(from); err == nil {
+		if fresh, err := s.rereadLocked(from, s.countLocked()-idx); err == nil {
 			return fresh.events, idx
 		}
 	}
@@ -202,7 +202,7 @@ func (s *Session) loadForTurnLocked() error {
 	if !ok {
 		from, idx = 0, 0
 	}
-	fresh, err := s.rereadLocked(from)
+	fresh, err := s.rereadLocked(from, s.countLocked()-idx)
 	if err != nil {
 		return err
 	}
@@ -211,9 +211,13 @@ func (s *Session) loadForTurnLocked() error {
 }
 
 // rereadLocked reads the session's file from offset from on, into a
-// session of its own.
-func (s *Session) rereadLocked(from int64) (*Session, error) {
+// session of its own; n is how many messages it holds, about (the
+// lists are made that long at once).
+func (s *Session) rereadLocked(from int64, n int) (*Session, error) {
 	fresh := &Session{Key: s.Key, Path: s.Path, m: s.m, quiet: true}
+	if n = min(max(n, 0), 1<<16); n > 0 {
+		fresh.events, fresh.offs = make([]state.Event, 0, n), make([]int64, 0, n)
+	}
 	good, torn, err := fresh.readFileFrom(from)
 	if err != nil {
 		return nil, err

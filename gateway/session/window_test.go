@@ -3,7 +3,11 @@ package session
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
+
+	sjson "github.com/segmentio/encoding/json"
 
 	"github.com/nbots/nb/agent"
 	"github.com/nbots/nb/state"
@@ -192,5 +196,55 @@ func TestTallyKeptUpToDate(t *testing.T) {
 	}
 	if got := s.Tally(0, count); got != 0 {
 		t.Errorf("after /new: %d, want 0", got)
+	}
+}
+
+// TestReadBackAllocations: reading a session back for a turn allocates
+// per message what the message keeps (its text, its event), not a
+// decoding record each nor lists grown by doubling.
+func TestReadBackAllocations(t *testing.T) {
+	m := newManager(t)
+	m.KeepBytes = -1
+	s, err := m.Get(t.Context(), "web:allocs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const window = 100
+	cycle := func() {
+		unlock, err := s.Lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Conversation(t.Context(), window)
+		unlock()
+	}
+	unlock, _ := s.Lock(t.Context())
+	c := s.Conversation(t.Context(), window)
+	for i := range 2 * window {
+		text := fmt.Sprint("message ", i)
+		c.Append(state.Event{Who: state.RoleUser, Message: text, Input: &text})
+	}
+	unlock()
+	cycle()
+	per := testing.AllocsPerRun(20, cycle) / window
+	if per > 7.5 && !raceEnabled {
+		t.Errorf("%.2f allocations a message read back, want at most 7.5 (its text, its event, its timestamp and role)", per)
+	}
+}
+
+// TestPlainStringAsDecoder: a message's text taken without the decoder
+// is the decoder's, and anything with an escape, a control character
+// or bytes that are not UTF-8 goes through the decoder.
+func TestPlainStringAsDecoder(t *testing.T) {
+	for _, in := range []string{`""`, `"hello"`, `"héllo ✓ 😀"`, `"a\"b"`, `"a\\b"`, `"a\nb"`, `"\u00e9"`, "\"a\tb\"", "\"\xff\xfe\"", "\"caf\xc3\"", `"</script>"`} {
+		var want string
+		werr := sjson.Unmarshal([]byte(in), &want)
+		got, ok := plainString([]byte(in))
+		if ok && (werr != nil || got != want) {
+			t.Errorf("%q: plain %q, the decoder %q (%v)", in, got, want, werr)
+		}
+		if !ok && werr == nil && !strings.ContainsAny(in[1:len(in)-1], "\\\"\t") && utf8.ValidString(in) {
+			t.Errorf("%q: not taken as plain", in)
+		}
 	}
 }
