@@ -102,7 +102,9 @@ func (f *features) memory() {
 		n, from := s.Len(), s.Meta().LastConsolidated
 		tokens := 0
 		if cons.ContextTokens > 0 {
-			tokens = memory.EstimateTokens(consolidatedSession{s}.messages(from))
+			// Kept up to date with each turn's messages: the tail is
+			// not read again (nor back from the file) at every turn.
+			tokens = s.Tally(from, estimateTokens)
 		}
 		cons.Maybe(s.Key, n-from, tokens)
 	}
@@ -226,8 +228,12 @@ func (a archiver) Archive(ctx context.Context, s *gwsession.Session) error {
 // it: message i is event i, as last_consolidated counts them.
 type consolidatedSession struct{ s *gwsession.Session }
 
+// Load reads the messages not consolidated only (a session read back
+// for its turns holds the last window: those before are read back from
+// the first one not consolidated, not from the file's start).
 func (c consolidatedSession) Load(context.Context) ([]memory.Message, int, error) {
-	return c.messages(0), c.s.Meta().LastConsolidated, nil
+	from := c.s.Meta().LastConsolidated
+	return c.messages(from), from, nil
 }
 
 func (c consolidatedSession) SetCursor(ctx context.Context, n int) error {
@@ -236,7 +242,15 @@ func (c consolidatedSession) SetCursor(ctx context.Context, n int) error {
 
 // messages are the session's messages from the index from on.
 func (c consolidatedSession) messages(from int) []memory.Message {
-	events := c.s.EventsFrom(from)
+	return memoryMessages(c.s.EventsFrom(from))
+}
+
+// estimateTokens is memory.EstimateTokens of events (a session's
+// Tally).
+func estimateTokens(events []state.Event) int { return memory.EstimateTokens(memoryMessages(events)) }
+
+// memoryMessages are events as consolidation reads them.
+func memoryMessages(events []state.Event) []memory.Message {
 	out := make([]memory.Message, len(events))
 	for i, ev := range events {
 		m := memory.Message{Role: string(ev.Who), Timestamp: ev.At}

@@ -34,7 +34,8 @@ func (s *diskSession) Load(context.Context) ([]Message, int, error) {
 	s.mu.Lock()
 	msgs := (*s.msgs)[:len(*s.msgs):len(*s.msgs)] // append-only: a view is a snapshot
 	s.mu.Unlock()
-	return msgs, readCursor(s.t, s.path), nil
+	n := readCursor(s.t, s.path)
+	return msgs[min(n, len(msgs)):], n, nil
 }
 
 func (s *diskSession) SetCursor(_ context.Context, n int) error {

@@ -25,6 +25,12 @@ import (
 type fileSession struct{ dir string }
 
 func (s fileSession) Load(context.Context) ([]Message, int, error) {
+	msgs, n, err := s.all()
+	return msgs[min(max(n, 0), len(msgs)):], n, err
+}
+
+// all are every message and the cursor.
+func (s fileSession) all() ([]Message, int, error) {
 	data, _ := os.ReadFile(filepath.Join(s.dir, "msgs.jsonl"))
 	var msgs []Message
 	for len(data) > 0 {
@@ -130,7 +136,7 @@ func TestKill9(t *testing.T) {
 		if err := c.Recover(context.Background()); err != nil {
 			t.Fatalf("kill %d: recover: %v", i, err)
 		}
-		msgs, cursor, err := s.Load(context.Background())
+		msgs, cursor, err := s.all()
 		if err != nil {
 			t.Fatalf("kill %d: %v", i, err)
 		}

@@ -40,8 +40,10 @@ type Message struct {
 // Session is a conversation whose old messages are consolidated. The
 // gateway's session store implements it.
 type Session interface {
-	// Load returns the messages and the persisted last_consolidated cursor.
-	Load(ctx context.Context) (msgs []Message, cursor int, err error)
+	// Load returns the persisted last_consolidated cursor and the
+	// messages from it on (those not consolidated: consolidation reads
+	// no other).
+	Load(ctx context.Context) (tail []Message, cursor int, err error)
 	// SetCursor persists last_consolidated (atomically: a crash leaves the
 	// old value or the new one).
 	SetCursor(ctx context.Context, cursor int) error
@@ -88,10 +90,22 @@ type Consolidator struct {
 	// Log receives warnings; nil discards them.
 	Log *slog.Logger
 
-	mu       sync.Mutex // one consolidation at a time: MEMORY.md is shared
-	runMu    sync.Mutex // guards running; never held long, so Maybe never waits
+	// mu is the workspace's consolidation lock within the process (the
+	// file memory/.lock across processes), held to read the journal,
+	// MEMORY.md and HISTORY.md and write them, never across a model
+	// call but for a call made again after conflictTries conflicts (see
+	// consolidateChunk).
+	mu sync.Mutex
+	// runMu guards running, failures, sessions and warnedSize; never
+	// held long, so Maybe never waits.
+	runMu    sync.Mutex
 	running  map[string]bool
 	failures map[string]int
+	// sessions are the per-session locks: one consolidation of a
+	// session at a time (a background one and /new's), model call
+	// included, as nanobot locks per session; those of different
+	// sessions run at once.
+	sessions map[string]*sessionLock
 	// warnedSize is the size of MEMORY.md last warned about.
 	warnedSize int64
 	wg         sync.WaitGroup
@@ -295,40 +309,45 @@ func (c *Consolidator) Run(ctx context.Context) error {
 // (nanobot's /new), the whole tail. A failed model call changes nothing
 // (after RawAfter failures in a row the chunk is archived raw; with all,
 // at once, so that /new never fails for the model and loses nothing).
+// Consolidations of one session run one at a time; those of different
+// sessions at once, each model call outside the workspace's lock (see
+// consolidateChunk).
 func (c *Consolidator) Consolidate(ctx context.Context, key string, all bool) error {
-	unlock, err := c.lock(ctx)
+	unlock, err := c.lockSession(ctx, key)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := c.recoverLocked(ctx); err != nil {
+	if err := c.Recover(ctx); err != nil {
 		return err
 	}
 	s, err := c.Open(ctx, key)
 	if err != nil {
 		return fmt.Errorf("open session %s: %w", key, err)
 	}
-	msgs, cursor, err := s.Load(ctx)
+	msgs, base, err := s.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("load session %s: %w", key, err)
 	}
-	cursor = min(max(cursor, 0), len(msgs))
+	// msgs[0] is message base: the indices below count from it.
+	base = max(base, 0)
 	if !all {
-		end := c.boundEnd(msgs, cursor, c.chunkEnd(msgs, cursor))
-		if end <= cursor {
+		end := c.boundEnd(msgs, 0, c.chunkEnd(msgs, 0))
+		if end <= 0 {
 			return nil
 		}
-		return c.consolidateChunk(ctx, key, s, msgs, cursor, end, false, false)
+		return c.consolidateChunk(ctx, key, s, msgs, base, 0, end, false, false)
 	}
 	// /new: the whole tail, chunk by chunk, the last MaxModelChunks
 	// through the model and any older ones archived raw.
 	var ends []int
-	for from := cursor; from < len(msgs); from = ends[len(ends)-1] {
+	for from := 0; from < len(msgs); from = ends[len(ends)-1] {
 		ends = append(ends, c.boundEnd(msgs, from, len(msgs)))
 	}
+	cursor := 0
 	for i, end := range ends {
 		raw := i < len(ends)-c.maxModelChunks()
-		if err := c.consolidateChunk(ctx, key, s, msgs, cursor, end, true, raw); err != nil {
+		if err := c.consolidateChunk(ctx, key, s, msgs, base, cursor, end, true, raw); err != nil {
 			return err
 		}
 		cursor = end
@@ -336,43 +355,102 @@ func (c *Consolidator) Consolidate(ctx context.Context, key string, all bool) er
 	return nil
 }
 
-// consolidateChunk consolidates msgs[cursor:end]: through the model, or
-// raw (after RawAfter failures, or at once with raw), and moves the
-// session's cursor to end.
-func (c *Consolidator) consolidateChunk(ctx context.Context, key string, s Session, msgs []Message, cursor, end int, all, raw bool) error {
+// conflictTries is how many times a consolidation asks the model again
+// because another one rewrote MEMORY.md during its call, before it
+// makes the call under the workspace's lock (which then waits for it).
+const conflictTries = 2
+
+// consolidateChunk consolidates msgs[cursor:end] (messages base+cursor
+// to base+end of the session): through the model, or raw (after
+// RawAfter failures, or at once with raw), and moves the session's
+// cursor to base+end. The model is shown MEMORY.md as it was read before
+// the call, without the workspace's lock; under it, MEMORY.md is read
+// again before anything is written: when another consolidation rewrote
+// it meanwhile and this one's memory_update changes it too, the model is
+// asked again with the new memory (after conflictTries, with the lock
+// held across the call), so that no update is lost.
+func (c *Consolidator) consolidateChunk(ctx context.Context, key string, s Session, msgs []Message, base, cursor, end int, all, raw bool) error {
 	lines := c.formatLines(msgs[cursor:end])
-	var current, entry, update string
-	var err error
-	if raw {
-		err = errors.New("older than what /new sends to the model")
-	} else {
-		if current, err = c.ReadMemory(); err != nil {
+	for tries := 0; ; tries++ {
+		serial := tries >= conflictTries
+		var unlock func()
+		if serial {
+			var err error
+			if unlock, err = c.lock(ctx); err != nil {
+				return err
+			}
+		}
+		var current, entry, update string
+		var err error
+		keep := false // MEMORY.md stays as it is
+		if raw {
+			err = errors.New("older than what /new sends to the model")
+		} else {
+			if current, err = c.ReadMemory(); err != nil {
+				if serial {
+					unlock()
+				}
+				return err
+			}
+			entry, update, err = c.ask(ctx, key, current, lines)
+		}
+		if err != nil {
+			n := c.failed(key)
+			if n < RawAfter && !all {
+				if serial {
+					unlock()
+				}
+				return err
+			}
+			if !raw {
+				c.logger().Warn(fmt.Sprintf("memory consolidation of %s failed %d times (%v): archiving %d messages raw", key, n, err, end-cursor))
+			}
+			entry = fmt.Sprintf("[%s] [RAW] %d messages\n%s", c.now().Format("2006-01-02 15:04"), end-cursor, lines)
+			keep = true
+		}
+		if !serial {
+			if unlock, err = c.lock(ctx); err != nil {
+				return err
+			}
+		}
+		now, err := c.ReadMemory()
+		if err != nil {
+			unlock()
 			return err
 		}
-		entry, update, err = c.ask(ctx, key, current, lines)
+		if keep || update == current {
+			update = now // MEMORY.md stays as it is now
+		} else if now != current {
+			// Another consolidation (or a forget) rewrote MEMORY.md
+			// during the call: the model's update would undo it.
+			unlock()
+			continue
+		}
+		err = c.writeLocked(ctx, key, s, base+cursor, base+end, entry, update, now)
+		unlock()
+		return err
 	}
-	if err != nil {
-		n := c.failed(key)
-		if n < RawAfter && !all {
-			return err
-		}
-		if !raw {
-			c.logger().Warn(fmt.Sprintf("memory consolidation of %s failed %d times (%v): archiving %d messages raw", key, n, err, end-cursor))
-		}
-		entry = fmt.Sprintf("[%s] [RAW] %d messages\n%s", c.now().Format("2006-01-02 15:04"), end-cursor, lines)
-		update = current
+}
+
+// writeLocked writes a consolidation of the session's messages from to
+// to (the entry for HISTORY.md, update for MEMORY.md, which holds now:
+// update == now leaves it), under the workspace's lock, through the
+// journal.
+func (c *Consolidator) writeLocked(ctx context.Context, key string, s Session, from, to int, entry, update, now string) error {
+	if err := c.recoverLocked(ctx); err != nil {
+		return err
 	}
 	c.resetFailures(key)
-	if update != current && !c.keepable(current, update) {
-		c.logger().Warn(fmt.Sprintf("memory consolidation of %s: the model's memory_update (%d bytes) would empty MEMORY.md or shrink it by more than half (%d bytes): kept", key, len(update), len(current)))
-		update = current
+	if update != now && !c.keepable(now, update) {
+		c.logger().Warn(fmt.Sprintf("memory consolidation of %s: the model's memory_update (%d bytes) would empty MEMORY.md or shrink it by more than half (%d bytes): kept", key, len(update), len(now)))
+		update = now
 	}
 	hsize, err := fileSize(c.HistoryPath())
 	if err != nil {
 		return err
 	}
-	j := journal{Key: key, From: cursor, To: end, HistorySize: hsize, Entry: entry + "\n\n", Memory: update}
-	if update == current {
+	j := journal{Key: key, From: from, To: to, HistorySize: hsize, Entry: entry + "\n\n", Memory: update}
+	if update == now {
 		// MEMORY.md stays: the journal need not hold a copy of it.
 		j.Memory, j.KeepMemory = "", true
 	}
@@ -384,6 +462,43 @@ func (c *Consolidator) consolidateChunk(ctx context.Context, key string, s Sessi
 		return errCrashed
 	}
 	return c.finish(ctx, j, s)
+}
+
+// sessionLock is one session's consolidation lock (a channel of one, so
+// that a wait ends with its context), and how many hold or wait for it.
+type sessionLock struct {
+	ch    chan struct{}
+	users int
+}
+
+// lockSession takes the consolidation lock of the session key, waiting
+// until ctx ends.
+func (c *Consolidator) lockSession(ctx context.Context, key string) (func(), error) {
+	c.runMu.Lock()
+	if c.sessions == nil {
+		c.sessions = map[string]*sessionLock{}
+	}
+	l := c.sessions[key]
+	if l == nil {
+		l = &sessionLock{ch: make(chan struct{}, 1)}
+		c.sessions[key] = l
+	}
+	l.users++
+	c.runMu.Unlock()
+	done := func() {
+		c.runMu.Lock()
+		if l.users--; l.users == 0 {
+			delete(c.sessions, key)
+		}
+		c.runMu.Unlock()
+	}
+	select {
+	case l.ch <- struct{}{}:
+		return func() { <-l.ch; done() }, nil
+	case <-ctx.Done():
+		done()
+		return nil, ctx.Err()
+	}
 }
 
 // lineBytes is the size of a message in the request: its content, cut
@@ -722,6 +837,8 @@ var errCrashed = errors.New("crashed (test)")
 func (c *Consolidator) crashAt(point string) bool { return c.crash != nil && c.crash(point) }
 
 func (c *Consolidator) failed(key string) int {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
 	if c.failures == nil {
 		c.failures = map[string]int{}
 	}
@@ -729,7 +846,11 @@ func (c *Consolidator) failed(key string) int {
 	return c.failures[key]
 }
 
-func (c *Consolidator) resetFailures(key string) { delete(c.failures, key) }
+func (c *Consolidator) resetFailures(key string) {
+	c.runMu.Lock()
+	delete(c.failures, key)
+	c.runMu.Unlock()
+}
 
 // MessageWindow is the count of messages not consolidated at which a
 // session is due (Window, default 100), 0 when messages are not counted

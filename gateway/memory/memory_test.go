@@ -24,7 +24,7 @@ type memSession struct {
 func (s *memSession) Load(context.Context) ([]Message, int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Message(nil), s.msgs...), s.cursor, nil
+	return append([]Message(nil), s.msgs[min(s.cursor, len(s.msgs)):]...), s.cursor, nil
 }
 
 func (s *memSession) SetCursor(_ context.Context, n int) error {

@@ -27,6 +27,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -198,6 +199,8 @@ type Manager struct {
 	warmMu    sync.Mutex
 	warm      *list.List
 	warmBytes int64
+	// readBack counts the bytes of session files read back (tests).
+	readBack atomic.Int64
 }
 
 // NewManager returns the manager of the sessions under dir, creating it.
@@ -398,16 +401,32 @@ type Session struct {
 	evBytes int64
 	count   int
 	// offs are the file offsets of the events' lines; skip is how many
-	// messages before events[0] are not read (consolidated ones: a
-	// session read back for a turn starts at resumeOff, the line of
-	// message resumeIdx, its first message not consolidated).
+	// messages before events[0] are not read (a session read back for a
+	// turn starts at winOff, the line of message winIdx, the start of
+	// the last window a turn read; or at resumeOff, the line of message
+	// resumeIdx, its first message not consolidated, when a turn reads
+	// them all). window is the message window the session's last turn
+	// read (see Conversation), 0 for all of them.
 	offs      []int64
 	skip      int
 	resumeIdx int
 	resumeOff int64
-	dirty     bool // written since the last Sync
+	winIdx    int
+	winOff    int64
+	window    int
+	// gen changes whenever messages are removed or replaced (/new, a
+	// stopped turn, a file another process replaced): a tally (see
+	// Tally) of an older gen is made again. tally is the sum of the
+	// tally's function over the messages from tallyFrom to tallyTo.
+	gen                          int
+	tallyGen, tallyFrom, tallyTo int
+	tally                        int
+	tallied                      bool
+	dirty                        bool // written since the last Sync
 	// quiet keeps a reread from warning again of the lines it skips.
 	quiet bool
+	// rec is the record lines are decoded into (see decodeLine).
+	rec *record
 	// warm is the session's place among the Manager's warm sessions,
 	// and warmBytes what it counts there (both guarded by the
 	// Manager's warmMu).
@@ -526,7 +545,7 @@ func (s *Session) readFileFrom(from int64) (good int64, torn []byte, err error) 
 	}
 	r := readers.Get().(*bufio.Reader)
 	r.Reset(f)
-	defer func() { r.Reset(nil); readers.Put(r) }()
+	defer func() { r.Reset(nil); readers.Put(r); s.rec = nil }()
 	lineNo := 0
 	var long []byte // a line longer than r's buffer
 	for {
@@ -711,15 +730,22 @@ type record struct {
 // so a cursor is advanced by appending a record) or a message. One
 // decoding per line: a 10 MB session loads in tens of milliseconds.
 func (s *Session) decodeLine(line []byte) error {
-	var r record
+	// One record for all the lines a session reads (a decoded record
+	// escapes): what it held is in the message made of it.
+	if s.rec == nil {
+		s.rec = new(record)
+	}
+	r := s.rec
+	*r = record{}
 	// segmentio's decoder reads encoding/json's format 3-4 times faster.
-	if err := sjson.Unmarshal(line, &r); err != nil {
+	if err := sjson.Unmarshal(line, r); err != nil {
 		return err
 	}
 	if r.Type == newMarker {
 		// /new in a store: the session starts afresh (the file is
 		// replaced instead).
 		s.events, s.evBytes, s.meta, s.size = nil, 0, Meta{}, 0
+		s.gen++
 		return nil
 	}
 	if r.Type == "metadata" {
@@ -739,11 +765,15 @@ func (s *Session) decodeLine(line []byte) error {
 	msg := Message{Role: r.Role, ToolCalls: r.ToolCalls, ToolCallID: r.ToolCallID, Name: r.Name,
 		ReasoningContent: r.ReasoningContent, Timestamp: r.Timestamp, Extra: r.Extra, IsError: r.IsError}
 	if c := r.Content; len(c) > 0 && c[0] == '"' {
-		var str string
-		if err := sjson.Unmarshal(c, &str); err != nil {
-			return err
+		if str, ok := plainString(c); ok {
+			msg.Content = str
+		} else {
+			var str string
+			if err := sjson.Unmarshal(c, &str); err != nil {
+				return err
+			}
+			msg.Content = str
 		}
-		msg.Content = str
 	} else if len(c) > 0 && string(c) != "null" {
 		var v any
 		if err := json.Unmarshal(c, &v); err != nil {
@@ -755,6 +785,25 @@ func (s *Session) decodeLine(line []byte) error {
 	s.events = append(s.events, ev)
 	s.evBytes += eventBytes(ev)
 	return nil
+}
+
+// plainString is the JSON string c (quotes included) when it holds no
+// escape, no control character and only valid UTF-8: its bytes between
+// the quotes, what a decoder would return, without a decoder's pass.
+func plainString(c []byte) (string, bool) {
+	if len(c) < 2 || c[len(c)-1] != '"' {
+		return "", false
+	}
+	in := c[1 : len(c)-1]
+	for _, b := range in {
+		if b == '\\' || b == '"' || b < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
 }
 
 // History is the messages after the consolidated ones (those live in
@@ -782,6 +831,28 @@ func (s *Session) eventsFromLocked(i int) []state.Event {
 	}
 	ev = ev[min(max(i-skip, 0), len(ev)):]
 	return ev[:len(ev):len(ev)]
+}
+
+// Tally is the sum of fn over the messages from the index from on,
+// kept up to date as messages are appended: fn is called only with the
+// messages appended since the last call (all of them again when from
+// changed or messages were removed), so that what runs after each turn
+// (memory consolidation's token estimate of the messages not
+// consolidated) does not read the whole tail, nor back from the file
+// (issue 36). fn must be the same function at every call, and additive
+// (fn(a+b) = fn(a)+fn(b)).
+func (s *Session) Tally(from int, fn func([]state.Event) int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.countLocked()
+	if !s.tallied || s.tallyGen != s.gen || s.tallyFrom != from || s.tallyTo > n || s.tallyTo < from {
+		s.tallied, s.tallyGen, s.tallyFrom, s.tallyTo, s.tally = true, s.gen, from, from, 0
+	}
+	if s.tallyTo < n {
+		s.tally += fn(s.eventsFromLocked(s.tallyTo))
+		s.tallyTo = n
+	}
+	return s.tally
 }
 
 // Append makes each event a message line, written (not yet synced: see
@@ -842,11 +913,14 @@ func (s *Session) Append(ctx context.Context, events ...state.Event) error {
 // whole tail. What the turn appends is always read.
 func (s *Session) Conversation(ctx context.Context, window int) *Conversation {
 	c := &Conversation{s: s, ctx: ctx}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Remembered for the session's next read back: only the window's
+	// messages are read when it leaves memory and comes back (warm.go).
+	s.window = max(window, 0)
 	if window <= 0 {
 		return c
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	n, from := s.countLocked(), s.meta.LastConsolidated
 	if n-from <= window {
 		return c
@@ -1125,6 +1199,8 @@ func (s *Session) clearLocked() error {
 	s.closeFileLocked() //nolint:errcheck // the old file, synced above
 	s.fi, s.meta, s.events, s.loaded, s.size, s.dirty = fi, meta, nil, true, int64(len(b)+1), false
 	s.offs, s.skip, s.resumeIdx, s.resumeOff, s.evBytes, s.count = nil, 0, 0, 0, 0, 0
+	s.winIdx, s.winOff = 0, 0
+	s.gen++
 	s.head = meta.UpdatedAt
 	return nil
 }
@@ -1217,6 +1293,8 @@ func (s *Session) refresh(load bool) error {
 	s.closeFileLocked() //nolint:errcheck // synced above
 	s.fi, s.meta, s.events, s.loaded, s.size, s.dirty = fresh.fi, fresh.meta, fresh.events, true, fresh.size, false
 	s.offs, s.skip, s.resumeIdx, s.resumeOff, s.evBytes, s.count = fresh.offs, 0, 0, 0, fresh.evBytes, 0
+	s.winIdx, s.winOff = 0, 0
+	s.gen++
 	s.head = fresh.head
 	return nil
 }
@@ -1272,6 +1350,7 @@ func (s *Session) Rollback(m Mark) error {
 		f.Close()
 	}
 	s.size, s.meta = m.size, m.meta
+	s.gen++
 	if keep := m.events - s.skip; s.loaded && keep >= 0 {
 		for _, ev := range s.events[min(keep, len(s.events)):] {
 			s.evBytes -= eventBytes(ev)
@@ -1282,6 +1361,9 @@ func (s *Session) Rollback(m Mark) error {
 	}
 	if s.resumeOff > m.size {
 		s.resumeIdx, s.resumeOff = 0, 0
+	}
+	if s.winOff > m.size {
+		s.winIdx, s.winOff = 0, 0
 	}
 	return nil
 }
@@ -1371,6 +1453,9 @@ func (s *Session) rewriteHeadLocked() error {
 	}
 	if s.resumeOff > 0 {
 		s.resumeOff += shift
+	}
+	if s.winOff > 0 {
+		s.winOff += shift
 	}
 	s.fi, s.size, s.head, s.headAt = fi, int64(n1)+n2, s.meta.UpdatedAt, s.m.now()
 	return nil

@@ -128,11 +128,13 @@ func (s *Session) absorbLocked(h []state.Event) error {
 // resetLocked forgets what was read of the conversation.
 func (s *Session) resetLocked() {
 	s.meta, s.events, s.evBytes, s.size, s.seen, s.first, s.pending = Meta{}, nil, 0, 0, 0, "", nil
+	s.gen++
 }
 
 // absorbTailLocked decodes the records after those read (tail), the
 // conversation holding total records in all.
 func (s *Session) absorbTailLocked(tail []state.Event, total int) error {
+	defer func() { s.rec = nil }()
 	for i, ev := range tail {
 		l, ok := line(ev)
 		if !ok {

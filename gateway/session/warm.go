@@ -84,13 +84,20 @@ func (m *Manager) unwarmLocked(s *Session) {
 
 // dropLocked forgets the messages of a session no turn holds: the file
 // has them. It notes where its first message not consolidated starts,
-// so that a turn reads back only from there.
+// and where the last window of messages its last turn read starts
+// (Conversation), so that the next turn reads back only those.
 func (s *Session) dropLocked() {
 	if s.holds || s.conv != nil || !s.loaded {
 		return
 	}
-	if i := s.meta.LastConsolidated - s.skip; i >= 0 && i < len(s.offs) && len(s.offs) == len(s.events) {
-		s.resumeIdx, s.resumeOff = s.meta.LastConsolidated, s.offs[i]
+	if len(s.offs) == len(s.events) {
+		if i := s.meta.LastConsolidated - s.skip; i >= 0 && i < len(s.offs) {
+			s.resumeIdx, s.resumeOff = s.meta.LastConsolidated, s.offs[i]
+		}
+		if s.window > 0 && len(s.offs) > 0 {
+			i := max(len(s.offs)-s.window, 0)
+			s.winIdx, s.winOff = s.skip+i, s.offs[i]
+		}
 	}
 	s.count = s.skip + len(s.events)
 	s.events, s.offs, s.skip, s.loaded, s.evBytes = nil, nil, 0, false, 0
@@ -144,7 +151,7 @@ func (s *Session) allEventsLocked() []state.Event {
 	if s.loaded && s.skip == 0 {
 		return s.events
 	}
-	fresh, err := s.rereadLocked(0)
+	fresh, err := s.rereadLocked(0, s.countLocked())
 	if err != nil {
 		s.m.warn(err.Error())
 		return nil
@@ -153,27 +160,49 @@ func (s *Session) allEventsLocked() []state.Event {
 }
 
 // readBackLocked reads the messages from index i on back from the file
-// for a session whose messages left memory: from the line of its first
-// message not consolidated when i is not before it, else all. The
-// events returned start at message skip; they are left to the caller.
+// for a session whose messages (or those before i) are not in memory:
+// from the line of the last window's start or of its first message not
+// consolidated when i is not before it, else all. The events returned
+// start at message skip; they are left to the caller.
 func (s *Session) readBackLocked(i int) (events []state.Event, skip int) {
-	if from, idx := s.resumeOff, s.resumeIdx; !s.loaded && from > 0 && i >= idx && idx <= s.meta.LastConsolidated && from <= s.size {
-		if fresh, err := s.rereadLocked(from); err == nil {
+	if from, idx, ok := s.resumeFrom(i); ok {
+		if fresh, err := s.rereadLocked(from, s.countLocked()-idx); err == nil {
 			return fresh.events, idx
 		}
 	}
 	return s.allEventsLocked(), 0
 }
 
+// resumeFrom is the latest known line (its offset and message index) a
+// read back of the messages from index i on may start at: the last
+// window's start or the first message not consolidated, whichever is
+// later and not after i.
+func (s *Session) resumeFrom(i int) (from int64, idx int, ok bool) {
+	if off := s.resumeOff; off > 0 && i >= s.resumeIdx && s.resumeIdx <= s.meta.LastConsolidated && off <= s.size {
+		from, idx, ok = off, s.resumeIdx, true
+	}
+	if off := s.winOff; off > 0 && i >= s.winIdx && s.winIdx > idx && s.winIdx <= s.countLocked() && off <= s.size {
+		from, idx, ok = off, s.winIdx, true
+	}
+	return from, idx, ok
+}
+
 // loadForTurnLocked reads the messages a turn needs back from the file,
 // which this process last wrote (refresh rereads what others changed):
-// from the first one not consolidated when known, else all.
+// from the start of the last window of messages the session's turns
+// read (Conversation: nanobot's memoryWindow), else from the first one
+// not consolidated when known, else all. A consolidation, which reads
+// from its cursor on, reads what is not in memory back then (rarer).
 func (s *Session) loadForTurnLocked() error {
-	from, idx := s.resumeOff, s.resumeIdx
-	if idx > s.meta.LastConsolidated || from > s.size {
+	want := s.meta.LastConsolidated
+	if s.window > 0 {
+		want = max(want, s.countLocked()-s.window)
+	}
+	from, idx, ok := s.resumeFrom(want)
+	if !ok {
 		from, idx = 0, 0
 	}
-	fresh, err := s.rereadLocked(from)
+	fresh, err := s.rereadLocked(from, s.countLocked()-idx)
 	if err != nil {
 		return err
 	}
@@ -182,9 +211,13 @@ func (s *Session) loadForTurnLocked() error {
 }
 
 // rereadLocked reads the session's file from offset from on, into a
-// session of its own.
-func (s *Session) rereadLocked(from int64) (*Session, error) {
+// session of its own; n is how many messages it holds, about (the
+// lists are made that long at once).
+func (s *Session) rereadLocked(from int64, n int) (*Session, error) {
 	fresh := &Session{Key: s.Key, Path: s.Path, m: s.m, quiet: true}
+	if n = min(max(n, 0), 1<<16); n > 0 {
+		fresh.events, fresh.offs = make([]state.Event, 0, n), make([]int64, 0, n)
+	}
 	good, torn, err := fresh.readFileFrom(from)
 	if err != nil {
 		return nil, err
@@ -192,5 +225,6 @@ func (s *Session) rereadLocked(from int64) (*Session, error) {
 	if torn != nil || good != s.size {
 		return nil, fmt.Errorf("session %s: changed while its messages were read back (%d bytes, %d expected)", s.Path, good, s.size)
 	}
+	s.m.readBack.Add(good - from)
 	return fresh, nil
 }
