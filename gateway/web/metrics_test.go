@@ -1,13 +1,10 @@
 package web
 
 import (
-	"context"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
 
 	"github.com/nbots/nb/internal/httpguard"
@@ -27,13 +24,7 @@ func TestGatewayMetricsCountTraffic(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {srv.URL}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
+	ctx, ws := dial(t, srv)
 	for _, text := range []string{"one", "two"} {
 		wsjson.Write(ctx, ws, Frame{Type: "message", ChatID: "m1", Content: text}) //nolint:errcheck // read below
 		for {

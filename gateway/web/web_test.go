@@ -81,15 +81,23 @@ func startWith(t *testing.T, configure func(*Server)) (*httptest.Server, *gatewa
 	return srv, g
 }
 
-func TestWebChatOverWebsocket(t *testing.T) {
-	srv, g := start(t)
+// dial opens the web chat's websocket on srv as the page does (its own
+// Origin), for the test's next 10 s.
+func dial(t *testing.T, srv *httptest.Server) (context.Context, *websocket.Conn) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {srv.URL}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ws.CloseNow()
+	t.Cleanup(func() { ws.CloseNow() })
+	return ctx, ws
+}
+
+func TestWebChatOverWebsocket(t *testing.T) {
+	srv, g := start(t)
+	ctx, ws := dial(t, srv)
 	var f Frame
 	if err := wsjson.Read(ctx, ws, &f); err != nil || f.Type != "sessions" {
 		t.Fatal(f, err)
@@ -213,13 +221,7 @@ func TestSessionsListBounded(t *testing.T) {
 			s.chats["old-"+strconv.Itoa(i)] = base.Add(time.Duration(i) * time.Minute)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws", &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {srv.URL}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
+	ctx, ws := dial(t, srv)
 	ws.SetReadLimit(1 << 20)
 	// check compares a frame with the sessions wanted: first (when not
 	// empty), then the old chats from the newest on.
