@@ -63,9 +63,9 @@ var unsupported = map[string]string{
 	"pool_min_idle_conns":           "connections are opened as they are needed",
 	"pool_max_conn_lifetime_jitter": "connections are closed after pool_max_conn_lifetime exactly",
 	"pool_ping_timeout":             "the statement's own context bounds the check of an idle connection",
-	"statement_cache_capacity":      "nb does not prepare statements",
-	"description_cache_capacity":    "nb does not prepare statements",
-	"default_query_exec_mode":       "nb sends each statement with its parameters (the extended protocol, unnamed statements)",
+	"statement_cache_capacity":      "nb prepares each of its statements once a connection (at most 256)",
+	"description_cache_capacity":    "nb prepares each of its statements once a connection (at most 256)",
+	"default_query_exec_mode":       "nb prepares each statement once a connection and executes it by name",
 }
 
 // ParseConfig reads a connection string (a postgres:// URL or
