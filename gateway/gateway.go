@@ -561,10 +561,17 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (_ string, err error) {
 	}
 	unlock, err := sess.Lock(ctx)
 	if err != nil {
-		if g.Sessions.Stored() && ctx.Err() == nil {
-			g.log().Error("session", "key", d.SessionKey, "error", err)
+		if ctx.Err() != nil {
+			return "", err // stopping: no answer is owed
+		}
+		g.log().Error("session", "key", d.SessionKey, "error", err)
+		if g.Sessions.Stored() {
 			return "", storeError{err}
 		}
+		// The session's lock file could not be taken (its folder gone,
+		// the disk full): the user hears so rather than waiting for an
+		// answer that never comes.
+		g.publish(ctx, d, bus.Error, "", errorReply)
 		return "", err
 	}
 	defer unlock()

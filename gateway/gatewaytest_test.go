@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -271,5 +272,23 @@ func TestTurnRunAgainRepliesOnce(t *testing.T) {
 	h.send(t, tg("after"))
 	if m := h.next(t); m.Content != "echo: after" {
 		t.Fatalf("the turn run again replied too: %+v then %+v", first, m)
+	}
+}
+
+// TestLockFailureAnswered: a turn whose session lock cannot be taken (its
+// folder gone under the gateway) answers the error reply rather than
+// leaving the user waiting for an answer that never comes.
+func TestLockFailureAnswered(t *testing.T) {
+	h, dir := newHarnessWith(t, &echoRunner{})
+	h.send(t, tg("hello"))
+	if m := h.next(t); m.Content != "echo: hello" {
+		t.Fatalf("%+v", m)
+	}
+	if err := os.RemoveAll(dir + "/sessions"); err != nil {
+		t.Fatal(err)
+	}
+	h.send(t, tg("again"))
+	if m := h.next(t); m.Kind != bus.Error || m.Content != errorReply {
+		t.Fatalf("%+v, want the error reply", m)
 	}
 }
