@@ -145,7 +145,10 @@ func serveEverything(t *testing.T, transport string) string {
 		proc.Reap(cmd)
 	})
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	// node loads the server's modules for seconds, and for more than
+	// 20 under CI's load (it said it was running just as a 20 s wait
+	// ended); the wait ends as soon as the port answers.
+	for deadline := time.Now().Add(60 * time.Second); ; {
 		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			c.Close()
 			return base
