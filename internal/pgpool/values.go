@@ -82,10 +82,7 @@ func encodeOne(a any) (value []byte, oid uint32, format int16, err error) {
 		return nil, unspecified, textFormat, nil
 	case string:
 		return []byte(v), unspecified, textFormat, nil
-	case []byte:
-		if v == nil {
-			return nil, oidBytea, binaryFormat, nil
-		}
+	case []byte: // nil is NULL
 		return v, oidBytea, binaryFormat, nil
 	case bool:
 		b := byte(0)
@@ -245,8 +242,15 @@ func Int(fd pgconn.FieldDescription, v []byte) (int64, error) {
 	if v == nil {
 		return 0, errNull(fd, "integer")
 	}
-	want := map[uint32]int{oidInt2: 2, oidInt4: 4, oidInt8: 8}[fd.DataTypeOID]
-	if want == 0 {
+	var want int
+	switch fd.DataTypeOID {
+	case oidInt2:
+		want = 2
+	case oidInt4:
+		want = 4
+	case oidInt8:
+		want = 8
+	default:
 		return 0, columnErr(fd, "a value of type %d is not an integer", fd.DataTypeOID)
 	}
 	if len(v) != want {
@@ -389,41 +393,29 @@ func scanValue(fd pgconn.FieldDescription, v []byte, dst any) error {
 	case *time.Duration:
 		*d, err = Interval(fd, v)
 	case **string:
-		if v == nil {
-			*d = nil
-			return checkBinary(fd)
-		}
-		var s string
-		s, err = Text(fd, v)
-		*d = &s
+		return nullable(d, fd, v, Text)
 	case **int64:
-		if v == nil {
-			*d = nil
-			return checkBinary(fd)
-		}
-		var n int64
-		n, err = Int(fd, v)
-		*d = &n
+		return nullable(d, fd, v, Int)
 	case **time.Time:
-		if v == nil {
-			*d = nil
-			return checkBinary(fd)
-		}
-		var t time.Time
-		t, err = Time(fd, v)
-		*d = &t
+		return nullable(d, fd, v, Time)
 	case **time.Duration:
-		if v == nil {
-			*d = nil
-			return checkBinary(fd)
-		}
-		var dur time.Duration
-		dur, err = Interval(fd, v)
-		*d = &dur
+		return nullable(d, fd, v, Interval)
 	case nil:
 		return nil // skipped
 	default:
 		return columnErr(fd, "cannot be read into a %T", dst)
 	}
+	return err
+}
+
+// nullable decodes v with decode into a new T that *d points to, or sets
+// *d nil when v is NULL.
+func nullable[T any](d **T, fd pgconn.FieldDescription, v []byte, decode func(pgconn.FieldDescription, []byte) (T, error)) error {
+	if v == nil {
+		*d = nil
+		return checkBinary(fd)
+	}
+	x, err := decode(fd, v)
+	*d = &x
 	return err
 }
