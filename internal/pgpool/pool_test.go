@@ -29,6 +29,18 @@ func open(t *testing.T, params string) (*pgpool.Pool, string) {
 	return p, url
 }
 
+// withSchema is a pool on a new test database (params added to its URL)
+// where ddl ran, and the test's context.
+func withSchema(t *testing.T, params, ddl string) (context.Context, *pgpool.Pool) {
+	t.Helper()
+	ctx := ctxOf(t)
+	p, _ := open(t, params)
+	if _, err := p.Exec(ctx, ddl); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, p
+}
+
 func ctxOf(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -97,11 +109,7 @@ func TestRoundTrip(t *testing.T) {
 // TestServerErrors: PostgreSQL's errors come through as *pgconn.PgError
 // with their SQLSTATE, and leave the connection in use.
 func TestServerErrors(t *testing.T) {
-	ctx := ctxOf(t)
-	p, _ := open(t, "&pool_max_conns=1")
-	if _, err := p.Exec(ctx, `CREATE TABLE u (k text PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
+	ctx, p := withSchema(t, "&pool_max_conns=1", `CREATE TABLE u (k text PRIMARY KEY)`)
 	pid := backend(t, p)
 	if _, err := p.Exec(ctx, `INSERT INTO u VALUES ($1)`, "a"); err != nil {
 		t.Fatal(err)
@@ -241,11 +249,7 @@ func TestCancel(t *testing.T) {
 // TestBeginFunc: a transaction commits when f returns nil, rolls back
 // when it returns an error or a statement in it failed, and on panic.
 func TestBeginFunc(t *testing.T) {
-	ctx := ctxOf(t)
-	p, _ := open(t, "&pool_max_conns=1")
-	if _, err := p.Exec(ctx, `CREATE TABLE t (k text PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
+	ctx, p := withSchema(t, "&pool_max_conns=1", `CREATE TABLE t (k text PRIMARY KEY)`)
 	count := func() int {
 		var n int
 		if err := p.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil {
@@ -296,11 +300,7 @@ func TestBeginFunc(t *testing.T) {
 // TestBatch: a batch is one implicit transaction: a failing statement
 // undoes those before it; results come in order.
 func TestBatch(t *testing.T) {
-	ctx := ctxOf(t)
-	p, _ := open(t, "")
-	if _, err := p.Exec(ctx, `CREATE TABLE t (k text PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
+	ctx, p := withSchema(t, "", `CREATE TABLE t (k text PRIMARY KEY)`)
 	var b pgpool.Batch
 	b.Queue(`INSERT INTO t VALUES ($1)`, "a")
 	b.Queue(`SELECT k FROM t WHERE k = $1`, "a")
@@ -414,11 +414,7 @@ func TestStatementsPreparedOnce(t *testing.T) {
 // changed shape ("cached plan must not change result type") is prepared
 // again, alone and in a batch, and the caller sees the new shape.
 func TestStaleStatementPreparedAgain(t *testing.T) {
-	ctx := ctxOf(t)
-	p, _ := open(t, "&pool_max_conns=1")
-	if _, err := p.Exec(ctx, `CREATE TABLE s (a int8); INSERT INTO s VALUES (1)`); err != nil {
-		t.Fatal(err)
-	}
+	ctx, p := withSchema(t, "&pool_max_conns=1", `CREATE TABLE s (a int8); INSERT INTO s VALUES (1)`)
 	columns := func() (alone, batched int) {
 		rows, err := p.Query(ctx, `SELECT * FROM s WHERE a = $1`, int64(1))
 		if err != nil {
