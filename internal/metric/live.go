@@ -218,6 +218,14 @@ func StartRunFunc(kind string, what func() string) func(err error) {
 	}
 }
 
+// InFlightCount is how many runs are in flight (InFlight's length,
+// without listing them).
+func InFlightCount() int {
+	runsMu.Lock()
+	defer runsMu.Unlock()
+	return len(runs)
+}
+
 // InFlight lists the runs in flight, the longest first.
 func InFlight(now time.Time) []Run {
 	runsMu.Lock()

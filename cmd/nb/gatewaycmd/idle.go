@@ -54,7 +54,7 @@ func newIdleRelease() *idleRelease {
 			if s[0].Value.Kind() == metrics.KindUint64 {
 				a = s[0].Value.Uint64()
 			}
-			return len(metric.InFlight(time.Now())), a
+			return metric.InFlightCount(), a
 		},
 		release: releaseMemory,
 	}
