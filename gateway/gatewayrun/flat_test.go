@@ -139,9 +139,8 @@ func TestMemoryFlatChild(t *testing.T) {
 		// background read holds at one moment is not kept.
 		// The providers' pooled connections go first: how many a
 		// burst left idle (each with a 64 KiB buffer) is chance, not
-		// something a turn keeps. The test's host sets no proxy
-		// variables, so its providers share the client without one.
-		provider.DefaultHTTPClient().CloseIdleConnections()
+		// something a turn keeps.
+		provider.CloseIdleConnections()
 		var least uint64
 		for i := range 3 {
 			time.Sleep(50 * time.Millisecond)
