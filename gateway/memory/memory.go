@@ -24,6 +24,7 @@ import (
 
 	"github.com/nbots/nb/gateway/modelcall"
 	"github.com/nbots/nb/internal/atomicfile"
+	"github.com/nbots/nb/internal/keylock"
 	"github.com/nbots/nb/tool"
 )
 
@@ -96,16 +97,16 @@ type Consolidator struct {
 	// call but for a call made again after conflictTries conflicts (see
 	// consolidateChunk).
 	mu sync.Mutex
-	// runMu guards running, failures, sessions and warnedSize; never
-	// held long, so Maybe never waits.
-	runMu    sync.Mutex
-	running  map[string]bool
-	failures map[string]int
 	// sessions are the per-session locks: one consolidation of a
 	// session at a time (a background one and /new's), model call
 	// included, as nanobot locks per session; those of different
 	// sessions run at once.
-	sessions map[string]*sessionLock
+	sessions keylock.Map[string]
+	// runMu guards running, failures and warnedSize; never
+	// held long, so Maybe never waits.
+	runMu    sync.Mutex
+	running  map[string]bool
+	failures map[string]int
 	// warnedSize is the size of MEMORY.md last warned about.
 	warnedSize int64
 	wg         sync.WaitGroup
@@ -313,7 +314,7 @@ func (c *Consolidator) Run(ctx context.Context) error {
 // sessions at once, each model call outside the workspace's lock (see
 // consolidateChunk).
 func (c *Consolidator) Consolidate(ctx context.Context, key string, all bool) error {
-	unlock, err := c.lockSession(ctx, key)
+	unlock, err := c.sessions.Lock(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -462,43 +463,6 @@ func (c *Consolidator) writeLocked(ctx context.Context, key string, s Session, f
 		return errCrashed
 	}
 	return c.finish(ctx, j, s)
-}
-
-// sessionLock is one session's consolidation lock (a channel of one, so
-// that a wait ends with its context), and how many hold or wait for it.
-type sessionLock struct {
-	ch    chan struct{}
-	users int
-}
-
-// lockSession takes the consolidation lock of the session key, waiting
-// until ctx ends.
-func (c *Consolidator) lockSession(ctx context.Context, key string) (func(), error) {
-	c.runMu.Lock()
-	if c.sessions == nil {
-		c.sessions = map[string]*sessionLock{}
-	}
-	l := c.sessions[key]
-	if l == nil {
-		l = &sessionLock{ch: make(chan struct{}, 1)}
-		c.sessions[key] = l
-	}
-	l.users++
-	c.runMu.Unlock()
-	done := func() {
-		c.runMu.Lock()
-		if l.users--; l.users == 0 {
-			delete(c.sessions, key)
-		}
-		c.runMu.Unlock()
-	}
-	select {
-	case l.ch <- struct{}{}:
-		return func() { <-l.ch; done() }, nil
-	case <-ctx.Done():
-		done()
-		return nil, ctx.Err()
-	}
 }
 
 // lineBytes is the size of a message in the request: its content, cut

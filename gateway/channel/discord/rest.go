@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nbots/nb/internal/keylock"
 	"github.com/nbots/nb/internal/retryafter"
 )
 
@@ -44,17 +45,11 @@ type rest struct {
 	hashes  map[string]string  // route -> the bucket's hash Discord named
 	buckets map[string]*bucket // hash (or route) + major parameter -> state
 	global  time.Time          // no request before (a global 429)
-	turns   map[string]*turn   // route + major parameter -> its turn, while used
 	sweepAt int                // the number of buckets at which sweep runs
-}
 
-// turn is one route's and channel's lock: held by one request, waited
-// for by others. It leaves rest.turns when the last of them is done,
-// so a bot that has answered in many channels does not keep a lock for
-// each.
-type turn struct {
-	held  chan struct{} // a token while a request holds the turn
-	users int           // the requests holding or waiting; guarded by rest.mu
+	// turns are the locks of route + major parameter: one request at a
+	// time each, kept only while a request holds or waits for one.
+	turns keylock.Map[string]
 }
 
 // bucket is what the headers said of one rate-limit bucket.
@@ -206,32 +201,7 @@ const maxRetryAfter = time.Hour
 // take takes the route's and channel's turn (one request at a time) and
 // returns its release.
 func (r *rest) take(ctx context.Context, q *request) (func(), error) {
-	k := q.route + ":" + q.major
-	r.mu.Lock()
-	if r.turns == nil {
-		r.turns = map[string]*turn{}
-	}
-	t := r.turns[k]
-	if t == nil {
-		t = &turn{held: make(chan struct{}, 1)}
-		r.turns[k] = t
-	}
-	t.users++
-	r.mu.Unlock()
-	done := func() {
-		r.mu.Lock()
-		if t.users--; t.users == 0 {
-			delete(r.turns, k)
-		}
-		r.mu.Unlock()
-	}
-	select {
-	case t.held <- struct{}{}:
-		return func() { <-t.held; done() }, nil
-	case <-ctx.Done():
-		done()
-		return nil, ctx.Err()
-	}
+	return r.turns.Lock(ctx, q.route+":"+q.major)
 }
 
 // do sends q when its bucket allows and decodes a 2xx answer's JSON into

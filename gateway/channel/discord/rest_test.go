@@ -107,7 +107,7 @@ func TestTurnsPruned(t *testing.T) {
 	size := func() (turns, buckets int) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return len(r.turns), len(r.buckets)
+		return r.turns.Len(), len(r.buckets)
 	}
 	const channels, each = 300, 2
 	var wg sync.WaitGroup
