@@ -3,6 +3,7 @@ package pgpool_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -144,7 +145,7 @@ func TestBrokenConnectionDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close(ctx)
-	if _, err := other.Exec(ctx, "SELECT pg_terminate_backend("+itoa(pid)+")").ReadAll(); err != nil {
+	if _, err := other.Exec(ctx, "SELECT pg_terminate_backend("+strconv.Itoa(pid)+")").ReadAll(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond) // the backend's end reaches the socket
@@ -155,14 +156,6 @@ func TestBrokenConnectionDropped(t *testing.T) {
 	if got := backend(t, p); got == pid {
 		t.Errorf("the killed connection %d is still in use", pid)
 	}
-}
-
-func itoa(n int) string {
-	b := []byte{}
-	for ; n > 0; n /= 10 {
-		b = append([]byte{byte('0' + n%10)}, b...)
-	}
-	return string(b)
 }
 
 // TestIdleConnectionChecked: an idle connection killed while idle for
@@ -177,7 +170,7 @@ func TestIdleConnectionChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close(ctx)
-	if _, err := other.Exec(ctx, "SELECT pg_terminate_backend("+itoa(pid)+")").ReadAll(); err != nil {
+	if _, err := other.Exec(ctx, "SELECT pg_terminate_backend("+strconv.Itoa(pid)+")").ReadAll(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1100 * time.Millisecond)
