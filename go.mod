@@ -26,7 +26,6 @@ require (
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/segmentio/encoding v0.5.4
 	github.com/skip2/go-qrcode v0.0.0-20200617195104-da1b6568686e
-	github.com/slack-go/slack v0.35.0
 	github.com/spf13/pflag v1.0.10
 	github.com/yuin/goldmark v1.8.7
 	go.mau.fi/whatsmeow v0.0.0-20260919103545-0057a822e79a
@@ -65,10 +64,7 @@ require (
 	github.com/valyala/histogram v1.2.0 // indirect
 )
 
-require (
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/gorilla/websocket v1.5.3 // indirect
-)
+require github.com/cespare/xxhash/v2 v2.3.0 // indirect
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect

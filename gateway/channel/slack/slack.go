@@ -12,8 +12,8 @@
 package slack
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,10 +22,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	slackapi "github.com/slack-go/slack"
-	"github.com/slack-go/slack/slackevents"
-	"github.com/slack-go/slack/socketmode"
 
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
@@ -90,7 +86,7 @@ type Channel struct {
 	cfg   Config
 	env   channel.Env
 	log   *slog.Logger
-	api   *slackapi.Client
+	api   *api
 	pacer channel.Pacer
 	turns channel.Turns
 	// media fetches people's files; apiHost is the configured API's host,
@@ -99,6 +95,8 @@ type Channel struct {
 	apiHost string
 
 	retryBase time.Duration
+	// pingEvery is how often the Socket Mode connection is pinged.
+	pingEvery time.Duration
 }
 
 // Status implements channel.Reporter: where the receive loop's
@@ -126,10 +124,7 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 	default:
 		return nil, fmt.Errorf("channels.slack.dm.policy is %q: use \"open\" or \"allowlist\"", cfg.DM.Policy)
 	}
-	opts := []slackapi.Option{
-		slackapi.OptionAppLevelToken(cfg.AppToken),
-		slackapi.OptionHTTPClient(&http.Client{Timeout: 30 * time.Second}),
-	}
+	a := &api{base: defaultAPIBase, bot: cfg.BotToken, app: cfg.AppToken, hc: &http.Client{Timeout: 30 * time.Second}}
 	if cfg.MaxMediaBytes <= 0 {
 		cfg.MaxMediaBytes = 20 << 20
 	}
@@ -140,7 +135,7 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 			return nil, fmt.Errorf("channels.slack.apiBase %q is not an http or https URL", cfg.APIBase)
 		}
-		opts = append(opts, slackapi.OptionAPIURL(strings.TrimRight(cfg.APIBase, "/")+"/"))
+		a.base = strings.TrimRight(cfg.APIBase, "/") + "/"
 		apiHost = u.Host
 		mediaHosts = append(mediaHosts, u.Hostname()) // the operator's server: its files may be fetched
 	}
@@ -148,10 +143,11 @@ func New(cfg Config, env channel.Env) (*Channel, error) {
 		cfg:       cfg,
 		env:       env,
 		log:       env.Log().With("channel", Name),
-		api:       slackapi.New(cfg.BotToken, opts...),
+		api:       a,
 		media:     env.MediaClient(mediaHosts...),
 		apiHost:   apiHost,
 		retryBase: 500 * time.Millisecond,
+		pingEvery: 30 * time.Second,
 	}, nil
 }
 
@@ -166,92 +162,97 @@ func (c *Channel) Capabilities() channel.Capabilities {
 // authFailures are the Web API errors no retry cures.
 var authFailures = map[string]bool{"invalid_auth": true, "not_authed": true, "account_inactive": true, "token_revoked": true, "missing_scope": true, "not_allowed_token_type": true}
 
+// final is the error that ends Run for err: Slack refusing a token, which
+// no retry cures (nil for any other error). It names the token to check:
+// apps.connections.open takes the app-level token, the other methods the
+// bot token.
 func final(err error) error {
-	var e slackapi.SlackErrorResponse
-	if errors.As(err, &e) && authFailures[e.Err] {
-		return fmt.Errorf("slack refused the app's token (%s): check channels.slack.botToken and appToken", e.Err)
+	var e *apiError
+	if !errors.As(err, &e) || !authFailures[e.Code] {
+		return nil
 	}
-	if authFailures[err.Error()] {
-		return fmt.Errorf("slack refused the app's token (%s): check channels.slack.appToken (an xapp- token with connections:write)", err.Error())
+	if e.Method == "apps.connections.open" {
+		return fmt.Errorf("slack refused the app's token (%s, apps.connections.open): check channels.slack.appToken (an xapp- token with connections:write)", e.Code)
 	}
-	return nil
+	return fmt.Errorf("slack refused the app's token (%s, %s): check channels.slack.botToken and appToken", e.Code, e.Method)
 }
 
 // Run connects by Socket Mode and receives until ctx ends.
 func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error {
 	var me string
-	wait := c.retryBase
-	for {
-		auth, err := c.api.AuthTestContext(ctx)
-		if err == nil {
-			me = auth.UserID
-			break
+	b := channel.Backoff{Base: c.retryBase, Max: 30 * time.Second, Conn: &c.link}
+	ok, err := channel.Retry(ctx, c.log, "slack: auth.test failed", &b, func(ctx context.Context) error {
+		id, err := c.api.authTest(ctx)
+		me = id
+		return err
+	}, func(err error) (error, time.Duration) {
+		var rl *rateLimited
+		if errors.As(err, &rl) {
+			return nil, rl.After
 		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if f := final(err); f != nil {
-			return f
-		}
-		c.log.Warn("slack: auth.test failed", "err", err)
-		c.link.Down(fmt.Errorf("auth.test: %w", err))
-		if !channel.Sleep(ctx, wait) {
-			return nil
-		}
-		wait = min(wait*2, 30*time.Second)
+		return final(err), 0
+	})
+	if !ok {
+		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sm := socketmode.New(c.api)
-	runErr := make(chan error, 1)
-	go func() { runErr <- sm.RunContext(ctx) }()
 	readied := false
-	for {
-		select {
-		case err := <-runErr:
-			if ctx.Err() != nil {
-				return nil
+	s := &socket{
+		api: c.api, log: c.log, link: &c.link, retry: c.retryBase,
+		pingEvery: c.pingEvery, helloWait: 30 * time.Second,
+		hello: func(n int) {
+			c.link.Up()
+			if !readied {
+				readied = true
+				c.log.Info("slack: connected", "bot_user", me, "connections", n)
+				ready()
 			}
-			if f := final(err); f != nil {
-				return f
-			}
-			return fmt.Errorf("slack: socket mode ended: %w", err)
-		case evt := <-sm.Events:
-			switch evt.Type {
-			case socketmode.EventTypeHello:
-				c.link.Up()
-				if !readied {
-					readied = true
-					c.log.Info("slack: connected", "bot_user", me)
-					ready()
-				}
-			case socketmode.EventTypeConnectionError:
-				if e, ok := evt.Data.(*slackapi.ConnectionErrorEvent); ok {
-					c.log.Warn("slack: connecting", "err", e.ErrorObj)
-					c.link.Down(e.ErrorObj)
-				}
-			case socketmode.EventTypeDisconnect:
-				c.link.Down(errors.New("Slack closed the connection: reconnecting"))
-			case socketmode.EventTypeEventsAPI:
-				api, ok := evt.Data.(slackevents.EventsAPIEvent)
-				if !ok || evt.Request == nil {
-					continue
-				}
-				if m, ok := c.inbound(ctx, in, api, me); ok && !channel.PublishDurably(ctx, in, m, c.log, c.retryBase) {
-					return nil
-				}
-				// Acknowledged only now that the gateway holds it: a crash
-				// before this makes Slack send it again.
-				if err := sm.AckCtx(ctx, evt.Request.EnvelopeID, nil); err != nil && ctx.Err() == nil {
-					c.log.Warn("slack: acknowledging an event", "err", err)
-				}
-			case socketmode.EventTypeSlashCommand, socketmode.EventTypeInteractive:
-				if evt.Request != nil {
-					sm.AckCtx(ctx, evt.Request.EnvelopeID, nil) //nolint:errcheck // not carried; acknowledged so Slack stops retrying
-				}
-			}
-		}
+		},
+		handle: func(ctx context.Context, payload json.RawMessage) bool {
+			m, ok := c.inbound(ctx, in, payload, me)
+			// Acknowledged (on return) only once the gateway holds it: a
+			// crash before makes Slack send it again.
+			return !ok || channel.PublishDurably(ctx, in, m, c.log, c.retryBase)
+		},
 	}
+	if err := s.run(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// eventCallback is an events_api envelope's payload, as the Events API
+// wraps an event (https://api.slack.com/apis/events-api): the event
+// itself is in Event.
+type eventCallback struct {
+	Type    string `json:"type"`
+	EventID string `json:"event_id"`
+	Event   event  `json:"event"`
+}
+
+// event is a message or app_mention event: the fields the channel reads.
+// Files are a file_share's, at the top level as in a new message
+// (an edit's message_changed carries its message in "message", and is
+// dropped).
+type event struct {
+	Type        string `json:"type"`
+	Subtype     string `json:"subtype"`
+	User        string `json:"user"`
+	BotID       string `json:"bot_id"`
+	Text        string `json:"text"`
+	TS          string `json:"ts"`
+	ThreadTS    string `json:"thread_ts"`
+	Channel     string `json:"channel"`
+	ChannelType string `json:"channel_type"`
+	Files       []file `json:"files"`
+}
+
+// file is a file object of an event: the fields the channel reads.
+type file struct {
+	ID                 string `json:"id"`
+	Name               string `json:"name"`
+	Size               int64  `json:"size"`
+	URLPrivate         string `json:"url_private"`
+	URLPrivateDownload string `json:"url_private_download"`
 }
 
 // inbound turns a message or app_mention event into the bus's form.
@@ -259,19 +260,22 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 // A sender the gateway does not let in (a stranger under dm.policy
 // "open", who gets a pairing code) has the text delivered but no file
 // fetched: strangers must not fill the disk.
-func (c *Channel) inbound(ctx context.Context, in channel.Inbox, ev slackevents.EventsAPIEvent, me string) (bus.Inbound, bool) {
-	var user, text, ts, thread, ch, chType, botID, subtype string
-	var files []slackapi.File
+func (c *Channel) inbound(ctx context.Context, in channel.Inbox, payload json.RawMessage, me string) (bus.Inbound, bool) {
+	var cb eventCallback
+	if err := json.Unmarshal(payload, &cb); err != nil {
+		c.log.Warn("slack: an event that is not the Events API's JSON dropped", "err", err)
+		return bus.Inbound{}, false
+	}
+	if cb.Type != "event_callback" {
+		return bus.Inbound{}, false
+	}
+	e := cb.Event
+	user, text, ts, thread, ch, chType, botID, subtype, files := e.User, e.Text, e.TS, e.ThreadTS, e.Channel, e.ChannelType, e.BotID, e.Subtype, e.Files
 	mention := false
-	switch e := ev.InnerEvent.Data.(type) {
-	case *slackevents.MessageEvent:
-		user, text, ts, thread, ch, chType, botID, subtype = e.User, e.Text, e.TimeStamp, e.ThreadTimeStamp, e.Channel, e.ChannelType, e.BotID, e.SubType
-		if e.Message != nil {
-			files = e.Message.Files
-		}
-	case *slackevents.AppMentionEvent:
-		user, text, ts, thread, ch, botID = e.User, e.Text, e.TimeStamp, e.ThreadTimeStamp, e.Channel, e.BotID
-		chType, mention, files = "channel", true, e.Files
+	switch e.Type {
+	case "message":
+	case "app_mention":
+		chType, mention, subtype = "channel", true, ""
 	default:
 		return bus.Inbound{}, false
 	}
@@ -369,15 +373,19 @@ func dest(chatID string) (ch, thread string) {
 // undeliverable are the Web API errors that retrying cannot cure.
 var undeliverable = map[string]bool{"channel_not_found": true, "not_in_channel": true, "is_archived": true, "msg_too_long": true, "no_text": true, "restricted_action": true, "cannot_reply_to_message": true, "user_not_found": true}
 
+// deliveryError is what Send and Edit return for a Web API call's err:
+// a 429 defers the conversation and is a *channel.RetryAfter, an error
+// no retry cures is a *channel.Undeliverable naming Slack's error and
+// the method, and any other is err.
 func (c *Channel) deliveryError(chatID string, err error) error {
-	var rl *slackapi.RateLimitedError
+	var rl *rateLimited
 	if errors.As(err, &rl) {
-		c.pacer.Defer(chatID, rl.RetryAfter)
-		return &channel.RetryAfter{After: rl.RetryAfter, Err: err}
+		c.pacer.Defer(chatID, rl.After)
+		return &channel.RetryAfter{After: rl.After, Err: err}
 	}
-	var e slackapi.SlackErrorResponse
-	if errors.As(err, &e) && undeliverable[e.Err] {
-		return &channel.Undeliverable{Reason: e.Err}
+	var e *apiError
+	if errors.As(err, &e) && undeliverable[e.Code] {
+		return &channel.Undeliverable{Reason: e.Code + " (" + e.Method + ")"}
 	}
 	return fmt.Errorf("slack: %w", err)
 }
@@ -404,23 +412,20 @@ func (c *Channel) share(ctx context.Context, chatID, ch, thread string, f *chann
 	if err := c.pacer.Wait(ctx, chatID); err != nil {
 		return "", err
 	}
-	sum, err := c.api.UploadFileContext(ctx, slackapi.UploadFileParameters{
-		Filename: f.Name, Title: f.Name, FileSize: len(f.Data), Reader: bytes.NewReader(f.Data),
-		Channel: ch, ThreadTimestamp: thread,
-	})
+	id, err := c.api.uploadFile(ctx, ch, thread, f.Name, f.Data)
 	if err != nil {
 		return "", c.deliveryError(chatID, err)
 	}
-	return sum.ID, nil
+	return id, nil
 }
 
 // fetch downloads a person's file with the bot token, through the egress
 // guard, into the workspace. The token goes only to Slack's own https
 // hosts or the configured apiBase.
-func (c *Channel) fetch(ctx context.Context, ch, ts string, f slackapi.File) (string, error) {
+func (c *Channel) fetch(ctx context.Context, ch, ts string, f file) (string, error) {
 	limit := c.cfg.MaxMediaBytes
-	if int64(f.Size) > limit {
-		return "", fmt.Errorf("%w (channels.slack.maxMediaBytes)", &channel.TooLarge{Size: int64(f.Size), Limit: limit})
+	if f.Size > limit {
+		return "", fmt.Errorf("%w (channels.slack.maxMediaBytes)", &channel.TooLarge{Size: f.Size, Limit: limit})
 	}
 	src := f.URLPrivateDownload
 	if src == "" {
@@ -457,11 +462,7 @@ func (c *Channel) post(ctx context.Context, chatID, ch, thread, text string) (st
 	if err := c.pacer.Wait(ctx, chatID); err != nil {
 		return "", err
 	}
-	opts := []slackapi.MsgOption{slackapi.MsgOptionText(text, false)}
-	if thread != "" {
-		opts = append(opts, slackapi.MsgOptionTS(thread))
-	}
-	_, ts, err := c.api.PostMessageContext(ctx, ch, opts...)
+	ts, err := c.api.postMessage(ctx, ch, thread, text)
 	if err != nil {
 		return "", c.deliveryError(chatID, err)
 	}
@@ -472,7 +473,7 @@ func (c *Channel) update(ctx context.Context, chatID, ch, ts, text string) error
 	if err := c.pacer.Wait(ctx, chatID); err != nil {
 		return err
 	}
-	if _, _, _, err := c.api.UpdateMessageContext(ctx, ch, ts, slackapi.MsgOptionText(text, false)); err != nil {
+	if err := c.api.update(ctx, ch, ts, text); err != nil {
 		return c.deliveryError(chatID, err)
 	}
 	return nil

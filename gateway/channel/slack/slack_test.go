@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	slackapi "github.com/slack-go/slack"
-
 	"github.com/nbots/nb/gateway/bus"
 	"github.com/nbots/nb/gateway/channel"
 	"github.com/nbots/nb/gateway/channel/channeltest"
@@ -351,7 +349,7 @@ func TestFilesBothWays(t *testing.T) {
 func TestFileTokenOnlyToSlack(t *testing.T) {
 	fake := newFake(t)
 	h := start(t, fake, Config{})
-	_, err := h.ch.fetch(context.Background(), "D1", "1.2", slackapi.File{ID: "F1", Name: "x", URLPrivateDownload: "http://127.0.0.1:1/evil"})
+	_, err := h.ch.fetch(context.Background(), "D1", "1.2", file{ID: "F1", Name: "x", URLPrivateDownload: "http://127.0.0.1:1/evil"})
 	if err == nil || !strings.Contains(err.Error(), "not a Slack host") {
 		t.Errorf("a file elsewhere: %v", err)
 	}
