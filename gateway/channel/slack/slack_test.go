@@ -42,6 +42,13 @@ func newFake(t *testing.T) *slacktest.Server {
 
 func start(t *testing.T, fake *slacktest.Server, cfg Config) *harness {
 	t.Helper()
+	return startWith(t, fake, cfg, nil)
+}
+
+// startWith is start with tune, when not nil, called on the channel
+// before it runs.
+func startWith(t *testing.T, fake *slacktest.Server, cfg Config, tune func(*Channel)) *harness {
+	t.Helper()
 	logs := &testbuf.Buffer{}
 	if cfg.BotToken == "" {
 		cfg.BotToken, cfg.AppToken = botToken, appToken
@@ -53,6 +60,9 @@ func start(t *testing.T, fake *slacktest.Server, cfg Config) *harness {
 		t.Fatal(err)
 	}
 	c.retryBase = time.Millisecond
+	if tune != nil {
+		tune(c)
+	}
 	h := &harness{fake: fake, env: env, ch: c, in: &channeltest.Inbox{}}
 	t.Cleanup(func() {
 		if l := logs.String(); strings.Contains(l, "secretBOT") || strings.Contains(l, "secretAPP") {
@@ -208,7 +218,7 @@ func TestUndeliverable(t *testing.T) {
 	fake.Post(slacktest.Event{Channel: "C0009", ChannelType: "channel", User: "U0001", Text: "x"})
 	h.in.Wait(t, 1)
 	fake.Archive("C0009", "is_archived")
-	if _, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: "C0009", Content: "hi"}); !channel.IsUndeliverable(err) || !strings.Contains(err.Error(), "is_archived") {
+	if _, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: "C0009", Content: "hi"}); !channel.IsUndeliverable(err) || !strings.Contains(err.Error(), "is_archived") || !strings.Contains(err.Error(), "chat.postMessage") {
 		t.Errorf("archived: %v", err)
 	}
 	if _, err := h.ch.Send(context.Background(), bus.Outbound{Kind: bus.Message, ChatID: "C4040", Content: "hi"}); !channel.IsUndeliverable(err) {

@@ -245,6 +245,9 @@ func read(ctx context.Context, stop context.CancelCauseFunc, conn *websocket.Con
 // ping pings every, and ends the connection when a ping is not answered
 // within as long.
 func ping(ctx context.Context, stop context.CancelCauseFunc, conn *websocket.Conn, every time.Duration) {
+	if every <= 0 {
+		return
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -4,12 +4,14 @@
 // with the app-level token answers a WebSocket URL; the socket says
 // hello, carries events_api envelopes that the app acknowledges with
 // {"envelope_id":…}, redelivers on the next connection what was not
-// acknowledged (retry_attempt, retry_reason), and asks the app to
-// reconnect with a disconnect envelope; auth.test, chat.postMessage,
+// acknowledged (retry_attempt, retry_reason), asks the app to reconnect
+// with a disconnect message (refresh_requested, or another reason), and
+// pings; auth.test, chat.postMessage,
 // chat.update, files.getUploadURLExternal (with the upload URL it names)
 // and files.completeUploadExternal take the bot token as a Bearer header
 // and answer {"ok":true,…} or {"ok":false,"error":…}, with HTTP 429 and Retry-After
-// when a channel gets messages faster than allowed; people's files are
+// when a channel gets messages faster than allowed (or a method is
+// limited by RateLimit); people's files are
 // served at url_private_download to the bot token only.
 package slacktest
 
@@ -107,6 +109,10 @@ type Server struct {
 	channels map[string]bool
 	gone     map[string]string
 	faults   map[string]int // method -> 5xx answers to give
+	limits   map[string]int // method -> 429 answers to give
+	limitFor int            // their Retry-After, in seconds
+	acks     []string       // the acknowledgements received, as sent
+	deaf     bool           // stop reading the socket at its next message
 	interval time.Duration
 	last     map[string]time.Time
 	calls    map[string]int
@@ -119,7 +125,7 @@ func New(botToken, appToken string) (*Server, error) {
 	s := &Server{
 		URL: "/api/", BotToken: botToken, AppToken: appToken, BotUserID: "UBOT0001",
 		changed: make(chan struct{}), clock: 1_700_000_000_000_000, acked: map[string]time.Duration{}, sentAt: map[string]time.Time{},
-		sent: map[string][]*Message{}, channels: map[string]bool{}, gone: map[string]string{}, faults: map[string]int{},
+		sent: map[string][]*Message{}, channels: map[string]bool{}, gone: map[string]string{}, faults: map[string]int{}, limits: map[string]int{},
 		last: map[string]time.Time{}, calls: map[string]int{}, files: map[string][]byte{}, uploads: map[string]*Upload{},
 	}
 	mux := http.NewServeMux()
@@ -136,6 +142,24 @@ func New(botToken, appToken string) (*Server, error) {
 	return s, nil
 }
 
+// deafUntilReplaced reads nothing more of c (pings go unanswered) until
+// another socket replaces it or the server closes.
+func (s *Server) deafUntilReplaced(ctx context.Context, c *websocket.Conn) {
+	for {
+		s.mu.Lock()
+		same, ch := s.conn == c, s.changed
+		s.mu.Unlock()
+		if !same {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+	}
+}
+
 // Requests are the requests received so far ("GET /gateway").
 func (s *Server) Requests() []string { return s.srv.Requests() }
 
@@ -144,6 +168,8 @@ func (s *Server) Close() {
 	s.mu.Lock()
 	if s.conn != nil {
 		s.conn.CloseNow() //nolint:errcheck // closing
+		s.conn = nil
+		s.notify()
 	}
 	s.mu.Unlock()
 	s.srv.Close()
@@ -251,13 +277,60 @@ func (s *Server) write(c *websocket.Conn, v any) {
 	c.Write(ctx, websocket.MessageText, b) //nolint:errcheck // a dropped socket redelivers on the next one
 }
 
-// Disconnect sends Slack's disconnect envelope ("refresh_requested").
-func (s *Server) Disconnect() {
+// Disconnect sends Slack's disconnect message ("refresh_requested").
+func (s *Server) Disconnect() { s.DisconnectFor("refresh_requested") }
+
+// DisconnectFor sends a disconnect message with the reason ("warning",
+// "refresh_requested", "link_disabled", …); the socket stays open, as
+// Slack's does until it closes it.
+func (s *Server) DisconnectFor(reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.conn != nil {
-		s.write(s.conn, map[string]any{"type": "disconnect", "reason": "refresh_requested", "debug_info": map[string]any{"host": "slacktest"}})
+		s.write(s.conn, map[string]any{"type": "disconnect", "reason": reason, "debug_info": map[string]any{"host": "slacktest"}})
 	}
+}
+
+// PostEnvelope queues an envelope of another type than events_api
+// ("slash_commands", "interactive") with the payload, and returns its
+// envelope_id.
+func (s *Server) PostEnvelope(typ string, payload any) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, _ := json.Marshal(payload)
+	s.clock += 100
+	env := &envelope{EnvelopeID: fmt.Sprintf("env-%d", s.clock), Payload: b, Type: typ, AcceptsResponsePayload: true}
+	s.pending = append(s.pending, env)
+	if s.conn != nil {
+		s.write(s.conn, env)
+	}
+	return env.EnvelopeID
+}
+
+// Acks are the acknowledgements received, each as the app sent it.
+func (s *Server) Acks() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.acks...)
+}
+
+// Deafen makes the socket, from the next message the app sends (which
+// is lost), read nothing more: no acknowledgement taken, no ping
+// answered, as a connection that the network dropped without a word.
+// The next connection is heard again.
+func (s *Server) Deafen() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deaf = true
+}
+
+// RateLimit makes the next n calls of the Web API method answer 429
+// with Retry-After: retryAfter (seconds).
+func (s *Server) RateLimit(method string, n, retryAfter int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limits[method] += n
+	s.limitFor = retryAfter
 }
 
 // Drop closes the socket without a word, as a network failure does.
@@ -390,6 +463,12 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		answer(w, 500, map[string]any{"ok": false, "error": "internal_error"})
 		return
 	}
+	if s.limits[method] > 0 {
+		s.limits[method]--
+		w.Header().Set("Retry-After", strconv.Itoa(s.limitFor))
+		answer(w, 429, map[string]any{"ok": false, "error": "ratelimited"})
+		return
+	}
 	switch method {
 	case "auth.test":
 		answer(w, 200, map[string]any{"ok": true, "url": "https://fake.slack.com/", "team": "Fake", "user": "nb", "team_id": "T0001", "user_id": s.BotUserID, "bot_id": "B0001"})
@@ -493,6 +572,7 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 	}
 	s.conn = c
 	s.conns++
+	s.deaf = false
 	s.write(c, map[string]any{"type": "hello", "num_connections": 1, "debug_info": map[string]any{"host": "slacktest", "approximate_connection_time": 18060}, "connection_info": map[string]any{"app_id": "A0001"}})
 	for _, e := range s.pending {
 		if _, sent := s.sentAt[e.EnvelopeID]; sent {
@@ -527,6 +607,13 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 			s.mu.Unlock()
 			return
 		}
+		s.mu.Lock()
+		if s.deaf && s.conn == c {
+			s.mu.Unlock()
+			s.deafUntilReplaced(ctx, c)
+			return
+		}
+		s.mu.Unlock()
 		var ack struct {
 			EnvelopeID string `json:"envelope_id"`
 		}
@@ -534,6 +621,7 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		s.mu.Lock()
+		s.acks = append(s.acks, string(data))
 		for i, e := range s.pending {
 			if e.EnvelopeID == ack.EnvelopeID {
 				s.pending = append(s.pending[:i], s.pending[i+1:]...)
