@@ -23,6 +23,8 @@ var replaced = []struct{ pkg, why string }{
 	{"github.com/jackc/pgx/v5", "the PostgreSQL stores use internal/pgpool on pgx's pgconn"},
 	{"github.com/jackc/pgx/v5/pgxpool", "internal/pgpool is the stores' pool"},
 	{"github.com/jackc/puddle/v2/...", "only pgxpool linked it"},
+	{"github.com/slack-go/slack/...", "the Slack channel speaks the Web API and Socket Mode itself (gateway/channel/slack)"},
+	{"github.com/gorilla/websocket/...", "only slack-go linked it; nb's WebSockets are github.com/coder/websocket"},
 }
 
 // onlyImportedBy are packages nb links only because another imports
