@@ -214,10 +214,7 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 			return !ok || channel.PublishDurably(ctx, in, m, c.log, c.retryBase)
 		},
 	}
-	if err := s.run(ctx); err != nil {
-		return err
-	}
-	return nil
+	return s.run(ctx)
 }
 
 // eventCallback is an events_api envelope's payload, as the Events API
