@@ -2,17 +2,18 @@
 // documentation of Socket Mode (https://api.slack.com/apis/socket-mode)
 // and of the Web API methods the channel calls: apps.connections.open
 // with the app-level token answers a WebSocket URL; the socket says
-// hello, carries events_api envelopes that the app acknowledges with
-// {"envelope_id":…}, redelivers on the next connection what was not
-// acknowledged (retry_attempt, retry_reason), asks the app to reconnect
-// with a disconnect message (refresh_requested, or another reason), and
-// pings; auth.test, chat.postMessage,
-// chat.update, files.getUploadURLExternal (with the upload URL it names)
-// and files.completeUploadExternal take the bot token as a Bearer header
-// and answer {"ok":true,…} or {"ok":false,"error":…}, with HTTP 429 and Retry-After
-// when a channel gets messages faster than allowed (or a method is
-// limited by RateLimit); people's files are
-// served at url_private_download to the bot token only.
+// hello, carries events_api envelopes (and slash_commands or interactive
+// ones, PostEnvelope) that the app acknowledges with {"envelope_id":…},
+// redelivers on the next connection what was not acknowledged
+// (retry_attempt, retry_reason), asks the app to reconnect with a
+// disconnect message (refresh_requested, or another reason), and pings;
+// auth.test, chat.postMessage, chat.update, files.getUploadURLExternal
+// (with the upload URL it names) and files.completeUploadExternal take
+// the bot token as a Bearer header and answer {"ok":true,…} or
+// {"ok":false,"error":…}, with HTTP 429 and Retry-After when a channel
+// gets messages faster than allowed (or a method is limited by
+// RateLimit); people's files are served at url_private_download to the
+// bot token only.
 package slacktest
 
 import (
@@ -573,7 +574,7 @@ func (s *Server) socket(w http.ResponseWriter, r *http.Request) {
 	s.conn = c
 	s.conns++
 	s.deaf = false
-	s.write(c, map[string]any{"type": "hello", "num_connections": 1, "debug_info": map[string]any{"host": "slacktest", "approximate_connection_time": 18060}, "connection_info": map[string]any{"app_id": "A0001"}})
+	s.write(c, map[string]any{"type": "hello", "num_connections": 1, "debug_info": map[string]any{"host": "slacktest", "build_number": 10, "approximate_connection_time": 18060}, "connection_info": map[string]any{"app_id": "A0001"}})
 	for _, e := range s.pending {
 		if _, sent := s.sentAt[e.EnvelopeID]; sent {
 			e.RetryAttempt++
