@@ -23,6 +23,9 @@ var replaced = []struct{ pkg, why string }{
 	{"github.com/jackc/pgx/v5", "the PostgreSQL stores use internal/pgpool on pgx's pgconn"},
 	{"github.com/jackc/pgx/v5/pgxpool", "internal/pgpool is the stores' pool"},
 	{"github.com/jackc/puddle/v2/...", "only pgxpool linked it"},
+	{"github.com/VictoriaMetrics/metrics/...", "internal/metric writes the Prometheus text format itself (registry.go, runtime.go, process_linux.go)"},
+	{"github.com/valyala/histogram/...", "only VictoriaMetrics/metrics linked it"},
+	{"github.com/valyala/fastrand/...", "only VictoriaMetrics/metrics linked it"},
 }
 
 // onlyImportedBy are packages nb links only because another imports
