@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/JohannesKaufmann/html-to-markdown/v2 v2.5.2
-	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/adhocore/gronx v1.20.4
 	github.com/arnodel/golua v0.1.1
 	github.com/bmatcuk/doublestar/v4 v4.10.4
@@ -58,11 +57,6 @@ require (
 )
 
 require github.com/kr/fs v0.1.0 // indirect
-
-require (
-	github.com/valyala/fastrand v1.1.0 // indirect
-	github.com/valyala/histogram v1.2.0 // indirect
-)
 
 require github.com/cespare/xxhash/v2 v2.3.0 // indirect
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/nbots/nb/pipeline/dot"
@@ -257,8 +258,8 @@ func ExpandVariables(g *Graph, vars map[string]string) {
 	for k := range all {
 		names = append(names, k)
 	}
-	slices.SortFunc(names, func(a, b string) int {
-		return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b))
+	sort.Slice(names, func(i, j int) bool {
+		return cmp.Or(cmp.Compare(len(names[j]), len(names[i])), strings.Compare(names[i], names[j])) < 0
 	})
 	pairs := make([]string, 0, 2*len(names))
 	for _, k := range names {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -86,8 +87,8 @@ func Validate(g *Graph, opts LoadOptions) []Diagnostic {
 		}
 		out = append(out, ds...)
 	}
-	slices.SortStableFunc(out, func(a, b Diagnostic) int {
-		return cmp.Or(cmp.Compare(a.Pos.Line, b.Pos.Line), cmp.Compare(a.Pos.Col, b.Pos.Col))
+	sort.SliceStable(out, func(i, j int) bool { // not slices.SortStableFunc: bench/README.md, "Binary: sorts"
+		return cmp.Or(cmp.Compare(out[i].Pos.Line, out[j].Pos.Line), cmp.Compare(out[i].Pos.Col, out[j].Pos.Col)) < 0
 	})
 	return out
 }
@@ -703,12 +704,12 @@ func cycles(g *Graph, idx map[string][]*Edge) [][]string {
 				selfLoop = selfLoop || e.To == id
 			}
 			if len(comp) > 1 || selfLoop {
-				slices.SortFunc(comp, func(a, b string) int { return cmp.Compare(order[a], order[b]) })
+				sort.Slice(comp, func(i, j int) bool { return order[comp[i]] < order[comp[j]] })
 				out = append(out, comp)
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b []string) int { return cmp.Compare(order[a[0]], order[b[0]]) })
+	sort.Slice(out, func(i, j int) bool { return order[out[i][0]] < order[out[j][0]] })
 	return out
 }
 

@@ -2,7 +2,6 @@ package files
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -248,11 +248,11 @@ func (t *globTool) Run(ctx context.Context, call tool.Call) (any, error) {
 	if len(hits) == 0 {
 		return fmt.Sprintf("No files match %s in %s.", pattern, w.show(start)), nil
 	}
-	slices.SortFunc(hits, func(a, b hit) int {
-		if c := b.mod.Compare(a.mod); c != 0 {
-			return c
+	sort.Slice(hits, func(i, j int) bool { // not slices.SortFunc: bench/README.md, "Binary: sorts"
+		if c := hits[j].mod.Compare(hits[i].mod); c != 0 {
+			return c < 0
 		}
-		return cmp.Compare(a.name, b.name)
+		return hits[i].name < hits[j].name
 	})
 	var b strings.Builder
 	for i, h := range hits {

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -288,7 +289,7 @@ func (c *Checker) channelLocked(ctx context.Context, r Request) Decision {
 			// Strangers writing by the thousand: the oldest codes go,
 			// so that the book stays small (a bus's value is at most
 			// 1 MB) and the owner can still approve.
-			slices.SortStableFunc(s.Pending, func(a, b Pending) int { return a.Expires.Compare(b.Expires) })
+			sort.SliceStable(s.Pending, func(i, j int) bool { return s.Pending[i].Expires.Before(s.Pending[j].Expires) })
 			s.Pending = slices.Delete(s.Pending, 0, n)
 		}
 		return nil

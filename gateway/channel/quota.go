@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -75,7 +75,9 @@ func enforceQuota(dir, keep string) {
 	if total <= q.max {
 		return
 	}
-	slices.SortFunc(files, func(a, b file) int { return a.mod.Compare(b.mod) })
+	// sort.Slice, not slices.SortFunc: each struct type slices sorts links
+	// its own pdqsort (bench/README.md, "Binary: sorts, metrics and the rest").
+	sort.Slice(files, func(i, j int) bool { return files[i].mod.Before(files[j].mod) })
 	removed, freed := 0, int64(0)
 	for _, f := range files {
 		if total <= q.max {

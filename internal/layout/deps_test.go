@@ -25,6 +25,9 @@ var replaced = []struct{ pkg, why string }{
 	{"github.com/jackc/puddle/v2/...", "only pgxpool linked it"},
 	{"github.com/slack-go/slack/...", "the Slack channel speaks the Web API and Socket Mode itself (gateway/channel/slack)"},
 	{"github.com/gorilla/websocket/...", "only slack-go linked it; nb's WebSockets are github.com/coder/websocket"},
+	{"github.com/VictoriaMetrics/metrics/...", "internal/metric writes the Prometheus text format itself (registry.go, runtime.go, process_linux.go)"},
+	{"github.com/valyala/histogram/...", "only VictoriaMetrics/metrics linked it"},
+	{"github.com/valyala/fastrand/...", "only VictoriaMetrics/metrics linked it"},
 }
 
 // onlyImportedBy are packages nb links only because another imports

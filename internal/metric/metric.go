@@ -1,6 +1,6 @@
 // Package metric is nb's Prometheus metrics: one process-wide registry
-// (github.com/VictoriaMetrics/metrics underneath, chosen for its binary
-// cost, see docs/observability.md), the hooks that nb's choke points call
+// (registry.go; the Go runtime's and the process's series in
+// runtime.go and process_linux.go), the hooks that nb's choke points call
 // (an HTTP request answered, a provider call, a tool call, a run
 // admitted or refused, a gateway turn, a message received or delivered),
 // and GET /metrics in the Prometheus text exposition format, with
@@ -20,17 +20,13 @@
 package metric
 
 import (
-	"bufio"
-	"bytes"
-	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	vm "github.com/VictoriaMetrics/metrics"
 )
 
 // MaxValues is the most distinct values a label kind keeps; later ones
@@ -41,16 +37,12 @@ const MaxValues = 100
 const Other = "other"
 
 var (
-	set = vm.NewSet()
-
 	familiesMu sync.Mutex
 	families   = map[string]string{} // name -> help
 
 	labelsMu sync.Mutex
 	labels   = map[string]map[string]bool{} // kind -> values kept
 )
-
-func init() { vm.ExposeMetadata(true) }
 
 // Label bounds a label value of kind (cartridge, provider, model, tool,
 // channel, source, ...): "" is "none"; a value with characters other than
@@ -133,13 +125,12 @@ func NewCounter(name, help string) Counter {
 
 // Add adds n to the series of the label pairs kv.
 func (c Counter) Add(n int, kv ...string) {
-	if n <= 0 {
-		if n == 0 {
-			set.GetOrCreateCounter(series(c.name, kv...)) // the series exists at 0
-		}
+	if n < 0 {
 		return
 	}
-	set.GetOrCreateCounter(series(c.name, kv...)).Add(n)
+	if v, ok := lookup(series(c.name, kv...), c.name, newCounter).(*counter); ok && n > 0 {
+		v.n.Add(uint64(n)) // n == 0: the series exists at 0
+	}
 }
 
 // Inc adds one.
@@ -155,27 +146,34 @@ func NewGauge(name, help string) Gauge {
 }
 
 // Set sets the series of kv to v.
-func (g Gauge) Set(v float64, kv ...string) { set.GetOrCreateGauge(series(g.name, kv...), nil).Set(v) }
+func (g Gauge) Set(v float64, kv ...string) {
+	if s, ok := lookup(series(g.name, kv...), g.name, newGauge).(*gauge); ok {
+		s.bits.Store(math.Float64bits(v))
+	}
+}
 
 // Add adds d to the series of kv.
-func (g Gauge) Add(d float64, kv ...string) { set.GetOrCreateGauge(series(g.name, kv...), nil).Add(d) }
+func (g Gauge) Add(d float64, kv ...string) {
+	s, ok := lookup(series(g.name, kv...), g.name, newGauge).(*gauge)
+	if !ok {
+		return
+	}
+	for {
+		old := s.bits.Load()
+		if s.bits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+d)) {
+			return
+		}
+	}
+}
 
 // Func makes the series of kv read f at each scrape, in place of the
 // function given before (a server made again in the same process, as
 // tests and nb gateway's /restart do).
 func (g Gauge) Func(f func() float64, kv ...string) {
-	name := series(g.name, kv...)
-	v, loaded := gaugeFuncs.LoadOrStore(name, &atomic.Pointer[func() float64]{})
-	p := v.(*atomic.Pointer[func() float64])
-	p.Store(&f)
-	if !loaded {
-		set.GetOrCreateGauge(name, func() float64 { return (*p.Load())() })
+	if s, ok := lookup(series(g.name, kv...), g.name, newGauge).(*gauge); ok {
+		s.f.Store(&f)
 	}
 }
-
-// gaugeFuncs are the functions of the gauges read at each scrape, by
-// series.
-var gaugeFuncs sync.Map
 
 // scrapes counts the calls of Write: perScrape's cache is good for one.
 var scrapes atomic.Uint64
@@ -207,38 +205,54 @@ type Histogram struct {
 	buckets []float64
 }
 
-// NewHistogram declares a histogram family with the buckets' upper bounds.
+// NewHistogram declares a histogram family with the buckets' upper
+// bounds, in increasing order (a last +Inf is implied, and dropped if
+// given).
 func NewHistogram(name, help string, buckets ...float64) Histogram {
 	describe(name, help)
+	if n := len(buckets); n > 0 && math.IsInf(buckets[n-1], 1) {
+		buckets = buckets[:n-1]
+	}
 	return Histogram{name, buckets}
 }
 
-// Observe adds v to the series of kv.
+// Observe adds v to the series of kv; a negative v or NaN is not
+// counted.
 func (h Histogram) Observe(v float64, kv ...string) {
-	set.GetOrCreatePrometheusHistogramExt(series(h.name, kv...), h.buckets).Update(v)
+	if math.IsNaN(v) || v < 0 {
+		return
+	}
+	s, ok := lookup(series(h.name, kv...), h.name, func() value { return newHistogram(h.buckets) }).(*histogram)
+	if ok {
+		s.observe(v)
+	}
 }
 
 // Write writes every metric, nb's and the Go runtime's and the
 // process's, in the Prometheus text exposition format (version 0.0.4).
 func Write(w io.Writer) {
-	var buf bytes.Buffer
 	scrapes.Add(1)
-	set.WritePrometheus(&buf)
-	vm.WriteProcessMetrics(&buf)
+	b := make([]byte, 0, 32<<10)
+	b = appendSeries(b)
+	b = appendGo(b)
+	b = appendProcess(b)
+	w.Write(b)
+}
+
+// meta appends a family's # HELP and # TYPE lines.
+func meta(b []byte, family, typ string) []byte {
 	familiesMu.Lock()
-	defer familiesMu.Unlock()
-	bw := bufio.NewWriter(w)
-	defer bw.Flush()
-	for line := range strings.Lines(buf.String()) {
-		if name, ok := strings.CutPrefix(line, "# HELP "); ok {
-			name = strings.TrimSpace(name)
-			if !strings.Contains(name, " ") {
-				fmt.Fprintf(bw, "# HELP %s %s\n", name, helpOf(name))
-				continue
-			}
-		}
-		bw.WriteString(line)
-	}
+	help := helpOf(family)
+	familiesMu.Unlock()
+	b = append(b, "# HELP "...)
+	b = append(b, family...)
+	b = append(b, ' ')
+	b = append(b, help...)
+	b = append(b, "\n# TYPE "...)
+	b = append(b, family...)
+	b = append(b, ' ')
+	b = append(b, typ...)
+	return append(b, '\n')
 }
 
 // helpOf is the help of a family: nb's own, or a generic one for the
@@ -262,6 +276,7 @@ const ContentType = "text/plain; version=0.0.4; charset=utf-8"
 // Handler answers GET /metrics; the server it is mounted on applies its
 // token and browser rules.
 func Handler() http.Handler {
+	processStart()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", ContentType)
 		w.Header().Set("Cache-Control", "no-store")

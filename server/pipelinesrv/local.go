@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -248,7 +249,7 @@ func (l *Local) List(_ context.Context, owner string) ([]Info, error) {
 	for _, r := range runs {
 		out = append(out, r.Info())
 	}
-	slices.SortFunc(out, func(a, b Info) int { return b.StartedAt.Compare(a.StartedAt) })
+	sort.Slice(out, func(i, j int) bool { return out[i].StartedAt.After(out[j].StartedAt) }) // not slices.SortFunc: bench/README.md, "Binary: sorts"
 	return out, nil
 }
 
@@ -593,7 +594,7 @@ func (*gate) Inform(string, string) {}
 // questions are the questions waiting, oldest first.
 func (g *gate) questions() []handler.Question {
 	qs := g.p.Questions()
-	slices.SortFunc(qs, func(a, b handler.Question) int { return qseq(a.ID) - qseq(b.ID) })
+	sort.Slice(qs, func(i, j int) bool { return qseq(qs[i].ID) < qseq(qs[j].ID) })
 	return qs
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -337,7 +338,7 @@ func (s *Stored) List(ctx context.Context, owner string) ([]Info, error) {
 			out = append(out, r.Info())
 		}
 	}
-	slices.SortFunc(out, func(a, b Info) int { return b.StartedAt.Compare(a.StartedAt) })
+	sort.Slice(out, func(i, j int) bool { return out[i].StartedAt.After(out[j].StartedAt) }) // not slices.SortFunc: bench/README.md, "Binary: sorts"
 	if out == nil {
 		out = []Info{}
 	}
