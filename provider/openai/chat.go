@@ -553,11 +553,7 @@ func (d Dialect) DecodeStream(ctx context.Context, body io.Reader, onEvent func(
 			break
 		}
 		var ch chunk
-		// segmentio's decoder reads what encoding/json reads, in a
-		// fraction of its time (one pass; encoding/json scans the whole
-		// event first to validate it, then decodes it): every event of
-		// every stream goes through here.
-		if err := sjson.Unmarshal(data, &ch); err != nil {
+		if err := decodeJSON(data, &ch); err != nil {
 			return nil, &provider.Error{Provider: d.ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(string(data)), err), Streamed: ans.Streamed}
 		}
 		if present(ch.Error) || present(ch.Detail) || bool(ch.Object) || ev.Event == "error" {
@@ -682,7 +678,7 @@ func (d Dialect) DecodeWhole(ctx context.Context, body io.Reader) (*provider.Res
 		return nil, provider.ReadError(ctx, d.ID, err, false)
 	}
 	var w whole
-	if err := sjson.Unmarshal(data, &w); err != nil { // as a stream's events (see DecodeStream)
+	if err := decodeJSON(data, &w); err != nil {
 		return nil, &provider.Error{Provider: d.ID, Message: fmt.Sprintf("unreadable response %q: %v", provider.Clip(string(data)), err)}
 	}
 	if len(w.Choices) == 0 {
@@ -707,4 +703,18 @@ func (d Dialect) DecodeWhole(ctx context.Context, body io.Reader) (*provider.Res
 		resp.Usage = w.Usage.common()
 	}
 	return resp, nil
+}
+
+// decodeJSON decodes an answer or a stream's event into v (a pointer to a
+// struct) with segmentio's decoder, which reads what encoding/json reads
+// in one pass where encoding/json scans the whole text to validate it
+// before decoding it: every answer and every event of every stream goes
+// through here. A text it refuses is decoded again, afresh, by
+// encoding/json, whose answer and error stand.
+func decodeJSON[T any](data []byte, v *T) error {
+	if sjson.Unmarshal(data, v) == nil {
+		return nil
+	}
+	*v = *new(T)
+	return json.Unmarshal(data, v)
 }
