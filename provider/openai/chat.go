@@ -510,17 +510,20 @@ func (u *usage) common() provider.Usage {
 }
 
 type chunk struct {
-	Model   string `json:"model"`
-	Choices []struct {
-		Delta        message `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *usage `json:"usage"`
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	Usage   *usage        `json:"usage"`
 	// An error arrives as {"error": ...} (OpenAI), {"detail": ...}
 	// (Maritaca) or {"object": "error", "message": ...} (Mistral).
 	Error  json.RawMessage `json:"error"`
 	Detail json.RawMessage `json:"detail"`
 	Object isError         `json:"object"`
+}
+
+// chunkChoice is one of a stream event's choices.
+type chunkChoice struct {
+	Delta        message `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
 }
 
 func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
@@ -552,7 +555,9 @@ func (d Dialect) DecodeStream(ctx context.Context, body io.Reader, onEvent func(
 			done = true
 			break
 		}
-		var ch chunk
+		// Room for the one choice an event has: segmentio's decoder
+		// fills the room it finds, and makes room for 10 otherwise.
+		ch := chunk{Choices: make([]chunkChoice, 0, 1)}
 		if err := decodeJSON(data, &ch); err != nil {
 			return nil, &provider.Error{Provider: d.ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(string(data)), err), Streamed: ans.Streamed}
 		}
@@ -663,12 +668,15 @@ func (d Dialect) finish(calls []indexedCall) []provider.ToolCall {
 }
 
 type whole struct {
-	Model   string `json:"model"`
-	Choices []struct {
-		Message      message `json:"message"`
-		FinishReason string  `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *usage `json:"usage"`
+	Model   string        `json:"model"`
+	Choices []wholeChoice `json:"choices"`
+	Usage   *usage        `json:"usage"`
+}
+
+// wholeChoice is one of an answer's choices (nb reads the first).
+type wholeChoice struct {
+	Message      message `json:"message"`
+	FinishReason string  `json:"finish_reason"`
 }
 
 // DecodeWhole reads an answer that was not streamed (a chat.completion object).
@@ -677,7 +685,7 @@ func (d Dialect) DecodeWhole(ctx context.Context, body io.Reader) (*provider.Res
 	if err != nil {
 		return nil, provider.ReadError(ctx, d.ID, err, false)
 	}
-	var w whole
+	w := whole{Choices: make([]wholeChoice, 0, 1)} // as a stream's events
 	if err := decodeJSON(data, &w); err != nil {
 		return nil, &provider.Error{Provider: d.ID, Message: fmt.Sprintf("unreadable response %q: %v", provider.Clip(string(data)), err)}
 	}
