@@ -5,6 +5,7 @@
 # goals side by side.
 #
 #   bench/portkey.sh [OLD_NB]      # OLD_NB: another nb build measured beside this tree's
+#   PROCS1=1 bench/portkey.sh ...  # and this tree's nb with GOMAXPROCS=1 too
 #
 # Figures: added latency (openaiload latency: sequential requests through
 # each server in turn, then to the fake directly; the median of the paired
@@ -70,7 +71,7 @@ FAKE=$(head -1 "$out/portkey/fake.addr")
 
 # start_nb NAME BINARY PORT: nb serve over $carts; sets NB_PID.
 start_nb() {
-	OPENAI_API_ADDRESS="$FAKE" "$2" serve --listen "127.0.0.1:$3" --log-level warn \
+	OPENAI_API_ADDRESS="$FAKE" GOMAXPROCS="${GOMAXPROCS:-}" "$2" serve --listen "127.0.0.1:$3" --log-level warn \
 		--max-runs 20000 --max-client-conns 20000 --max-conns 20000 --watch 0 "$carts" >"$out/portkey/$1.log" 2>&1 &
 	NB_PID=$!
 	pids+=("$NB_PID")
@@ -88,6 +89,12 @@ if [ -n "$old" ]; then
 fi
 start_nb nb-new "$root/$out/nb" 3048
 names+=(nb-new) ports+=(3048) procs+=("$NB_PID")
+if [ -n "${PROCS1:-}" ]; then
+	# this tree's nb again, on one OS thread running Go code (GOMAXPROCS=1):
+	# fewer hand-offs between threads, which this kind of VM pays dearly
+	GOMAXPROCS=1 start_nb nb-new-p1 "$root/$out/nb" 3047
+	names+=(nb-new-p1) ports+=(3047) procs+=("$NB_PID")
+fi
 (cd "$pk/node_modules/@portkey-ai/gateway" && exec node build/start-server.js --port="$PORTKEY_PORT") >"$out/portkey/portkey.log" 2>&1 &
 pids+=($!)
 names+=(portkey) ports+=("$PORTKEY_PORT") procs+=($!)
@@ -116,8 +123,8 @@ wrk.headers["x-portkey-provider"] = "openai"
 wrk.headers["x-portkey-custom-host"] = "$FAKE/v1"
 done = function(summary, latency, requests)
 	local errors = summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.status + summary.errors.timeout
-	io.write(string.format("requests %d, errors %d (non-2xx %d), %.0f requests/s, latency p50 %.2f ms p99 %.2f ms\n",
-		summary.requests, errors, summary.errors.status, summary.requests / (summary.duration / 1e6),
+	io.write(string.format("requests %d, errors %d (non-2xx %d, timeouts %d), %.0f requests/s, latency p50 %.2f ms p99 %.2f ms\n",
+		summary.requests, errors, summary.errors.status, summary.errors.timeout, summary.requests / (summary.duration / 1e6),
 		latency:percentile(50) / 1000, latency:percentile(99) / 1000))
 end
 LUA
