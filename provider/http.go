@@ -162,8 +162,10 @@ func Send(ctx context.Context, r HTTPRequest) (io.ReadCloser, *http.Response, er
 	}
 	req.ContentLength = int64(len(data))
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(newBody()), nil }
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "nb (Nano Bots)")
+	// The same two values on every request: shared, not made anew (a
+	// header's values are replaced or appended to, never changed in place).
+	req.Header["Content-Type"] = jsonContentType
+	req.Header["User-Agent"] = userAgent
 	for k, v := range r.Headers {
 		req.Header.Set(k, v)
 	}
@@ -191,6 +193,12 @@ func Send(ctx context.Context, r HTTPRequest) (io.ReadCloser, *http.Response, er
 	limit := AnswerLimit(ctx)
 	return &cappedBody{ReadCloser: body, left: limit, err: &AnswerCutError{Provider: r.Provider, Limit: limit}}, resp, nil
 }
+
+// The values of the headers every request to a provider carries.
+var (
+	jsonContentType = []string{"application/json"}
+	userAgent       = []string{"nb (Nano Bots)"}
+)
 
 // expiries are the errors of one request's time limits. They are made
 // with the request, in one piece, and the address (the URL without its

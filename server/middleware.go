@@ -204,8 +204,10 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	h.Set("Access-Control-Allow-Origin", "*")
-	h.Set("Access-Control-Expose-Headers", "Retry-After, X-Request-Id")
+	// The same two values on every answer: shared, not made anew (a
+	// header's values are replaced or appended to, never changed in place).
+	h["Access-Control-Allow-Origin"] = corsAnyOrigin
+	h["Access-Control-Expose-Headers"] = corsExposed
 	l := &catalog.Leases{}
 	ctx := context.WithValue(context.WithValue(r.Context(), infoKey{}, info), leasesKey{}, l)
 	r = r.WithContext(ctx)
@@ -272,6 +274,12 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	s.mux.ServeHTTP(w, r) // sets the path's values, which Handler does not
 }
+
+// The values of the CORS headers every answer but a refusal carries.
+var (
+	corsAnyOrigin = []string{"*"}
+	corsExposed   = []string{"Retry-After, X-Request-Id"}
+)
 
 // DefaultOrigins are the browser origins a server without tokens
 // answers: the Obsidian plugin's page.

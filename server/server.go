@@ -400,11 +400,19 @@ func (s *Server) Admit(ctx context.Context, detached bool) (context.Context, fun
 		l.Inherit(leasesFrom(ctx))
 		parent = context.WithValue(context.WithoutCancel(parent), leasesKey{}, l)
 	}
-	runCtx, cancel := context.WithCancelCause(parent)
+	var runCtx context.Context
+	var cancel context.CancelCauseFunc
+	var cancelTimeout context.CancelFunc
 	if detached {
+		runCtx, cancel = context.WithCancelCause(parent)
 		stop = context.AfterFunc(s.base, func() { cancel(context.Cause(s.base)) })
+		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, s.limits.RunTimeout, s.runTimeout)
+	} else {
+		// A request's run ends with the request, when done is called, or
+		// at the run's time limit: one context does all three (a layer
+		// fewer, and its parent's list of children, at every request).
+		runCtx, cancelTimeout = context.WithTimeoutCause(parent, s.limits.RunTimeout, s.runTimeout)
 	}
-	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, s.limits.RunTimeout, s.runTimeout)
 	var once sync.Once
 	// The label is read at each look: a front-end may name the run's
 	// cartridge after its admission (the OpenAI routes read the body then).
@@ -413,7 +421,9 @@ func (s *Server) Admit(ctx context.Context, detached bool) (context.Context, fun
 		once.Do(func() {
 			endRun(outcome.failure())
 			cancelTimeout()
-			cancel(context.Canceled)
+			if cancel != nil {
+				cancel(context.Canceled)
+			}
 			if stop != nil {
 				stop()
 			}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/nbots/nb/media"
@@ -78,8 +79,30 @@ type Event struct {
 	read *readMeta
 }
 
-// Now formats the current time for Event.At.
-func Now() string { return time.Now().Format(time.RFC3339) }
+// Now formats the current time for Event.At. The events of an exchange
+// (the question, the answer, the tools' calls and results) are stamped
+// within the same second, and the stamp has seconds only: the last one
+// is kept and given again while the second (and the zone) is the same,
+// instead of being formatted anew.
+func Now() string {
+	t := time.Now()
+	sec, loc := t.Unix(), t.Location()
+	if c := lastStamp.Load(); c != nil && c.sec == sec && c.loc == loc {
+		return c.text
+	}
+	text := t.Format(time.RFC3339)
+	lastStamp.Store(&stamp{sec: sec, loc: loc, text: text})
+	return text
+}
+
+// stamp is a second Now formatted, in the zone it was formatted in.
+type stamp struct {
+	sec  int64
+	loc  *time.Location
+	text string
+}
+
+var lastStamp atomic.Pointer[stamp]
 
 // JSONEvent is an event as the reference's state files hold it (at, who,
 // mode, input, message, output, meta). Tool calls, reasoning, provider

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/nbots/nb/media"
 )
@@ -147,4 +149,32 @@ func TestRecordReadsTheReference(t *testing.T) {
 	if meta := ev.JSON().Meta; meta != nil {
 		t.Errorf("calls taken away, meta %v", meta)
 	}
+}
+
+// TestNowFormatsOncePerSecond checks that Now formats a second once: the
+// events of an exchange are stamped within the same second.
+func TestNowFormatsOncePerSecond(t *testing.T) {
+	Now()
+	// At most one second boundary falls within the runs: two allocations
+	// in 1,000 runs average to 0.
+	if n := testing.AllocsPerRun(1000, func() { Now() }); n != 0 {
+		t.Fatalf("Now allocates %v times a call, want 0 within a second", n)
+	}
+}
+
+// TestNowFollowsTheClock checks that the kept stamp is not given for
+// another second: in a bubble the clock starts at 2000-01-01 UTC
+// and moves only when the bubble sleeps.
+func TestNowFollowsTheClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		want := time.Now().Format(time.RFC3339)
+		if got := Now(); got != want {
+			t.Fatalf("Now() = %s, want %s", got, want)
+		}
+		time.Sleep(time.Second)
+		want = time.Now().Format(time.RFC3339)
+		if got := Now(); got != want {
+			t.Fatalf("a second later, Now() = %s, want %s", got, want)
+		}
+	})
 }

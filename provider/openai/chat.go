@@ -13,6 +13,7 @@ import (
 	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/tool"
+	sjson "github.com/segmentio/encoding/json"
 )
 
 // Dialect says where a Chat Completions server departs from OpenAI's API.
@@ -509,17 +510,20 @@ func (u *usage) common() provider.Usage {
 }
 
 type chunk struct {
-	Model   string `json:"model"`
-	Choices []struct {
-		Delta        message `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *usage `json:"usage"`
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	Usage   *usage        `json:"usage"`
 	// An error arrives as {"error": ...} (OpenAI), {"detail": ...}
 	// (Maritaca) or {"object": "error", "message": ...} (Mistral).
 	Error  json.RawMessage `json:"error"`
 	Detail json.RawMessage `json:"detail"`
 	Object isError         `json:"object"`
+}
+
+// chunkChoice is one of a stream event's choices.
+type chunkChoice struct {
+	Delta        message `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
 }
 
 func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
@@ -551,8 +555,10 @@ func (d Dialect) DecodeStream(ctx context.Context, body io.Reader, onEvent func(
 			done = true
 			break
 		}
-		var ch chunk
-		if err := json.Unmarshal(data, &ch); err != nil {
+		// Room for the one choice an event has: segmentio's decoder
+		// fills the room it finds, and makes room for 10 otherwise.
+		ch := chunk{Choices: make([]chunkChoice, 0, 1)}
+		if err := decodeJSON(data, &ch); err != nil {
 			return nil, &provider.Error{Provider: d.ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(string(data)), err), Streamed: ans.Streamed}
 		}
 		if present(ch.Error) || present(ch.Detail) || bool(ch.Object) || ev.Event == "error" {
@@ -662,12 +668,15 @@ func (d Dialect) finish(calls []indexedCall) []provider.ToolCall {
 }
 
 type whole struct {
-	Model   string `json:"model"`
-	Choices []struct {
-		Message      message `json:"message"`
-		FinishReason string  `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *usage `json:"usage"`
+	Model   string        `json:"model"`
+	Choices []wholeChoice `json:"choices"`
+	Usage   *usage        `json:"usage"`
+}
+
+// wholeChoice is one of an answer's choices (nb reads the first).
+type wholeChoice struct {
+	Message      message `json:"message"`
+	FinishReason string  `json:"finish_reason"`
 }
 
 // DecodeWhole reads an answer that was not streamed (a chat.completion object).
@@ -676,8 +685,8 @@ func (d Dialect) DecodeWhole(ctx context.Context, body io.Reader) (*provider.Res
 	if err != nil {
 		return nil, provider.ReadError(ctx, d.ID, err, false)
 	}
-	var w whole
-	if err := json.Unmarshal(data, &w); err != nil {
+	w := whole{Choices: make([]wholeChoice, 0, 1)} // as a stream's events
+	if err := decodeJSON(data, &w); err != nil {
 		return nil, &provider.Error{Provider: d.ID, Message: fmt.Sprintf("unreadable response %q: %v", provider.Clip(string(data)), err)}
 	}
 	if len(w.Choices) == 0 {
@@ -702,4 +711,18 @@ func (d Dialect) DecodeWhole(ctx context.Context, body io.Reader) (*provider.Res
 		resp.Usage = w.Usage.common()
 	}
 	return resp, nil
+}
+
+// decodeJSON decodes an answer or a stream's event into v (a pointer to a
+// struct) with segmentio's decoder, which reads what encoding/json reads
+// in one pass where encoding/json scans the whole text to validate it
+// before decoding it: every answer and every event of every stream goes
+// through here. A text it refuses is decoded again, afresh, by
+// encoding/json, whose answer and error stand.
+func decodeJSON[T any](data []byte, v *T) error {
+	if sjson.Unmarshal(data, v) == nil {
+		return nil
+	}
+	*v = *new(T)
+	return json.Unmarshal(data, v)
 }
