@@ -130,10 +130,11 @@ type Gateway struct {
 	// (/status), of the sessions of the last maxContexts turns at least
 	// (see noteContext).
 	contexts, contextsOld map[string][2]int
-	channels              map[string]*channelRecord
-	expected              []string
-	tokens                map[string]int // today's tokens by source
-	day                   string
+
+	channels map[string]*channelRecord
+	expected []string
+	tokens   map[string]int // today's tokens by source
+	day      string
 	// flooding are the sessions told that their messages are dropped,
 	// until one is queued again (see flooded).
 	flooding map[string]bool
