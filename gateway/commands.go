@@ -114,10 +114,11 @@ func (g *Gateway) newSession(ctx context.Context, key string, owner bool) string
 
 // maxContexts is how many sessions' last request size /status
 // remembers at least (twice as many at most): a gateway that talked with
-// ten thousand chats keeps the figure of the last thousand or so, not a
-// map entry for each of them (issue 36). A chat not among them shows
-// its figure again after its next turn.
-const maxContexts = 1024
+// ten thousand chats keeps the figure of the last few hundred (/status
+// is asked in a chat that just talked), not a map entry for each of them
+// (issue 36). A chat not among them shows its figure again after its
+// next turn.
+const maxContexts = 256
 
 // noteContext records the size and budget of the last request of
 // session key: in the current map until it holds maxContexts sessions,
