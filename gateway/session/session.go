@@ -386,7 +386,7 @@ type Session struct {
 	fd   int
 	open bool
 	// fi identifies the file as last read (another process's /new
-	// replaces it): its device and inode, not an os.FileInfo (about 200
+	// replaces it): its device and inode, not an os.FileInfo (144
 	// bytes more for each of the up to MaxOpen sessions kept open).
 	fi   fileID
 	meta Meta
