@@ -112,6 +112,38 @@ func (g *Gateway) newSession(ctx context.Context, key string, owner bool) string
 	return "New session started."
 }
 
+// maxContexts is how many sessions' last request size /status
+// remembers at least (twice as many at most): a gateway that talked with
+// ten thousand chats keeps the figure of the last few hundred (/status
+// is asked in a chat that just talked), not a map entry for each of them
+// (issue 36). A chat not among them shows its figure again after its
+// next turn.
+const maxContexts = 256
+
+// noteContext records the size and budget of the last request of
+// session key: in the current map until it holds maxContexts sessions,
+// which then becomes the old one (the older one dropped).
+func (g *Gateway) noteContext(key string, tokens, budget int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.contexts == nil || len(g.contexts) >= maxContexts {
+		if _, ok := g.contexts[key]; !ok {
+			g.contextsOld, g.contexts = g.contexts, make(map[string][2]int, min(len(g.contexts), maxContexts))
+		}
+	}
+	g.contexts[key] = [2]int{tokens, budget}
+}
+
+// contextLocked is the last request's size and budget of session key,
+// when remembered.
+func (g *Gateway) contextLocked(key string) ([2]int, bool) {
+	if c, ok := g.contexts[key]; ok {
+		return c, true
+	}
+	c, ok := g.contextsOld[key]
+	return c, ok
+}
+
 // status is /status's answer.
 func (g *Gateway) status(ctx context.Context, key string) string {
 	var b strings.Builder
@@ -124,7 +156,7 @@ func (g *Gateway) status(ctx context.Context, key string) string {
 		fmt.Fprintf(&b, "Session: %s, %d messages (%d unconsolidated), %s\n", key, sess.Len(), sess.Len()-m.LastConsolidated, size(sess.Size()))
 	}
 	g.mu.Lock()
-	if c, ok := g.contexts[key]; ok {
+	if c, ok := g.contextLocked(key); ok {
 		fmt.Fprintf(&b, "Context: ~%d of %d estimated tokens (%d%%)\n", c[0], c[1], c[0]*100/c[1])
 	}
 	total := 0

@@ -127,8 +127,11 @@ type Gateway struct {
 
 	mu      sync.Mutex
 	running map[string]map[*runningTurn]bool
-	// contexts are the last request's size and budget by session (/status).
-	contexts map[string][2]int
+	// contexts are the last request's size and budget by session
+	// (/status), of the sessions of the last maxContexts turns at least
+	// (see noteContext).
+	contexts, contextsOld map[string][2]int
+
 	channels map[string]*channelRecord
 	expected []string
 	tokens   map[string]int // today's tokens by source
@@ -642,12 +645,7 @@ func (g *Gateway) turn(ctx context.Context, d Direct) (_ string, err error) {
 		switch ev.Kind {
 		case agent.RoundStart:
 			if ev.ContextBudget > 0 {
-				g.mu.Lock()
-				if g.contexts == nil {
-					g.contexts = map[string][2]int{}
-				}
-				g.contexts[d.SessionKey] = [2]int{ev.ContextTokens, ev.ContextBudget}
-				g.mu.Unlock()
+				g.noteContext(d.SessionKey, ev.ContextTokens, ev.ContextBudget)
 			}
 			if reserver != nil {
 				release(provider.Usage{}) // a round that ended without its RoundEnd

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"testing/synctest"
@@ -167,5 +168,30 @@ func TestStatusFile(t *testing.T) {
 	}
 	if _, running, err := ReadStatus(path); running || err != nil {
 		t.Errorf("after the stop: running %v, %v", running, err)
+	}
+}
+
+// TestContextsBounded: /status's last request size is remembered for the
+// sessions of the last maxContexts turns at least, and for 2×maxContexts
+// sessions at most, however many chats the gateway talked with.
+func TestContextsBounded(t *testing.T) {
+	g := &Gateway{}
+	for i := range 10 * maxContexts {
+		g.noteContext(fmt.Sprint("web:", i), i, 100_000)
+		g.noteContext("web:busy", i, 100_000) // a chat that talks all the time
+	}
+	if n := len(g.contexts) + len(g.contextsOld); n > 2*maxContexts {
+		t.Fatalf("%d sessions remembered, want %d at most", n, 2*maxContexts)
+	}
+	for i := 10*maxContexts - maxContexts/2; i < 10*maxContexts; i++ {
+		if c, ok := g.contextLocked(fmt.Sprint("web:", i)); !ok || c != [2]int{i, 100_000} {
+			t.Fatalf("session %d: %v %v, want its last request", i, c, ok)
+		}
+	}
+	if c, ok := g.contextLocked("web:busy"); !ok || c[0] != 10*maxContexts-1 {
+		t.Fatalf("the busy chat: %v %v, want its last request", c, ok)
+	}
+	if _, ok := g.contextLocked("web:0"); ok {
+		t.Fatal("the first chat, ten thousand chats ago, is still remembered")
 	}
 }

@@ -2,6 +2,8 @@ package bus
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -32,8 +34,8 @@ func TestWindow(t *testing.T) {
 	for i := range 1000 {
 		w.First(fmt.Sprint(i))
 	}
-	if len(w.set) > 3 || len(w.ring) > 3 {
-		t.Fatalf("the window holds %d hashes in its set and %d in its ring, want 3 at most", len(w.set), len(w.ring))
+	if w.n > 3 || len(w.ring) > 3 {
+		t.Fatalf("the window holds %d hashes in its index and %d in its ring, want 3 at most", w.n, len(w.ring))
 	}
 }
 
@@ -50,4 +52,73 @@ func TestWindowRingWhole(t *testing.T) {
 	if cap(w.ring) != 64 {
 		t.Fatalf("ring of %d, want 64 at once", cap(w.ring))
 	}
+}
+
+// TestWindowAgainstModel: a long random run of First, Seen and Forget
+// (few distinct keys, so keys come back, are forgotten and evicted)
+// answers as the plain model does: the last Size keys given to First,
+// less those forgotten since.
+func TestWindowAgainstModel(t *testing.T) {
+	for _, size := range []int{1, 2, 7, 64, 1000} {
+		w := Window{Size: size}
+		var order []string     // every key First took, oldest first
+		in := map[string]int{} // key -> its latest position in order
+		seen := func(k string) bool {
+			i, ok := in[k]
+			return ok && i >= len(order)-size
+		}
+		r := rand.New(rand.NewPCG(1, uint64(size)))
+		for step := range 200_000 {
+			k := fmt.Sprint(r.IntN(3 * size))
+			switch r.IntN(8) {
+			case 0:
+				if got, want := w.Seen(k), seen(k); got != want {
+					t.Fatalf("size %d, step %d: Seen(%s) = %v, want %v", size, step, k, got, want)
+				}
+			case 1:
+				w.Forget(k)
+				delete(in, k)
+			default:
+				want := !seen(k)
+				if got := w.First(k); got != want {
+					t.Fatalf("size %d, step %d: First(%s) = %v, want %v", size, step, k, got, want)
+				}
+				if want {
+					in[k] = len(order)
+					order = append(order, k)
+				}
+			}
+		}
+		if w.n > size {
+			t.Fatalf("size %d: %d keys indexed", size, w.n)
+		}
+	}
+}
+
+// TestWindowBytesPerKey: a window of 65,536 keys (the bus's), full and
+// turned over twice, holds at most 1.1 MB live (ring 512 KiB, index 512
+// KiB); a Go map of the hashes beside the ring held 2.9 MB.
+func TestWindowBytesPerKey(t *testing.T) {
+	live := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	keys := make([]string, 3<<16)
+	for i := range keys {
+		keys[i] = fmt.Sprint("in\x00web\x00", i)
+	}
+	before := live()
+	w := &Window{Size: 1 << 16}
+	for _, k := range keys {
+		w.First(k)
+	}
+	got := live() - before
+	runtime.KeepAlive(w)
+	runtime.KeepAlive(keys)
+	if got > 1_100_000 {
+		t.Fatalf("a full window of %d keys holds %d bytes, want 1.1 MB at most", w.Size, got)
+	}
+	t.Logf("%d bytes, %.1f a key", got, float64(got)/float64(w.Size))
 }

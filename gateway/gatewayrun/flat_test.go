@@ -39,10 +39,15 @@ const flatChildEnv = "NB_TEST_MEMORY_FLAT_CHILD"
 // between the end of the first half and the end of the second: what a
 // turn leaves behind must not be kept; nor, from a reading just before
 // the chats touched once to one after, by more than a bound per chat
-// well below their messages: idle sessions' messages leave memory.
+// well below their messages: idle sessions' messages leave memory;
+// nor, over as many chats more once the open sessions are full, by more
+// than a bound per chat: what every chat leaves for good is small.
 //
 // Under -race every turn costs several times more: the run is shorter,
-// the bound the same (the old code kept about 1 KB a turn).
+// the bounds' floors the same (the old code kept about 1 KB a turn);
+// the bounds that tell the duplicate windows' map and /status's map of
+// every chat (about 100 and 140 bytes a turn or chat more) bite only
+// without -race, in CI's plain run.
 func TestMemoryFlat(t *testing.T) {
 	if os.Getenv(flatChildEnv) != "" {
 		t.Skip("the child runs TestMemoryFlatChild")
@@ -77,37 +82,51 @@ func TestMemoryFlat(t *testing.T) {
 			}
 		}
 	}
-	first, second, warmed, idle := figures["heap1"], figures["heap2"], figures["heap2b"], figures["heap3"]
-	if first == 0 || second == 0 || warmed == 0 || idle == 0 {
+	first, second, warmed, idle, more := figures["heap1"], figures["heap2"], figures["heap2b"], figures["heap3"], figures["heap4"]
+	if first == 0 || second == 0 || warmed == 0 || idle == 0 || more == 0 {
 		t.Fatalf("no figures in the child's output:\n%s", out)
 	}
-	t.Logf("%d chats, %d turns a half: live heap %d KB after the first half, %d KB after the second, %d KB before and %d KB after %d chats more, touched once each with %d-byte messages (%s)",
-		chats, turns, first>>10, second>>10, warmed>>10, idle>>10, turns, idleMessage, tookText)
+	t.Logf("%d chats, %d turns a half: live heap %d KB after the first half, %d KB after the second, %d KB before and %d KB after %d chats more, touched once each with %d-byte messages, %d KB after %d more (%s)",
+		chats, turns, first>>10, second>>10, warmed>>10, idle>>10, turns, idleMessage, more>>10, turns, tookText)
 	// What a turn leaves behind for good: a few dozen bytes (the
-	// duplicate windows filling, up to their size); the sessions'
+	// duplicate windows filling, up to their size: 16 bytes a key in
+	// bus.Window's index, three keys a turn; 40-45 bytes a key in the Go
+	// map it had, 100-140 KB over these 1,200 turns); the sessions'
 	// messages were about 700 bytes a turn, kept for as long as the
 	// session was open.
-	if bound := max(160<<10, 100*int64(turns)); second-first > bound {
+	if bound := max(80<<10, 64*int64(turns)); second-first > bound {
 		t.Errorf("the live heap grew by %d KB between the first %d turns over %d chats and the next %d (bound %d KB): something is kept for each turn",
 			(second-first)>>10, turns, chats, turns, bound>>10)
 	}
 	// What a chat leaves behind: its place in the web chat's list and
-	// the budgets' counts, the open sessions (up to session.DefaultMaxOpen,
-	// without their messages: about 500 bytes each) and the warm ones'
-	// messages (up to KeepBytes in all). Each of those chats' two
-	// messages is idleMessage bytes long, so a chat whose messages stayed
-	// in memory would cost more than twice that: the bound per chat is
-	// less than one message.
-	if bound := flatKeepBytes + 256<<10 + 1536*int64(turns); idle-warmed > bound {
+	// the budgets' counts, the open sessions (up to flatMaxOpen, without
+	// their messages: about 900 bytes each) and the warm ones' messages
+	// (up to KeepBytes in all). Each of those chats' two messages is
+	// idleMessage bytes long, so a chat whose messages stayed in memory
+	// would cost more than twice that: the bound per chat is far less
+	// than one message.
+	if bound := flatKeepBytes + flatMaxOpen<<10 + 160*int64(turns); idle-warmed > bound {
 		t.Errorf("the live heap grew by %d KB after %d more chats touched once each with two %d-byte messages (bound %d KB): idle sessions' messages stay in memory",
 			(idle-warmed)>>10, turns, idleMessage, bound>>10)
 	}
+	// What a chat leaves for good, once the open sessions are full: its
+	// place in the web chat's list (about 50 bytes), the budget's count
+	// of the day (about 90), the duplicate windows' keys; not a map entry
+	// of /status's (maxContexts), not 40-45 bytes a key in the windows,
+	// not a socket's map left at its largest. The old code kept about
+	// 250 bytes a chat, this one about 110.
+	if bound := max(32<<10, 176*int64(turns)); more-idle > bound {
+		t.Errorf("the live heap grew by %d KB after %d more chats touched once each, past the %d open sessions (bound %d KB, %d bytes a chat): something is kept for every chat",
+			(more-idle)>>10, turns, flatMaxOpen, bound>>10, bound/int64(turns))
+	}
 }
 
-// flatKeepBytes is the child's session.Manager.KeepBytes, and
-// idleMessage how long the messages of the chats touched once are.
+// flatKeepBytes and flatMaxOpen are the child's session.Manager
+// KeepBytes and MaxOpen, and idleMessage how long the messages of the
+// chats touched once are.
 const (
 	flatKeepBytes = 64 << 10
+	flatMaxOpen   = 200
 	idleMessage   = 4 << 10
 )
 
@@ -132,7 +151,13 @@ func TestMemoryFlatChild(t *testing.T) {
 	ctx := t.Context()
 	// The warm sessions' messages fill their 64 KiB in the first half
 	// (1 MiB by default would take more turns than a test can run).
-	_, url := startEchoGateway(t, func(gw *Gateway) { gw.Sessions.KeepBytes = 64 << 10 })
+	// The open sessions are bounded at flatMaxOpen so that the last
+	// chats (d…) come past the bound: what they leave is what grows
+	// with every chat for good.
+	_, url := startEchoGateway(t, func(gw *Gateway) {
+		gw.Sessions.KeepBytes = flatKeepBytes
+		gw.Sessions.MaxOpen = flatMaxOpen
+	})
 	profiles := 0
 	heap := func() uint64 {
 		// The least of three readings a little apart: a buffer a
@@ -175,7 +200,9 @@ func TestMemoryFlatChild(t *testing.T) {
 	h2b := heap()
 	flatTurns(t, ctx, url, "c", turns, turns, idleMessage)
 	h3 := heap()
-	fmt.Printf("flat: heap1=%d heap2=%d heap2b=%d heap3=%d\nflat-took: %v\n", h1, h2, h2b, h3, time.Since(start).Round(time.Millisecond))
+	flatTurns(t, ctx, url, "d", turns, turns, 0)
+	h4 := heap()
+	fmt.Printf("flat: heap1=%d heap2=%d heap2b=%d heap3=%d heap4=%d\nflat-took: %v\n", h1, h2, h2b, h3, h4, time.Since(start).Round(time.Millisecond))
 }
 
 // flatTurns runs turns through the web chat at url over chats chats

@@ -386,8 +386,9 @@ type Session struct {
 	fd   int
 	open bool
 	// fi identifies the file as last read (another process's /new
-	// replaces it).
-	fi   os.FileInfo
+	// replaces it): its device and inode, not an os.FileInfo (144
+	// bytes more for each of the up to MaxOpen sessions kept open).
+	fi   fileID
 	meta Meta
 	// events are every message, as the agent's events, when loaded (a
 	// session no turn holds may leave them to its file: see warm.go).
@@ -504,7 +505,7 @@ func (m *Manager) load(key string) (*Session, error) {
 		}
 		s.closeFileLocked()
 	}
-	fi, err := os.Stat(path)
+	fi, _, err := statID(path)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", path, err)
 	}
@@ -987,6 +988,23 @@ func (s *Session) syncLocked() error {
 	return nil
 }
 
+// fileID identifies a file (os.SameFile's device and inode); ok is
+// false for none.
+type fileID struct {
+	dev, ino uint64
+	ok       bool
+}
+
+// statID is os.Stat's identity and size of the file at path, without
+// an os.FileInfo to allocate, its errors those of os.Stat.
+func statID(path string) (fileID, int64, error) {
+	var st syscall.Stat_t
+	if err := ignoringEINTR(func() error { return syscall.Stat(path, &st) }); err != nil {
+		return fileID{}, 0, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return fileID{dev: uint64(st.Dev), ino: uint64(st.Ino), ok: true}, st.Size, nil //nolint:unconvert // Dev is not a uint64 everywhere
+}
+
 // openFD opens path with flags (and O_CLOEXEC) as a bare descriptor,
 // its errors those of os.OpenFile.
 func openFD(path string, flags int, perm uint32) (int, error) {
@@ -1192,7 +1210,7 @@ func (s *Session) clearLocked() error {
 	if err := atomicfile.WriteFile(s.Path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("session %s: %w", s.Path, err)
 	}
-	fi, err := os.Stat(s.Path)
+	fi, _, err := statID(s.Path)
 	if err != nil {
 		return fmt.Errorf("session %s: %w", s.Path, err)
 	}
@@ -1269,11 +1287,11 @@ func (s *Session) lockFile(ctx context.Context, load bool) (func(), error) {
 func (s *Session) refresh(load bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fi, err := os.Stat(s.Path)
+	fi, size, err := statID(s.Path)
 	if err != nil {
 		return fmt.Errorf("session %s: %w", s.Path, err)
 	}
-	if s.fi != nil && os.SameFile(fi, s.fi) && fi.Size() == s.size {
+	if s.fi.ok && fi == s.fi && size == s.size {
 		if s.loaded || !load {
 			return nil
 		}
@@ -1317,7 +1335,7 @@ type Mark struct {
 	size   int64
 	events int
 	meta   Meta
-	fi     os.FileInfo
+	fi     fileID
 }
 
 // Mark notes where the session is (taken by a turn that holds it).
@@ -1335,7 +1353,7 @@ func (s *Session) Mark() Mark {
 func (s *Session) Rollback(m Mark) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.conv != nil || !s.holds || s.size == m.size || m.fi == nil || s.fi == nil || !os.SameFile(m.fi, s.fi) {
+	if s.conv != nil || !s.holds || s.size == m.size || !m.fi.ok || !s.fi.ok || m.fi != s.fi {
 		return nil
 	}
 	if err := s.syncLocked(); err != nil {
@@ -1442,7 +1460,7 @@ func (s *Session) rewriteHeadLocked() error {
 	if err != nil {
 		return fmt.Errorf("session %s: rewrite its first line: %w", s.Path, err)
 	}
-	fi, err := os.Stat(s.Path)
+	fi, _, err := statID(s.Path)
 	if err != nil {
 		return fmt.Errorf("session %s: %w", s.Path, err)
 	}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -304,5 +305,40 @@ func TestTwoProcesses(t *testing.T) {
 	defer unlock1()
 	if h := s1.History(); len(h) != 2 || agent.Text(h[0].Message) != in {
 		t.Fatalf("%+v", h)
+	}
+}
+
+// TestFileReplacedSameSize: another process replaces the session's file
+// with one of the same length (its /new, a restore): the next turn reads
+// the new file, told from the old by its identity, not its size.
+func TestFileReplacedSameSize(t *testing.T) {
+	m := newManager(t)
+	s, _ := m.Get(t.Context(), "cli:direct")
+	unlock, err := s.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := "first question"
+	s.Append(t.Context(), state.Event{Who: "user", Message: in, Input: &in}, state.Event{Who: "AI", Message: "first answer"})
+	unlock()
+	old, err := os.ReadFile(s.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repl := bytes.ReplaceAll(old, []byte("first"), []byte("other"))
+	tmp := s.Path + ".new"
+	if err := os.WriteFile(tmp, repl, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, s.Path); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err = s.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if h := s.History(); len(h) != 2 || agent.Text(h[0].Message) != "other question" {
+		t.Fatalf("after the file was replaced: %+v, want the new file's messages", h)
 	}
 }

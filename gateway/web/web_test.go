@@ -216,9 +216,9 @@ func TestSessionsListBounded(t *testing.T) {
 	const chats = 3 * listedSessions
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	srv, _ := startWith(t, func(s *Server) {
-		s.chats = map[string]time.Time{}
+		s.chats = map[string]int64{}
 		for i := range chats {
-			s.chats["old-"+strconv.Itoa(i)] = base.Add(time.Duration(i) * time.Minute)
+			s.chats["old-"+strconv.Itoa(i)] = base.Add(time.Duration(i) * time.Minute).UnixNano()
 		}
 	})
 	ctx, ws := dial(t, srv)
@@ -257,4 +257,42 @@ func TestSessionsListBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after a new chat", f, "new")
+}
+
+// TestSocketsForgottenOnClose: a socket subscribed to many chats and
+// closed leaves no room for them in the server's map of sockets (a Go
+// map keeps the room of the most entries it held).
+func TestSocketsForgottenOnClose(t *testing.T) {
+	var s *Server
+	srv, _ := startWith(t, func(srv *Server) { s = srv })
+	ctx, ws := dial(t, srv)
+	const chats = 300
+	for i := range chats {
+		if err := wsjson.Write(ctx, ws, Frame{Type: "subscribe", ChatID: "c" + strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	subscribed := func() (int, bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.conns), s.conns == nil
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n, _ := subscribed(); n == chats {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the socket was not subscribed to its chats")
+		}
+	}
+	ws.Close(websocket.StatusNormalClosure, "")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, gone := subscribed(); gone {
+			break
+		}
+		if time.Now().After(deadline) {
+			n, _ := subscribed()
+			t.Fatalf("the closed socket's chats are still in the server's map (%d entries, or its room for %d)", n, chats)
+		}
+	}
 }
