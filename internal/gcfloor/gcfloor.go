@@ -19,9 +19,14 @@ import (
 	"sync/atomic"
 )
 
-// maxPercent bounds the GOGC the floor sets (a live heap of almost
-// nothing would otherwise ask for a percentage of millions).
-const maxPercent = 100_000
+// maxPercent bounds the GOGC the floor sets: a goal of five times the
+// live heap at most. The percentage set after a collection applies to
+// the heap the next one leaves live until the tuner runs again, which
+// may be much larger (a gateway that starts, with 1 MB live, then takes
+// 100 turns at once): with no bound, the 1,500% that makes a 16 MiB
+// goal of 1 MB live let the heap grow to 160 MB before the first
+// collection of the burst (gctrace).
+const maxPercent = 400
 
 // Percent is the GOGC whose heap goal is floor bytes, or percent when
 // that goal is reached with percent already. live is the heap a

@@ -18,6 +18,8 @@ func TestPercent(t *testing.T) {
 		// 4 MiB live, 1 MiB of stacks and globals: a goal of 16 MiB is
 		// 4 + 5 × 240% = 16.
 		{"small live heap", 50, 16 * mib, 4 * mib, 1 * mib, 240},
+		// 2 MiB live: 2 + 2 × 400% = 10 MiB, the most the floor asks.
+		{"smaller live heap", 50, 16 * mib, 2 * mib, 0, maxPercent},
 		// 12 MiB live: 12 + 12 × 50% = 18 MiB, above the floor.
 		{"live heap past the floor's reach", 50, 16 * mib, 12 * mib, 0, 50},
 		{"live heap above the floor", 50, 16 * mib, 20 * mib, 0, 50},
