@@ -5,10 +5,11 @@
 // collector run every few turns; with a floor it runs when the heap
 // reaches the floor, and a large live heap keeps the relative goal.
 //
-// The floor is a GOGC recomputed after each collection from the heap
-// that collection left live (runtime/metrics), not a memory limit
-// (GOMEMLIMIT): a live heap above a limit makes the collector run
-// without pause, above a floor the percentage applies.
+// The floor holds while collections come close together (Busy): at rest
+// the percentage alone applies. It is a GOGC recomputed after each
+// collection from the heap that collection left live (runtime/metrics),
+// not a memory limit (GOMEMLIMIT): a live heap above a limit makes the
+// collector run without pause, above a floor the percentage applies.
 package gcfloor
 
 import (
@@ -17,6 +18,7 @@ import (
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // maxPercent bounds the GOGC the floor sets: a goal of five times the
@@ -45,11 +47,23 @@ func Percent(percent int, floor, live, scan uint64) int {
 	return max(percent, int(p))
 }
 
+// Busy is how close together collections must come for the floor to
+// hold: a collection later than this after the one before finds a
+// gateway at rest (the runtime forces one every two minutes, the idle
+// release one after a burst), and the percentage alone applies until
+// the next one, so that what an idle process allocates (timers, a
+// metrics scrape) does not grow a heap just given back to the system
+// up to the floor.
+const Busy = time.Second
+
 // Tuner keeps the floor: started by Start, it sets GOGC after each
 // collection.
 type Tuner struct {
 	percent int
 	floor   uint64
+	busy    time.Duration
+	last    time.Time // the collection seen last
+	now     func() time.Time
 	stopped atomic.Bool
 	set     atomic.Int64 // the GOGC set last
 	cycles  atomic.Int64 // collections seen
@@ -66,15 +80,17 @@ type sentinel struct{ _ [16]byte }
 // above until Stop. The process should have one Tuner; a GOGC or a
 // GOMEMLIMIT set by the user is theirs, and Start is then not called
 // (the caller's choice).
-func Start(percent int, floor uint64) *Tuner {
-	t := &Tuner{percent: percent, floor: floor, samples: []metrics.Sample{
+func Start(percent int, floor uint64) *Tuner { return start(percent, floor, time.Now) }
+
+// start is Start with a clock.
+func start(percent int, floor uint64, now func() time.Time) *Tuner {
+	t := &Tuner{percent: percent, floor: floor, busy: Busy, now: now, samples: []metrics.Sample{
 		{Name: "/gc/heap/live:bytes"},
 		{Name: "/gc/scan/stack:bytes"},
 		{Name: "/gc/scan/globals:bytes"},
 	}}
 	t.set.Store(int64(percent))
 	debug.SetGCPercent(percent)
-	t.adjust()
 	t.arm()
 	return t
 }
@@ -105,7 +121,12 @@ func (t *Tuner) adjust() {
 			v[i] = s.Value.Uint64()
 		}
 	}
-	p := Percent(t.percent, t.floor, v[0], v[1]+v[2])
+	now := t.now()
+	p := t.percent
+	if !t.last.IsZero() && now.Sub(t.last) <= t.busy {
+		p = Percent(t.percent, t.floor, v[0], v[1]+v[2])
+	}
+	t.last = now
 	old := int(t.set.Load())
 	// A change of a few percent moves the goal by less than the heap
 	// moves between collections: not worth the heap lock it takes.
