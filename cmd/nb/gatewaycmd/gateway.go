@@ -9,7 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +21,6 @@ import (
 	"github.com/nbots/nb/gateway/bus/jetstream"
 	"github.com/nbots/nb/gateway/config"
 	"github.com/nbots/nb/gateway/gatewayrun"
-	"github.com/nbots/nb/internal/gcfloor"
 	"github.com/nbots/nb/internal/httpguard"
 	"github.com/nbots/nb/internal/metric"
 	"github.com/nbots/nb/server"
@@ -183,12 +182,7 @@ func (cl *cli) serveGateway(ctx context.Context, args []string) error {
 		// no turn holds leave memory, the duplicate windows have a
 		// size); what turns in flight allocate is not held after them.
 		// See bench/README.md, issue 36.
-		//
-		// The goal has a floor, though (gcFloor): with the few MB live
-		// of a gateway between turns, half of it is a collection every
-		// few turns, each waking the collector's workers on every core.
-		tuner := gcfloor.Start(50, gcFloor)
-		defer tuner.Stop()
+		debug.SetGCPercent(50)
 	}
 	c, err := cl.loadGatewayConfig(f)
 	if err != nil {

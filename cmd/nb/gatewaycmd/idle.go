@@ -94,10 +94,3 @@ func (r *idleRelease) run(ctx context.Context) {
 		}
 	}
 }
-
-// gcFloor is the smallest heap goal of the gateway's collector (see
-// gcfloor): about what 100 turns in flight hold at once, so that a
-// gateway with a few MB live collects when it has allocated some
-// 10 MB, not 2-3. The idle release (above) returns what the floor let
-// the heap grow to, once the gateway is idle.
-const gcFloor = 16 << 20
