@@ -109,8 +109,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 func (s *Scheduler) Tick(ctx context.Context) (time.Time, error) {
 	now := time.Now()
 	stamp := stampOf(s.Store.Path)
-	if stamp.same(s.seen) && !s.seen.nextDue.IsZero() && now.Before(s.seen.nextDue) {
-		return s.seen.nextDue, nil // nothing changed, nothing due
+	if stamp.same(s.seen) && (s.seen.nextDue.IsZero() || now.Before(s.seen.nextDue)) {
+		// Nothing changed, nothing due: none at all when no enabled
+		// job has a next run (no jobs), until jobs.json changes.
+		return s.seen.nextDue, nil
 	}
 	var due []Job
 	var slots []int64

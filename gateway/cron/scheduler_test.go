@@ -320,3 +320,40 @@ func TestClaimsAcrossStores(t *testing.T) {
 		}
 	})
 }
+
+// TestIdleWithoutJobs: a scheduler with no job to run neither locks nor
+// rewrites jobs.json at each tick (it did once a second: a write and two
+// fsyncs); a job added meanwhile is still seen.
+func TestIdleWithoutJobs(t *testing.T) {
+	dir := t.TempDir()
+	st := NewStore(dir)
+	s := &Scheduler{Store: st, Claims: &replica.Local{}, RunJob: func(context.Context, Job) error { return nil }}
+	ctx := context.Background()
+	if _, err := s.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(st.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := s.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := os.Stat(st.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("jobs.json rewritten by ticks with no job to run")
+	}
+	j := addJob(t, NewStore(dir), Spec{Name: "later", Message: "hello", At: time.Now().Add(time.Hour)}, time.Now())
+	next, err := s.Tick(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.UnixMilli(*j.State.NextRunAtMs); !next.Equal(want) {
+		t.Errorf("next run after a job was added: %v, want %v", next, want)
+	}
+}

@@ -277,10 +277,10 @@ func (d Dialect) Messages(req provider.Request) ([]any, error) {
 		}
 	}
 	if req.System != "" {
-		out = append(out, map[string]any{"role": "system", "content": req.System})
+		out = append(out, &textMessage{Content: req.System, Role: "system"})
 	}
 	if req.Backdrop != "" {
-		out = append(out, map[string]any{"role": "user", "content": req.Backdrop})
+		out = append(out, &textMessage{Content: req.Backdrop, Role: "user"})
 	}
 	for _, m := range req.Messages {
 		if err := d.checkImages(m); err != nil {
@@ -291,6 +291,10 @@ func (d Dialect) Messages(req provider.Request) ([]any, error) {
 		}
 		switch m.Role {
 		case provider.RoleAssistant:
+			if m.Content != "" && len(m.ToolCalls) == 0 && d.Assistant == nil {
+				out = append(out, &textMessage{Content: m.Content, Role: "assistant"})
+				continue
+			}
 			msg := map[string]any{"role": "assistant"}
 			switch {
 			case m.Content != "" || len(m.ToolCalls) == 0 || d.EmptyContent == ContentEmpty:
@@ -315,6 +319,10 @@ func (d Dialect) Messages(req provider.Request) ([]any, error) {
 			}
 			out = append(out, msg)
 		case provider.RoleTool:
+			if !d.ToolName && len(m.Images) == 0 {
+				out = append(out, &toolMessage{Content: m.Content, Role: "tool", ToolCallID: callID(m.ToolCallID)})
+				continue
+			}
 			msg := map[string]any{"role": "tool", "tool_call_id": callID(m.ToolCallID), "content": m.Content}
 			if d.ToolName {
 				msg["name"] = m.ToolName
@@ -336,19 +344,36 @@ func (d Dialect) Messages(req provider.Request) ([]any, error) {
 			}
 			out = append(out, msg)
 		default:
-			var content any = m.Content
-			if len(m.Images) > 0 {
-				parts, err := d.parts(m.Content, m.Images)
-				if err != nil {
-					return nil, err
-				}
-				content = parts
+			if len(m.Images) == 0 {
+				out = append(out, &textMessage{Content: m.Content, Role: "user"})
+				continue
 			}
-			out = append(out, map[string]any{"role": "user", "content": content})
+			parts, err := d.parts(m.Content, m.Images)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, map[string]any{"role": "user", "content": parts})
 		}
 	}
 	flush()
 	return out, nil
+}
+
+// textMessage and toolMessage are the history's commonest messages: the
+// system text, a user's, an assistant's text without tool calls or
+// dialect hook, a tool's text result. They encode to the bytes of the map they stand
+// for (a map's keys are encoded sorted: the fields are in that order),
+// without a map to build and its keys to sort at each request: a
+// request sends the whole history each time.
+type textMessage struct {
+	Content string `json:"content"`
+	Role    string `json:"role"`
+}
+
+type toolMessage struct {
+	Content    string `json:"content"`
+	Role       string `json:"role"`
+	ToolCallID string `json:"tool_call_id"`
 }
 
 // text is a JSON string field decoded without the pointer a *string costs.
