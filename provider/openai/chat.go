@@ -13,7 +13,6 @@ import (
 	"github.com/nbots/nb/media"
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/tool"
-	sjson "github.com/segmentio/encoding/json"
 )
 
 // Dialect says where a Chat Completions server departs from OpenAI's API.
@@ -583,7 +582,7 @@ func (d Dialect) DecodeStream(ctx context.Context, body io.Reader, onEvent func(
 		// Room for the one choice an event has: segmentio's decoder
 		// fills the room it finds, and makes room for 10 otherwise.
 		ch := chunk{Choices: make([]chunkChoice, 0, 1)}
-		if err := decodeJSON(data, &ch); err != nil {
+		if err := provider.DecodeJSON(data, &ch); err != nil {
 			return nil, &provider.Error{Provider: d.ID, Message: fmt.Sprintf("unreadable stream event %q: %v", provider.Clip(string(data)), err), Streamed: ans.Streamed}
 		}
 		if present(ch.Error) || present(ch.Detail) || bool(ch.Object) || ev.Event == "error" {
@@ -711,7 +710,7 @@ func (d Dialect) DecodeWhole(ctx context.Context, body io.Reader) (*provider.Res
 		return nil, provider.ReadError(ctx, d.ID, err, false)
 	}
 	w := whole{Choices: make([]wholeChoice, 0, 1)} // as a stream's events
-	if err := decodeJSON(data, &w); err != nil {
+	if err := provider.DecodeJSON(data, &w); err != nil {
 		return nil, &provider.Error{Provider: d.ID, Message: fmt.Sprintf("unreadable response %q: %v", provider.Clip(string(data)), err)}
 	}
 	if len(w.Choices) == 0 {
@@ -736,18 +735,4 @@ func (d Dialect) DecodeWhole(ctx context.Context, body io.Reader) (*provider.Res
 		resp.Usage = w.Usage.common()
 	}
 	return resp, nil
-}
-
-// decodeJSON decodes an answer or a stream's event into v (a pointer to a
-// struct) with segmentio's decoder, which reads what encoding/json reads
-// in one pass where encoding/json scans the whole text to validate it
-// before decoding it: every answer and every event of every stream goes
-// through here. A text it refuses is decoded again, afresh, by
-// encoding/json, whose answer and error stand.
-func decodeJSON[T any](data []byte, v *T) error {
-	if sjson.Unmarshal(data, v) == nil {
-		return nil
-	}
-	*v = *new(T)
-	return json.Unmarshal(data, v)
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/nbots/nb/provider"
 	"github.com/nbots/nb/state"
 	"github.com/nbots/nb/tool"
-	sjson "github.com/segmentio/encoding/json"
 )
 
 // chatRequest is the body of POST /v1/chat/completions: the fields nb
@@ -151,17 +150,9 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("", "the request has no body: send a JSON object")
 	}
-	// segmentio's decoder reads what encoding/json reads in one pass,
-	// where encoding/json scans the whole body to validate it before
-	// decoding it. A body it refuses is decoded again, afresh, by
-	// encoding/json, whose answer stands (the messages below are made of
-	// its errors).
-	err := sjson.Unmarshal(body, v)
-	if err != nil {
-		reflect.ValueOf(v).Elem().SetZero()
-		err = json.Unmarshal(body, v)
-	}
-	if err != nil {
+	// In one pass; a body refused is decoded again by encoding/json,
+	// whose errors the messages below are made of.
+	if err := provider.DecodeJSON(body, v); err != nil {
 		var e *Error
 		if errors.As(err, &e) {
 			return e
