@@ -221,9 +221,8 @@ func (c *Channel) Run(ctx context.Context, in channel.Inbox, ready func()) error
 // wraps an event (https://api.slack.com/apis/events-api): the event
 // itself is in Event.
 type eventCallback struct {
-	Type    string `json:"type"`
-	EventID string `json:"event_id"`
-	Event   event  `json:"event"`
+	Type  string `json:"type"`
+	Event event  `json:"event"`
 }
 
 // event is a message or app_mention event: the fields the channel reads.
@@ -267,21 +266,21 @@ func (c *Channel) inbound(ctx context.Context, in channel.Inbox, payload json.Ra
 		return bus.Inbound{}, false
 	}
 	e := cb.Event
-	user, text, ts, thread, ch, chType, botID, subtype, files := e.User, e.Text, e.TS, e.ThreadTS, e.Channel, e.ChannelType, e.BotID, e.Subtype, e.Files
 	mention := false
 	switch e.Type {
 	case "message":
 	case "app_mention":
-		chType, mention, subtype = "channel", true, ""
+		e.ChannelType, e.Subtype, mention = "channel", "", true
 	default:
 		return bus.Inbound{}, false
 	}
+	user, text, ts, thread, ch := e.User, e.Text, e.TS, e.ThreadTS, e.Channel
 	// Edits, deletions, joins and bots (the app itself among them) are
 	// not people talking.
-	if user == "" || user == me || botID != "" || (subtype != "" && subtype != "file_share" && subtype != "thread_broadcast") {
+	if user == "" || user == me || e.BotID != "" || (e.Subtype != "" && e.Subtype != "file_share" && e.Subtype != "thread_broadcast") {
 		return bus.Inbound{}, false
 	}
-	group := chType != "im"
+	group := e.ChannelType != "im"
 	if why := c.refused(user, ch, group); why != "" {
 		// Dropped here, before any download: the gateway never sees it.
 		c.log.Debug("slack: message dropped", "reason", why, "channel", ch, "user", user)
@@ -309,18 +308,18 @@ func (c *Channel) inbound(ctx context.Context, in channel.Inbox, payload json.Ra
 		Content:   text,
 		Timestamp: tsTime(ts),
 		Metadata: map[string]any{
-			"group": group, "mentioned": mention || !group, "channel_type": chType,
+			"group": group, "mentioned": mention || !group, "channel_type": e.ChannelType,
 			"channel": ch, "ts": ts, "thread_ts": thread,
 		},
 	}
-	if (mention || !group) && len(files) > 0 && !channel.Admits(in, m) {
-		c.log.Info("slack: files of a sender not allowed not downloaded", "message", ts, "files", len(files))
-		files = nil
+	if (mention || !group) && len(e.Files) > 0 && !channel.Admits(in, m) {
+		c.log.Info("slack: files of a sender not allowed not downloaded", "message", ts, "files", len(e.Files))
+		e.Files = nil
 	}
 	if mention || !group {
 		// Files only from whom the app would answer: a channel's chatter
 		// that does not mention it costs no download.
-		for _, f := range files {
+		for _, f := range e.Files {
 			path, err := c.fetch(ctx, ch, ts, f)
 			if err != nil {
 				c.log.Warn("slack: file not stored", "name", f.Name, "message", ts, "err", err)

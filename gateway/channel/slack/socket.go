@@ -20,12 +20,11 @@ import (
 // acknowledges, and retry_attempt and retry_reason when Slack sends it
 // again because no acknowledgement came.
 type envelope struct {
-	Type                   string          `json:"type"`
-	EnvelopeID             string          `json:"envelope_id"`
-	Payload                json.RawMessage `json:"payload"`
-	AcceptsResponsePayload bool            `json:"accepts_response_payload"`
-	RetryAttempt           int             `json:"retry_attempt"`
-	RetryReason            string          `json:"retry_reason"`
+	Type         string          `json:"type"`
+	EnvelopeID   string          `json:"envelope_id"`
+	Payload      json.RawMessage `json:"payload"`
+	RetryAttempt int             `json:"retry_attempt"`
+	RetryReason  string          `json:"retry_reason"`
 	// Reason is a disconnect's ("warning", "refresh_requested",
 	// "link_disabled", …).
 	Reason string `json:"reason"`
@@ -206,7 +205,8 @@ func (s *socket) connect(ctx context.Context) (up bool, err error) {
 	}
 }
 
-// write sends v's JSON as a text message.
+// write sends v's JSON as a text message, within 10 s: the bytes of
+// json.Marshal, which wsjson.Write would follow with a newline.
 func write(ctx context.Context, conn *websocket.Conn, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
