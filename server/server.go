@@ -393,17 +393,17 @@ func (s *Server) Admit(ctx context.Context, detached bool) (context.Context, fun
 	}
 	outcome := &runOutcome{}
 	parent := context.WithValue(admission.NewContext(ctx, run), runOutcomeKey{}, outcome)
-	var l *catalog.Leases
-	var stop func() bool
+	var (
+		l             *catalog.Leases
+		stop          func() bool
+		runCtx        context.Context
+		cancel        context.CancelCauseFunc // a detached run's: it outlives the request
+		cancelTimeout context.CancelFunc
+	)
 	if detached {
 		l = &catalog.Leases{}
 		l.Inherit(leasesFrom(ctx))
 		parent = context.WithValue(context.WithoutCancel(parent), leasesKey{}, l)
-	}
-	var runCtx context.Context
-	var cancel context.CancelCauseFunc
-	var cancelTimeout context.CancelFunc
-	if detached {
 		runCtx, cancel = context.WithCancelCause(parent)
 		stop = context.AfterFunc(s.base, func() { cancel(context.Cause(s.base)) })
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, s.limits.RunTimeout, s.runTimeout)
