@@ -134,12 +134,11 @@ func backend(t *testing.T, p *pgpool.Pool) int {
 	return pid
 }
 
-// TestBrokenConnectionDropped: a connection the server killed fails its
-// statement and is not handed out again.
-func TestBrokenConnectionDropped(t *testing.T) {
+// terminate ends the server's backend pid from another connection, as
+// an administrator or a restart would.
+func terminate(t *testing.T, url string, pid int) {
+	t.Helper()
 	ctx := ctxOf(t)
-	p, url := open(t, "&pool_max_conns=1")
-	pid := backend(t, p)
 	other, err := pgconn.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -148,8 +147,17 @@ func TestBrokenConnectionDropped(t *testing.T) {
 	if _, err := other.Exec(ctx, "SELECT pg_terminate_backend("+strconv.Itoa(pid)+")").ReadAll(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestBrokenConnectionDropped: a connection the server killed fails its
+// statement and is not handed out again.
+func TestBrokenConnectionDropped(t *testing.T) {
+	ctx := ctxOf(t)
+	p, url := open(t, "&pool_max_conns=1")
+	pid := backend(t, p)
+	terminate(t, url, pid)
 	time.Sleep(50 * time.Millisecond) // the backend's end reaches the socket
-	_, err = p.Exec(ctx, "SELECT 1", 1)
+	_, err := p.Exec(ctx, "SELECT 1", 1)
 	if err == nil {
 		t.Log("the killed connection was noticed before the statement") // nothing to drop then
 	}
@@ -165,14 +173,7 @@ func TestIdleConnectionChecked(t *testing.T) {
 	ctx := ctxOf(t)
 	p, url := open(t, "&pool_max_conns=1")
 	pid := backend(t, p)
-	other, err := pgconn.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(ctx)
-	if _, err := other.Exec(ctx, "SELECT pg_terminate_backend("+strconv.Itoa(pid)+")").ReadAll(); err != nil {
-		t.Fatal(err)
-	}
+	terminate(t, url, pid)
 	time.Sleep(1100 * time.Millisecond)
 	if _, err := p.Exec(ctx, "SELECT $1::int", 1); err != nil {
 		t.Fatalf("the statement after an idle connection was killed: %v", err)
