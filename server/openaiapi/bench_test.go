@@ -128,26 +128,35 @@ func benchServer(b testing.TB) http.Handler {
 	return srv.Handler()
 }
 
-// benchServe runs one request of body through h per iteration, as a
-// client on loopback sends it (RemoteAddr, Host), and checks the answer.
-// The request and the writer are the benchmark's cheapest, so that what
-// is counted is nb's.
+// benchServe runs one request of body through h per iteration (see
+// requester).
 func benchServe(b *testing.B, h http.Handler, body, want string) {
-	w := &benchWriter{}
-	rd := strings.NewReader(body)
+	serve := requester(b, h, body, want)
 	b.ReportAllocs()
 	for b.Loop() {
+		serve()
+	}
+}
+
+// requester returns a function that sends one request of body through h,
+// as a client on loopback sends it (RemoteAddr, Host), and checks the
+// answer. The request and the writer are the cheapest there are, and
+// reused, so that what is counted is nb's.
+func requester(tb testing.TB, h http.Handler, body, want string) func() {
+	w := &benchWriter{}
+	rd := strings.NewReader(body)
+	return func() {
 		rd.Reset(body)
 		req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:3048/v1/chat/completions", io.NopCloser(rd))
 		if err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		req.RemoteAddr = "127.0.0.1:40000"
 		req.Header.Set("Content-Type", "application/json")
 		w.reset()
 		h.ServeHTTP(w, req)
 		if w.status != 200 || !bytes.Contains(w.body, []byte(want)) {
-			b.Fatal(w.status, string(w.body))
+			tb.Fatal(w.status, string(w.body))
 		}
 	}
 }
@@ -278,22 +287,7 @@ func TestServeAllocs(t *testing.T) {
 		{"whole", `{"model":"bench","messages":[{"role":"user","content":"hi"}]}`, `"content":"xxxxxx"`, 175},
 		{"stream", `{"model":"bench","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, "data: [DONE]", 200},
 	} {
-		w := &benchWriter{}
-		rd := strings.NewReader(c.body)
-		serve := func() {
-			rd.Reset(c.body)
-			req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:3048/v1/chat/completions", io.NopCloser(rd))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.RemoteAddr = "127.0.0.1:40000"
-			req.Header.Set("Content-Type", "application/json")
-			w.reset()
-			h.ServeHTTP(w, req)
-			if w.status != 200 || !bytes.Contains(w.body, []byte(c.want)) {
-				t.Fatal(w.status, string(w.body))
-			}
-		}
+		serve := requester(t, h, c.body, c.want)
 		serve() // the first request fills caches
 		// The request itself (NewRequest, its header) is counted too: 4.
 		if n := testing.AllocsPerRun(200, serve); n > c.max {
