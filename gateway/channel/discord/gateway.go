@@ -237,7 +237,7 @@ func (g *gateway) connect(ctx context.Context, events chan<- event) (up bool, er
 	frames := make(chan frame)
 	cctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	go read(cctx, stop, conn, frames, g.log)
+	go channel.ReadFrames(cctx, stop, conn, frames, g.log, "discord: a gateway frame")
 
 	var hello frame
 	select {
@@ -383,28 +383,6 @@ func (g *gateway) connect(ctx context.Context, events chan<- event) (up bool, er
 				}
 				g.pending = append(g.pending, event{T: f.T, D: f.D})
 			}
-		}
-	}
-}
-
-// read forwards conn's frames until it fails, which ends the connection
-// with the failure.
-func read(ctx context.Context, stop context.CancelCauseFunc, conn *websocket.Conn, frames chan<- frame, log *slog.Logger) {
-	for {
-		_, b, err := conn.Read(ctx)
-		if err != nil {
-			stop(err)
-			return
-		}
-		var f frame
-		if err := json.Unmarshal(b, &f); err != nil {
-			log.Warn("discord: a gateway frame that is not JSON ignored", "bytes", len(b))
-			continue
-		}
-		select {
-		case frames <- f:
-		case <-ctx.Done():
-			return
 		}
 	}
 }

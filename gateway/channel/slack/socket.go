@@ -158,7 +158,7 @@ func (s *socket) connect(ctx context.Context) (up bool, err error) {
 	cctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	frames := make(chan envelope, frameQueue)
-	go read(cctx, stop, conn, frames, s.log)
+	go channel.ReadFrames(cctx, stop, conn, frames, s.log, "slack: a socket mode message")
 	go ping(cctx, stop, conn, s.pingEvery)
 
 	helloBy := time.NewTimer(s.helloWait)
@@ -168,7 +168,7 @@ func (s *socket) connect(ctx context.Context) (up bool, err error) {
 		case <-ctx.Done():
 			return up, nil
 		case <-cctx.Done():
-			return up, context.Cause(cctx)
+			return up, ended(cctx)
 		case <-helloBy.C:
 			if !up {
 				return false, fmt.Errorf("slack did not say hello in %s", s.helloWait)
@@ -196,7 +196,7 @@ func (s *socket) connect(ctx context.Context) (up bool, err error) {
 				return up, nil
 			}
 			if err := write(cctx, conn, ack{EnvelopeID: e.EnvelopeID}); err != nil {
-				if c := context.Cause(cctx); c != nil && !errors.Is(c, context.Canceled) {
+				if c := ended(cctx); c != nil && !errors.Is(c, context.Canceled) {
 					err = c
 				}
 				return up, fmt.Errorf("acknowledging an envelope: %w", err)
@@ -217,29 +217,14 @@ func write(ctx context.Context, conn *websocket.Conn, v any) error {
 	return conn.Write(ctx, websocket.MessageText, b)
 }
 
-// read forwards conn's messages until it fails, which ends the
-// connection with the failure.
-func read(ctx context.Context, stop context.CancelCauseFunc, conn *websocket.Conn, frames chan<- envelope, log *slog.Logger) {
-	for {
-		_, b, err := conn.Read(ctx)
-		if err != nil {
-			if websocket.CloseStatus(err) != -1 {
-				err = fmt.Errorf("slack closed the connection: %w", err)
-			}
-			stop(err)
-			return
-		}
-		var e envelope
-		if err := json.Unmarshal(b, &e); err != nil {
-			log.Warn("slack: a socket mode message that is not JSON ignored", "bytes", len(b))
-			continue
-		}
-		select {
-		case frames <- e:
-		case <-ctx.Done():
-			return
-		}
+// ended is why the connection's context ended: the reader's failure
+// (Slack closing the socket said so), an unanswered ping, or nil.
+func ended(cctx context.Context) error {
+	err := context.Cause(cctx)
+	if websocket.CloseStatus(err) != -1 {
+		return fmt.Errorf("slack closed the connection: %w", err)
 	}
+	return err
 }
 
 // ping pings every, and ends the connection when a ping is not answered
