@@ -141,9 +141,11 @@ func later(a, b time.Time) time.Time {
 
 // learn records what an answer's headers say of its bucket.
 func (r *rest) learn(q *request, h http.Header) {
-	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// Read under the lock, so that the buckets' resets are in the order
+	// they are recorded and a sweep forgets every window that passed.
+	now := time.Now()
 	if r.hashes == nil {
 		r.hashes, r.buckets = map[string]string{}, map[string]*bucket{}
 	}
