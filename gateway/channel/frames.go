@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -33,4 +34,19 @@ func ReadFrames[T any](ctx context.Context, stop context.CancelCauseFunc, conn *
 			return
 		}
 	}
+}
+
+// WriteFrame sends v as one JSON text message (json.Marshal's bytes, with
+// no newline after them, as wsjson.Write would add), within 10 s: the
+// frames nb sends to the platforms' WebSocket APIs (Discord, Slack,
+// DingTalk, QQ, WeCom) are small, and a write that takes longer is a
+// connection that is gone.
+func WriteFrame(ctx context.Context, conn *websocket.Conn, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return conn.Write(ctx, websocket.MessageText, b)
 }

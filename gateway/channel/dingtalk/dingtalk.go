@@ -340,21 +340,11 @@ func (c *Channel) session(ctx context.Context, in channel.Inbox, connected func(
 			// Acknowledged only now that the gateway holds it: DingTalk
 			// sends again what a dropped connection left unacknowledged.
 			ack := frame{Code: 200, Message: "OK", Headers: map[string]string{"contentType": "application/json", "messageId": f.Headers["messageId"]}, Data: `{"response":null}`}
-			if err := write(sctx, conn, ack); err != nil {
+			if err := channel.WriteFrame(sctx, conn, ack); err != nil {
 				stop(fmt.Errorf("acknowledging a message: %w", err))
 			}
 		}
 	}
-}
-
-func write(ctx context.Context, conn *websocket.Conn, f frame) error {
-	b, err := json.Marshal(f)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return conn.Write(ctx, websocket.MessageText, b)
 }
 
 // read answers SYSTEM frames itself, so pings are answered while a
@@ -375,7 +365,7 @@ func (c *Channel) read(ctx context.Context, stop context.CancelCauseFunc, conn *
 		case "SYSTEM":
 			switch f.Headers["topic"] {
 			case "ping":
-				if err := write(ctx, conn, frame{Code: 200, Message: "OK", Headers: f.Headers, Data: f.Data}); err != nil {
+				if err := channel.WriteFrame(ctx, conn, frame{Code: 200, Message: "OK", Headers: f.Headers, Data: f.Data}); err != nil {
 					stop(fmt.Errorf("answering a ping: %w", err))
 					return
 				}
@@ -386,7 +376,7 @@ func (c *Channel) read(ctx context.Context, stop context.CancelCauseFunc, conn *
 		case "EVENT":
 			// Not subscribed to; acknowledged so that it is not sent again.
 			ack := frame{Code: 200, Message: "OK", Headers: map[string]string{"contentType": "application/json", "messageId": f.Headers["messageId"]}, Data: `{"status":"SUCCESS","message":"success"}`}
-			write(ctx, conn, ack) //nolint:errcheck // a failed write ends the read too
+			channel.WriteFrame(ctx, conn, ack) //nolint:errcheck // a failed write ends the read too
 		case "CALLBACK":
 			select {
 			case callbacks <- f:

@@ -255,13 +255,7 @@ func (g *gateway) connect(ctx context.Context, events chan<- event) (up bool, er
 	}
 	every := time.Duration(h.Interval) * time.Millisecond
 	send := func(op int, d any) error {
-		b, err := json.Marshal(map[string]any{"op": op, "d": d})
-		if err != nil {
-			return err
-		}
-		wctx, cancel := context.WithTimeout(cctx, 10*time.Second)
-		defer cancel()
-		return conn.Write(wctx, websocket.MessageText, b)
+		return channel.WriteFrame(cctx, conn, map[string]any{"op": op, "d": d})
 	}
 	identify := func() error {
 		return send(opIdentify, map[string]any{

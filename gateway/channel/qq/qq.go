@@ -487,13 +487,7 @@ func readPayload(ctx context.Context, conn *websocket.Conn) (payload, error) {
 }
 
 func writePayload(ctx context.Context, conn *websocket.Conn, op int, d any) error {
-	b, err := json.Marshal(map[string]any{"op": op, "d": d})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return conn.Write(ctx, websocket.MessageText, b)
+	return channel.WriteFrame(ctx, conn, map[string]any{"op": op, "d": d})
 }
 
 // read hands dispatches on and notes heartbeat acknowledgements; it ends

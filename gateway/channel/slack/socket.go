@@ -195,7 +195,7 @@ func (s *socket) connect(ctx context.Context) (up bool, err error) {
 			if e.Type == "events_api" && !s.handle(ctx, e.Payload) {
 				return up, nil
 			}
-			if err := write(cctx, conn, ack{EnvelopeID: e.EnvelopeID}); err != nil {
+			if err := channel.WriteFrame(cctx, conn, ack{EnvelopeID: e.EnvelopeID}); err != nil {
 				if c := ended(cctx); c != nil && !errors.Is(c, context.Canceled) {
 					err = c
 				}
@@ -203,18 +203,6 @@ func (s *socket) connect(ctx context.Context) (up bool, err error) {
 			}
 		}
 	}
-}
-
-// write sends v's JSON as a text message, within 10 s: the bytes of
-// json.Marshal, which wsjson.Write would follow with a newline.
-func write(ctx context.Context, conn *websocket.Conn, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return conn.Write(ctx, websocket.MessageText, b)
 }
 
 // ended is why the connection's context ended: the reader's failure

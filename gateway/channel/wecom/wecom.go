@@ -231,12 +231,9 @@ type wsConn struct {
 }
 
 func (k *wsConn) write(ctx context.Context, f Frame) error {
-	b, _ := json.Marshal(f)
 	k.wmu.Lock()
 	defer k.wmu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return k.ws.Write(ctx, websocket.MessageText, b)
+	return channel.WriteFrame(ctx, k.ws, f)
 }
 
 // request writes f and waits for its answer (the frame with its req_id).
